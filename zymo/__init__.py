@@ -1,0 +1,24 @@
+"""zymo: Enzyme-style automatic differentiation of imperative Python and NumPy.
+
+    import zymo
+    from zymo import Reverse, Forward, Active, Const, Duplicated
+
+    zymo.autodiff(Reverse, f, Active, Active(3.0))          # ((df/dx,),)
+    zymo.autodiff(Reverse, g, Active, Duplicated(x, dx))    # dx += dg/dx
+    zymo.autodiff(Forward, g, Duplicated, Duplicated(x, tx))
+    zymo.gradient(Reverse, g, x, y)
+"""
+from . import rules  # noqa: F401  (registers the derivative rules)
+from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
+                          Reverse, ReverseWithPrimal)
+from .api import autodiff, cache_clear, generated_code, gradient, ir
+from .errors import UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError
+from .shadows import make_zero, make_zero_
+
+__all__ = [
+    "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
+    "ReverseWithPrimal", "autodiff", "cache_clear", "generated_code", "gradient", "ir", "make_zero",
+    "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
+    "ZymoUsageError",
+]
+__version__ = "0.1.0"

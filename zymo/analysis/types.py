@@ -1,0 +1,161 @@
+"""Type inference from the concrete values of a call.
+
+Contract: `type_of_value(obj)` gives the IR type of an argument (raising
+`ZymoTypeError` for what zymo refuses, such as complex numbers). The frontend
+calls `infer_prim` and `infer_getitem` while it builds each op, so every value
+has a type as soon as it exists (loops are re-lowered until their carried types
+are stable, as Julia specialises on argument types).
+
+`infer_prim` evaluates the primal on small example values (arrays of the right
+dtype and ndim with every dimension 1; constants as they are), so a rule needs
+no hand-written type function unless the example cannot stand for the real
+call; `RESULT_TYPES` holds those few exceptions (e.g. `reshape`, whose result
+ndim is the length of the shape).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import Loc, ZymoTypeError
+from ..ir import types as T
+from ..ir.core import NOCONST, Value
+
+
+def type_of_value(obj: Any, what: str = "argument") -> T.Type:
+    if isinstance(obj, (bool, np.bool_)):
+        return T.BOOL
+    if isinstance(obj, (int, np.integer)):
+        return T.INT
+    if isinstance(obj, np.float32):
+        return T.F32
+    if isinstance(obj, (float, np.floating)):
+        return T.F64
+    if isinstance(obj, (complex, np.complexfloating)) or (
+        isinstance(obj, np.ndarray) and np.iscomplexobj(obj)
+    ):
+        raise ZymoTypeError(
+            f"complex numbers are not supported yet ({what})",
+            why="zymo differentiates real-valued code only in this version",
+            hint="split the value into real and imaginary parts",
+        )
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.name not in ("float64", "float32", "bool") and not np.issubdtype(obj.dtype, np.integer):
+            raise ZymoTypeError(f"arrays of dtype {obj.dtype} are not supported ({what})")
+        name = obj.dtype.name if not np.issubdtype(obj.dtype, np.integer) else "int64"
+        return T.Array(name, obj.ndim)
+    if obj is None:
+        return T.NONE
+    if isinstance(obj, list):
+        if not obj:
+            raise ZymoTypeError(f"empty lists are not supported ({what})")
+        elts = {type_of_value(o, what) for o in obj}
+        if len(elts) != 1:
+            raise ZymoTypeError(
+                f"lists whose elements have different types are not supported ({what}: {sorted(map(str, elts))})",
+                hint="use a tuple, or make all elements the same type",
+            )
+        return T.List(elts.pop())
+    raise ZymoTypeError(f"values of type {type(obj).__name__} are not supported ({what})")
+
+
+def example(t: T.Type, const: Any = NOCONST) -> Any:
+    """A small value of type `t` that stands for any value of it in `infer_prim`."""
+    if const is not NOCONST:
+        return const
+    if isinstance(t, T.Scalar):
+        return {"f64": 1.0, "f32": np.float32(1.0), "int": 1, "bool": True}[t.kind]
+    if isinstance(t, T.Array):
+        return np.ones((1,) * t.ndim, dtype=t.dtype)
+    if isinstance(t, T.List):
+        return [example(t.elt)]
+    if isinstance(t, T.Static):
+        return t.obj
+    if isinstance(t, T.NoneT):
+        return None
+    raise AssertionError(t)
+
+
+def type_of_result(obj: Any) -> T.Type:
+    if isinstance(obj, np.ndarray) and obj.ndim == 0:
+        return T.scalar_of_dtype(obj.dtype)
+    if isinstance(obj, np.ndarray) and np.issubdtype(obj.dtype, np.integer):
+        return T.Array("int64", obj.ndim)
+    return type_of_value(obj, "result")
+
+
+def _reshape_type(pos, kw):
+    x, shape = pos[0], pos[1] if len(pos) > 1 else kw["shape"]
+    nd = len(shape) if isinstance(shape, tuple) else 1
+    return T.Array(x.dtype, nd)
+
+
+RESULT_TYPES: dict[str, Callable[..., T.Type]] = {
+    "numpy.reshape": _reshape_type,
+}
+
+
+def infer_prim(key: str, fn: Any, pos: list, kw: dict, loc: Loc) -> T.Type | tuple:
+    """Result type of a primitive; `pos`/`kw` hold types (or Python constants / tuples)."""
+    if key in RESULT_TYPES:
+        return RESULT_TYPES[key](pos, kw)
+    try:
+        ex_pos = [_example_tree(p) for p in pos]
+        ex_kw = {k: _example_tree(v) for k, v in kw.items()}
+        with np.errstate(all="ignore"):
+            out = fn(*ex_pos, **ex_kw)
+    except Exception as e:  # the real call would fail the same way
+        raise ZymoTypeError(
+            f"cannot call {key} with arguments of these types: {e}", loc,
+            hint="check the argument types; zymo evaluates the call on example values",
+        ) from None
+    if isinstance(out, tuple):
+        return tuple(type_of_result(o) for o in out)
+    return type_of_result(out)
+
+
+def _example_tree(p: Any) -> Any:
+    if isinstance(p, Value):
+        return example(p.type, p.const)
+    if isinstance(p, tuple):
+        return tuple(_example_tree(q) for q in p)
+    if isinstance(p, slice):
+        return slice(_example_tree(p.start), _example_tree(p.stop), _example_tree(p.step))
+    return p
+
+
+def infer_getitem(obj: T.Type, index: tuple, loc: Loc) -> T.Type:
+    """Type of `obj[index]`; `index` is a tuple of Value | slice | None | Ellipsis."""
+    if isinstance(obj, T.List):
+        if len(index) != 1 or not (isinstance(index[0], Value) and index[0].type in (T.INT, T.BOOL)):
+            raise ZymoTypeError("a list can only be indexed by one integer here", loc,
+                                hint="convert the list to an array to slice it")
+        return obj.elt
+    if not isinstance(obj, T.Array):
+        raise ZymoTypeError(f"cannot index a value of type {obj}", loc)
+    ndim = obj.ndim
+    consumed = 0
+    added = 0
+    ellipsis = False
+    for ix in index:
+        if ix is None:
+            added += 1
+        elif ix is Ellipsis:
+            ellipsis = True
+        elif isinstance(ix, slice):
+            consumed += 1
+        elif isinstance(ix, Value) and ix.type in (T.INT,):
+            consumed += 1
+            added -= 1
+        else:
+            raise ZymoTypeError(
+                "indexing with arrays, lists or booleans is not supported yet", loc,
+                hint="index with integers and slices",
+            )
+    if consumed > ndim:
+        raise ZymoTypeError(f"too many indices for an array of {ndim} dimensions", loc)
+    result_ndim = ndim + added
+    if result_ndim == 0 and not ellipsis:
+        return T.scalar_of_dtype(obj.dtype)
+    return T.Array(obj.dtype, result_ndim)

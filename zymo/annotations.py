@@ -1,0 +1,62 @@
+"""Modes and activity annotations (Enzyme's vocabulary).
+
+Contract: a mode says which derivative program `autodiff` runs; an annotation
+wraps one argument and says how it takes part: `Const(x)` carries no
+derivative, `Active(x)` is an immutable float (or tuple of floats) whose
+derivative reverse mode returns, `Duplicated(x, dx)` pairs mutable memory (or,
+in forward mode, a float) with its shadow, `DuplicatedNoNeed` is `Duplicated`
+whose primal result is not needed. Annotations check what they can at
+construction; shape and dtype agreement is checked by `autodiff`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class Mode:
+    def __init__(self, name: str, forward: bool, with_primal: bool):
+        self.name, self.forward, self.with_primal = name, forward, with_primal
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Forward = Mode("Forward", True, False)
+ForwardWithPrimal = Mode("ForwardWithPrimal", True, True)
+Reverse = Mode("Reverse", False, False)
+ReverseWithPrimal = Mode("ReverseWithPrimal", False, True)
+
+
+class Annotation:
+    __slots__ = ("val",)
+
+    def __init__(self, val: Any):
+        self.val = val
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r})"
+
+
+class Const(Annotation):
+    """An argument that carries no derivative."""
+
+
+class Active(Annotation):
+    """An immutable float (or tuple of floats) whose derivative reverse mode returns."""
+
+
+class Duplicated(Annotation):
+    """A value and its shadow: adjoints are accumulated into / tangents read from `dval`."""
+
+    __slots__ = ("dval",)
+
+    def __init__(self, val: Any, dval: Any):
+        super().__init__(val)
+        self.dval = dval
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r}, {self.dval!r})"
+
+
+class DuplicatedNoNeed(Duplicated):
+    """`Duplicated` whose primal result the caller does not need."""

@@ -1,0 +1,423 @@
+"""The public API: `autodiff`, `gradient`, and access to generated code and IR.
+
+Contract: `autodiff(mode, f, ret_activity, *args)` differentiates `f` at the
+annotated arguments:
+- `Reverse` returns `(derivs,)`, one entry per argument: the derivative of an
+  `Active` argument (same structure), `None` otherwise; adjoints of
+  `Duplicated` arguments are added into their shadows. `ReverseWithPrimal`
+  returns `(derivs, primal)`.
+- `Forward` returns `(tangent,)` for a `Duplicated` return (`()` for `Const`),
+  `ForwardWithPrimal` `(tangent, primal)`.
+Misuse (an `Active` array, `Active` in forward mode, a shadow of another shape
+or dtype) raises `ZymoUsageError` before any work. Compiled derivatives are
+cached per function, mode, activities, argument types, the alias pattern of
+the arguments, and the identity of the globals/closure data the function reads.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import config
+from .analysis.activity import Activity, analyze
+from .analysis.types import type_of_value
+from .annotations import Active, Annotation, Const, Duplicated, DuplicatedNoNeed, Mode
+from .codegen.python import compile_source
+from .errors import ZymoUsageError
+from .frontend.bindings import S
+from .frontend.lower import lower
+from .frontend.source import unwrap
+from .ir.core import Function, Value
+from .ir.verify import verify
+from .shadows import check_shadow, make_zero
+
+# -- argument flattening ---------------------------------------------------------
+
+
+@dataclass
+class Leaf:
+    value: Any
+    shadow: Any  # None unless Duplicated
+    kind: str  # "const" | "active" | "dup"
+
+
+def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> None:
+    if isinstance(obj, tuple):
+        for k, o in enumerate(obj):
+            _flatten(o, shadow[k] if shadow is not None else None, kind, f"{where}[{k}]", out)
+        return
+    if obj is None or isinstance(obj, str) or callable(obj):
+        return  # static: not a parameter of the IR
+    out.append(Leaf(obj, shadow, kind))
+
+
+def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
+    norm = []
+    for k, a in enumerate(args):
+        where = f"argument {k}"
+        if isinstance(a, type) and issubclass(a, Annotation):
+            raise ZymoUsageError(f"{where}: annotate a value, e.g. {a.__name__}(x), not the class {a.__name__}")
+        if isinstance(a, Duplicated):
+            check_shadow(a.val, a.dval, where)
+            if not mode.forward and _has_float_leaf(a.val):
+                raise ZymoUsageError(
+                    f"{where}: in reverse mode a float cannot be Duplicated (its shadow is immutable); "
+                    "use Active(x)"
+                )
+            norm.append((a.val, a.dval, "dup"))
+        elif isinstance(a, Active):
+            if mode.forward:
+                raise ZymoUsageError(
+                    f"{where}: Active is a reverse-mode annotation; in forward mode pass "
+                    "Duplicated(x, dx) with the tangent dx"
+                )
+            if _has_memory_leaf(a.val):
+                raise ZymoUsageError(
+                    f"{where}: Active only applies to immutable floats; an array is mutable memory, "
+                    "so pass Duplicated(x, dx) and read its derivative from dx"
+                )
+            norm.append((a.val, None, "active"))
+        elif isinstance(a, Const):
+            norm.append((a.val, None, "const"))
+        elif isinstance(a, Annotation):
+            raise ZymoUsageError(f"{where}: {type(a).__name__} is not supported yet")
+        else:
+            norm.append((a, None, "const"))
+    return norm
+
+
+def _has_float_leaf(obj: Any) -> bool:
+    if isinstance(obj, tuple):
+        return any(_has_float_leaf(o) for o in obj)
+    return isinstance(obj, (float, np.floating))
+
+
+def _has_memory_leaf(obj: Any) -> bool:
+    if isinstance(obj, tuple):
+        return any(_has_memory_leaf(o) for o in obj)
+    return isinstance(obj, (np.ndarray, list))
+
+
+def _type_key(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return ("tuple",) + tuple(_type_key(o) for o in obj)
+    if obj is None or isinstance(obj, str) or callable(obj):
+        return ("static", id(obj) if callable(obj) else obj)
+    t = type_of_value(obj)
+    if isinstance(obj, list):
+        return (t, len(obj))
+    return t
+
+
+def _buffers(obj: Any) -> list[np.ndarray]:
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, list):
+        return [o for o in obj if isinstance(o, np.ndarray)]
+    return []
+
+
+def alias_classes(values: list[Any]) -> list[int]:
+    """Parameters that may share memory get the same class number."""
+    n = len(values)
+    cls = list(range(n))
+
+    def find(i: int) -> int:
+        while cls[i] != i:
+            cls[i] = cls[cls[i]]
+            i = cls[i]
+        return i
+
+    mem = [k for k, v in enumerate(values) if isinstance(v, (np.ndarray, list))]
+    for a_i, i in enumerate(mem):
+        for j in mem[a_i + 1:]:
+            vi, vj = values[i], values[j]
+            same = vi is vj or any(np.may_share_memory(p, q) for p in _buffers(vi) for q in _buffers(vj))
+            if same:
+                cls[find(j)] = find(i)
+    return [find(i) for i in range(n)]
+
+
+# -- the compile cache -------------------------------------------------------------
+
+
+@dataclass
+class Lowered:
+    ir: Function
+    captured: list  # (param value, object, [(resolver, name)])
+
+    def still_valid(self) -> bool:
+        for _, obj, where in self.captured:
+            for resolver, _name in where:
+                try:
+                    if resolver() is not obj:
+                        return False
+                except Exception:
+                    return False
+        return True
+
+
+@dataclass
+class Compiled:
+    fn: Callable
+    source: str
+    ir: Function
+    activity: Activity
+    active_params: list[int]
+    captured_objs: list[Any]
+
+
+_LOWERED: dict[Any, Lowered] = {}
+_COMPILED: dict[Any, Compiled] = {}
+
+
+def cache_clear() -> None:
+    _LOWERED.clear()
+    _COMPILED.clear()
+
+
+def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
+    key = (unwrap(f), tuple(_type_key(v) for v in values))
+    lw = _LOWERED.get(key)
+    if lw is None or not lw.still_valid():
+        ir = lower(f, values)
+        if config.check_ir():
+            verify(ir)
+        lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
+    return lw, key
+
+
+def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple):
+    if isinstance(f, Const):
+        f = f.val
+    elif isinstance(f, Annotation):
+        raise ZymoUsageError("annotating the function (Duplicated(f, df)) is not supported yet; pass f or Const(f)")
+    if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed):
+        raise ZymoUsageError(f"the return activity must be Active, Const or Duplicated, not {ret_activity!r}")
+    if mode.forward and ret_activity is Active:
+        raise ZymoUsageError("in forward mode the return activity is Duplicated (or Const), not Active")
+    if not mode.forward and ret_activity in (Duplicated, DuplicatedNoNeed):
+        raise ZymoUsageError("in reverse mode the return activity is Active (a float) or Const")
+    norm = _normalize(mode, args)
+    values = tuple(v for v, _, _ in norm)
+    lw, lkey = _lowered(f, values)
+    leaves: list[Leaf] = []
+    for k, (v, s, kind) in enumerate(norm):
+        _flatten(v, s, kind, f"argument {k}", leaves)
+    captured_objs = [obj for _, obj, _ in lw.captured]
+    all_values = [lf.value for lf in leaves] + captured_objs
+    active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
+    classes = alias_classes(all_values)
+    ckey = (lkey, mode.forward, ret_activity is Active, tuple(active), tuple(classes))
+    comp = _COMPILED.get(ckey)
+    if comp is None or comp.ir is not lw.ir:
+        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs)
+        _COMPILED[ckey] = comp
+    return comp, norm, leaves, all_values
+
+
+def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
+             captured_objs: list) -> Compiled:
+    from .transform.forward import forward
+    from .transform.reverse import reverse
+
+    act = analyze(ir, active, classes)
+    if mode.forward:
+        src, name, active_params = forward(ir, act)
+    else:
+        _check_reverse_return(ir, ret_activity)
+        src, name, active_params = reverse(ir, act, seed_return=ret_activity is Active)
+    if config.show_code():
+        print(src)
+    fn = compile_source(src, name)
+    return Compiled(fn, src, ir, act, active_params, captured_objs)
+
+
+def _check_reverse_return(ir: Function, ret_activity: Any) -> None:
+    if ret_activity is not Active:
+        return
+    rets = ir.body.ops[-1].args
+    tmpl = ir.attrs["result_template"]
+    if not (isinstance(tmpl, Value) and len(rets) == 1 and rets[0].type.differentiable
+            and not isinstance(rets[0].type, (type(None),)) and not hasattr(rets[0].type, "ndim")):
+        raise ZymoUsageError(
+            f"{ir.name} must return one float for an Active return (it returns "
+            f"{_describe(tmpl)}); write the result into a Duplicated output array and use Const"
+        )
+
+
+def _describe(tmpl: Any) -> str:
+    if isinstance(tmpl, Value):
+        return f"a {tmpl.type}"
+    if isinstance(tmpl, S):
+        return repr(tmpl.obj)
+    return "a tuple"
+
+
+def _rebuild_result(ir: Function, flat: tuple) -> Any:
+    from .frontend.bindings import rebuild
+
+    tmpl = ir.attrs["result_template"]
+    vals = list(flat)
+    it = iter(vals)
+
+    def go(t: Any) -> Any:
+        if isinstance(t, Value):
+            return next(it)
+        if isinstance(t, tuple):
+            return tuple(go(x) for x in t)
+        if isinstance(t, S):
+            return t.obj
+        return t
+
+    _ = rebuild
+    return go(tmpl)
+
+
+# -- public entry points ---------------------------------------------------------------
+
+
+def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any) -> tuple:
+    """Differentiate `f` at the annotated arguments (see the module docstring)."""
+    if not isinstance(mode, Mode):
+        raise ZymoUsageError(f"the first argument must be a mode (Forward, Reverse, ...), not {mode!r}")
+    comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args)
+    shadows = _shadows(comp, leaves, all_values)
+    if mode.forward:
+        primal_flat, tangent_flat = comp.fn(*all_values, *shadows)
+        primal = _rebuild_result(comp.ir, primal_flat)
+        if ret_activity is Const:
+            return (primal,) if mode.with_primal else ()
+        tangent = _rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
+        return (tangent, primal) if mode.with_primal else (tangent,)
+    seed = (1.0,) if ret_activity is Active else ()
+    primal_flat, adj = comp.fn(*all_values, *shadows, *seed)
+    derivs = _derivs(norm, leaves, comp, adj)
+    primal = _rebuild_result(comp.ir, primal_flat)
+    return (derivs, primal) if mode.with_primal else (derivs,)
+
+
+def _shadows(comp: Compiled, leaves: list[Leaf], all_values: list) -> list:
+    """Shadow (or tangent) arguments of the generated function, in its order."""
+    out = []
+    for k in comp.active_params:
+        if k < len(leaves) and leaves[k].kind == "dup":
+            out.append(leaves[k].shadow)
+        elif k < len(leaves) and leaves[k].kind == "active":
+            continue  # reverse mode returns these
+        else:
+            # Const memory that receives active data: an internal shadow for this call
+            out.append(make_zero(all_values[k]))
+    return out
+
+
+def _derivs(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
+    """One entry per user argument: the derivative of Active ones, None otherwise."""
+    by_leaf = dict(zip(comp.active_params_reverse, adj)) if hasattr(comp, "active_params_reverse") else {}
+    out = []
+    pos = 0
+    it_adj = iter(adj)
+    adj_of_leaf = {}
+    for k in range(len(leaves)):
+        if leaves[k].kind == "active":
+            adj_of_leaf[k] = next(it_adj) if k in comp.active_params else 0.0
+    _ = by_leaf
+    for v, _s, kind in norm:
+        n = len(_leaf_list(v))
+        if kind == "active":
+            vals = [adj_of_leaf.get(pos + i, 0.0) for i in range(n)]
+            out.append(_restructure(v, vals))
+        else:
+            out.append(None)
+        pos += n
+    return tuple(out)
+
+
+def _leaf_list(obj: Any) -> list:
+    out: list[Leaf] = []
+    _flatten(obj, None, "const", "", out)
+    return out
+
+
+def _restructure(obj: Any, vals: list) -> Any:
+    it = iter(vals)
+
+    def go(o: Any) -> Any:
+        if isinstance(o, tuple):
+            return tuple(go(x) for x in o)
+        if o is None or isinstance(o, str) or callable(o):
+            return None
+        d = next(it)
+        return type(o)(d) if isinstance(o, (float, np.floating)) else d
+
+    return go(obj)
+
+
+def gradient(mode: Mode, f: Callable, *args: Any) -> tuple:
+    """The gradient of scalar `f` with respect to every argument, shadows allocated for you.
+
+    Floats give floats, arrays arrays, tuples tuples. `mode` is `Reverse` (one
+    reverse sweep) or `Forward` (one forward sweep per input element).
+    """
+    if mode.forward:
+        return _gradient_forward(f, args)
+    annotated = []
+    shadows = []
+    for a in args:
+        if _has_memory_leaf(a):
+            s = make_zero(a)
+            shadows.append(s)
+            annotated.append(Duplicated(a, s))
+        elif _has_float_leaf(a):
+            shadows.append(None)
+            annotated.append(Active(a))
+        else:
+            shadows.append(None)
+            annotated.append(Const(a))
+    (derivs,) = autodiff(mode, f, Active, *annotated)
+    return tuple(d if s is None else s for d, s in zip(derivs, shadows))
+
+
+def _gradient_forward(f: Callable, args: tuple) -> tuple:
+    from .annotations import Forward
+
+    out = []
+    for k, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            g = np.zeros(a.shape, dtype=a.dtype)
+            for idx in np.ndindex(a.shape):
+                t = np.zeros_like(a)
+                t[idx] = 1.0
+                annotated = [Const(x) if j != k else Duplicated(x, t) for j, x in enumerate(args)]
+                copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
+                annotated = [Const(c) if j != k else Duplicated(c, t) for j, c in enumerate(copies)]
+                (d,) = autodiff(Forward, f, Duplicated, *annotated)
+                g[idx] = d
+            out.append(g)
+        elif isinstance(a, (float, np.floating)):
+            copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
+            annotated = [Const(c) if j != k else Duplicated(c, 1.0) for j, c in enumerate(copies)]
+            (d,) = autodiff(Forward, f, Duplicated, *annotated)
+            out.append(float(d))
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
+    """The Python source of the derivative program `autodiff` would run for these arguments."""
+    comp, *_ = _prepare(mode, f, ret_activity, args)
+    return comp.source
+
+
+def ir(f: Callable, *args: Any) -> Function:
+    """The IR of `f` specialised on the types of `args` (`print()` it to read it)."""
+    values = tuple(a.val if isinstance(a, Annotation) else a for a in args)
+    lw, _ = _lowered(f, values)
+    return lw.ir
+
+
+_ = os

@@ -1,0 +1,53 @@
+"""Readable, unique Python names for generated code.
+
+Contract: `Namer` gives each IR value one identifier derived from the user's
+variable name (`x`, `x_1`, ...), and derived names for its tangent or adjoint
+(`dx`), its cache (`_cache_x`) and temporaries, never colliding with each other
+or with the globals of the generated module.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+
+from ..ir.core import Value
+
+RESERVED = {"np", "math", "_rt", "range", "len", "min", "max", "abs", "float", "int", "bool", "print"}
+
+
+class Namer:
+    def __init__(self) -> None:
+        self.used: set[str] = set(RESERVED)
+        self.values: dict[tuple[int, str], str] = {}
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"\W", "_", base).rstrip("_") or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name = base
+        k = 1
+        while name in self.used or keyword.iskeyword(name):
+            name = f"{base}_{k}"
+            k += 1
+        self.used.add(name)
+        return name
+
+    def _get(self, v: Value, role: str, base: str) -> str:
+        key = (v.id, role)
+        n = self.values.get(key)
+        if n is None:
+            n = self.values[key] = self.fresh(base)
+        return n
+
+    def __call__(self, v: Value) -> str:
+        return self._get(v, "p", v.hint.lstrip("$") or "v")
+
+    def d(self, v: Value) -> str:
+        """The tangent (forward) or adjoint / shadow (reverse) of `v`."""
+        return self._get(v, "d", "d" + (v.hint.lstrip("$") or "v"))
+
+    def cache(self, v: Value) -> str:
+        return self._get(v, "cache", "_cache_" + (v.hint.lstrip("$") or "v"))
+
+    def role(self, v: Value, role: str, base: str) -> str:
+        return self._get(v, role, base)

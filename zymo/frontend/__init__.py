@@ -1,0 +1,4 @@
+"""Python source -> IR (see lower.py)."""
+from .lower import lower
+
+__all__ = ["lower"]

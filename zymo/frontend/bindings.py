@@ -1,0 +1,76 @@
+"""What a Python name is bound to while a function is lowered.
+
+Contract: a binding is one of
+- an IR `Value` (a runtime scalar, array or list);
+- a Python `tuple` of bindings (tuples are virtual: never runtime IR values);
+- `S(obj)`, a compile-time object (module, function, string, None, dtype);
+- `LocalFn`, a function defined inside the function being lowered (inlined
+  where it is called, reading its free names from its defining frame);
+- `Poison`, a name that is not defined on every path (reading it is an error).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.core import Value
+
+
+@dataclass(frozen=True, eq=False)
+class S:
+    obj: Any
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, S) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+@dataclass(eq=False)
+class LocalFn:
+    node: ast.FunctionDef | ast.Lambda
+    frame: Any  # the defining Frame
+    defaults: list  # bindings of default values, evaluated at definition
+
+
+@dataclass(eq=False)
+class Poison:
+    name: str
+    why: str
+
+
+def flatten(b: Any) -> list[Value]:
+    """The runtime values inside a binding (tuples flattened, statics dropped)."""
+    if isinstance(b, Value):
+        return [b]
+    if isinstance(b, tuple):
+        out: list[Value] = []
+        for x in b:
+            out.extend(flatten(x))
+        return out
+    return []
+
+
+def rebuild(template: Any, values: list[Value]) -> Any:
+    """The binding shaped like `template` with its values replaced in order."""
+    it = iter(values)
+
+    def go(t: Any) -> Any:
+        if isinstance(t, Value):
+            return next(it)
+        if isinstance(t, tuple):
+            return tuple(go(x) for x in t)
+        return t
+
+    out = go(template)
+    return out
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    if isinstance(a, Value) and isinstance(b, Value):
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b))
+    return a == b if isinstance(a, S) else a is b

@@ -1,0 +1,119 @@
+"""Building IR ops with their types, one block at a time.
+
+Contract: `Builder` appends ops to the current block and gives every result a
+type at once (through `analysis.types`). Arguments given as bindings (values,
+tuples, slices, constants) are encoded as argument trees. Nothing here knows
+Python syntax: that is `lower.py`'s job.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import types as TI
+from ..errors import Loc, ZymoTypeError
+from ..ir import types as T
+from ..ir.core import Block, Op, Value
+from ..rules.registry import lookup
+from .bindings import S
+
+
+class Builder:
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+
+    @property
+    def block(self) -> Block:
+        return self.blocks[-1]
+
+    def push(self, block: Block) -> Block:
+        self.blocks.append(block)
+        return block
+
+    def pop(self) -> Block:
+        return self.blocks.pop()
+
+    def emit(self, op: Op) -> Op:
+        self.block.ops.append(op)
+        return op
+
+    # -- leaf ops ------------------------------------------------------------
+    def const(self, value: Any, loc: Loc, hint: str = "c") -> Value:
+        if isinstance(value, bool):
+            t = T.BOOL
+        elif isinstance(value, int):
+            t = T.INT
+        elif isinstance(value, float):
+            t = T.F64
+        else:
+            raise ZymoTypeError(f"constant {value!r} is not supported here", loc)
+        v = Value(t, hint, const=value)
+        self.emit(Op("const", [], [v], loc, {"value": value}))
+        return v
+
+    def encode(self, b: Any, args: list[Value]) -> tuple:
+        """Argument tree of binding `b`, appending its values to `args`."""
+        if isinstance(b, Value):
+            args.append(b)
+            return ("v", len(args) - 1)
+        if isinstance(b, tuple):
+            return ("t", tuple(self.encode(x, args) for x in b))
+        if isinstance(b, slice):
+            return ("s", self.encode(b.start, args), self.encode(b.stop, args), self.encode(b.step, args))
+        if isinstance(b, S):
+            return ("c", b.obj)
+        if b is None or b is Ellipsis or isinstance(b, (int, float, str)):
+            return ("c", b)
+        raise AssertionError(b)
+
+    def prim(self, key: str, pos: list, kw: dict, loc: Loc, hint: str = "t",
+             out: Value | None = None) -> Any:
+        """Emit a call of rule `key`; returns the result binding (value, tuple or None)."""
+        rule = lookup(key)
+        args: list[Value] = []
+        pos_t = tuple(self.encode(p, args) for p in pos)
+        kw_t = tuple((k, self.encode(v, args)) for k, v in kw.items())
+        attrs: dict[str, Any] = {"key": key, "pos": pos_t, "kw": kw_t}
+        if out is not None:
+            args.append(out)
+            attrs["out"] = len(args) - 1
+        rtype = TI.infer_prim(key, rule.fn, [_plain(p) for p in pos], {k: _plain(v) for k, v in kw.items()}, loc)
+        if out is not None:
+            if rtype != out.type and not (isinstance(rtype, T.Array) and rtype.ndim <= out.type.ndim):
+                raise ZymoTypeError(f"{key}: out= has type {out.type}, the result has type {rtype}", loc)
+            self.emit(Op("prim", args, [], loc, attrs))
+            return out
+        if isinstance(rtype, tuple):
+            results = [Value(t, hint) for t in rtype]
+            self.emit(Op("prim", args, results, loc, attrs))
+            return tuple(results)
+        if rtype == T.NONE:
+            self.emit(Op("prim", args, [], loc, attrs))
+            return S(None)
+        v = Value(rtype, hint)
+        self.emit(Op("prim", args, [v], loc, attrs))
+        return v
+
+    def getitem(self, obj: Value, index: tuple, loc: Loc, hint: str) -> Value:
+        t = TI.infer_getitem(obj.type, index, loc)
+        args = [obj]
+        tree = self.encode(index, args)
+        v = Value(t, hint)
+        self.emit(Op("getitem", args, [v], loc, {"index": tree}))
+        return v
+
+    def setitem(self, obj: Value, index: tuple, val: Value, loc: Loc) -> None:
+        TI.infer_getitem(obj.type, index, loc)
+        args = [obj, val]
+        tree = self.encode(index, args)
+        self.emit(Op("setitem", args, [], loc, {"index": tree}))
+
+
+def _plain(b: Any) -> Any:
+    """A binding as `analysis.types` wants it: values stay, statics become objects."""
+    if isinstance(b, S):
+        return b.obj
+    if isinstance(b, tuple):
+        return tuple(_plain(x) for x in b)
+    if isinstance(b, slice):
+        return slice(_plain(b.start), _plain(b.stop), _plain(b.step))
+    return b

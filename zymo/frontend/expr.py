@@ -1,0 +1,412 @@
+"""Lowering expressions and calls (a mixin of `Lowerer`).
+
+Contract: `expr(node)` returns a binding (see bindings.py). Calls resolve, in
+order: a registered rule for the callee object (`rules.registry`), the builtins
+zymo lowers itself (`len`, `range` in loops, `min`/`max`/`sum`, `print`), array
+methods and attributes (`x.sum()`, `x.T`, `x.shape`), then user functions, which
+are inlined (Numba dispatchers through `py_func`). Anything else raises
+`UnsupportedCall` with the user's line and a hint.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import types
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
+from ..ir import types as T
+from ..ir.core import Value
+from ..rules.registry import REGISTRY, lookup, rule_for_callable
+from . import fence
+from .bindings import LocalFn, S
+from .source import FunctionSource, unwrap
+
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
+          ast.Is: "is", ast.IsNot: "is_not"}
+
+# array methods -> (rule key, how the receiver and arguments map)
+METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "copy": "numpy.copy", "dot": "numpy.dot",
+           "transpose": "numpy.transpose", "reshape": "numpy.reshape"}
+
+
+class ExprLowering:
+    # -- dispatch ------------------------------------------------------------
+    def expr(self, node: ast.expr) -> Any:
+        m = getattr(self, "expr_" + type(node).__name__, None)
+        if m is None:
+            raise self.error(UnsupportedSyntax, f"{type(node).__name__} expressions are not supported", node)
+        return m(node)
+
+    def as_value(self, b: Any, node: ast.AST) -> Value:
+        if isinstance(b, Value):
+            return b
+        if isinstance(b, S) and isinstance(b.obj, (int, float, bool)) and not isinstance(b.obj, type):
+            return self.b.const(b.obj, self.loc(node))
+        raise self.error(ZymoTypeError, "expected a number or an array here", node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        v = node.value
+        if isinstance(v, (bool, int, float)):
+            return self.b.const(v, self.loc(node))
+        if isinstance(v, complex):
+            raise self.error(ZymoTypeError, "complex numbers are not supported yet", node,
+                             hint="split the value into real and imaginary parts")
+        return S(v)
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node: ast.Tuple) -> Any:
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_List(self, node: ast.List) -> Any:
+        raise self.error(UnsupportedSyntax, "building lists inside a differentiated function is not supported yet",
+                         node, hint="use a tuple, or preallocate an array with np.zeros/np.empty")
+
+    def expr_Lambda(self, node: ast.Lambda) -> Any:
+        return LocalFn(node, self.frame, [self.expr(d) for d in node.args.defaults])
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.truth(self.expr(node.test), node.test)
+        f = self.frame
+        slot = f"$ifexp{id(node)}"
+
+        def branch(e):
+            def run():
+                f.env[slot] = self.expr(e)
+            return run
+
+        self.lower_if(cond, branch(node.body), branch(node.orelse), node)
+        return f.env.pop(slot)
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        # `a and b` is `b if a else a`; `a or b` is `a if a else b` (short-circuit)
+        f = self.frame
+        result = self.expr(node.values[0])
+        for rhs in node.values[1:]:
+            cond = self.truth(result, node)
+            slot = f"$bool{id(rhs)}"
+            left = result
+
+            def keep(left=left):
+                f.env[slot] = left
+
+            def other(rhs=rhs):
+                f.env[slot] = self.expr(rhs)
+
+            if isinstance(node.op, ast.And):
+                self.lower_if(cond, other, keep, node)
+            else:
+                self.lower_if(cond, keep, other, node)
+            result = f.env.pop(slot)
+        return result
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        x = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            t = self.truth(x, node)
+            if isinstance(t, bool):
+                return self.b.const(not t, self.loc(node))
+            return self.b.prim("not", [t], {}, self.loc(node))
+        key = {ast.USub: "neg", ast.UAdd: "pos"}.get(type(node.op))
+        if key is None:
+            raise self.error(UnsupportedSyntax, f"operator {type(node.op).__name__} is not supported", node)
+        if isinstance(x, S):
+            return S(-x.obj if key == "neg" else x.obj)
+        return self.b.prim(key, [self.as_value(x, node)], {}, self.loc(node))
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        from .lower import BINOPS
+
+        key = BINOPS.get(type(node.op))
+        if key is None:
+            raise self.error(UnsupportedSyntax, f"operator {type(node.op).__name__} is not supported", node)
+        return self.binop(key, self.expr(node.left), self.expr(node.right), node)
+
+    def binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, tuple) and isinstance(b, tuple) and key == "add":
+            return a + b
+        return self.b.prim(key, [self.as_value(a, node), self.as_value(b, node)], {}, self.loc(node))
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        left = self.expr(node.left)
+        result = None
+        for op, comp in zip(node.ops, node.comparators):
+            right = self.expr(comp)
+            key = CMPOPS.get(type(op))
+            if key is None:
+                raise self.error(UnsupportedSyntax, f"comparison {type(op).__name__} is not supported", node)
+            if key in ("is", "is_not"):
+                # identity: decided at compile time (None checks, flags)
+                same = _static_is(left, right)
+                if same is None:
+                    raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
+                r = self.b.const(same if key == "is" else not same, self.loc(node))
+            else:
+                r = self.b.prim(key, [self.as_value(left, node), self.as_value(right, node)], {}, self.loc(node))
+            result = r if result is None else self.b.prim("zymo.and", [result, r], {}, self.loc(node))
+            left = right
+        return result
+
+    # -- subscripts and attributes -------------------------------------------
+    def index(self, node: ast.expr) -> tuple:
+        elts = node.elts if isinstance(node, ast.Tuple) else [node]
+        out = []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                parts = [None if p is None else self.as_value(self.expr(p), p) for p in (e.lower, e.upper, e.step)]
+                out.append(slice(*parts))
+            else:
+                b = self.expr(e)
+                if isinstance(b, S) and (b.obj is None or b.obj is Ellipsis):
+                    out.append(b.obj)
+                elif isinstance(b, tuple):
+                    raise self.error(UnsupportedSyntax, "indexing with a tuple variable is not supported", e,
+                                     hint="write the indices out: x[i, j]")
+                else:
+                    v = self.as_value(b, e)
+                    if v.type != T.INT:
+                        raise self.error(ZymoTypeError, f"indices must be integers, not {v.type}", e,
+                                         hint="indexing with arrays or booleans is not supported yet")
+                    out.append(v)
+        return tuple(out)
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        obj = self.expr(node.value)
+        if isinstance(obj, tuple):
+            return self._tuple_index(obj, node)
+        if not isinstance(obj, Value):
+            raise self.error(ZymoTypeError, "cannot index this value", node)
+        return self.b.getitem(obj, self.index(node.slice), self.loc(node), "ld" if not isinstance(obj.type, T.Array) else "x")
+
+    def _tuple_index(self, tup: tuple, node: ast.Subscript) -> Any:
+        s = node.slice
+        if isinstance(s, ast.Slice):
+            parts = [None if p is None else self._static_int(p) for p in (s.lower, s.upper, s.step)]
+            return tup[slice(*parts)]
+        k = self._static_int(s)
+        try:
+            return tup[k]
+        except IndexError:
+            raise self.error(ZymoSourceError, "tuple index out of range", node) from None
+
+    def _static_int(self, node: ast.expr) -> int:
+        b = self.expr(node)
+        if isinstance(b, Value) and b.is_const and isinstance(b.const, int):
+            return b.const
+        if isinstance(b, S) and isinstance(b.obj, int):
+            return b.obj
+        raise self.error(UnsupportedSyntax, "tuples can only be indexed by constant integers here", node,
+                         hint="convert the tuple to an array (np.array) or unroll the loop")
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        obj = self.expr(node.value)
+        attr = node.attr
+        if isinstance(obj, S):
+            try:
+                base = obj.obj
+                return self.capture(getattr(base, attr), lambda: getattr(base, attr), attr, node)
+            except AttributeError:
+                raise self.error(ZymoSourceError, f"{obj.obj!r} has no attribute {attr!r}", node) from None
+        if isinstance(obj, Value) and isinstance(obj.type, T.Array):
+            loc = self.loc(node)
+            if attr == "T":
+                return self.b.prim("numpy.transpose", [obj], {}, loc, obj.hint + "T")
+            if attr == "shape":
+                return tuple(self.b.prim("zymo.dim", [obj, k], {}, loc, "n") for k in range(obj.type.ndim))
+            if attr == "ndim":
+                return self.b.const(obj.type.ndim, loc)
+            if attr == "size":
+                return self.b.prim("numpy.size", [obj], {}, loc, "n")
+            if attr == "dtype":
+                return S(np.dtype(obj.type.dtype))
+            if attr in METHODS:
+                return _Method(obj, attr)
+        raise self.error(UnsupportedSyntax, f"attribute {attr!r} of a {getattr(obj, 'type', obj)} is not supported",
+                         node, hint="attributes of arrays: T, shape, ndim, size and the methods "
+                                    + ", ".join(sorted(METHODS)))
+
+    # -- calls ---------------------------------------------------------------
+    def expr_Call(self, node: ast.Call) -> Any:
+        callee = self.expr(node.func)
+        pos = [self.expr(a) for a in node.args]
+        kw = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.error(UnsupportedSyntax, "**kwargs in calls is not supported", node)
+            kw[k.arg] = self.expr(k.value)
+        return self.call(callee, pos, kw, node)
+
+    def call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
+        loc = self.loc(node)
+        if isinstance(callee, _Method):
+            return self.method(callee, pos, kw, node)
+        if isinstance(callee, LocalFn):
+            return self.inline(callee, pos, kw, node)
+        if not isinstance(callee, S):
+            raise self.error(UnsupportedCall, "this value is not callable", node)
+        fn = callee.obj
+        special = self.builtin(fn, pos, kw, node)
+        if special is not NotImplemented:
+            return special
+        key = rule_for_callable(fn)
+        if key is not None:
+            rule = lookup(key)
+            out = kw.pop("out", None)
+            if out is not None:
+                if not rule.out:
+                    raise self.error(UnsupportedCall, f"{key} does not accept out= here", node)
+                if not isinstance(out, Value) or not isinstance(out.type, T.Array):
+                    raise self.error(ZymoTypeError, "out= must be an array", node)
+            return self.b.prim(key, pos, kw, loc, _hint(key), out=out)
+        py = unwrap(fn)
+        if isinstance(py, types.FunctionType):
+            if getattr(py, "__module__", "") and py.__module__.split(".")[0] in ("numpy", "scipy"):
+                raise self._no_rule(fn, node)
+            return self.inline(py, pos, kw, node)
+        raise self._no_rule(fn, node)
+
+    def _no_rule(self, fn: Any, node: ast.AST) -> Exception:
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        mod = getattr(fn, "__module__", None) or ""
+        full = f"{mod}.{name}" if mod and mod != "builtins" else name
+        import difflib
+
+        near = difflib.get_close_matches(full.replace("numpy.", "numpy."), REGISTRY, n=3)
+        hint = "zymo has no derivative rule for it and cannot read its source"
+        if near:
+            hint += f"; similar rules: {', '.join(near)}"
+        return self.error(UnsupportedCall, f"cannot differentiate a call to {full}", node,
+                          why=hint, hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
+
+    def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
+        key = METHODS[m.name]
+        if m.name == "reshape" and len(pos) > 1:
+            pos = [tuple(pos)]
+        if m.name == "transpose" and len(pos) > 1:
+            pos = [tuple(pos)]
+        return self.b.prim(key, [m.obj] + pos, kw, self.loc(node), _hint(key))
+
+    def builtin(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
+        loc = self.loc(node)
+        if fn is len:
+            (x,) = pos
+            if isinstance(x, tuple):
+                return self.b.const(len(x), loc, "n")
+            if isinstance(x, Value) and isinstance(x.type, T.Array):
+                if x.type.ndim == 0:
+                    raise self.error(ZymoTypeError, "len() of a 0-d array", node)
+                return self.b.prim("zymo.dim", [x, 0], {}, loc, "n")
+            return self.b.prim("builtins.len", [x], {}, loc, "n")
+        if fn in (min, max):
+            if kw:
+                raise self.error(UnsupportedCall, f"{fn.__name__}() with keywords is not supported", node)
+            items = pos[0] if len(pos) == 1 else tuple(pos)
+            if isinstance(items, Value) and isinstance(items.type, T.Array) and items.type.ndim == 1:
+                return self.b.prim("numpy." + ("amin" if fn is min else "amax"), [items], {}, loc)
+            if not isinstance(items, tuple) or not items:
+                raise self.error(UnsupportedCall, f"{fn.__name__}() needs numbers or a tuple here", node)
+            acc = self.as_value(items[0], node)
+            for x in items[1:]:
+                acc = self.b.prim("builtins." + fn.__name__, [acc, self.as_value(x, node)], {}, loc)
+            return acc
+        if fn is sum:
+            (items,) = pos
+            if isinstance(items, tuple):
+                acc = self.b.const(0, loc) if not items else self.as_value(items[0], node)
+                for x in items[1:]:
+                    acc = self.b.prim("add", [acc, self.as_value(x, node)], {}, loc)
+                return acc
+            if isinstance(items, Value) and isinstance(items.type, T.Array):
+                return self.b.prim("numpy.sum", [items], {"axis": 0}, loc, "s")
+            raise self.error(UnsupportedCall, "sum() of this value is not supported", node)
+        if fn is range:
+            raise self.error(UnsupportedSyntax, "range() is only supported as the iterable of a for loop", node)
+        if fn is print:
+            return S(None)  # printing is not part of the derivative program
+        if fn is float or fn is int or fn is abs or fn is bool:
+            (x,) = pos
+            if isinstance(x, Value) and isinstance(x.type, T.Array):
+                if fn is abs:
+                    return self.b.prim("numpy.absolute", [x], {}, loc)
+                raise self.error(ZymoTypeError, f"{fn.__name__}() of an array", node)
+            x = self.as_value(x, node)
+            if fn is float and x.type == T.F64:
+                return x
+            return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
+        if fn is np.abs:
+            return self.b.prim("numpy.absolute", pos, kw, loc)
+        if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):
+            raise self.error(UnsupportedCall, f"{fn.__name__}() is not supported in differentiated code", node)
+        return NotImplemented
+
+    def inline(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
+        """Lower a call to a user function in place, in a frame of its own."""
+        from .lower import Frame
+
+        if isinstance(fn, LocalFn):
+            fnode, src, parent, defaults = fn.node, None, fn.frame, fn.defaults
+            name = getattr(fnode, "name", "<lambda>")
+            file, ident = parent.file, fnode
+        else:
+            src = FunctionSource.of(fn)
+            fnode, parent = src.node, None
+            defaults = [self.capture(d, lambda d=d: d, "default", node) for d in (fn.__defaults__ or ())]
+            name, file, ident = fn.__name__, src.file, fn
+        if any(x is ident for x in self.inlining):
+            raise self.error(UnsupportedCall, f"recursive call to {name} is not supported", node,
+                             "zymo inlines calls, so recursion has no bottom",
+                             "rewrite the recursion as a loop")
+        fence.check(fnode, file, name)
+        params = [a.arg for a in fnode.args.args]
+        if len(pos) > len(params):
+            raise self.error(ZymoSourceError, f"{name}() takes {len(params)} arguments, {len(pos)} given", node)
+        bound = dict(zip(params, pos))
+        for k, v in kw.items():
+            if k not in params or k in bound:
+                raise self.error(ZymoSourceError, f"{name}() got an unexpected or repeated argument {k!r}", node)
+            bound[k] = v
+        first_default = len(params) - len(defaults)
+        for i, p in enumerate(params):
+            if p not in bound:
+                if i < first_default:
+                    raise self.error(ZymoSourceError, f"{name}() missing argument {p!r}", node)
+                bound[p] = defaults[i - first_default]
+        caller = self.frame
+        frame = Frame(name, file, src, parent)
+        frame.env.update(bound)
+        frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
+        self.frame = frame
+        self.inlining.append(ident)
+        try:
+            self.lower_body(fnode)
+        finally:
+            self.inlining.pop()
+            self.frame = caller
+        return frame.env.get(frame.retval, S(None))
+
+
+class _Method:
+    def __init__(self, obj: Value, name: str):
+        self.obj, self.name = obj, name
+
+
+def _hint(key: str) -> str:
+    return key.split(".")[-1]
+
+
+def _static_is(a: Any, b: Any) -> bool | None:
+    if isinstance(a, S) and isinstance(b, S):
+        return a.obj is b.obj
+    if isinstance(a, Value) and isinstance(b, S) and b.obj is None:
+        return False
+    if isinstance(b, Value) and isinstance(a, S) and a.obj is None:
+        return False
+    return None
+
+
+_ = (builtins, math)

@@ -1,0 +1,725 @@
+"""Lowering a Python function's AST to structured SSA IR.
+
+Contract: `lower(fn, args)` returns an IR `Function` specialised on the types of
+`args` (and of the globals and closure cells it reads, which become extra
+parameters: `Function.attrs["captured"]`). It
+- turns names into SSA values; `if`, `for` and `while` carry what they change;
+- lowers `break`, `continue` and early `return` to boolean flags: the statements
+  after one that may exit run under `if not flag`; loops that may break or
+  return become `while` loops that test the flag;
+- inlines calls to user functions and nested functions (a call is lowered in
+  the caller, with the callee's own globals and closure), refusing recursion;
+- unrolls iteration over tuples (their length is known); iterates arrays and
+  lists with an index;
+- raises `ZymoSourceError` subclasses naming the user's file and line for
+  everything it does not accept.
+Expressions and calls are lowered by `ExprLowering` (expr.py).
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..analysis.types import type_of_value
+from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
+from ..ir import types as T
+from ..ir.core import Block, Function, Op, Value
+from . import fence
+from .bindings import LocalFn, Poison, S, flatten, rebuild, same_shape
+from .builder import Builder
+from .expr import ExprLowering
+from .source import MISSING, FunctionSource
+
+_uid = itertools.count()
+
+
+@dataclass(eq=False)
+class Frame:
+    """One function being lowered (the top-level one or an inlined callee)."""
+
+    name: str
+    file: str
+    src: FunctionSource | None  # where free names resolve (None: see parent)
+    parent: "Frame | None"  # defining frame of a nested function
+    env: dict[str, Any] = field(default_factory=dict)
+    ret: str = ""
+    retval: str = ""
+    loops: list[tuple[str, str]] = field(default_factory=list)  # (break flag, continue flag)
+
+    def __post_init__(self) -> None:
+        n = next(_uid)
+        self.ret, self.retval = f"$ret{n}", f"$retval{n}"
+
+
+class Lowerer(ExprLowering):
+    def __init__(self) -> None:
+        self.b = Builder()
+        self.frame: Frame | None = None
+        self.inlining: list[Any] = []
+        # id(obj) -> (param, obj, [(resolver, name)]): globals and closure data read by the function
+        self.captured: dict[int, tuple[Value, Any, list]] = {}
+        self.params: list[Value] = []
+
+    # -- entry ---------------------------------------------------------------
+    def lower_function(self, fn: Any, args: tuple, names: list[str] | None = None) -> Function:
+        src = FunctionSource.of(fn)
+        node = src.node
+        fence.check(node, src.file, src.fn.__name__)
+        frame = Frame(src.fn.__name__, src.file, src, None)
+        self.frame = frame
+        self.inlining.append(src.fn)
+        params = node.args.args
+        defaults = list(src.fn.__defaults__ or ())
+        if len(args) > len(params):
+            raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given")
+        structure = []
+        body = self.b.push(Block())
+        for i, p in enumerate(params):
+            if i < len(args):
+                binding, tree = self._param_binding(args[i], p.arg)
+                structure.append(tree)
+            else:
+                k = i - (len(params) - len(defaults))
+                if k < 0:
+                    raise ZymoSourceError(f"{frame.name}: missing argument {p.arg!r}")
+                obj = defaults[k]
+                binding = self.capture(obj, lambda obj=obj: obj, p.arg, node)
+            frame.env[p.arg] = binding
+        frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
+        self.lower_body(node)
+        result = frame.env.get(frame.retval, S(None))
+        rvals = flatten(result)
+        self.b.emit(Op("return", rvals, [], self.loc(node)))
+        self.b.pop()
+        captured = [(v, obj, where) for v, obj, where in self.captured.values()]
+        f = Function(frame.name, self.params + [c[0] for c in captured], body, self.loc(node), src.file)
+        f.attrs.update(
+            arg_structure=structure,
+            n_user_params=len(self.params),
+            captured=captured,
+            result_template=result,
+        )
+        return f
+
+    def _param_binding(self, obj: Any, name: str) -> tuple[Any, Any]:
+        """Binding and flattening tree (param indices) of one argument."""
+        if isinstance(obj, tuple):
+            parts = [self._param_binding(o, f"{name}_{k}") for k, o in enumerate(obj)]
+            return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+        if obj is None or isinstance(obj, str) or callable(obj):
+            return S(obj), None
+        t = type_of_value(obj, f"argument {name!r}")
+        v = Value(t, name)
+        self.params.append(v)
+        return v, len(self.params) - 1
+
+    # -- helpers -------------------------------------------------------------
+    def loc(self, node: ast.AST) -> Loc:
+        f = self.frame
+        return Loc(f.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), f.name)
+
+    def error(self, cls, msg: str, node: ast.AST, why: str = "", hint: str = ""):
+        return cls(msg, self.loc(node), why, hint)
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        f = self.frame
+        while f is not None:
+            if name in f.env:
+                b = f.env[name]
+                if isinstance(b, Poison):
+                    raise self.error(ZymoSourceError, f"variable {name!r} may be undefined here", node,
+                                     b.why, f"assign {name} before the if/loop that sets it")
+                return b
+            if f.src is not None:
+                obj = f.src.resolve(name)
+                if obj is not MISSING:
+                    src = f.src
+                    return self.capture(obj, lambda: src.resolve(name), name, node)
+                break
+            f = f.parent
+        raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
+
+    def capture(self, obj: Any, resolver: Callable[[], Any], name: str, node: ast.AST) -> Any:
+        """Binding of a global or closure object: data becomes an extra parameter."""
+        if isinstance(obj, (float, int, bool, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
+            key = id(obj)
+            if key not in self.captured:
+                t = type_of_value(obj, f"captured variable {name!r}")
+                v = Value(t, name)
+                self.captured[key] = (v, obj, [])
+            entry = self.captured[key]
+            entry[2].append((resolver, name))
+            return entry[0]
+        if isinstance(obj, tuple):
+            return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
+        if isinstance(obj, (complex,)):
+            raise self.error(ZymoTypeError, f"complex numbers are not supported yet ({name})", node)
+        return S(obj)
+
+    # -- statements ----------------------------------------------------------
+    def lower_body(self, node: ast.FunctionDef | ast.Lambda) -> None:
+        f = self.frame
+        if isinstance(node, ast.Lambda):
+            f.env[f.retval] = self.expr(node.body)
+            f.env[f.ret] = self.b.const(True, self.loc(node), "ret")
+            return
+        self.stmts(node.body)
+
+    def stmts(self, stmts: list[ast.stmt]) -> None:
+        for i, s in enumerate(stmts):
+            self.stmt(s)
+            if may_exit(s):
+                cond = self.exit_flags(s)
+                if cond is True:
+                    return  # everything after is dead
+                if cond is not None:
+                    rest = stmts[i + 1:]
+                    if rest:
+                        self.lower_if(self.not_(cond, s), lambda r=rest: self.stmts(r), lambda: None, s)
+                    return
+
+    def exit_flags(self, node: ast.AST) -> Any:
+        """The condition 'some exit happened' after `node`: a Value, True, or None."""
+        f = self.frame
+        names = [f.ret]
+        if f.loops:
+            names += list(f.loops[-1])
+        vals = []
+        for n in names:
+            b = f.env.get(n)
+            if isinstance(b, Value):
+                if b.is_const:
+                    if b.const:
+                        return True
+                    continue
+                vals.append(b)
+        if not vals:
+            return None
+        cond = vals[0]
+        for v in vals[1:]:
+            cond = self.b.prim("zymo.or", [cond, v], {}, self.loc(node), "exit")
+        return cond
+
+    def not_(self, v: Value, node: ast.AST) -> Value:
+        return self.b.prim("not", [v], {}, self.loc(node), "go")
+
+    def stmt(self, s: ast.stmt) -> None:
+        m = getattr(self, "stmt_" + type(s).__name__, None)
+        if m is None:
+            raise self.error(UnsupportedSyntax, f"{type(s).__name__} statements are not supported", s)
+        m(s)
+
+    def stmt_Pass(self, s: ast.Pass) -> None:
+        pass
+
+    def stmt_Assert(self, s: ast.Assert) -> None:
+        pass  # asserts are not evaluated (as under `python -O`)
+
+    def stmt_Expr(self, s: ast.Expr) -> None:
+        if isinstance(s.value, ast.Constant):
+            return  # docstring
+        self.expr(s.value)
+
+    def stmt_Assign(self, s: ast.Assign) -> None:
+        value = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, value, s)
+
+    def stmt_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value), s)
+
+    def stmt_AugAssign(self, s: ast.AugAssign) -> None:
+        self.aug_assign(s)
+
+    def stmt_FunctionDef(self, s: ast.FunctionDef) -> None:
+        if s.decorator_list:
+            raise self.error(UnsupportedSyntax, "decorated nested functions are not supported", s,
+                             hint="define the function at module level")
+        defaults = [self.expr(d) for d in s.args.defaults]
+        self.frame.env[s.name] = LocalFn(s, self.frame, defaults)
+
+    def stmt_Return(self, s: ast.Return) -> None:
+        f = self.frame
+        f.env[f.retval] = self.expr(s.value) if s.value is not None else S(None)
+        f.env[f.ret] = self.b.const(True, self.loc(s), "ret")
+
+    def stmt_Break(self, s: ast.Break) -> None:
+        self.frame.env[self.frame.loops[-1][0]] = self.b.const(True, self.loc(s), "brk")
+
+    def stmt_Continue(self, s: ast.Continue) -> None:
+        self.frame.env[self.frame.loops[-1][1]] = self.b.const(True, self.loc(s), "cont")
+
+    def stmt_If(self, s: ast.If) -> None:
+        cond = self.truth(self.expr(s.test), s.test)
+        self.lower_if(cond, lambda: self.stmts(s.body), lambda: self.stmts(s.orelse), s)
+
+    # -- assignment ----------------------------------------------------------
+    def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, Value) and value.hint in ("t", "c", "v"):
+                value.hint = target.id
+            self.frame.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple):
+                raise self.error(UnsupportedSyntax, "only tuples can be unpacked here", node,
+                                 hint="index the array explicitly: a, b = x[0], x[1]")
+            if len(value) != len(target.elts):
+                raise self.error(ZymoSourceError, f"cannot unpack {len(value)} values into {len(target.elts)}", node)
+            for t, v in zip(target.elts, value):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            obj = self.expr(target.value)
+            index = self.index(target.slice)
+            self.store(obj, index, value, target)
+        elif isinstance(target, ast.Attribute):
+            raise self.error(UnsupportedSyntax, "assigning to attributes is not supported yet", node,
+                             hint="keep the state in an array or return it")
+        else:
+            raise self.error(UnsupportedSyntax, f"cannot assign to {type(target).__name__}", node)
+
+    def store(self, obj: Any, index: tuple, value: Any, node: ast.AST) -> None:
+        if not isinstance(obj, Value) or not T.is_memory(obj.type):
+            raise self.error(UnsupportedSyntax, "item assignment needs an array or a list", node,
+                             "tuples and scalars are immutable")
+        value = self.as_value(value, node)
+        if isinstance(obj.type, T.Array) and isinstance(value.type, T.Array):
+            pass
+        elif isinstance(obj.type, T.Array) and not isinstance(value.type, T.Scalar):
+            raise self.error(ZymoTypeError, f"cannot store a {value.type} into an array", node)
+        self.b.setitem(obj, index, value, self.loc(node))
+
+    def aug_assign(self, s: ast.AugAssign) -> None:
+        key = BINOPS.get(type(s.op))
+        if key is None:
+            raise self.error(UnsupportedSyntax, f"operator {type(s.op).__name__} is not supported", s)
+        rhs = self.expr(s.value)
+        t = s.target
+        if isinstance(t, ast.Name):
+            cur = self.lookup(t.id, t)
+            if isinstance(cur, Value) and isinstance(cur.type, T.Array):
+                self.inplace(cur, key, rhs, s)  # x += y on an array writes x's memory
+            else:
+                self.frame.env[t.id] = self.binop(key, cur, rhs, s)
+        elif isinstance(t, ast.Subscript):
+            obj = self.expr(t.value)
+            index = self.index(t.slice)
+            if not isinstance(obj, Value):
+                raise self.error(UnsupportedSyntax, "augmented item assignment needs an array or list", s)
+            cur = self.b.getitem(obj, index, self.loc(s), "ld")
+            if isinstance(cur.type, T.Array):
+                self.inplace(cur, key, rhs, s)  # a view: writes through to obj
+            else:
+                self.store(obj, index, self.binop(key, cur, rhs, s), s)
+        else:
+            raise self.error(UnsupportedSyntax, "augmented assignment to this target is not supported", s)
+
+    def inplace(self, arr: Value, key: str, rhs: Any, node: ast.AST) -> None:
+        np_key = INPLACE.get(key)
+        if np_key is None:
+            raise self.error(UnsupportedSyntax, f"in-place {key} on arrays is not supported", node)
+        self.b.prim(np_key, [arr, rhs], {}, self.loc(node), out=arr)
+
+    # -- control flow --------------------------------------------------------
+    def truth(self, b: Any, node: ast.AST) -> Any:
+        """A condition as a bool value, or a Python bool when known at compile time."""
+        if isinstance(b, S):
+            return bool(b.obj)
+        if isinstance(b, Value):
+            if b.is_const:
+                return bool(b.const)
+            if b.type == T.BOOL:
+                return b
+            if isinstance(b.type, T.Scalar):
+                return self.b.prim("builtins.bool", [b], {}, self.loc(node), "cond")
+            raise self.error(ZymoTypeError, f"the truth value of a {b.type} is ambiguous", node,
+                             hint="use np.any(...) or np.all(...)")
+        if isinstance(b, tuple):
+            return len(b) > 0
+        raise self.error(ZymoTypeError, "cannot use this value as a condition", node)
+
+    def lower_if(self, cond: Any, then: Callable[[], None], orelse: Callable[[], None], node: ast.AST,
+                 ) -> None:
+        if cond is True or cond is False:
+            (then if cond else orelse)()
+            return
+        f = self.frame
+        pre = dict(f.env)
+        envs = []
+        blocks = []
+        for branch in (then, orelse):
+            f.env = dict(pre)
+            blk = self.b.push(Block())
+            branch()
+            self.b.pop()
+            envs.append(f.env)
+            blocks.append(blk)
+        f.env = dict(pre)
+        names = sorted({n for e in envs for n in e if e.get(n) is not pre.get(n)})
+        yields: list[list[Value]] = [[], []]
+        templates = {}
+        for n in names:
+            a, c = envs[0].get(n), envs[1].get(n)
+            if a is None or c is None or isinstance(a, Poison) or isinstance(c, Poison):
+                if n.startswith("$") and (a is not None or c is not None):
+                    known = a if a is not None else c
+                    k = 1 if a is not None else 0
+                    self.b.push(blocks[k])
+                    ph = self.placeholder(known, node)
+                    self.b.pop()
+                    a, c = (known, ph) if k == 1 else (ph, known)
+                else:
+                    f.env[n] = Poison(n, f"{n} is assigned in only one branch of the if at line {getattr(node, 'lineno', '?')}")
+                    continue
+            merged = self.merge(n, a, c, blocks, yields, node)
+            if merged is not None:
+                templates[n] = merged
+        results = []
+        for (ya, yc) in zip(yields[0], yields[1]):
+            results.append(Value(T.join(ya.type, yc.type), ya.hint if not ya.hint.startswith("$") else "r"))
+        for k, blk in enumerate(blocks):
+            blk.ops.append(Op("yield", yields[k], [], self.loc(node)))
+        self.b.emit(Op("if", [cond], results, self.loc(node), regions=blocks))
+        it = iter(results)
+        for n, (template, count) in templates.items():
+            vals = [next(it) for _ in range(count)]
+            f.env[n] = rebuild(template, vals)
+
+    def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
+        """Record the values of `name` leaving each branch; returns (template, count)."""
+        if not same_shape(a, c):
+            if isinstance(a, S) or isinstance(c, S) or isinstance(a, LocalFn) or isinstance(c, LocalFn):
+                raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch", node,
+                                 hint="give it the same type on every path")
+            raise self.error(ZymoTypeError, f"{name} has a different structure in each branch", node)
+        va, vc = flatten(a), flatten(c)
+        for k, (x, y) in enumerate(zip(va, vc)):
+            j = T.join(x.type, y.type)
+            if j is None:
+                raise self.error(ZymoTypeError, f"{name.lstrip('$')} is a {x.type} on one path and a {y.type} on the other",
+                                 node, hint="give it the same type on every path")
+            if x.type != j:
+                va[k] = self.convert(x, j, blocks[0], node)
+            if y.type != j:
+                vc[k] = self.convert(y, j, blocks[1], node)
+        yields[0].extend(va)
+        yields[1].extend(vc)
+        return (a, len(va))
+
+    def convert(self, v: Value, t: T.Type, block: Block, node) -> Value:
+        self.b.push(block)
+        try:
+            if isinstance(t, T.Scalar) and t.differentiable:
+                return self.b.prim("builtins.float", [v], {}, self.loc(node), v.hint)
+            raise self.error(ZymoTypeError, f"cannot convert {v.type} to {t}", node)
+        finally:
+            self.b.pop()
+
+    def placeholder(self, like: Any, node: ast.AST) -> Any:
+        """A value of the same type as `like`, never read (for flags not set on a path)."""
+        if isinstance(like, tuple):
+            return tuple(self.placeholder(x, node) for x in like)
+        if not isinstance(like, Value):
+            return like
+        t = like.type
+        loc = self.loc(node)
+        if isinstance(t, T.Scalar):
+            return self.b.const({"f64": 0.0, "f32": 0.0, "int": 0, "bool": False}[t.kind], loc, "undef")
+        if isinstance(t, T.Array):
+            return self.b.prim("numpy.empty", [(0,) * t.ndim], {"dtype": S(t.dtype)}, loc, "undef")
+        raise self.error(ZymoTypeError, f"cannot return a {t} from inside a loop or branch here", node)
+
+    # -- loops ---------------------------------------------------------------
+    def stmt_While(self, s: ast.While) -> None:
+        self.lower_loop(s, kind="while", test=s.test)
+
+    def stmt_For(self, s: ast.For) -> None:
+        it = s.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
+            fn = self.lookup(it.func.id, it.func)
+            if fn == S(range):
+                bounds = [self.as_value(self.expr(a), a) for a in it.args]
+                if len(bounds) == 1:
+                    bounds = [self.b.const(0, self.loc(s), "start"), bounds[0]]
+                if len(bounds) == 2:
+                    bounds.append(self.b.const(1, self.loc(s), "step"))
+                for v in bounds:
+                    if v.type not in (T.INT, T.BOOL):
+                        raise self.error(ZymoTypeError, "range() needs integers", it)
+                self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
+                return
+            if fn == S(enumerate):
+                seq = self.expr(it.args[0])
+                self.lower_sequence_loop(s, [seq], lambda i, xs: self.assign(s.target, (i, xs[0]), s))
+                return
+            if fn == S(zip):
+                seqs = [self.expr(a) for a in it.args]
+                self.lower_sequence_loop(s, seqs, lambda i, xs: self.assign(s.target, tuple(xs), s))
+                return
+        seq = self.expr(it)
+        self.lower_sequence_loop(s, [seq], lambda i, xs: self.assign(s.target, xs[0], s))
+
+    def lower_sequence_loop(self, s: ast.For, seqs: list, bind: Callable) -> None:
+        if all(isinstance(q, tuple) for q in seqs):
+            n = min(len(q) for q in seqs)
+            self.unroll(s, n, lambda k: bind(self.b.const(k, self.loc(s), "k"), [q[k] for q in seqs]))
+            return
+        lens = []
+        for q in seqs:
+            if not isinstance(q, Value) or not isinstance(q.type, (T.Array, T.List)) or (
+                isinstance(q.type, T.Array) and q.type.ndim == 0
+            ):
+                raise self.error(UnsupportedSyntax, "can only iterate over range, tuples, lists and arrays", s.iter,
+                                 hint="loop over range(len(x)) and index")
+            if isinstance(q.type, T.Array):
+                lens.append(self.b.prim("zymo.dim", [q, 0], {}, self.loc(s), "n"))
+            else:
+                lens.append(self.b.prim("builtins.len", [q], {}, self.loc(s), "n"))
+        n = lens[0]
+        for m in lens[1:]:
+            n = self.b.prim("builtins.min", [n, m], {}, self.loc(s), "n")
+        zero = self.b.const(0, self.loc(s), "start")
+        one = self.b.const(1, self.loc(s), "step")
+
+        def bind_index(i: Value) -> None:
+            bind(i, [self.b.getitem(q, (i,), self.loc(s), "item") for q in seqs])
+
+        self.lower_range_loop(s, [zero, n, one], bind_index)
+
+    def unroll(self, s: ast.For, n: int, bind: Callable[[int], None]) -> None:
+        f = self.frame
+        brk, cont = f"$brk{next(_uid)}", f"$cont{next(_uid)}"
+        f.loops.append((brk, cont))
+        f.env[brk] = self.b.const(False, self.loc(s), "brk")
+
+        def one(k: int) -> None:
+            if k >= n:
+                return
+            f.env[cont] = self.b.const(False, self.loc(s), "cont")
+            bind(k)
+            self.stmts(s.body)
+            f.env.pop(cont, None)
+            flags = [f.env[x] for x in (brk, f.ret) if isinstance(f.env.get(x), Value)]
+            stop = None
+            for v in flags:
+                if v.is_const:
+                    if v.const:
+                        return
+                    continue
+                stop = v if stop is None else self.b.prim("zymo.or", [stop, v], {}, self.loc(s), "stop")
+            if stop is None:
+                one(k + 1)
+            else:
+                self.lower_if(self.not_(stop, s), lambda: one(k + 1), lambda: None, s)
+
+        try:
+            one(0)
+        finally:
+            f.loops.pop()
+            f.env.pop(brk, None)
+
+    def lower_range_loop(self, s: ast.For, bounds: list[Value], bind: Callable[[Value], None]) -> None:
+        if contains(s.body, (ast.Break,), loops=False) or contains(s.body, (ast.Return,), loops=True):
+            self.range_as_while(s, bounds, bind)
+            return
+        self.lower_loop(s, kind="for", bounds=bounds, bind=bind)
+
+    def range_as_while(self, s: ast.For, bounds: list[Value], bind) -> None:
+        """A for loop that may break or return: `while i < stop and not flag`."""
+        start, stop, step = bounds
+        if not step.is_const or step.const == 0:
+            raise self.error(UnsupportedSyntax, "a loop with break/return over a range needs a constant, "
+                             "non-zero step", s, hint="use a while loop")
+        f = self.frame
+        ivar = f"$i{next(_uid)}"
+        f.env[ivar] = start
+        cmp = "lt" if step.const > 0 else "gt"
+
+        def test(lw) -> Value:
+            return self.b.prim(cmp, [f.env[ivar], stop], {}, self.loc(s), "more")
+
+        def body(lw) -> None:
+            i = f.env[ivar]
+            bind(i)
+            self.stmts(s.body)
+            f.env[ivar] = self.b.prim("add", [i, step], {}, self.loc(s), "i")
+
+        self.lower_loop(s, kind="while", test_fn=test, body_fn=body, extra=[ivar])
+        f.env[ivar] = Poison(ivar, "")
+
+    def lower_loop(self, s: ast.For | ast.While, kind: str, test: ast.expr | None = None,
+                   bounds: list[Value] | None = None, bind=None, test_fn=None, body_fn=None,
+                   extra: list[str] = ()) -> None:
+        f = self.frame
+        brk, cont = f"$brk{next(_uid)}", f"$cont{next(_uid)}"
+        has_break = contains(s.body, (ast.Break,), loops=False)
+        has_return = contains(s.body, (ast.Return,), loops=True)
+        if has_break:
+            f.env[brk] = self.b.const(False, self.loc(s), "brk")
+        assigned = assigned_names(s.body) | set(extra)
+        if has_return:
+            assigned |= {f.ret, f.retval}
+        if has_break:
+            assigned.add(brk)
+        f.loops.append((brk, cont))
+        try:
+            for _attempt in range(4):
+                carried = sorted(n for n in assigned if n in f.env and not isinstance(f.env[n], Poison)
+                                 and not (isinstance(f.env[n], (S, LocalFn))))
+                templates = [f.env[n] for n in carried]
+                init = [v for t in templates for v in flatten(t)]
+                types = [v.type for v in init]
+                missing, result = self._loop_attempt(s, kind, test, bounds, bind, test_fn, body_fn,
+                                                     carried, templates, init, types, assigned, brk, cont)
+                if missing:
+                    for n, like in missing.items():
+                        f.env[n] = self.placeholder(like, s)
+                    continue
+                if result is not None:
+                    break
+            else:
+                raise self.error(ZymoTypeError, "the types of the loop's variables do not settle", s)
+        finally:
+            f.loops.pop()
+        op, out_types = result
+        self.b.emit(op)
+        it = iter(op.results)
+        for n, t in zip(carried, templates):
+            f.env[n] = rebuild(t, [next(it) for _ in flatten(t)])
+        for n in assigned:
+            if n not in carried and not n.startswith("$") and not isinstance(f.env.get(n), (S, LocalFn)):
+                f.env[n] = Poison(n, f"{n} is assigned only inside the loop at line {s.lineno}")
+        f.env.pop(brk, None)
+
+    def _loop_attempt(self, s, kind, test, bounds, bind, test_fn, body_fn, carried, templates, init,
+                      types, assigned, brk, cont):
+        """Lower the loop once with the given carried types; returns (missing, (op, types))."""
+        f = self.frame
+        outer = dict(f.env)
+        loc = self.loc(s)
+        while True:
+            regions = []
+            # condition region of a while loop
+            if kind == "while":
+                cargs = [Value(t, v.hint) for v, t in zip(init, types)]
+                f.env = dict(outer)
+                self._bind_carried(carried, templates, cargs)
+                cblk = self.b.push(Block(cargs))
+                c = test_fn(None) if test_fn else self.truth(self.expr(test), test)
+                for flag in (brk, f.ret):
+                    fv = f.env.get(flag)
+                    if isinstance(fv, Value) and fv.type == T.BOOL:
+                        nf = self.not_(fv, s)
+                        c = nf if c is True else self.b.prim("zymo.and", [c, nf], {}, loc, "more")
+                if c is True or c is False:
+                    c = self.b.const(bool(c), loc, "more")
+                cblk.ops.append(Op("condition", [c], [], loc))
+                self.b.pop()
+                regions.append(cblk)
+            bargs = [Value(t, v.hint) for v, t in zip(init, types)]
+            f.env = dict(outer)
+            self._bind_carried(carried, templates, bargs)
+            iv = Value(T.INT, "i") if kind == "for" else None
+            bblk = self.b.push(Block(([iv] if iv is not None else []) + bargs))
+            if iv is not None:
+                bind(iv)
+            f.env[cont] = self.b.const(False, loc, "cont")
+            if body_fn:
+                body_fn(None)
+            else:
+                self.stmts(s.body)
+            self.b.pop()
+            body_env = f.env
+            f.env = outer
+            # synthetic names first assigned inside the loop need an initial value
+            missing = {n: body_env[n] for n in assigned if n.startswith("$") and n not in outer
+                       and n in body_env and not isinstance(body_env[n], Poison)}
+            if missing:
+                return missing, None
+            out = []
+            for n, t in zip(carried, templates):
+                b = body_env.get(n)
+                if b is None or isinstance(b, Poison) or not same_shape(b, t):
+                    raise self.error(ZymoTypeError, f"{n.lstrip('$')} changes kind inside the loop", s,
+                                     hint="give it the same type before and inside the loop")
+                out.extend(flatten(b))
+            new_types = []
+            for v, t in zip(out, types):
+                j = T.join(v.type, t)
+                if j is None:
+                    raise self.error(ZymoTypeError, f"{v.hint} is a {t} before the loop and a {v.type} inside",
+                                     s, hint="give it the same type before and inside the loop")
+                new_types.append(j)
+            if new_types != types:
+                types = new_types
+                continue
+            for k, (v, t) in enumerate(zip(out, types)):
+                if v.type != t:
+                    out[k] = self.convert(v, t, bblk, s)
+            bblk.ops.append(Op("yield", out, [], loc))
+            regions.append(bblk)
+            results = [Value(t, v.hint) for v, t in zip(init, types)]
+            init_conv = []
+            for v, t in zip(init, types):
+                init_conv.append(v if v.type == t else self.convert(v, t, self.b.block, s))
+            if kind == "for":
+                op = Op("for", list(bounds) + init_conv, results, loc, regions=regions)
+            else:
+                op = Op("while", init_conv, results, loc, regions=regions)
+            return {}, (op, types)
+
+    def _bind_carried(self, carried, templates, vals) -> None:
+        it = iter(vals)
+        for n, t in zip(carried, templates):
+            self.frame.env[n] = rebuild(t, [next(it) for _ in flatten(t)])
+
+
+# -- syntactic helpers ----------------------------------------------------------
+BINOPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul",
+}
+INPLACE = {"add": "numpy.add", "sub": "numpy.subtract", "mul": "numpy.multiply",
+           "truediv": "numpy.divide", "pow": "numpy.power", "matmul": "numpy.matmul"}
+
+
+def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
+    """Whether `stmts` contain a node of `kinds` (looking into nested loops if `loops`)."""
+    stack = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, kinds):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.Lambda)):
+            continue
+        if isinstance(n, (ast.For, ast.While)) and not loops:
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def may_exit(s: ast.stmt) -> bool:
+    if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
+        return True
+    if isinstance(s, (ast.For, ast.While)):
+        return contains(s.body, (ast.Return,), loops=True)
+    return contains([s], (ast.Return,), loops=True) or contains([s], (ast.Break, ast.Continue), loops=False)
+
+
+def assigned_names(stmts: list[ast.stmt]) -> set[str]:
+    out: set[str] = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                out.add(n.target.id)
+            elif isinstance(n, ast.FunctionDef):
+                out.add(n.name)
+    return out
+
+
+def lower(fn: Any, args: tuple) -> Function:
+    return Lowerer().lower_function(fn, args)

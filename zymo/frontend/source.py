@@ -1,0 +1,116 @@
+"""Reading a Python function: its source, its closure cells and its globals.
+
+Contract: `FunctionSource.of(fn)` returns the parsed `ast.FunctionDef` (or
+`Lambda`) of a plain Python function or a Numba dispatcher (read through
+`py_func`), with line numbers that match the user's file, and a `resolve(name)`
+that finds a free name in the closure, the globals, then the builtins. A
+function whose source cannot be read raises `ZymoSourceError` with a hint.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Loc, ZymoSourceError
+
+_MISSING = object()
+_CACHE: dict[Any, "FunctionSource"] = {}
+
+
+def unwrap(fn: Any) -> Any:
+    """The Python function behind a Numba dispatcher (or `fn` itself)."""
+    py = getattr(fn, "py_func", None)
+    if py is not None and isinstance(py, types.FunctionType):
+        return py
+    return fn
+
+
+@dataclass
+class FunctionSource:
+    fn: types.FunctionType
+    node: ast.FunctionDef | ast.Lambda
+    file: str
+
+    @staticmethod
+    def of(fn: Any) -> "FunctionSource":
+        fn = unwrap(fn)
+        if not isinstance(fn, types.FunctionType):
+            raise ZymoSourceError(
+                f"zymo can only differentiate Python functions, not {type(fn).__name__}",
+                hint="wrap the call in a Python function (def f(x): return obj(x))",
+            )
+        key = (fn.__code__, )
+        cached = _CACHE.get(key)
+        if cached is not None and cached.fn is fn:
+            return cached
+        file = fn.__code__.co_filename
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            raise ZymoSourceError(
+                f"cannot read the source of {fn.__qualname__}",
+                Loc(file, fn.__code__.co_firstlineno, 0, fn.__name__),
+                why="zymo reads a function's source to differentiate it; functions typed "
+                    "at an interactive prompt or built with exec/eval have none",
+                hint="define the function in a file (or a notebook cell) and call zymo again",
+            ) from None
+        src = textwrap.dedent("".join(lines))
+        try:
+            mod = ast.parse(src)
+        except SyntaxError:
+            # a lambda in the middle of an expression: find it by its line
+            mod = ast.parse(_lambda_line(src))
+        ast.increment_lineno(mod, first - 1)
+        node = _find_def(mod, fn)
+        out = FunctionSource(fn, node, file)
+        _CACHE[key] = out
+        return out
+
+    def resolve(self, name: str) -> Any:
+        """The object a free name refers to (closure cell, global, builtin) or _MISSING."""
+        code = self.fn.__code__
+        if name in code.co_freevars and self.fn.__closure__:
+            cell = self.fn.__closure__[code.co_freevars.index(name)]
+            try:
+                return cell.cell_contents
+            except ValueError:
+                return _MISSING
+        g = self.fn.__globals__
+        if name in g:
+            return g[name]
+        return getattr(builtins, name, _MISSING)
+
+    def is_closure_var(self, name: str) -> bool:
+        return name in self.fn.__code__.co_freevars
+
+
+def _lambda_line(src: str) -> str:
+    start = src.find("lambda")
+    return "_ = " + src[start:].strip().rstrip(",)") if start >= 0 else src
+
+
+def _find_def(mod: ast.Module, fn: types.FunctionType) -> ast.FunctionDef | ast.Lambda:
+    want_line = fn.__code__.co_firstlineno
+    best = None
+    for node in ast.walk(mod):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            if first == want_line or node.lineno == want_line:
+                return node
+            best = best or node
+        if isinstance(node, ast.Lambda) and fn.__name__ == "<lambda>" and node.lineno == want_line:
+            return node
+    if best is not None:
+        return best
+    for node in ast.walk(mod):
+        if isinstance(node, ast.Lambda):
+            return node
+    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source")
+
+
+MISSING = _MISSING

@@ -1,0 +1,116 @@
+"""Rules for Python's operators and the builtins zymo accepts.
+
+Keys of operators are the operator module's names (`add`, `mul`, ...); they
+apply to scalars and arrays alike (elementwise, broadcasting). Builtins are keyed
+`builtins.<name>`. Comparisons, `floordiv`, `int`, `len`, `round` are
+non-differentiable by rule.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
+from .registry import Rule
+
+_P = dict(elementwise=True)
+
+
+class add(Rule, key="add", fn=operator.add, template="{0} + {1}", **_P):
+    def jvp_x(t, ans, x, y): return t
+    def jvp_y(t, ans, x, y): return t
+    def vjp_x(g, ans, x, y): return g
+    def vjp_y(g, ans, x, y): return g
+
+
+class sub(Rule, key="sub", fn=operator.sub, template="{0} - {1}", **_P):
+    def jvp_x(t, ans, x, y): return t
+    def jvp_y(t, ans, x, y): return -t
+    def vjp_x(g, ans, x, y): return g
+    def vjp_y(g, ans, x, y): return -g
+
+
+class mul(Rule, key="mul", fn=operator.mul, template="{0} * {1}", **_P):
+    def jvp_x(t, ans, x, y): return t * y
+    def jvp_y(t, ans, x, y): return x * t
+    def vjp_x(g, ans, x, y): return g * y
+    def vjp_y(g, ans, x, y): return x * g
+
+
+class truediv(Rule, key="truediv", fn=operator.truediv, template="{0} / {1}", **_P):
+    def jvp_x(t, ans, x, y): return t / y
+    def jvp_y(t, ans, x, y): return -t * x / (y * y)
+    def vjp_x(g, ans, x, y): return g / y
+    def vjp_y(g, ans, x, y): return -g * x / (y * y)
+
+
+class mod(Rule, key="mod", fn=operator.mod, template="{0} % {1}", **_P):
+    def jvp_x(t, ans, x, y): return t
+    def jvp_y(t, ans, x, y): return -t * (x // y)
+    def vjp_x(g, ans, x, y): return g
+    def vjp_y(g, ans, x, y): return -g * (x // y)
+
+
+class pow_(Rule, key="pow", fn=operator.pow, template="{0} ** {1}", **_P):
+    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1)
+    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
+    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1)
+    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
+
+
+class neg(Rule, key="neg", fn=operator.neg, template="-{0}", **_P):
+    def jvp_x(t, ans, x): return -t
+    def vjp_x(g, ans, x): return -g
+
+
+class pos(Rule, key="pos", fn=operator.pos, template="+{0}", **_P):
+    def jvp_x(t, ans, x): return t
+    def vjp_x(g, ans, x): return g
+
+
+class abs_(Rule, key="builtins.abs", fn=builtins.abs, **_P):
+    def jvp_x(t, ans, x): return t * np.sign(x)
+    def vjp_x(g, ans, x): return g * np.sign(x)
+
+
+class float_(Rule, key="builtins.float", fn=builtins.float):
+    def jvp_x(t, ans, x): return t
+    def vjp_x(g, ans, x): return g
+
+
+class min_(Rule, key="builtins.min", fn=builtins.min):
+    """Ties go to the first argument (as Python's min returns it)."""
+    def jvp_x(t, ans, x, y): return t * (x <= y)
+    def jvp_y(t, ans, x, y): return t * (y < x)
+    def vjp_x(g, ans, x, y): return g * (x <= y)
+    def vjp_y(g, ans, x, y): return g * (y < x)
+
+
+class max_(Rule, key="builtins.max", fn=builtins.max):
+    """Ties go to the first argument (as Python's max returns it)."""
+    def jvp_x(t, ans, x, y): return t * (x >= y)
+    def jvp_y(t, ans, x, y): return t * (y > x)
+    def vjp_x(g, ans, x, y): return g * (x >= y)
+    def vjp_y(g, ans, x, y): return g * (y > x)
+
+
+# -- non-differentiable by rule ------------------------------------------------
+_ND = dict(nondiff=True)
+
+
+class floordiv(Rule, key="floordiv", fn=operator.floordiv, template="{0} // {1}", **_ND): pass
+class lt(Rule, key="lt", fn=operator.lt, template="{0} < {1}", **_ND): pass
+class le(Rule, key="le", fn=operator.le, template="{0} <= {1}", **_ND): pass
+class gt(Rule, key="gt", fn=operator.gt, template="{0} > {1}", **_ND): pass
+class ge(Rule, key="ge", fn=operator.ge, template="{0} >= {1}", **_ND): pass
+class eq(Rule, key="eq", fn=operator.eq, template="{0} == {1}", **_ND): pass
+class ne(Rule, key="ne", fn=operator.ne, template="{0} != {1}", **_ND): pass
+class not_(Rule, key="not", fn=operator.not_, template="not {0}", **_ND): pass
+class is_(Rule, key="is", fn=operator.is_, template="{0} is {1}", **_ND): pass
+class is_not(Rule, key="is_not", fn=operator.is_not, template="{0} is not {1}", **_ND): pass
+class int_(Rule, key="builtins.int", fn=builtins.int, **_ND): pass
+class bool_(Rule, key="builtins.bool", fn=builtins.bool, **_ND): pass
+class len_(Rule, key="builtins.len", fn=builtins.len, **_ND): pass
+class round_(Rule, key="builtins.round", fn=builtins.round, **_ND): pass

@@ -1,0 +1,21 @@
+"""Primitives the frontend introduces itself (not names a user calls)."""
+from __future__ import annotations
+
+from .registry import Rule
+
+
+def _dim(x, k):
+    return x.shape[k]
+
+
+def _or(a, b):
+    return a or b
+
+
+def _and(a, b):
+    return a and b
+
+
+class dim(Rule, key="zymo.dim", fn=_dim, template="{0}.shape[{1}]", nondiff=True): pass
+class or_(Rule, key="zymo.or", fn=_or, template="({0} or {1})", nondiff=True): pass
+class and_(Rule, key="zymo.and", fn=_and, template="({0} and {1})", nondiff=True): pass

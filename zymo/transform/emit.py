@@ -1,0 +1,173 @@
+"""Writing IR ops as Python: primal statements and inlined rule expressions.
+
+Contract: `Emitter` turns argument trees into expressions, writes the primal
+statement of each non-region op exactly as the user's code computes it, and
+inlines a rule's jvp/vjp body with the op's arguments substituted
+(`rule_expr`). Both transforms (forward, reverse) write through it, so the
+primal part of every derivative program is the same code.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+from ..codegen.naming import Namer
+from ..codegen.writer import Writer
+from ..ir import types as T
+from ..ir.core import Op, Value
+from ..rules.registry import Rule, inline_rule, lookup
+
+_GEN_GLOBALS = {"np", "math", "_rt"}
+
+
+class Emitter:
+    def __init__(self, namer: Namer, w: Writer):
+        self.n = namer
+        self.w = w
+
+    # -- expressions ----------------------------------------------------------
+    def tree(self, tree: Any, op: Op, name: Callable[[Value], str] | None = None) -> str:
+        name = name or self.n
+        tag = tree[0]
+        if tag == "v":
+            return name(op.args[tree[1]])
+        if tag == "c":
+            return _const(tree[1])
+        if tag == "t":
+            parts = [self.tree(t, op, name) for t in tree[1]]
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if tag == "s":
+            lo, hi, st = (self.tree(t, op, name) if t != ("c", None) else "" for t in tree[1:])
+            return f"{lo}:{hi}" + (f":{st}" if st else "")
+        raise AssertionError(tree)
+
+    def index(self, op: Op, name=None) -> str:
+        tree = op.attrs["index"]
+        if tree[0] == "t":
+            parts = [self.tree(t, op, name) for t in tree[1]]
+            return ", ".join(parts) if len(parts) != 1 else parts[0]
+        return self.tree(tree, op, name)
+
+    def call(self, op: Op, with_out: bool = True, name=None) -> str:
+        """The primal call expression of a `prim` op."""
+        rule = lookup(op.attrs["key"])
+        pos = [self.tree(t, op, name) for t in op.attrs["pos"]]
+        if rule.template:
+            return rule.template.format(*[f"({p})" if _needs_parens(p) else p for p in pos])
+        kw = [f"{k}={self.tree(t, op, name)}" for k, t in op.attrs["kw"]]
+        if with_out and "out" in op.attrs:
+            kw.append(f"out={(name or self.n)(op.args[op.attrs['out']])}")
+        return f"{rule.callee()}({', '.join(pos + kw)})"
+
+    # -- primal statements ----------------------------------------------------
+    def primal(self, op: Op) -> None:
+        n = self.n
+        k = op.kind
+        if k == "const":
+            self.w(f"{n(op.result)} = {_const(op.attrs['value'])}")
+        elif k == "prim":
+            expr = self.call(op)
+            if op.results:
+                lhs = ", ".join(n(r) for r in op.results)
+                self.w(f"{lhs} = {expr}")
+            else:
+                self.w(expr)
+        elif k == "getitem":
+            self.w(f"{n(op.result)} = {n(op.args[0])}[{self.index(op)}]")
+        elif k == "setitem":
+            self.w(f"{n(op.args[0])}[{self.index(op)}] = {n(op.args[1])}")
+        else:
+            raise AssertionError(k)
+
+    # -- rules ----------------------------------------------------------------
+    def rule_expr(self, rule: type[Rule], which: str, param: str, seed: str, ans: str | None,
+                  op: Op, name=None) -> str:
+        """The inlined body of `rule`'s `which`_`param` with the op's arguments."""
+        fn = (rule.jvps() if which == "jvp" else rule.vjps())[param]
+        ir = inline_rule(fn)
+        subst = self.bind(rule, op, name)
+        subst[ir.params[0]] = seed
+        subst[ir.params[1]] = ans if ans is not None else "None"
+        for p in ir.params[2:]:
+            if p not in subst:
+                subst[p] = _const(ir.defaults[p]) if p in ir.defaults else "None"
+        for g in ir.names - set(ir.params):
+            if g not in _GEN_GLOBALS:
+                raise AssertionError(f"rule {rule.key} uses {g}; rules may only use np, math and _rt")
+        return _substitute(ir.expr, subst)
+
+    def bind(self, rule: type[Rule], op: Op, name=None) -> dict[str, str]:
+        """Rule parameter name -> argument expression, for the op's call."""
+        params = list(rule.signature().parameters)
+        out: dict[str, str] = {}
+        for p, t in zip(params, op.attrs["pos"]):
+            out[p] = self.tree(t, op, name)
+        for k, t in op.attrs["kw"]:
+            out[k] = self.tree(t, op, name)
+        return out
+
+    def arg_values(self, rule: type[Rule], op: Op) -> dict[str, Value]:
+        """Rule parameter name -> the IR value passed for it (plain value args only)."""
+        params = list(rule.signature().parameters)
+        out: dict[str, Value] = {}
+        for p, t in zip(params, op.attrs["pos"]):
+            if t[0] == "v":
+                out[p] = op.args[t[1]]
+        for k, t in op.attrs["kw"]:
+            if t[0] == "v":
+                out[k] = op.args[t[1]]
+        return out
+
+
+def zero(v: Value, name: str) -> str:
+    """The expression of a zero tangent/adjoint of `v`."""
+    if isinstance(v.type, T.Array):
+        return f"np.zeros_like({name})"
+    if isinstance(v.type, T.List):
+        return f"_rt.zeros_list({name})"
+    return "0.0"
+
+
+def _const(c: Any) -> str:
+    if c is Ellipsis:
+        return "..."
+    if isinstance(c, float):
+        if c != c or c in (float("inf"), float("-inf")):
+            return f"float({str(c)!r})"
+    if isinstance(c, str) or c is None or isinstance(c, (bool, int, float, tuple)):
+        return repr(c)
+    import numpy as np
+
+    if isinstance(c, np.dtype):
+        return f"np.{c.name}"
+    if isinstance(c, type) and c.__module__ == "numpy":
+        return f"np.{c.__name__}"
+    if c in (float, int, bool):
+        return c.__name__
+    raise TypeError(f"cannot write constant {c!r} into generated code")
+
+
+def _needs_parens(s: str) -> bool:
+    try:
+        node = ast.parse(s, mode="eval").body
+    except SyntaxError:
+        return True
+    return not isinstance(node, (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.Call))
+
+
+class _Sub(ast.NodeTransformer):
+    def __init__(self, subst: dict[str, ast.expr]):
+        self.subst = subst
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.subst:
+            return self.subst[node.id]
+        return node
+
+
+def _substitute(expr: ast.expr, subst: dict[str, str]) -> str:
+    import copy
+
+    parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
+    new = _Sub(parsed).visit(copy.deepcopy(expr))
+    return ast.unparse(new)

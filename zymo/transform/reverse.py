@@ -1,0 +1,453 @@
+"""Reverse mode: an augmented forward sweep, then an adjoint sweep.
+
+Contract: `reverse(fn, act, seed_return)` writes a Python function
+
+    def <name>_rev(<params>, <shadows of active memory params>[, seed]):
+        <augmented forward: the primal, shadow views/allocations, caches>
+        <adjoint sweep: the ops in reverse order, regions walked backwards>
+        return (<results>,), (<adjoints of active float params>,)
+
+Semantics (seed 002): the adjoint of a store `x[i] = v` adds `dx[i]` into the
+adjoint of `v`, then sets `dx[i] = 0`; an `out=` call consumes and zeroes the
+shadow of its output. Adjoints of floats are local variables; the adjoint of
+an array is its shadow memory (so views accumulate into their base's shadow).
+
+Caching (conservative in this version, never wrong): a value the adjoint sweep
+reads is used directly when it is defined outside every loop (SSA values are
+never reassigned); a value defined inside a loop is pushed on a per-value cache
+in the forward sweep and popped when the adjoint sweep enters that block, so
+each cache holds exactly one entry per execution of its definition. The
+contents of an array a rule reads are copied before the op whenever the
+function writes memory anywhere. `for` loops run backwards over the same
+range, `while` loops replay their recorded trip count, `if` replays its
+condition.
+"""
+from __future__ import annotations
+
+from ..analysis.activity import Activity
+from ..codegen.naming import Namer
+from ..codegen.writer import Writer, splice
+from ..ir import types as T
+from ..ir.core import Block, Function, Op, Value
+from ..rules.registry import lookup, uses
+from .emit import Emitter, zero
+
+
+class Reverse:
+    def __init__(self, fn: Function, act: Activity, seed_return: bool):
+        self.fn, self.act, self.seed_return = fn, act, seed_return
+        self.namer = Namer()
+        self.e = Emitter(self.namer, Writer())
+        self.depth: dict[int, int] = {}       # block id -> loop depth
+        self.def_block: dict[int, Block] = {}  # value id -> defining block
+        self.needed: set[tuple[int, str]] = set()  # (value id, "p" | "d") read by the adjoint sweep
+        self.values: dict[int, Value] = {}
+        self.snap_pre: dict[int, list[tuple[Value, Value]]] = {}   # op id -> [(snapshot, of)]
+        self.snap_post: dict[int, list[tuple[Value, Value]]] = {}
+        self.trips: dict[int, Value] = {}      # while op id -> trip count value
+        self.recomputed: set[int] = set()      # loop induction variables
+        self.adj_used: set[int] = set()
+        self.blocks_of_op: dict[int, Block] = {}
+        self._index(fn.body, 0)
+        for p in fn.params:
+            self.def_block[p.id] = fn.body
+            self.values[p.id] = p
+
+    # -- bookkeeping ----------------------------------------------------------
+    def _index(self, block: Block, depth: int) -> None:
+        self.depth[id(block)] = depth
+        for a in block.args:
+            self.def_block[a.id] = block
+            self.values[a.id] = a
+        for op in block.ops:
+            self.blocks_of_op[id(op)] = block
+            for r in op.results:
+                self.def_block[r.id] = block
+                self.values[r.id] = r
+            inner = depth + 1 if op.kind in ("for", "while") else depth
+            for region in op.regions:
+                self._index(region, inner)
+            if op.kind == "for":
+                self.recomputed.add(op.regions[0].args[0].id)
+
+    def use(self, v: Value) -> str:
+        """Name of primal `v` in the adjoint sweep (recording that it is needed)."""
+        self.needed.add((v.id, "p"))
+        return self.namer(v)
+
+    def use_d(self, v: Value) -> str:
+        """Name of the shadow of memory value `v` in the adjoint sweep."""
+        self.needed.add((v.id, "d"))
+        return self.namer.d(v)
+
+    def adj(self, v: Value) -> str:
+        """Name of the adjoint of float `v`."""
+        self.adj_used.add(v.id)
+        return self.namer.d(v)
+
+    def accumulate(self, w: Writer, v: Value, expr: str) -> None:
+        if T.is_memory(v.type):
+            w(f"{self.use_d(v)} += {expr}")
+        else:
+            w(f"{self.adj(v)} += {expr}")
+
+    def contents(self, op: Op, v: Value, post: bool = False) -> str:
+        """The contents of array `v` as the op saw them (a snapshot if memory may change)."""
+        if not isinstance(v.type, T.Array) or not self.act.writes_memory:
+            return self.use(v)
+        table = self.snap_post if post else self.snap_pre
+        for snap, of in table.get(id(op), []):
+            if of is v:
+                return self.use(snap)
+        snap = Value(v.type, f"_saved_{v.hint}")
+        self.values[snap.id] = snap
+        self.def_block[snap.id] = self.blocks_of_op[id(op)]
+        table.setdefault(id(op), []).append((snap, v))
+        return self.use(snap)
+
+    # -- entry ------------------------------------------------------------------
+    def run(self) -> tuple[str, str, list[int]]:
+        fn, n, act = self.fn, self.namer, self.act
+        shadow_params = [k for k, p in enumerate(fn.params) if T.is_memory(p.type) and act.is_active(p)]
+        active_scalars = [k for k, p in enumerate(fn.params) if not T.is_memory(p.type) and act.is_active(p)]
+        params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for k in shadow_params]
+        seed = n.fresh("_seed") if self.seed_return else None
+        if seed:
+            params.append(seed)
+        name = n.fresh(f"{fn.name}_rev")
+        self.seed = seed
+        for k in active_scalars:
+            self.adj_used.add(fn.params[k].id)
+        # the adjoint sweep first: it decides what the forward sweep must record
+        rev = self.rev_block(fn.body, top=True)
+        w = Writer()
+        with w.indent(f"def {name}({', '.join(params)}):"):
+            for (vid, role) in sorted(self.needed):
+                v = self.values[vid]
+                if self._cached(v):
+                    w(f"{self._cache_name(v, role)} = []")
+            self.fwd_block(fn.body, w)
+            w("# adjoint sweep")
+            splice(w, rev)
+            rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
+            adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
+            one = "," if len(fn.body.ops[-1].args) == 1 else ""
+            w(f"return ({rets}{one}), ({adjs}{',' if len(active_scalars) == 1 else ''})")
+        return w.source(), name, shadow_params + active_scalars
+
+    def _cached(self, v: Value) -> bool:
+        return v.id not in self.recomputed and self.depth[id(self.def_block[v.id])] > 0
+
+    def _cache_name(self, v: Value, role: str) -> str:
+        return self.namer.cache(v) if role == "p" else self.namer.role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
+
+    # -- augmented forward sweep --------------------------------------------------
+    def _record(self, w: Writer, v: Value) -> None:
+        if not self._cached(v):
+            return
+        for role in ("p", "d"):
+            if (v.id, role) in self.needed:
+                name = self.namer(v) if role == "p" else self.namer.d(v)
+                w(f"{self._cache_name(v, role)}.append({name})")
+
+    def fwd_block(self, block: Block, w: Writer) -> None:
+        for a in block.args:
+            self._record(w, a)
+        for op in block.ops:
+            for snap, of in self.snap_pre.get(id(op), []):
+                w(f"{self.namer(snap)} = {self.namer(of)}.copy()")
+                self._record(w, snap)
+            self.fwd_op(op, w)
+            for snap, of in self.snap_post.get(id(op), []):
+                target = of
+                w(f"{self.namer(snap)} = {self.namer(target)}.copy()")
+                self._record(w, snap)
+            for r in op.results:
+                self._record(w, r)
+            if id(op) in self.trips:
+                self._record(w, self.trips[id(op)])
+
+    def fwd_op(self, op: Op, w: Writer) -> None:
+        n, act, e = self.namer, self.act, Emitter(self.namer, w)
+        k = op.kind
+        if k in ("const", "getitem", "setitem", "prim"):
+            e.primal(op)
+            if k == "prim":
+                rule = lookup(op.attrs["key"])
+                for r in op.results:
+                    if T.is_memory(r.type) and act.is_active(r):
+                        if rule.view:
+                            x = op.args[0]
+                            expr = e.rule_expr(rule, "jvp", rule.diff_params()[0], n.d(x), n(r), op)
+                            if rule.key == "numpy.reshape":
+                                expr = f"_rt.check_shadow_view({n(r)}, {n(x)}, {expr}, {n.d(x)})"
+                            w(f"{n.d(r)} = {expr}")
+                        else:
+                            w(f"{n.d(r)} = np.zeros_like({n(r)})")
+            elif k == "getitem":
+                r = op.result
+                if T.is_memory(r.type) and act.is_active(r):
+                    w(f"{n.d(r)} = {n.d(op.args[0])}[{e.index(op)}]")
+            elif k == "setitem":
+                obj, val = op.args[0], op.args[1]
+                if isinstance(obj.type, T.List) and T.is_memory(val.type) and act.is_active(obj):
+                    dv = n.d(val) if act.is_active(val) else f"np.zeros_like({n(val)})"
+                    w(f"{n.d(obj)}[{e.index(op)}] = {dv}")
+        elif k == "for":
+            body = op.regions[0]
+            self._fwd_assign(w, body.args[1:], op.args[3:])
+            a, b, s = (n(v) for v in op.args[:3])
+            with w.indent(f"for {n(body.args[0])} in range({a}, {b}, {s}):"):
+                self.fwd_block(body, w)
+                self._fwd_assign(w, body.args[1:], body.ops[-1].args)
+            self._fwd_assign(w, op.results, body.args[1:])
+        elif k == "while":
+            cond, body = op.regions
+            trip = self.trips.get(id(op))
+            if trip is not None:
+                w(f"{n(trip)} = 0")
+            self._fwd_assign(w, cond.args, op.args)
+            with w.indent("while True:"):
+                self.fwd_block(cond, w)
+                self._fwd_assign(w, body.args, cond.args)
+                if trip is not None:
+                    w(f"{n(trip)} += 1")
+                self.fwd_block(body, w)
+                self._fwd_assign(w, cond.args, body.ops[-1].args)
+            self._fwd_assign(w, op.results, cond.args)
+        elif k == "if":
+            for region, header in zip(op.regions, (f"if {n(op.args[0])}:", "else:")):
+                with w.indent(header):
+                    self.fwd_block(region, w)
+                    self._fwd_assign(w, op.results, region.ops[-1].args)
+        elif k == "condition":
+            with w.indent(f"if not {n(op.args[0])}:"):
+                w("break")
+        elif k in ("yield", "return"):
+            pass
+        else:
+            raise AssertionError(k)
+
+    def _fwd_assign(self, w: Writer, dsts: list[Value], srcs: list[Value]) -> None:
+        n = self.namer
+        for d, s in zip(dsts, srcs):
+            w(f"{n(d)} = {n(s)}")
+            if T.is_memory(d.type) and self.act.is_active(d):
+                ds = n.d(s) if self.act.is_active(s) else f"np.zeros_like({n(s)})"
+                w(f"{n.d(d)} = {ds}")
+
+    # -- adjoint sweep --------------------------------------------------------------
+    def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
+        """The adjoint code of `block`: pops, adjoint initialisation, then its ops reversed."""
+        body = Writer()
+        for v, expr in seeds:
+            if self.act.is_active(v) and not T.is_memory(v.type):
+                body(f"{self.adj(v)} += {expr}")
+        for op in reversed(block.ops):
+            self.rev_op(op, body)
+        head = Writer()
+        if self.depth[id(block)] > 0:
+            for v in self._defined_in(block):
+                for role in ("p", "d"):
+                    if (v.id, role) in self.needed and self._cached(v):
+                        name = self.namer(v) if role == "p" else self.namer.d(v)
+                        head(f"{name} = {self._cache_name(v, role)}.pop()")
+        defined = self._defined_in(block)
+        if top:
+            defined = list(self.fn.params) + defined
+        for v in defined:
+            if v.id in self.adj_used and not T.is_memory(v.type):
+                head(f"{self.namer.d(v)} = 0.0")
+        splice(head, body)
+        return head
+
+    def _defined_in(self, block: Block) -> list[Value]:
+        out = list(block.args)
+        for op in block.ops:
+            for snap, _ in self.snap_pre.get(id(op), []):
+                out.append(snap)
+            out.extend(op.results)
+            for snap, _ in self.snap_post.get(id(op), []):
+                out.append(snap)
+            if id(op) in self.trips:
+                out.append(self.trips[id(op)])
+        return out
+
+    def rev_op(self, op: Op, w: Writer) -> None:
+        getattr(self, "rev_" + op.kind)(op, w)
+
+    def rev_const(self, op: Op, w: Writer) -> None:
+        pass
+
+    def rev_yield(self, op: Op, w: Writer) -> None:
+        pass  # handled by the enclosing region
+
+    rev_condition = rev_yield
+
+    def rev_return(self, op: Op, w: Writer) -> None:
+        if self.seed_return:
+            v = op.args[0]
+            if self.act.is_active(v):
+                w(f"{self.adj(v)} += {self.seed}")
+
+    def rev_getitem(self, op: Op, w: Writer) -> None:
+        base, r = op.args[0], op.result
+        if T.is_memory(r.type) or not self.act.is_active(r):
+            return  # a view or list item: its shadow aliases the base's shadow
+        idx = self.e.index(op, self.use)
+        w(f"{self.use_d(base)}[{idx}] += {self.adj(r)}")
+
+    def rev_setitem(self, op: Op, w: Writer) -> None:
+        obj, val = op.args[0], op.args[1]
+        if not self.act.is_active(obj):
+            return
+        if isinstance(obj.type, T.List) and T.is_memory(val.type):
+            return  # storing a reference: the shadow reference was stored in the forward sweep
+        idx = self.e.index(op, self.use)
+        dobj = self.use_d(obj)
+        if self.act.is_active(val):
+            if T.is_memory(val.type):
+                g = self.namer.fresh("_g")
+                w(f"{g} = np.copy({dobj}[{idx}])")
+                w(f"{dobj}[{idx}] = 0.0")
+                w(f"{self.use_d(val)} += _rt.unbroadcast({g}, {self.use(val)})")
+                return
+            if isinstance(obj.type, T.Array) and isinstance(val.type, T.Scalar):
+                sel = f"{dobj}[{idx}]"
+                # a slice store of a scalar broadcasts it: its adjoint sums the slice
+                if any(t[0] == "s" for t in _index_parts(op)) or _has_ellipsis(op):
+                    sel = f"np.sum({sel})"
+                w(f"{self.adj(val)} += {sel}")
+            else:
+                w(f"{self.adj(val)} += {dobj}[{idx}]")
+        w(f"{dobj}[{idx}] = 0.0")
+
+    def rev_prim(self, op: Op, w: Writer) -> None:
+        act, n = self.act, self.namer
+        rule = lookup(op.attrs["key"])
+        out = op.args[op.attrs["out"]] if "out" in op.attrs else None
+        if rule.view or rule.alloc:
+            return
+        if rule.nondiff:
+            if out is not None and act.is_active(out):
+                w(f"{self.use_d(out)}[...] = 0.0")
+            return
+        target = out if out is not None else (op.results[0] if op.results else None)
+        if target is None or not act.is_active(target):
+            return
+        vals = self.e.arg_values(rule, op)
+        actives = [(p, v) for p, v in vals.items()
+                   if p in rule.vjps() and act.is_active(v) and v.type.differentiable]
+        if out is not None:
+            dout = self.use_d(out)
+            if not actives:
+                w(f"{dout}[...] = 0.0")
+                return
+            g = n.fresh("_g")
+            w(f"{g} = {dout}.copy()")
+            w(f"{dout}[...] = 0.0")
+        else:
+            g = self.use_d(target) if T.is_memory(target.type) else self.adj(target)
+        for p, v in actives:
+            expr = self._vjp(rule, p, g, op, target)
+            if rule.elementwise and isinstance(target.type, T.Array):
+                expr = f"_rt.unbroadcast({expr}, {self.use(v) if not T.is_memory(v.type) else self.use_d(v)})"
+            self.accumulate(w, v, expr)
+
+    def _vjp(self, rule, p: str, g: str, op: Op, target: Value) -> str:
+        used = uses(rule, "vjp", p)
+        ans = None
+        if "ans" in used:
+            ans = self.contents(op, target, post=True) if isinstance(target.type, T.Array) else self.use(target)
+
+        def name(v: Value) -> str:
+            return self.contents(op, v) if isinstance(v.type, T.Array) else self.use(v)
+
+        # only the parameters the rule reads are recorded as needed
+        vals = self.e.arg_values(rule, op)
+        read = {v.id for p2, v in vals.items() if p2 in used}
+        lazy = {v.id for v in vals.values() if v.id not in read}
+        return self.e.rule_expr(rule, "vjp", p, g, ans, op,
+                                name=lambda v: self.namer(v) if v.id in lazy else name(v))
+
+    # -- regions ------------------------------------------------------------------
+    def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[str]:
+        """Adjoint variables flowing backwards through the carries (floats only)."""
+        names = []
+        for c, r in zip(carries, results):
+            if self.act.is_active(c) and not T.is_memory(c.type):
+                nm = self.namer.role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+                w(f"{nm} = {self.adj(r) if self.act.is_active(r) else '0.0'}")
+                names.append(nm)
+            else:
+                names.append(None)
+        return names
+
+    def _carry_out(self, w: Writer, names: list, dsts: list[Value]) -> None:
+        for nm, d in zip(names, dsts):
+            if nm is not None and self.act.is_active(d) and not T.is_memory(d.type):
+                w(f"{self.adj(d)} += {nm}")
+
+    def rev_for(self, op: Op, w: Writer) -> None:
+        body = op.regions[0]
+        carries = body.args[1:]
+        names = self._carry_seeds(carries, op.results, w)
+        ys = body.ops[-1].args
+        inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
+        for nm, c in zip(names, carries):
+            if nm is not None:
+                inner(f"{nm} = {self.adj(c)}")
+        start, stop, step = (self.use(v) for v in op.args[:3])
+        trip = self.namer.fresh("_n")
+        w(f"{trip} = _rt.trip({start}, {stop}, {step})")
+        iv = self.namer(body.args[0])
+        with w.indent(f"for {iv} in range({start} + ({trip} - 1) * {step}, {start} - {step}, -{step}):"):
+            splice(w, inner)
+        self._carry_out(w, names, op.args[3:])
+
+    def rev_while(self, op: Op, w: Writer) -> None:
+        cond, body = op.regions
+        trip = self.trips.get(id(op))
+        if trip is None:
+            trip = Value(T.INT, "_trip")
+            self.values[trip.id] = trip
+            self.def_block[trip.id] = self.blocks_of_op[id(op)]
+            self.trips[id(op)] = trip
+        names = self._carry_seeds(body.args, op.results, w)
+        ys = body.ops[-1].args
+        inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
+        for nm, c in zip(names, body.args):
+            if nm is not None:
+                inner(f"{nm} = {self.adj(c)}")
+        with w.indent(f"for _ in range({self.use(trip)}):"):
+            splice(w, inner)
+        self._carry_out(w, names, op.args)
+
+    def rev_if(self, op: Op, w: Writer) -> None:
+        cond = self.use(op.args[0])
+        branches = []
+        for region in op.regions:
+            seeds = [(y, self.adj(r)) for y, r in zip(region.ops[-1].args, op.results)
+                     if self.act.is_active(r) and not T.is_memory(r.type)]
+            branches.append(self.rev_block(region, seeds=seeds))
+        with w.indent(f"if {cond}:"):
+            splice(w, branches[0])
+        if branches[1].lines:
+            with w.indent("else:"):
+                splice(w, branches[1])
+
+
+def _index_parts(op: Op) -> list:
+    tree = op.attrs["index"]
+    return list(tree[1]) if tree[0] == "t" else [tree]
+
+
+def _has_ellipsis(op: Op) -> bool:
+    return any(t == ("c", Ellipsis) for t in _index_parts(op))
+
+
+def reverse(fn: Function, act: Activity, seed_return: bool = True) -> tuple[str, str, list[int]]:
+    return Reverse(fn, act, seed_return).run()
+
+
+_ = zero
