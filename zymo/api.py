@@ -32,6 +32,7 @@ from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
 from .ir.verify import verify
+from .transform.simplify import dce
 from .shadows import check_shadow, make_zero
 
 # -- argument flattening ---------------------------------------------------------
@@ -183,7 +184,7 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = lower(f, values)
+        ir = dce(lower(f, values))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])

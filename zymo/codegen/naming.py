@@ -7,12 +7,13 @@ or with the globals of the generated module.
 """
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 
 from ..ir.core import Value
 
-RESERVED = {"np", "math", "_rt", "range", "len", "min", "max", "abs", "float", "int", "bool", "print"}
+RESERVED = {"np", "math", "_rt"} | set(dir(builtins))
 
 
 class Namer:
