@@ -448,6 +448,13 @@ class Lowerer(ExprLowering):
                 for v in bounds:
                     if v.type not in (T.INT, T.BOOL):
                         raise self.error(ZymoTypeError, "range() needs integers", it)
+                if self._indexes_tuples(s) and all(v.is_const for v in bounds):
+                    # `t[j]` over a tuple needs j known: unroll this small constant loop
+                    idx = list(range(*(v.const for v in bounds)))
+                    if len(idx) <= 64:
+                        self.unroll(s, len(idx), lambda k: self.assign(
+                            s.target, self.b.const(idx[k], self.loc(s), "k"), s))
+                        return
                 self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
                 return
             if fn == S(enumerate):
@@ -460,6 +467,21 @@ class Lowerer(ExprLowering):
                 return
         seq = self.expr(it)
         self.lower_sequence_loop(s, [seq], lambda i, xs: self.assign(s.target, xs[0], s))
+
+    def _indexes_tuples(self, s: ast.For) -> bool:
+        """Whether the loop body indexes a tuple with the loop variable."""
+        if not isinstance(s.target, ast.Name):
+            return False
+        var = s.target.id
+        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
+                if any(isinstance(m, ast.Name) and m.id == var for m in ast.walk(n.slice)):
+                    try:
+                        if isinstance(self.lookup(n.value.id, n), tuple):
+                            return True
+                    except ZymoSourceError:
+                        continue
+        return False
 
     def lower_sequence_loop(self, s: ast.For, seqs: list, bind: Callable) -> None:
         if all(isinstance(q, tuple) for q in seqs):

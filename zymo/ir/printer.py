@@ -40,6 +40,13 @@ def _tree(tree, op: Op, name) -> str:
     raise AssertionError(tree)
 
 
+def _index(op: Op, name) -> str:
+    tree = op.attrs["index"]
+    if tree[0] == "t":
+        return ", ".join(_tree(t, op, name) for t in tree[1])
+    return _tree(tree, op, name)
+
+
 def print_function(fn: Function, annotate: Callable[[Value], str] | None = None) -> str:
     name = _Names()
     params = ", ".join(f"{name(p)}: {p.type}" for p in fn.params)
@@ -66,9 +73,9 @@ def _op(op: Op, depth: int, lines, name, annotate) -> None:
         parts += [f"{kw}={_tree(t, op, name)}" for kw, t in op.attrs["kw"]]
         body = f"{op.attrs['key']}({', '.join(parts)})"
     elif k == "getitem":
-        body = f"getitem {a[0]}[{_tree(op.attrs['index'], op, name)}]"
+        body = f"getitem {a[0]}[{_index(op, name)}]"
     elif k == "setitem":
-        body = f"setitem {a[0]}[{_tree(op.attrs['index'], op, name)}] <- {a[1]}"
+        body = f"setitem {a[0]}[{_index(op, name)}] <- {a[1]}"
     elif k in ("yield", "return", "condition"):
         body = f"{k} {', '.join(a)}".rstrip()
     elif k == "for":
