@@ -165,7 +165,8 @@ def fd_jvp(f: Callable, args: Sequence, tangents: Sequence, eps: float = 1e-6, u
            ) -> tuple[Any, list]:
     """Central difference of F along `tangents`: (tangent of the return, tangents of the final args)."""
     base = _as64(list(args)) if upcast else list(args)
-    tans = _as64(list(tangents)) if upcast else list(tangents)
+    tans = [zeros_tree(a) if t is None else t for a, t in zip(base, tangents)]
+    tans = _as64(tans) if upcast else tans
 
     def shifted(h: float) -> list:
         def sh(x: Any, t: Any) -> Any:
@@ -185,95 +186,68 @@ def fd_jvp(f: Callable, args: Sequence, tangents: Sequence, eps: float = 1e-6, u
     return map_tree(diff, rp, rm), map_tree(diff, ap, am)
 
 
+def _leaf_paths(x: Any, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
+    """(path, leaf) of every differentiable leaf; a path is a tuple of container indices."""
+    if isinstance(x, (tuple, list)):
+        out = []
+        for k, o in enumerate(x):
+            out.extend(_leaf_paths(o, prefix + (k,)))
+        return out
+    if is_float(x) or is_float_array(x):
+        return [(prefix, x)]
+    return []
+
+
+def _replace(x: Any, path: tuple, value: Any) -> Any:
+    """A copy of tree x with the leaf at `path` replaced (containers rebuilt)."""
+    if not path:
+        return value
+    k = path[0]
+    parts = list(x)
+    parts[k] = _replace(parts[k], path[1:], value)
+    return tuple(parts) if isinstance(x, tuple) else parts
+
+
+def _get(x: Any, path: tuple) -> Any:
+    for k in path:
+        x = x[k]
+    return x
+
+
 def fd_grad(f: Callable, args: Sequence, cotangents: Sequence | None = None, seed: float = 1.0,
             eps: float = 1e-6, upcast: bool = True) -> list:
     """Central-difference gradient of L = seed*ret + sum <cot_k, final arg_k> w.r.t. every
-    differentiable input element (one tree per argument; None where not differentiable)."""
+    differentiable input element: one tree per argument shaped like it (None where
+    nothing is differentiable)."""
     base = _as64(list(args)) if upcast else list(args)
     cots = _as64(list(cotangents)) if cotangents is not None else None
 
     def loss(a: list) -> float:
         ret, final = run(f, a)
         total = 0.0
-        if seed and (is_float(ret) or isinstance(ret, (int, np.integer))):
-            total += seed * float(ret)
+        if seed and ret is not None and not isinstance(ret, (tuple, list)):
+            total += seed * float(np.sum(ret))
         if cots is not None:
             total += vdot_tree(final, cots)
         return total
 
-    def grad_of(path_get, path_set, x: Any) -> Any:
-        if is_float(x):
-            path_set(x + eps)
-            lp = loss(base)
-            path_set(x - eps)
-            lm = loss(base)
-            path_set(x)
-            return (lp - lm) / (2 * eps)
-        if is_float_array(x):
-            g = np.zeros(x.shape)
-            for idx in np.ndindex(x.shape):
-                v = x[idx]
-                x[idx] = v + eps
-                lp = loss(base)
-                x[idx] = v - eps
-                lm = loss(base)
-                x[idx] = v
+    grads: Any = zeros_tree(base)
+    for path, leaf in _leaf_paths(base):
+        if is_float(leaf):
+            lp = loss(_replace(base, path, leaf + eps))
+            lm = loss(_replace(base, path, leaf - eps))
+            grads = _replace(grads, path, (lp - lm) / (2 * eps))
+        else:
+            g = np.zeros(leaf.shape)
+            for idx in np.ndindex(leaf.shape):
+                p = leaf.copy()
+                p[idx] += eps
+                lp = loss(_replace(base, path, p))
+                p[idx] -= 2 * eps
+                lm = loss(_replace(base, path, p))
                 g[idx] = (lp - lm) / (2 * eps)
-            return g
-        return None
-
-    def walk(container: Any, key: Any) -> Any:
-        x = container[key]
-        if isinstance(x, tuple):
-            # tuples are immutable: rebuild on each set
-            out = []
-            for k in range(len(x)):
-                holder = list(container[key])
-
-                def setter(v, k=k):
-                    t = list(container[key])
-                    t[k] = v
-                    container[key] = tuple(t)
-
-                out.append(_walk_leaf(lambda k=k: container[key][k], setter, holder[k], walk_tuple_elt=(container, key, k)))
-            return tuple(out)
-        if isinstance(x, list):
-            return [walk(x, k) for k in range(len(x))]
-
-        def setter(v):
-            container[key] = v
-
-        return grad_of(lambda: container[key], setter, x)
-
-    def _walk_leaf(getter, setter, x, walk_tuple_elt):
-        container, key, k = walk_tuple_elt
-        if isinstance(x, (tuple, list)):
-            # nested tuple inside a tuple: turn into a list view, differentiate, restore
-            as_list = list(container[key])
-            inner = [as_list[k]]
-            as_list[k] = inner
-
-            def restore():
-                t = list(container[key])
-                t[k] = inner[0]
-                container[key] = tuple(t)
-            # differentiate through a wrapper container
-            wrapper = {"v": x}
-
-            def getter2():
-                return wrapper["v"]
-            res = []
-            for j in range(len(x)):
-                def setter2(v, j=j):
-                    t = list(wrapper["v"]) if isinstance(wrapper["v"], tuple) else wrapper["v"]
-                    t[j] = v
-                    wrapper["v"] = tuple(t) if isinstance(x, tuple) else t
-                    setter(wrapper["v"])
-                res.append(grad_of(lambda j=j: wrapper["v"][j], setter2, x[j]))
-            return tuple(res) if isinstance(x, tuple) else res
-        return grad_of(getter, setter, x)
-
-    return [walk(base, k) for k in range(len(base))]
+            grads = _replace(grads, path, g)
+    return grads
 
 
 # -- zymo drivers -------------------------------------------------------------------

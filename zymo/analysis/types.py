@@ -88,7 +88,7 @@ def type_of_result(obj: Any) -> T.Type:
 def _reshape_type(pos, kw):
     x, shape = pos[0], pos[1] if len(pos) > 1 else kw["shape"]
     nd = len(shape) if isinstance(shape, tuple) else 1
-    return T.Array(x.dtype, nd)
+    return T.Array(x.type.dtype, nd)
 
 
 RESULT_TYPES: dict[str, Callable[..., T.Type]] = {

@@ -457,16 +457,39 @@ class Lowerer(ExprLowering):
                         return
                 self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
                 return
-            if fn == S(enumerate):
-                seq = self.expr(it.args[0])
-                self.lower_sequence_loop(s, [seq], lambda i, xs: self.assign(s.target, (i, xs[0]), s))
-                return
+        desc = self._iter_desc(it)
+        self.lower_sequence_loop(s, desc)
+
+    def _iter_desc(self, node: ast.expr) -> tuple:
+        """What a for loop iterates: ("enum", d), ("zip", [d, ...]) or ("seq", binding)."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            fn = self.lookup(node.func.id, node.func)
+            if fn == S(enumerate) and len(node.args) == 1:
+                return ("enum", self._iter_desc(node.args[0]))
             if fn == S(zip):
-                seqs = [self.expr(a) for a in it.args]
-                self.lower_sequence_loop(s, seqs, lambda i, xs: self.assign(s.target, tuple(xs), s))
-                return
-        seq = self.expr(it)
-        self.lower_sequence_loop(s, [seq], lambda i, xs: self.assign(s.target, xs[0], s))
+                return ("zip", [self._iter_desc(a) for a in node.args])
+            if fn == S(range):
+                raise self.error(UnsupportedSyntax, "range() inside zip/enumerate is not supported", node,
+                                 hint="loop over range(...) and index the other sequences")
+        return ("seq", self.expr(node))
+
+    @staticmethod
+    def _seqs(desc: tuple) -> list:
+        if desc[0] == "seq":
+            return [desc[1]]
+        if desc[0] == "enum":
+            return Lowerer._seqs(desc[1])
+        return [q for d in desc[1] for q in Lowerer._seqs(d)]
+
+    def _element(self, desc: tuple, i: Value, k: int | None, node: ast.AST) -> Any:
+        if desc[0] == "enum":
+            return (i, self._element(desc[1], i, k, node))
+        if desc[0] == "zip":
+            return tuple(self._element(d, i, k, node) for d in desc[1])
+        q = desc[1]
+        if isinstance(q, tuple):
+            return q[k]
+        return self.b.getitem(q, (i,), self.loc(node), "item")
 
     def _indexes_tuples(self, s: ast.For) -> bool:
         """Whether the loop body indexes a tuple with the loop variable."""
@@ -483,17 +506,20 @@ class Lowerer(ExprLowering):
                         continue
         return False
 
-    def lower_sequence_loop(self, s: ast.For, seqs: list, bind: Callable) -> None:
+    def lower_sequence_loop(self, s: ast.For, desc: tuple) -> None:
+        seqs = self._seqs(desc)
         if all(isinstance(q, tuple) for q in seqs):
             n = min(len(q) for q in seqs)
-            self.unroll(s, n, lambda k: bind(self.b.const(k, self.loc(s), "k"), [q[k] for q in seqs]))
+            self.unroll(s, n, lambda k: self.assign(
+                s.target, self._element(desc, self.b.const(k, self.loc(s), "k"), k, s), s))
             return
         lens = []
         for q in seqs:
             if not isinstance(q, Value) or not isinstance(q.type, (T.Array, T.List)) or (
                 isinstance(q.type, T.Array) and q.type.ndim == 0
             ):
-                raise self.error(UnsupportedSyntax, "can only iterate over range, tuples, lists and arrays", s.iter,
+                raise self.error(UnsupportedSyntax, "can only iterate over range, tuples, lists and arrays "
+                                 "(and zip/enumerate of them, not mixing tuples with arrays)", s.iter,
                                  hint="loop over range(len(x)) and index")
             if isinstance(q.type, T.Array):
                 lens.append(self.b.prim("zymo.dim", [q, 0], {}, self.loc(s), "n"))
@@ -504,11 +530,7 @@ class Lowerer(ExprLowering):
             n = self.b.prim("builtins.min", [n, m], {}, self.loc(s), "n")
         zero = self.b.const(0, self.loc(s), "start")
         one = self.b.const(1, self.loc(s), "step")
-
-        def bind_index(i: Value) -> None:
-            bind(i, [self.b.getitem(q, (i,), self.loc(s), "item") for q in seqs])
-
-        self.lower_range_loop(s, [zero, n, one], bind_index)
+        self.lower_range_loop(s, [zero, n, one], lambda i: self.assign(s.target, self._element(desc, i, None, s), s))
 
     def unroll(self, s: ast.For, n: int, bind: Callable[[int], None]) -> None:
         f = self.frame
