@@ -114,3 +114,4 @@ class int_(Rule, key="builtins.int", fn=builtins.int, **_ND): pass
 class bool_(Rule, key="builtins.bool", fn=builtins.bool, **_ND): pass
 class len_(Rule, key="builtins.len", fn=builtins.len, **_ND): pass
 class round_(Rule, key="builtins.round", fn=builtins.round, **_ND): pass
+class print_(Rule, key="builtins.print", fn=builtins.print, **_ND): pass

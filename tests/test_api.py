@@ -1,0 +1,161 @@
+"""The public API: caching of compiled derivatives, aliasing, captured data, shadows."""
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseWithPrimal
+from zymo import api
+
+
+def fd_scalar(f, x, eps=1e-6):
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+def square_sum(x):
+    for i in range(len(x)):
+        x[i] = x[i] * x[i]
+    return np.sum(x)
+
+
+def test_compile_cache_reused_per_types_and_activity():
+    api.cache_clear()
+    x = np.arange(3.0)
+    zymo.gradient(Reverse, square_sum, x.copy())
+    n = len(api._COMPILED)
+    for _ in range(3):
+        (g,) = zymo.gradient(Reverse, square_sum, x.copy())
+        np.testing.assert_allclose(g, 2 * x)
+    assert len(api._COMPILED) == n
+    zymo.gradient(Reverse, square_sum, x.astype(np.float32))  # new types: a new derivative
+    assert len(api._COMPILED) == n + 1
+    zymo.autodiff(Forward, square_sum, Duplicated, Duplicated(x.copy(), np.ones(3)))  # new mode
+    assert len(api._COMPILED) == n + 2
+
+
+def two_arrays(a, b):
+    for i in range(len(a)):
+        a[i] = a[i] * b[i]
+    return np.sum(a * b)
+
+
+def test_aliased_arguments_are_correct():
+    """f(x, x): both arguments are the same memory; the alias class changes the derivative."""
+    x = np.array([0.5, 1.5, -2.0])
+
+    def primal(v):
+        y = v.copy()
+        return two_arrays(y, y)
+
+    dx = np.zeros(3)
+    y = x.copy()
+    zymo.autodiff(Reverse, two_arrays, Active, Duplicated(y, dx), Duplicated(y, dx))
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = 1e-6
+        assert dx[i] == pytest.approx((primal(x + e) - primal(x - e)) / 2e-6, rel=1e-6)
+    # disjoint but overlapping views of one buffer
+    buf = np.array([0.3, 0.7, 1.1, 1.3])
+    dbuf = np.zeros(4)
+    zymo.autodiff(Reverse, two_arrays, Active, Duplicated(buf[0:3], dbuf[0:3]), Duplicated(buf[1:4], dbuf[1:4]))
+
+    def primal2(v):
+        w = v.copy()
+        return two_arrays(w[0:3], w[1:4])
+
+    b0 = np.array([0.3, 0.7, 1.1, 1.3])
+    for i in range(4):
+        e = np.zeros(4)
+        e[i] = 1e-6
+        assert dbuf[i] == pytest.approx((primal2(b0 + e) - primal2(b0 - e)) / 2e-6, rel=1e-6)
+
+
+scale = 2.0
+work = np.zeros(3)
+
+
+def uses_globals(x):
+    work[:] = x * scale
+    return np.sum(work * work)
+
+
+def test_rebinding_a_global_invalidates_the_derivative():
+    global scale
+    x = np.array([1.0, 2.0, 3.0])
+    (g,) = zymo.gradient(Reverse, uses_globals, x)
+    np.testing.assert_allclose(g, 2 * scale**2 * x)
+    old = scale
+    try:
+        scale = 3.0
+        (g,) = zymo.gradient(Reverse, uses_globals, x)
+        np.testing.assert_allclose(g, 2 * 9.0 * x)
+    finally:
+        scale = old
+
+
+def test_reverse_with_primal_and_no_need():
+    x = np.array([1.0, 2.0])
+    dx = np.zeros(2)
+    derivs, value = zymo.autodiff(ReverseWithPrimal, square_sum, Active, DuplicatedNoNeed(x, dx))
+    assert value == pytest.approx(5.0)
+    assert derivs == (None,)
+    np.testing.assert_allclose(dx, [2.0, 4.0])
+
+
+def poly(t, c):
+    a, b = t
+    return a * a * b + c * b
+
+
+def test_active_tuple_returns_tuple_derivative():
+    ((dt, dc),) = zymo.autodiff(Reverse, poly, Active, Active((2.0, 3.0)), Active(0.5))
+    assert dt == pytest.approx((12.0, 4.5))
+    assert dc == pytest.approx(3.0)
+    (tan,) = zymo.autodiff(Forward, poly, Duplicated, Duplicated((2.0, 3.0), (1.0, 0.0)), Const(0.5))
+    assert tan == pytest.approx(12.0)
+
+
+def test_make_zero_preserves_structure_and_aliasing():
+    a = np.ones((2, 2))
+    obj = (a, [a, 3.0], 4, "s")
+    z = zymo.make_zero(obj)
+    assert z[0] is z[1][0] and z[0].shape == (2, 2) and not z[0].any()
+    assert z[1][1] == 0.0 and z[2] == 4 and z[3] == "s"
+    z[0][0, 0] = 5.0
+    z[1][1] = 7.0
+    zymo.make_zero_(z)
+    assert not z[0].any() and z[1][1] == 0.0
+
+
+def test_generated_code_is_readable_python():
+    x = np.ones(3)
+    src = zymo.generated_code(Reverse, square_sum, Active, Duplicated(x, np.zeros(3)))
+    assert src.startswith("def square_sum_rev(x, dx")
+    assert "# adjoint sweep" in src and "dx[i] = 0.0" in src
+    compile(src, "<check>", "exec")
+
+
+def looped(x):
+    s = 0.0
+    for i in range(len(x)):
+        t = np.sin(x[i])
+        s = s + t * t
+    return s
+
+
+def test_loop_cache_holds_one_entry_per_iteration():
+    x = np.linspace(0.1, 1.0, 7)
+    src = zymo.generated_code(Reverse, looped, Active, Duplicated(x, np.zeros(7)))
+    # one append per iteration in the forward sweep, one pop per reversed iteration
+    assert src.count(".append(") == src.count(".pop()") >= 1
+    (g,) = zymo.gradient(Reverse, looped, x)
+    np.testing.assert_allclose(g, 2 * np.sin(x) * np.cos(x), rtol=1e-12)
+
+
+def test_float_argument_derivative_matches_fd():
+    def f(a):
+        return np.exp(a) * np.sin(a) + a**3
+
+    ((d,),) = zymo.autodiff(Reverse, f, Active, Active(0.7))
+    assert d == pytest.approx(fd_scalar(f, 0.7), rel=1e-7)
+    (t,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(0.7, 1.0))
+    assert t == pytest.approx(d, rel=1e-12)

@@ -1,0 +1,110 @@
+"""The IR: lowering output (golden text), the printer, and the verifier."""
+import numpy as np
+import pytest
+
+import zymo
+from zymo.errors import Loc
+from zymo.ir import types as T
+from zymo.ir.core import Block, Function, Op, Value
+from zymo.ir.verify import IRVerifyError, verify
+
+
+def sumsq(x):
+    s = 0.0
+    for i in range(len(x)):
+        x[i] = x[i] ** 2
+        s += x[i]
+    return s
+
+
+SUMSQ_IR = """\
+func sumsq(%x: f64[:])
+  %s: f64 = const 0.0
+  %n: int = zymo.dim(%x, 0)
+  %start: int = const 0
+  %step: int = const 1
+  %s.1: f64 = for %i in range(%start, %n, %step) carry(%s.2 = %s):
+    %x.1: f64 = getitem %x[%i]
+    %c: int = const 2
+    %t: f64 = pow(%x.1, %c)
+    setitem %x[%i] <- %t
+    %x.2: f64 = getitem %x[%i]
+    %t.1: f64 = add(%s.2, %x.2)
+    yield %t.1
+  return %s.1"""
+
+
+def test_lowering_golden():
+    assert str(zymo.ir(sumsq, np.ones(3))) == SUMSQ_IR
+
+
+def early(x, n):
+    i = 0
+    while i < n:
+        if x > 3.0:
+            break
+        x = x * 2.0
+        i += 1
+    return x
+
+
+def test_break_lowers_to_flag_and_verifies():
+    f = zymo.ir(early, 1.0, 5)
+    verify(f)
+    text = str(f)
+    assert "while carry(" in text and "condition" in text and "not(" in text
+
+
+def test_types_follow_arguments():
+    f32 = zymo.ir(sumsq, np.ones(3, np.float32))
+    assert "f32[:]" in str(f32)
+    f2 = zymo.ir(lambda a: a.sum(), np.ones((2, 2)))
+    assert f2.params[0].type == T.Array("float64", 2)
+
+
+def test_int_accumulator_becomes_float_in_loop():
+    def acc(x):
+        s = 0
+        for i in range(3):
+            s = s + x
+        return s
+
+    f = zymo.ir(acc, 1.5)
+    verify(f)
+    assert f.body.ops[-1].args[0].type == T.F64
+
+
+LOC = Loc("t.py", 1)
+
+
+def test_verifier_rejects_use_before_definition():
+    x = Value(T.F64, "x")
+    ghost = Value(T.F64, "ghost")
+    r = Value(T.F64, "r")
+    body = Block([], [Op("prim", [x, ghost], [r], LOC, {"key": "add", "pos": (("v", 0), ("v", 1)), "kw": ()}),
+                      Op("return", [r], [], LOC)])
+    with pytest.raises(IRVerifyError, match="before it is defined"):
+        verify(Function("f", [x], body, LOC))
+
+
+def test_verifier_rejects_missing_terminator_and_bad_yield():
+    x = Value(T.F64, "x")
+    with pytest.raises(IRVerifyError, match="must end with return"):
+        verify(Function("f", [x], Block([], []), LOC))
+    c = Value(T.BOOL, "c", const=True)
+    r = Value(T.F64, "r")
+    then = Block([], [Op("yield", [x], [], LOC)])
+    orelse = Block([], [Op("yield", [], [], LOC)])
+    body = Block([], [Op("const", [], [c], LOC, {"value": True}),
+                      Op("if", [c], [r], LOC, regions=[then, orelse]), Op("return", [r], [], LOC)])
+    with pytest.raises(IRVerifyError, match="yields 0 values"):
+        verify(Function("f", [x], body, LOC))
+
+
+def test_verifier_rejects_unknown_rule():
+    x = Value(T.F64, "x")
+    r = Value(T.F64, "r")
+    body = Block([], [Op("prim", [x], [r], LOC, {"key": "numpy.nonexistent", "pos": (("v", 0),), "kw": ()}),
+                      Op("return", [r], [], LOC)])
+    with pytest.raises(KeyError, match="no derivative rule"):
+        verify(Function("f", [x], body, LOC))
