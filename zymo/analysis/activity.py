@@ -109,7 +109,7 @@ def _op(op: Op, a: Activity) -> None:
             return
         for r in op.results:
             if T.is_memory(r.type):
-                if rule.view:
+                if rule.view or rule.maybe_view:
                     _set_roots(a, r, _roots(a, op.args[0]))
                 else:
                     _set_roots(a, r, frozenset({("op", id(op))}))

@@ -6,7 +6,9 @@ Contract: a binding is one of
 - `S(obj)`, a compile-time object (module, function, string, None, dtype);
 - `LocalFn`, a function defined inside the function being lowered (inlined
   where it is called, reading its free names from its defining frame);
-- `Poison`, a name that is not defined on every path (reading it is an error).
+- `Poison`, a name that is not defined on every path (reading it is an error);
+- `Guarded`, a for loop's variable first bound by the loop (reading it checks
+  at run time that the loop ran, as Python would raise NameError).
 """
 from __future__ import annotations
 
@@ -39,6 +41,13 @@ class LocalFn:
 class Poison:
     name: str
     why: str
+
+
+@dataclass(eq=False)
+class Guarded:
+    """A for loop's variable read after the loop: defined only if the loop ran."""
+    binding: Any
+    bounds: list  # start, stop, step values of the loop
 
 
 def flatten(b: Any) -> list[Value]:

@@ -29,7 +29,7 @@ CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq"
           ast.Is: "is", ast.IsNot: "is_not"}
 
 # array methods -> (rule key, how the receiver and arguments map)
-METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "copy": "numpy.copy", "dot": "numpy.dot",
+METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": "numpy.min", "copy": "numpy.copy", "dot": "numpy.dot",
            "transpose": "numpy.transpose", "reshape": "numpy.reshape"}
 
 
@@ -117,6 +117,8 @@ class ExprLowering:
             raise self.error(UnsupportedSyntax, f"operator {type(node.op).__name__} is not supported", node)
         if isinstance(x, S):
             return S(-x.obj if key == "neg" else x.obj)
+        if isinstance(x, Value) and x.is_const and not isinstance(x.const, bool):
+            return self.b.const(-x.const if key == "neg" else x.const, self.loc(node))
         return self.b.prim(key, [self.as_value(x, node)], {}, self.loc(node))
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
@@ -130,6 +132,9 @@ class ExprLowering:
     def binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
         if isinstance(a, tuple) and isinstance(b, tuple) and key == "add":
             return a + b
+        folded = _fold(key, a, b)
+        if folded is not None:
+            return self.b.const(folded, self.loc(node))
         return self.b.prim(key, [self.as_value(a, node), self.as_value(b, node)], {}, self.loc(node))
 
     def expr_Compare(self, node: ast.Compare) -> Any:
@@ -307,7 +312,7 @@ class ExprLowering:
                 raise self.error(UnsupportedCall, f"{fn.__name__}() with keywords is not supported", node)
             items = pos[0] if len(pos) == 1 else tuple(pos)
             if isinstance(items, Value) and isinstance(items.type, T.Array) and items.type.ndim == 1:
-                return self.b.prim("numpy." + ("amin" if fn is min else "amax"), [items], {}, loc)
+                return self.b.prim("numpy." + fn.__name__, [items], {}, loc)
             if not isinstance(items, tuple) or not items:
                 raise self.error(UnsupportedCall, f"{fn.__name__}() needs numbers or a tuple here", node)
             acc = self.as_value(items[0], node)
@@ -395,6 +400,24 @@ class _Method:
 
 def _hint(key: str) -> str:
     return key.split(".")[-1]
+
+
+_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}
+
+
+def _fold(key: str, a: Any, b: Any) -> int | None:
+    """Integer arithmetic on compile-time constants (range bounds, shapes), or None."""
+    if key not in _FOLD:
+        return None
+    if not (isinstance(a, Value) and isinstance(b, Value) and a.is_const and b.is_const):
+        return None
+    if type(a.const) is not int or type(b.const) is not int:
+        return None
+    try:
+        return _FOLD[key](a.const, b.const)
+    except ZeroDivisionError:
+        return None
 
 
 def _static_is(a: Any, b: Any) -> bool | None:

@@ -27,7 +27,7 @@ from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value
 from . import fence
-from .bindings import LocalFn, Poison, S, flatten, rebuild, same_shape
+from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .expr import ExprLowering
 from .source import MISSING, FunctionSource
@@ -131,6 +131,11 @@ class Lowerer(ExprLowering):
                 if isinstance(b, Poison):
                     raise self.error(ZymoSourceError, f"variable {name!r} may be undefined here", node,
                                      b.why, f"assign {name} before the if/loop that sets it")
+                if isinstance(b, Guarded):
+                    loc = self.loc(node)
+                    trips = self.b.prim("zymo.trip", list(b.bounds), {}, loc, "trips")
+                    self.b.prim("zymo.check_bound", [trips, S(name)], {}, loc)
+                    return b.binding
                 return b
             if f.src is not None:
                 obj = f.src.resolve(name)
@@ -155,7 +160,9 @@ class Lowerer(ExprLowering):
         if isinstance(obj, tuple):
             return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
         if isinstance(obj, (complex,)):
-            raise self.error(ZymoTypeError, f"complex numbers are not supported yet ({name})", node)
+            raise self.error(ZymoTypeError, f"complex numbers are not supported yet ({name})", node,
+                             "zymo differentiates real-valued code only in this version",
+                             "split the value into real and imaginary parts")
         return S(obj)
 
     # -- statements ----------------------------------------------------------
@@ -568,7 +575,7 @@ class Lowerer(ExprLowering):
         if contains(s.body, (ast.Break,), loops=False) or contains(s.body, (ast.Return,), loops=True):
             self.range_as_while(s, bounds, bind)
             return
-        self.lower_loop(s, kind="for", bounds=bounds, bind=bind)
+        self.lower_loop(s, kind="for", bounds=bounds, bind=bind, guard_bounds=bounds)
 
     def range_as_while(self, s: ast.For, bounds: list[Value], bind) -> None:
         """A for loop that may break or return: `while i < stop and not flag`."""
@@ -590,12 +597,12 @@ class Lowerer(ExprLowering):
             self.stmts(s.body)
             f.env[ivar] = self.b.prim("add", [i, step], {}, self.loc(s), "i")
 
-        self.lower_loop(s, kind="while", test_fn=test, body_fn=body, extra=[ivar])
+        self.lower_loop(s, kind="while", test_fn=test, body_fn=body, extra=[ivar], guard_bounds=bounds)
         f.env[ivar] = Poison(ivar, "")
 
     def lower_loop(self, s: ast.For | ast.While, kind: str, test: ast.expr | None = None,
                    bounds: list[Value] | None = None, bind=None, test_fn=None, body_fn=None,
-                   extra: list[str] = ()) -> None:
+                   extra: list[str] = (), guard_bounds: list[Value] | None = None) -> None:
         f = self.frame
         brk, cont = f"$brk{next(_uid)}", f"$cont{next(_uid)}"
         has_break = contains(s.body, (ast.Break,), loops=False)
@@ -603,6 +610,11 @@ class Lowerer(ExprLowering):
         if has_break:
             f.env[brk] = self.b.const(False, self.loc(s), "brk")
         assigned = assigned_names(s.body) | set(extra)
+        targets: set[str] = set()
+        if isinstance(s, ast.For):
+            targets = assigned_names([ast.Assign(targets=[s.target], value=ast.Constant(0))])
+            assigned |= targets
+        unbound_targets = {t for t in targets if not isinstance(f.env.get(t), Value)}
         if has_return:
             assigned |= {f.ret, f.retval}
         if has_break:
@@ -616,7 +628,8 @@ class Lowerer(ExprLowering):
                 init = [v for t in templates for v in flatten(t)]
                 types = [v.type for v in init]
                 missing, result = self._loop_attempt(s, kind, test, bounds, bind, test_fn, body_fn,
-                                                     carried, templates, init, types, assigned, brk, cont)
+                                                     carried, templates, init, types, assigned, brk, cont,
+                                                     unbound_targets)
                 if missing:
                     for n, like in missing.items():
                         f.env[n] = self.placeholder(like, s)
@@ -635,10 +648,14 @@ class Lowerer(ExprLowering):
         for n in assigned:
             if n not in carried and not n.startswith("$") and not isinstance(f.env.get(n), (S, LocalFn)):
                 f.env[n] = Poison(n, f"{n} is assigned only inside the loop at line {s.lineno}")
+        if unbound_targets and guard_bounds is not None:
+            for n in unbound_targets:
+                if n in carried:
+                    f.env[n] = Guarded(f.env[n], guard_bounds)
         f.env.pop(brk, None)
 
     def _loop_attempt(self, s, kind, test, bounds, bind, test_fn, body_fn, carried, templates, init,
-                      types, assigned, brk, cont):
+                      types, assigned, brk, cont, unbound_targets):
         """Lower the loop once with the given carried types; returns (missing, (op, types))."""
         f = self.frame
         outer = dict(f.env)
@@ -678,7 +695,9 @@ class Lowerer(ExprLowering):
             body_env = f.env
             f.env = outer
             # synthetic names first assigned inside the loop need an initial value
-            missing = {n: body_env[n] for n in assigned if n.startswith("$") and n not in outer
+            missing = {n: body_env[n] for n in assigned
+                       if (n.startswith("$") or n in unbound_targets)
+                       and not isinstance(outer.get(n), Value) and not isinstance(outer.get(n), tuple)
                        and n in body_env and not isinstance(body_env[n], Poison)}
             if missing:
                 return missing, None

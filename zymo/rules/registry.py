@@ -18,7 +18,8 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   appears in the body; the caching analysis uses this (`Rule.uses`).
 - `elementwise` rules broadcast: codegen sums adjoints back to each operand's
   shape. `view` rules return a view of their first argument (the shadow is the
-  same view of its shadow). `alloc` rules return fresh memory that no input
+  same view of its shadow); `maybe_view` rules return a view or a copy, decided
+  at run time (`reshape`): generated code checks which. `alloc` rules return fresh memory that no input
   flows into. `nondiff` rules have zero derivative by rule (comparisons, floor).
   `out` rules accept `out=` (a full overwrite of that memory).
 - Types come from evaluating `fn` on small example values (see
@@ -45,6 +46,7 @@ class Rule:
     template: ClassVar[str | None] = None
     elementwise: ClassVar[bool] = False
     view: ClassVar[bool] = False
+    maybe_view: ClassVar[bool] = False
     alloc: ClassVar[bool] = False
     nondiff: ClassVar[bool] = False
     out: ClassVar[bool] = False
@@ -60,7 +62,7 @@ class Rule:
         cls.call = call
         cls.template = template
         for name, value in flags.items():
-            if name not in ("elementwise", "view", "alloc", "nondiff", "out", "sample"):
+            if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:

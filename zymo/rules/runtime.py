@@ -94,6 +94,37 @@ def trip(start, stop, step):
     return max(0, (start - stop - step - 1) // (-step))
 
 
+def extreme_mask(x, ans, axis, keepdims):
+    """Weights of the elements of `x` equal to their max/min `ans`; ties share equally."""
+    a = expand_reduced(ans, x, axis, keepdims)
+    m = (x == a).astype(np.result_type(x, 1.0))
+    if axis is None:
+        return m / np.sum(m)
+    return m / np.sum(m, axis=axis, keepdims=True)
+
+
+def maybe_view_shadow(u, x, du, dx, zero):
+    """Shadow of `u = reshape(x)`: the same view of `dx` when `u` views `x`, else fresh.
+
+    Reverse mode asks for a fresh zero shadow (`zero=True`); forward mode for a copy of the
+    reshaped tangent."""
+    if np.may_share_memory(u, x):
+        return check_shadow_view(u, x, du, dx)
+    if zero:
+        return np.zeros_like(u)
+    return np.array(du, copy=True)
+
+
+def is_view(u, x):
+    return np.may_share_memory(u, x)
+
+
+def check_bound(trips, name):
+    """A loop variable read after its loop exists only if the loop ran (Python's NameError)."""
+    if trips <= 0:
+        raise NameError(f"name {name!r} is not defined (its for loop ran zero times)")
+
+
 def check_shadow_view(u, x, du, dx):
     """A shadow view must alias its parent's shadow exactly when the primal view does."""
     if np.may_share_memory(u, x) != np.may_share_memory(du, dx):

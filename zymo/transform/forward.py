@@ -67,14 +67,14 @@ class Forward:
                 if T.is_memory(r.type) and act.is_active(r):
                     w(f"{n.d(r)} = np.zeros_like({n(r)})")
             return
-        if rule.view:
+        if rule.view or rule.maybe_view:
             self.e.primal(op)
             r = op.result
             if act.is_active(r):
                 x = op.args[0]
                 expr = self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.tangent(x), n(r), op)
-                if rule.key == "numpy.reshape":
-                    expr = f"_rt.check_shadow_view({n(r)}, {n(x)}, {expr}, {self.tangent(x)})"
+                if rule.maybe_view:
+                    expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {self.tangent(x)}, False)"
                 w(f"{n.d(r)} = {expr}")
             return
         terms, needs_ans = self._terms(op, rule)

@@ -176,11 +176,12 @@ class Reverse:
                 rule = lookup(op.attrs["key"])
                 for r in op.results:
                     if T.is_memory(r.type) and act.is_active(r):
-                        if rule.view:
+                        if rule.view or rule.maybe_view:
                             x = op.args[0]
-                            expr = e.rule_expr(rule, "jvp", rule.diff_params()[0], n.d(x), n(r), op)
-                            if rule.key == "numpy.reshape":
-                                expr = f"_rt.check_shadow_view({n(r)}, {n(x)}, {expr}, {n.d(x)})"
+                            dx = n.d(x) if act.is_active(x) else f"np.zeros_like({n(x)})"
+                            expr = e.rule_expr(rule, "jvp", rule.diff_params()[0], dx, n(r), op)
+                            if rule.maybe_view:
+                                expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {dx}, True)"
                             w(f"{n.d(r)} = {expr}")
                         else:
                             w(f"{n.d(r)} = np.zeros_like({n(r)})")
@@ -328,6 +329,14 @@ class Reverse:
         out = op.args[op.attrs["out"]] if "out" in op.attrs else None
         if rule.view or rule.alloc:
             return
+        if rule.maybe_view:
+            r, x = op.result, op.args[0]
+            if act.is_active(r) and act.is_active(x):
+                # a copy (not a view) gets its own shadow: send it back to x's
+                expr = self.e.rule_expr(rule, "vjp", rule.diff_params()[0], self.use_d(r), None, op, name=self.use)
+                with w.indent(f"if not _rt.is_view({self.use(r)}, {self.use(x)}):"):
+                    w(f"{self.use_d(x)} += {expr}")
+            return
         if rule.nondiff:
             if out is not None and act.is_active(out):
                 w(f"{self.use_d(out)}[...] = 0.0")
@@ -393,6 +402,9 @@ class Reverse:
         carries = body.args[1:]
         names = self._carry_seeds(carries, op.results, w)
         ys = body.ops[-1].args
+        for nm, c in zip(names, carries):
+            if nm is not None:
+                self.adj_used.add(c.id)  # read after the body: initialise it at block entry
         inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
         for nm, c in zip(names, carries):
             if nm is not None:
@@ -415,6 +427,9 @@ class Reverse:
             self.trips[id(op)] = trip
         names = self._carry_seeds(body.args, op.results, w)
         ys = body.ops[-1].args
+        for nm, c in zip(names, body.args):
+            if nm is not None:
+                self.adj_used.add(c.id)
         inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
         for nm, c in zip(names, body.args):
             if nm is not None:

@@ -1,37 +1,96 @@
 """Dead-code elimination on the IR, before analysis.
 
-Contract: `dce(fn)` removes, in place, ops without side effects whose results
-nobody reads (constants, calls without `out=`, loads and views), repeating until
-nothing changes. Stores, `out=` calls, regions and terminators are kept. The
+Contract: `dce(fn)` removes, in place and until nothing changes,
+- ops without side effects whose results nobody reads (constants, calls
+  without `out=`, loads and views);
+- loop carries whose result is unused and whose block argument is read by
+  nothing but the yield that passes it on (flags, loop variables never read
+  after the loop), and `if` results nobody reads.
+Stores, `out=` calls, calls without results and terminators are kept. The
 result passes `ir.verify` whenever the input does.
 """
 from __future__ import annotations
 
-from ..ir.core import Block, Function, walk
+from ..ir.core import Block, Function, Op, walk
 
 _PURE = {"const", "prim", "getitem"}
 
 
 def dce(fn: Function) -> Function:
     while True:
-        used: set[int] = set()
-        for op in walk(fn.body):
-            used.update(v.id for v in op.args)
-        if not _sweep(fn.body, used):
+        uses = _uses(fn)
+        changed = _sweep(fn.body, uses)
+        for op in list(walk(fn.body)):
+            if op.kind in ("for", "while", "if"):
+                changed |= _drop_carries(op, _uses(fn))
+        if not changed:
             return fn
 
 
-def _sweep(block: Block, used: set[int]) -> bool:
+def _uses(fn: Function) -> dict[int, list[Op]]:
+    uses: dict[int, list[Op]] = {}
+    for op in walk(fn.body):
+        for v in op.args:
+            uses.setdefault(v.id, []).append(op)
+    return uses
+
+
+def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
     changed = False
     kept = []
     for op in block.ops:
         for region in op.regions:
-            changed |= _sweep(region, used)
+            changed |= _sweep(region, uses)
         removable = (op.kind in _PURE and "out" not in op.attrs and op.results
-                     and not any(r.id in used for r in op.results))
+                     and not any(r.id in uses for r in op.results))
         if removable:
             changed = True
         else:
             kept.append(op)
     block.ops[:] = kept
     return changed
+
+
+def _only_yielded(v, yield_op: Op, uses, k: int) -> bool:
+    """`v` is read by nothing but `yield_op`, and only at position `k` (passed on unchanged)."""
+    return (all(u is yield_op for u in uses.get(v.id, []))
+            and all(j == k for j, a in enumerate(yield_op.args) if a is v))
+
+
+def _drop_carries(op: Op, uses) -> bool:
+    if op.kind == "if":
+        keep = [k for k, r in enumerate(op.results) if r.id in uses]
+        if len(keep) == len(op.results):
+            return False
+        op.results[:] = [op.results[k] for k in keep]
+        for region in op.regions:
+            y = region.ops[-1]
+            y.args[:] = [y.args[k] for k in keep]
+        return True
+    if op.kind == "for":
+        body = op.regions[0]
+        y = body.ops[-1]
+        dead = [k for k, r in enumerate(op.results)
+                if r.id not in uses and _only_yielded(body.args[k + 1], y, uses, k)]
+        if not dead:
+            return False
+        keep = [k for k in range(len(op.results)) if k not in dead]
+        op.args[3:] = [op.args[3 + k] for k in keep]
+        body.args[1:] = [body.args[1 + k] for k in keep]
+        y.args[:] = [y.args[k] for k in keep]
+        op.results[:] = [op.results[k] for k in keep]
+        return True
+    # while: the carry must be dead in the condition and in the body
+    cond, body = op.regions
+    y = body.ops[-1]
+    dead = [k for k, r in enumerate(op.results)
+            if r.id not in uses and cond.args[k].id not in uses and _only_yielded(body.args[k], y, uses, k)]
+    if not dead:
+        return False
+    keep = [k for k in range(len(op.results)) if k not in dead]
+    op.args[:] = [op.args[k] for k in keep]
+    cond.args[:] = [cond.args[k] for k in keep]
+    body.args[:] = [body.args[k] for k in keep]
+    y.args[:] = [y.args[k] for k in keep]
+    op.results[:] = [op.results[k] for k in keep]
+    return True
