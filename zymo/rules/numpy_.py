@@ -149,8 +149,8 @@ class matmul_op(matmul, key="matmul", fn=operator.matmul, template="{0} @ {1}", 
 class dot(Rule, key="numpy.dot", fn=np.dot, out=True):
     def jvp_a(t, ans, a, b): return np.dot(t, b)
     def jvp_b(t, ans, a, b): return np.dot(a, t)
-    def vjp_a(g, ans, a, b): return _rt.dot_check(a, b) and _rt.matmul_vjp_a(g, a, b)
-    def vjp_b(g, ans, a, b): return _rt.dot_check(a, b) and _rt.matmul_vjp_b(g, a, b)
+    def vjp_a(g, ans, a, b): return _rt.dot_vjp_a(g, a, b)
+    def vjp_b(g, ans, a, b): return _rt.dot_vjp_b(g, a, b)
 
 
 # -- copies and views ----------------------------------------------------------

@@ -81,10 +81,30 @@ def matmul_vjp_b(g, a, b):
     return unbroadcast(np.swapaxes(a, -1, -2) @ g, b)
 
 
-def dot_check(a, b):
+def dot_vjp_a(g, a, b):
+    """Adjoint of `a` in `np.dot(a, b)` (a 0-d operand makes it a product)."""
+    _dot_check(a, b)
+    if np.ndim(a) == 0:
+        return np.sum(g * b)
+    if np.ndim(b) == 0:
+        return g * b
+    return matmul_vjp_a(g, a, b)
+
+
+def dot_vjp_b(g, a, b):
+    """Adjoint of `b` in `np.dot(a, b)`."""
+    _dot_check(a, b)
+    if np.ndim(b) == 0:
+        return np.sum(g * a)
+    if np.ndim(a) == 0:
+        return g * a
+    return matmul_vjp_b(g, a, b)
+
+
+def _dot_check(a, b):
     if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise NotImplementedError("np.dot of arrays with more than 2 dimensions is not differentiable yet; use np.matmul")
-    return True
+        raise NotImplementedError("np.dot of arrays with more than 2 dimensions is not differentiable yet; "
+                                  "use np.matmul")
 
 
 def trip(start, stop, step):
