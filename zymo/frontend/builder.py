@@ -69,6 +69,7 @@ class Builder:
              out: Value | None = None) -> Any:
         """Emit a call of rule `key`; returns the result binding (value, tuple or None)."""
         rule = lookup(key)
+        assert "out" not in kw, "out= must be passed as `out`, never as a keyword"
         args: list[Value] = []
         pos_t = tuple(self.encode(p, args) for p in pos)
         kw_t = tuple((k, self.encode(v, args)) for k, v in kw.items())

@@ -341,8 +341,6 @@ class ExprLowering:
             if fn is float and x.type == T.F64:
                 return x
             return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
-        if fn is np.abs:
-            return self.b.prim("numpy.absolute", pos, kw, loc)
         if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):
             raise self.error(UnsupportedCall, f"{fn.__name__}() is not supported in differentiated code", node)
         return NotImplemented
