@@ -76,7 +76,7 @@ class abs_(Rule, key="builtins.abs", fn=builtins.abs, **_P):
 
 
 class float_(Rule, key="builtins.float", fn=builtins.float):
-    def jvp_x(t, ans, x): return t
+    def jvp_x(t, ans, x): return float(t)
     def vjp_x(g, ans, x): return g
 
 
