@@ -17,7 +17,10 @@ from ..ir import types as T
 from ..ir.core import Op, Value
 from ..rules.registry import Rule, inline_rule, lookup
 
-_GEN_GLOBALS = {"np", "math", "_rt"}
+import builtins as _builtins
+
+# names a rule body may use: they exist in every generated module
+_GEN_GLOBALS = {"np", "math", "_rt"} | set(dir(_builtins))
 
 
 class Emitter:
@@ -93,7 +96,7 @@ class Emitter:
                 subst[p] = _const(ir.defaults[p]) if p in ir.defaults else "None"
         for g in ir.names - set(ir.params):
             if g not in _GEN_GLOBALS:
-                raise AssertionError(f"rule {rule.key} uses {g}; rules may only use np, math and _rt")
+                raise AssertionError(f"rule {rule.key} uses {g}; rules may only use np, math, _rt and builtins")
         return _substitute(ir.expr, subst)
 
     def bind(self, rule: type[Rule], op: Op, name=None) -> dict[str, str]:
