@@ -15,7 +15,6 @@ the arguments, and the identity of the globals/closure data the function reads.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -259,11 +258,9 @@ def _describe(tmpl: Any) -> str:
 
 
 def _rebuild_result(ir: Function, flat: tuple) -> Any:
-    from .frontend.bindings import rebuild
-
+    """The function's result with the structure the user's code returned (tuples, None)."""
     tmpl = ir.attrs["result_template"]
-    vals = list(flat)
-    it = iter(vals)
+    it = iter(flat)
 
     def go(t: Any) -> Any:
         if isinstance(t, Value):
@@ -274,7 +271,6 @@ def _rebuild_result(ir: Function, flat: tuple) -> Any:
             return t.obj
         return t
 
-    _ = rebuild
     return go(tmpl)
 
 
@@ -316,21 +312,22 @@ def _shadows(comp: Compiled, leaves: list[Leaf], all_values: list) -> list:
 
 
 def _derivs(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
-    """One entry per user argument: the derivative of Active ones, None otherwise."""
-    by_leaf = dict(zip(comp.active_params_reverse, adj)) if hasattr(comp, "active_params_reverse") else {}
-    out = []
-    pos = 0
+    """One entry per user argument: the derivative of Active ones, None otherwise.
+
+    The generated function returns the adjoints of the active float leaves in
+    parameter order; a float leaf the activity analysis found inactive has
+    derivative 0."""
     it_adj = iter(adj)
     adj_of_leaf = {}
-    for k in range(len(leaves)):
-        if leaves[k].kind == "active":
+    for k, leaf in enumerate(leaves):
+        if leaf.kind == "active":
             adj_of_leaf[k] = next(it_adj) if k in comp.active_params else 0.0
-    _ = by_leaf
+    out = []
+    pos = 0
     for v, _s, kind in norm:
         n = len(_leaf_list(v))
         if kind == "active":
-            vals = [adj_of_leaf.get(pos + i, 0.0) for i in range(n)]
-            out.append(_restructure(v, vals))
+            out.append(_restructure(v, [adj_of_leaf.get(pos + i, 0.0) for i in range(n)]))
         else:
             out.append(None)
         pos += n
@@ -392,7 +389,6 @@ def _gradient_forward(f: Callable, args: tuple) -> tuple:
             for idx in np.ndindex(a.shape):
                 t = np.zeros_like(a)
                 t[idx] = 1.0
-                annotated = [Const(x) if j != k else Duplicated(x, t) for j, x in enumerate(args)]
                 copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
                 annotated = [Const(c) if j != k else Duplicated(c, t) for j, c in enumerate(copies)]
                 (d,) = autodiff(Forward, f, Duplicated, *annotated)
@@ -420,5 +416,3 @@ def ir(f: Callable, *args: Any) -> Function:
     lw, _ = _lowered(f, values)
     return lw.ir
 
-
-_ = os

@@ -368,7 +368,8 @@ class Lowerer(ExprLowering):
         yields: list[list[Value]] = [[], []]
         templates = {}
         for n in names:
-            a, c = envs[0].get(n), envs[1].get(n)
+            # merging is not reading: a guarded loop variable passes through unchecked
+            a, c = (_unguard(e.get(n)) for e in envs)
             if a is None or c is None or isinstance(a, Poison) or isinstance(c, Poison):
                 if n.startswith("$") and (a is not None or c is not None):
                     known = a if a is not None else c
@@ -622,6 +623,9 @@ class Lowerer(ExprLowering):
         f.loops.append((brk, cont))
         try:
             for _attempt in range(4):
+                for n in assigned:
+                    if isinstance(f.env.get(n), Guarded):
+                        f.env[n] = f.env[n].binding  # carried, not read
                 carried = sorted(n for n in assigned if n in f.env and not isinstance(f.env[n], Poison)
                                  and not (isinstance(f.env[n], (S, LocalFn))))
                 templates = [f.env[n] for n in carried]
@@ -737,6 +741,10 @@ class Lowerer(ExprLowering):
         it = iter(vals)
         for n, t in zip(carried, templates):
             self.frame.env[n] = rebuild(t, [next(it) for _ in flatten(t)])
+
+
+def _unguard(b: Any) -> Any:
+    return b.binding if isinstance(b, Guarded) else b
 
 
 # -- syntactic helpers ----------------------------------------------------------

@@ -19,7 +19,7 @@ from ..analysis.activity import Activity
 from ..codegen.naming import Namer
 from ..codegen.writer import Writer
 from ..ir import types as T
-from ..ir.core import Block, Function, Op, Value
+from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
 from .emit import Emitter, zero
 
@@ -31,6 +31,13 @@ class Forward:
         self.namer = Namer()
         self.w = Writer()
         self.e = Emitter(self.namer, self.w)
+        # where each loop body's yield sends its values (the next iteration's carries)
+        self._yield_targets: dict[int, list[Value]] = {}
+        for op in walk(fn.body):
+            if op.kind == "for":
+                self._yield_targets[id(op.regions[0].ops[-1])] = op.regions[0].args[1:]
+            elif op.kind == "while":
+                self._yield_targets[id(op.regions[1].ops[-1])] = op.regions[0].args
 
     def tangent(self, v: Value) -> str:
         """The tangent expression of `v` (zero when inactive)."""
@@ -86,7 +93,7 @@ class Forward:
             if not terms:
                 w(f"{n.d(r)} = {zero(r, n(r))}")
                 return
-            expr = " + ".join(f"({t(n(r))})" if len(terms) > 1 else t(n(r)) for t in terms)
+            expr = _sum([t(n(r)) for t in terms])
             if isinstance(r.type, T.Array):
                 single_name = len(terms) == 1 and expr.isidentifier()
                 expr = f"_rt.{'as_tangent' if single_name else 'as_shape'}({expr}, {n(r)})"
@@ -104,22 +111,21 @@ class Forward:
         if needs_ans:
             ans = n.fresh("_ans")
             w(f"{ans} = {self.e.call(op, with_out=False)}")
-            w(f"{tmp} = " + " + ".join(f"({t(ans)})" for t in terms))
+            w(f"{tmp} = " + _sum([t(ans) for t in terms]))
             w(f"{n(out)}[...] = {ans}")
         else:
-            w(f"{tmp} = " + " + ".join(f"({t('None')})" for t in terms))
+            w(f"{tmp} = " + _sum([t("None") for t in terms]))
             self.e.primal(op)
         w(f"{n.d(out)}[...] = {tmp}")
 
     def _terms(self, op: Op, rule) -> tuple[list, bool]:
         """Tangent contributions of the op's active arguments, as functions of `ans`."""
         vals = self.e.arg_values(rule, op)
-        out = op.args[op.attrs["out"]] if "out" in op.attrs else None
         terms = []
         needs_ans = False
         for p in rule.diff_params():
             v = vals.get(p)
-            if v is None or v is out and False or not self.act.is_active(v) or p not in rule.jvps():
+            if v is None or not self.act.is_active(v) or p not in rule.jvps():
                 continue
             if "ans" in uses(rule, "jvp", p):
                 needs_ans = True
@@ -196,18 +202,16 @@ class Forward:
         one = "," if len(op.args) == 1 else ""
         self.w(f"return ({vals}{one}), ({tans}{one})")
 
-    _yield_targets: dict = {}
+
+def _sum(exprs: list[str]) -> str:
+    """`a + b + ...` with only the parentheses Python needs."""
+    import ast
+
+    node = ast.parse(exprs[0], mode="eval").body
+    for e in exprs[1:]:
+        node = ast.BinOp(node, ast.Add(), ast.parse(e, mode="eval").body)
+    return ast.unparse(node)
 
 
 def forward(fn: Function, act: Activity) -> tuple[str, str, list[int]]:
-    f = Forward(fn, act)
-    f._yield_targets = {}
-    # loop bodies: the yield assigns the next carries
-    from ..ir.core import walk
-
-    for op in walk(fn.body):
-        if op.kind == "for":
-            f._yield_targets[id(op.regions[0].ops[-1])] = op.regions[0].args[1:]
-        elif op.kind == "while":
-            f._yield_targets[id(op.regions[1].ops[-1])] = op.regions[0].args
-    return f.run()
+    return Forward(fn, act).run()
