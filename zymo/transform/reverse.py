@@ -12,19 +12,21 @@ adjoint of `v`, then sets `dx[i] = 0`; an `out=` call consumes and zeroes the
 shadow of its output. Adjoints of floats are local variables; the adjoint of
 an array is its shadow memory (so views accumulate into their base's shadow).
 
-Caching (conservative in this version, never wrong): a value the adjoint sweep
-reads is used directly when it is defined outside every loop (SSA values are
-never reassigned); a value defined inside a loop is pushed on a per-value cache
-in the forward sweep and popped when the adjoint sweep enters that block, so
-each cache holds exactly one entry per execution of its definition. The
-contents of an array a rule reads are copied before the op whenever the
-function writes memory anywhere. `for` loops run backwards over the same
+Caching: a value the adjoint sweep reads is used directly when it is defined
+outside every loop (SSA values are never reassigned); a value defined inside a
+loop is pushed on a per-value cache in the forward sweep and popped when the
+adjoint sweep enters that block, so each cache holds exactly one entry per
+execution of its definition. The contents of an array a rule reads are read in
+place unless a later write may overwrite them (`analysis/overwrite.py`), in
+which case they are copied before the op. `report()` says what was cached and
+why. `for` loops run backwards over the same
 range, `while` loops replay their recorded trip count, `if` replays its
 condition.
 """
 from __future__ import annotations
 
 from ..analysis.activity import Activity
+from ..analysis.overwrite import Overwrites
 from ..codegen.naming import Namer
 from ..codegen.writer import Writer, splice
 from ..ir import types as T
@@ -48,6 +50,9 @@ class Reverse:
         self.recomputed: set[int] = set()      # loop induction variables
         self.adj_used: set[int] = set()
         self.blocks_of_op: dict[int, Block] = {}
+        self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
+        self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
+        self.overwrites = Overwrites(fn, act)
         self._index(fn.body, 0)
         for p in fn.params:
             self.def_block[p.id] = fn.body
@@ -64,6 +69,10 @@ class Reverse:
             for r in op.results:
                 self.def_block[r.id] = block
                 self.values[r.id] = r
+                self.def_op[r.id] = op
+            for region in op.regions:
+                for a in region.args:
+                    self.def_op[a.id] = op
             inner = depth + 1 if op.kind in ("for", "while") else depth
             for region in op.regions:
                 self._index(region, inner)
@@ -92,8 +101,12 @@ class Reverse:
             w(f"{self.adj(v)} += {expr}")
 
     def contents(self, op: Op, v: Value, post: bool = False) -> str:
-        """The contents of array `v` as the op saw them (a snapshot if memory may change)."""
-        if not isinstance(v.type, T.Array) or not self.act.writes_memory:
+        """The contents of array `v` as the op saw them: `v` itself when nothing may
+        overwrite them before the adjoint sweep reads them, else a copy (`_saved_v`)."""
+        if not isinstance(v.type, T.Array):
+            return self.use(v)
+        writer = self.overwrites.first_writer(op, v, include_self=not post)
+        if writer is None:
             return self.use(v)
         table = self.snap_post if post else self.snap_pre
         for snap, of in table.get(id(op), []):
@@ -103,6 +116,7 @@ class Reverse:
         self.values[snap.id] = snap
         self.def_block[snap.id] = self.blocks_of_op[id(op)]
         table.setdefault(id(op), []).append((snap, v))
+        self.why[snap.id] = (op, v, writer, post)
         return self.use(snap)
 
     # -- entry ------------------------------------------------------------------
@@ -347,14 +361,22 @@ class Reverse:
         vals = self.e.arg_values(rule, op)
         actives = [(p, v) for p, v in vals.items()
                    if p in rule.vjps() and act.is_active(v) and v.type.differentiable]
+        zero_after = None
         if out is not None:
             dout = self.use_d(out)
             if not actives:
                 w(f"{dout}[...] = 0.0")
                 return
-            g = n.fresh("_g")
-            w(f"{g} = {dout}.copy()")
-            w(f"{dout}[...] = 0.0")
+            out_roots = self.act.roots.get(out.id) or {None}
+            overlaps = any(not self.act.roots.get(v.id) or self.act.roots[v.id] & out_roots
+                           for _, v in actives if T.is_memory(v.type))
+            if overlaps:
+                # an operand's shadow may be the output's: consume a copy first
+                g = n.fresh("_g")
+                w(f"{g} = {dout}.copy()")
+                w(f"{dout}[...] = 0.0")
+            else:
+                g, zero_after = dout, dout
         else:
             g = self.use_d(target) if T.is_memory(target.type) else self.adj(target)
         for p, v in actives:
@@ -362,6 +384,8 @@ class Reverse:
             if rule.elementwise and isinstance(target.type, T.Array):
                 expr = f"_rt.unbroadcast({expr}, {self.use(v) if not T.is_memory(v.type) else self.use_d(v)})"
             self.accumulate(w, v, expr)
+        if zero_after is not None:
+            w(f"{zero_after}[...] = 0.0")
 
     def _vjp(self, rule, p: str, g: str, op: Op, target: Value) -> str:
         used = uses(rule, "vjp", p)
