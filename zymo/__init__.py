@@ -11,13 +11,13 @@
 from . import rules  # noqa: F401  (registers the derivative rules)
 from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
                           Reverse, ReverseWithPrimal)
-from .api import autodiff, cache_clear, generated_code, gradient, ir
+from .api import autodiff, cache_clear, cache_report, generated_code, gradient, ir
 from .errors import UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError
 from .shadows import make_zero, make_zero_
 
 __all__ = [
     "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
-    "ReverseWithPrimal", "autodiff", "cache_clear", "generated_code", "gradient", "ir", "make_zero",
+    "ReverseWithPrimal", "autodiff", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
     "ZymoUsageError",
 ]

@@ -168,6 +168,7 @@ class Compiled:
     activity: Activity
     active_params: list[int]
     captured_objs: list[Any]
+    report: str = ""
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -225,15 +226,16 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     from .transform.reverse import reverse
 
     act = analyze(ir, active, classes)
+    report = ""
     if mode.forward:
         src, name, active_params = forward(ir, act)
     else:
         _check_reverse_return(ir, ret_activity)
-        src, name, active_params = reverse(ir, act, seed_return=ret_activity is Active)
+        src, name, active_params, report = reverse(ir, act, seed_return=ret_activity is Active)
     if config.show_code():
         print(src)
     fn = compile_source(src, name)
-    return Compiled(fn, src, ir, act, active_params, captured_objs)
+    return Compiled(fn, src, ir, act, active_params, captured_objs, report)
 
 
 def _check_reverse_return(ir: Function, ret_activity: Any) -> None:
@@ -408,6 +410,19 @@ def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> st
     """The Python source of the derivative program `autodiff` would run for these arguments."""
     comp, *_ = _prepare(mode, f, ret_activity, args)
     return comp.source
+
+
+def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
+    """What the reverse-mode derivative of this call caches, where, why, and how big.
+
+    Like Enzyme's printperf: each cached value with its source line, the reason
+    (defined inside a loop, or a later store that may overwrite it) and its
+    size; "nothing is cached" when the adjoint sweep reads everything in place.
+    """
+    if mode.forward:
+        raise ZymoUsageError("forward mode caches nothing; ask for the report of a reverse mode")
+    comp, *_ = _prepare(mode, f, ret_activity, args)
+    return comp.report
 
 
 def ir(f: Callable, *args: Any) -> Function:

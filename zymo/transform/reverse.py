@@ -150,7 +150,10 @@ class Reverse:
         return w.source(), name, shadow_params + active_scalars
 
     def _cached(self, v: Value) -> bool:
-        return v.id not in self.recomputed and self.depth[id(self.def_block[v.id])] > 0
+        """Whether `v` needs a per-iteration cache: defined in a loop, and not a constant
+        (a constant's variable holds the same value in every iteration)."""
+        return (v.id not in self.recomputed and not v.is_const
+                and self.depth[id(self.def_block[v.id])] > 0)
 
     def _cache_name(self, v: Value, role: str) -> str:
         return self.namer.cache(v) if role == "p" else self.namer.role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
@@ -476,6 +479,71 @@ class Reverse:
                 splice(w, branches[1])
 
 
+def _where(loc) -> str:
+    import linecache
+
+    text = linecache.getline(loc.file, loc.line).strip()
+    short = loc.file.rsplit("/", 1)[-1]
+    return f"{short}:{loc.line}" + (f"  `{text}`" if text else "")
+
+
+def report(rev: "Reverse") -> str:
+    """What the derivative program caches and why (Enzyme's printperf, for one call)."""
+    lines = [f"cache report for {rev.fn.name} (reverse mode)"]
+    entries = []
+    for (vid, role) in sorted(rev.needed):
+        v = rev.values[vid]
+        if vid in rev.why:
+            op, of, writer, post = rev.why[vid]
+            when = "after" if post else "before"
+            kind = "a copy of array" + f" `{of.hint}` ({of.type})"
+            entries.append(
+                f"{kind}, taken {when} {_where(op.loc)}\n"
+                f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
+                + (" (the same memory, possibly through an alias)" if writer is not op else "")
+                + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
+            )
+        elif rev._cached(v):
+            d = rev.def_op.get(vid)
+            loop = _enclosing_loop(rev, rev.def_block[vid])
+            what = "shadow of" if role == "d" else "value"
+            entries.append(
+                f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
+                f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, read by the adjoint sweep\n"
+                f"      size: one entry per execution ({_size(v)} each)"
+            )
+    if not entries:
+        lines.append("  nothing is cached: the adjoint sweep reads every value it needs in place")
+    for k, e in enumerate(entries, 1):
+        lines.append(f"  {k}. {e}")
+    return "\n".join(lines)
+
+
+def _size(v: Value) -> str:
+    if isinstance(v.type, T.Array):
+        return f"one {v.type} array"
+    if isinstance(v.type, T.Scalar):
+        return "4 bytes" if v.type.kind == "f32" else "8 bytes"
+    return str(v.type)
+
+
+def _enclosing_loop(rev: "Reverse", block: Block):
+    from ..ir.core import walk
+
+    for op in walk(rev.fn.body):
+        if op.kind in ("for", "while") and any(r is block or _contains(r, block) for r in op.regions):
+            inner = [o for r in op.regions for o in walk(r) if o.kind in ("for", "while")
+                     and any(rr is block or _contains(rr, block) for rr in o.regions)]
+            return inner[-1] if inner else op
+    return None
+
+
+def _contains(region: Block, block: Block) -> bool:
+    from ..ir.core import walk
+
+    return any(r is block for o in walk(region) for r in o.regions)
+
+
 def _index_parts(op: Op) -> list:
     tree = op.attrs["index"]
     return list(tree[1]) if tree[0] == "t" else [tree]
@@ -485,8 +553,11 @@ def _has_ellipsis(op: Op) -> bool:
     return any(t == ("c", Ellipsis) for t in _index_parts(op))
 
 
-def reverse(fn: Function, act: Activity, seed_return: bool = True) -> tuple[str, str, list[int]]:
-    return Reverse(fn, act, seed_return).run()
+def reverse(fn: Function, act: Activity, seed_return: bool = True) -> tuple[str, str, list[int], str]:
+    """The reverse-mode program: (source, function name, active params, cache report)."""
+    rev = Reverse(fn, act, seed_return)
+    src, name, params = rev.run()
+    return src, name, params, report(rev)
 
 
 _ = zero

@@ -1,0 +1,72 @@
+"""What reverse mode caches, and the report that says so (seed 001's question)."""
+import numpy as np
+
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+
+
+def sumsq_inplace(x):
+    for i in range(len(x)):
+        x[i] = x[i] ** 2
+    return x.sum()
+
+
+def mul(R, A, B):
+    np.matmul(A, B, out=R)
+
+
+def product(out, inp):
+    out[0] = inp[0] * inp[1]
+
+
+def reads_then_overwrites(x):
+    y = np.sin(x)
+    x[0] = 3.0
+    return np.sum(y * x)
+
+
+def _entries(report: str) -> int:
+    return sum(1 for line in report.splitlines() if line.strip()[:2].rstrip(".").isdigit())
+
+
+def test_loop_that_overwrites_its_input_caches_one_value_per_iteration():
+    x = np.linspace(0.5, 2.0, 6)
+    rep = zymo.cache_report(Reverse, sumsq_inplace, Active, Duplicated(x.copy(), np.zeros(6)))
+    assert _entries(rep) == 1
+    assert "x[i] = x[i] ** 2" in rep and "for i in range(len(x))" in rep
+    src = zymo.generated_code(Reverse, sumsq_inplace, Active, Duplicated(x.copy(), np.zeros(6)))
+    assert src.count(".append(") == 1 and src.count(".pop()") == 1
+    (g,) = zymo.gradient(Reverse, sumsq_inplace, x.copy())
+    np.testing.assert_allclose(g, 2 * x)
+
+
+def test_matmul_out_caches_nothing_and_copies_nothing():
+    A, B, R = np.ones((3, 2)), np.ones((2, 4)), np.zeros((3, 4))
+    args = (Duplicated(R, np.zeros_like(R)), Duplicated(A, np.zeros_like(A)), Duplicated(B, np.zeros_like(B)))
+    assert "nothing is cached" in zymo.cache_report(Reverse, mul, Const, *args)
+    src = zymo.generated_code(Reverse, mul, Const, *args)
+    assert ".copy()" not in src and "_saved" not in src
+
+
+def test_disjoint_scalar_product_caches_nothing():
+    rep = zymo.cache_report(Reverse, product, Const, Duplicated(np.zeros(1), np.ones(1)),
+                            Duplicated(np.array([2.0, 3.0]), np.zeros(2)))
+    assert "nothing is cached" in rep
+
+
+def test_aliased_call_copies_and_stays_correct():
+    """product(x, x): the store into out may overwrite inp, so the report must say so."""
+    x = np.array([2.0, 3.0])
+    dx = np.array([1.0, 0.0])
+    zymo.autodiff(Reverse, product, Const, Duplicated(x, dx), Duplicated(x, dx))
+    # out[0] = x0 * x1 overwrote x0; d(out0)/d(x0, x1) = (x1, x0) with the original x0 = 2
+    np.testing.assert_allclose(dx, [3.0, 2.0])
+
+
+def test_overwritten_array_is_copied_and_the_report_names_the_store():
+    x = np.array([0.3, 0.8, 1.2])
+    rep = zymo.cache_report(Reverse, reads_then_overwrites, Active, Duplicated(x.copy(), np.zeros(3)))
+    assert "a copy of array `x`" in rep and "x[0] = 3.0" in rep and "y = np.sin(x)" in rep
+    (g,) = zymo.gradient(Reverse, reads_then_overwrites, x.copy())
+    expected = np.cos(x) * np.array([3.0, x[1], x[2]]) + np.array([0.0, np.sin(x[1]), np.sin(x[2])])
+    np.testing.assert_allclose(g, expected)
