@@ -26,7 +26,7 @@ from .analysis.types import type_of_value
 from .annotations import Active, Annotation, Const, Duplicated, DuplicatedNoNeed, Mode
 from .codegen.python import compile_source
 from .errors import ZymoUsageError
-from .frontend.bindings import S
+from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
@@ -261,19 +261,13 @@ def _describe(tmpl: Any) -> str:
 
 def _rebuild_result(ir: Function, flat: tuple) -> Any:
     """The function's result with the structure the user's code returned (tuples, None)."""
-    tmpl = ir.attrs["result_template"]
-    it = iter(flat)
 
-    def go(t: Any) -> Any:
-        if isinstance(t, Value):
-            return next(it)
-        if isinstance(t, tuple):
-            return tuple(go(x) for x in t)
-        if isinstance(t, S):
-            return t.obj
-        return t
+    def unstatic(b: Any) -> Any:
+        if isinstance(b, tuple):
+            return tuple(unstatic(x) for x in b)
+        return b.obj if isinstance(b, S) else b
 
-    return go(tmpl)
+    return unstatic(rebuild(ir.attrs["result_template"], list(flat)))
 
 
 # -- public entry points ---------------------------------------------------------------

@@ -281,7 +281,7 @@ class ExprLowering:
         full = f"{mod}.{name}" if mod and mod != "builtins" else name
         import difflib
 
-        near = difflib.get_close_matches(full.replace("numpy.", "numpy."), REGISTRY, n=3)
+        near = difflib.get_close_matches(full, REGISTRY, n=3)
         hint = "zymo has no derivative rule for it and cannot read its source"
         if near:
             hint += f"; similar rules: {', '.join(near)}"

@@ -124,7 +124,6 @@ class InlineRule:
         self.fn = fn
         self.expr = body[0].value
         self.params = [a.arg for a in node.args.args]
-        self.defaults = dict(zip(self.params[::-1], [None] * 0))
         sig = inspect.signature(fn)
         self.defaults = {k: p.default for k, p in sig.parameters.items()
                          if p.default is not inspect.Parameter.empty}
