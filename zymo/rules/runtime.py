@@ -107,6 +107,13 @@ def _dot_check(a, b):
                                   "use np.matmul")
 
 
+def grow(buf):
+    """`buf` copied into a buffer twice as long (a cache that outgrew its guess)."""
+    out = np.empty(2 * buf.shape[0] + 1, buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
 def trip(start, stop, step):
     """The number of iterations of `range(start, stop, step)`."""
     if step > 0:

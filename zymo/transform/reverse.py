@@ -135,11 +135,10 @@ class Reverse:
         # the adjoint sweep first: it decides what the forward sweep must record
         rev = self.rev_block(fn.body, top=True)
         w = Writer()
+        self._plan_caches()
         with w.indent(f"def {name}({', '.join(params)}):"):
-            for (vid, role) in sorted(self.needed):
-                v = self.values[vid]
-                if self._cached(v):
-                    w(f"{self._cache_name(v, role)} = []")
+            for v, role in self.cache_at_start:
+                self._alloc_cache(w, v, role, None)
             self.fwd_block(fn.body, w)
             w("# adjoint sweep")
             splice(w, rev)
@@ -158,6 +157,52 @@ class Reverse:
     def _cache_name(self, v: Value, role: str) -> str:
         return self.namer.cache(v) if role == "p" else self.namer.role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
 
+    def _counter(self, v: Value) -> str:
+        return self.namer.role(v, "k", "_k_" + v.hint.lstrip("$"))
+
+    def _plan_caches(self) -> None:
+        """Where each cache is allocated. A float/int/bool cache is a NumPy buffer with a
+        counter: allocated once, with the trip count, at the entry of its loop when that loop
+        is a `for` outside every other loop (one entry per iteration at most); otherwise at
+        the start, growing geometrically. Array caches (copies, shadows) are Python lists."""
+        self.cache_at_start: list[tuple[Value, str]] = []
+        self.cache_at_loop: dict[int, list[tuple[Value, str]]] = {}
+        for (vid, role) in sorted(self.needed):
+            v = self.values[vid]
+            if not self._cached(v):
+                continue
+            if self._kind(v, role) == "prealloc":
+                loop = self._loop_of(self.def_block[vid])
+                self.cache_at_loop.setdefault(id(loop), []).append((v, role))
+            else:
+                self.cache_at_start.append((v, role))
+
+    def _kind(self, v: Value, role: str) -> str:
+        """"list", "prealloc" (once, at its top-level for loop's entry) or "grow"."""
+        if role == "d" or not isinstance(v.type, T.Scalar):
+            return "list"
+        loop = self._loop_of(self.def_block[v.id])
+        if loop is not None and loop.kind == "for" and self.depth[id(self.blocks_of_op[id(loop)])] == 0:
+            return "prealloc"
+        return "grow"
+
+    def _loop_of(self, block: Block) -> Op | None:
+        """The nearest loop op around `block`."""
+        owner = self.overwrites.block_owner.get(id(block))
+        while owner is not None and owner.kind not in ("for", "while"):
+            owner = self.overwrites.parent[id(owner)][0]
+        return owner
+
+    def _alloc_cache(self, w: Writer, v: Value, role: str, trips: str | None) -> None:
+        name = self._cache_name(v, role)
+        kind = self._kind(v, role)
+        if kind == "list":
+            w(f"{name} = []")
+            return
+        dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
+        w(f"{name} = np.empty({trips if kind == 'prealloc' else 16}, {dtype})")
+        w(f"{self._counter(v)} = 0")
+
     # -- augmented forward sweep --------------------------------------------------
     def _record(self, w: Writer, v: Value) -> None:
         if not self._cached(v):
@@ -165,7 +210,27 @@ class Reverse:
         for role in ("p", "d"):
             if (v.id, role) in self.needed:
                 name = self.namer(v) if role == "p" else self.namer.d(v)
-                w(f"{self._cache_name(v, role)}.append({name})")
+                cache = self._cache_name(v, role)
+                kind = self._kind(v, role)
+                if kind == "list":
+                    w(f"{cache}.append({name})")
+                    continue
+                k = self._counter(v)
+                if kind == "grow":
+                    with w.indent(f"if {k} == {cache}.shape[0]:"):
+                        w(f"{cache} = _rt.grow({cache})")
+                w(f"{cache}[{k}] = {name}")
+                w(f"{k} += 1")
+
+    def _restore(self, w: Writer, v: Value, role: str) -> None:
+        name = self.namer(v) if role == "p" else self.namer.d(v)
+        cache = self._cache_name(v, role)
+        if self._kind(v, role) == "list":
+            w(f"{name} = {cache}.pop()")
+        else:
+            k = self._counter(v)
+            w(f"{k} -= 1")
+            w(f"{name} = {cache}[{k}]")
 
     def fwd_block(self, block: Block, w: Writer) -> None:
         for a in block.args:
@@ -215,6 +280,12 @@ class Reverse:
             body = op.regions[0]
             self._fwd_assign(w, body.args[1:], op.args[3:])
             a, b, s = (n(v) for v in op.args[:3])
+            caches = self.cache_at_loop.get(id(op), [])
+            if caches:
+                trips = n.fresh("_trips")
+                w(f"{trips} = _rt.trip({a}, {b}, {s})")
+                for v, role in caches:
+                    self._alloc_cache(w, v, role, trips)
             with w.indent(f"for {n(body.args[0])} in range({a}, {b}, {s}):"):
                 self.fwd_block(body, w)
                 self._fwd_assign(w, body.args[1:], body.ops[-1].args)
@@ -268,8 +339,7 @@ class Reverse:
             for v in self._defined_in(block):
                 for role in ("p", "d"):
                     if (v.id, role) in self.needed and self._cached(v):
-                        name = self.namer(v) if role == "p" else self.namer.d(v)
-                        head(f"{name} = {self._cache_name(v, role)}.pop()")
+                        self._restore(head, v, role)
         defined = self._defined_in(block)
         if top:
             defined = list(self.fn.params) + defined
@@ -507,10 +577,14 @@ def report(rev: "Reverse") -> str:
             d = rev.def_op.get(vid)
             loop = _enclosing_loop(rev, rev.def_block[vid])
             what = "shadow of" if role == "d" else "value"
+            kind = rev._kind(v, role)
+            how = {"prealloc": "a buffer allocated once at the loop's entry with its trip count",
+                   "grow": "a buffer that grows geometrically",
+                   "list": "a list"}[kind]
             entries.append(
                 f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
                 f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, read by the adjoint sweep\n"
-                f"      size: one entry per execution ({_size(v)} each)"
+                f"      size: one entry per execution ({_size(v)} each), in {how}"
             )
     if not entries:
         lines.append("  nothing is cached: the adjoint sweep reads every value it needs in place")
