@@ -150,6 +150,13 @@ class Lowered:
     captured: list  # (param value, object, [(resolver, name)])
 
     def still_valid(self) -> bool:
+        for resolver, obj in self.ir.attrs.get("frozen", ()):
+            try:
+                now = resolver()
+            except Exception:
+                return False
+            if type(now) is not type(obj) or now != obj:
+                return False
         for _, obj, where in self.captured:
             for resolver, _name in where:
                 try:
@@ -231,7 +238,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         src, name, active_params = forward(ir, act)
     else:
         _check_reverse_return(ir, ret_activity)
-        src, name, active_params, report = reverse(ir, act, seed_return=ret_activity is Active)
+        src, names, active_params, report = reverse(ir, act, seed_return=ret_activity is Active)
+        name = names[0]
     if config.show_code():
         print(src)
     fn = compile_source(src, name)

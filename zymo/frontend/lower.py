@@ -61,6 +61,7 @@ class Lowerer(ExprLowering):
         # id(obj) -> (param, obj, [(resolver, name)]): globals and closure data read by the function
         self.captured: dict[int, tuple[Value, Any, list]] = {}
         self.params: list[Value] = []
+        self.frozen: list[tuple[Callable[[], Any], Any]] = []  # (resolver, value) of constant globals
 
     # -- entry ---------------------------------------------------------------
     def lower_function(self, fn: Any, args: tuple, names: list[str] | None = None) -> Function:
@@ -99,6 +100,7 @@ class Lowerer(ExprLowering):
             arg_structure=structure,
             n_user_params=len(self.params),
             captured=captured,
+            frozen=self.frozen,
             result_template=result,
         )
         return f
@@ -147,8 +149,12 @@ class Lowerer(ExprLowering):
         raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
 
     def capture(self, obj: Any, resolver: Callable[[], Any], name: str, node: ast.AST) -> Any:
-        """Binding of a global or closure object: data becomes an extra parameter."""
-        if isinstance(obj, (float, int, bool, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
+        """Binding of a global or closure object: data becomes an extra parameter; ints and
+        bools are compile-time constants (axes, sizes), re-checked on every call."""
+        if isinstance(obj, (int, bool)) and not isinstance(obj, type):
+            self.frozen.append((resolver, obj))
+            return self.b.const(obj, self.loc(node), name)
+        if isinstance(obj, (float, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
             key = id(obj)
             if key not in self.captured:
                 t = type_of_value(obj, f"captured variable {name!r}")

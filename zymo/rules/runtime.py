@@ -114,6 +114,24 @@ def grow(buf):
     return out
 
 
+def reuse_buffer(tape, slot, size, dtype):
+    """Slot `slot` of a tape passed back in, if it can hold `size` entries; else a new buffer."""
+    if tape is not None:
+        buf = tape[slot]
+        if buf.dtype == dtype and buf.shape[0] >= size:
+            return buf
+    return np.empty(max(size, 1), dtype)
+
+
+def reuse_list(tape, slot):
+    """A list cache from a tape passed back in (emptied), or a new one."""
+    if tape is not None:
+        lst = tape[slot]
+        lst.clear()
+        return lst
+    return []
+
+
 def trip(start, stop, step):
     """The number of iterations of `range(start, stop, step)`."""
     if step > 0:

@@ -120,33 +120,55 @@ class Reverse:
         return self.use(snap)
 
     # -- entry ------------------------------------------------------------------
-    def run(self) -> tuple[str, str, list[int]]:
+    def run(self, split: bool = False) -> tuple[str, list[str], list[int]]:
+        """Source and function names: one combined function, or (augmented forward, reverse)."""
         fn, n, act = self.fn, self.namer, self.act
         shadow_params = [k for k, p in enumerate(fn.params) if T.is_memory(p.type) and act.is_active(p)]
         active_scalars = [k for k, p in enumerate(fn.params) if not T.is_memory(p.type) and act.is_active(p)]
         params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for k in shadow_params]
         seed = n.fresh("_seed") if self.seed_return else None
-        if seed:
-            params.append(seed)
-        name = n.fresh(f"{fn.name}_rev")
         self.seed = seed
+        self.split = split
+        self.tape_in = n.fresh("_tape_in") if split else None
         for k in active_scalars:
             self.adj_used.add(fn.params[k].id)
         # the adjoint sweep first: it decides what the forward sweep must record
         rev = self.rev_block(fn.body, top=True)
-        w = Writer()
         self._plan_caches()
-        with w.indent(f"def {name}({', '.join(params)}):"):
-            for v, role in self.cache_at_start:
-                self._alloc_cache(w, v, role, None)
-            self.fwd_block(fn.body, w)
-            w("# adjoint sweep")
+        fwd = Writer()
+        for v, role in self.cache_at_start:
+            self._alloc_cache(fwd, v, role, None)
+        self.fwd_block(fn.body, fwd)
+        rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
+        rets = f"({rets}{',' if len(fn.body.ops[-1].args) == 1 else ''})"
+        adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
+        adjs = f"({adjs}{',' if len(active_scalars) == 1 else ''})"
+        w = Writer()
+        if not split:
+            name = n.fresh(f"{fn.name}_rev")
+            with w.indent(f"def {name}({', '.join(params + ([seed] if seed else []))}):"):
+                splice(w, fwd)
+                w("# adjoint sweep")
+                splice(w, rev)
+                w(f"return {rets}, {adjs}")
+            return w.source(), [name], shadow_params + active_scalars
+        # split mode: the forward sweep returns a tape of everything the adjoint sweep reads
+        tape = self.tape_slots + sorted(
+            _free_names(rev, fwd) - set(self.tape_slots) - set(params) - {seed})
+        tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
+        aug = n.fresh(f"{fn.name}_augmented")
+        with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
+            splice(w, fwd)
+            w(f"return {rets}, ({tup})")
+        w("")
+        name = n.fresh(f"{fn.name}_rev")
+        tape_arg = n.fresh("_tape")
+        with w.indent(f"def {name}({', '.join(params + ([seed] if seed else []) + [tape_arg])}):"):
+            if tape:
+                w(f"{tup} = {tape_arg}")
             splice(w, rev)
-            rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
-            adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
-            one = "," if len(fn.body.ops[-1].args) == 1 else ""
-            w(f"return ({rets}{one}), ({adjs}{',' if len(active_scalars) == 1 else ''})")
-        return w.source(), name, shadow_params + active_scalars
+            w(f"return {adjs}")
+        return w.source(), [aug, name], shadow_params + active_scalars
 
     def _cached(self, v: Value) -> bool:
         """Whether `v` needs a per-iteration cache: defined in a loop, and not a constant
@@ -167,10 +189,12 @@ class Reverse:
         the start, growing geometrically. Array caches (copies, shadows) are Python lists."""
         self.cache_at_start: list[tuple[Value, str]] = []
         self.cache_at_loop: dict[int, list[tuple[Value, str]]] = {}
+        self.tape_slots: list[str] = []  # the caches, first in a split-mode tape
         for (vid, role) in sorted(self.needed):
             v = self.values[vid]
             if not self._cached(v):
                 continue
+            self.tape_slots.append(self._cache_name(v, role))
             if self._kind(v, role) == "prealloc":
                 loop = self._loop_of(self.def_block[vid])
                 self.cache_at_loop.setdefault(id(loop), []).append((v, role))
@@ -196,11 +220,16 @@ class Reverse:
     def _alloc_cache(self, w: Writer, v: Value, role: str, trips: str | None) -> None:
         name = self._cache_name(v, role)
         kind = self._kind(v, role)
+        slot = self.tape_slots.index(name)
         if kind == "list":
-            w(f"{name} = []")
+            w(f"{name} = _rt.reuse_list({self.tape_in}, {slot})" if self.split else f"{name} = []")
             return
         dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
-        w(f"{name} = np.empty({trips if kind == 'prealloc' else 16}, {dtype})")
+        size = trips if kind == "prealloc" else 16
+        if self.split:  # a tape passed back in is reused when its buffer is big enough
+            w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
+        else:
+            w(f"{name} = np.empty({size}, {dtype})")
         w(f"{self._counter(v)} = 0")
 
     # -- augmented forward sweep --------------------------------------------------
@@ -627,11 +656,31 @@ def _has_ellipsis(op: Op) -> bool:
     return any(t == ("c", Ellipsis) for t in _index_parts(op))
 
 
-def reverse(fn: Function, act: Activity, seed_return: bool = True) -> tuple[str, str, list[int], str]:
-    """The reverse-mode program: (source, function name, active params, cache report)."""
+def _free_names(rev: Writer, fwd: Writer) -> set[str]:
+    """Names the adjoint sweep reads that the forward sweep assigns (what a tape must carry)."""
+    import ast
+
+    def names(w: Writer, store: bool) -> set[str]:
+        tree = ast.parse("\n".join(w.lines) or "pass")
+        out = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and (isinstance(node.ctx, ast.Store) == store or
+                                               (not store and isinstance(node.ctx, ast.Store))):
+                out.add(node.id)
+        return out
+
+    return names(rev, store=False) & names(fwd, store=True)
+
+
+def reverse(fn: Function, act: Activity, seed_return: bool = True,
+            split: bool = False) -> tuple[str, list[str], list[int], str]:
+    """The reverse-mode program: (source, function names, active params, cache report).
+
+    Combined mode writes one function; split mode an augmented forward that
+    returns `(results, tape)` and a reverse that takes the tape."""
     rev = Reverse(fn, act, seed_return)
-    src, name, params = rev.run()
-    return src, name, params, report(rev)
+    src, names, params = rev.run(split)
+    return src, names, params, report(rev)
 
 
 _ = zero
