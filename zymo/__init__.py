@@ -10,14 +10,14 @@
 """
 from . import rules  # noqa: F401  (registers the derivative rules)
 from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
-                          Reverse, ReverseWithPrimal)
-from .api import autodiff, cache_clear, cache_report, generated_code, gradient, ir
+                          Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal, ReverseWithPrimal)
+from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, generated_code, gradient, ir
 from .errors import UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError
 from .shadows import make_zero, make_zero_
 
 __all__ = [
     "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
-    "ReverseWithPrimal", "autodiff", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
+    "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
     "ZymoUsageError",
 ]

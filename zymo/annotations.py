@@ -14,8 +14,8 @@ from typing import Any
 
 
 class Mode:
-    def __init__(self, name: str, forward: bool, with_primal: bool):
-        self.name, self.forward, self.with_primal = name, forward, with_primal
+    def __init__(self, name: str, forward: bool, with_primal: bool, split: bool = False):
+        self.name, self.forward, self.with_primal, self.split = name, forward, with_primal, split
 
     def __repr__(self) -> str:
         return self.name
@@ -25,6 +25,8 @@ Forward = Mode("Forward", True, False)
 ForwardWithPrimal = Mode("ForwardWithPrimal", True, True)
 Reverse = Mode("Reverse", False, False)
 ReverseWithPrimal = Mode("ReverseWithPrimal", False, True)
+ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", False, True, split=True)
+ReverseSplitNoPrimal = Mode("ReverseSplitNoPrimal", False, False, split=True)
 
 
 class Annotation:

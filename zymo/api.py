@@ -219,7 +219,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple):
     all_values = [lf.value for lf in leaves] + captured_objs
     active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
     classes = alias_classes(all_values)
-    ckey = (lkey, mode.forward, ret_activity is Active, tuple(active), tuple(classes))
+    ckey = (lkey, mode.forward, mode.split, ret_activity is Active, tuple(active), tuple(classes))
     comp = _COMPILED.get(ckey)
     if comp is None or comp.ir is not lw.ir:
         comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs)
@@ -238,8 +238,9 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         src, name, active_params = forward(ir, act)
     else:
         _check_reverse_return(ir, ret_activity)
-        src, names, active_params, report = reverse(ir, act, seed_return=ret_activity is Active)
-        name = names[0]
+        src, names, active_params, report = reverse(ir, act, seed_return=ret_activity is Active,
+                                                    split=mode.split)
+        name = names if mode.split else names[0]
     if config.show_code():
         print(src)
     fn = compile_source(src, name)
@@ -285,6 +286,8 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any) ->
     """Differentiate `f` at the annotated arguments (see the module docstring)."""
     if not isinstance(mode, Mode):
         raise ZymoUsageError(f"the first argument must be a mode (Forward, Reverse, ...), not {mode!r}")
+    if mode.split:
+        raise ZymoUsageError(f"{mode} is for zymo.autodiff_thunk, not autodiff")
     comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args)
     shadows = _shadows(comp, leaves, all_values)
     if mode.forward:
@@ -301,17 +304,36 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any) ->
     return (derivs, primal) if mode.with_primal else (derivs,)
 
 
-def _shadows(comp: Compiled, leaves: list[Leaf], all_values: list) -> list:
-    """Shadow (or tangent) arguments of the generated function, in its order."""
+def _shadows(comp: Compiled, leaves: list[Leaf], all_values: list, internal: list | None = None) -> list:
+    """Shadow (or tangent) arguments of the generated function, in its order.
+
+    `internal`, when given, holds the internal shadows of an earlier call (split mode:
+    the augmented forward and the reverse must see the same ones)."""
     out = []
+    it = iter(internal) if internal is not None else None
     for k in comp.active_params:
         if k < len(leaves) and leaves[k].kind == "dup":
             out.append(leaves[k].shadow)
         elif k < len(leaves) and leaves[k].kind == "active":
             continue  # reverse mode returns these
+        elif it is not None:
+            out.append(next(it))
         else:
             # Const memory that receives active data: an internal shadow for this call
             out.append(make_zero(all_values[k]))
+    return out
+
+
+def _internal(comp: Compiled, leaves: list[Leaf], shadows: list) -> list:
+    """The internal shadows among `shadows` (those zymo allocated, not the caller)."""
+    out = []
+    it = iter(shadows)
+    for k in comp.active_params:
+        if k < len(leaves) and leaves[k].kind == "active":
+            continue
+        s = next(it)
+        if not (k < len(leaves) and leaves[k].kind == "dup"):
+            out.append(s)
     return out
 
 
@@ -356,6 +378,62 @@ def _restructure(obj: Any, vals: list) -> Any:
         return type(o)(d) if isinstance(o, (float, np.floating)) else d
 
     return go(obj)
+
+
+class Tape:
+    """What an augmented forward call recorded for its reverse call.
+
+    Pass it to the reverse thunk; pass it back to the forward thunk (`tape=`) to
+    reuse its buffers, so repeated calls allocate no new caches."""
+
+    __slots__ = ("inner", "internal", "owner")
+
+    def __init__(self, inner: tuple, internal: list, owner: Compiled):
+        self.inner, self.internal, self.owner = inner, internal, owner
+
+
+def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> tuple[Callable, Callable]:
+    """Split reverse mode: `(forward, reverse)` thunks for calls shaped like `args`.
+
+        fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, Duplicated(x, dx))
+        tape, y = fwd(Duplicated(x, dx))               # the primal, recording a tape
+        (derivs,) = rev(Duplicated(x, dx), 1.0, tape)  # seed of an Active return, then the tape
+        tape, y = fwd(Duplicated(x, dx), tape=tape)    # reuses the tape's buffers
+
+    `ReverseSplitNoPrimal` returns `(tape, None)` from the forward thunk. The thunks
+    accept arguments with the same annotations and types as `args`.
+    """
+    if not (isinstance(mode, Mode) and mode.split):
+        raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
+    _prepare(mode, f, ret_activity, args)  # compile now, check the annotations
+
+    def forward(*call_args: Any, tape: Tape | None = None) -> tuple:
+        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, call_args)
+        shadows = _shadows(comp, leaves, all_values)
+        inner = tape.inner if tape is not None and tape.owner is comp else None
+        primal_flat, recorded = comp.fn[0](*all_values, *shadows, inner)
+        new = Tape(recorded, _internal(comp, leaves, shadows), comp)
+        return new, (_rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
+
+    def reverse(*call_args: Any) -> tuple:
+        if not call_args or not isinstance(call_args[-1], Tape):
+            raise ZymoUsageError("the reverse thunk takes the arguments, the return seed (for an Active "
+                                 "return), then the tape of the forward thunk")
+        tape = call_args[-1]
+        seed: tuple = ()
+        rest = call_args[:-1]
+        if ret_activity is Active:
+            if not rest:
+                raise ZymoUsageError("the reverse thunk of an Active return needs the seed before the tape")
+            seed, rest = (rest[-1],), rest[:-1]
+        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, rest)
+        if tape.owner is not comp:
+            raise ZymoUsageError("this tape was recorded for other argument types or activities")
+        shadows = _shadows(comp, leaves, all_values, tape.internal)
+        adj = comp.fn[1](*all_values, *shadows, *seed, tape.inner)
+        return (_derivs(norm, leaves, comp, adj),)
+
+    return forward, reverse
 
 
 def gradient(mode: Mode, f: Callable, *args: Any) -> tuple:

@@ -20,7 +20,8 @@ from ..rules import runtime as _rt
 _counter = itertools.count()
 
 
-def compile_source(src: str, name: str, extra_globals: dict[str, Any] | None = None) -> Callable:
+def compile_source(src: str, name: str | list[str], extra_globals: dict[str, Any] | None = None):
+    """The function `name` defined by `src` (or a list of functions for a list of names)."""
     filename = f"<zymo {name} #{next(_counter)}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict[str, Any] = {"np": np, "math": math, "_rt": _rt, "__name__": "zymo_generated"}
@@ -28,6 +29,7 @@ def compile_source(src: str, name: str, extra_globals: dict[str, Any] | None = N
         ns.update(extra_globals)
     code = compile(src, filename, "exec")
     exec(code, ns)
-    fn = ns[name]
-    fn.__zymo_source__ = src
-    return fn
+    fns = [ns[n] for n in ([name] if isinstance(name, str) else name)]
+    for fn in fns:
+        fn.__zymo_source__ = src
+    return fns[0] if isinstance(name, str) else fns

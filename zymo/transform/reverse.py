@@ -158,6 +158,9 @@ class Reverse:
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
+            late = [t for t in tape if t not in self.tape_slots]
+            if late:  # names a branch or loop may leave unassigned still go on the tape
+                w(" = ".join(late) + " = None")
             splice(w, fwd)
             w(f"return {rets}, ({tup})")
         w("")
@@ -657,19 +660,26 @@ def _has_ellipsis(op: Op) -> bool:
 
 
 def _free_names(rev: Writer, fwd: Writer) -> set[str]:
-    """Names the adjoint sweep reads that the forward sweep assigns (what a tape must carry)."""
+    """Names the adjoint sweep reads but never assigns itself, that the forward sweep assigns:
+    what a split-mode tape must carry. (Cache counters are updated with `-=`, so they count as
+    read; popped values and loop variables are assigned by the adjoint sweep.)"""
     import ast
 
-    def names(w: Writer, store: bool) -> set[str]:
+    def scan(w: Writer) -> tuple[set[str], set[str]]:
         tree = ast.parse("\n".join(w.lines) or "pass")
-        out = set()
+        loads, stores = set(), set()
+        aug = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and (isinstance(node.ctx, ast.Store) == store or
-                                               (not store and isinstance(node.ctx, ast.Store))):
-                out.add(node.id)
-        return out
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load) or id(node) in aug:
+                    loads.add(node.id)
+                else:
+                    stores.add(node.id)
+        return loads, stores
 
-    return names(rev, store=False) & names(fwd, store=True)
+    rev_loads, rev_stores = scan(rev)
+    _, fwd_stores = scan(fwd)
+    return (rev_loads - rev_stores) & fwd_stores
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
