@@ -108,3 +108,45 @@ def test_growing_caches_in_while_and_nested_loops():
         assert abs(g[idx] - fd) < 1e-6
     rep = zymo.cache_report(Reverse, nested, Active, Duplicated(A.copy(), np.zeros_like(A)))
     assert "grows geometrically" in rep
+
+
+def _fill(mat_vec, vec):
+    for i in range(len(vec)):
+        mat = mat_vec[i]
+        a = vec[i]
+        for j in range(3):
+            mat[j, 0] = a * a
+        mat[0, 0] = vec[i]
+
+
+def vec_of_matrices(mat_vec, vec):
+    _fill(mat_vec, vec)
+    return mat_vec[2][0, 0] + mat_vec[0][1, 0] * mat_vec[1][2, 0]
+
+
+def _fd_vec(mats_factory, vec, eps=1e-6):
+    g = np.zeros_like(vec)
+    for i in range(len(vec)):
+        e = np.zeros_like(vec)
+        e[i] = eps
+        g[i] = (vec_of_matrices(mats_factory(), vec + e) - vec_of_matrices(mats_factory(), vec - e)) / (2 * eps)
+    return g
+
+
+def test_seed001_vector_of_matrices_disjoint_and_aliased():
+    vec = np.array([0.5, 1.5, -2.0])
+    disjoint = lambda: [np.zeros((3, 1)) for _ in range(3)]  # noqa: E731
+
+    def aliased():
+        m = np.zeros((3, 1))
+        return [m, m, np.zeros((3, 1))]
+
+    for factory in (disjoint, aliased):
+        mats = factory()
+        dmats = zymo.make_zero(mats)
+        args = (Duplicated(mats, dmats), Duplicated(vec, np.zeros(3)))
+        assert "nothing is cached" in zymo.cache_report(Reverse, vec_of_matrices, Active, *args)
+        dvec = np.zeros(3)
+        zymo.autodiff(Reverse, vec_of_matrices, Active, Duplicated(mats, dmats), Duplicated(vec, dvec))
+        np.testing.assert_allclose(dvec, _fd_vec(factory, vec), rtol=1e-7, atol=1e-9)
+        assert all(not d.any() for d in dmats)  # every overwritten location's shadow is zeroed

@@ -30,7 +30,7 @@ from ..analysis.overwrite import Overwrites
 from ..codegen.naming import Namer
 from ..codegen.writer import Writer, splice
 from ..ir import types as T
-from ..ir.core import Block, Function, Op, Value
+from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
 from .emit import Emitter, zero
 
@@ -179,6 +179,40 @@ class Reverse:
         return (v.id not in self.recomputed and not v.is_const
                 and self.depth[id(self.def_block[v.id])] > 0)
 
+    def _remat(self, v: Value, role: str) -> bool:
+        """Whether the shadow of view/list item `v` is recomputed in the adjoint sweep
+        (`dmat = dmat_vec[i]`) instead of cached: true unless a list store may rebind the
+        item it was read from."""
+        if not self._cached(v):
+            return False
+        op = self.def_op.get(v.id)
+        if op is None or op.kind not in ("getitem", "prim") or op.result is not v:
+            return False
+        if role == "p":
+            # a float loaded from memory that nothing overwrites later is re-read, not cached
+            return (op.kind == "getitem" and isinstance(op.args[0].type, T.Array)
+                    and isinstance(v.type, T.Scalar) and self.overwrites.first_writer(op, op.args[0]) is None)
+        if op.kind == "getitem":
+            base = op.args[0]
+            if isinstance(base.type, T.List):
+                roots = self.act.roots.get(base.id)
+                for o in walk(self.fn.body):
+                    if o.kind == "setitem" and isinstance(o.args[0].type, T.List) and (
+                            not roots or self.act.roots.get(o.args[0].id, roots) & roots):
+                        return False
+            return True
+        return op.kind == "prim" and lookup(op.attrs["key"]).view
+
+    def _remat_expr(self, v: Value, role: str = "d") -> str:
+        op = self.def_op[v.id]
+        base = op.args[0]
+        if role == "p":
+            return f"{self.use(base)}[{self.e.index(op, self.use)}]"
+        if op.kind == "getitem":
+            return f"{self.use_d(base)}[{self.e.index(op, self.use)}]"
+        rule = lookup(op.attrs["key"])
+        return self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.use_d(base), None, op, name=self.use)
+
     def _cache_name(self, v: Value, role: str) -> str:
         return self.namer.cache(v) if role == "p" else self.namer.role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
 
@@ -195,7 +229,7 @@ class Reverse:
         self.tape_slots: list[str] = []  # the caches, first in a split-mode tape
         for (vid, role) in sorted(self.needed):
             v = self.values[vid]
-            if not self._cached(v):
+            if not self._cached(v) or self._remat(v, role):
                 continue
             self.tape_slots.append(self._cache_name(v, role))
             if self._kind(v, role) == "prealloc":
@@ -240,7 +274,7 @@ class Reverse:
         if not self._cached(v):
             return
         for role in ("p", "d"):
-            if (v.id, role) in self.needed:
+            if (v.id, role) in self.needed and not self._remat(v, role):
                 name = self.namer(v) if role == "p" else self.namer.d(v)
                 cache = self._cache_name(v, role)
                 kind = self._kind(v, role)
@@ -368,10 +402,20 @@ class Reverse:
             self.rev_op(op, body)
         head = Writer()
         if self.depth[id(block)] > 0:
-            for v in self._defined_in(block):
+            defined = self._defined_in(block)
+            remat = {}
+            for v in reversed(defined):  # registers what the recomputations read first
+                for role in ("d", "p"):
+                    if (v.id, role) in self.needed and self._remat(v, role):
+                        remat[(v.id, role)] = self._remat_expr(v, role)
+            for v in defined:
                 for role in ("p", "d"):
                     if (v.id, role) in self.needed and self._cached(v):
-                        self._restore(head, v, role)
+                        if (v.id, role) in remat:
+                            name = self.namer(v) if role == "p" else self.namer.d(v)
+                            head(f"{name} = {remat[(v.id, role)]}")
+                        else:
+                            self._restore(head, v, role)
         defined = self._defined_in(block)
         if top:
             defined = list(self.fn.params) + defined
@@ -605,7 +649,7 @@ def report(rev: "Reverse") -> str:
                 + (" (the same memory, possibly through an alias)" if writer is not op else "")
                 + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
             )
-        elif rev._cached(v):
+        elif rev._cached(v) and not rev._remat(v, role):
             d = rev.def_op.get(vid)
             loop = _enclosing_loop(rev, rev.def_block[vid])
             what = "shadow of" if role == "d" else "value"
