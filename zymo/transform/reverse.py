@@ -646,7 +646,7 @@ def report(rev: "Reverse") -> str:
             entries.append(
                 f"{kind}, taken {when} {_where(op.loc)}\n"
                 f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
-                + (" (the same memory, possibly through an alias)" if writer is not op else "")
+                + _alias_note(rev, of, writer)
                 + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
             )
         elif rev._cached(v) and not rev._remat(v, role):
@@ -667,6 +667,22 @@ def report(rev: "Reverse") -> str:
     for k, e in enumerate(entries, 1):
         lines.append(f"  {k}. {e}")
     return "\n".join(lines)
+
+
+def _alias_note(rev: "Reverse", of: Value, writer: Op) -> str:
+    """Whether the write reaches the array itself or memory that aliases it."""
+    target = writer.args[writer.attrs["out"]] if writer.kind == "prim" else writer.args[0]
+    roots_of = rev.act.roots.get(of.id, frozenset())
+    roots_t = rev.act.roots.get(target.id, frozenset())
+    params = {r for r in roots_of & roots_t if r[0] == "param"}
+    if target is of:
+        return ""
+    members = [p.hint for k, p in enumerate(rev.fn.params)
+               if rev.act.roots.get(p.id, frozenset()) & params]
+    if len(members) > 1:
+        return (f" (through an alias: {', '.join(f'`{m}`' for m in members)} share memory in this call; "
+                "with disjoint arguments zymo compiles a version without this copy)")
+    return f" (`{target.hint}` is the same memory as `{of.hint}`)"
 
 
 def _size(v: Value) -> str:
