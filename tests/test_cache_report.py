@@ -200,3 +200,19 @@ def test_reverse_of_disjoint_product_allocates_no_array():
     call()
     dout[0] = 1.0
     assert _numpy_allocations(call) == 0
+
+
+def seed001(x):
+    res = 0.0
+    for i in range(len(x)):
+        res += x[i] * x[i]
+        x[i] = 0.0
+    return res
+
+
+def test_seed001_caches_the_overwritten_values_once():
+    x = np.array([0.5, -1.5, 2.0])
+    rep = zymo.cache_report(Reverse, seed001, Active, Duplicated(x.copy(), np.zeros(3)))
+    assert _entries(rep) == 1 and "res += x[i] * x[i]" in rep
+    (g,) = zymo.gradient(Reverse, seed001, x.copy())
+    np.testing.assert_allclose(g, 2 * x)

@@ -31,7 +31,7 @@ from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
 from .ir.verify import verify
-from .transform.simplify import dce
+from .transform.simplify import cse_loads, dce
 from .shadows import check_shadow, make_zero
 
 # -- argument flattening ---------------------------------------------------------
@@ -191,7 +191,7 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = dce(lower(f, values))
+        ir = dce(cse_loads(lower(f, values)))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
@@ -219,7 +219,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple):
     all_values = [lf.value for lf in leaves] + captured_objs
     active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
     classes = alias_classes(all_values)
-    ckey = (lkey, mode.forward, mode.split, ret_activity is Active, tuple(active), tuple(classes))
+    ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
+            tuple(active), tuple(classes))
     comp = _COMPILED.get(ckey)
     if comp is None or comp.ir is not lw.ir:
         comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs)
@@ -232,7 +233,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     from .transform.forward import forward
     from .transform.reverse import reverse
 
-    act = analyze(ir, active, classes)
+    seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
+    act = analyze(ir, active, classes, seed_return=seeded)
     report = ""
     if mode.forward:
         src, name, active_params = forward(ir, act)

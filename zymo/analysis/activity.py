@@ -15,9 +15,10 @@ Contract: `analyze(fn, active_params, alias_classes)` returns an `Activity` with
   memory the caller declared constant but the function wrote).
 - `writes_memory`: whether the function stores into any memory (used by the
   conservative caching decision of reverse mode).
-This is the forward ("varied") half of Enzyme's activity analysis; values that
-cannot reach an active output are still marked active here (harmless, only
-slower), a refinement left to the caching issue.
+Both halves of Enzyme's activity analysis run: a float is active only when it
+depends on an active input (forward, "varied") AND its derivative can reach
+the seeded return value or active memory (backward, "useful"); values that
+fail either get no derivative code.
 """
 from __future__ import annotations
 
@@ -35,17 +36,19 @@ class Activity:
     active_memory: set = field(default_factory=set)
     shadow_params: list[int] = field(default_factory=list)
     writes_memory: bool = False
+    useful: set[int] | None = None  # None while the forward half runs
 
     def is_active(self, v: Value) -> bool:
         if T.is_memory(v.type):
             return v.type.differentiable and bool(self.roots.get(v.id, frozenset()) & self.active_memory)
-        return v.id in self.active
+        return v.id in self.active and (self.useful is None or v.id in self.useful)
 
     def annotate(self, v: Value) -> str:
         return "active" if self.is_active(v) else ""
 
 
-def analyze(fn: Function, active_params: list[bool], alias_classes: list[int]) -> Activity:
+def analyze(fn: Function, active_params: list[bool], alias_classes: list[int],
+            seed_return: bool = True) -> Activity:
     a = Activity()
     for k, p in enumerate(fn.params):
         if T.is_memory(p.type):
@@ -62,10 +65,69 @@ def analyze(fn: Function, active_params: list[bool], alias_classes: list[int]) -
         after = (len(a.active), len(a.active_memory), sum(len(r) for r in a.roots.values()))
         if after == before:
             break
+    a.useful = _useful(fn, a, seed_return)
     for k, p in enumerate(fn.params):
         if T.is_memory(p.type) and a.is_active(p):
             a.shadow_params.append(k)
     return a
+
+
+def _useful(fn: Function, a: Activity, seed_return: bool) -> set[int]:
+    """The backward half: floats whose derivative can reach the seeded return value or
+    active memory (every active memory location may be seeded by its shadow)."""
+    useful: set[int] = set()
+    if seed_return:
+        useful |= {v.id for v in fn.body.ops[-1].args if v.id in a.active}
+    while True:
+        before = len(useful)
+        _useful_block(fn.body, a, useful)
+        if len(useful) == before:
+            return useful
+
+
+def _useful_block(block: Block, a: Activity, useful: set[int]) -> None:
+    def mark(v: Value) -> None:
+        if v.id in a.active:
+            useful.add(v.id)
+
+    for op in reversed(block.ops):
+        k = op.kind
+        if k == "prim":
+            rule = lookup(op.attrs["key"])
+            if rule.nondiff or rule.alloc:
+                continue
+            if "out" in op.attrs:
+                live = a.is_active(op.args[op.attrs["out"]])
+            else:
+                live = any((T.is_memory(r.type) and a.is_active(r)) or r.id in useful for r in op.results)
+            if live:
+                for v in op.args:
+                    mark(v)
+        elif k == "setitem":
+            if a.is_active(op.args[0]):
+                mark(op.args[1])
+        elif k == "for":
+            body = op.regions[0]
+            _useful_block(body, a, useful)
+            ys = body.ops[-1].args
+            for c, init, y, r in zip(body.args[1:], op.args[3:], ys, op.results):
+                if c.id in useful or r.id in useful:
+                    for v in (c, init, y):
+                        mark(v)
+        elif k == "while":
+            cond, body = op.regions
+            _useful_block(body, a, useful)
+            ys = body.ops[-1].args
+            for cc, bc, init, y, r in zip(cond.args, body.args, op.args, ys, op.results):
+                if bc.id in useful or cc.id in useful or r.id in useful:
+                    for v in (cc, bc, init, y):
+                        mark(v)
+        elif k == "if":
+            for region in op.regions:
+                for y, r in zip(region.ops[-1].args, op.results):
+                    if r.id in useful:
+                        mark(y)
+                _useful_block(region, a, useful)
 
 
 def _roots(a: Activity, v: Value) -> frozenset:

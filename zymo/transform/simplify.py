@@ -6,12 +6,16 @@ Contract: `dce(fn)` removes, in place and until nothing changes,
 - loop carries whose result is unused and whose block argument is read by
   nothing but the yield that passes it on (flags, loop variables never read
   after the loop), and `if` results nobody reads.
-Stores, `out=` calls, calls without results and terminators are kept. The
-result passes `ir.verify` whenever the input does.
+Stores, `out=` calls, calls without results and terminators are kept.
+
+`cse_loads(fn)` makes a float loaded twice from the same place with no write in
+between (`x[i] * x[i]`) one value, so reverse mode caches it once. Both passes
+leave the IR valid (`ir.verify`) when it was.
 """
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Op, walk
+from ..ir.types import is_memory
 
 _PURE = {"const", "prim", "getitem"}
 
@@ -94,3 +98,33 @@ def _drop_carries(op: Op, uses) -> bool:
     y.args[:] = [y.args[k] for k in keep]
     op.results[:] = [op.results[k] for k in keep]
     return True
+
+
+def cse_loads(fn: Function) -> Function:
+    subst: dict[int, object] = {}
+    _cse_block(fn.body, subst)
+    if subst:
+        for op in walk(fn.body):
+            op.args[:] = [subst.get(v.id, v) for v in op.args]
+    return fn
+
+
+def _writes_memory(op: Op) -> bool:
+    return any(o.kind == "setitem" or (o.kind == "prim" and "out" in o.attrs)
+               for o in [op] + [x for r in op.regions for x in walk(r)])
+
+
+def _cse_block(block: Block, subst: dict) -> None:
+    seen: dict[tuple, object] = {}
+    for op in block.ops:
+        for region in op.regions:
+            _cse_block(region, subst)
+        if _writes_memory(op):
+            seen.clear()
+            continue
+        if op.kind == "getitem" and not is_memory(op.result.type):
+            key = (op.attrs["index"], tuple(subst.get(v.id, v).id for v in op.args))
+            if key in seen:
+                subst[op.result.id] = seen[key]
+            else:
+                seen[key] = op.result
