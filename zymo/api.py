@@ -175,7 +175,7 @@ class Compiled:
     activity: Activity
     active_params: list[int]
     captured_objs: list[Any]
-    report: str = ""
+    generator: Any = None  # reverse mode: the `Reverse` that wrote it (for the cache report)
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -235,18 +235,19 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
 
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
-    report = ""
+    generator = None
     if mode.forward:
         src, name, active_params = forward(ir, act)
     else:
         _check_reverse_return(ir, ret_activity)
-        src, names, active_params, report = reverse(ir, act, seed_return=ret_activity is Active,
-                                                    split=mode.split)
+        src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
+                                                 split=mode.split)
         name = names if mode.split else names[0]
+        generator = rev
     if config.show_code():
         print(src)
     fn = compile_source(src, name)
-    return Compiled(fn, src, ir, act, active_params, captured_objs, report)
+    return Compiled(fn, src, ir, act, active_params, captured_objs, generator)
 
 
 def _check_reverse_return(ir: Function, ret_activity: Any) -> None:
@@ -501,10 +502,20 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
     (defined inside a loop, or a later store that may overwrite it) and its
     size; "nothing is cached" when the adjoint sweep reads everything in place.
     """
+    import copy
+
+    from .annotations import ReverseSplitWithPrimal
+    from .transform.reverse import report
+
     if mode.forward:
         raise ZymoUsageError("forward mode caches nothing; ask for the report of a reverse mode")
-    comp, *_ = _prepare(mode, f, ret_activity, args)
-    return comp.report
+    _prepare(mode, f, ret_activity, args)  # the same checks as the call itself
+    # measure: run the augmented forward sweep of the split program on copies of the arguments
+    copies = copy.deepcopy(args)
+    comp, norm, leaves, all_values = _prepare(ReverseSplitWithPrimal, f, ret_activity, copies)
+    shadows = _shadows(comp, leaves, all_values)
+    _, recorded = comp.fn[0](*all_values, *shadows, None)
+    return report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
 
 
 def ir(f: Callable, *args: Any) -> Function:

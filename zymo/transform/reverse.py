@@ -155,6 +155,7 @@ class Reverse:
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads
         tape = self.tape_slots + sorted(
             _free_names(rev, fwd) - set(self.tape_slots) - set(params) - {seed})
+        self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
@@ -633,21 +634,44 @@ def _where(loc) -> str:
     return f"{short}:{loc.line}" + (f"  `{text}`" if text else "")
 
 
-def report(rev: "Reverse") -> str:
-    """What the derivative program caches and why (Enzyme's printperf, for one call)."""
+def report(rev: "Reverse", measured: dict | None = None) -> str:
+    """What the derivative program caches and why (Enzyme's printperf, for one call).
+
+    `measured` maps tape names to what an augmented forward call recorded; with it,
+    each entry says how many entries and bytes that call cached."""
     lines = [f"cache report for {rev.fn.name} (reverse mode)"]
     entries = []
+    total = 0
+
+    def used(name: str, count_name: str | None, is_copy: bool) -> str:
+        nonlocal total
+        if measured is None or name not in measured:
+            return ""
+        obj = measured[name]
+        if isinstance(obj, list):
+            nbytes = sum(getattr(o, "nbytes", 8) for o in obj) if is_copy else 8 * len(obj)
+            n = len(obj)
+        elif count_name is not None:
+            n = int(measured.get(count_name, 0))
+            nbytes = n * obj.dtype.itemsize
+        else:
+            n, nbytes = 1, getattr(obj, "nbytes", 8)
+        total += nbytes
+        return f"\n      this call: {n} entr{'y' if n == 1 else 'ies'}, {nbytes} bytes"
+
     for (vid, role) in sorted(rev.needed):
         v = rev.values[vid]
         if vid in rev.why:
             op, of, writer, post = rev.why[vid]
             when = "after" if post else "before"
             kind = "a copy of array" + f" `{of.hint}` ({of.type})"
+            name = rev._cache_name(v, "p") if rev._cached(v) else rev.namer(v)
             entries.append(
                 f"{kind}, taken {when} {_where(op.loc)}\n"
                 f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
                 + _alias_note(rev, of, writer)
                 + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
+                + used(name, None, True)
             )
         elif rev._cached(v) and not rev._remat(v, role):
             d = rev.def_op.get(vid)
@@ -661,11 +685,14 @@ def report(rev: "Reverse") -> str:
                 f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
                 f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, read by the adjoint sweep\n"
                 f"      size: one entry per execution ({_size(v)} each), in {how}"
+                + used(rev._cache_name(v, role), None if kind == "list" else rev._counter(v), role == "p")
             )
     if not entries:
         lines.append("  nothing is cached: the adjoint sweep reads every value it needs in place")
     for k, e in enumerate(entries, 1):
         lines.append(f"  {k}. {e}")
+    if measured is not None and entries:
+        lines.append(f"  total cached by this call: {total} bytes")
     return "\n".join(lines)
 
 
@@ -743,14 +770,15 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
-            split: bool = False) -> tuple[str, list[str], list[int], str]:
-    """The reverse-mode program: (source, function names, active params, cache report).
+            split: bool = False) -> tuple[str, list[str], list[int], "Reverse"]:
+    """The reverse-mode program: (source, function names, active params, the generator,
+    whose `report(rev)` says what is cached).
 
     Combined mode writes one function; split mode an augmented forward that
     returns `(results, tape)` and a reverse that takes the tape."""
     rev = Reverse(fn, act, seed_return)
     src, names, params = rev.run(split)
-    return src, names, params, report(rev)
+    return src, names, params, rev
 
 
 _ = zero
