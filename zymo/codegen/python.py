@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

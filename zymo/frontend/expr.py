@@ -10,8 +10,6 @@ are inlined (Numba dispatchers through `py_func`). Anything else raises
 from __future__ import annotations
 
 import ast
-import builtins
-import math
 import types
 from typing import Any
 
@@ -427,5 +425,3 @@ def _static_is(a: Any, b: Any) -> bool | None:
         return False
     return None
 
-
-_ = (builtins, math)

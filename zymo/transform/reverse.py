@@ -32,7 +32,7 @@ from ..codegen.writer import Writer, splice
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
-from .emit import Emitter, zero
+from .emit import Emitter
 
 
 class Reverse:
@@ -780,5 +780,3 @@ def reverse(fn: Function, act: Activity, seed_return: bool = True,
     src, names, params = rev.run(split)
     return src, names, params, rev
 
-
-_ = zero
