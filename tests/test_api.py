@@ -220,3 +220,11 @@ def _numpy_allocations(call) -> int:
     flt = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
     diff = after.filter_traces(flt).compare_to(before.filter_traces(flt), "lineno")
     return sum(s.size_diff for s in diff if s.size_diff > 0)
+
+
+def test_two_lambdas_on_one_line():
+    run = lambda: zymo.gradient(Reverse, lambda y: y * y * y, 2.0)  # noqa: E731
+    assert run() == (pytest.approx(12.0),)
+    pair = (lambda a: a + 1.0, lambda b: b * b * 5.0)
+    assert zymo.gradient(Reverse, pair[1], 3.0) == (pytest.approx(30.0),)
+    assert zymo.gradient(Reverse, pair[0], 3.0) == (pytest.approx(1.0),)

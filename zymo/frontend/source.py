@@ -66,7 +66,8 @@ class FunctionSource:
             # a lambda in the middle of an expression: find it by its line
             mod = ast.parse(_lambda_line(src))
         ast.increment_lineno(mod, first - 1)
-        node = _find_def(mod, fn)
+        indent = len(lines[0]) - len(lines[0].lstrip())
+        node = _find_def(mod, fn, indent)
         out = FunctionSource(fn, node, file)
         _CACHE[key] = out
         return out
@@ -94,8 +95,24 @@ def _lambda_line(src: str) -> str:
     return "_ = " + src[start:].strip().rstrip(",)") if start >= 0 else src
 
 
-def _find_def(mod: ast.Module, fn: types.FunctionType) -> ast.FunctionDef | ast.Lambda:
+def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.FunctionDef | ast.Lambda:
     want_line = fn.__code__.co_firstlineno
+    if fn.__name__ == "<lambda>":
+        lams = [n for n in ast.walk(mod) if isinstance(n, ast.Lambda) and n.lineno == want_line]
+        if len(lams) > 1:
+            # several lambdas on one line: the one whose body holds the code's first position
+            pos = [(ln, col) for ln, _, col, _ in fn.__code__.co_positions()
+                   if ln is not None and col is not None and (ln, col) != (want_line, 0)]
+            if pos:
+                line, col = pos[0]
+                col -= indent
+                for n in lams:
+                    b = n.body
+                    if (b.lineno, b.col_offset) <= (line, col) <= (b.end_lineno, b.end_col_offset):
+                        inner = [m for m in lams if m is not n and _within(m, n)]
+                        if not any((m.body.lineno, m.body.col_offset) <= (line, col)
+                                   <= (m.body.end_lineno, m.body.end_col_offset) for m in inner):
+                            return n
     best = None
     for node in ast.walk(mod):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__:
@@ -111,6 +128,10 @@ def _find_def(mod: ast.Module, fn: types.FunctionType) -> ast.FunctionDef | ast.
         if isinstance(node, ast.Lambda):
             return node
     raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source")
+
+
+def _within(inner: ast.AST, outer: ast.AST) -> bool:
+    return any(n is inner for n in ast.walk(outer))
 
 
 MISSING = _MISSING
