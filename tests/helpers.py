@@ -416,3 +416,19 @@ def autograd_jvp(fun: Callable, args: Sequence, tangents: Sequence) -> Any:
         _, jt = make_jvp(part)(args[k])(t)
         total = jt if total is None else total + jt
     return total
+
+
+def numpy_allocations(call: Callable[[], Any]) -> tuple[int, int]:
+    """(number, bytes) of NumPy buffers that `call` allocates and keeps (tracemalloc's
+    NumPy domain: NumPy reports its data buffers there)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    call()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    flt = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
+    diff = after.filter_traces(flt).compare_to(before.filter_traces(flt), "lineno")
+    return (sum(s.count_diff for s in diff if s.count_diff > 0),
+            sum(s.size_diff for s in diff if s.size_diff > 0))

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import zymo
+from helpers import numpy_allocations
 from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseWithPrimal
 from zymo import api
 
@@ -206,20 +207,7 @@ def test_constant_weights_cost_nothing_in_reverse():
     for f, args in ((weights_times_scalar, (Const(W), Active(0.5))), (closure_weights, (Active(0.5),))):
         assert "nothing is cached" in zymo.cache_report(Reverse, f, Active, *args)
         # no shadow of W, no copy: far less than W's 32 kB is allocated by a reverse call
-        assert _numpy_allocations(lambda: zymo.autodiff(Reverse, f, Active, *args)) < 1000
-
-
-def _numpy_allocations(call) -> int:
-    import tracemalloc
-
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    call()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    flt = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
-    diff = after.filter_traces(flt).compare_to(before.filter_traces(flt), "lineno")
-    return sum(s.size_diff for s in diff if s.size_diff > 0)
+        assert numpy_allocations(lambda: zymo.autodiff(Reverse, f, Active, *args))[1] < 1000
 
 
 def test_two_lambdas_on_one_line():

@@ -2,6 +2,7 @@
 import numpy as np
 
 import zymo
+from helpers import numpy_allocations
 from zymo import Active, Const, Duplicated, Reverse
 
 
@@ -182,25 +183,12 @@ def test_report_says_when_an_alias_forces_a_copy():
         assert abs(dbuf[i] - (primal(x + e) - primal(x - e)) / (2 * eps)) < 1e-6
 
 
-def _numpy_allocations(call) -> int:
-    import tracemalloc
-
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    call()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    flt = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
-    diff = after.filter_traces(flt).compare_to(before.filter_traces(flt), "lineno")
-    return sum(s.count_diff for s in diff if s.count_diff > 0)
-
-
 def test_reverse_of_disjoint_product_allocates_no_array():
     out, dout, inp, dinp = np.zeros(1), np.ones(1), np.array([2.0, 3.0]), np.zeros(2)
     call = lambda: zymo.autodiff(Reverse, product, Const, Duplicated(out, dout), Duplicated(inp, dinp))  # noqa
     call()
     dout[0] = 1.0
-    assert _numpy_allocations(call) == 0
+    assert numpy_allocations(call)[0] == 0
 
 
 def seed001(x):
