@@ -8,17 +8,18 @@
     zymo.autodiff(Forward, g, Duplicated, Duplicated(x, tx))
     zymo.gradient(Reverse, g, x, y)
 """
-from . import rules  # noqa: F401  (registers the derivative rules)
+from . import config, rules  # noqa: F401  (rules: registers the derivative rules)
 from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
                           Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal, ReverseWithPrimal)
 from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, generated_code, gradient, ir
-from .errors import UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError
+from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError,
+                     ZymoWarning)
 from .shadows import make_zero, make_zero_
 
 __all__ = [
     "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
     "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
-    "ZymoUsageError",
+    "ZymoUsageError", "ZymoWarning", "config",
 ]
 __version__ = "0.1.0"

@@ -25,7 +25,7 @@ from .analysis.activity import Activity, analyze
 from .analysis.types import type_of_value
 from .annotations import Active, Annotation, Const, Duplicated, DuplicatedNoNeed, Mode
 from .codegen.python import compile_source
-from .errors import ZymoUsageError
+from .errors import ZymoUsageError, ZymoWarning
 from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
 from .frontend.source import unwrap
@@ -176,6 +176,9 @@ class Compiled:
     active_params: list[int]
     captured_objs: list[Any]
     generator: Any = None  # reverse mode: the `Reverse` that wrote it (for the cache report)
+    backend: str = "python"  # "python", or the Numba policy it was compiled under ("always"/"prefer")
+    checked: bool = True  # False until a Numba program has compiled at its first call
+    name: Any = None  # the generated function's name (a list of two in split mode)
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -198,7 +201,23 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     return lw, key
 
 
-def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple):
+def _backend(numba: Any, f: Any) -> str:
+    """"python", "always" or "prefer" for this call (see `config.set_numba`)."""
+    if numba is None:
+        policy = config.numba_policy()
+        if policy == "auto":
+            return "prefer" if unwrap(f) is not f else "python"
+        return {"never": "python"}.get(policy, policy)
+    if numba is True:
+        return "always"
+    if numba is False:
+        return "python"
+    if numba == "prefer":
+        return "prefer"
+    raise ZymoUsageError(f"numba= takes True, False, 'prefer' or None, not {numba!r}")
+
+
+def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None):
     if isinstance(f, Const):
         f = f.val
     elif isinstance(f, Annotation):
@@ -219,17 +238,18 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple):
     all_values = [lf.value for lf in leaves] + captured_objs
     active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
     classes = alias_classes(all_values)
+    backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
-            tuple(active), tuple(classes))
+            tuple(active), tuple(classes), backend)
     comp = _COMPILED.get(ckey)
     if comp is None or comp.ir is not lw.ir:
-        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs)
+        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend)
         _COMPILED[ckey] = comp
     return comp, norm, leaves, all_values
 
 
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
-             captured_objs: list) -> Compiled:
+             captured_objs: list, backend: str = "python") -> Compiled:
     from .transform.forward import forward
     from .transform.reverse import reverse
 
@@ -246,8 +266,43 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         generator = rev
     if config.show_code():
         print(src)
-    fn = compile_source(src, name)
-    return Compiled(fn, src, ir, act, active_params, captured_objs, generator)
+    if backend == "python":
+        fn = compile_source(src, name)
+    else:
+        from .codegen.numba_ import compile_numba
+
+        what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
+        fns = compile_numba(src, names if not mode.forward else [name], what)
+        fn = fns if mode.split else fns[0]
+    return Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name)
+
+
+def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
+    """Run the generated program (`which` picks a split-mode half).
+
+    A Numba program compiles at its first call; if Numba refuses, raise why (policy
+    "always") or warn and switch this entry to Python for good (policy "prefer")."""
+    fn = comp.fn if which is None else comp.fn[which]
+    if comp.checked:
+        return fn(*args)
+    from numba.core.errors import NumbaError
+
+    try:
+        out = fn(*args)
+    except NumbaError as exc:
+        from .codegen.numba_ import explain
+
+        err = explain(exc, unwrap(f), tuple(v for v, _, _ in norm))
+        if comp.backend == "always":
+            raise err from None
+        import warnings
+
+        warnings.warn(f"{err}\n  zymo runs this derivative as Python instead.", ZymoWarning, stacklevel=3)
+        comp.fn = compile_source(comp.source, comp.name)
+        comp.backend, comp.checked = "python", True
+        return _call(comp, which, args, f, norm)
+    comp.checked = True
+    return out
 
 
 def _check_reverse_return(ir: Function, ret_activity: Any) -> None:
@@ -285,23 +340,28 @@ def _rebuild_result(ir: Function, flat: tuple) -> Any:
 # -- public entry points ---------------------------------------------------------------
 
 
-def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any) -> tuple:
-    """Differentiate `f` at the annotated arguments (see the module docstring)."""
+def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, numba: Any = None) -> tuple:
+    """Differentiate `f` at the annotated arguments (see the module docstring).
+
+    `numba=True` compiles the derivative with Numba (raising if Numba cannot),
+    `numba="prefer"` falls back to Python with a warning, `numba=False` runs Python;
+    the default follows `zymo.config.set_numba` / `ZYMO_NUMBA` ("auto": Numba for
+    `@njit` functions)."""
     if not isinstance(mode, Mode):
         raise ZymoUsageError(f"the first argument must be a mode (Forward, Reverse, ...), not {mode!r}")
     if mode.split:
         raise ZymoUsageError(f"{mode} is for zymo.autodiff_thunk, not autodiff")
-    comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args)
+    comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args, numba)
     shadows = _shadows(comp, leaves, all_values)
     if mode.forward:
-        primal_flat, tangent_flat = comp.fn(*all_values, *shadows)
+        primal_flat, tangent_flat = _call(comp, None, [*all_values, *shadows], f, norm)
         primal = _rebuild_result(comp.ir, primal_flat)
         if ret_activity is Const:
             return (primal,) if mode.with_primal else ()
         tangent = _rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
         return (tangent, primal) if mode.with_primal else (tangent,)
     seed = (1.0,) if ret_activity is Active else ()
-    primal_flat, adj = comp.fn(*all_values, *shadows, *seed)
+    primal_flat, adj = _call(comp, None, [*all_values, *shadows, *seed], f, norm)
     derivs = _derivs(norm, leaves, comp, adj)
     primal = _rebuild_result(comp.ir, primal_flat)
     return (derivs, primal) if mode.with_primal else (derivs,)
@@ -395,7 +455,8 @@ class Tape:
         self.inner, self.internal, self.owner = inner, internal, owner
 
 
-def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> tuple[Callable, Callable]:
+def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
+                   numba: Any = None) -> tuple[Callable, Callable]:
     """Split reverse mode: `(forward, reverse)` thunks for calls shaped like `args`.
 
         fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, Duplicated(x, dx))
@@ -408,13 +469,13 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> tu
     """
     if not (isinstance(mode, Mode) and mode.split):
         raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
-    _prepare(mode, f, ret_activity, args)  # compile now, check the annotations
+    _prepare(mode, f, ret_activity, args, numba)  # compile now, check the annotations
 
     def forward(*call_args: Any, tape: Tape | None = None) -> tuple:
-        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, call_args)
+        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, call_args, numba)
         shadows = _shadows(comp, leaves, all_values)
         inner = tape.inner if tape is not None and tape.owner is comp else None
-        primal_flat, recorded = comp.fn[0](*all_values, *shadows, inner)
+        primal_flat, recorded = _call(comp, 0, [*all_values, *shadows, inner], f, norm)
         new = Tape(recorded, _internal(comp, leaves, shadows), comp)
         return new, (_rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
 
@@ -429,24 +490,24 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> tu
             if not rest:
                 raise ZymoUsageError("the reverse thunk of an Active return needs the seed before the tape")
             seed, rest = (rest[-1],), rest[:-1]
-        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, rest)
+        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, rest, numba)
         if tape.owner is not comp:
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
         shadows = _shadows(comp, leaves, all_values, tape.internal)
-        adj = comp.fn[1](*all_values, *shadows, *seed, tape.inner)
+        adj = _call(comp, 1, [*all_values, *shadows, *seed, tape.inner], f, norm)
         return (_derivs(norm, leaves, comp, adj),)
 
     return forward, reverse
 
 
-def gradient(mode: Mode, f: Callable, *args: Any) -> tuple:
+def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
     """The gradient of scalar `f` with respect to every argument, shadows allocated for you.
 
     Floats give floats, arrays arrays, tuples tuples. `mode` is `Reverse` (one
     reverse sweep) or `Forward` (one forward sweep per input element).
     """
     if mode.forward:
-        return _gradient_forward(f, args)
+        return _gradient_forward(f, args, numba)
     annotated = []
     shadows = []
     for a in args:
@@ -460,11 +521,11 @@ def gradient(mode: Mode, f: Callable, *args: Any) -> tuple:
         else:
             shadows.append(None)
             annotated.append(Const(a))
-    (derivs,) = autodiff(mode, f, Active, *annotated)
+    (derivs,) = autodiff(mode, f, Active, *annotated, numba=numba)
     return tuple(d if s is None else s for d, s in zip(derivs, shadows))
 
 
-def _gradient_forward(f: Callable, args: tuple) -> tuple:
+def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 
     out = []
@@ -476,13 +537,13 @@ def _gradient_forward(f: Callable, args: tuple) -> tuple:
                 t[idx] = 1.0
                 copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
                 annotated = [Const(c) if j != k else Duplicated(c, t) for j, c in enumerate(copies)]
-                (d,) = autodiff(Forward, f, Duplicated, *annotated)
+                (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
                 g[idx] = d
             out.append(g)
         elif isinstance(a, (float, np.floating)):
             copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
             annotated = [Const(c) if j != k else Duplicated(c, 1.0) for j, c in enumerate(copies)]
-            (d,) = autodiff(Forward, f, Duplicated, *annotated)
+            (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
             out.append(float(d))
         else:
             out.append(None)
@@ -490,8 +551,10 @@ def _gradient_forward(f: Callable, args: tuple) -> tuple:
 
 
 def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
-    """The Python source of the derivative program `autodiff` would run for these arguments."""
-    comp, *_ = _prepare(mode, f, ret_activity, args)
+    """The Python source of the derivative program `autodiff` would run for these arguments.
+
+    The Numba backend compiles this same source."""
+    comp, *_ = _prepare(mode, f, ret_activity, args, False)
     return comp.source
 
 
@@ -509,10 +572,10 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
 
     if mode.forward:
         raise ZymoUsageError("forward mode caches nothing; ask for the report of a reverse mode")
-    _prepare(mode, f, ret_activity, args)  # the same checks as the call itself
+    _prepare(mode, f, ret_activity, args, False)  # the same checks as the call itself
     # measure: run the augmented forward sweep of the split program on copies of the arguments
     copies = copy.deepcopy(args)
-    comp, norm, leaves, all_values = _prepare(ReverseSplitWithPrimal, f, ret_activity, copies)
+    comp, norm, leaves, all_values = _prepare(ReverseSplitWithPrimal, f, ret_activity, copies, False)
     shadows = _shadows(comp, leaves, all_values)
     _, recorded = comp.fn[0](*all_values, *shadows, None)
     return report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))

@@ -43,6 +43,10 @@ class ZymoError(Exception):
     """Base class of every error zymo raises on purpose."""
 
 
+class ZymoWarning(UserWarning):
+    """zymo did something other than asked, safely (e.g. ran a derivative as Python, not Numba)."""
+
+
 class ZymoUsageError(ZymoError, ValueError):
     """The API was called wrongly (bad annotation, mismatched shadow, bad mode)."""
 

@@ -20,6 +20,7 @@ class Namer:
     def __init__(self) -> None:
         self.used: set[str] = set(RESERVED)
         self.values: dict[tuple[int, str], str] = {}
+        self.typed_zero: dict[str, str] = {}  # name -> a zero of its type (scalars, counters)
 
     def fresh(self, base: str) -> str:
         base = re.sub(r"\W", "_", base).rstrip("_") or "v"
@@ -38,6 +39,9 @@ class Namer:
         n = self.values.get(key)
         if n is None:
             n = self.values[key] = self.fresh(base)
+            kind = getattr(v.type, "kind", None) if role == "p" else ("int" if role == "k" else None)
+            if kind is not None:
+                self.typed_zero[n] = {"int": "0", "bool": "False"}.get(kind, "0.0")
         return n
 
     def __call__(self, v: Value) -> str:

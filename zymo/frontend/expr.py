@@ -260,6 +260,9 @@ class ExprLowering:
         if key is not None:
             rule = lookup(key)
             out = kw.pop("out", None)
+            nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
+            if out is None and rule.out and nin is not None and len(pos) == nin + 1:
+                out = pos.pop()  # NumPy takes `out` positionally too: np.tanh(x, x), np.dot(a, b, c)
             if out is not None:
                 if not rule.out:
                     raise self.error(UnsupportedCall, f"{key} does not accept out= here", node)

@@ -107,6 +107,11 @@ def _dot_check(a, b):
                                   "use np.matmul")
 
 
+def zeros_list(lst):
+    """A zero adjoint of a list of arrays: one zero array per element."""
+    return [np.zeros_like(a) for a in lst]
+
+
 def grow(buf):
     """`buf` copied into a buffer twice as long (a cache that outgrew its guess)."""
     out = np.empty(2 * buf.shape[0] + 1, buf.dtype)

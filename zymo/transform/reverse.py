@@ -160,8 +160,10 @@ class Reverse:
         aug = n.fresh(f"{fn.name}_augmented")
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
             late = [t for t in tape if t not in self.tape_slots]
-            if late:  # names a branch or loop may leave unassigned still go on the tape
-                w(" = ".join(late) + " = None")
+            # names a branch or loop may leave unassigned still go on the tape; a zero of
+            # their type where it is known (Numba types a variable once)
+            for init in sorted({n.typed_zero.get(t, "None") for t in late}):
+                w(" = ".join(t for t in late if n.typed_zero.get(t, "None") == init) + f" = {init}")
             splice(w, fwd)
             w(f"return {rets}, ({tup})")
         w("")
@@ -473,7 +475,7 @@ class Reverse:
         if self.act.is_active(val):
             if T.is_memory(val.type):
                 g = self.namer.fresh("_g")
-                w(f"{g} = np.copy({dobj}[{idx}])")
+                w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
                 w(f"{self.use_d(val)} += _rt.unbroadcast({g}, {self.use(val)})")
                 return

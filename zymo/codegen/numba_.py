@@ -1,0 +1,152 @@
+"""The Numba backend: generated derivative source compiled with `numba.njit`, cached on disk.
+
+Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
+(one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
+`numba_np` and `_rt` to `numba_rt`. The source is written once to a module file named by
+a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
+Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
+dispatchers use Numba's `cache=True`, so a second process that generates the same source
+loads the machine code from disk instead of compiling. A changed user function generates
+different source, hence a different file: a stale entry can never be reused. When the
+directory cannot be written the program is compiled in memory only.
+
+`explain(exc, primal, args)` turns a Numba compile failure into a `ZymoNumbaError`:
+when Numba cannot compile the primal itself the error names the user's file, line and
+construct (from Numba's own diagnosis of the primal); otherwise it names the line of
+generated code Numba refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import Loc, ZymoSourceError
+
+_HEADER = '''"""zymo: {what}. Generated code; the file name is the hash of its contents."""
+import math
+
+import numba
+
+from zymo.codegen import numba_np as np
+from zymo.codegen import numba_rt as _rt
+
+'''
+
+
+class ZymoNumbaError(ZymoSourceError):
+    """Numba cannot compile a derivative (or the primal it comes from)."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ZYMO_CACHE_DIR") or Path.home() / ".cache" / "zymo")
+
+
+def _stamp() -> str:
+    """What else the generated module's behaviour depends on: zymo's runtime and versions."""
+    import numba
+    import numpy
+
+    from ..rules import runtime
+    from . import numba_np, numba_rt
+
+    h = hashlib.sha256()
+    for mod in (runtime, numba_np, numba_rt):
+        h.update(Path(mod.__file__).read_bytes())
+    h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
+    return h.hexdigest()
+
+
+_STAMP: list[str] = []
+
+
+def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
+    """Numba dispatchers of the functions `names` defined by `src` (see the module contract)."""
+    if not _STAMP:
+        _STAMP.append(_stamp())
+    digest = hashlib.sha256((_STAMP[0] + src).encode()).hexdigest()[:24]
+    body = _HEADER.format(what=what) + src + "\n" + "".join(
+        f"{n} = numba.njit(cache=True)({n})\n" for n in names)
+    path = _write(digest, names[0], body)
+    if path is None:
+        return _in_memory(body, names)
+    modname = f"zymo_generated_{digest}"
+    mod = sys.modules.get(modname)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[modname] = mod
+    return [getattr(mod, n) for n in names]
+
+
+def _write(digest: str, name: str, body: str) -> Path | None:
+    d = cache_dir()
+    path = d / f"{name}_{digest}.py"
+    try:
+        if path.exists() and path.read_text() == body:
+            return path
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{path.name}.{os.getpid()}.tmp"
+        tmp.write_text(body)
+        os.replace(tmp, path)  # atomic: a concurrent process sees the whole file or none
+        return path
+    except OSError:
+        return None
+
+
+def _in_memory(body: str, names: list[str]) -> list[Callable]:
+    body = body.replace("numba.njit(cache=True)", "numba.njit")
+    ns: dict[str, Any] = {"__name__": "zymo_generated"}
+    exec(compile(body, "<zymo numba>", "exec"), ns)
+    return [ns[n] for n in names]
+
+
+# -- diagnosis ---------------------------------------------------------------------------
+
+_LOC = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def explain(exc: Exception, primal: Callable, args: tuple) -> ZymoNumbaError:
+    """A `ZymoNumbaError` saying why Numba refused, pointing at the user's line if it can."""
+    import numba
+
+    first = _first_line(exc)
+    name = getattr(primal, "__qualname__", repr(primal))
+    try:
+        sig = tuple(numba.typeof(a) for a in args)
+        numba.njit(primal).compile(sig)
+    except Exception as primal_exc:  # Numba cannot compile the user's own code
+        loc = _user_loc(primal_exc, primal)
+        return ZymoNumbaError(
+            f"Numba cannot compile {name}: {_first_line(primal_exc)}", loc,
+            why="zymo compiles a derivative with Numba only when Numba can compile the code it comes from",
+            hint="rewrite that construct in Numba's subset, or pass numba=False (or numba='prefer' "
+                 "to fall back to Python with a warning)")
+    gen = _LOC.findall(str(exc))
+    where = f" (generated code line {gen[-1][1]})" if gen else ""
+    return ZymoNumbaError(
+        f"Numba cannot compile zymo's derivative of {name}{where}: {first}",
+        why="the primal compiles with Numba but a derivative helper does not: a gap in zymo's Numba backend",
+        hint="pass numba=False (or numba='prefer') to run the derivative as Python, and please report it")
+
+
+def _first_line(exc: Exception) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln.startswith(("Failed in", "During:", "File ")):
+            return ln
+    return lines[0] if lines else type(exc).__name__
+
+
+def _user_loc(exc: Exception, primal: Callable) -> Loc | None:
+    file = primal.__code__.co_filename
+    for f, line in _LOC.findall(re.sub(r"\x1b\[[0-9;]*m", "", str(exc))):
+        if f == file:
+            return Loc(file, int(line), 0, primal.__name__)
+    return None

@@ -1,0 +1,233 @@
+"""NumPy as Numba-compiled derivative code sees it (imported there as `np`).
+
+Contract: every attribute is NumPy's own, except the few functions generated code
+calls in ways Numba does not type, which are wrapped here with the same Python
+behaviour and a Numba implementation registered with `numba.extending.overload`:
+- ufuncs called with `out=` (Numba only takes `out` positionally) return `out`;
+- `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
+  non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
+- `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
+- reductions with `keepdims=` and `max`/`min` along an axis.
+The same generated source runs unchanged under Python (these wrappers call NumPy)
+and under Numba. Importing this module imports Numba.
+"""
+from __future__ import annotations
+
+import numpy as _np
+from numba import types as _t
+from numba.extending import overload as _overload
+from numba.core.errors import TypingError as _TypingError
+
+
+def __getattr__(name: str):
+    return getattr(_np, name)
+
+
+def _none(t) -> bool:
+    return t is None or isinstance(t, (_t.NoneType, _t.Omitted))
+
+
+def _literal(t, what: str):
+    """The compile-time value of an argument Numba typed as a literal (axis, keepdims)."""
+    if not isinstance(t, _t.Type):
+        return t  # an omitted argument: Numba passes the Python default
+    if isinstance(t, _t.Omitted):
+        return t.value
+    if isinstance(t, _t.NoneType):
+        return None
+    if isinstance(t, _t.Literal):
+        return t.literal_value
+    if isinstance(t, _t.BaseTuple) and all(isinstance(e, _t.Literal) for e in t):
+        return tuple(e.literal_value for e in t)
+    raise _TypingError(f"zymo's Numba backend needs a constant {what}")
+
+
+# -- ufuncs with out= ------------------------------------------------------------------
+
+
+def _wrap_ufunc(uf):
+    if uf.nin == 1:
+        def py(x, out=None):
+            return uf(x, out=out)
+
+        def ov(x, out=None):
+            if _none(out):
+                return lambda x, out=None: uf(x)
+
+            def impl(x, out=None):
+                uf(x, out)
+                return out
+            return impl
+    else:
+        def py(x, y, out=None):
+            return uf(x, y, out=out)
+
+        def ov(x, y, out=None):
+            if _none(out):
+                return lambda x, y, out=None: uf(x, y)
+
+            def impl(x, y, out=None):
+                uf(x, y, out)
+                return out
+            return impl
+    py.__name__ = py.__qualname__ = uf.__name__
+    _overload(py)(ov)
+    return py
+
+
+for _name in ("sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "absolute", "negative", "square",
+              "add", "subtract", "multiply", "divide", "power"):
+    globals()[_name] = _wrap_ufunc(getattr(_np, _name))
+abs = absolute  # noqa: A001  (np.abs is np.absolute)
+true_divide = divide
+
+
+# -- products --------------------------------------------------------------------------
+
+
+def _contig(a):
+    return a
+
+
+@_overload(_contig)
+def _ov_contig(a):
+    if isinstance(a, _t.Array) and a.layout not in ("C", "F"):
+        return lambda a: _np.ascontiguousarray(a)
+    return lambda a: a
+
+
+def matmul(a, b, out=None):
+    return _np.matmul(a, b, out=out)
+
+
+@_overload(matmul)
+def _ov_matmul(a, b, out=None):
+    if not (isinstance(a, _t.Array) and isinstance(b, _t.Array)) or a.ndim > 2 or b.ndim > 2:
+        raise _TypingError("zymo's Numba backend supports np.matmul of 1-d and 2-d arrays")
+    if _none(out):
+        return lambda a, b, out=None: _np.dot(_contig(a), _contig(b))
+
+    def impl(a, b, out=None):
+        _np.dot(_contig(a), _contig(b), out)
+        return out
+    return impl
+
+
+def dot(a, b, out=None):
+    return _np.dot(a, b, out=out)
+
+
+@_overload(dot)
+def _ov_dot(a, b, out=None):
+    if not (isinstance(a, _t.Array) and isinstance(b, _t.Array)):
+        return lambda a, b, out=None: a * b
+    if _none(out):
+        return lambda a, b, out=None: _np.dot(_contig(a), _contig(b))
+
+    def impl(a, b, out=None):
+        _np.dot(_contig(a), _contig(b), out)
+        return out
+    return impl
+
+
+# -- shapes and memory ---------------------------------------------------------------
+
+
+def ndim(x):
+    return _np.ndim(x)
+
+
+@_overload(ndim)
+def _ov_ndim(x):
+    n = x.ndim if isinstance(x, _t.Array) else 0
+    return lambda x: n
+
+
+def size(x):
+    return _np.size(x)
+
+
+@_overload(size)
+def _ov_size(x):
+    if isinstance(x, _t.Array):
+        return lambda x: x.size
+    return lambda x: 1
+
+
+def may_share_memory(a, b):
+    return _np.may_share_memory(a, b)
+
+
+def _extent(a):
+    lo = a.ctypes.data
+    hi = lo
+    for d in range(a.ndim):
+        span = (a.shape[d] - 1) * a.strides[d]
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + a.itemsize
+
+
+@_overload(may_share_memory)
+def _ov_msm(a, b):
+    if not (isinstance(a, _t.Array) and isinstance(b, _t.Array)):
+        return lambda a, b: False
+
+    def impl(a, b):
+        if a.size == 0 or b.size == 0:
+            return False
+        alo, ahi = _extent(a)
+        blo, bhi = _extent(b)
+        return alo < bhi and blo < ahi
+    return impl
+
+
+# -- reductions ------------------------------------------------------------------------
+
+
+def _reduction(np_fn, name):
+    def py(x, axis=None, keepdims=False):
+        return np_fn(x, axis=axis, keepdims=keepdims)
+
+    def ov(x, axis=None, keepdims=False):
+        ax, keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
+        if not isinstance(x, _t.Array):
+            return lambda x, axis=None, keepdims=False: x
+        if ax is None:
+            if keep:
+                shape = (1,) * x.ndim
+                return lambda x, axis=None, keepdims=False: _np.full(shape, np_fn(x))
+            return lambda x, axis=None, keepdims=False: np_fn(x)
+        if not isinstance(ax, int):
+            raise _TypingError(f"zymo's Numba backend reduces over one axis at a time (np.{name})")
+        a = ax % x.ndim
+        if name in ("sum", "mean"):
+            def red(x):
+                return np_fn(x, axis=a)
+        elif x.ndim == 2:
+            take = _np.maximum if name in ("max", "amax") else _np.minimum
+
+            def red(x):
+                y = x[0].copy() if a == 0 else x[:, 0].copy()
+                for j in range(1, x.shape[a]):
+                    y = take(y, x[j] if a == 0 else x[:, j])
+                return y
+        else:
+            raise _TypingError(f"zymo's Numba backend takes np.{name} along an axis of 2-d arrays only")
+        if keep:
+            return lambda x, axis=None, keepdims=False: _np.expand_dims(red(x), a)
+        return lambda x, axis=None, keepdims=False: red(x)
+
+    py.__name__ = py.__qualname__ = name
+    _overload(py, prefer_literal=True)(ov)
+    return py
+
+
+sum = _reduction(_np.sum, "sum")  # noqa: A001
+mean = _reduction(_np.mean, "mean")
+max = _reduction(_np.max, "max")  # noqa: A001
+min = _reduction(_np.min, "min")  # noqa: A001
+amax = _reduction(_np.amax, "amax")
+amin = _reduction(_np.amin, "amin")

@@ -1,0 +1,244 @@
+"""Numba implementations of the runtime helpers (`zymo.rules.runtime`, `_rt`).
+
+Contract: importing this module registers, with `numba.extending.overload`, a
+Numba implementation for each helper that generated derivative code calls, on the
+helper's own function object; Python calls are unaffected. Numba-compiled code
+then reaches them as `_rt.<name>` exactly like the Python code does. A helper
+without a Numba implementation (split-mode tape reuse) fails at Numba's typing,
+which the backend reports. Shapes and axes are resolved at typing time from the
+argument types (ndim, literal axis/keepdims); sizes at run time.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import types as t
+from numba.core.errors import TypingError
+from numba.extending import overload, register_jitable
+
+from ..rules import runtime as rt
+from . import numba_np as nnp
+from .numba_np import _literal, _none
+
+for _fn in (rt.trip, rt.grow):
+    register_jitable(_fn)
+
+
+def _arr(x) -> bool:
+    return isinstance(x, t.Array)
+
+
+@overload(rt.check_bound)
+def _check_bound(trips, name):
+    def impl(trips, name):
+        if trips <= 0:
+            raise NameError("a loop variable is read after its for loop ran zero times")
+    return impl
+
+
+@register_jitable
+def _unbroadcast_to(g, shape):
+    """Sum `g` (ndim >= len(shape)) over the broadcast dimensions of `shape`."""
+    out = np.zeros(shape)
+    flat = out.reshape(out.size)
+    gc = np.ascontiguousarray(g)
+    gflat = gc.reshape(gc.size)
+    lead = g.ndim - len(shape)
+    for p in range(gflat.size):
+        rem = p
+        q = 0
+        mult = 1
+        for d in range(g.ndim - 1, -1, -1):
+            i = rem % g.shape[d]
+            rem //= g.shape[d]
+            if d >= lead:
+                n = shape[d - lead]
+                if n != 1:
+                    q += i * mult
+                mult *= n
+        flat[q] += gflat[p]
+    return out
+
+
+@overload(rt.unbroadcast)
+def _unbroadcast(g, x):
+    if not _arr(x):
+        if _arr(g):
+            return lambda g, x: np.sum(g)
+        return lambda g, x: g
+    if not _arr(g):
+        return lambda g, x: np.full(x.shape, g)
+    if g.ndim == x.ndim:
+        def impl(g, x):
+            if g.shape == x.shape:
+                return g
+            return _unbroadcast_to(g, x.shape)
+        return impl
+    return lambda g, x: _unbroadcast_to(g, x.shape)
+
+
+@overload(rt.as_tangent)
+def _as_tangent(tan, y):
+    def impl(tan, y):
+        out = np.empty_like(y)
+        out[...] = tan
+        return out
+    return impl
+
+
+@overload(rt.as_shape)
+def _as_shape(tan, y):
+    return lambda tan, y: rt.as_tangent(tan, y)
+
+
+def _expand(ax, keep, ndim):
+    """A jitted `g -> g with the reduced axis put back` for a literal axis (or the identity)."""
+    if ax is None or keep:
+        return register_jitable(lambda g: g)
+    a = ax % ndim
+    return register_jitable(lambda g: np.expand_dims(g, a))
+
+
+@overload(rt.expand_reduced, prefer_literal=True)
+def _expand_reduced(g, x, axis, keepdims):
+    ax, keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
+    if ax is not None and not isinstance(ax, int):
+        raise TypingError("zymo's Numba backend reduces over one axis at a time")
+    if not _arr(x):
+        return lambda g, x, axis, keepdims: g
+    ex = _expand(ax, keep, x.ndim)
+    if ax is None and not _arr(g):
+        return lambda g, x, axis, keepdims: np.full(x.shape, g)
+    return lambda g, x, axis, keepdims: np.broadcast_to(ex(g), x.shape)
+
+
+@overload(rt.reduced_count)
+def _reduced_count(x, ans):
+    return lambda x, ans: nnp.size(x) // max(nnp.size(ans), 1)
+
+
+@overload(rt.extreme_mask, prefer_literal=True)
+def _extreme_mask(x, ans, axis, keepdims):
+    ax, keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
+    if ax is None:
+        def impl(x, ans, axis, keepdims):
+            m = (x == rt.expand_reduced(ans, x, axis, keepdims)).astype(np.float64)
+            return m / np.sum(m)
+        return impl
+    if not isinstance(ax, int):
+        raise TypingError("zymo's Numba backend reduces over one axis at a time")
+    a = ax % x.ndim
+    ex = _expand(ax, keep, x.ndim)
+
+    def impl_axis(x, ans, axis, keepdims):
+        m = (x == rt.expand_reduced(ans, x, axis, keepdims)).astype(np.float64)
+        return m / np.expand_dims(np.sum(m, axis=a), a)
+    return impl_axis
+
+
+def _matmul_vjp(which):
+    def ov(g, a, b):
+        if not (_arr(a) and _arr(b)) or a.ndim > 2 or b.ndim > 2:
+            raise TypingError("zymo's Numba backend differentiates products of 1-d and 2-d arrays")
+        if which == "a":
+            if b.ndim == 1:
+                if a.ndim == 1:
+                    return lambda g, a, b: g * b
+                return lambda g, a, b: np.outer(g, b)
+            if a.ndim == 1:
+                return lambda g, a, b: nnp.dot(b, g)
+            return lambda g, a, b: nnp.dot(g, np.ascontiguousarray(b.T))
+        if a.ndim == 1:
+            if b.ndim == 1:
+                return lambda g, a, b: g * a
+            return lambda g, a, b: np.outer(a, g)
+        return lambda g, a, b: nnp.dot(np.ascontiguousarray(a.T), g)
+    return ov
+
+
+overload(rt.matmul_vjp_a)(_matmul_vjp("a"))
+overload(rt.matmul_vjp_b)(_matmul_vjp("b"))
+
+
+@overload(rt.dot_vjp_a)
+def _dot_vjp_a(g, a, b):
+    if not _arr(a):
+        return lambda g, a, b: np.sum(g * b)
+    if not _arr(b):
+        return lambda g, a, b: g * b
+    return lambda g, a, b: rt.matmul_vjp_a(g, a, b)
+
+
+@overload(rt.dot_vjp_b)
+def _dot_vjp_b(g, a, b):
+    if not _arr(b):
+        return lambda g, a, b: np.sum(g * a)
+    if not _arr(a):
+        return lambda g, a, b: g * a
+    return lambda g, a, b: rt.matmul_vjp_b(g, a, b)
+
+
+@overload(rt.is_view)
+def _is_view(u, x):
+    return lambda u, x: nnp.may_share_memory(u, x)
+
+
+@overload(rt.check_shadow_view)
+def _check_shadow_view(u, x, du, dx):
+    def impl(u, x, du, dx):
+        if nnp.may_share_memory(u, x) != nnp.may_share_memory(du, dx):
+            raise ValueError("reshape returned a view of the primal but a copy of its shadow (or the "
+                             "other way round); give the shadow the primal's layout (np.zeros_like(x))")
+        return du
+    return impl
+
+
+@overload(rt.maybe_view_shadow, prefer_literal=True)
+def _maybe_view_shadow(u, x, du, dx, zero):
+    if _literal(zero, "zero"):
+        def impl(u, x, du, dx, zero):
+            if nnp.may_share_memory(u, x):
+                return rt.check_shadow_view(u, x, du, dx)
+            return np.zeros_like(u)
+        return impl
+
+    def impl_copy(u, x, du, dx, zero):
+        if nnp.may_share_memory(u, x):
+            return rt.check_shadow_view(u, x, du, dx)
+        return du.copy()
+    return impl_copy
+
+
+@overload(rt.zeros_list)
+def _zeros_list(lst):
+    return lambda lst: [np.zeros_like(a) for a in lst]
+
+
+def __getattr__(name: str):
+    return getattr(rt, name)
+
+
+@overload(rt.reuse_buffer, prefer_literal=True)
+def _reuse_buffer(tape, slot, size, dtype):
+    if _none(tape):
+        return lambda tape, slot, size, dtype: np.empty(max(size, 1), dtype)
+    k = _literal(slot, "tape slot")
+
+    def impl(tape, slot, size, dtype):
+        buf = tape[k]
+        if buf.shape[0] >= size:
+            return buf
+        return np.empty(max(size, 1), dtype)
+    return impl
+
+
+@overload(rt.reuse_list, prefer_literal=True)
+def _reuse_list(tape, slot):
+    if _none(tape):
+        raise TypingError("zymo's Numba backend keeps array caches of split mode in Python")
+    k = _literal(slot, "tape slot")
+
+    def impl(tape, slot):
+        lst = tape[k]
+        lst.clear()
+        return lst
+    return impl
