@@ -32,7 +32,7 @@ from .frontend.source import unwrap
 from .ir.core import Function, Value
 from .ir.verify import verify
 from .transform.simplify import cse_loads, dce
-from .shadows import check_shadow, make_zero
+from .shadows import check_shadow, make_zero, make_zero_
 
 # -- argument flattening ---------------------------------------------------------
 
@@ -363,9 +363,11 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
     flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0])
     finish = _Finish(mode, ret_activity, comp, norm, leaves)
     out = finish(_call(comp, None, flat, f, norm))
-    if len(shadows) == _n_caller_shadows(comp, leaves) and not any(k == "active" for _, _, k in norm):
+    if not any(k == "active" for _, _, k in norm):
+        internal = [len(all_values) + j for j, s in enumerate(shadows)
+                    if any(s is t for t in _internal(comp, leaves, shadows))]
         try:
-            _FAST[(f, mode, ret_activity, numba)] = _Repeat(args, comp, flat, finish, f, norm)
+            _FAST[(f, mode, ret_activity, numba)] = _Repeat(args, comp, flat, finish, f, norm, internal)
         except TypeError:
             pass
     return out
@@ -395,10 +397,6 @@ class _Finish:
         return (derivs,)
 
 
-def _n_caller_shadows(comp: Compiled, leaves: list[Leaf]) -> int:
-    return sum(1 for k in comp.active_params if k < len(leaves) and leaves[k].kind == "dup")
-
-
 _FAST: dict[Any, "_Repeat"] = {}
 
 
@@ -408,15 +406,18 @@ class _Repeat:
     A call whose annotations hold the very same objects (arrays, shadows, constants) as
     the recorded one has the same types and aliasing, so it runs the recorded program on
     the recorded argument list without re-deriving anything (about 2 µs in all; the
-    generated program reads sizes afresh). Lists must keep their length. Calls with
-    Active floats or internal shadows are never recorded; captured globals are re-checked
-    when the function reads any. Not detected: giving one array of the call a new shape
+    generated program reads sizes afresh). Lists must keep their length. Internal shadows
+    (of Const or captured memory that receives active data) are zeroed in place for each
+    call. Calls with Active floats are never recorded; captured globals are re-checked when
+    the function reads any. Not detected: giving one array of the call a new shape
     in place (`x.shape = ...`) while its shadow keeps the old one."""
 
     __slots__ = ("types", "vals", "dvals", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
-                 "const_result")
+                 "const_result", "internal")
 
-    def __init__(self, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any, norm: list):
+    def __init__(self, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any, norm: list,
+                 internal: list[int]):
+        self.internal = [flat[i] for i in internal]
         self.types = tuple(map(type, args))
         self.vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         self.dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
@@ -442,6 +443,8 @@ class _Repeat:
         return not self.lowered or all(lw.still_valid() for lw in self.lowered)
 
     def run(self) -> tuple:
+        for s in self.internal:
+            make_zero_(s)
         out = _call(self.comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
 

@@ -1,0 +1,369 @@
+"""The Numba backend: derivatives compiled with Numba agree with the Python backend and
+with finite differences, Numba dispatchers use it by default, split mode and its tape
+work, failures are explained (or fall back with a warning), a derivative that caches
+nothing allocates nothing, and compiled derivatives are cached on disk across processes.
+
+Numba compiles take seconds, so each function below exercises several features at once.
+Generated modules go to a temporary `ZYMO_CACHE_DIR`, never to the user's cache.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+import zymo  # noqa: E402
+import zymo.api  # noqa: E402
+from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ZymoWarning  # noqa: E402
+from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
+from zymo.config import set_numba  # noqa: E402
+from zymo.frontend.source import unwrap  # noqa: E402
+
+from helpers import assert_tree_close, check  # noqa: E402
+
+Dispatcher = numba.core.registry.CPUDispatcher
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("zymo_cache")
+        mp.setenv("ZYMO_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def default_policy(monkeypatch):
+    monkeypatch.delenv("ZYMO_NUMBA", raising=False)
+    set_numba(None)
+    yield
+    set_numba(None)
+
+
+def numba_entries(f):
+    """The compiled derivatives of `f` that run under Numba."""
+    return [c for key, c in zymo.api._COMPILED.items() if key[0][0] is unwrap(f) and c.backend != "python"]
+
+
+def assert_substantial(tree, at_least=0.1):
+    """Guards against a vacuous check: a derivative of 0 would not pass for this tree."""
+    assert np.max(np.abs(np.asarray(tree, dtype=np.float64))) > at_least, tree
+
+
+# -- gradients: Numba vs Python vs finite differences, both modes --------------------
+
+
+def damped(u, a):
+    return math.exp(-0.1 * u * u) * math.tanh(a * u)
+
+
+def scalar_mix(x, a):
+    """In-place scalar writes, a while loop, an if in a loop, a user call, math.* on floats."""
+    for i in range(len(x)):
+        x[i] = x[i] ** 2
+    s = 0.0
+    i = 0
+    while i < len(x):
+        if x[i] > 0.5:
+            s += damped(x[i], a)
+        else:
+            s -= math.sin(x[i]) * a
+        i += 1
+    return s + math.sqrt(a) * math.log(1.0 + a * a)
+
+
+def array_mix(A, B, C, v, w, r):
+    """np.dot with out= (2-d and 1-d), ufuncs with and without positional out, a broadcast
+    +=, views of r written through, np.sum and np.max of a row."""
+    np.dot(A, B, out=C)
+    np.dot(v, B, out=w)
+    u = r[:, :, 0]
+    u[...] = np.sin(C)
+    np.tanh(u, u)
+    u += w
+    h = r[:, :, 1]
+    np.exp(u * 0.5, h)
+    return np.sum(r) + np.max(C[0])
+
+
+def _scalar_args(rng):
+    return [rng.standard_normal(7), 0.7]
+
+
+def _array_args(rng):
+    A, B, v = rng.standard_normal((3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(4)
+    return [A, B, np.zeros((3, 5)), v, np.zeros(5), np.zeros((3, 5, 2))]
+
+
+@pytest.mark.parametrize("f, make_args, wrt", [(scalar_mix, _scalar_args, (0, 1)),
+                                               (array_mix, _array_args, (0, 1, 3))])
+def test_numba_gradients_match_python_and_finite_differences(f, make_args, wrt):
+    """`check` compares reverse and forward mode with central differences and with each
+    other; run it under Numba and under Python with the same seeds, then compare."""
+    args = make_args(np.random.default_rng(0))
+    results = {}
+    for policy in ("always", "never"):
+        set_numba(policy)
+        results[policy] = check(f, args)
+    num, py = results["always"], results["never"]
+    for k in wrt:
+        assert_substantial(num["grad"][k])
+    assert_substantial(num["tangent"])
+    assert_tree_close(num["grad"], py["grad"], rtol=1e-12, atol=1e-12, what="reverse")
+    assert_tree_close(num["tangent"], py["tangent"], rtol=1e-12, atol=1e-12, what="forward")
+    assert_tree_close(num["final_tangents"], py["final_tangents"], rtol=1e-12, atol=1e-12, what="forward")
+    entries = numba_entries(f)
+    assert len(entries) >= 2  # the reverse and the forward derivative
+    assert all(c.backend == "always" and c.checked and isinstance(c.fn, Dispatcher) for c in entries)
+
+
+# -- Numba dispatchers use Numba by default ---------------------------------------------
+
+
+@numba.njit
+def njit_cube(u, a):
+    return a * u ** 3
+
+
+@numba.njit
+def njit_cubic(x, a):
+    s = 0.0
+    for i in range(len(x)):
+        s += njit_cube(x[i], a)
+    return s
+
+
+def test_a_dispatcher_is_differentiated_with_numba_by_default():
+    x = np.array([0.5, -1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ZymoWarning)  # no fallback to Python
+        dx, da = zymo.gradient(Reverse, njit_cubic, x, 1.5)
+    np.testing.assert_allclose(dx, 3 * 1.5 * x ** 2)
+    assert da == pytest.approx(np.sum(x ** 3))
+    (entry,) = numba_entries(njit_cubic)
+    assert entry.backend == "prefer" and entry.checked and isinstance(entry.fn, Dispatcher)
+
+
+# -- split mode --------------------------------------------------------------------------
+
+
+def sumsq_inplace(x):
+    for i in range(len(x)):
+        x[i] = x[i] ** 2  # the adjoint needs the old x[i]: a float cache
+    return x.sum()
+
+
+def _split_run(numba_choice, x0, tape=None, seed=1.0):
+    """(primal, final x, dx, tape) of one forward + reverse call of the split program."""
+    x, dx = x0.copy(), np.zeros_like(x0)
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, sumsq_inplace, Active, Duplicated(x, dx),
+                                   numba=numba_choice)
+    tape, y = fwd(Duplicated(x, dx), tape=tape)
+    (derivs,) = rev(Duplicated(x, dx), seed, tape)
+    assert derivs == (None,)
+    return y, x, dx, tape
+
+
+def test_split_mode_with_a_float_cache_and_tape_reuse_matches_python():
+    x0 = np.array([0.5, -1.5, 2.0, 3.0])
+    y, x, dx, tape = _split_run(True, x0)
+    y_py, x_py, dx_py, _ = _split_run(False, x0)
+    assert y == pytest.approx(y_py) and y == pytest.approx(np.sum(x0 ** 2))
+    np.testing.assert_allclose(x, x_py)
+    np.testing.assert_allclose(dx, dx_py)
+    np.testing.assert_allclose(dx, 2 * x0)
+    # the tape passed back: its cache buffer is reused, the results stay right
+    y2, _, dx2, tape2 = _split_run(True, x0, tape=tape, seed=3.0)
+    assert np.shares_memory(tape2.inner[0], tape.inner[0])
+    assert y2 == pytest.approx(y)
+    np.testing.assert_allclose(dx2, 6 * x0)
+    assert all(isinstance(fn, Dispatcher) for c in numba_entries(sumsq_inplace) for fn in c.fn)
+
+
+# -- what Numba cannot compile -------------------------------------------------------------
+
+
+def batched_matmul(A, B):
+    C = np.matmul(A, B)  # Numba's np.matmul takes 1-d and 2-d arrays only
+    return np.sum(C * C)
+
+
+def repeated_sin(x, h):
+    for _ in range(3):
+        h[...] = np.sin(h * x)  # split mode caches arrays in a list: kept in Python by zymo
+    return np.sum(h)
+
+
+def _batched_args():
+    rng = np.random.default_rng(1)
+    return rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 3))
+
+
+def test_primal_numba_cannot_compile_raises_or_falls_back():
+    A, B = _batched_args()
+    with pytest.raises(ZymoNumbaError, match=r"Numba cannot compile batched_matmul: .*matmul"):
+        zymo.gradient(Reverse, batched_matmul, A, B, numba=True)
+    with pytest.warns(ZymoWarning, match="batched_matmul"):
+        dA, dB = zymo.gradient(Reverse, batched_matmul, A, B, numba="prefer")
+    C2 = 2 * np.matmul(A, B)
+    np.testing.assert_allclose(dA, np.matmul(C2, B.transpose(0, 2, 1)))
+    np.testing.assert_allclose(dB, np.matmul(A.transpose(0, 2, 1), C2))
+
+
+@pytest.mark.xfail(strict=True, reason="explain() compares the primal's absolute co_filename with the "
+                   "path Numba prints, which Numba makes relative to the working directory")
+def test_primal_numba_cannot_compile_names_the_users_line():
+    with pytest.raises(ZymoNumbaError) as info:
+        zymo.gradient(Reverse, batched_matmul, *_batched_args(), numba=True)
+    assert info.value.loc.file == __file__
+    assert "test_numba.py" in str(info.value) and "np.matmul(A, B)" in str(info.value)
+
+
+def test_backend_gap_raises_or_falls_back():
+    x0, h0 = np.linspace(0.1, 1.0, 4), np.linspace(1.0, 2.0, 4)
+
+    def run(numba_choice):
+        x, h, dx, dh = x0.copy(), h0.copy(), np.zeros(4), np.zeros(4)
+        fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, repeated_sin, Active, Duplicated(x, dx),
+                                       Duplicated(h, dh), numba=numba_choice)
+        tape, y = fwd(Duplicated(x, dx), Duplicated(h, dh))
+        rev(Duplicated(x, dx), Duplicated(h, dh), 1.0, tape)
+        return y, dx, dh
+
+    with pytest.raises(ZymoNumbaError, match="gap in zymo's Numba backend"):
+        run(True)
+    with pytest.warns(ZymoWarning, match="repeated_sin"):
+        y, dx, dh = run("prefer")
+    y_py, dx_py, dh_py = run(False)
+    assert y == pytest.approx(y_py)
+    assert_substantial(dx)
+    np.testing.assert_allclose(dx, dx_py)
+    np.testing.assert_allclose(dh, dh_py)
+
+
+# -- NRT allocations -------------------------------------------------------------------------
+
+
+def dot_loop(x, y):
+    s = 0.0
+    for i in range(len(x)):
+        s += x[i] * y[i]
+    return s
+
+
+@numba.njit
+def _touch(x, y, dx, dy):
+    return x[0] + y[0] + dx[0] + dy[0]
+
+
+@pytest.fixture
+def nrt_stats():
+    from numba.core.runtime import _nrt_python, rtsys
+
+    was_enabled = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    yield rtsys
+    if not was_enabled:
+        _nrt_python.memsys_disable_stats()
+
+
+def _nrt_delta(rtsys, call):
+    """(allocations, frees) by Numba's runtime during `call()`."""
+    before = rtsys.get_allocation_stats()
+    call()
+    after = rtsys.get_allocation_stats()
+    return after.alloc - before.alloc, after.free - before.free
+
+
+def test_reverse_call_without_caches_allocates_nothing_in_numba(nrt_stats):
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal(50), rng.standard_normal(50)
+    dx, dy = np.zeros(50), np.zeros(50)
+
+    def grad():
+        zymo.autodiff(Reverse, dot_loop, Active, Duplicated(x, dx), Duplicated(y, dy), numba=True)
+
+    def touch():
+        _touch(x, y, dx, dy)
+
+    grad()  # compiles
+    touch()
+    np.testing.assert_allclose(dx, y)
+    np.testing.assert_allclose(dy, x)
+    # Numba's runtime wraps each array argument in a MemInfo: that is all a call may allocate
+    boxing, _ = _nrt_delta(nrt_stats, touch)
+    allocs, frees = _nrt_delta(nrt_stats, grad)
+    assert (allocs, frees) == (boxing, boxing)
+    # the measurement sees a cache: the reverse call of sumsq_inplace allocates one
+    x2, dx2 = x.copy(), np.zeros(50)
+    cached, _ = _nrt_delta(nrt_stats, lambda: zymo.autodiff(Reverse, sumsq_inplace, Active,
+                                                            Duplicated(x2, dx2), numba=True))
+    assert cached > 2
+
+
+# -- the disk cache ----------------------------------------------------------------------------
+
+
+_CHILD = """
+import json, sys, time
+sys.path.insert(0, {src!r})
+import numpy as np
+import zymo, zymo.api
+from cached_loss import loss
+t = time.perf_counter()
+(g,) = zymo.gradient(zymo.Reverse, loss, np.array([1.0, 2.0, 3.0]), numba=True)
+seconds = time.perf_counter() - t
+(fn,) = [c.fn for c in zymo.api._COMPILED.values()]
+print(json.dumps({{"grad": g.tolist(), "seconds": seconds, "hits": sum(fn.stats.cache_hits.values()),
+                  "misses": sum(fn.stats.cache_misses.values())}}))
+"""
+
+_LOSS = """
+def loss(x):
+    s = 0.0
+    for i in range(len(x)):
+        s += x[i] ** {power}
+    return s
+"""
+
+
+def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    repo = str(Path(zymo.__file__).resolve().parent.parent)
+    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+
+    def child(power):
+        (src / "cached_loss.py").write_text(textwrap.dedent(_LOSS.format(power=power)))
+        proc = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(src))], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout.splitlines()[-1])
+        print(f"power {power}: gradient in {out['seconds']:.2f} s, {out['hits']} cache hit(s)")
+        return out
+
+    x = np.array([1.0, 2.0, 3.0])
+    first = child(3)
+    modules = set(cache.glob("*.py"))
+    assert len(modules) == 1 and first["misses"] >= 1 and first["hits"] == 0
+    assert list(cache.glob("__pycache__/*.nbi")) and list(cache.glob("__pycache__/*.nbc"))
+
+    second = child(3)  # the same source: Numba loads the machine code instead of compiling
+    assert set(cache.glob("*.py")) == modules
+    assert second["hits"] >= 1 and second["misses"] == 0
+    np.testing.assert_allclose(second["grad"], 3 * x ** 2)
+    np.testing.assert_allclose(first["grad"], second["grad"])
+
+    changed = child(4)  # a changed function: new generated source, compiled afresh
+    np.testing.assert_allclose(changed["grad"], 4 * x ** 3)
+    assert len(set(cache.glob("*.py")) - modules) == 1
+    assert changed["misses"] >= 1 and changed["hits"] == 0
