@@ -1,7 +1,7 @@
 """Readable, unique Python names for generated code.
 
 Contract: `Namer` gives each IR value one identifier derived from the user's
-variable name (`x`, `x_1`, ...), and derived names for its tangent or adjoint
+variable name (`x`, `x_1`, ...; a constant number is its literal), and derived names for its tangent or adjoint
 (`dx`), its cache (`_cache_x`) and temporaries, never colliding with each other
 or with the globals of the generated module.
 """
@@ -45,6 +45,9 @@ class Namer:
         return n
 
     def __call__(self, v: Value) -> str:
+        lit = literal(v)
+        if lit is not None:
+            return lit
         return self._get(v, "p", v.hint.lstrip("$") or "v")
 
     def d(self, v: Value) -> str:
@@ -56,3 +59,13 @@ class Namer:
 
     def role(self, v: Value, role: str, base: str) -> str:
         return self._get(v, role, base)
+
+
+def literal(v: Value) -> str | None:
+    """The Python literal of a constant number or bool, written where it is used (so Numba
+    sees `x ** 2`, not `x ** c`); None for anything else."""
+    c = getattr(v, "const", None)
+    if type(c) in (int, float, bool) and c == c and c not in (float("inf"), float("-inf")):
+        text = repr(c)
+        return f"({text})" if text.startswith("-") else text
+    return None

@@ -145,8 +145,8 @@ def _first_line(exc: Exception) -> str:
 
 
 def _user_loc(exc: Exception, primal: Callable) -> Loc | None:
-    file = primal.__code__.co_filename
+    file = os.path.abspath(primal.__code__.co_filename)
     for f, line in _LOC.findall(re.sub(r"\x1b\[[0-9;]*m", "", str(exc))):
-        if f == file:
+        if os.path.abspath(f) == file:  # Numba prints paths relative to the working directory
             return Loc(file, int(line), 0, primal.__name__)
     return None

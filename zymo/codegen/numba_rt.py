@@ -107,7 +107,9 @@ def _expand_reduced(g, x, axis, keepdims):
         return lambda g, x, axis, keepdims: g
     ex = _expand(ax, keep, x.ndim)
     if ax is None and not _arr(g):
-        return lambda g, x, axis, keepdims: np.full(x.shape, g)
+        # the adjoint of a full reduction is one number: generated code adds it into
+        # the operand's adjoint (`dx += ...`), which broadcasts it without allocating
+        return lambda g, x, axis, keepdims: g
     return lambda g, x, axis, keepdims: np.broadcast_to(ex(g), x.shape)
 
 

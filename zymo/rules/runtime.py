@@ -112,9 +112,9 @@ def zeros_list(lst):
     return [np.zeros_like(a) for a in lst]
 
 
-def grow(buf):
-    """`buf` copied into a buffer twice as long (a cache that outgrew its guess)."""
-    out = np.empty(2 * buf.shape[0] + 1, buf.dtype)
+def grow(buf, need=0):
+    """`buf` copied into a buffer at least twice as long and of at least `need` entries."""
+    out = np.empty(max(2 * buf.shape[0] + 1, need), buf.dtype)
     out[: buf.shape[0]] = buf
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from ..codegen.naming import Namer
+from ..codegen.naming import Namer, literal
 from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Op, Value
@@ -67,7 +67,8 @@ class Emitter:
         n = self.n
         k = op.kind
         if k == "const":
-            self.w(f"{n(op.result)} = {_const(op.attrs['value'])}")
+            if literal(op.result) is None:  # numbers are written where they are used
+                self.w(f"{n(op.result)} = {_const(op.attrs['value'])}")
         elif k == "prim":
             expr = self.call(op)
             if op.results:

@@ -35,6 +35,9 @@ from ..rules.registry import lookup, uses
 from .emit import Emitter
 
 
+_CHEAP = {"add", "sub", "mul", "floordiv", "mod", "neg"}  # recomputed rather than cached
+
+
 class Reverse:
     def __init__(self, fn: Function, act: Activity, seed_return: bool):
         self.fn, self.act, self.seed_return = fn, act, seed_return
@@ -192,9 +195,9 @@ class Reverse:
         if op is None or op.kind not in ("getitem", "prim") or op.result is not v:
             return False
         if role == "p":
-            # a float loaded from memory that nothing overwrites later is re-read, not cached
-            return (op.kind == "getitem" and isinstance(op.args[0].type, T.Array)
-                    and isinstance(v.type, T.Scalar) and self.overwrites.first_writer(op, op.args[0]) is None)
+            # a number loaded from memory that nothing overwrites later is re-read, and cheap
+            # arithmetic on such loads, constants and loop indices is recomputed, not cached
+            return self._recomputable(v, 8)
         if op.kind == "getitem":
             base = op.args[0]
             if isinstance(base.type, T.List):
@@ -206,11 +209,42 @@ class Reverse:
             return True
         return op.kind == "prim" and lookup(op.attrs["key"]).view
 
+    def _recomputable(self, v: Value, budget: int) -> bool:
+        """Whether scalar `v` can be recomputed in the adjoint sweep from values live there,
+        with at most `budget` operations: loads of memory nothing overwrites later, and
+        integer/float arithmetic (+ - * // % and negation) on such values."""
+        if not self._cached(v):
+            return True
+        op = self.def_op.get(v.id)
+        if (budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]
+                or not isinstance(v.type, T.Scalar)):
+            return False
+        if op.kind == "getitem":
+            base = op.args[0]
+            if not isinstance(base.type, T.Array) or self._cached(base):
+                return False
+            if self.overwrites.first_writer(op, base) is not None:
+                return False
+            return all(self._recomputable(a, budget - 1) for a in op.args[1:])
+        if op.kind == "prim" and op.attrs["key"] in _CHEAP and "out" not in op.attrs:
+            return all(self._recomputable(a, budget - 1) for a in op.args)
+        return False
+
+    def _recompute(self, v: Value) -> str:
+        """The expression recomputing `v` (see `_recomputable`)."""
+        if not self._cached(v):
+            return self.use(v)
+        op = self.def_op[v.id]
+        if op.kind == "getitem":
+            return f"{self.use(op.args[0])}[{self.e.index(op, self._recompute)}]"
+        return f"({self.e.call(op, with_out=False, name=self._recompute)})"
+
     def _remat_expr(self, v: Value, role: str = "d") -> str:
         op = self.def_op[v.id]
         base = op.args[0]
         if role == "p":
-            return f"{self.use(base)}[{self.e.index(op, self.use)}]"
+            expr = self._recompute(v)
+            return expr[1:-1] if op.kind == "prim" else expr
         if op.kind == "getitem":
             return f"{self.use_d(base)}[{self.e.index(op, self.use)}]"
         rule = lookup(op.attrs["key"])
@@ -229,6 +263,8 @@ class Reverse:
         the start, growing geometrically. Array caches (copies, shadows) are Python lists."""
         self.cache_at_start: list[tuple[Value, str]] = []
         self.cache_at_loop: dict[int, list[tuple[Value, str]]] = {}
+        self.reserve_at_loop: dict[int, list[tuple[Value, str]]] = {}  # grow caches of nested for loops
+        self.reserved: set[str] = set()
         self.tape_slots: list[str] = []  # the caches, first in a split-mode tape
         for (vid, role) in sorted(self.needed):
             v = self.values[vid]
@@ -240,6 +276,11 @@ class Reverse:
                 self.cache_at_loop.setdefault(id(loop), []).append((v, role))
             else:
                 self.cache_at_start.append((v, role))
+                loop = self._loop_of(self.def_block[vid])
+                if self._kind(v, role) == "grow" and loop is not None and loop.kind == "for":
+                    # room for the whole loop is made at its entry, not checked per iteration
+                    self.reserve_at_loop.setdefault(id(loop), []).append((v, role))
+                    self.reserved.add(self._cache_name(v, role))
 
     def _kind(self, v: Value, role: str) -> str:
         """"list", "prealloc" (once, at its top-level for loop's entry) or "grow"."""
@@ -285,7 +326,7 @@ class Reverse:
                     w(f"{cache}.append({name})")
                     continue
                 k = self._counter(v)
-                if kind == "grow":
+                if kind == "grow" and cache not in self.reserved:
                     with w.indent(f"if {k} == {cache}.shape[0]:"):
                         w(f"{cache} = _rt.grow({cache})")
                 w(f"{cache}[{k}] = {name}")
@@ -350,11 +391,16 @@ class Reverse:
             self._fwd_assign(w, body.args[1:], op.args[3:])
             a, b, s = (n(v) for v in op.args[:3])
             caches = self.cache_at_loop.get(id(op), [])
-            if caches:
+            reserve = self.reserve_at_loop.get(id(op), [])
+            if caches or reserve:
                 trips = n.fresh("_trips")
                 w(f"{trips} = _rt.trip({a}, {b}, {s})")
                 for v, role in caches:
                     self._alloc_cache(w, v, role, trips)
+                for v, role in reserve:
+                    cache, k = self._cache_name(v, role), self._counter(v)
+                    with w.indent(f"if {k} + {trips} > {cache}.shape[0]:"):
+                        w(f"{cache} = _rt.grow({cache}, {k} + {trips})")
             with w.indent(f"for {n(body.args[0])} in range({a}, {b}, {s}):"):
                 self.fwd_block(body, w)
                 self._fwd_assign(w, body.args[1:], body.ops[-1].args)
