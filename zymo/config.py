@@ -38,6 +38,9 @@ def set_numba(choice: str | None) -> None:
     _numba_override.clear()
     if choice is not None:
         _numba_override.append(choice)
+    from . import api
+
+    api._FAST.clear()  # a replayed call must not keep the old backend
 
 
 def numba_policy() -> str:
