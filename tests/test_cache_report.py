@@ -205,3 +205,35 @@ def test_seed001_caches_the_overwritten_values_once():
     assert _entries(rep) == 1 and "res += x[i] * x[i]" in rep
     (g,) = zymo.gradient(Reverse, seed001, x.copy())
     np.testing.assert_allclose(g, 2 * x)
+
+
+def packed_triangle(L, x, out):
+    """Index arithmetic on loop indices and loads of unmodified memory, in nested loops."""
+    d = x.shape[0]
+    s = 0.0
+    for r in range(d):
+        t = x[r]
+        for c in range(r):
+            idx = c * (2 * d - c - 1) // 2 + (r - c - 1)
+            t += L[idx] * (x[c] - out[0])
+        s += t * t
+    return s
+
+
+def test_cheap_arithmetic_on_unmodified_loads_is_recomputed_not_cached():
+    rng = np.random.default_rng(8)
+    d = 5
+    L, x, out = rng.random(d * (d - 1) // 2), rng.random(d), np.array([0.3])
+    dL, dx = np.zeros_like(L), np.zeros_like(x)
+    args = (Duplicated(L, dL), Duplicated(x, dx), Const(out))
+    rep = zymo.cache_report(Reverse, packed_triangle, Active, *args)
+    assert "idx" not in rep and "x[c]" not in rep  # only the running sums t are kept
+    zymo.autodiff(Reverse, packed_triangle, Active, *args)
+    for arr, grad in ((L, dL), (x, dx)):
+        for k in range(arr.size):
+            e = np.zeros_like(arr)
+            e[k] = 1e-6
+            plus = packed_triangle(*[a + e if a is arr else a for a in (L, x, out)])
+            minus = packed_triangle(*[a - e if a is arr else a for a in (L, x, out)])
+            assert abs(grad[k] - (plus - minus) / 2e-6) < 1e-6
+    assert np.abs(dL).max() > 0.1

@@ -364,8 +364,8 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
     finish = _Finish(mode, ret_activity, comp, norm, leaves)
     out = finish(_call(comp, None, flat, f, norm))
     if not any(k == "active" for _, _, k in norm):
-        internal = [len(all_values) + j for j, s in enumerate(shadows)
-                    if any(s is t for t in _internal(comp, leaves, shadows))]
+        mine = {id(s) for s in _internal(comp, leaves, shadows)}
+        internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
         try:
             _FAST[(f, mode, ret_activity, numba)] = _Repeat(args, comp, flat, finish, f, norm, internal)
         except TypeError:
