@@ -237,8 +237,66 @@ def test_seed000_tuple_iteration(dout0):
     assert dout[0] == 0.0                    # out[0] was overwritten
 
 
+def make_byref_list(out, x):
+    # x is a list of float pairs (lists), as the Julia vector of tuples
+    res = 0.0
+    for v in (x[0][0], x[0][1]):
+        res += v * v
+    out[0] = res
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["array", "list_of_pairs"])
+def test_seed000_batch_mode(as_list):
+    """Seed 000 exactly: BatchDuplicated(out, (dout1, dout2)) with seeds 1.0 and 3.0."""
+    f = make_byref_list if as_list else make_byref
+    x = [[2.0, 3.0], [7.9, 11.2]] if as_list else X000.copy()
+    dx1, dx2 = zymo.make_zero(x), zymo.make_zero(x)
+    out, dout1, dout2 = np.zeros(1), np.array([1.0]), np.array([3.0])
+    res = zymo.autodiff(Reverse, f, Const, zymo.BatchDuplicated(out, (dout1, dout2)),
+                        zymo.BatchDuplicated(x, (dx1, dx2)))
+    assert res == ((None, None),)
+    assert out[0] == 13.0
+    np.testing.assert_allclose(np.array(dx1, dtype=float), [[4.0, 6.0], [0.0, 0.0]], rtol=1e-15)
+    np.testing.assert_allclose(np.array(dx2, dtype=float), [[12.0, 18.0], [0.0, 0.0]], rtol=1e-15)
+    assert dout1[0] == 0.0 and dout2[0] == 0.0
+    # the same as two separate width-1 calls (the second method)
+    for seed, dxb in ((1.0, dx1), (3.0, dx2)):
+        dx = zymo.make_zero(x)
+        zymo.autodiff(Reverse, f, Const, Duplicated(np.zeros(1), np.array([seed])), Duplicated(x, dx))
+        np.testing.assert_array_equal(np.array(dx, dtype=float), np.array(dxb, dtype=float))
+
+
+def test_seed000_batch_loop_cache_one_entry_per_iteration():
+    """A loop over a run-time tuple whose iterations each overwrite what the adjoint reads:
+    the batch program caches one entry per iteration (not one per lane)."""
+    def f(out, x):
+        res = 0.0
+        buf = np.zeros(1)
+        for i in range(x.shape[0]):
+            buf[0] = x[i, 0] * x[i, 1]
+            res += buf[0] * buf[0]
+        out[0] = res
+    x = np.array([[2.0, 3.0], [7.9, 11.2], [0.5, -1.0]])
+    args = (zymo.BatchDuplicated(np.zeros(1), (np.array([1.0]), np.array([3.0]))),
+            zymo.BatchDuplicated(x, (np.zeros_like(x), np.zeros_like(x))))
+    fwd, rev = zymo.autodiff_thunk(zymo.ReverseSplitNoPrimal, f, Const, *args)
+    tape, _ = fwd(*args)
+    counts = [int(v) for name, v in zip(_tape_names(f, args), tape.inner) if name.startswith("_k_")]
+    assert counts and set(counts) == {3}  # each cache: one entry per iteration, not per lane
+    rev(*args, tape)
+    dx1, dx2 = args[1].dvals
+    p = x[:, 0] * x[:, 1]
+    np.testing.assert_allclose(dx1, np.stack([2 * p * x[:, 1], 2 * p * x[:, 0]], axis=1), rtol=1e-14)
+    np.testing.assert_allclose(dx2, 3.0 * dx1, rtol=1e-14)
+
+
+def _tape_names(f, args):
+    comp, *_ = zymo.api._prepare(zymo.ReverseSplitNoPrimal, f, Const, args)
+    return comp.generator.tape_names
+
+
 def test_seed000_two_seeds_in_separate_calls():
-    # width 1 each (batch mode is a later issue): dout = 1.0, then dout = 3.0
+    # width 1 each: dout = 1.0, then dout = 3.0 (test_seed000_batch_mode does both in one call)
     dxs = []
     for dout0 in (1.0, 3.0):
         x, dx = X000.copy(), np.zeros((2, 2))

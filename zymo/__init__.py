@@ -9,15 +9,18 @@
     zymo.gradient(Reverse, g, x, y)
 """
 from . import config, rules  # noqa: F401  (rules: registers the derivative rules)
-from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
+from .annotations import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated, DuplicatedNoNeed,
+                          Forward, ForwardWithPrimal,
                           Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal, ReverseWithPrimal)
 from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, generated_code, gradient, ir
+from .derivatives import gradient_forward, hessian, hvp, hvp_and_gradient, jacobian
 from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError,
                      ZymoWarning)
 from .shadows import make_zero, make_zero_
 
 __all__ = [
-    "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
+    "gradient_forward", "hessian", "hvp", "hvp_and_gradient", "jacobian",
+    "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
     "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
     "ZymoUsageError", "ZymoWarning", "config",

@@ -62,3 +62,31 @@ class Duplicated(Annotation):
 
 class DuplicatedNoNeed(Duplicated):
     """`Duplicated` whose primal result the caller does not need."""
+
+
+class BatchDuplicated(Annotation):
+    """A value and W shadows (batch mode): W tangents or W adjoints in one call.
+
+    `BatchDuplicated(x, (dx1, ..., dxW))`; every shadow has the structure of `x`."""
+
+    __slots__ = ("dvals",)
+
+    def __init__(self, val: Any, dvals: Any):
+        super().__init__(val)
+        if not isinstance(dvals, (tuple, list)) or len(dvals) == 0:
+            from .errors import ZymoUsageError
+
+            raise ZymoUsageError("BatchDuplicated(x, dxs) takes a non-empty tuple of shadows, "
+                                 f"one per lane, not {type(dvals).__name__}")
+        self.dvals = tuple(dvals)
+
+    @property
+    def width(self) -> int:
+        return len(self.dvals)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r}, {self.dvals!r})"
+
+
+class BatchDuplicatedNoNeed(BatchDuplicated):
+    """`BatchDuplicated` whose primal result the caller does not need."""

@@ -23,7 +23,8 @@ import numpy as np
 from . import config
 from .analysis.activity import Activity, analyze
 from .analysis.types import type_of_value
-from .annotations import Active, Annotation, Const, Duplicated, DuplicatedNoNeed, Mode
+from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
+                          DuplicatedNoNeed, Mode)
 from .codegen.python import compile_source
 from .errors import ZymoUsageError, ZymoWarning
 from .frontend.bindings import S, rebuild
@@ -40,7 +41,7 @@ from .shadows import check_shadow, make_zero, make_zero_
 @dataclass
 class Leaf:
     value: Any
-    shadow: Any  # None unless Duplicated
+    shadow: Any  # None unless Duplicated; in batch mode a tuple with one shadow per lane
     kind: str  # "const" | "active" | "dup"
 
 
@@ -54,13 +55,36 @@ def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> N
     out.append(Leaf(obj, shadow, kind))
 
 
+def batch_width(args: tuple) -> int:
+    """The batch width W of a call: that of its BatchDuplicated arguments, else 1."""
+    widths = {a.width for a in args if isinstance(a, BatchDuplicated)}
+    if not widths:
+        return 1
+    if len(widths) > 1:
+        raise ZymoUsageError(f"BatchDuplicated arguments must have the same number of shadows, not {sorted(widths)}")
+    dup = [k for k, a in enumerate(args) if isinstance(a, Duplicated)]
+    if dup:
+        raise ZymoUsageError(f"argument {dup[0]}: Duplicated cannot be mixed with BatchDuplicated; "
+                             "pass BatchDuplicated(x, (dx,) * W) to share one shadow across the lanes")
+    return widths.pop()
+
+
 def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
     norm = []
     for k, a in enumerate(args):
         where = f"argument {k}"
         if isinstance(a, type) and issubclass(a, Annotation):
             raise ZymoUsageError(f"{where}: annotate a value, e.g. {a.__name__}(x), not the class {a.__name__}")
-        if isinstance(a, Duplicated):
+        if isinstance(a, BatchDuplicated):
+            for lane, d in enumerate(a.dvals):
+                check_shadow(a.val, d, f"{where} (shadow {lane + 1})")
+            if not mode.forward and _has_float_leaf(a.val):
+                raise ZymoUsageError(
+                    f"{where}: in reverse mode a float cannot be BatchDuplicated (its shadows are "
+                    "immutable); use Active(x), whose derivative comes back once per lane"
+                )
+            norm.append((a.val, a.dvals, "batch"))
+        elif isinstance(a, Duplicated):
             check_shadow(a.val, a.dval, where)
             if not mode.forward and _has_float_leaf(a.val):
                 raise ZymoUsageError(
@@ -179,6 +203,7 @@ class Compiled:
     backend: str = "python"  # "python", or the Numba policy it was compiled under ("always"/"prefer")
     checked: bool = True  # False until a Numba program has compiled at its first call
     name: Any = None  # the generated function's name (a list of two in split mode)
+    width: int = 1  # batch width
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -223,34 +248,49 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
         f = f.val
     elif isinstance(f, Annotation):
         raise ZymoUsageError("annotating the function (Duplicated(f, df)) is not supported yet; pass f or Const(f)")
-    if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed):
-        raise ZymoUsageError(f"the return activity must be Active, Const or Duplicated, not {ret_activity!r}")
+    if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed, BatchDuplicated, BatchDuplicatedNoNeed):
+        raise ZymoUsageError(f"the return activity must be Active, Const, Duplicated or BatchDuplicated, "
+                             f"not {ret_activity!r}")
     if mode.forward and ret_activity is Active:
         raise ZymoUsageError("in forward mode the return activity is Duplicated (or Const), not Active")
-    if not mode.forward and ret_activity in (Duplicated, DuplicatedNoNeed):
+    if not mode.forward and ret_activity not in (Active, Const):
         raise ZymoUsageError("in reverse mode the return activity is Active (a float) or Const")
+    width = batch_width(args)
+    if mode.forward and width > 1 and ret_activity in (Duplicated, DuplicatedNoNeed):
+        raise ZymoUsageError("with BatchDuplicated arguments the return activity is BatchDuplicated (one "
+                             "tangent per lane) or Const, not Duplicated")
+    if mode.forward and width == 1 and ret_activity in (BatchDuplicated, BatchDuplicatedNoNeed):
+        raise ZymoUsageError("a BatchDuplicated return needs BatchDuplicated arguments (their shadows are the lanes)")
     norm = _normalize(mode, args)
     values = tuple(v for v, _, _ in norm)
     lw, lkey = _lowered(f, values)
     leaves: list[Leaf] = []
     for k, (v, s, kind) in enumerate(norm):
-        _flatten(v, s, kind, f"argument {k}", leaves)
+        if kind == "batch":  # one leaf per value, holding its shadow in every lane
+            per_lane = []
+            for d in s:
+                per_lane.append([])
+                _flatten(v, d, "dup", f"argument {k}", per_lane[-1])
+            for j, lf in enumerate(per_lane[0]):
+                leaves.append(Leaf(lf.value, tuple(lane[j].shadow for lane in per_lane), "dup"))
+        else:
+            _flatten(v, s, kind, f"argument {k}", leaves)
     captured_objs = [obj for _, obj, _ in lw.captured]
     all_values = [lf.value for lf in leaves] + captured_objs
     active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
     classes = alias_classes(all_values)
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
-            tuple(active), tuple(classes), backend)
+            tuple(active), tuple(classes), backend, width)
     comp = _COMPILED.get(ckey)
     if comp is None or comp.ir is not lw.ir:
-        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend)
+        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width)
         _COMPILED[ckey] = comp
     return comp, norm, leaves, all_values
 
 
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
-             captured_objs: list, backend: str = "python") -> Compiled:
+             captured_objs: list, backend: str = "python", width: int = 1) -> Compiled:
     from .transform.forward import forward
     from .transform.reverse import reverse
 
@@ -258,11 +298,11 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     act = analyze(ir, active, classes, seed_return=seeded)
     generator = None
     if mode.forward:
-        src, name, active_params = forward(ir, act)
+        src, name, active_params = forward(ir, act, width)
     else:
         _check_reverse_return(ir, ret_activity)
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
-                                                 split=mode.split)
+                                                 split=mode.split, width=width)
         name = names if mode.split else names[0]
         generator = rev
     if config.show_code():
@@ -275,7 +315,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         fns = compile_numba(src, names if not mode.forward else [name], what)
         fn = fns if mode.split else fns[0]
-    return Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name)
+    return Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
+                    width)
 
 
 def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
@@ -360,10 +401,10 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
         raise ZymoUsageError(f"{mode} is for zymo.autodiff_thunk, not autodiff")
     comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args, numba)
     shadows = _shadows(comp, leaves, all_values)
-    flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0])
+    flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0] * comp.width)
     finish = _Finish(mode, ret_activity, comp, norm, leaves)
     out = finish(_call(comp, None, flat, f, norm))
-    if not any(k == "active" for _, _, k in norm):
+    if comp.width == 1 and not any(k == "active" for _, _, k in norm):
         mine = {id(s) for s in _internal(comp, leaves, shadows)}
         internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
         try:
@@ -388,7 +429,11 @@ class _Finish:
             primal = _rebuild_result(comp.ir, primal_flat)
             if self.ret is Const:
                 return (primal,) if mode.with_primal else ()
-            tangent = _rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
+            if comp.width == 1:
+                tangent = _rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
+            else:  # one tangent per lane
+                tangent = tuple(_rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in lane))
+                                for lane in tangent_flat)
             return (tangent, primal) if mode.with_primal else (tangent,)
         primal_flat, adj = results
         derivs = _derivs(self.norm, self.leaves, comp, adj)
@@ -456,16 +501,17 @@ def _shadows(comp: Compiled, leaves: list[Leaf], all_values: list, internal: lis
     the augmented forward and the reverse must see the same ones)."""
     out = []
     it = iter(internal) if internal is not None else None
-    for k in comp.active_params:
-        if k < len(leaves) and leaves[k].kind == "dup":
-            out.append(leaves[k].shadow)
-        elif k < len(leaves) and leaves[k].kind == "active":
-            continue  # reverse mode returns these
-        elif it is not None:
-            out.append(next(it))
-        else:
-            # Const memory that receives active data: an internal shadow for this call
-            out.append(make_zero(all_values[k]))
+    for lane in range(comp.width):  # lane by lane, as the generated function takes them
+        for k in comp.active_params:
+            if k < len(leaves) and leaves[k].kind == "dup":
+                out.append(leaves[k].shadow if comp.width == 1 else leaves[k].shadow[lane])
+            elif k < len(leaves) and leaves[k].kind == "active":
+                continue  # reverse mode returns these
+            elif it is not None:
+                out.append(next(it))
+            else:
+                # Const memory that receives active data: an internal shadow for this call
+                out.append(make_zero(all_values[k]))
     return out
 
 
@@ -473,12 +519,13 @@ def _internal(comp: Compiled, leaves: list[Leaf], shadows: list) -> list:
     """The internal shadows among `shadows` (those zymo allocated, not the caller)."""
     out = []
     it = iter(shadows)
-    for k in comp.active_params:
-        if k < len(leaves) and leaves[k].kind == "active":
-            continue
-        s = next(it)
-        if not (k < len(leaves) and leaves[k].kind == "dup"):
-            out.append(s)
+    for _lane in range(comp.width):
+        for k in comp.active_params:
+            if k < len(leaves) and leaves[k].kind == "active":
+                continue
+            s = next(it)
+            if not (k < len(leaves) and leaves[k].kind == "dup"):
+                out.append(s)
     return out
 
 
@@ -487,7 +534,16 @@ def _derivs(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
 
     The generated function returns the adjoints of the active float leaves in
     parameter order; a float leaf the activity analysis found inactive has
-    derivative 0."""
+    derivative 0. In batch mode (one tuple of adjoints per lane) the derivative
+    of an Active argument is a tuple with one derivative per lane."""
+    if comp.width > 1:
+        lanes = [_derivs1(norm, leaves, comp, a) for a in adj]
+        return tuple(None if d is None else tuple(lane[i] for lane in lanes)
+                     for i, d in enumerate(lanes[0]))
+    return _derivs1(norm, leaves, comp, adj)
+
+
+def _derivs1(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
     it_adj = iter(adj)
     adj_of_leaf = {}
     for k, leaf in enumerate(leaves):
@@ -544,6 +600,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, Duplicated(x, dx))
         tape, y = fwd(Duplicated(x, dx))               # the primal, recording a tape
         (derivs,) = rev(Duplicated(x, dx), 1.0, tape)  # seed of an Active return, then the tape
+                                                       # (batch mode: one seed per lane)
         tape, y = fwd(Duplicated(x, dx), tape=tape)    # reuses the tape's buffers
 
     `ReverseSplitNoPrimal` returns `(tape, None)` from the forward thunk. The thunks
@@ -569,9 +626,10 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         seed: tuple = ()
         rest = call_args[:-1]
         if ret_activity is Active:
-            if not rest:
+            nseed = batch_width(rest)  # one seed per batch lane
+            if len(rest) < nseed:
                 raise ZymoUsageError("the reverse thunk of an Active return needs the seed before the tape")
-            seed, rest = (rest[-1],), rest[:-1]
+            seed, rest = tuple(rest[-nseed:]), rest[:-nseed]
         comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, rest, numba)
         if tape.owner is not comp:
             raise ZymoUsageError("this tape was recorded for other argument types or activities")

@@ -1186,7 +1186,9 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
     ALL = ("float64", "float32")
     is_ufunc = isinstance(fn, np.ufunc)
 
-    if key == "zymo.dim":
+    if key.startswith("zymo.rt."):
+        _runtime_cases(b, key.split(".")[-1])
+    elif key == "zymo.dim":
         b.add(_t_dim, ((3, 4),), ALL, fn=_dim)
         b.add(_t_dim_syntax, ((5,),), ALL)
     elif key in ("zymo.or", "zymo.and"):
@@ -1375,3 +1377,85 @@ def check_rule(key: str, modes: Any = ("forward", "reverse"), dtypes: Iterable[s
                              + "\n".join(failures))
     return cases
 
+
+
+# -- the runtime helpers' rules (forward over reverse differentiates generated code) -------
+
+
+def _t_rt2(fn):
+    def rt2(g, x):
+        return fn(g, x) * 1.5
+    return rt2
+
+
+def _t_rt_matrix(fn):
+    def rt_matrix(g, a, b):
+        return fn(g, a, b)
+    return rt_matrix
+
+
+def _t_rt_expand(axis, keepdims):
+    def factory(fn):
+        def rt_expand(g, x):
+            return fn(g, x, axis, keepdims) * x
+        return rt_expand
+    return factory
+
+
+def _t_rt_grow(fn):
+    def rt_grow(buf):
+        big = fn(buf, 0)
+        return big[:buf.shape[0]] * buf
+    return rt_grow
+
+
+def _t_rt_count(fn):
+    def rt_count(x):
+        return fn(x, np.sum(x, axis=0)) * 1.0 + x[0]
+    return rt_count
+
+
+def _t_rt_mask(fn):
+    def rt_mask(x):
+        return fn(x, np.max(x), None, False)
+    return rt_mask
+
+
+def _t_rt_mask_const(fn):
+    def rt_mask_const(x):
+        return np.sum(fn(x, np.max(x), None, False) * x)
+    return rt_mask_const
+
+
+def _t_rt_view(fn):
+    def rt_view(x):
+        return float(fn(x, x[1:])) * 1.0 + x[0]
+    return rt_view
+
+
+def _runtime_cases(b: "_Builder", short: str) -> None:
+    ALL = ("float64", "float32")
+    if short == "unbroadcast":
+        for shapes in (((3, 4), (4,)), ((3, 4), (3, 1)), ((3, 4), (3, 4)), ((5,), ()), ((), ())):
+            b.add(_t_rt2, shapes, ALL, dom_key="numpy.add")
+    elif short in ("as_shape", "as_tangent"):
+        for shapes in (((4,), (3, 4)), ((3, 4), (3, 4)), ((), (5,))):
+            b.add(_t_rt2, shapes, ALL, dom_key="numpy.add")
+    elif short == "expand_reduced":
+        b.add(_t_rt_expand(1, False), ((3,), (3, 4)), ALL, dom_key="numpy.add", tag=",axis1")
+        b.add(_t_rt_expand(1, True), ((3, 1), (3, 4)), ALL, dom_key="numpy.add", tag=",keepdims")
+        b.add(_t_rt_expand(None, False), ((), (3, 4)), ALL, dom_key="numpy.add", tag=",all")
+    elif short in ("matmul_vjp_a", "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b"):
+        for shapes in (((3, 2), (3, 4), (4, 2)), ((3,), (3, 4), (4,)), ((2,), (4,), (4, 2)), ((), (4,), (4,))):
+            b.add(_t_rt_matrix, shapes, ALL, dom_key="numpy.add")
+    elif short == "grow":
+        b.add(_t_rt_grow, ((5,),), ALL, dom_key="numpy.add")
+    elif short == "reduced_count":
+        b.add(_t_rt_count, ((3, 4),), ALL, dom_key="numpy.add")
+    elif short == "extreme_mask":
+        b.add(_t_rt_mask, ((5,),), ALL, kind="zero", dom_key="numpy.add")
+        b.add(_t_rt_mask_const, ((5,),), ALL, dom_key="numpy.add")
+    elif short == "is_view":
+        b.add(_t_rt_view, ((5,),), ALL, dom_key="numpy.add")
+    else:
+        raise KeyError(f"no test cases for runtime rule {short}")

@@ -4,6 +4,9 @@ Contract: `Namer` gives each IR value one identifier derived from the user's
 variable name (`x`, `x_1`, ...; a constant number is its literal), and derived names for its tangent or adjoint
 (`dx`), its cache (`_cache_x`) and temporaries, never colliding with each other
 or with the globals of the generated module.
+
+Batch mode (width W > 1) gives every derivative name one variant per lane:
+`lane` selects which one `d()` and `lane_role()` return (`dx_1`, `dx_2`, ...).
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ class Namer:
         self.used: set[str] = set(RESERVED)
         self.values: dict[tuple[int, str], str] = {}
         self.typed_zero: dict[str, str] = {}  # name -> a zero of its type (scalars, counters)
+        self.width = 1  # batch width
+        self.lane = 0   # the lane derivative names refer to
 
     def fresh(self, base: str) -> str:
         base = re.sub(r"\W", "_", base).rstrip("_") or "v"
@@ -51,8 +56,23 @@ class Namer:
         return self._get(v, "p", v.hint.lstrip("$") or "v")
 
     def d(self, v: Value) -> str:
-        """The tangent (forward) or adjoint / shadow (reverse) of `v`."""
-        return self._get(v, "d", "d" + (v.hint.lstrip("$") or "v"))
+        """The tangent (forward) or adjoint / shadow (reverse) of `v`, in the current lane."""
+        return self.lane_role(v, "d", "d" + (v.hint.lstrip("$") or "v"))
+
+    def lane_role(self, v: Value, role: str, base: str) -> str:
+        """A derivative-side name of `v`: one per batch lane."""
+        if self.width == 1:
+            return self._get(v, role, base)
+        return self._get(v, f"{role}#{self.lane}", f"{base}_{self.lane + 1}")
+
+    def lanes(self):
+        """Iterate the batch lanes, making each the current one (then lane 0 again)."""
+        try:
+            for k in range(self.width):
+                self.lane = k
+                yield k
+        finally:
+            self.lane = 0
 
     def cache(self, v: Value) -> str:
         return self._get(v, "cache", "_cache_" + (v.hint.lstrip("$") or "v"))

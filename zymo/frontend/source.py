@@ -91,8 +91,20 @@ class FunctionSource:
 
 
 def _lambda_line(src: str) -> str:
+    """`_ = <the lambda>` cut out of the middle of an expression: the longest prefix of the
+    text from `lambda` on that parses (what follows the lambda, `, ())]`, is dropped)."""
     start = src.find("lambda")
-    return "_ = " + src[start:].strip().rstrip(",)") if start >= 0 else src
+    if start < 0:
+        return src
+    text = src[start:].rstrip()
+    for end in range(len(text), 0, -1):
+        candidate = "_ = " + text[:end]
+        try:
+            ast.parse(candidate)
+        except SyntaxError:
+            continue
+        return candidate
+    return src
 
 
 def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.FunctionDef | ast.Lambda:

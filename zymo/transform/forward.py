@@ -12,6 +12,11 @@ into the shadow of that memory (zero when the value is inactive); memory that
 is only read keeps its tangents. `out=` computes the tangent from the operands'
 values before the call, so `np.sin(x, out=x)` is right. Inactive values get no
 code at all.
+
+Batch mode (`width` W > 1) propagates W tangents through the same primal: every
+tangent statement is written once per lane (`dx_1`, ..., `dx_W`), the primal
+once; the function takes the lanes' tangents lane by lane and returns one
+tuple of result tangents per lane.
 """
 from __future__ import annotations
 
@@ -25,10 +30,11 @@ from .emit import Emitter, zero
 
 
 class Forward:
-    def __init__(self, fn: Function, act: Activity):
+    def __init__(self, fn: Function, act: Activity, width: int = 1):
         self.fn = fn
         self.act = act
         self.namer = Namer()
+        self.namer.width = width
         self.w = Writer()
         self.e = Emitter(self.namer, self.w)
         # where each loop body's yield sends its values (the next iteration's carries)
@@ -48,7 +54,7 @@ class Forward:
     def run(self) -> tuple[str, str, list[int]]:
         fn, n = self.fn, self.namer
         active_params = [k for k, p in enumerate(fn.params) if self.act.is_active(p)]
-        params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for k in active_params]
+        params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for _ in n.lanes() for k in active_params]
         name = n.fresh(f"{fn.name}_fwd")
         with self.w.indent(f"def {name}({', '.join(params)}):"):
             self.block(fn.body)
@@ -68,55 +74,65 @@ class Forward:
         out = op.args[op.attrs["out"]] if "out" in op.attrs else None
         if rule.nondiff or (not op.results and out is None):
             self.e.primal(op)
-            if out is not None and act.is_active(out):
-                w(f"{n.d(out)}[...] = 0.0")
-            for r in op.results:
-                if T.is_memory(r.type) and act.is_active(r):
-                    w(f"{n.d(r)} = np.zeros_like({n(r)})")
+            for _ in n.lanes():
+                if out is not None and act.is_active(out):
+                    w(f"{n.d(out)}[...] = 0.0")
+                for r in op.results:
+                    if T.is_memory(r.type) and act.is_active(r):
+                        w(f"{n.d(r)} = np.zeros_like({n(r)})")
             return
         if rule.view or rule.maybe_view:
             self.e.primal(op)
             r = op.result
             if act.is_active(r):
                 x = op.args[0]
-                expr = self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.tangent(x), n(r), op)
-                if rule.maybe_view:
-                    expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {self.tangent(x)}, False)"
-                w(f"{n.d(r)} = {expr}")
+                for _ in n.lanes():
+                    expr = self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.tangent(x), n(r), op)
+                    if rule.maybe_view:
+                        expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {self.tangent(x)}, False)"
+                    w(f"{n.d(r)} = {expr}")
             return
-        terms, needs_ans = self._terms(op, rule)
         if out is None:
             self.e.primal(op)
             r = op.result
             if not act.is_active(r):
                 return
-            if not terms:
-                w(f"{n.d(r)} = {zero(r, n(r))}")
-                return
-            expr = _sum([t(n(r)) for t in terms])
-            if isinstance(r.type, T.Array):
-                single_name = len(terms) == 1 and expr.isidentifier()
-                expr = f"_rt.{'as_tangent' if single_name else 'as_shape'}({expr}, {n(r)})"
-            w(f"{n.d(r)} = {expr}")
+            for _ in n.lanes():
+                terms, _needs_ans = self._terms(op, rule)
+                if not terms:
+                    w(f"{n.d(r)} = {zero(r, n(r))}")
+                    continue
+                expr = _sum([t(n(r)) for t in terms])
+                if isinstance(r.type, T.Array):
+                    single_name = len(terms) == 1 and expr.isidentifier()
+                    expr = f"_rt.{'as_tangent' if single_name else 'as_shape'}({expr}, {n(r)})"
+                w(f"{n.d(r)} = {expr}")
             return
         # out=: the tangent is computed from the operands as they were before the call
         if not act.is_active(out):
             self.e.primal(op)
             return
+        terms, needs_ans = self._terms(op, rule)
         if not terms:
             self.e.primal(op)
-            w(f"{n.d(out)}[...] = 0.0")
+            for _ in n.lanes():
+                w(f"{n.d(out)}[...] = 0.0")
             return
-        tmp = n.fresh("_t")
+        ans = "None"
         if needs_ans:
             ans = n.fresh("_ans")
             w(f"{ans} = {self.e.call(op, with_out=False)}")
-            w(f"{tmp} = " + _sum([t(ans) for t in terms]))
+        tmps = []
+        for _ in n.lanes():
+            terms, _needs_ans = self._terms(op, rule)
+            tmps.append(n.fresh("_t"))
+            w(f"{tmps[-1]} = " + _sum([t(ans) for t in terms]))
+        if needs_ans:
             w(f"{n(out)}[...] = {ans}")
         else:
-            w(f"{tmp} = " + _sum([t("None") for t in terms]))
             self.e.primal(op)
-        w(f"{n.d(out)}[...] = {tmp}")
+        for lane in n.lanes():
+            w(f"{n.d(out)}[...] = {tmps[lane]}")
 
     def _terms(self, op: Op, rule) -> tuple[list, bool]:
         """Tangent contributions of the op's active arguments, as functions of `ans`."""
@@ -137,12 +153,15 @@ class Forward:
         self.e.primal(op)
         base, r = op.args[0], op.result
         if self.act.is_active(r):
-            self.w(f"{self.namer.d(r)} = {self.namer.d(base)}[{self.e.index(op)}]")
+            for _ in self.namer.lanes():
+                self.w(f"{self.namer.d(r)} = {self.namer.d(base)}[{self.e.index(op)}]")
 
     def op_setitem(self, op: Op) -> None:
         self.e.primal(op)
         obj, val = op.args[0], op.args[1]
-        if self.act.is_active(obj):
+        if not self.act.is_active(obj):
+            return
+        for _ in self.namer.lanes():
             if self.act.is_active(val):
                 t = self.namer.d(val)
             elif isinstance(obj.type, T.List) and T.is_memory(val.type):
@@ -157,7 +176,8 @@ class Forward:
         for d, s in zip(dsts, srcs):
             self.w(f"{n(d)} = {n(s)}")
             if self.act.is_active(d):
-                self.w(f"{n.d(d)} = {self.tangent(s)}")
+                for _ in n.lanes():
+                    self.w(f"{n.d(d)} = {self.tangent(s)}")
 
     def op_for(self, op: Op) -> None:
         n = self.namer
@@ -198,9 +218,15 @@ class Forward:
     def op_return(self, op: Op) -> None:
         n = self.namer
         vals = ", ".join(n(v) for v in op.args)
-        tans = ", ".join(self.tangent(v) if v.type.differentiable else "None" for v in op.args)
         one = "," if len(op.args) == 1 else ""
-        self.w(f"return ({vals}{one}), ({tans}{one})")
+        lanes = []
+        for _ in n.lanes():
+            tans = ", ".join(self.tangent(v) if v.type.differentiable else "None" for v in op.args)
+            lanes.append(f"({tans}{one})")
+        if n.width == 1:
+            self.w(f"return ({vals}{one}), {lanes[0]}")
+        else:
+            self.w(f"return ({vals}{one}), ({', '.join(lanes)},)")
 
 
 def _sum(exprs: list[str]) -> str:
@@ -213,5 +239,5 @@ def _sum(exprs: list[str]) -> str:
     return ast.unparse(node)
 
 
-def forward(fn: Function, act: Activity) -> tuple[str, str, list[int]]:
-    return Forward(fn, act).run()
+def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int]]:
+    return Forward(fn, act, width).run()

@@ -22,6 +22,11 @@ which case they are copied before the op. `report()` says what was cached and
 why. `for` loops run backwards over the same
 range, `while` loops replay their recorded trip count, `if` replays its
 condition.
+
+Batch mode (`width` W > 1): one augmented forward sweep (the primal and its
+caches, once) and one adjoint sweep in which every adjoint statement is written
+once per lane; shadows, adjoints and seeds come per lane (`dx_1`, ..., `dx_W`),
+and the function returns one tuple of adjoints per lane.
 """
 from __future__ import annotations
 
@@ -39,9 +44,10 @@ _CHEAP = {"add", "sub", "mul", "floordiv", "mod", "neg"}  # recomputed rather th
 
 
 class Reverse:
-    def __init__(self, fn: Function, act: Activity, seed_return: bool):
+    def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1):
         self.fn, self.act, self.seed_return = fn, act, seed_return
         self.namer = Namer()
+        self.namer.width = width
         self.e = Emitter(self.namer, Writer())
         self.depth: dict[int, int] = {}       # block id -> loop depth
         self.def_block: dict[int, Block] = {}  # value id -> defining block
@@ -128,9 +134,10 @@ class Reverse:
         fn, n, act = self.fn, self.namer, self.act
         shadow_params = [k for k, p in enumerate(fn.params) if T.is_memory(p.type) and act.is_active(p)]
         active_scalars = [k for k, p in enumerate(fn.params) if not T.is_memory(p.type) and act.is_active(p)]
-        params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for k in shadow_params]
-        seed = n.fresh("_seed") if self.seed_return else None
-        self.seed = seed
+        params = [n(p) for p in fn.params] + [n.d(fn.params[k]) for _ in n.lanes() for k in shadow_params]
+        self.seeds = ([n.fresh("_seed" if n.width == 1 else f"_seed_{k + 1}") for k in range(n.width)]
+                      if self.seed_return else [])
+        seed = ", ".join(self.seeds) if self.seeds else None
         self.split = split
         self.tape_in = n.fresh("_tape_in") if split else None
         for k in active_scalars:
@@ -144,8 +151,11 @@ class Reverse:
         self.fwd_block(fn.body, fwd)
         rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
         rets = f"({rets}{',' if len(fn.body.ops[-1].args) == 1 else ''})"
-        adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
-        adjs = f"({adjs}{',' if len(active_scalars) == 1 else ''})"
+        lanes = []
+        for _ in n.lanes():
+            adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
+            lanes.append(f"({adjs}{',' if len(active_scalars) == 1 else ''})")
+        adjs = lanes[0] if n.width == 1 else f"({', '.join(lanes)},)"
         w = Writer()
         if not split:
             name = n.fresh(f"{fn.name}_rev")
@@ -157,7 +167,7 @@ class Reverse:
             return w.source(), [name], shadow_params + active_scalars
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads
         tape = self.tape_slots + sorted(
-            _free_names(rev, fwd) - set(self.tape_slots) - set(params) - {seed})
+            _free_names(rev, fwd) - set(self.tape_slots) - set(params) - set(self.seeds))
         self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
@@ -251,7 +261,12 @@ class Reverse:
         return self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.use_d(base), None, op, name=self.use)
 
     def _cache_name(self, v: Value, role: str) -> str:
-        return self.namer.cache(v) if role == "p" else self.namer.role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
+        """The cache of `v` (role "p") or of its shadow in the current lane (role "d")."""
+        return self.namer.cache(v) if role == "p" else self.namer.lane_role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
+
+    def _lanes_of(self, role: str):
+        """The lanes a role comes in: the primal once, a shadow once per lane."""
+        return self.namer.lanes() if role == "d" else (0,)
 
     def _counter(self, v: Value) -> str:
         return self.namer.role(v, "k", "_k_" + v.hint.lstrip("$"))
@@ -270,7 +285,8 @@ class Reverse:
             v = self.values[vid]
             if not self._cached(v) or self._remat(v, role):
                 continue
-            self.tape_slots.append(self._cache_name(v, role))
+            for _ in self._lanes_of(role):
+                self.tape_slots.append(self._cache_name(v, role))
             if self._kind(v, role) == "prealloc":
                 loop = self._loop_of(self.def_block[vid])
                 self.cache_at_loop.setdefault(id(loop), []).append((v, role))
@@ -299,12 +315,15 @@ class Reverse:
         return owner
 
     def _alloc_cache(self, w: Writer, v: Value, role: str, trips: str | None) -> None:
-        name = self._cache_name(v, role)
         kind = self._kind(v, role)
-        slot = self.tape_slots.index(name)
         if kind == "list":
-            w(f"{name} = _rt.reuse_list({self.tape_in}, {slot})" if self.split else f"{name} = []")
+            for _ in self._lanes_of(role):
+                name = self._cache_name(v, role)
+                slot = self.tape_slots.index(name)
+                w(f"{name} = _rt.reuse_list({self.tape_in}, {slot})" if self.split else f"{name} = []")
             return
+        name = self._cache_name(v, role)
+        slot = self.tape_slots.index(name)
         dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
@@ -319,12 +338,14 @@ class Reverse:
             return
         for role in ("p", "d"):
             if (v.id, role) in self.needed and not self._remat(v, role):
-                name = self.namer(v) if role == "p" else self.namer.d(v)
-                cache = self._cache_name(v, role)
                 kind = self._kind(v, role)
                 if kind == "list":
-                    w(f"{cache}.append({name})")
+                    for _ in self._lanes_of(role):
+                        name = self.namer(v) if role == "p" else self.namer.d(v)
+                        w(f"{self._cache_name(v, role)}.append({name})")
                     continue
+                name = self.namer(v)
+                cache = self._cache_name(v, role)
                 k = self._counter(v)
                 if kind == "grow" and cache not in self.reserved:
                     with w.indent(f"if {k} == {cache}.shape[0]:"):
@@ -333,14 +354,14 @@ class Reverse:
                 w(f"{k} += 1")
 
     def _restore(self, w: Writer, v: Value, role: str) -> None:
-        name = self.namer(v) if role == "p" else self.namer.d(v)
-        cache = self._cache_name(v, role)
         if self._kind(v, role) == "list":
-            w(f"{name} = {cache}.pop()")
+            for _ in self._lanes_of(role):
+                name = self.namer(v) if role == "p" else self.namer.d(v)
+                w(f"{name} = {self._cache_name(v, role)}.pop()")
         else:
             k = self._counter(v)
             w(f"{k} -= 1")
-            w(f"{name} = {cache}[{k}]")
+            w(f"{self.namer(v)} = {self._cache_name(v, role)}[{k}]")
 
     def fwd_block(self, block: Block, w: Writer) -> None:
         for a in block.args:
@@ -367,7 +388,7 @@ class Reverse:
             if k == "prim":
                 rule = lookup(op.attrs["key"])
                 for r in op.results:
-                    if T.is_memory(r.type) and act.is_active(r):
+                    for _ in (n.lanes() if T.is_memory(r.type) and act.is_active(r) else ()):
                         if rule.view or rule.maybe_view:
                             x = op.args[0]
                             dx = n.d(x) if act.is_active(x) else f"np.zeros_like({n(x)})"
@@ -379,13 +400,14 @@ class Reverse:
                             w(f"{n.d(r)} = np.zeros_like({n(r)})")
             elif k == "getitem":
                 r = op.result
-                if T.is_memory(r.type) and act.is_active(r):
+                for _ in (n.lanes() if T.is_memory(r.type) and act.is_active(r) else ()):
                     w(f"{n.d(r)} = {n.d(op.args[0])}[{e.index(op)}]")
             elif k == "setitem":
                 obj, val = op.args[0], op.args[1]
                 if isinstance(obj.type, T.List) and T.is_memory(val.type) and act.is_active(obj):
-                    dv = n.d(val) if act.is_active(val) else f"np.zeros_like({n(val)})"
-                    w(f"{n.d(obj)}[{e.index(op)}] = {dv}")
+                    for _ in n.lanes():
+                        dv = n.d(val) if act.is_active(val) else f"np.zeros_like({n(val)})"
+                        w(f"{n.d(obj)}[{e.index(op)}] = {dv}")
         elif k == "for":
             body = op.regions[0]
             self._fwd_assign(w, body.args[1:], op.args[3:])
@@ -436,7 +458,7 @@ class Reverse:
         n = self.namer
         for d, s in zip(dsts, srcs):
             w(f"{n(d)} = {n(s)}")
-            if T.is_memory(d.type) and self.act.is_active(d):
+            for _ in (n.lanes() if T.is_memory(d.type) and self.act.is_active(d) else ()):
                 ds = n.d(s) if self.act.is_active(s) else f"np.zeros_like({n(s)})"
                 w(f"{n.d(d)} = {ds}")
 
@@ -444,9 +466,10 @@ class Reverse:
     def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
         """The adjoint code of `block`: pops, adjoint initialisation, then its ops reversed."""
         body = Writer()
-        for v, expr in seeds:
+        for v, expr in seeds:  # expr: the seed's expression in the current lane
             if self.act.is_active(v) and not T.is_memory(v.type):
-                body(f"{self.adj(v)} += {expr}")
+                for _ in self.namer.lanes():
+                    body(f"{self.adj(v)} += {expr()}")
         for op in reversed(block.ops):
             self.rev_op(op, body)
         head = Writer()
@@ -456,13 +479,15 @@ class Reverse:
             for v in reversed(defined):  # registers what the recomputations read first
                 for role in ("d", "p"):
                     if (v.id, role) in self.needed and self._remat(v, role):
-                        remat[(v.id, role)] = self._remat_expr(v, role)
+                        for lane in self._lanes_of(role):
+                            remat[(v.id, role, lane)] = self._remat_expr(v, role)
             for v in defined:
                 for role in ("p", "d"):
                     if (v.id, role) in self.needed and self._cached(v):
-                        if (v.id, role) in remat:
-                            name = self.namer(v) if role == "p" else self.namer.d(v)
-                            head(f"{name} = {remat[(v.id, role)]}")
+                        if (v.id, role, 0) in remat:
+                            for lane in self._lanes_of(role):
+                                name = self.namer(v) if role == "p" else self.namer.d(v)
+                                head(f"{name} = {remat[(v.id, role, lane)]}")
                         else:
                             self._restore(head, v, role)
         defined = self._defined_in(block)
@@ -470,7 +495,8 @@ class Reverse:
             defined = list(self.fn.params) + defined
         for v in defined:
             if v.id in self.adj_used and not T.is_memory(v.type):
-                head(f"{self.namer.d(v)} = 0.0")
+                for _ in self.namer.lanes():
+                    head(f"{self.namer.d(v)} = 0.0")
         splice(head, body)
         return head
 
@@ -487,7 +513,11 @@ class Reverse:
         return out
 
     def rev_op(self, op: Op, w: Writer) -> None:
-        getattr(self, "rev_" + op.kind)(op, w)
+        if op.kind in ("for", "while", "if"):
+            getattr(self, "rev_" + op.kind)(op, w)  # regions: lanes inside
+            return
+        for _ in self.namer.lanes():
+            getattr(self, "rev_" + op.kind)(op, w)
 
     def rev_const(self, op: Op, w: Writer) -> None:
         pass
@@ -501,7 +531,7 @@ class Reverse:
         if self.seed_return:
             v = op.args[0]
             if self.act.is_active(v):
-                w(f"{self.adj(v)} += {self.seed}")
+                w(f"{self.adj(v)} += {self.seeds[self.namer.lane]}")
 
     def rev_getitem(self, op: Op, w: Writer) -> None:
         base, r = op.args[0], op.result
@@ -607,8 +637,9 @@ class Reverse:
         names = []
         for c, r in zip(carries, results):
             if self.act.is_active(c) and not T.is_memory(c.type):
-                nm = self.namer.role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
-                w(f"{nm} = {self.adj(r) if self.act.is_active(r) else '0.0'}")
+                nm = lambda c=c: self.namer.lane_role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+                for _ in self.namer.lanes():
+                    w(f"{nm()} = {self.adj(r) if self.act.is_active(r) else '0.0'}")
                 names.append(nm)
             else:
                 names.append(None)
@@ -617,7 +648,14 @@ class Reverse:
     def _carry_out(self, w: Writer, names: list, dsts: list[Value]) -> None:
         for nm, d in zip(names, dsts):
             if nm is not None and self.act.is_active(d) and not T.is_memory(d.type):
-                w(f"{self.adj(d)} += {nm}")
+                for _ in self.namer.lanes():
+                    w(f"{self.adj(d)} += {nm()}")
+
+    def _carry_back(self, inner: Writer, names: list, carries: list[Value]) -> None:
+        for nm, c in zip(names, carries):
+            if nm is not None:
+                for _ in self.namer.lanes():
+                    inner(f"{nm()} = {self.adj(c)}")
 
     def rev_for(self, op: Op, w: Writer) -> None:
         body = op.regions[0]
@@ -628,9 +666,7 @@ class Reverse:
             if nm is not None:
                 self.adj_used.add(c.id)  # read after the body: initialise it at block entry
         inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
-        for nm, c in zip(names, carries):
-            if nm is not None:
-                inner(f"{nm} = {self.adj(c)}")
+        self._carry_back(inner, names, carries)
         start, stop, step = (self.use(v) for v in op.args[:3])
         trip = self.namer.fresh("_n")
         w(f"{trip} = _rt.trip({start}, {stop}, {step})")
@@ -653,9 +689,7 @@ class Reverse:
             if nm is not None:
                 self.adj_used.add(c.id)
         inner = self.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names) if nm])
-        for nm, c in zip(names, body.args):
-            if nm is not None:
-                inner(f"{nm} = {self.adj(c)}")
+        self._carry_back(inner, names, body.args)
         with w.indent(f"for _ in range({self.use(trip)}):"):
             splice(w, inner)
         self._carry_out(w, names, op.args)
@@ -664,7 +698,7 @@ class Reverse:
         cond = self.use(op.args[0])
         branches = []
         for region in op.regions:
-            seeds = [(y, self.adj(r)) for y, r in zip(region.ops[-1].args, op.results)
+            seeds = [(y, lambda r=r: self.adj(r)) for y, r in zip(region.ops[-1].args, op.results)
                      if self.act.is_active(r) and not T.is_memory(r.type)]
             branches.append(self.rev_block(region, seeds=seeds))
         with w.indent(f"if {cond}:"):
@@ -818,13 +852,13 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
-            split: bool = False) -> tuple[str, list[str], list[int], "Reverse"]:
+            split: bool = False, width: int = 1) -> tuple[str, list[str], list[int], "Reverse"]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached).
 
     Combined mode writes one function; split mode an augmented forward that
     returns `(results, tape)` and a reverse that takes the tape."""
-    rev = Reverse(fn, act, seed_return)
+    rev = Reverse(fn, act, seed_return, width)
     src, names, params = rev.run(split)
     return src, names, params, rev
 

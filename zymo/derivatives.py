@@ -1,0 +1,291 @@
+"""Derived operators on top of `autodiff`: Jacobians, forward gradients, second order.
+
+Contract:
+- `jacobian(mode, f, x, *consts, chunk=None)`: the Jacobian of `y = f(x, *consts)`
+  (a float or an array) with respect to the float array (or float) `x`, shaped
+  `y.shape + x.shape`. `Forward` pushes `chunk` basis tangents per call through
+  batch mode (default: min(x.size, 8)); `Reverse` pulls `chunk` basis cotangents
+  of `y` per call. The extra arguments are constants. `f` may mutate its
+  arguments: every call runs on fresh copies, and `x` is left as it was.
+- `gradient_forward(f, x, *consts, chunk=None)`: the gradient of scalar `f` in
+  forward mode (batched), the same as `jacobian(Forward, ...)`.
+- `hvp(f, x, v, *consts)`: the Hessian of scalar `f` at `x` times `v`, by forward
+  mode over zymo's own generated reverse-mode program (forward over reverse);
+  `hvp_and_gradient` returns `(hvp, gradient)` from the same call;
+  `hessian(f, x)` runs batched hvps over basis vectors, `chunk` at a time.
+
+The reverse program differentiated here is the Python source `autodiff(Reverse, ...)`
+runs (`generated_code` shows it), caches, counters and shadow zeroing included.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .annotations import (Active, BatchDuplicated, Const, Duplicated, Forward, Mode, Reverse)
+from .errors import ZymoUsageError
+from .shadows import make_zero
+
+DEFAULT_CHUNK = 8
+
+
+def _check_x(x: Any, what: str) -> np.ndarray | float:
+    if isinstance(x, np.ndarray):
+        if not np.issubdtype(x.dtype, np.floating):
+            raise ZymoUsageError(f"{what}: x must be a float array (or a float), not an array of {x.dtype}")
+        return x
+    if isinstance(x, (float, np.floating)) and not isinstance(x, bool):
+        return float(x)
+    raise ZymoUsageError(f"{what}: x must be a float array or a float, not {type(x).__name__}")
+
+
+def _copies(consts: tuple) -> list:
+    return [np.copy(c) if isinstance(c, np.ndarray) else c for c in consts]
+
+
+def _chunk(chunk: Any, n: int) -> int:
+    if chunk is None:
+        return max(1, min(n, DEFAULT_CHUNK))
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ZymoUsageError(f"chunk must be a positive int, not {chunk!r}")
+    return int(min(chunk, n))
+
+
+def _basis(x: np.ndarray, start: int, width: int) -> tuple:
+    """Basis vectors e_start ... e_{start+width-1} shaped like `x` (zeros past the end)."""
+    out = []
+    for j in range(start, start + width):
+        e = np.zeros_like(x)
+        if j < x.size:
+            e.reshape(-1)[j] = 1.0
+        out.append(e)
+    return tuple(out)
+
+
+def _as_output(y: Any, what: str) -> Any:
+    if isinstance(y, np.ndarray) and np.issubdtype(y.dtype, np.floating):
+        return y
+    if isinstance(y, (float, np.floating)) and not isinstance(y, bool):
+        return float(y)
+    raise ZymoUsageError(f"{what}: f must return a float or a float array, not {type(y).__name__}")
+
+
+# -- Jacobians ----------------------------------------------------------------------
+
+
+def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
+             numba: Any = None) -> Any:
+    """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`."""
+    if not isinstance(mode, Mode) or mode.split:
+        raise ZymoUsageError("jacobian takes Forward or Reverse")
+    x = _check_x(x, "jacobian")
+    if isinstance(x, float):
+        return _jacobian_scalar(mode, f, x, consts, numba)
+    if mode.forward:
+        return _jacobian_forward(f, x, consts, chunk, numba)
+    return _jacobian_reverse(f, x, consts, chunk, numba)
+
+
+def _jacobian_forward(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any) -> Any:
+    y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
+    yshape = np.shape(y)
+    width = _chunk(chunk, x.size)
+    J = np.zeros(yshape + (x.size,), dtype=np.result_type(x.dtype, np.asarray(y).dtype))
+    for start in range(0, x.size, width):
+        ts = _basis(x, start, width)
+        args = [Const(c) for c in _copies(consts)]
+        if width == 1:
+            (tan,) = _autodiff(Forward, f, Duplicated, Duplicated(np.copy(x), ts[0]), *args, numba=numba)
+            tans = (tan,)
+        else:
+            (tans,) = _autodiff(Forward, f, BatchDuplicated, BatchDuplicated(np.copy(x), ts), *args, numba=numba)
+        for lane, t in enumerate(tans):
+            if start + lane < x.size:
+                J[..., start + lane] = t
+    return J.reshape(yshape + x.shape)
+
+
+# y[...] = f(x, *consts), written out per number of constants (zymo reads their source)
+def _pull0(y, f, x):
+    y[...] = f(x)
+
+
+def _pull1(y, f, x, c1):
+    y[...] = f(x, c1)
+
+
+def _pull2(y, f, x, c1, c2):
+    y[...] = f(x, c1, c2)
+
+
+def _pull3(y, f, x, c1, c2, c3):
+    y[...] = f(x, c1, c2, c3)
+
+
+def _pull4(y, f, x, c1, c2, c3, c4):
+    y[...] = f(x, c1, c2, c3, c4)
+
+
+_PULL = [_pull0, _pull1, _pull2, _pull3, _pull4]
+
+
+def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any) -> Any:
+    y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
+    if isinstance(y, float):  # one row: the gradient
+        dx = np.zeros_like(x)
+        _autodiff(Reverse, f, Active, Duplicated(np.copy(x), dx), *map(Const, _copies(consts)), numba=numba)
+        return dx
+    if len(consts) >= len(_PULL):
+        raise ZymoUsageError(f"jacobian(Reverse, ...) takes at most {len(_PULL) - 1} constant arguments; "
+                             "pack them in a tuple")
+    pull = _PULL[len(consts)]
+    width = _chunk(chunk, y.size)
+    J = np.zeros((y.size,) + x.shape, dtype=np.result_type(x.dtype, y.dtype))
+    for start in range(0, y.size, width):
+        seeds = _basis(np.zeros_like(y), start, width)
+        dxs = tuple(np.zeros_like(x) for _ in range(width))
+        args = [Const(c) for c in _copies(consts)]
+        ybuf = np.zeros_like(y)
+        if width == 1:
+            _autodiff(Reverse, pull, Const, Duplicated(ybuf, seeds[0]), f,
+                      Duplicated(np.copy(x), dxs[0]), *args, numba=numba)
+        else:
+            _autodiff(Reverse, pull, Const, BatchDuplicated(ybuf, seeds), f,
+                      BatchDuplicated(np.copy(x), dxs), *args, numba=numba)
+        for lane, d in enumerate(dxs):
+            if start + lane < y.size:
+                J[start + lane] = d
+    return J.reshape(y.shape + x.shape)
+
+
+def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: Any) -> Any:
+    """d f / d x for a float x: the tangent (forward) or, for a float result, the adjoint."""
+    y = _as_output(f(x, *_copies(consts)), "jacobian")
+    args = [Const(c) for c in _copies(consts)]
+    if mode.forward or not isinstance(y, float):
+        (t,) = _autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), *args, numba=numba)
+        return t
+    (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba)
+    return d[0]
+
+
+def gradient_forward(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
+    """The gradient of scalar `f(x, *consts)` by batched forward mode."""
+    g = jacobian(Forward, f, x, *consts, chunk=chunk, numba=numba)
+    if np.ndim(g) != np.ndim(x):
+        raise ZymoUsageError("gradient needs f to return a float; use jacobian for array results")
+    return g
+
+
+# -- second order: forward over reverse ---------------------------------------------------
+
+
+def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
+    """The generated reverse-mode program of f at (x, *consts), as a plain Python function,
+    with the values it takes after x and the internal shadows it takes after dx (of
+    constant or captured memory that receives active data: constants of the outer call)."""
+    from .api import _prepare, _shadows
+
+    dx = np.zeros_like(x)
+    comp, norm, leaves, all_values = _prepare(Reverse, f, Active, (Duplicated(x, dx), *map(Const, consts)),
+                                              numba=False)
+    shadows = _shadows(comp, leaves, all_values)
+    if not shadows or shadows[0] is not dx:  # f does not depend on x
+        return None, all_values[1:], []
+    return comp, all_values[1:], shadows[1:]
+
+
+def _over_reverse(comp, x, rest, internal, xs, gs, numba) -> None:
+    """Forward mode over the reverse program: `xs`/`gs` hold x's tangents and receive the
+    tangents of x's adjoint (one of each, or one per batch lane)."""
+    if comp is None:
+        return
+    consts = [*map(Const, _copies(rest))]
+    inner = [Const(make_zero(s)) for s in internal]
+    if len(xs) == 1:
+        _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), xs[0]), *consts,
+                  Duplicated(np.zeros_like(x), gs[0]), *inner, Const(1.0), numba=numba)
+    else:
+        _autodiff(Forward, comp.fn, Const, BatchDuplicated(np.copy(x), xs), *consts,
+                  BatchDuplicated(np.zeros_like(x), gs), *inner, Const(1.0), numba=numba)
+
+
+def _check_scalar(f: Callable, x: np.ndarray, consts: tuple, what: str) -> None:
+    y = f(np.copy(x), *_copies(consts))
+    if not (isinstance(y, (float, np.floating)) and not isinstance(y, bool)):
+        raise ZymoUsageError(f"{what}: f must return a float, not {type(y).__name__}")
+
+
+def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> tuple:
+    """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program."""
+    x = _check_x(x, "hvp")
+    if isinstance(x, float):
+        return _scalar_second(f, x, consts, numba, float(v))
+    v = np.array(v, dtype=x.dtype)  # a copy: the program writes tangents of what f overwrites
+    if v.shape != x.shape:
+        raise ZymoUsageError(f"hvp: v has shape {v.shape}, x has shape {x.shape}")
+    _check_scalar(f, x, consts, "hvp")
+    comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
+    hv = np.zeros_like(x)
+    if comp is None:
+        return hv, np.zeros_like(x)
+    g = np.zeros_like(x)
+    inner = [Const(make_zero(s)) for s in internal]
+    _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), v), *map(Const, _copies(rest)),
+              Duplicated(g, hv), *inner, Const(1.0), numba=numba)
+    return hv, g
+
+
+def hvp(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> Any:
+    """The Hessian of scalar `f` at `x` times `v` (forward over reverse)."""
+    return hvp_and_gradient(f, x, v, *consts, numba=numba)[0]
+
+
+def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
+    """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
+    vectors, `chunk` lanes per call."""
+    x = _check_x(x, "hessian")
+    if isinstance(x, float):
+        return _scalar_second(f, x, consts, numba, 1.0)[0]
+    _check_scalar(f, x, consts, "hessian")
+    comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
+    width = _chunk(chunk, x.size)
+    H = np.zeros((x.size,) + x.shape, dtype=x.dtype)
+    for start in range(0, x.size, width):
+        ts = _basis(x, start, width)
+        hs = tuple(np.zeros_like(x) for _ in range(width))
+        _over_reverse(comp, x, rest, internal, ts, hs, numba)
+        for lane, h in enumerate(hs):
+            if start + lane < x.size:
+                H[start + lane] = h
+    # row j holds H e_j = the j-th column; H is symmetric, return it as [i, j] = d2f/dxi dxj
+    return np.moveaxis(H.reshape(x.shape + x.shape), tuple(range(x.ndim)), tuple(range(x.ndim, 2 * x.ndim)))
+
+
+def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -> tuple:
+    """(f''(x) v, f'(x)) for a float x: forward mode over the reverse program's Active adjoint."""
+    from .api import _prepare
+
+    comp, norm, leaves, values = _prepare(Reverse, f, Active, (Active(x), *map(Const, _copies(consts))),
+                                          numba=False)
+    if comp.active_params != [0]:
+        if not comp.active_params:  # f does not depend on x
+            return 0.0, 0.0
+        raise ZymoUsageError("second derivative: f writes active data into memory it does not own")
+    tan, prim = _autodiff(_fwd_with_primal(), comp.fn, Duplicated, Duplicated(x, v),
+                          *map(Const, _copies(values[1:])), Const(1.0), numba=numba)
+    # the program returns ((results,), (dx,))
+    return float(tan[1][0]), float(prim[1][0])
+
+
+def _fwd_with_primal():
+    from .annotations import ForwardWithPrimal
+
+    return ForwardWithPrimal
+
+
+def _autodiff(*args: Any, **kw: Any) -> Any:
+    from .api import autodiff
+
+    return autodiff(*args, **kw)
