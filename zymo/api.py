@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import config
+from . import config, data
 from .analysis.activity import Activity, analyze
 from .analysis.types import type_of_value
 from .annotations import Active, Annotation, Const, Duplicated, DuplicatedNoNeed, Mode
@@ -42,9 +42,12 @@ class Leaf:
     value: Any
     shadow: Any  # None unless Duplicated
     kind: str  # "const" | "active" | "dup"
+    slot: Any = None  # a boxed float: where it is written back (data.BoxRef)
 
 
 def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> None:
+    if data.flatten_record(obj, shadow, kind, where, out, _flatten, Leaf):
+        return
     if isinstance(obj, tuple):
         for k, o in enumerate(obj):
             _flatten(o, shadow[k] if shadow is not None else None, kind, f"{where}[{k}]", out)
@@ -65,7 +68,8 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
             if not mode.forward and _has_float_leaf(a.val):
                 raise ZymoUsageError(
                     f"{where}: in reverse mode a float cannot be Duplicated (its shadow is immutable); "
-                    "use Active(x)"
+                    "use Active(x) (for a tuple, namedtuple or frozen dataclass holding floats and arrays, "
+                    "pass the floats separately or use a mutable class)"
                 )
             norm.append((a.val, a.dval, "dup"))
         elif isinstance(a, Active):
@@ -89,19 +93,13 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
     return norm
 
 
-def _has_float_leaf(obj: Any) -> bool:
-    if isinstance(obj, tuple):
-        return any(_has_float_leaf(o) for o in obj)
-    return isinstance(obj, (float, np.floating))
-
-
-def _has_memory_leaf(obj: Any) -> bool:
-    if isinstance(obj, tuple):
-        return any(_has_memory_leaf(o) for o in obj)
-    return isinstance(obj, (np.ndarray, list))
+_has_float_leaf = data.has_unboxed_float  # a float outside memory (a tuple's, a frozen record's)
+_has_memory_leaf = data.has_memory  # arrays, lists, boxed floats of mutable records
 
 
 def _type_key(obj: Any) -> Any:
+    if data.is_record(obj):
+        return data.type_key(obj, _type_key)
     if isinstance(obj, tuple):
         return ("tuple",) + tuple(_type_key(o) for o in obj)
     if obj is None or isinstance(obj, str) or callable(obj):
@@ -219,10 +217,7 @@ def _backend(numba: Any, f: Any) -> str:
 
 
 def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None):
-    if isinstance(f, Const):
-        f = f.val
-    elif isinstance(f, Annotation):
-        raise ZymoUsageError("annotating the function (Duplicated(f, df)) is not supported yet; pass f or Const(f)")
+    f, fshadow, fconst = data.function_annotation(f)
     if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed):
         raise ZymoUsageError(f"the return activity must be Active, Const or Duplicated, not {ret_activity!r}")
     if mode.forward and ret_activity is Active:
@@ -236,8 +231,11 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     for k, (v, s, kind) in enumerate(norm):
         _flatten(v, s, kind, f"argument {k}", leaves)
     captured_objs = [obj for _, obj, _ in lw.captured]
-    all_values = [lf.value for lf in leaves] + captured_objs
-    active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
+    n_args = len(leaves)
+    leaves += data.captured_leaves(lw.captured, data.shadow_map(f, fshadow) if fshadow is not None else None, Leaf)
+    data.share_boxes(leaves)
+    all_values = [lf.value for lf in leaves]
+    active = [lf.kind != "const" for lf in leaves]
     classes = alias_classes(all_values)
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
@@ -246,6 +244,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     if comp is None or comp.ir is not lw.ir:
         comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend)
         _COMPILED[ckey] = comp
+    if fconst:
+        data.check_const_function(comp, lw.captured, n_args)
     return comp, norm, leaves, all_values
 
 
@@ -362,8 +362,10 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
     shadows = _shadows(comp, leaves, all_values)
     flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0])
     finish = _Finish(mode, ret_activity, comp, norm, leaves)
-    out = finish(_call(comp, None, flat, f, norm))
-    if not any(k == "active" for _, _, k in norm):
+    results = _call(comp, None, flat, f, norm)
+    data.write_back(leaves)
+    out = finish(results)
+    if not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
         mine = {id(s) for s in _internal(comp, leaves, shadows)}
         internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
         try:
@@ -515,6 +517,8 @@ def _restructure(obj: Any, vals: list) -> Any:
     it = iter(vals)
 
     def go(o: Any) -> Any:
+        if data.is_record(o):
+            return data.restructure(o, go)
         if isinstance(o, tuple):
             return tuple(go(x) for x in o)
         if o is None or isinstance(o, str) or callable(o):
@@ -558,6 +562,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         shadows = _shadows(comp, leaves, all_values)
         inner = tape.inner if tape is not None and tape.owner is comp else None
         primal_flat, recorded = _call(comp, 0, [*all_values, *shadows, inner], f, norm)
+        data.write_back(leaves)
         new = Tape(recorded, _internal(comp, leaves, shadows), comp)
         return new, (_rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
 
@@ -577,6 +582,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
         shadows = _shadows(comp, leaves, all_values, tape.internal)
         adj = _call(comp, 1, [*all_values, *shadows, *seed, tape.inner], f, norm)
+        data.write_back(leaves)
         return (_derivs(norm, leaves, comp, adj),)
 
     return forward, reverse
