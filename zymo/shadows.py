@@ -32,7 +32,7 @@ def make_zero(obj: Any, _memo: dict | None = None) -> Any:
         return obj
     elif isinstance(obj, (float, np.floating)):
         return type(obj)(0.0)
-    elif isinstance(obj, tuple):
+    elif isinstance(obj, tuple) and record(obj) is None:
         return tuple(make_zero(o, memo) for o in obj)
     elif isinstance(obj, list):
         out = []

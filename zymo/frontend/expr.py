@@ -149,6 +149,9 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
+                # static values (strings held by records, None): decided at compile time
+                r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
             else:
                 r = self.b.prim(key, [self.as_value(left, node), self.as_value(right, node)], {}, self.loc(node))
             result = r if result is None else self.b.prim("zymo.and", [result, r], {}, self.loc(node))
