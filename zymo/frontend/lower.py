@@ -664,7 +664,7 @@ class Lowerer(ExprLowering):
         has_return = contains(s.body, (ast.Return,), loops=True)
         if has_break:
             f.env[brk] = self.b.const(False, self.loc(s), "brk")
-        assigned = assigned_names(s.body) | set(extra)
+        assigned = (assigned_names(s.body) | set(extra)) - f.nonlocals  # nonlocals live in their cells
         targets: set[str] = set()
         if isinstance(s, ast.For):
             targets = assigned_names([ast.Assign(targets=[s.target], value=ast.Constant(0))])
