@@ -257,3 +257,23 @@ def test_structure_is_part_of_the_compile_key():
     for k in (2, 3, 2):
         (dx,) = zymo.autodiff(Reverse, f, Active, Const({"w": np.array([1.5]), "k": k}), Active(1.0))[0][1:]
         assert dx == pytest.approx(1.5 * k)
+
+
+def test_the_simulation_example():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "simulation.py"
+    spec = importlib.util.spec_from_file_location("zymo_example_simulation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    heat = mod.Heat(6)
+    heat.steps = 5
+    out = check_data(mod.simulate, lambda: [_copy_heat(heat), 0.3])
+    assert out["grads"][(0, "t")] != 0
+    mod.main()
+
+
+def _copy_heat(h):
+    import copy
+    return copy.deepcopy(h)
