@@ -335,8 +335,10 @@ class Lowerer(ExprLowering):
             cur = self.lookup(t.id, t)
             if isinstance(cur, Value) and isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)  # x += y on an array writes x's memory
+            elif t.id in self.frame.nonlocals:
+                self.assign_nonlocal(t.id, self.binop(key, cur, rhs, s), s)
             else:
-                self.assign(t, self.binop(key, cur, rhs, s), s)
+                self.frame.env[t.id] = self.binop(key, cur, rhs, s)
         elif isinstance(t, ast.Attribute) or (isinstance(t, ast.Subscript) and self.is_record(self.expr(t.value))):
             cur = self.expr(t)  # obj.x += y: an array updates in place, a float is stored back
             if isinstance(cur, Value) and isinstance(cur.type, T.Array):
