@@ -277,3 +277,33 @@ def test_the_simulation_example():
 def _copy_heat(h):
     import copy
     return copy.deepcopy(h)
+
+
+class _Two:
+    def __init__(self):
+        self.w = np.array([1.0, 2.0])
+        self.c = 2.0
+
+
+def _scale(o, x):
+    o.c = o.c * x
+    o.w[0] = o.w[0] * o.c
+    return o.c * np.sum(o.w)
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_split_mode_and_numba_with_a_float_attribute(numba):
+    # ret = w0 c1^2 + w1 c1 with c1 = c0 x: d/dx = 20, d/dc0 = 20, d/dw = [16, 4] at x = 2
+    fwd, rev = zymo.autodiff_thunk(zymo.ReverseSplitWithPrimal, _scale, Active,
+                                   Duplicated(_Two(), zymo.make_zero(_Two())), Active(2.0), numba=numba)
+    for _ in range(2):
+        o = _Two()
+        do = zymo.make_zero(o)
+        tape, y = fwd(Duplicated(o, do), Active(2.0))
+        assert y == 24.0 and o.c == 4.0
+        ((_, dx),) = rev(Duplicated(o, do), Active(2.0), 1.0, tape)
+        assert dx == pytest.approx(20.0) and do.c == pytest.approx(20.0)
+        np.testing.assert_allclose(do.w, [16.0, 4.0])
+    o, do = _Two(), zymo.make_zero(_Two())
+    ((_, dx),) = zymo.autodiff(Reverse, _scale, Active, Duplicated(o, do), Active(2.0), numba=numba)
+    assert dx == pytest.approx(20.0) and do.c == pytest.approx(20.0)
