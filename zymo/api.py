@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import config
+from . import config, data
 from .analysis.activity import Activity, analyze
 from .analysis.types import type_of_value
 from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
@@ -43,9 +43,12 @@ class Leaf:
     value: Any
     shadow: Any  # None unless Duplicated; in batch mode a tuple with one shadow per lane
     kind: str  # "const" | "active" | "dup"
+    slot: Any = None  # a boxed float: where it is written back (data.BoxRef)
 
 
 def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> None:
+    if data.flatten_record(obj, shadow, kind, where, out, _flatten, Leaf):
+        return
     if isinstance(obj, tuple):
         for k, o in enumerate(obj):
             _flatten(o, shadow[k] if shadow is not None else None, kind, f"{where}[{k}]", out)
@@ -89,7 +92,8 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
             if not mode.forward and _has_float_leaf(a.val):
                 raise ZymoUsageError(
                     f"{where}: in reverse mode a float cannot be Duplicated (its shadow is immutable); "
-                    "use Active(x)"
+                    "use Active(x) (for a tuple, namedtuple or frozen dataclass holding floats and arrays, "
+                    "pass the floats separately or use a mutable class)"
                 )
             norm.append((a.val, a.dval, "dup"))
         elif isinstance(a, Active):
@@ -113,19 +117,13 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
     return norm
 
 
-def _has_float_leaf(obj: Any) -> bool:
-    if isinstance(obj, tuple):
-        return any(_has_float_leaf(o) for o in obj)
-    return isinstance(obj, (float, np.floating))
-
-
-def _has_memory_leaf(obj: Any) -> bool:
-    if isinstance(obj, tuple):
-        return any(_has_memory_leaf(o) for o in obj)
-    return isinstance(obj, (np.ndarray, list))
+_has_float_leaf = data.has_unboxed_float  # a float outside memory (a tuple's, a frozen record's)
+_has_memory_leaf = data.has_memory  # arrays, lists, boxed floats of mutable records
 
 
 def _type_key(obj: Any) -> Any:
+    if data.is_record(obj):
+        return data.type_key(obj, _type_key)
     if isinstance(obj, tuple):
         return ("tuple",) + tuple(_type_key(o) for o in obj)
     if obj is None or isinstance(obj, str) or callable(obj):
@@ -244,10 +242,7 @@ def _backend(numba: Any, f: Any) -> str:
 
 
 def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None):
-    if isinstance(f, Const):
-        f = f.val
-    elif isinstance(f, Annotation):
-        raise ZymoUsageError("annotating the function (Duplicated(f, df)) is not supported yet; pass f or Const(f)")
+    f, fshadow, fconst = data.function_annotation(f)
     if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed, BatchDuplicated, BatchDuplicatedNoNeed):
         raise ZymoUsageError(f"the return activity must be Active, Const, Duplicated or BatchDuplicated, "
                              f"not {ret_activity!r}")
@@ -261,6 +256,9 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
                              "tangent per lane) or Const, not Duplicated")
     if mode.forward and width == 1 and ret_activity in (BatchDuplicated, BatchDuplicatedNoNeed):
         raise ZymoUsageError("a BatchDuplicated return needs BatchDuplicated arguments (their shadows are the lanes)")
+    if width > 1 and fshadow is not None:
+        raise ZymoUsageError("Duplicated(f, df) cannot be combined with BatchDuplicated arguments yet; pass f "
+                             "unannotated (captured memory that receives active data gets internal shadows)")
     norm = _normalize(mode, args)
     values = tuple(v for v, _, _ in norm)
     lw, lkey = _lowered(f, values)
@@ -271,13 +269,19 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
             for d in s:
                 per_lane.append([])
                 _flatten(v, d, "dup", f"argument {k}", per_lane[-1])
+            if any(lf.slot is not None for lf in per_lane[0]):
+                raise ZymoUsageError(f"argument {k}: BatchDuplicated of objects with float attributes is not "
+                                     "supported yet; batch the arrays, or call once per shadow")
             for j, lf in enumerate(per_lane[0]):
                 leaves.append(Leaf(lf.value, tuple(lane[j].shadow for lane in per_lane), "dup"))
         else:
             _flatten(v, s, kind, f"argument {k}", leaves)
     captured_objs = [obj for _, obj, _ in lw.captured]
-    all_values = [lf.value for lf in leaves] + captured_objs
-    active = [lf.kind != "const" for lf in leaves] + [False] * len(captured_objs)
+    n_args = len(leaves)
+    leaves += data.captured_leaves(lw.captured, data.shadow_map(f, fshadow) if fshadow is not None else None, Leaf)
+    data.share_boxes(leaves)
+    all_values = [lf.value for lf in leaves]
+    active = [lf.kind != "const" for lf in leaves]
     classes = alias_classes(all_values)
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
@@ -286,6 +290,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     if comp is None or comp.ir is not lw.ir:
         comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width)
         _COMPILED[ckey] = comp
+    if fconst:
+        data.check_const_function(comp, lw.captured, n_args)
     return comp, norm, leaves, all_values
 
 
@@ -403,8 +409,10 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
     shadows = _shadows(comp, leaves, all_values)
     flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0] * comp.width)
     finish = _Finish(mode, ret_activity, comp, norm, leaves)
-    out = finish(_call(comp, None, flat, f, norm))
-    if comp.width == 1 and not any(k == "active" for _, _, k in norm):
+    results = _call(comp, None, flat, f, norm)
+    data.write_back(leaves)
+    out = finish(results)
+    if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
         mine = {id(s) for s in _internal(comp, leaves, shadows)}
         internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
         try:
@@ -571,6 +579,8 @@ def _restructure(obj: Any, vals: list) -> Any:
     it = iter(vals)
 
     def go(o: Any) -> Any:
+        if data.is_record(o):
+            return data.restructure(o, go)
         if isinstance(o, tuple):
             return tuple(go(x) for x in o)
         if o is None or isinstance(o, str) or callable(o):
@@ -615,6 +625,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         shadows = _shadows(comp, leaves, all_values)
         inner = tape.inner if tape is not None and tape.owner is comp else None
         primal_flat, recorded = _call(comp, 0, [*all_values, *shadows, inner], f, norm)
+        data.write_back(leaves)
         new = Tape(recorded, _internal(comp, leaves, shadows), comp)
         return new, (_rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
 
@@ -635,6 +646,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
         shadows = _shadows(comp, leaves, all_values, tape.internal)
         adj = _call(comp, 1, [*all_values, *shadows, *seed, tape.inner], f, norm)
+        data.write_back(leaves)
         return (_derivs(norm, leaves, comp, adj),)
 
     return forward, reverse

@@ -19,7 +19,7 @@ from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTy
 from ..ir import types as T
 from ..ir.core import Value
 from ..rules.registry import REGISTRY, lookup, rule_for_callable
-from . import fence
+from . import fence, objects
 from .bindings import LocalFn, S
 from .source import FunctionSource, unwrap
 
@@ -149,6 +149,9 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
+                # static values (strings held by records, None): decided at compile time
+                r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
             else:
                 r = self.b.prim(key, [self.as_value(left, node), self.as_value(right, node)], {}, self.loc(node))
             result = r if result is None else self.b.prim("zymo.and", [result, r], {}, self.loc(node))
@@ -180,6 +183,10 @@ class ExprLowering:
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
+        if isinstance(obj, objects.Obj):
+            return objects.get_item(self, obj, self.expr(node.slice), node)
+        if isinstance(obj, S) and type(obj.obj) is dict:
+            return objects.captured_attr(self, obj.obj, self._dict_key(node.slice), node, item=True)
         if isinstance(obj, tuple):
             return self._tuple_index(obj, node)
         if not isinstance(obj, Value):
@@ -209,10 +216,11 @@ class ExprLowering:
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         obj = self.expr(node.value)
         attr = node.attr
+        if isinstance(obj, objects.Obj):
+            return objects.get_attr(self, obj, attr, node)
         if isinstance(obj, S):
             try:
-                base = obj.obj
-                return self.capture(getattr(base, attr), lambda: getattr(base, attr), attr, node)
+                return objects.captured_attr(self, obj.obj, attr, node)
             except AttributeError:
                 raise self.error(ZymoSourceError, f"{obj.obj!r} has no attribute {attr!r}", node) from None
         if isinstance(obj, Value) and isinstance(obj.type, T.Array):
@@ -250,6 +258,11 @@ class ExprLowering:
             return self.method(callee, pos, kw, node)
         if isinstance(callee, LocalFn):
             return self.inline(callee, pos, kw, node)
+        if isinstance(callee, objects.Bound):  # a method: `self` is the first argument
+            return self.inline(callee.fn, [callee.self_] + pos, kw, node)
+        if isinstance(callee, S) and isinstance(callee.obj, types.MethodType) and \
+                isinstance(callee.obj.__func__, types.FunctionType):
+            return self.inline(callee.obj.__func__, [S(callee.obj.__self__)] + pos, kw, node)
         if not isinstance(callee, S):
             raise self.error(UnsupportedCall, "this value is not callable", node)
         fn = callee.obj
@@ -380,6 +393,8 @@ class ExprLowering:
                 bound[p] = defaults[i - first_default]
         caller = self.frame
         frame = Frame(name, file, src, parent)
+        from .lower import nonlocal_names
+        frame.nonlocals = nonlocal_names(fnode)
         frame.env.update(bound)
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
         self.frame = frame

@@ -25,8 +25,6 @@ _REFUSED: dict[type, tuple[str, str, str]] = {
     ast.AsyncFunctionDef: ("async def", "coroutines cannot be differentiated", "use a plain def"),
     ast.Global: ("global", "writes to module globals escape the function",
                  "pass the value as an argument and return the new value"),
-    ast.Nonlocal: ("nonlocal", "writes to enclosing variables are not supported yet",
-                   "return the new value instead, or keep the state in an array"),
     ast.With: ("with", "context managers are not supported", "move the with block out of the function"),
     ast.ClassDef: ("class definition", "classes cannot be defined inside a differentiated function",
                    "define the class at module level"),

@@ -22,11 +22,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ..analysis.types import type_of_value
 from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value
-from . import fence
+from . import fence, objects
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .expr import ExprLowering
@@ -47,6 +49,7 @@ class Frame:
     ret: str = ""
     retval: str = ""
     loops: list[tuple[str, str]] = field(default_factory=list)  # (break flag, continue flag)
+    nonlocals: set[str] = field(default_factory=set)  # names declared `nonlocal`
 
     def __post_init__(self) -> None:
         n = next(_uid)
@@ -68,7 +71,7 @@ class Lowerer(ExprLowering):
         src = FunctionSource.of(fn)
         node = src.node
         fence.check(node, src.file, src.fn.__name__)
-        frame = Frame(src.fn.__name__, src.file, src, None)
+        frame = Frame(src.fn.__name__, src.file, src, None, nonlocals=nonlocal_names(node))
         self.frame = frame
         self.inlining.append(src.fn)
         params = node.args.args
@@ -107,6 +110,9 @@ class Lowerer(ExprLowering):
 
     def _param_binding(self, obj: Any, name: str) -> tuple[Any, Any]:
         """Binding and flattening tree (param indices) of one argument."""
+        rec = objects.bind_argument(self, obj, name)
+        if rec is not None:
+            return rec
         if isinstance(obj, tuple):
             parts = [self._param_binding(o, f"{name}_{k}") for k, o in enumerate(obj)]
             return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
@@ -143,6 +149,9 @@ class Lowerer(ExprLowering):
                 obj = f.src.resolve(name)
                 if obj is not MISSING:
                     src = f.src
+                    cell = src.cell(name)
+                    if cell is not None and isinstance(obj, (float, np.floating)):
+                        return objects.cell_read(self, cell, name, node)
                     return self.capture(obj, lambda: src.resolve(name), name, node)
                 break
             f = f.parent
@@ -165,6 +174,8 @@ class Lowerer(ExprLowering):
             return entry[0]
         if isinstance(obj, tuple):
             return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
+        if objects.record(obj) is not None:
+            objects.pin(self, resolver, obj)
         if isinstance(obj, (complex,)):
             raise self.error(ZymoTypeError, f"complex numbers are not supported yet ({name})", node,
                              "zymo differentiates real-valued code only in this version",
@@ -227,6 +238,9 @@ class Lowerer(ExprLowering):
     def stmt_Pass(self, s: ast.Pass) -> None:
         pass
 
+    def stmt_Nonlocal(self, s: ast.Nonlocal) -> None:
+        pass  # the frame's `nonlocals` route assignments to the closure cell
+
     def stmt_Assert(self, s: ast.Assert) -> None:
         pass  # asserts are not evaluated (as under `python -O`)
 
@@ -272,10 +286,15 @@ class Lowerer(ExprLowering):
     # -- assignment ----------------------------------------------------------
     def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
+            if target.id in self.frame.nonlocals:
+                self.assign_nonlocal(target.id, value, node)
+                return
             if isinstance(value, Value) and value.hint in ("t", "c", "v"):
                 value.hint = target.id
             self.frame.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, objects.Obj) and objects.as_tuple(value) is not None:
+                value = objects.as_tuple(value)
             if not isinstance(value, tuple):
                 raise self.error(UnsupportedSyntax, "only tuples can be unpacked here", node,
                                  hint="index the array explicitly: a, b = x[0], x[1]")
@@ -285,11 +304,13 @@ class Lowerer(ExprLowering):
                 self.assign(t, v, node)
         elif isinstance(target, ast.Subscript):
             obj = self.expr(target.value)
+            if self.is_record(obj):
+                objects.set_field_binding(self, obj, self._dict_key(target.slice), value, node, "item")
+                return
             index = self.index(target.slice)
             self.store(obj, index, value, target)
         elif isinstance(target, ast.Attribute):
-            raise self.error(UnsupportedSyntax, "assigning to attributes is not supported yet", node,
-                             hint="keep the state in an array or return it")
+            objects.set_field_binding(self, self.expr(target.value), target.attr, value, node)
         else:
             raise self.error(UnsupportedSyntax, f"cannot assign to {type(target).__name__}", node)
 
@@ -314,8 +335,16 @@ class Lowerer(ExprLowering):
             cur = self.lookup(t.id, t)
             if isinstance(cur, Value) and isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)  # x += y on an array writes x's memory
+            elif t.id in self.frame.nonlocals:
+                self.assign_nonlocal(t.id, self.binop(key, cur, rhs, s), s)
             else:
                 self.frame.env[t.id] = self.binop(key, cur, rhs, s)
+        elif isinstance(t, ast.Attribute) or (isinstance(t, ast.Subscript) and self.is_record(self.expr(t.value))):
+            cur = self.expr(t)  # obj.x += y: an array updates in place, a float is stored back
+            if isinstance(cur, Value) and isinstance(cur.type, T.Array):
+                self.inplace(cur, key, rhs, s)
+            else:
+                self.assign(t, self.binop(key, cur, rhs, s), s)
         elif isinstance(t, ast.Subscript):
             obj = self.expr(t.value)
             index = self.index(t.slice)
@@ -328,6 +357,27 @@ class Lowerer(ExprLowering):
                 self.store(obj, index, self.binop(key, cur, rhs, s), s)
         else:
             raise self.error(UnsupportedSyntax, "augmented assignment to this target is not supported", s)
+
+    def assign_nonlocal(self, name: str, value: Any, node: ast.AST) -> None:
+        f = self.frame
+        cell = f.src.cell(name) if f.src is not None else None
+        if cell is None:
+            raise self.error(UnsupportedSyntax, f"nonlocal {name!r} in a function defined inside the "
+                             "differentiated function is not supported", node,
+                             hint="return the new value from the inner function instead")
+        objects.cell_write(self, cell, name, value, node)
+
+    @staticmethod
+    def is_record(b: Any) -> bool:
+        """A dict or record binding (an argument record, or a captured dict)."""
+        return isinstance(b, objects.Obj) or (isinstance(b, S) and type(b.obj) is dict)
+
+    def _dict_key(self, node: ast.expr) -> str:
+        b = self.expr(node)
+        if isinstance(b, S) and isinstance(b.obj, str):
+            return b.obj
+        raise self.error(UnsupportedSyntax, "dicts can only be indexed by constant strings here", node,
+                         hint="write the key out: d['name']")
 
     def inplace(self, arr: Value, key: str, rhs: Any, node: ast.AST) -> None:
         np_key = INPLACE.get(key)
@@ -616,7 +666,7 @@ class Lowerer(ExprLowering):
         has_return = contains(s.body, (ast.Return,), loops=True)
         if has_break:
             f.env[brk] = self.b.const(False, self.loc(s), "brk")
-        assigned = assigned_names(s.body) | set(extra)
+        assigned = (assigned_names(s.body) | set(extra)) - f.nonlocals  # nonlocals live in their cells
         targets: set[str] = set()
         if isinstance(s, ast.For):
             targets = assigned_names([ast.Assign(targets=[s.target], value=ast.Constant(0))])
@@ -795,6 +845,19 @@ def assigned_names(stmts: list[ast.stmt]) -> set[str]:
                 out.add(n.target.id)
             elif isinstance(n, ast.FunctionDef):
                 out.add(n.name)
+    return out
+
+
+def nonlocal_names(node: ast.AST) -> set[str]:
+    """Names a function body declares `nonlocal` (not looking into nested functions)."""
+    out: set[str] = set()
+    stack = list(node.body) if isinstance(node.body, list) else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Nonlocal):
+            out.update(n.names)
+        elif not isinstance(n, (ast.FunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
     return out
 
 

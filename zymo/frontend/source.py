@@ -86,6 +86,13 @@ class FunctionSource:
             return g[name]
         return getattr(builtins, name, _MISSING)
 
+    def cell(self, name: str) -> Any:
+        """The closure cell of a free variable, or None for globals and builtins."""
+        code = self.fn.__code__
+        if name in code.co_freevars and self.fn.__closure__:
+            return self.fn.__closure__[code.co_freevars.index(name)]
+        return None
+
     def is_closure_var(self, name: str) -> bool:
         return name in self.fn.__code__.co_freevars
 
