@@ -28,6 +28,39 @@ _ADVICE = ("JAX traces f with immutable arrays: f must use jax.numpy (not NumPy)
            "NumPy code")
 
 
+class _JaxNumpy:
+    """jax.numpy with every callable run inside `jax.enable_x64(x64)`."""
+
+    def __init__(self, x64: bool):
+        self._jax, self._jnp, self._x64 = require("jax", "AutoJAX"), require("jax.numpy", "AutoJAX"), x64
+
+    def __getattr__(self, name: str) -> Any:
+        v = getattr(self._jnp, name)
+        if not callable(v) or isinstance(v, type):
+            return v
+        jax, x64 = self._jax, self._x64
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with jax.enable_x64(x64):
+                return v(*args, **kwargs)
+
+        run.__name__ = name
+        self.__dict__[name] = run
+        return run
+
+    def __repr__(self) -> str:
+        return f"<jax.numpy in enable_x64({self._x64})>"
+
+
+_NS: dict = {}
+
+
+def jax_numpy(x64: bool) -> _JaxNumpy:
+    if x64 not in _NS:
+        _NS[x64] = _JaxNumpy(x64)
+    return _NS[x64]
+
+
 class JaxEngine(Engine):
     def setup(self, x: Any, contexts: tuple, y: Any) -> None:
         if y is not None:

@@ -27,7 +27,8 @@ from .errors import BackendLimitation
 
 _ADVICE = ("torch differentiates only through torch operations: write f with torch (AutoTorch().numpy is a "
            "NumPy-like namespace over torch), do not call NumPy, float() or .item() on tracked tensors or write "
-           "them into NumPy arrays; use AutoZymo() for NumPy code")
+           "them into NumPy arrays, and do not overwrite values torch saved for the backward pass; use AutoZymo() "
+           "for NumPy code and for code that overwrites its data")
 
 
 class _TorchNumpy:
@@ -106,7 +107,7 @@ class TorchEngine(Engine):
             except (RuntimeError, TypeError, ValueError, UserWarning) as exc:
                 msg = str(exc)
                 if any(s in msg for s in ("numpy()", "requires_grad=True to a scalar", "must be Tensor",
-                                          "setting an array element")):
+                                          "setting an array element", "modified by an inplace operation")):
                     raise BackendLimitation(f"AutoTorch cannot differentiate {self.name}: {_ADVICE}. "
                                             f"(torch said: {msg.splitlines()[0]})") from None
                 raise

@@ -8,6 +8,8 @@ it can do:
   contexts, captured buffers, its own input). Backends without it refuse in-place
   functions and `Cache` up front and translate a write detected while tracing into
   `BackendLimitation` — never a silently wrong number.
+- `supports_overwrite`: `f` may overwrite values its derivative needs (its own input,
+  in place); torch refuses that with its own error, which becomes `BackendLimitation`.
 - `numpy`: the NumPy-like namespace functions must be written with for this backend
   (NumPy itself for zymo and finite differences, `jax.numpy`, `autograd.numpy`, and
   a small torch namespace for PyTorch). The scenario suite builds its test functions
@@ -17,7 +19,7 @@ it can do:
 | --- | --- | --- | --- |
 | `AutoZymo(mode, function_annotation, numba)` | yes | with `zymo.hvp` | closures: captured memory that active data flows through is shadowed automatically |
 | `AutoJAX(jit=True, x64=True)` | no | yes | `jit` bakes captured arrays in: pass changing data as `Constant` |
-| `AutoTorch()` | torch tensors only | yes | f must use torch operations (`AutoTorch().numpy`) |
+| `AutoTorch()` | torch tensors, not over values torch saved | yes | f must use torch operations (`AutoTorch().numpy`) |
 | `AutoAutograd()` | no | yes | f must use `autograd.numpy` |
 | `AutoFiniteDiff(rel_step=None)` | yes | yes (nested differences) | approximate: ~1e-9 relative first order, ~1e-6 second |
 """
@@ -51,6 +53,7 @@ class Backend:
     """Base class of the backend types."""
 
     supports_mutation = False
+    supports_overwrite = False  # f may overwrite values its derivative needs (its own input, in place)
     library: str | None = None
 
     def available(self) -> bool:
@@ -86,6 +89,7 @@ class AutoZymo(Backend):
     numba: Any = None
     chunk: int | None = None
     supports_mutation = True
+    supports_overwrite = True
 
     def __post_init__(self) -> None:
         import zymo
@@ -122,7 +126,11 @@ class AutoJAX(Backend):
 
     @property
     def numpy(self) -> Any:
-        return require("jax.numpy", "AutoJAX")
+        """jax.numpy, each function run inside `jax.enable_x64(x64)` (arrays made with it outside a
+        derivative are double precision, as the derivatives are)."""
+        from ._jax import jax_numpy
+
+        return jax_numpy(self.x64)
 
     def engine(self, f: Any, x: Any, contexts: tuple, y: Any = None) -> Any:
         from ._jax import JaxEngine
@@ -176,6 +184,7 @@ class AutoFiniteDiff(Backend):
 
     rel_step: float | None = None
     supports_mutation = True
+    supports_overwrite = True
 
     def engine(self, f: Any, x: Any, contexts: tuple, y: Any = None) -> Any:
         from ._finitediff import FiniteDiffEngine
