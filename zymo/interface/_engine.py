@@ -44,6 +44,9 @@ class Engine:
         self.y_dtype = np.dtype(np.float64) if self.y_scalar else y0.dtype
 
     # -- what a backend implements -----------------------------------------------------------
+    def check_op(self, op: str) -> None:
+        """Raise BackendLimitation at preparation if operator family `op` cannot run here."""
+
     def setup(self, x: Any, contexts: tuple, y: Any) -> None:
         """Allocate what repeated calls reuse; refuse (BackendLimitation) what the backend cannot do."""
 

@@ -44,6 +44,15 @@ class ZymoEngine(Engine):
         self._into = None
         self._bound: tuple | None = None
 
+    def check_op(self, op: str) -> None:
+        if op in ("hvp", "hessian", "second_derivative"):
+            if op == "second_derivative" and not self.y_scalar:
+                raise BackendLimitation("AutoZymo: the second derivative of an array-valued function is not "
+                                        "supported yet; differentiate each output, or use another backend")
+            if getattr(zymo, "hvp", None) is None and getattr(zymo, "hvp_and_gradient", None) is None:
+                what = {"hvp": "a Hessian-vector product", "hessian": "a Hessian"}.get(op, "a second derivative")
+                raise BackendLimitation(_NEEDS_HVP.format(op=what))
+
     def _cs(self, contexts: tuple) -> list:
         return [Const(c.value) for c in contexts]
 

@@ -46,6 +46,7 @@ class Preparation:
         self.x_sig, self.ctx_sig = signature(x), context_signature(contexts)
         self.engine = backend.engine(f, x, contexts, y)
         e = self.engine
+        e.check_op(op)
         self.y_sig = signature(y) if y is not None else (
             ("scalar",) if e.y_scalar else ("array", e.y_shape, e.y_dtype.str))
         _, _, _, y_scalar = OPERATORS[op]
