@@ -102,6 +102,7 @@ class TorchEngine(Engine):
     def _run(self):
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message=".*requires_grad=True to a scalar.*")
+            warnings.filterwarnings("ignore", message=".*__array_wrap__.*", category=DeprecationWarning)
             try:
                 yield
             except (RuntimeError, TypeError, ValueError, UserWarning) as exc:
