@@ -182,7 +182,7 @@ def test_against_jax():
 def test_usage_errors():
     with pytest.raises(ZymoUsageError, match="float array"):
         zymo.jacobian(Forward, scalar_loop, np.arange(3))
-    with pytest.raises(ZymoUsageError, match="must return a float"):
+    with pytest.raises(ZymoUsageError, match="must return one float"):
         zymo.hessian(rn_to_rm, X4)
     with pytest.raises(ZymoUsageError, match="v has shape"):
         zymo.hvp(scalar_loop, X4, np.ones(3))

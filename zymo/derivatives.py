@@ -211,12 +211,6 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba) -> None:
                   BatchDuplicated(np.zeros_like(x), gs), *inner, Const(1.0), numba=numba)
 
 
-def _check_scalar(f: Callable, x: np.ndarray, consts: tuple, what: str) -> None:
-    y = f(np.copy(x), *_copies(consts))
-    if not (isinstance(y, (float, np.floating)) and not isinstance(y, bool)):
-        raise ZymoUsageError(f"{what}: f must return a float, not {type(y).__name__}")
-
-
 def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> tuple:
     """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program."""
     x = _check_x(x, "hvp")
@@ -225,7 +219,6 @@ def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = Non
     v = np.array(v, dtype=x.dtype)  # a copy: the program writes tangents of what f overwrites
     if v.shape != x.shape:
         raise ZymoUsageError(f"hvp: v has shape {v.shape}, x has shape {x.shape}")
-    _check_scalar(f, x, consts, "hvp")
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     hv = np.zeros_like(x)
     if comp is None:
@@ -248,7 +241,6 @@ def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: 
     x = _check_x(x, "hessian")
     if isinstance(x, float):
         return _scalar_second(f, x, consts, numba, 1.0)[0]
-    _check_scalar(f, x, consts, "hessian")
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     width = _chunk(chunk, x.size)
     H = np.zeros((x.size,) + x.shape, dtype=x.dtype)
