@@ -190,3 +190,15 @@ def test_usage_errors():
         zymo.jacobian(Forward, rn_to_rm, X4, chunk=0)
     with pytest.raises(ZymoUsageError, match="Forward or Reverse"):
         zymo.jacobian(zymo.ReverseSplitWithPrimal, rn_to_rm, X4)
+
+
+def test_batch_and_second_order_under_numba():
+    pytest.importorskip("numba")
+    x = np.array([0.3, 0.5, 1.2, -0.4])
+    (tans,) = zymo.autodiff(Forward, scalar_loop, zymo.BatchDuplicated,
+                            zymo.BatchDuplicated(x, tuple(np.eye(4))), numba=True)
+    np.testing.assert_allclose(tans, zymo.gradient(Reverse, scalar_loop, x)[0], rtol=1e-13)
+    dxs = (np.zeros(4), np.zeros(4))
+    zymo.autodiff(Reverse, scalar_loop, zymo.Active, zymo.BatchDuplicated(x, dxs), numba=True)
+    np.testing.assert_allclose(dxs[1], tans, rtol=1e-13)
+    np.testing.assert_allclose(zymo.hessian(scalar_loop, x, numba=True), zymo.hessian(scalar_loop, x), rtol=1e-12)
