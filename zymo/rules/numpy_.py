@@ -12,96 +12,6 @@ import numpy as np
 from . import runtime as _rt
 from .registry import Rule
 
-_U = dict(elementwise=True, out=True)
-
-
-# -- unary ufuncs --------------------------------------------------------------
-class sin(Rule, key="numpy.sin", fn=np.sin, **_U):
-    def jvp_x(t, ans, x): return t * np.cos(x)
-    def vjp_x(g, ans, x): return g * np.cos(x)
-
-
-class cos(Rule, key="numpy.cos", fn=np.cos, **_U):
-    def jvp_x(t, ans, x): return -t * np.sin(x)
-    def vjp_x(g, ans, x): return -g * np.sin(x)
-
-
-class tan(Rule, key="numpy.tan", fn=np.tan, **_U):
-    def jvp_x(t, ans, x): return t * (1.0 + ans * ans)
-    def vjp_x(g, ans, x): return g * (1.0 + ans * ans)
-
-
-class exp(Rule, key="numpy.exp", fn=np.exp, **_U):
-    def jvp_x(t, ans, x): return t * ans
-    def vjp_x(g, ans, x): return g * ans
-
-
-class log(Rule, key="numpy.log", fn=np.log, **_U):
-    def jvp_x(t, ans, x): return t / x
-    def vjp_x(g, ans, x): return g / x
-
-
-class sqrt(Rule, key="numpy.sqrt", fn=np.sqrt, **_U):
-    def jvp_x(t, ans, x): return t / (2.0 * ans)
-    def vjp_x(g, ans, x): return g / (2.0 * ans)
-
-
-class tanh(Rule, key="numpy.tanh", fn=np.tanh, **_U):
-    def jvp_x(t, ans, x): return t * (1.0 - ans * ans)
-    def vjp_x(g, ans, x): return g * (1.0 - ans * ans)
-
-
-class absolute(Rule, key="numpy.absolute", fn=np.absolute, **_U):
-    def jvp_x(t, ans, x): return t * np.sign(x)
-    def vjp_x(g, ans, x): return g * np.sign(x)
-
-
-class negative(Rule, key="numpy.negative", fn=np.negative, **_U):
-    def jvp_x(t, ans, x): return -t
-    def vjp_x(g, ans, x): return -g
-
-
-class square(Rule, key="numpy.square", fn=np.square, **_U):
-    def jvp_x(t, ans, x): return 2.0 * x * t
-    def vjp_x(g, ans, x): return 2.0 * x * g
-
-
-# -- binary ufuncs (also the targets of in-place operators x += y) ------------
-class add(Rule, key="numpy.add", fn=np.add, **_U):
-    def jvp_x(t, ans, x, y): return t
-    def jvp_y(t, ans, x, y): return t
-    def vjp_x(g, ans, x, y): return g
-    def vjp_y(g, ans, x, y): return g
-
-
-class subtract(Rule, key="numpy.subtract", fn=np.subtract, **_U):
-    def jvp_x(t, ans, x, y): return t
-    def jvp_y(t, ans, x, y): return -t
-    def vjp_x(g, ans, x, y): return g
-    def vjp_y(g, ans, x, y): return -g
-
-
-class multiply(Rule, key="numpy.multiply", fn=np.multiply, **_U):
-    def jvp_x(t, ans, x, y): return t * y
-    def jvp_y(t, ans, x, y): return x * t
-    def vjp_x(g, ans, x, y): return g * y
-    def vjp_y(g, ans, x, y): return x * g
-
-
-class divide(Rule, key="numpy.divide", fn=np.divide, **_U):
-    def jvp_x(t, ans, x, y): return t / y
-    def jvp_y(t, ans, x, y): return -t * x / (y * y)
-    def vjp_x(g, ans, x, y): return g / y
-    def vjp_y(g, ans, x, y): return -g * x / (y * y)
-
-
-class power(Rule, key="numpy.power", fn=np.power, **_U):
-    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
-    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
-
-
 # -- reductions ----------------------------------------------------------------
 class sum_(Rule, key="numpy.sum", fn=np.sum):
     def jvp_x(t, ans, x, axis=None, keepdims=False): return np.sum(t, axis=axis, keepdims=keepdims)
@@ -187,12 +97,8 @@ class arange(Rule, key="numpy.arange", fn=np.arange, **_A): pass
 _ND = dict(nondiff=True)
 
 
-class sign(Rule, key="numpy.sign", fn=np.sign, **_ND): pass
-class floor(Rule, key="numpy.floor", fn=np.floor, **_ND): pass
-class ceil(Rule, key="numpy.ceil", fn=np.ceil, **_ND): pass
 class shape(Rule, key="numpy.shape", fn=np.shape, **_ND): pass
 class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND): pass
 class size(Rule, key="numpy.size", fn=np.size, **_ND): pass
 class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND): pass
 class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND): pass
-class isfinite(Rule, key="numpy.isfinite", fn=np.isfinite, **_ND): pass

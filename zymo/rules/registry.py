@@ -24,6 +24,15 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   `out` rules accept `out=` (a full overwrite of that memory).
 - Types come from evaluating `fn` on small example values (see
   `analysis/types.py`), or from `result_type` when a rule defines it.
+- `parts` (a tuple of keys) marks a function returning a tuple (`eigh`, `qr`,
+  `svd`, `slogdet`): the frontend lowers a call into one op per part, each a
+  rule of its own computing one element of the tuple with the same arguments.
+- `cases` lists extra test cases for `zymo.testing.rule_cases`: tuples
+  `(expression, argument specs[, options])`, the expression calling the
+  primitive as `fn` with arguments named x, y, z, w (see `zymo.testing`).
+- `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
+  message (an argument combination the rule does not differentiate, such as
+  `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
 """
 from __future__ import annotations
 
@@ -51,6 +60,8 @@ class Rule:
     nondiff: ClassVar[bool] = False
     out: ClassVar[bool] = False
     sample: ClassVar[dict[str, Any]] = {}
+    parts: ClassVar[tuple[str, ...]] = ()
+    cases: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
                           template: str | None = None, register: bool = True, **flags: Any):
@@ -62,7 +73,8 @@ class Rule:
         cls.call = call
         cls.template = template
         for name, value in flags.items():
-            if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample"):
+            if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
+                            "parts", "cases"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:
@@ -71,6 +83,12 @@ class Rule:
             REGISTRY[key] = cls
             if fn is not None and id(fn) not in BY_CALLABLE:
                 BY_CALLABLE[id(fn)] = key
+
+    @classmethod
+    def check(cls, pos: list, kw: dict) -> str | None:
+        """Why this call cannot be differentiated (None: it can). `pos`/`kw` hold IR values
+        and Python constants (axis, ord, ...), as the frontend has them."""
+        return None
 
     # -- derived data -------------------------------------------------------
     @classmethod

@@ -37,8 +37,8 @@ def as_tangent(t, y):
 
 
 def as_shape(t, y):
-    """`t` if it already has `y`'s shape (a fresh temporary), else a broadcast copy."""
-    if isinstance(t, np.ndarray) and t.shape == np.shape(y):
+    """`t` if it already has `y`'s shape and dtype (a fresh temporary), else a broadcast copy."""
+    if isinstance(t, np.ndarray) and t.shape == np.shape(y) and t.dtype == np.result_type(y):
         return t
     return as_tangent(t, y)
 
@@ -186,3 +186,13 @@ def check_shadow_view(u, x, du, dx):
             "same layout (np.zeros_like(x)) or reshape a contiguous copy."
         )
     return du
+
+
+def clip_inside(x, lo, hi):
+    """1 where `lo <= x <= hi` (a bound of None is no bound), else 0, as a bool mask."""
+    m = np.ones(np.shape(x), dtype=np.bool_)
+    if lo is not None:
+        m = m & (x >= lo)
+    if hi is not None:
+        m = m & (x <= hi)
+    return m
