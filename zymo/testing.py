@@ -1110,6 +1110,10 @@ def _special_arg(spec: tuple, dtype: str, rng: np.random.Generator) -> Any:
 
     if kind == "const":
         return spec[1]
+    if kind == "withzero":
+        a = rng.uniform(-2.0, 2.0, size=spec[1])
+        a.flat[1] = 0.0
+        return a.astype(dtype)
     if kind == "int":
         return rng.integers(spec[2], spec[3], size=spec[1])
     if kind == "bool":

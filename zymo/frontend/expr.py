@@ -27,8 +27,13 @@ CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq"
           ast.Is: "is", ast.IsNot: "is_not"}
 
 # array methods -> (rule key, how the receiver and arguments map)
-METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": "numpy.min", "copy": "numpy.copy", "dot": "numpy.dot",
-           "transpose": "numpy.transpose", "reshape": "numpy.reshape"}
+METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": "numpy.min", "copy": "numpy.copy",
+           "dot": "numpy.dot", "transpose": "numpy.transpose", "reshape": "numpy.reshape", "prod": "numpy.prod",
+           "var": "numpy.var", "std": "numpy.std", "cumsum": "numpy.cumsum", "cumprod": "numpy.cumprod",
+           "argmax": "numpy.argmax", "argmin": "numpy.argmin", "clip": "numpy.clip", "swapaxes": "numpy.swapaxes",
+           "squeeze": "numpy.squeeze", "ravel": "numpy.ravel", "flatten": "numpy.copy_flat",
+           "repeat": "numpy.repeat", "diagonal": "numpy.diagonal", "trace": "numpy.trace", "round": "numpy.round",
+           "any": "numpy.any", "all": "numpy.all"}
 
 
 class ExprLowering:
@@ -259,6 +264,10 @@ class ExprLowering:
         key = rule_for_callable(fn)
         if key is not None:
             rule = lookup(key)
+            self.check_rule(rule, pos, kw, node)
+            if rule.parts:
+                # a function returning a tuple: one op per element, each a rule of its own
+                return tuple(self.b.prim(k, list(pos), dict(kw), loc, _hint(k)) for k in rule.parts)
             out = kw.pop("out", None)
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
             if out is None and rule.out and nin is not None and len(pos) == nin + 1:
@@ -289,12 +298,19 @@ class ExprLowering:
         return self.error(UnsupportedCall, f"cannot differentiate a call to {full}", node,
                           why=hint, hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
 
+    def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
+        """Refuse, at the user's line, a call the rule says it cannot differentiate."""
+        why = rule.check(list(pos), dict(kw))
+        if why:
+            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
+                             hint="see docs/rules.md for what each rule covers")
+
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
         key = METHODS[m.name]
-        if m.name == "reshape" and len(pos) > 1:
+        if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
-        if m.name == "transpose" and len(pos) > 1:
-            pos = [tuple(pos)]
+        rule = lookup(key)
+        self.check_rule(rule, [m.obj] + pos, kw, node)
         return self.b.prim(key, [m.obj] + pos, kw, self.loc(node), _hint(key))
 
     def builtin(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:

@@ -12,38 +12,6 @@ import numpy as np
 from . import runtime as _rt
 from .registry import Rule
 
-# -- reductions ----------------------------------------------------------------
-class sum_(Rule, key="numpy.sum", fn=np.sum):
-    def jvp_x(t, ans, x, axis=None, keepdims=False): return np.sum(t, axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False): return _rt.expand_reduced(g, x, axis, keepdims)
-
-
-class mean(Rule, key="numpy.mean", fn=np.mean):
-    def jvp_x(t, ans, x, axis=None, keepdims=False): return np.mean(t, axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False):
-        return _rt.expand_reduced(g, x, axis, keepdims) / _rt.reduced_count(x, ans)
-
-
-class max_(Rule, key="numpy.max", fn=np.max):
-    """Ties share the derivative equally (the subgradient of the mean of the tied elements)."""
-    def jvp_x(t, ans, x, axis=None, keepdims=False):
-        return np.sum(t * _rt.extreme_mask(x, ans, axis, keepdims), axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False):
-        return _rt.expand_reduced(g, x, axis, keepdims) * _rt.extreme_mask(x, ans, axis, keepdims)
-
-
-class min_(max_, key="numpy.min", fn=np.min):
-    """Ties share the derivative equally."""
-
-
-class amax(max_, key="numpy.amax", fn=np.amax):
-    """Ties share the derivative equally."""
-
-
-class amin(max_, key="numpy.amin", fn=np.amin):
-    """Ties share the derivative equally."""
-
-
 # -- products ------------------------------------------------------------------
 class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True):
     def jvp_a(t, ans, a, b): return t @ b

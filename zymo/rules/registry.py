@@ -83,6 +83,9 @@ class Rule:
             REGISTRY[key] = cls
             if fn is not None and id(fn) not in BY_CALLABLE:
                 BY_CALLABLE[id(fn)] = key
+                owner = getattr(fn, "__self__", None)
+                if owner is not None and not isinstance(owner, type(inspect)):
+                    BY_METHOD.setdefault((id(owner), getattr(fn, "__name__", "")), key)
 
     @classmethod
     def check(cls, pos: list, kw: dict) -> str | None:
@@ -179,4 +182,33 @@ def lookup(key: str) -> type[Rule]:
 
 
 def rule_for_callable(fn: Any) -> str | None:
-    return BY_CALLABLE.get(id(fn))
+    key = BY_CALLABLE.get(id(fn))
+    if key is None and getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__, type(inspect)):
+        # a bound method (np.random.rand is RandomState().rand): a new object on every access
+        key = BY_METHOD.get((id(fn.__self__), getattr(fn, "__name__", "")))
+    return key
+
+
+BY_METHOD: dict[tuple[int, str], str] = {}
+
+
+class _NoConst:
+    pass
+
+
+NOT_CONST = _NoConst()
+
+
+def const_value(b: Any) -> Any:
+    """The compile-time value of an argument as `Rule.check` sees it (an IR constant, a Python
+    object, a tuple of those), or NOT_CONST when it is known only at run time."""
+    if b is None or isinstance(b, (int, float, str, bool)):
+        return b
+    if isinstance(b, tuple):
+        parts = tuple(const_value(x) for x in b)
+        return NOT_CONST if any(p is NOT_CONST for p in parts) else parts
+    if getattr(b, "is_const", False):
+        return b.const
+    if hasattr(b, "obj"):
+        return b.obj
+    return NOT_CONST

@@ -196,3 +196,107 @@ def clip_inside(x, lo, hi):
     if hi is not None:
         m = m & (x <= hi)
     return m
+
+
+# -- reductions and scans ------------------------------------------------------------------
+
+
+def _axes(x, axis):
+    """`axis` of a reduction of `x` as a tuple of non-negative ints (None: every axis)."""
+    if axis is None:
+        return tuple(range(np.ndim(x)))
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    return tuple(a % np.ndim(x) for a in axes)
+
+
+def prod_others(x, axis):
+    """For each element of `x`, the product of the other elements it is reduced with (exact
+    with zeros: exclusive products from the left times exclusive products from the right)."""
+    if np.ndim(x) == 0:
+        return np.ones_like(x)
+    x = np.asarray(x)
+    axes = _axes(x, axis)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    perm = rest + list(axes)
+    xt = np.transpose(x, perm)
+    flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+
+
+def centered(x, axis):
+    """`x` minus its mean over `axis` (kept broadcastable)."""
+    return x - np.mean(x, axis=axis, keepdims=True)
+
+
+def cumsum_vjp(g, x, axis):
+    """Adjoint of `np.cumsum(x, axis)`: reversed cumulative sums of `g`, in `x`'s shape."""
+    if axis is None:
+        flat = np.ravel(g)
+        return np.reshape(np.flip(np.cumsum(np.flip(flat))), np.shape(x))
+    if np.ndim(x) == 0:
+        return np.reshape(g, ())
+    return np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)
+
+
+def _scan_layout(x, axis):
+    """`x` with the scanned axis first (flattened when axis is None), and how to undo that."""
+    x = np.asarray(x)
+    if axis is None:
+        return np.ravel(x), lambda r: np.reshape(r, x.shape)
+    if x.ndim == 0:
+        return np.reshape(x, (1,)), lambda r: np.reshape(r, ())
+    a = axis % x.ndim
+    return np.moveaxis(x, a, 0), lambda r: np.moveaxis(r, 0, a)
+
+
+def cumprod_jvp(t, x, axis):
+    """Tangent of `np.cumprod(x, axis)`: d_j = d_{j-1} x_j + p_{j-1} t_j (exact with zeros)."""
+    xs, back = _scan_layout(x, axis)
+    ts, _ = _scan_layout(np.broadcast_to(t, np.shape(x)), axis)
+    d = np.empty(xs.shape, dtype=np.result_type(xs, ts))
+    p = xs[0]
+    d[0] = ts[0]
+    for j in range(1, xs.shape[0]):
+        d[j] = d[j - 1] * xs[j] + p * ts[j]
+        p = p * xs[j]
+    return d if axis is None else back(d)
+
+
+def cumprod_vjp(g, x, axis):
+    """Adjoint of `np.cumprod(x, axis)`: p_{i-1} s_i with s_i = g_i + x_{i+1} s_{i+1}."""
+    xs, back = _scan_layout(x, axis)
+    gs, _ = _scan_layout(g, axis)
+    n = xs.shape[0]
+    out = np.empty(xs.shape, dtype=np.result_type(xs, gs))
+    s = gs[n - 1]
+    out[n - 1] = s
+    for i in range(n - 2, -1, -1):
+        s = gs[i] + xs[i + 1] * s
+        out[i] = s
+    p = np.ones_like(xs[0])
+    for i in range(n):
+        out[i] = out[i] * p
+        p = p * xs[i]
+    return back(out)
+
+
+def norm_grad(x, ans, ord, axis, keepdims):
+    """d norm / d x, elementwise, for vector p-norms (ord >= 1, inf, -inf) and the Frobenius norm."""
+    a = expand_reduced(ans, x, axis, keepdims)
+    if ord is None or ord == "fro" or ord == 2:
+        if ord == 2 and axis is None and np.ndim(x) == 2:
+            raise NotImplementedError("the derivative of the matrix 2-norm is not supported")
+        return np.where(a == 0, 0.0 * x, x / np.where(a == 0, 1.0, a))
+    if isinstance(ord, str):
+        raise NotImplementedError(f"the derivative of norm ord={ord!r} is not supported")
+    if np.isinf(ord):
+        ax = tuple(range(np.ndim(x))) if axis is None else axis
+        return np.sign(x) * extreme_mask(np.abs(x), ans, ax, keepdims)
+    if ord == 1:
+        return np.sign(x)
+    if ord < 1:
+        raise NotImplementedError(f"the derivative of norm ord={ord} is not supported")
+    return np.sign(x) * (np.abs(x) / np.where(a == 0, 1.0, a)) ** (ord - 1)
