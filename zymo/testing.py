@@ -1200,6 +1200,12 @@ class RuleCase:
         return res
 
 
+def expected_keys(rule: Any) -> tuple:
+    """The keys a case of `rule` must find in the IR: its parts, the rules the frontend lowers
+    it to (`via`), or its own key."""
+    return tuple(rule.parts) or tuple(getattr(rule, "via", ())) or (rule.key,)
+
+
 def prim_keys(ir: Any) -> set[str]:
     """The rule keys of every `prim` op in an IR function (nested regions included)."""
     from .ir.core import walk
@@ -1292,7 +1298,7 @@ class _Builder:
             n = sum(1 for c in self.cases if c.name.startswith(name[:-1]))
             if n:
                 name = f"{name[:-1]}#{n + 1}]"
-            self.cases.append(RuleCase(self.key, name, f, args, kind, rtol, atol, tuple(self.rule.parts)))
+            self.cases.append(RuleCase(self.key, name, f, args, kind, rtol, atol, expected_keys(self.rule)))
 
 
 def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: int = 0) -> list[RuleCase]:

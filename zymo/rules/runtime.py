@@ -300,3 +300,182 @@ def norm_grad(x, ans, ord, axis, keepdims):
     if ord < 1:
         raise NotImplementedError(f"the derivative of norm ord={ord} is not supported")
     return np.sign(x) * (np.abs(x) / np.where(a == 0, 1.0, a)) ** (ord - 1)
+
+
+# -- shapes ------------------------------------------------------------------------------
+
+
+def flatten(x):
+    """`x.flatten()`: a C-ordered 1-d copy."""
+    return np.array(np.ravel(x))
+
+
+def broadcast_to(x, shape):
+    """`np.broadcast_to` as fresh, writable memory."""
+    return np.array(np.broadcast_to(x, shape))
+
+
+def negate(shift):
+    """`-shift` for an int or a tuple of ints (np.roll's shift)."""
+    if isinstance(shift, tuple):
+        return tuple(-s for s in shift)
+    return -shift
+
+
+def tile_vjp(g, x, reps):
+    """Adjoint of `np.tile(x, reps)`: the tiles summed."""
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    d = max(np.ndim(x), len(reps))
+    shape = (1,) * (d - np.ndim(x)) + tuple(np.shape(x))
+    reps = (1,) * (d - len(reps)) + reps
+    inter = []
+    for r, n in zip(reps, shape):
+        inter += [r, n]
+    s = np.reshape(g, inter).sum(axis=tuple(range(0, 2 * d, 2)))
+    return np.reshape(s, np.shape(x))
+
+
+def repeat_vjp(g, x, repeats, axis):
+    """Adjoint of `np.repeat(x, repeats, axis)`: the repeated copies summed."""
+    xs = np.ravel(x) if axis is None else np.asarray(x)
+    a = 0 if axis is None else axis % xs.ndim
+    n = xs.shape[a]
+    idx = np.repeat(np.arange(n), repeats)
+    out = np.zeros(xs.shape, dtype=np.result_type(g))
+    np.add.at(np.moveaxis(out, a, 0), idx, np.moveaxis(np.asarray(g), a, 0))
+    return np.reshape(out, np.shape(x))
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """`np.diagonal` as fresh, writable memory."""
+    return np.array(np.diagonal(x, offset, axis1, axis2))
+
+
+def diag(x, k=0):
+    """`np.diag`, with the diagonal of a matrix copied."""
+    return np.array(np.diag(x, k))
+
+
+def _diag_index(n1, n2, offset):
+    i0, j0 = max(-offset, 0), max(offset, 0)
+    m = max(0, min(n1 - i0, n2 - j0))
+    return np.arange(m) + i0, np.arange(m) + j0
+
+
+def diagonal_vjp(g, x, offset=0, axis1=0, axis2=1):
+    """Adjoint of `np.diagonal(x, offset, axis1, axis2)`: `g` placed on that diagonal."""
+    out = np.zeros(np.shape(x), dtype=np.result_type(g, x))
+    view = np.moveaxis(out, (axis1, axis2), (-2, -1))
+    i, j = _diag_index(view.shape[-2], view.shape[-1], offset)
+    view[..., i, j] = g
+    return out
+
+
+def expand_diag(g, x, offset, axis1, axis2):
+    """The adjoint `g` of a trace, repeated along the diagonal it sums."""
+    view_shape = np.moveaxis(np.empty(np.shape(x), dtype=np.bool_), (axis1, axis2), (-2, -1)).shape
+    i, _ = _diag_index(view_shape[-2], view_shape[-1], offset)
+    return np.broadcast_to(np.expand_dims(g, -1), np.shape(g) + (len(i),))
+
+
+def diag_vjp(g, x, k):
+    """Adjoint of `np.diag(x, k)`."""
+    if np.ndim(x) == 1:
+        return np.array(np.diagonal(g, k))
+    return diagonal_vjp(g, x, k)
+
+
+def inner_vjp_a(g, a, b):
+    """Adjoint of `a` in `np.inner(a, b)` (products over the last axes)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.sum(g * b) if np.ndim(a) == 0 else g * b
+    nb = np.ndim(b) - 1
+    return np.tensordot(g, b, axes=(list(range(np.ndim(g) - nb, np.ndim(g))), list(range(nb))))
+
+
+def inner_vjp_b(g, a, b):
+    """Adjoint of `b` in `np.inner(a, b)`."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.sum(g * a) if np.ndim(b) == 0 else g * a
+    na = np.ndim(a) - 1
+    r = np.tensordot(a, g, axes=(list(range(na)), list(range(na))))
+    return np.moveaxis(r, 0, -1)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def tensordot_subscripts(na, nb, axes):
+    """The einsum subscripts of `np.tensordot(a, b, axes)` for operands of na and nb dimensions."""
+    if np.ndim(axes) == 0:
+        ax_a, ax_b = list(range(na - axes, na)), list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [ax_a] if np.ndim(ax_a) == 0 else list(ax_a)
+        ax_b = [ax_b] if np.ndim(ax_b) == 0 else list(ax_b)
+    ax_a = [x % na for x in ax_a]
+    ax_b = [x % nb for x in ax_b]
+    la = list(_LETTERS[:na])
+    lb = list(_LETTERS[na:na + nb])
+    for i, j in zip(ax_a, ax_b):
+        lb[j] = la[i]
+    out = [la[i] for i in range(na) if i not in ax_a] + [lb[j] for j in range(nb) if j not in ax_b]
+    return "".join(la) + "," + "".join(lb) + "->" + "".join(out)
+
+
+def _einsum_parts(subscripts, n):
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        ins, out = s.split("->")
+        ins = ins.split(",")
+    else:
+        ins = s.split(",")
+        letters = "".join(ins)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return ins[:n], out
+
+
+def einsum_jvp(subscripts, k, t, a, b=None, c=None):
+    """Tangent of `np.einsum(subscripts, a, b, c)` along operand `k` (linear in each operand)."""
+    ops = [o for o in (a, b, c) if o is not None]
+    ops[k] = t
+    return np.einsum(subscripts, *ops)
+
+
+def einsum_vjp(g, subscripts, k, a, b=None, c=None):
+    """Adjoint of operand `k` of `np.einsum(subscripts, a, b, c)`: the einsum of the result's
+    adjoint with the other operands, broadcast over indices only operand `k` has."""
+    ops = [o for o in (a, b, c) if o is not None]
+    ins, out = _einsum_parts(subscripts, len(ops))
+    mine = ins[k]
+    others = [ins[i] for i in range(len(ops)) if i != k]
+    have = set(out).union(*others) if others else set(out)
+    keep = "".join(ch for ch in mine if ch in have)
+    r = np.einsum(",".join([out] + others) + "->" + keep, g, *[ops[i] for i in range(len(ops)) if i != k])
+    # indices summed over in operand k alone: the adjoint is constant along them
+    shape = np.shape(ops[k])
+    full = [shape[i] if ch in have else 1 for i, ch in enumerate(mine)]
+    r = np.reshape(r, full)
+    return np.broadcast_to(r, shape).astype(np.result_type(g, ops[k]), copy=True) if r.shape != shape else r
+
+
+def concat2(a, b, axis=0):
+    """`np.concatenate((a, b), axis)`."""
+    return np.concatenate((a, b), axis=axis)
+
+
+def split_first(g, a, axis):
+    """The part of `g` (adjoint of `concat2(a, b, axis)`) that came from `a`."""
+    if axis is None:
+        return np.reshape(g[:np.size(a)], np.shape(a))
+    n = np.shape(a)[axis]
+    return np.moveaxis(np.moveaxis(g, axis, 0)[:n], 0, axis)
+
+
+def split_last(g, b, axis):
+    """The part of `g` (adjoint of `concat2(a, b, axis)`) that came from `b`."""
+    if axis is None:
+        return np.reshape(g[np.size(g) - np.size(b):], np.shape(b))
+    n = np.shape(b)[axis]
+    m = np.shape(g)[axis]
+    return np.moveaxis(np.moveaxis(g, axis, 0)[m - n:], 0, axis)
