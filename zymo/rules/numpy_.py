@@ -59,6 +59,22 @@ class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A): pass
 class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A): pass
 class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A): pass
 class arange(Rule, key="numpy.arange", fn=np.arange, **_A): pass
+class eye(Rule, key="numpy.eye", fn=np.eye, **_A, cases=(
+        ("fn(3) @ x", ((3, 4),)), ("fn(x.shape[0], 4, 1) * x", ((3, 4),)), ("fn(3, dtype=x.dtype) * x", ((3, 3),)))):
+    pass
+class identity(Rule, key="numpy.identity", fn=np.identity, **_A, cases=(("fn(3) * x", ((3, 3),)),)): pass
+
+
+class linspace(Rule, key="numpy.linspace", fn=np.linspace, cases=(
+        ("fn(x, y, 5)", ((), ())), ("fn(x, 2.0, 4, endpoint=False) * z", ((), (), (4,))),
+        ("fn(0.0, y, num=3)", ((), ())))):
+    """Differentiable in start and stop (scalars): start + (stop - start) * (0, 1/(n-1), ..., 1)."""
+    def jvp_start(t, ans, start, stop, num=50, endpoint=True):
+        return t * (1.0 - _rt.linspace_unit(num, endpoint, ans))
+    def jvp_stop(t, ans, start, stop, num=50, endpoint=True): return t * _rt.linspace_unit(num, endpoint, ans)
+    def vjp_start(g, ans, start, stop, num=50, endpoint=True):
+        return np.sum(g * (1.0 - _rt.linspace_unit(num, endpoint, g)))
+    def vjp_stop(g, ans, start, stop, num=50, endpoint=True): return np.sum(g * _rt.linspace_unit(num, endpoint, g))
 
 
 # -- non-differentiable by rule -------------------------------------------------

@@ -26,7 +26,8 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   `analysis/types.py`), or from `result_type` when a rule defines it.
 - `parts` (a tuple of keys) marks a function returning a tuple (`eigh`, `qr`,
   `svd`, `slogdet`): the frontend lowers a call into one op per part, each a
-  rule of its own computing one element of the tuple with the same arguments.
+  rule of its own computing one element of the tuple with the same arguments
+  (and naming the function in `part_of`).
 - `cases` lists extra test cases for `zymo.testing.rule_cases`: tuples
   `(expression, argument specs[, options])`, the expression calling the
   primitive as `fn` with arguments named x, y, z, w (see `zymo.testing`).
@@ -61,6 +62,7 @@ class Rule:
     out: ClassVar[bool] = False
     sample: ClassVar[dict[str, Any]] = {}
     parts: ClassVar[tuple[str, ...]] = ()
+    part_of: ClassVar[str | None] = None
     cases: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
@@ -74,7 +76,7 @@ class Rule:
         cls.template = template
         for name, value in flags.items():
             if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
-                            "parts", "cases"):
+                            "parts", "cases", "part_of"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:

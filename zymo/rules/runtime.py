@@ -479,3 +479,11 @@ def split_last(g, b, axis):
     n = np.shape(b)[axis]
     m = np.shape(g)[axis]
     return np.moveaxis(np.moveaxis(g, axis, 0)[m - n:], 0, axis)
+
+
+from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra rules)
+
+
+def linspace_unit(num, endpoint, like):
+    """`np.linspace(0, 1, num, endpoint)` in the dtype of `like`."""
+    return np.linspace(0.0, 1.0, num, endpoint=endpoint).astype(np.result_type(like))
