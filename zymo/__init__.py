@@ -14,12 +14,13 @@ from .annotations import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, 
 from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, generated_code, gradient, ir
 from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError,
                      ZymoWarning)
+from .rules.custom import CustomRule, custom_rule, inactive
 from .shadows import make_zero, make_zero_
 
 __all__ = [
     "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
     "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
-    "ZymoUsageError", "ZymoWarning", "config",
+    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive",
 ]
 __version__ = "0.1.0"

@@ -80,7 +80,7 @@ import numpy as np
 
 __all__ = [
     "DOMAINS", "Domain", "FiniteDifferenceError", "GradCheck", "RuleCase", "SEPARATED", "TOLERANCES", "ZERO_D",
-    "check_grad", "check_rule", "prim_keys", "rule_cases",
+    "check_custom_rule", "check_grad", "check_rule", "expected_keys", "prim_keys", "rule_cases",
 ]
 
 # -- tolerances -------------------------------------------------------------------
@@ -1498,6 +1498,22 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
     if not b.cases:
         raise KeyError(f"check_rule: no test cases for {key} with dtypes {tuple(dtypes)}")
     return b.cases
+
+
+def check_custom_rule(f: Any, *args: Any, modes: Any = ("forward", "reverse"), **kw: Any) -> GradCheck:
+    """Check a `zymo.custom_rule` (or any function zymo has a rule for) at `args` as built-in rules are
+    checked: `check_grad` of a function that calls it (forward and reverse against finite differences,
+    forward against reverse, the primal). Call it at several shapes and dtypes; `kw` goes to check_grad."""
+    from .rules.registry import rule_for_callable
+
+    if rule_for_callable(f) is None:
+        raise KeyError(f"check_custom_rule: zymo has no rule for {f!r}")
+    label = "call_" + "".join(ch if ch.isalnum() else "_" for ch in getattr(f, "__name__", "f"))
+    src = "fn(" + ", ".join(_EXPR_ARGS[k] if k < len(_EXPR_ARGS) else f"a{k}" for k in range(len(args))) + ")"
+    if len(args) > len(_EXPR_ARGS):
+        raise ValueError("check_custom_rule: at most four arguments")
+    g = _t_expr(src, len(args), label)(f)
+    return check_grad(g, *args, modes=modes, name=kw.pop("name", getattr(f, "__qualname__", label)), **kw)
 
 
 def check_rule(key: str, modes: Any = ("forward", "reverse"), dtypes: Iterable[str] = ("float64", "float32"),
