@@ -584,7 +584,8 @@ DOMAINS: dict[str, tuple[Domain, ...]] = {
     "fmod": (Domain(2.6, 3.9), Domain(2.0, 2.5)), "remainder": (Domain(2.6, 3.9), Domain(2.0, 2.5)),
     "float_power": (Domain(0.3, 2.0), Domain(-1.5, 2.5)), "arctan2": (NONZERO, ANY),
     "copysign": (NONZERO, NONZERO), "rint": (OFFINT,), "signbit": (NONZERO,), "around": (OFFINT,),
-    "fix": (OFFINT,), "clip": (Domain(-2.0, 2.0), Domain(-1.0, -0.3), Domain(0.3, 1.0)),
+    "fix": (OFFINT,), "gammaln": (POS,), "digamma": (POS,), "logit": (Domain(0.05, 0.95),),
+    "xlogy": (POS, POS), "tri": (Domain(0.3, 2.0, signed=True),), "clip": (Domain(-2.0, 2.0), Domain(-1.0, -0.3), Domain(0.3, 1.0)),
     "numpy.max": (Domain(-3.0, 3.0, distinct=True),), "numpy.min": (Domain(-3.0, 3.0, distinct=True),),
     "numpy.amax": (Domain(-3.0, 3.0, distinct=True),), "numpy.amin": (Domain(-3.0, 3.0, distinct=True),),
 }

@@ -1,5 +1,5 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import arith, custom, internal, linalg, math_, numpy_, reductions, shape, ufuncs  # noqa: F401  (registers)
+from . import arith, custom, internal, linalg, math_, numpy_, reductions, scipy_, shape, ufuncs  # noqa: F401  (registers)
 from .registry import REGISTRY, Rule, lookup, rule_for_callable
 
 __all__ = ["REGISTRY", "Rule", "lookup", "rule_for_callable"]

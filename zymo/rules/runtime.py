@@ -490,3 +490,42 @@ from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra
 def linspace_unit(num, endpoint, like):
     """`np.linspace(0, 1, num, endpoint)` in the dtype of `like`."""
     return np.linspace(0.0, 1.0, num, endpoint=endpoint).astype(np.result_type(like))
+
+
+def __getattr__(name):
+    """`_rt.sp_special`, `_rt.sp_linalg`: SciPy's modules, imported when first used."""
+    if name == "sp_special":
+        import scipy.special
+
+        return scipy.special
+    if name == "sp_linalg":
+        import scipy.linalg
+
+        return scipy.linalg
+    raise AttributeError(name)
+
+
+def expm_frechet(a, e):
+    """The Fréchet derivative of the matrix exponential at `a` in direction `e` (2-d)."""
+    import scipy.linalg
+
+    n = a.shape[-1]
+    big = np.zeros((2 * n, 2 * n), dtype=np.result_type(a, e))
+    big[:n, :n] = a
+    big[n:, n:] = a
+    big[:n, n:] = e
+    return scipy.linalg.expm(big)[:n, n:]
+
+
+def triangle(x, lower):
+    """The lower (or upper) triangle of `x`."""
+    return np.tril(x) if lower else np.triu(x)
+
+
+def tri_solve_vjp_a(g, ans, a, lower):
+    """Adjoint of `a` in `scipy.linalg.solve_triangular(a, b, lower=lower)`: triangular."""
+    import scipy.linalg
+
+    gb = scipy.linalg.solve_triangular(a, g, trans=1, lower=lower)
+    full = np.outer(gb, ans) if np.ndim(ans) == 1 else gb @ ans.T
+    return -triangle(full, lower)
