@@ -1446,7 +1446,8 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
             b.add(_t_like_partial, ((5,),), ALL)
     elif key == "numpy.arange":
         b.add(_t_arange, ((3,),), ALL)
-    elif declared and (rule.nondiff or not (rule.elementwise or is_ufunc or mod == "math")):
+    elif declared and (rule.nondiff or not getattr(rule, "auto_cases", True)
+                       or not (rule.elementwise or is_ufunc or mod == "math")):
         pass  # the rule's own cases say everything
     elif rule.nondiff and is_ufunc and fn.nin == 2:
         for p in [((), ()), ((5,), (5,))]:

@@ -86,3 +86,64 @@ class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND): pass
 class size(Rule, key="numpy.size", fn=np.size, **_ND): pass
 class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND): pass
 class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND): pass
+
+
+# -- random numbers: non-differentiable by rule (a sample's derivative in loc/scale is 0) ----
+def _random_type(pos, kw):
+    """Result type of a legacy np.random function, without calling it (which would draw)."""
+    from ..analysis.types import T
+
+    size = kw.get("size")
+    dims = [p for p in pos if not isinstance(p, (tuple, type(None)))]
+    if size is None and pos and isinstance(pos[-1], tuple):
+        size = pos[-1]
+    arrays = [getattr(getattr(p, "type", None), "ndim", 0) for p in list(pos) + list(kw.values())]
+    return size, dims, max(arrays + [0])
+
+
+def _random_result(kind):
+    def result(pos, kw):
+        from ..analysis.types import T
+
+        size, dims, nd = _random_type(pos, kw)
+        if kind == "dims":  # rand(d0, d1, ...)
+            n = len(pos)
+        elif size is not None:
+            n = len(size) if isinstance(size, tuple) else 1
+        else:
+            # size as the last positional argument (uniform(0, 1, 5)) or no size
+            n = nd
+            if kind == "size_last" and len(pos) == 3 or kind == "size_first" and len(pos) == 1:
+                last = pos[-1]
+                n = len(last) if isinstance(last, tuple) else 1
+        dtype = "int64" if kind == "int" else "float64"
+        if n == 0:
+            return T.INT if dtype == "int64" else T.F64
+        return T.Array(dtype, n)
+    return result
+
+
+_RANDOM = {"rand": "dims", "randn": "dims", "random": "size_first", "random_sample": "size_first",
+           "standard_normal": "size_first", "uniform": "size_last", "normal": "size_last"}
+_RCASES = (("np.random.seed(3)\nreturn 2.0 * fn(5) + 0.0 * x", ((5,),), {"kind": "zero"}),
+           ("np.random.seed(3)\nreturn x * fn(5)", ((5,),)))
+
+
+def _register_random():
+    from ..analysis.types import RESULT_TYPES, T
+
+    for name, kind in _RANDOM.items():
+        fn = getattr(np.random, name)
+        cases = _RCASES if kind in ("dims", "size_first") else (
+            ("np.random.seed(3)\nreturn x * fn(0.0, 1.0, 5)", ((5,),)),
+            ("np.random.seed(3)\nreturn x * fn(1.0, 2.0, size=5)", ((5,),)),
+            ("np.random.seed(3)\nreturn 2.0 * fn(0.0, 1.0, (2, 3)) + 0.0 * x", ((2, 3),), {"kind": "zero"}))
+        type(name, (Rule,), {"__module__": __name__}, key=f"numpy.random.{name}", fn=fn, call=f"np.random.{name}",
+             nondiff=True, alloc=True, cases=cases)
+        RESULT_TYPES[f"numpy.random.{name}"] = _random_result(kind)
+    type("seed", (Rule,), {"__module__": __name__}, key="numpy.random.seed", fn=np.random.seed,
+         call="np.random.seed", nondiff=True, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
+    RESULT_TYPES["numpy.random.seed"] = lambda pos, kw: T.NONE
+
+
+_register_random()

@@ -342,7 +342,7 @@ NONDIFF_UFUNCS = [
     "logical_and", "logical_or", "logical_xor", "logical_not", "heaviside", "spacing",
 ]
 # integer-only ufuncs (no float loop at all): non-differentiable by nature
-INTEGER_UFUNCS = ["bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm"]
+INTEGER_UFUNCS = ["bitwise_count", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm"]
 NONDIFF_FUNCTIONS = ["round", "around", "fix", "isreal"]
 _TWO = (("x * (1.0 + fn(x, y))", ((5,), (5,))), ("2.0 * fn(x, y)", ((5,), (5,)), {"kind": "zero"}))
 _INT2 = (("x * (1.0 + fn(np.arange(5), 3))", ((5,),)), ("2.0 * fn(np.arange(4) + 1, 6) + x", ((4,),)))
@@ -351,14 +351,28 @@ _CASES = {"isclose": _TWO, "allclose": _TWO, "array_equal": _TWO,
           "any": (("x * (1.0 + fn(x > 0.5))", ((5,),)), ("2.0 * fn(x > 0.5) + x", ((3, 4),))),
           "all": (("x * (1.0 + fn(x > -0.5))", ((5,),)), ("2.0 * fn(x > 0.5, axis=0) + x", ((3, 4),))),
           "count_nonzero": (("x * (1.0 + fn(x > 0.5))", ((5,),)), ("2.0 * fn(x > 0.5) + x", ((3, 4),))),
-          "invert": _INT1}
-_CASES.update({k: _INT2 for k in INTEGER_UFUNCS if k != "invert"})
+          "invert": _INT1, "bitwise_count": _INT1}
+_CASES.update({k: _INT2 for k in INTEGER_UFUNCS if k not in ("invert", "bitwise_count")})
 
 for _name in NONDIFF_UFUNCS + INTEGER_UFUNCS + NONDIFF_FUNCTIONS + ["isclose", "allclose", "array_equal", "any",
                                                                      "all", "count_nonzero"]:
     _fn = getattr(np, _name)
     type(_name, (Rule,), {"__module__": __name__}, key=f"numpy.{_name}", fn=_fn, **_ND,
          elementwise=isinstance(_fn, np.ufunc), out=isinstance(_fn, np.ufunc), cases=_CASES.get(_name, ()))
+
+
+class conjugate(Rule, key="numpy.conjugate", fn=np.conjugate, **_U):
+    """The identity on real numbers (zymo refuses complex ones)."""
+    def jvp_x(t, ans, x): return t
+    def vjp_x(g, ans, x): return g
+
+
+class ldexp(Rule, key="numpy.ldexp", fn=np.ldexp, elementwise=True, out=True, cases=(
+        ("fn(x, 3)", ((5,),)), ("fn(x, np.arange(4) - 2)", ((3, 4),)), ("fn(x, 2)", ((),)))):
+    """x * 2**i for an integer i (not differentiated)."""
+    auto_cases = False  # the generic binary cases would pass a float exponent
+    def jvp_x(t, ans, x, i): return np.ldexp(t, i)
+    def vjp_x(g, ans, x, i): return np.ldexp(g, i)
 
 
 class nextafter(Rule, key="numpy.nextafter", fn=np.nextafter, **_U):
