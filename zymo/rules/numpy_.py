@@ -1,7 +1,8 @@
-"""Rules for NumPy: ufuncs, reductions, products, allocation and shape ops.
-
-Elementwise rules broadcast (codegen sums adjoints back to operand shapes) and
-accept `out=`. Adding a function is one class: key, primal, jvp and vjp bodies.
+"""Rules for NumPy's products (matmul, `@`, dot), copies and views (copy, transpose,
+reshape), allocation (zeros, ones, empty, full, *_like, arange, eye, identity: fresh memory
+no input flows into), linspace, shape queries and `np.random` (non-differentiable by rule,
+typed without drawing). Ufuncs, reductions, shape ops and linear algebra have modules of
+their own (ufuncs.py, reductions.py, shape.py, linalg.py).
 """
 from __future__ import annotations
 
@@ -54,7 +55,11 @@ _A = dict(alloc=True, nondiff=True)
 class zeros(Rule, key="numpy.zeros", fn=np.zeros, **_A): pass
 class ones(Rule, key="numpy.ones", fn=np.ones, **_A): pass
 class empty(Rule, key="numpy.empty", fn=np.empty, **_A): pass
-class full(Rule, key="numpy.full", fn=np.full, **_A): pass
+class full(Rule, key="numpy.full", fn=np.full, cases=(
+        ("fn(x.shape[0], y) * x", ((5,), ())), ("fn((2, 3), y) * x", ((2, 3), (3,))))):
+    """Fresh memory filled with `fill_value`, which is differentiable (a float or an array)."""
+    def jvp_fill_value(t, ans, shape, fill_value, dtype=None): return _rt.as_tangent(t, ans)
+    def vjp_fill_value(g, ans, shape, fill_value, dtype=None): return _rt.unbroadcast(g, fill_value)
 class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A): pass
 class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A): pass
 class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A): pass
