@@ -361,3 +361,20 @@ def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
     np.testing.assert_allclose(changed["grad"], 4 * x ** 3)
     assert len(set(cache.glob("*.py")) - modules) == 1
     assert changed["misses"] >= 1 and changed["hits"] == 0
+
+
+def issue7_ufuncs(x, y):
+    z = np.maximum(x, y) + np.arctan2(y, x) + np.log1p(x * x)
+    z += np.hypot(x, y)
+    return np.sum(np.clip(z, -1.0, 2.0) ** 2) + np.sum(np.cumsum(x)) + np.prod(y)
+
+
+def test_numba_compiles_issue7_rules():
+    """Representative new rules (binary ufuncs, in-place hypot, clip, cumsum, prod) under numba=True."""
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0.5, 1.5, 4), rng.uniform(-1, 1, 4)
+    ref = zymo.gradient(Reverse, issue7_ufuncs, x, y)
+    got = zymo.gradient(Reverse, issue7_ufuncs, x, y, numba=True)
+    assert numba_entries(issue7_ufuncs)
+    assert_tree_close(got, ref)
+    assert_substantial(got[0])

@@ -29,6 +29,8 @@ from zymo.rules.registry import Rule
 # case-name prefix -> the zymo bug that makes those cases fail
 KNOWN_BUGS: dict[str, str] = {
     # e.g. "numpy.absolute[out1,": "np.absolute(x, out=o) is dropped (the frontend passed out= as a keyword)",
+    "numpy.float_power[loop2,5,5,float32]": "a loop-carried float32 array that becomes float64 (float_power "
+                                            "promotes) is refused: the frontend converts only scalars",
 }
 
 
@@ -42,6 +44,10 @@ def _known_bug(name: str) -> str | None:
 def _params() -> list:
     out = []
     for key in sorted(REGISTRY):
+        if getattr(REGISTRY[key], "user", False):
+            continue  # users' rules (tests/test_custom.py) are checked with check_custom_rule
+        if getattr(REGISTRY[key], "part_of", None):
+            continue  # one element of a tuple-returning function: its cases are that function's
         try:
             cases = testing.rule_cases(key)
         except KeyError:
@@ -67,12 +73,16 @@ def test_rule(key, case):
 def test_every_registered_rule_is_exercised():
     """Each key has cases whose IR calls it, and the parametrized test enumerates them all."""
     enumerated = {p.values[0] for p in PARAMS if p.values[1] is not None}
-    missing = sorted(set(REGISTRY) - enumerated)
+    missing = sorted(k for k in set(REGISTRY) - enumerated
+                     if not getattr(REGISTRY[k], "part_of", None) and not getattr(REGISTRY[k], "user", False))
     assert not missing, f"rules without test cases: {missing}"
     unexercised = []
     for key in sorted(REGISTRY):
+        if getattr(REGISTRY[key], "user", False):
+            continue
         cases = testing.rule_cases(key)
-        if not any(key in c.keys() for c in cases):
+        expect = testing.expected_keys(REGISTRY[key])
+        if not any(k in c.keys() for c in cases for k in expect):
             unexercised.append(key)
     assert not unexercised, f"rules whose cases never call them: {unexercised}"
 

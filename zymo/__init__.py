@@ -16,6 +16,7 @@ from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, gene
 from .derivatives import gradient_forward, hessian, hvp, hvp_and_gradient, jacobian
 from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError,
                      ZymoWarning)
+from .rules.custom import CustomRule, custom_rule, inactive
 from .shadows import make_zero, make_zero_
 
 __all__ = [
@@ -23,6 +24,6 @@ __all__ = [
     "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
     "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
-    "ZymoUsageError", "ZymoWarning", "config",
+    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive",
 ]
 __version__ = "0.1.0"

@@ -80,7 +80,7 @@ import numpy as np
 
 __all__ = [
     "DOMAINS", "Domain", "FiniteDifferenceError", "GradCheck", "RuleCase", "SEPARATED", "TOLERANCES", "ZERO_D",
-    "check_grad", "check_rule", "prim_keys", "rule_cases",
+    "check_custom_rule", "check_grad", "check_rule", "expected_keys", "prim_keys", "rule_cases",
 ]
 
 # -- tolerances -------------------------------------------------------------------
@@ -579,12 +579,20 @@ DOMAINS: dict[str, tuple[Domain, ...]] = {
     "hypot": (NONZERO, NONZERO),
     "floor": (OFFINT,), "ceil": (OFFINT,), "trunc": (OFFINT,), "round": (OFFINT,), "int": (OFFINT,),
     "bool": (NONZERO,),
+    "arcsin": (Domain(-0.9, 0.9),), "arccos": (Domain(-0.9, 0.9),), "arctanh": (Domain(-0.8, 0.8),),
+    "arccosh": (Domain(1.2, 3.0),), "cbrt": (NONZERO,), "reciprocal": (NONZERO,),
+    "fmod": (Domain(2.6, 3.9), Domain(2.0, 2.5)), "remainder": (Domain(2.6, 3.9), Domain(2.0, 2.5)),
+    "float_power": (Domain(0.3, 2.0), Domain(-1.5, 2.5)), "arctan2": (NONZERO, ANY),
+    "copysign": (NONZERO, NONZERO), "rint": (OFFINT,), "signbit": (NONZERO,), "around": (OFFINT,),
+    "fix": (OFFINT,), "gammaln": (POS,), "digamma": (POS,), "logit": (Domain(0.05, 0.95),),
+    "xlogy": (POS, POS), "tri": (Domain(0.3, 2.0, signed=True),), "clip": (Domain(-2.0, 2.0), Domain(-1.0, -0.3), Domain(0.3, 1.0)),
     "numpy.max": (Domain(-3.0, 3.0, distinct=True),), "numpy.min": (Domain(-3.0, 3.0, distinct=True),),
     "numpy.amax": (Domain(-3.0, 3.0, distinct=True),), "numpy.amin": (Domain(-3.0, 3.0, distinct=True),),
 }
 # primitives of two arguments with a jump where they are equal: the second is drawn
 # at a distance in [0.3, 1.5] from the first
-SEPARATED = {"min", "max", "lt", "le", "gt", "ge", "eq", "ne", "builtins.min", "builtins.max"}
+SEPARATED = {"min", "max", "lt", "le", "gt", "ge", "eq", "ne", "builtins.min", "builtins.max",
+             "maximum", "minimum", "fmax", "fmin"}
 
 
 def _domains(key: str, n: int) -> tuple[Domain, ...]:
@@ -597,6 +605,15 @@ def _sample(key: str, shapes: tuple, dtype: str, rng: np.random.Generator) -> tu
     doms = _domains(key, len(shapes))
     dts = [("float32", "float64")[i % 2] if dtype == "mixed" else dtype for i in range(len(shapes))]
     out = [d.sample(rng, s, dt) for d, s, dt in zip(doms, shapes, dts)]
+    if (key in SEPARATED or key.split(".")[-1] in SEPARATED) and len(out) == 2 and (
+            shapes[0] != shapes[1] or shapes[0] == ZERO_D):
+        # broadcasting operands: redraw the second until every broadcast pair is 0.3 apart
+        for _ in range(1000):
+            gap = np.abs(np.asarray(out[0], np.float64) - np.asarray(out[1], np.float64))
+            if np.all(gap >= 0.3):
+                return tuple(out)
+            out[1] = doms[1].sample(rng, shapes[1], dts[1])
+        raise ValueError(f"{key}: cannot draw separated operands of shapes {shapes}")
     if (key in SEPARATED or key.split(".")[-1] in SEPARATED) and len(out) == 2:
         if shapes[0] != shapes[1] or shapes[0] == ZERO_D:
             raise ValueError(f"{key}: separated pairs need arguments of one shape, not {shapes}")
@@ -1064,6 +1081,81 @@ def _t_arange(fn):
     return arange
 
 
+# functions written from a rule's `cases` (an expression, or a body with `return`)
+_EXPR_ARGS = ("x", "y", "z", "w")
+
+
+def _t_expr(src: str, nargs: int, label: str) -> Callable:
+    """A factory like the `_t_*` ones, for a case written as source text: the function takes
+    arguments x, y, z, w (as many as the case has) and calls the primitive as `fn`."""
+    body = src if "\n" in src or src.lstrip().startswith(("return", "o =", "y =", "z =")) else f"return {src}"
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+    params = ", ".join(_EXPR_ARGS[:nargs])
+    code = (f"import math\nimport numpy as np\n\n\ndef make(fn):\n    def {label}({params}):\n{body}\n"
+            f"    return {label}\n")
+    mod = _module_from_source(code, f"_zymo_case_{zlib.crc32(code.encode()):08x}")
+    return mod.make
+
+
+def _special_arg(spec: tuple, dtype: str, rng: np.random.Generator) -> Any:
+    """Arguments rule cases describe by kind rather than shape:
+    ("spd", n) symmetric positive definite; ("sym", n) symmetric with eigenvalues at least
+    0.5 apart; ("wc", *shape) matrices (or stacks) with singular values in [1, 2], distinct;
+    ("tril", n)/("triu", n) well-conditioned triangular; ("int", shape, lo, hi) and
+    ("bool", shape) non-differentiable arrays; ("const", value) the value itself."""
+    kind = spec[0]
+
+    def ortho(n):
+        q, r = np.linalg.qr(rng.normal(size=(n, n)))
+        return q * np.sign(np.diag(r))
+
+    if kind == "const":
+        return spec[1]
+    if kind == "withzero":
+        a = rng.uniform(-2.0, 2.0, size=spec[1])
+        a.flat[1] = 0.0
+        return a.astype(dtype)
+    if kind == "int":
+        return rng.integers(spec[2], spec[3], size=spec[1])
+    if kind == "bool":
+        return rng.uniform(size=spec[1]) < 0.5
+    if kind == "spd":
+        n = spec[1]
+        q = ortho(n)
+        a = (q * rng.uniform(1.0, 3.0, size=n)) @ q.T
+    elif kind == "sym":
+        n = spec[1]
+        q = ortho(n)
+        ev = np.linspace(-1.5, 1.5, n) + rng.uniform(-0.1, 0.1, size=n)
+        a = (q * ev) @ q.T
+    elif kind == "wc":
+        *batch, m, n = spec[1:]
+        mats = []
+        for _ in range(int(np.prod(batch)) if batch else 1):
+            k = min(m, n)
+            s = np.linspace(2.0, 1.0, k) + rng.uniform(-0.05, 0.05, size=k)
+            u, v = ortho(m)[:, :k], ortho(n)[:, :k]
+            mats.append((u * s) @ v.T)
+        a = np.array(mats).reshape(*batch, m, n)
+    elif kind in ("tril", "triu"):
+        n = spec[1]
+        a = rng.uniform(-0.5, 0.5, size=(n, n)) + np.diag(rng.uniform(1.0, 2.0, size=n) * rng.choice([-1, 1], n))
+        a = np.tril(a) if kind == "tril" else np.triu(a)
+    else:
+        raise ValueError(f"unknown argument spec {spec!r}")
+    return a.astype(dtype)
+
+
+def _spec_id(spec: Any) -> str:
+    if isinstance(spec, tuple) and spec and isinstance(spec[0], str):
+        if spec[0] == "const":
+            return repr(spec[1]).replace(" ", "")
+        rest = [x for x in spec[1:] if not isinstance(x, tuple)] + [y for x in spec[1:] if isinstance(x, tuple)
+                                                                     for y in x]
+        return spec[0] + "x".join(map(str, rest))
+    return _shape_id((spec,))
+
+
 # -- cases -------------------------------------------------------------------------------
 
 
@@ -1079,6 +1171,7 @@ class RuleCase:
     kind: str = "grad"
     rtol: float | None = None
     atol: float | None = None
+    expect: tuple = ()  # the keys the IR must call (default: key; a rule with parts: its parts)
 
     def __repr__(self) -> str:
         return f"RuleCase({self.name})"
@@ -1094,8 +1187,9 @@ class RuleCase:
 
     def run(self, modes: Any = ("forward", "reverse"), seed: int = 0) -> GradCheck:
         keys = self.keys()
-        if self.key not in keys:
-            raise AssertionError(f"{self.name}: the IR does not call {self.key} (it calls {sorted(keys)})")
+        expect = self.expect or (self.key,)
+        if not any(k in keys for k in expect):
+            raise AssertionError(f"{self.name}: the IR does not call {' or '.join(expect)} (it calls {sorted(keys)})")
         res = check_grad(self.fn, *self.args, modes=modes, rtol=self.rtol, atol=self.atol, seed=seed,
                          name=self.name)
         if self.kind == "zero":
@@ -1105,6 +1199,12 @@ class RuleCase:
                                          f"({'forward' if isinstance(label, tuple) else 'reverse'}, "
                                          f"{label}) is {_fmt(d)}, not exactly zero")
         return res
+
+
+def expected_keys(rule: Any) -> tuple:
+    """The keys a case of `rule` must find in the IR: its parts, the rules the frontend lowers
+    it to (`via`), or its own key."""
+    return tuple(rule.parts) or tuple(getattr(rule, "via", ())) or (rule.key,)
 
 
 def prim_keys(ir: Any) -> set[str]:
@@ -1174,6 +1274,33 @@ class _Builder:
     def weights(self, shape: tuple) -> Callable:
         return lambda dt, rng: rng.uniform(-1, 1, size=shape).astype(dt)
 
+    def add_expr(self, src: str, specs: tuple, opts: dict | None = None) -> None:
+        """Cases of a rule's declared `cases` entry: `src` calls the primitive as `fn` with
+        arguments x, y, z, w drawn from `specs` (shapes, or kinds: see `_special_arg`)."""
+        opts = dict(opts or {})
+        dtypes = opts.pop("dtypes", ("float64", "float32"))
+        label = opts.pop("name", "expr")
+        make = _t_expr(src, len(specs), label)
+        f = make(opts.pop("fn", self.fn))
+        dom_key = opts.pop("dom", None) or self.key
+        kind = opts.pop("kind", "grad")
+        rtol, atol = opts.pop("rtol", None), opts.pop("atol", None)
+        if opts:
+            raise TypeError(f"{self.key}: unknown case options {sorted(opts)}")
+        for dt in dtypes:
+            if dt not in self.dtypes:
+                continue
+            shapes = [sp for sp in specs if not (isinstance(sp, tuple) and sp and isinstance(sp[0], str))]
+            drawn = iter(_sample(dom_key, tuple(shapes), dt, self.rng))
+            args = tuple(_special_arg(sp, dt, self.rng) if isinstance(sp, tuple) and sp and isinstance(sp[0], str)
+                         else next(drawn) for sp in specs)
+            short = " ".join(src.split())[:60].replace("[", "(").replace("]", ")").replace(",", ";")
+            name = f"{self.key}[{label}:{short},{','.join(_spec_id(sp) for sp in specs)},{dt}]"
+            n = sum(1 for c in self.cases if c.name.startswith(name[:-1]))
+            if n:
+                name = f"{name[:-1]}#{n + 1}]"
+            self.cases.append(RuleCase(self.key, name, f, args, kind, rtol, atol, expected_keys(self.rule)))
+
 
 def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: int = 0) -> list[RuleCase]:
     """The test functions and inputs `check_rule` runs for rule `key`."""
@@ -1182,6 +1309,16 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
 
     b = _Builder(key, tuple(dtypes), seed)
     rule, fn, short = b.rule, b.fn, key.split(".")[-1]
+    part_of = getattr(rule, "part_of", None)
+    if part_of:
+        # one element of a function returning a tuple: the cases of that function that use it
+        cases = [c for c in rule_cases(part_of, dtypes, seed) if key in c.keys()]
+        if not cases:
+            raise KeyError(f"check_rule: no case of {part_of} uses {key}")
+        return cases
+    for entry in rule.cases:
+        b.add_expr(entry[0], entry[1], entry[2] if len(entry) > 2 else None)
+    declared = len(b.cases)
     mod = key.split(".")[0] if "." in key else ""
     ALL = ("float64", "float32")
     is_ufunc = isinstance(fn, np.ufunc)
@@ -1311,7 +1448,14 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
             b.add(_t_like_partial, ((5,),), ALL)
     elif key == "numpy.arange":
         b.add(_t_arange, ((3,),), ALL)
-    elif rule.nondiff:
+    elif declared and (rule.nondiff or not getattr(rule, "auto_cases", True)
+                       or not (rule.elementwise or is_ufunc or mod == "math")):
+        pass  # the rule's own cases say everything
+    elif rule.nondiff and is_ufunc and fn.nin == 2:
+        for p in [((), ()), ((5,), (5,))]:
+            b.add(_t_zero2, p, ALL, kind="zero", dom_key="lt")
+            b.add(_t_const2, p, ALL, dom_key="lt")
+    elif rule.nondiff and not declared:
         # floor, ceil, trunc, sign, isfinite, isnan and the like: one argument
         shapes = _SCALAR if (mod == "math" or not is_ufunc) else _UNARY_SHAPES
         for s in shapes:
@@ -1351,13 +1495,29 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
                     b.add(_t_out2, p, ALL)
                     b.add(_t_inplace2, p, ALL)
                 b.add(_t_inplace2_rhs, ((5,), (5,)), ALL)
-        else:
+        elif not declared:
             raise KeyError(f"check_rule: no test cases for {key} ({nparams} parameters); add them to zymo.testing")
-    else:
+    elif not declared:
         raise KeyError(f"check_rule: no test cases for {key}; add them to zymo.testing.rule_cases")
     if not b.cases:
         raise KeyError(f"check_rule: no test cases for {key} with dtypes {tuple(dtypes)}")
     return b.cases
+
+
+def check_custom_rule(f: Any, *args: Any, modes: Any = ("forward", "reverse"), **kw: Any) -> GradCheck:
+    """Check a `zymo.custom_rule` (or any function zymo has a rule for) at `args` as built-in rules are
+    checked: `check_grad` of a function that calls it (forward and reverse against finite differences,
+    forward against reverse, the primal). Call it at several shapes and dtypes; `kw` goes to check_grad."""
+    from .rules.registry import rule_for_callable
+
+    if rule_for_callable(f) is None:
+        raise KeyError(f"check_custom_rule: zymo has no rule for {f!r}")
+    label = "call_" + "".join(ch if ch.isalnum() else "_" for ch in getattr(f, "__name__", "f"))
+    src = "fn(" + ", ".join(_EXPR_ARGS[k] if k < len(_EXPR_ARGS) else f"a{k}" for k in range(len(args))) + ")"
+    if len(args) > len(_EXPR_ARGS):
+        raise ValueError("check_custom_rule: at most four arguments")
+    g = _t_expr(src, len(args), label)(f)
+    return check_grad(g, *args, modes=modes, name=kw.pop("name", getattr(f, "__qualname__", label)), **kw)
 
 
 def check_rule(key: str, modes: Any = ("forward", "reverse"), dtypes: Iterable[str] = ("float64", "float32"),

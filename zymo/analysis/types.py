@@ -14,6 +14,7 @@ ndim is the length of the shape).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -104,7 +105,8 @@ def infer_prim(key: str, fn: Any, pos: list, kw: dict, loc: Loc) -> T.Type | tup
     try:
         ex_pos = [_example_tree(p) for p in pos]
         ex_kw = {k: _example_tree(v) for k, v in kw.items()}
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # example values (size-1 dimensions) may warn: var(ddof=1)
             out = fn(*ex_pos, **ex_kw)
     except Exception as e:  # the real call would fail the same way
         raise ZymoTypeError(

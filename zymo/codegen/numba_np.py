@@ -76,7 +76,12 @@ def _wrap_ufunc(uf):
 
 
 for _name in ("sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "absolute", "negative", "square",
-              "add", "subtract", "multiply", "divide", "power"):
+              "add", "subtract", "multiply", "divide", "power",
+              # issue 7's ufuncs (Numba types each where it supports the ufunc)
+              "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "exp2", "expm1",
+              "log2", "log10", "log1p", "cbrt", "reciprocal", "fabs", "positive", "deg2rad", "rad2deg",
+              "arctan2", "hypot", "maximum", "minimum", "fmax", "fmin", "logaddexp", "logaddexp2", "copysign",
+              "fmod", "remainder", "float_power"):
     globals()[_name] = _wrap_ufunc(getattr(_np, _name))
 abs = absolute  # noqa: A001  (np.abs is np.absolute)
 true_divide = divide

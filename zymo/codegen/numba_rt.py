@@ -244,3 +244,48 @@ def _reuse_list(tape, slot):
         lst.clear()
         return lst
     return impl
+
+
+# -- issue 7's helpers (the common cases; others fail at typing and the backend reports it) -------
+
+
+@overload(rt.clip_inside)
+def _clip_inside(x, lo, hi):
+    def impl(x, lo, hi):
+        m = np.ones(np.shape(x), dtype=np.bool_)
+        if lo is not None:
+            m = m & (x >= lo)
+        if hi is not None:
+            m = m & (x <= hi)
+        return m
+    return impl
+
+
+@overload(rt.cumsum_vjp, prefer_literal=True)
+def _cumsum_vjp(g, x, axis):
+    if not (_none(axis) and _arr(x) and x.ndim == 1):
+        raise TypingError("zymo's Numba backend differentiates np.cumsum of 1-d arrays without axis")
+
+    def impl(g, x, axis):
+        return np.cumsum(g[::-1])[::-1].copy()
+    return impl
+
+
+@overload(rt.prod_others, prefer_literal=True)
+def _prod_others(x, axis):
+    if not (_none(axis) and _arr(x) and x.ndim == 1):
+        raise TypingError("zymo's Numba backend differentiates np.prod of 1-d arrays without axis")
+
+    def impl(x, axis):
+        n = x.shape[0]
+        out = np.empty_like(x)
+        acc = np.ones(1, dtype=x.dtype)[0]
+        for i in range(n):
+            out[i] = acc
+            acc = acc * x[i]
+        acc = np.ones(1, dtype=x.dtype)[0]
+        for i in range(n - 1, -1, -1):
+            out[i] = out[i] * acc
+            acc = acc * x[i]
+        return out
+    return impl

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Value
-from ..rules.registry import REGISTRY, lookup, rule_for_callable
+from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects
 from .bindings import LocalFn, S
 from .source import FunctionSource, unwrap
@@ -27,8 +27,13 @@ CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq"
           ast.Is: "is", ast.IsNot: "is_not"}
 
 # array methods -> (rule key, how the receiver and arguments map)
-METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": "numpy.min", "copy": "numpy.copy", "dot": "numpy.dot",
-           "transpose": "numpy.transpose", "reshape": "numpy.reshape"}
+METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": "numpy.min", "copy": "numpy.copy",
+           "dot": "numpy.dot", "transpose": "numpy.transpose", "reshape": "numpy.reshape", "prod": "numpy.prod",
+           "var": "numpy.var", "std": "numpy.std", "cumsum": "numpy.cumsum", "cumprod": "numpy.cumprod",
+           "argmax": "numpy.argmax", "argmin": "numpy.argmin", "clip": "numpy.clip", "swapaxes": "numpy.swapaxes",
+           "squeeze": "numpy.squeeze", "ravel": "numpy.ravel", "flatten": "numpy.copy_flat",
+           "repeat": "numpy.repeat", "diagonal": "numpy.diagonal", "trace": "numpy.trace", "round": "numpy.round",
+           "any": "numpy.any", "all": "numpy.all"}
 
 
 class ExprLowering:
@@ -244,7 +249,10 @@ class ExprLowering:
     # -- calls ---------------------------------------------------------------
     def expr_Call(self, node: ast.Call) -> Any:
         callee = self.expr(node.func)
-        pos = [self.expr(a) for a in node.args]
+        joins = isinstance(callee, S) and getattr(_rule_of(callee.obj), "via", None)
+        # np.concatenate([a, b]): a list literal of arrays is taken as a tuple
+        pos = [tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a)
+               for a in node.args]
         kw = {}
         for k in node.keywords:
             if k.arg is None:
@@ -272,6 +280,12 @@ class ExprLowering:
         key = rule_for_callable(fn)
         if key is not None:
             rule = lookup(key)
+            self.check_rule(rule, pos, kw, node)
+            if getattr(rule, "via", None):
+                return self.join(key, pos, kw, node)
+            if rule.parts:
+                # a function returning a tuple: one op per element, each a rule of its own
+                return tuple(self.b.prim(k, list(pos), dict(kw), loc, _hint(k)) for k in rule.parts)
             out = kw.pop("out", None)
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
             if out is None and rule.out and nin is not None and len(pos) == nin + 1:
@@ -302,12 +316,57 @@ class ExprLowering:
         return self.error(UnsupportedCall, f"cannot differentiate a call to {full}", node,
                           why=hint, hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
 
+    def join(self, key: str, pos: list, kw: dict, node: ast.Call) -> Any:
+        """`np.concatenate`, `np.stack`, `np.hstack`, `np.vstack` as chains of `zymo.concat2`."""
+        loc = self.loc(node)
+        name = key.split(".")[-1]
+        items = pos[0] if pos else kw.get("arrays", kw.get("tup"))
+        if not isinstance(items, tuple) or not items:
+            raise self.error(UnsupportedCall, f"np.{name} needs a tuple or list of arrays written in the call",
+                             node, hint="write the arrays out: np.concatenate((a, b))")
+        for it in items:
+            if not (isinstance(it, Value) and isinstance(it.type, T.Array) and it.type.ndim >= 1):
+                raise self.error(ZymoTypeError, f"np.{name} joins arrays of at least one dimension here", node,
+                                 hint="wrap numbers with np.array([...]) outside the function, or use np.stack")
+        extra = set(kw) - {"axis", "arrays", "tup"}
+        if extra or len(pos) > 2:
+            raise self.error(UnsupportedCall, f"np.{name} with {', '.join(sorted(extra)) or 'extra arguments'} "
+                             "is not supported", node)
+        axis_b = kw.get("axis", pos[1] if len(pos) > 1 else (0 if name in ("concatenate", "stack") else None))
+        axis = const_value(axis_b)
+        if axis is NOT_CONST or not (axis is None or isinstance(axis, int)):
+            raise self.error(UnsupportedCall, f"np.{name} needs a constant integer axis here", node)
+        nd = items[0].type.ndim
+        if name == "stack":
+            items = tuple(self.b.prim("numpy.expand_dims", [it, axis], {}, loc, it.hint) for it in items)
+            axis = axis % (nd + 1)
+        elif name == "hstack":
+            axis = 0 if nd == 1 else 1
+        elif name == "vstack":
+            if nd == 1:
+                items = tuple(self.b.prim("numpy.expand_dims", [it, 0], {}, loc, it.hint) for it in items)
+            axis = 0
+        if len(items) == 1:
+            return self.b.prim("numpy.copy", [items[0]], {}, loc, name) if axis is not None else \
+                self.b.prim("numpy.copy_flat", [items[0]], {}, loc, name)
+        acc = items[0]
+        for it in items[1:]:
+            acc = self.b.prim("zymo.concat2", [acc, it, axis], {}, loc, name)
+        return acc
+
+    def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
+        """Refuse, at the user's line, a call the rule says it cannot differentiate."""
+        why = rule.check(list(pos), dict(kw))
+        if why:
+            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
+                             hint="see docs/rules.md for what each rule covers")
+
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
         key = METHODS[m.name]
-        if m.name == "reshape" and len(pos) > 1:
+        if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
-        if m.name == "transpose" and len(pos) > 1:
-            pos = [tuple(pos)]
+        rule = lookup(key)
+        self.check_rule(rule, [m.obj] + pos, kw, node)
         return self.b.prim(key, [m.obj] + pos, kw, self.loc(node), _hint(key))
 
     def builtin(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
@@ -405,6 +464,11 @@ class ExprLowering:
             self.inlining.pop()
             self.frame = caller
         return frame.env.get(frame.retval, S(None))
+
+
+def _rule_of(fn: Any) -> Any:
+    key = rule_for_callable(fn)
+    return REGISTRY.get(key) if key is not None else None
 
 
 class _Method:

@@ -1,5 +1,6 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import arith, internal, math_, numpy_, runtime_rules  # noqa: F401  (registers the rules)
+from . import (arith, custom, internal, linalg, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
+               shape, ufuncs)  # (registers the rules)
 from .registry import REGISTRY, Rule, lookup, rule_for_callable
 
 __all__ = ["REGISTRY", "Rule", "lookup", "rule_for_callable"]

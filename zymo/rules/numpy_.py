@@ -1,7 +1,8 @@
-"""Rules for NumPy: ufuncs, reductions, products, allocation and shape ops.
-
-Elementwise rules broadcast (codegen sums adjoints back to operand shapes) and
-accept `out=`. Adding a function is one class: key, primal, jvp and vjp bodies.
+"""Rules for NumPy's products (matmul, `@`, dot), copies and views (copy, transpose,
+reshape), allocation (zeros, ones, empty, full, *_like, arange, eye, identity: fresh memory
+no input flows into), linspace, shape queries and `np.random` (non-differentiable by rule,
+typed without drawing). Ufuncs, reductions, shape ops and linear algebra have modules of
+their own (ufuncs.py, reductions.py, shape.py, linalg.py).
 """
 from __future__ import annotations
 
@@ -11,128 +12,6 @@ import numpy as np
 
 from . import runtime as _rt
 from .registry import Rule
-
-_U = dict(elementwise=True, out=True)
-
-
-# -- unary ufuncs --------------------------------------------------------------
-class sin(Rule, key="numpy.sin", fn=np.sin, **_U):
-    def jvp_x(t, ans, x): return t * np.cos(x)
-    def vjp_x(g, ans, x): return g * np.cos(x)
-
-
-class cos(Rule, key="numpy.cos", fn=np.cos, **_U):
-    def jvp_x(t, ans, x): return -t * np.sin(x)
-    def vjp_x(g, ans, x): return -g * np.sin(x)
-
-
-class tan(Rule, key="numpy.tan", fn=np.tan, **_U):
-    def jvp_x(t, ans, x): return t * (1.0 + ans * ans)
-    def vjp_x(g, ans, x): return g * (1.0 + ans * ans)
-
-
-class exp(Rule, key="numpy.exp", fn=np.exp, **_U):
-    def jvp_x(t, ans, x): return t * ans
-    def vjp_x(g, ans, x): return g * ans
-
-
-class log(Rule, key="numpy.log", fn=np.log, **_U):
-    def jvp_x(t, ans, x): return t / x
-    def vjp_x(g, ans, x): return g / x
-
-
-class sqrt(Rule, key="numpy.sqrt", fn=np.sqrt, **_U):
-    def jvp_x(t, ans, x): return t / (2.0 * ans)
-    def vjp_x(g, ans, x): return g / (2.0 * ans)
-
-
-class tanh(Rule, key="numpy.tanh", fn=np.tanh, **_U):
-    def jvp_x(t, ans, x): return t * (1.0 - ans * ans)
-    def vjp_x(g, ans, x): return g * (1.0 - ans * ans)
-
-
-class absolute(Rule, key="numpy.absolute", fn=np.absolute, **_U):
-    def jvp_x(t, ans, x): return t * np.sign(x)
-    def vjp_x(g, ans, x): return g * np.sign(x)
-
-
-class negative(Rule, key="numpy.negative", fn=np.negative, **_U):
-    def jvp_x(t, ans, x): return -t
-    def vjp_x(g, ans, x): return -g
-
-
-class square(Rule, key="numpy.square", fn=np.square, **_U):
-    def jvp_x(t, ans, x): return 2.0 * x * t
-    def vjp_x(g, ans, x): return 2.0 * x * g
-
-
-# -- binary ufuncs (also the targets of in-place operators x += y) ------------
-class add(Rule, key="numpy.add", fn=np.add, **_U):
-    def jvp_x(t, ans, x, y): return t
-    def jvp_y(t, ans, x, y): return t
-    def vjp_x(g, ans, x, y): return g
-    def vjp_y(g, ans, x, y): return g
-
-
-class subtract(Rule, key="numpy.subtract", fn=np.subtract, **_U):
-    def jvp_x(t, ans, x, y): return t
-    def jvp_y(t, ans, x, y): return -t
-    def vjp_x(g, ans, x, y): return g
-    def vjp_y(g, ans, x, y): return -g
-
-
-class multiply(Rule, key="numpy.multiply", fn=np.multiply, **_U):
-    def jvp_x(t, ans, x, y): return t * y
-    def jvp_y(t, ans, x, y): return x * t
-    def vjp_x(g, ans, x, y): return g * y
-    def vjp_y(g, ans, x, y): return x * g
-
-
-class divide(Rule, key="numpy.divide", fn=np.divide, **_U):
-    def jvp_x(t, ans, x, y): return t / y
-    def jvp_y(t, ans, x, y): return -t * x / (y * y)
-    def vjp_x(g, ans, x, y): return g / y
-    def vjp_y(g, ans, x, y): return -g * x / (y * y)
-
-
-class power(Rule, key="numpy.power", fn=np.power, **_U):
-    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
-    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
-
-
-# -- reductions ----------------------------------------------------------------
-class sum_(Rule, key="numpy.sum", fn=np.sum):
-    def jvp_x(t, ans, x, axis=None, keepdims=False): return np.sum(t, axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False): return _rt.expand_reduced(g, x, axis, keepdims)
-
-
-class mean(Rule, key="numpy.mean", fn=np.mean):
-    def jvp_x(t, ans, x, axis=None, keepdims=False): return np.mean(t, axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False):
-        return _rt.expand_reduced(g, x, axis, keepdims) / _rt.reduced_count(x, ans)
-
-
-class max_(Rule, key="numpy.max", fn=np.max):
-    """Ties share the derivative equally (the subgradient of the mean of the tied elements)."""
-    def jvp_x(t, ans, x, axis=None, keepdims=False):
-        return np.sum(t * _rt.extreme_mask(x, ans, axis, keepdims), axis=axis, keepdims=keepdims)
-    def vjp_x(g, ans, x, axis=None, keepdims=False):
-        return _rt.expand_reduced(g, x, axis, keepdims) * _rt.extreme_mask(x, ans, axis, keepdims)
-
-
-class min_(max_, key="numpy.min", fn=np.min):
-    """Ties share the derivative equally."""
-
-
-class amax(max_, key="numpy.amax", fn=np.amax):
-    """Ties share the derivative equally."""
-
-
-class amin(max_, key="numpy.amin", fn=np.amin):
-    """Ties share the derivative equally."""
-
 
 # -- products ------------------------------------------------------------------
 class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True):
@@ -176,23 +55,100 @@ _A = dict(alloc=True, nondiff=True)
 class zeros(Rule, key="numpy.zeros", fn=np.zeros, **_A): pass
 class ones(Rule, key="numpy.ones", fn=np.ones, **_A): pass
 class empty(Rule, key="numpy.empty", fn=np.empty, **_A): pass
-class full(Rule, key="numpy.full", fn=np.full, **_A): pass
+class full(Rule, key="numpy.full", fn=np.full, cases=(
+        ("fn(x.shape[0], y) * x", ((5,), ())), ("fn((2, 3), y) * x", ((2, 3), (3,))))):
+    """Fresh memory filled with `fill_value`, which is differentiable (a float or an array)."""
+    def jvp_fill_value(t, ans, shape, fill_value, dtype=None): return _rt.as_tangent(t, ans)
+    def vjp_fill_value(g, ans, shape, fill_value, dtype=None): return _rt.unbroadcast(g, fill_value)
 class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A): pass
 class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A): pass
 class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A): pass
 class arange(Rule, key="numpy.arange", fn=np.arange, **_A): pass
+class eye(Rule, key="numpy.eye", fn=np.eye, **_A, cases=(
+        ("fn(3) @ x", ((3, 4),)), ("fn(x.shape[0], 4, 1) * x", ((3, 4),)), ("fn(3, dtype=x.dtype) * x", ((3, 3),)))):
+    pass
+class identity(Rule, key="numpy.identity", fn=np.identity, **_A, cases=(("fn(3) * x", ((3, 3),)),)): pass
+
+
+class linspace(Rule, key="numpy.linspace", fn=np.linspace, cases=(
+        ("fn(x, y, 5)", ((), ())), ("fn(x, 2.0, 4, endpoint=False) * z", ((), (), (4,))),
+        ("fn(0.0, y, num=3)", ((), ())))):
+    """Differentiable in start and stop (scalars): start + (stop - start) * (0, 1/(n-1), ..., 1)."""
+    def jvp_start(t, ans, start, stop, num=50, endpoint=True):
+        return t * (1.0 - _rt.linspace_unit(num, endpoint, ans))
+    def jvp_stop(t, ans, start, stop, num=50, endpoint=True): return t * _rt.linspace_unit(num, endpoint, ans)
+    def vjp_start(g, ans, start, stop, num=50, endpoint=True):
+        return np.sum(g * (1.0 - _rt.linspace_unit(num, endpoint, g)))
+    def vjp_stop(g, ans, start, stop, num=50, endpoint=True): return np.sum(g * _rt.linspace_unit(num, endpoint, g))
 
 
 # -- non-differentiable by rule -------------------------------------------------
 _ND = dict(nondiff=True)
 
 
-class sign(Rule, key="numpy.sign", fn=np.sign, **_ND): pass
-class floor(Rule, key="numpy.floor", fn=np.floor, **_ND): pass
-class ceil(Rule, key="numpy.ceil", fn=np.ceil, **_ND): pass
 class shape(Rule, key="numpy.shape", fn=np.shape, **_ND): pass
 class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND): pass
 class size(Rule, key="numpy.size", fn=np.size, **_ND): pass
 class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND): pass
 class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND): pass
-class isfinite(Rule, key="numpy.isfinite", fn=np.isfinite, **_ND): pass
+
+
+# -- random numbers: non-differentiable by rule (a sample's derivative in loc/scale is 0) ----
+def _random_type(pos, kw):
+    """Result type of a legacy np.random function, without calling it (which would draw)."""
+    from ..analysis.types import T
+
+    size = kw.get("size")
+    dims = [p for p in pos if not isinstance(p, (tuple, type(None)))]
+    if size is None and pos and isinstance(pos[-1], tuple):
+        size = pos[-1]
+    arrays = [getattr(getattr(p, "type", None), "ndim", 0) for p in list(pos) + list(kw.values())]
+    return size, dims, max(arrays + [0])
+
+
+def _random_result(kind):
+    def result(pos, kw):
+        from ..analysis.types import T
+
+        size, dims, nd = _random_type(pos, kw)
+        if kind == "dims":  # rand(d0, d1, ...)
+            n = len(pos)
+        elif size is not None:
+            n = len(size) if isinstance(size, tuple) else 1
+        else:
+            # size as the last positional argument (uniform(0, 1, 5)) or no size
+            n = nd
+            if kind == "size_last" and len(pos) == 3 or kind == "size_first" and len(pos) == 1:
+                last = pos[-1]
+                n = len(last) if isinstance(last, tuple) else 1
+        dtype = "int64" if kind == "int" else "float64"
+        if n == 0:
+            return T.INT if dtype == "int64" else T.F64
+        return T.Array(dtype, n)
+    return result
+
+
+_RANDOM = {"rand": "dims", "randn": "dims", "random": "size_first", "random_sample": "size_first",
+           "standard_normal": "size_first", "uniform": "size_last", "normal": "size_last"}
+_RCASES = (("np.random.seed(3)\nreturn 2.0 * fn(5) + 0.0 * x", ((5,),), {"kind": "zero"}),
+           ("np.random.seed(3)\nreturn x * fn(5)", ((5,),)))
+
+
+def _register_random():
+    from ..analysis.types import RESULT_TYPES, T
+
+    for name, kind in _RANDOM.items():
+        fn = getattr(np.random, name)
+        cases = _RCASES if kind in ("dims", "size_first") else (
+            ("np.random.seed(3)\nreturn x * fn(0.0, 1.0, 5)", ((5,),)),
+            ("np.random.seed(3)\nreturn x * fn(1.0, 2.0, size=5)", ((5,),)),
+            ("np.random.seed(3)\nreturn 2.0 * fn(0.0, 1.0, (2, 3)) + 0.0 * x", ((2, 3),), {"kind": "zero"}))
+        type(name, (Rule,), {"__module__": __name__}, key=f"numpy.random.{name}", fn=fn, call=f"np.random.{name}",
+             nondiff=True, alloc=True, cases=cases)
+        RESULT_TYPES[f"numpy.random.{name}"] = _random_result(kind)
+    type("seed", (Rule,), {"__module__": __name__}, key="numpy.random.seed", fn=np.random.seed,
+         call="np.random.seed", nondiff=True, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
+    RESULT_TYPES["numpy.random.seed"] = lambda pos, kw: T.NONE
+
+
+_register_random()

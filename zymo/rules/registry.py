@@ -24,6 +24,16 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   `out` rules accept `out=` (a full overwrite of that memory).
 - Types come from evaluating `fn` on small example values (see
   `analysis/types.py`), or from `result_type` when a rule defines it.
+- `parts` (a tuple of keys) marks a function returning a tuple (`eigh`, `qr`,
+  `svd`, `slogdet`): the frontend lowers a call into one op per part, each a
+  rule of its own computing one element of the tuple with the same arguments
+  (and naming the function in `part_of`).
+- `cases` lists extra test cases for `zymo.testing.rule_cases`: tuples
+  `(expression, argument specs[, options])`, the expression calling the
+  primitive as `fn` with arguments named x, y, z, w (see `zymo.testing`).
+- `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
+  message (an argument combination the rule does not differentiate, such as
+  `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
 """
 from __future__ import annotations
 
@@ -51,6 +61,9 @@ class Rule:
     nondiff: ClassVar[bool] = False
     out: ClassVar[bool] = False
     sample: ClassVar[dict[str, Any]] = {}
+    parts: ClassVar[tuple[str, ...]] = ()
+    part_of: ClassVar[str | None] = None
+    cases: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
                           template: str | None = None, register: bool = True, **flags: Any):
@@ -62,7 +75,8 @@ class Rule:
         cls.call = call
         cls.template = template
         for name, value in flags.items():
-            if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample"):
+            if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
+                            "parts", "cases", "part_of"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:
@@ -71,6 +85,15 @@ class Rule:
             REGISTRY[key] = cls
             if fn is not None and id(fn) not in BY_CALLABLE:
                 BY_CALLABLE[id(fn)] = key
+                owner = getattr(fn, "__self__", None)
+                if owner is not None and not isinstance(owner, type(inspect)):
+                    BY_METHOD.setdefault((id(owner), getattr(fn, "__name__", "")), key)
+
+    @classmethod
+    def check(cls, pos: list, kw: dict) -> str | None:
+        """Why this call cannot be differentiated (None: it can). `pos`/`kw` hold IR values
+        and Python constants (axis, ord, ...), as the frontend has them."""
+        return None
 
     # -- derived data -------------------------------------------------------
     @classmethod
@@ -161,4 +184,33 @@ def lookup(key: str) -> type[Rule]:
 
 
 def rule_for_callable(fn: Any) -> str | None:
-    return BY_CALLABLE.get(id(fn))
+    key = BY_CALLABLE.get(id(fn))
+    if key is None and getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__, type(inspect)):
+        # a bound method (np.random.rand is RandomState().rand): a new object on every access
+        key = BY_METHOD.get((id(fn.__self__), getattr(fn, "__name__", "")))
+    return key
+
+
+BY_METHOD: dict[tuple[int, str], str] = {}
+
+
+class _NoConst:
+    pass
+
+
+NOT_CONST = _NoConst()
+
+
+def const_value(b: Any) -> Any:
+    """The compile-time value of an argument as `Rule.check` sees it (an IR constant, a Python
+    object, a tuple of those), or NOT_CONST when it is known only at run time."""
+    if b is None or isinstance(b, (int, float, str, bool)):
+        return b
+    if isinstance(b, tuple):
+        parts = tuple(const_value(x) for x in b)
+        return NOT_CONST if any(p is NOT_CONST for p in parts) else parts
+    if getattr(b, "is_const", False):
+        return b.const
+    if hasattr(b, "obj"):
+        return b.obj
+    return NOT_CONST

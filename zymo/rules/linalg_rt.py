@@ -1,0 +1,290 @@
+"""Helpers of the linear-algebra rules (generated code calls them as `_rt.<name>`;
+`runtime.py` re-exports them).
+
+Contract: pure functions of NumPy arrays; the last two axes are the matrix axes
+and leading axes batch, unless a docstring says "2-d". Functions that NumPy
+computes from one triangle of a symmetric matrix (`cholesky`, `eigh`) have
+adjoints that are lower-triangular: they are exact derivatives of what NumPy
+computes, which reads `tril(a)` only. Conditions (where the derivative exists):
+`solve`, `inv`, `det`, `slogdet`, `cholesky` need a nonsingular (for cholesky
+positive definite) matrix; `eigh` distinct eigenvalues when eigenvectors are
+used; `svd` distinct nonzero singular values when singular vectors are used,
+and `full_matrices=False` (or a square matrix); `qr` the reduced mode of a
+matrix with at least as many rows as columns and full column rank; `lstsq` full
+column rank with more rows than columns (residuals present).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "mT", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign", "slogdet_logabsdet",
+    "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r", "qr_jvp",
+    "qr_vjp", "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals", "lstsq_rank",
+    "lstsq_sv", "lstsq_jvp", "lstsq_vjp",
+]
+
+
+def mT(a):
+    """The transpose of the last two axes."""
+    return np.swapaxes(a, -1, -2)
+
+
+def _unbroadcast(g, x):
+    from .runtime import unbroadcast
+
+    return unbroadcast(g, x)
+
+
+def _sym_lower(t):
+    """The symmetric matrix NumPy's cholesky/eigh see when given `t`: its lower triangle mirrored."""
+    return np.tril(t) + mT(np.tril(t, -1))
+
+
+def _to_lower(s):
+    """Adjoint of `_sym_lower`: the adjoint with respect to the matrix actually passed."""
+    return np.tril(s) + np.tril(mT(s), -1)
+
+
+# -- solve, inv, det ---------------------------------------------------------------------------
+
+
+def solve_vjp_b(g, a):
+    return np.linalg.solve(mT(a), g)
+
+
+def solve_vjp_a(g, ans, a):
+    gb = np.linalg.solve(mT(a), g)
+    if np.ndim(ans) == 1:
+        return -np.outer(gb, ans)
+    return _unbroadcast(-(gb @ mT(ans)), a)
+
+
+def det_vjp(g, ans, a):
+    return (np.asarray(g * ans)[..., None, None]) * mT(np.linalg.inv(a))
+
+
+def logdet_vjp(g, a):
+    return np.asarray(g)[..., None, None] * mT(np.linalg.inv(a))
+
+
+def slogdet_sign(a):
+    return np.linalg.slogdet(a)[0]
+
+
+def slogdet_logabsdet(a):
+    return np.linalg.slogdet(a)[1]
+
+
+# -- cholesky ----------------------------------------------------------------------------------
+
+
+def _phi(x):
+    """Lower triangle with the diagonal halved."""
+    return np.tril(x) - 0.5 * np.eye(x.shape[-1], dtype=x.dtype) * x
+
+
+def cholesky_jvp(t, ans):
+    linv = np.linalg.inv(ans)
+    x = linv @ _sym_lower(t) @ mT(linv)
+    return ans @ _phi(x)
+
+
+def cholesky_vjp(g, ans):
+    linv = np.linalg.inv(ans)
+    s = mT(linv) @ _phi(mT(ans) @ g) @ linv
+    return _to_lower(s)
+
+
+# -- eigh ----------------------------------------------------------------------------------------
+
+
+def eigh_w(a):
+    return np.linalg.eigh(a)[0]
+
+
+def eigh_v(a):
+    return np.linalg.eigh(a)[1]
+
+
+def _gaps(w):
+    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it."""
+    d = w[..., None, :] - w[..., :, None]
+    n = w.shape[-1]
+    eye = np.eye(n, dtype=bool)
+    return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, d)).astype(w.dtype)
+
+
+def eigh_jvp(t, a, part):
+    w, v = np.linalg.eigh(a)
+    p = mT(v) @ _sym_lower(t) @ v
+    if part == 0:
+        return np.diagonal(p, axis1=-2, axis2=-1).copy()
+    return v @ (_gaps(w) * p)
+
+
+def eigh_vjp(g, a, part):
+    w, v = np.linalg.eigh(a)
+    if part == 0:
+        inner = np.asarray(g)[..., None, :] * np.eye(w.shape[-1], dtype=w.dtype)
+    else:
+        inner = _gaps(w) * (mT(v) @ g)
+    return _to_lower(v @ inner @ mT(v))
+
+
+# -- qr (reduced, m >= n) ------------------------------------------------------------------------
+
+
+def qr_q(a):
+    return np.linalg.qr(a)[0]
+
+
+def qr_r(a):
+    return np.linalg.qr(a)[1]
+
+
+def qr_jvp(t, a, part):
+    q, r = np.linalg.qr(a)
+    dx_rinv = mT(np.linalg.solve(mT(r), mT(t)))  # t @ inv(r)
+    qt = mT(q) @ dx_rinv
+    low = np.tril(qt, -1)
+    do = low - mT(low)
+    if part == 0:
+        return q @ (do - qt) + dx_rinv
+    return (qt - do) @ r
+
+
+def qr_vjp(g, a, part):
+    q, r = np.linalg.qr(a)
+    gq = g if part == 0 else np.zeros_like(q)
+    gr = g if part == 1 else np.zeros_like(r)
+    m = r @ mT(gr) - mT(gq) @ q
+    low = np.tril(m, -1)
+    copyltu = low + mT(low) + np.eye(m.shape[-1], dtype=m.dtype) * m
+    b = gq + q @ copyltu
+    return mT(np.linalg.solve(r, mT(b)))  # b @ inv(r).T
+
+
+# -- svd (reduced) -------------------------------------------------------------------------------
+
+
+def svd_u(a, full_matrices=True):
+    return np.linalg.svd(a, full_matrices=full_matrices)[0]
+
+
+def svd_s(a, full_matrices=True):
+    return np.linalg.svd(a, full_matrices=full_matrices)[1]
+
+
+def svd_vh(a, full_matrices=True):
+    return np.linalg.svd(a, full_matrices=full_matrices)[2]
+
+
+def _svd_f(s):
+    s2 = s * s
+    return _gaps(s2)  # 1 / (s_j^2 - s_i^2)
+
+
+def _check_reduced(a, full_matrices):
+    if full_matrices and a.shape[-1] != a.shape[-2]:
+        raise NotImplementedError("the derivative of np.linalg.svd of a non-square matrix needs "
+                                  "full_matrices=False")
+
+
+def svd_jvp(t, a, part, full_matrices=False):
+    _check_reduced(a, full_matrices)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    v = mT(vh)
+    dp = mT(u) @ t @ v
+    if part == 1:
+        return np.diagonal(dp, axis1=-2, axis2=-1).copy()
+    f = _svd_f(s)
+    sm = s[..., None, :]  # multiplies columns: X * sm == X @ diag(s)
+    sc = s[..., :, None]  # multiplies rows: sc * X == diag(s) @ X
+    if part == 0:
+        du = u @ (f * (dp * sm + sc * mT(dp)))
+        m = a.shape[-2]
+        if m > s.shape[-1]:
+            du = du + (t @ v - u @ (mT(u) @ t @ v)) / sm
+        return du
+    dv = v @ (f * (sc * dp + mT(dp) * sm))
+    n = a.shape[-1]
+    if n > s.shape[-1]:
+        dv = dv + (mT(t) @ u - v @ (mT(v) @ mT(t) @ u)) / sm
+    return mT(dv)
+
+
+def svd_vjp(g, a, part, full_matrices=False):
+    _check_reduced(a, full_matrices)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    v = mT(vh)
+    k = s.shape[-1]
+    if part == 1:
+        return (u * np.asarray(g)[..., None, :]) @ vh
+    f = _svd_f(s)
+    sm = s[..., None, :]
+    sc = s[..., :, None]
+    if part == 0:
+        gu = g
+        inner = (f * (mT(u) @ gu - mT(gu) @ u)) * sm
+        out = u @ inner @ vh
+        if a.shape[-2] > k:
+            out = out + ((gu - u @ (mT(u) @ gu)) / sm) @ vh
+        return out
+    gv = mT(g)
+    inner = sc * (f * (mT(v) @ gv - mT(gv) @ v))
+    out = u @ inner @ vh
+    if a.shape[-1] > k:
+        out = out + (u / sm) @ mT(gv - v @ (mT(v) @ gv))
+    return out
+
+
+# -- lstsq (full column rank) ----------------------------------------------------------------------
+
+
+def lstsq_x(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[0]
+
+
+def lstsq_residuals(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[1]
+
+
+def lstsq_rank(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[2]
+
+
+def lstsq_sv(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[3]
+
+
+def _ls(a, b):
+    x = np.linalg.lstsq(a, b, rcond=None)[0]
+    return x, b - a @ x
+
+
+def lstsq_jvp(ta, tb, a, b, part):
+    """Tangent of lstsq's solution (part 0) or residuals (part 1) along ta (of a) and tb (of b)."""
+    x, r = _ls(a, b)
+    ta = np.zeros_like(a) if ta is None else ta
+    tb = np.zeros_like(b) if tb is None else tb
+    if part == 0:
+        return np.linalg.solve(a.T @ a, ta.T @ r - a.T @ (ta @ x) + a.T @ tb)
+    d = 2.0 * np.sum(r * (tb - ta @ x), axis=0)
+    return np.reshape(d, (1,)) if np.ndim(b) == 1 else d
+
+
+def lstsq_vjp(g, a, b, part, wrt):
+    """Adjoint of lstsq's solution (part 0) or residuals (part 1) with respect to a (wrt 0) or b."""
+    x, r = _ls(a, b)
+    if part == 0:
+        z = np.linalg.solve(a.T @ a, g)
+        if wrt == 1:
+            return a @ z
+        if np.ndim(b) == 1:
+            return np.outer(r, z) - np.outer(a @ z, x)
+        return r @ z.T - (a @ z) @ x.T
+    rg = 2.0 * r * g
+    if wrt == 1:
+        return rg
+    return -(np.outer(rg, x) if np.ndim(b) == 1 else rg @ x.T)

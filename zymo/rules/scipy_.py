@@ -1,0 +1,111 @@
+"""Rules for SciPy (an optional dependency; nothing registers when it is absent):
+`scipy.special` gammaln, digamma, erf, erfc, expit, logit, xlogy, logsumexp, softmax,
+log_softmax; `scipy.linalg` solve_triangular, expm.
+
+Contract: as for NumPy's rules; generated code names SciPy as `_rt.sp_special` and
+`_rt.sp_linalg` (imported on first use). `solve_triangular` reads one triangle of `a`,
+so its adjoint is triangular too; only `trans=0` without `unit_diagonal` is covered.
+`logsumexp` without `b=`/`return_sign`. `expm` of a 2-d matrix, through its Fréchet
+derivative. `cho_solve` and `lu_solve` take their factor in a tuple, which zymo's
+rules cannot differentiate yet: calls to them are refused with zymo's usual error.
+Under Numba these rules do not compile (SciPy functions are Python objects there):
+the default policy falls back to the Python backend with a warning.
+"""
+from __future__ import annotations
+
+try:
+    import scipy.linalg as _sl
+    import scipy.special as _sp
+except ImportError:  # pragma: no cover - SciPy is optional
+    _sp = _sl = None
+
+import numpy as np
+
+from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
+from .registry import Rule, const_value
+
+if _sp is not None:
+    _U = dict(elementwise=True, out=True)
+
+    class gammaln(Rule, key="scipy.special.gammaln", fn=_sp.gammaln, call="_rt.sp_special.gammaln", **_U):
+        def jvp_x(t, ans, x): return t * _rt.sp_special.digamma(x)
+        def vjp_x(g, ans, x): return g * _rt.sp_special.digamma(x)
+
+    class digamma(Rule, key="scipy.special.digamma", fn=_sp.digamma, call="_rt.sp_special.digamma", **_U):
+        def jvp_x(t, ans, x): return t * _rt.sp_special.polygamma(1, x).astype(np.result_type(t, x))
+        def vjp_x(g, ans, x): return g * _rt.sp_special.polygamma(1, x).astype(np.result_type(g, x))
+
+    class erf(Rule, key="scipy.special.erf", fn=_sp.erf, call="_rt.sp_special.erf", **_U):
+        def jvp_x(t, ans, x): return t * 1.1283791670955126 * np.exp(-x * x)
+        def vjp_x(g, ans, x): return g * 1.1283791670955126 * np.exp(-x * x)
+
+    class erfc(Rule, key="scipy.special.erfc", fn=_sp.erfc, call="_rt.sp_special.erfc", **_U):
+        def jvp_x(t, ans, x): return -t * 1.1283791670955126 * np.exp(-x * x)
+        def vjp_x(g, ans, x): return -g * 1.1283791670955126 * np.exp(-x * x)
+
+    class expit(Rule, key="scipy.special.expit", fn=_sp.expit, call="_rt.sp_special.expit", **_U):
+        def jvp_x(t, ans, x): return t * ans * (1.0 - ans)
+        def vjp_x(g, ans, x): return g * ans * (1.0 - ans)
+
+    class logit(Rule, key="scipy.special.logit", fn=_sp.logit, call="_rt.sp_special.logit", **_U):
+        def jvp_x(t, ans, x): return t / (x * (1.0 - x))
+        def vjp_x(g, ans, x): return g / (x * (1.0 - x))
+
+    class xlogy(Rule, key="scipy.special.xlogy", fn=_sp.xlogy, call="_rt.sp_special.xlogy", **_U):
+        """x * log(y), 0 where x == 0: the derivative in x is log(y), in y x / y."""
+        def jvp_x(t, ans, x, y): return t * np.log(y)
+        def jvp_y(t, ans, x, y): return t * x / y
+        def vjp_x(g, ans, x, y): return g * np.log(y)
+        def vjp_y(g, ans, x, y): return g * x / y
+
+    _RED = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, 1)", ((3, 4),)),
+            ("fn(x, axis=-1, keepdims=True)", ((2, 3, 4),)), ("fn(x, axis=(0, 2))", ((2, 3, 4),)))
+
+    class logsumexp(Rule, key="scipy.special.logsumexp", fn=_sp.logsumexp, call="_rt.sp_special.logsumexp",
+                    cases=_RED):
+        def jvp_x(t, ans, x, axis=None, keepdims=False):
+            return np.sum(t * np.exp(x - _rt.expand_reduced(ans, x, axis, keepdims)), axis=axis, keepdims=keepdims)
+        def vjp_x(g, ans, x, axis=None, keepdims=False):
+            return _rt.expand_reduced(g, x, axis, keepdims) * np.exp(x - _rt.expand_reduced(ans, x, axis, keepdims))
+
+        @classmethod
+        def check(cls, pos, kw):
+            if len(pos) > 2 or set(kw) - {"axis", "keepdims"}:
+                return "scipy.special.logsumexp is differentiable with axis= and keepdims= only (no b=, return_sign=)"
+            return None
+
+    _SM = (("fn(x)", ((5,),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, axis=1)", ((3, 4),)), ("fn(x)", ((3, 4),)))
+
+    class softmax(Rule, key="scipy.special.softmax", fn=_sp.softmax, call="_rt.sp_special.softmax", cases=_SM):
+        def jvp_x(t, ans, x, axis=None): return ans * (t - np.sum(ans * t, axis=axis, keepdims=True))
+        def vjp_x(g, ans, x, axis=None): return ans * (g - np.sum(ans * g, axis=axis, keepdims=True))
+
+    class log_softmax(Rule, key="scipy.special.log_softmax", fn=_sp.log_softmax, call="_rt.sp_special.log_softmax",
+                      cases=_SM):
+        def jvp_x(t, ans, x, axis=None): return t - np.sum(np.exp(ans) * t, axis=axis, keepdims=True)
+        def vjp_x(g, ans, x, axis=None): return g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True)
+
+    class solve_triangular(Rule, key="scipy.linalg.solve_triangular", fn=_sl.solve_triangular,
+                           call="_rt.sp_linalg.solve_triangular", cases=(
+            ("fn(x, y, lower=True)", (("tril", 3), (3,))), ("fn(x, y)", (("triu", 3), (3, 2))),
+            ("fn(x, y, lower=True)", ((3, 3), (3,)), {"dom": "tri"}))):
+        """Reads the `lower` (default upper) triangle of `a` only."""
+        def jvp_a(t, ans, a, b, trans=0, lower=False):
+            return -_rt.sp_linalg.solve_triangular(a, _rt.triangle(t, lower) @ ans, lower=lower)
+        def jvp_b(t, ans, a, b, trans=0, lower=False): return _rt.sp_linalg.solve_triangular(a, t, lower=lower)
+        def vjp_a(g, ans, a, b, trans=0, lower=False): return _rt.tri_solve_vjp_a(g, ans, a, lower)
+        def vjp_b(g, ans, a, b, trans=0, lower=False):
+            return _rt.sp_linalg.solve_triangular(a, g, trans=1, lower=lower)
+
+        @classmethod
+        def check(cls, pos, kw):
+            if len(pos) > 2 or set(kw) - {"lower", "trans", "check_finite"}:
+                return "scipy.linalg.solve_triangular is differentiable with lower= (and trans=0) only"
+            if const_value(kw.get("trans", 0)) not in (0, "N"):
+                return "scipy.linalg.solve_triangular with trans != 0 is not supported; transpose a instead"
+            return None
+
+    class expm(Rule, key="scipy.linalg.expm", fn=_sl.expm, call="_rt.sp_linalg.expm", cases=(
+            ("fn(x)", ((3, 3),)), ("fn(x * 0.5) @ y", ((2, 2), (2,))))):
+        def jvp_a(t, ans, a): return _rt.expm_frechet(a, t)
+        def vjp_a(g, ans, a): return _rt.expm_frechet(a.T, g)

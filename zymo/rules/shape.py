@@ -1,0 +1,228 @@
+"""Rules for NumPy's shape and indexing functions and tensor products.
+
+Contract: `view` rules (swapaxes, moveaxis, squeeze, expand_dims, flip) return a
+view of their first argument; their shadow is the same view of its shadow, so
+writes through the view reach the base (their jvp body, applied to the base's
+shadow, builds that view). Functions NumPy answers with a *read-only* view
+(`broadcast_to`, `diagonal`, `diag` of a matrix) are called through `_rt`
+helpers that return a copy, so the result is fresh memory with a shadow of its
+own. `ravel` is a view or a copy as NumPy decides (`maybe_view`). `einsum`
+takes one to three operands without ellipses or repeated indices within an
+operand; `tensordot` is differentiated as the einsum it equals. Joining arrays
+(`concatenate`, `stack`, `hstack`, `vstack`) is lowered by the frontend to a
+chain of `zymo.concat2` (see `frontend/expr.py`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import runtime as _rt
+from .registry import Rule, const_value
+
+_V = dict(view=True)
+
+
+class swapaxes(Rule, key="numpy.swapaxes", fn=np.swapaxes, **_V, cases=(
+        ("np.sum(fn(x, 0, 1) * y)", ((3, 4), (4, 3))), ("np.sum(x.swapaxes(0, 2) * y)", ((2, 3, 4), (4, 3, 2))),
+        ("z = np.copy(x)\nv = fn(z, 0, 1)\nv[1, 0] = v[1, 0] * v[0, 1]\nreturn z * y", ((3, 4), (3, 4))))):
+    def jvp_x(t, ans, x, axis1, axis2): return np.swapaxes(t, axis1, axis2)
+    def vjp_x(g, ans, x, axis1, axis2): return np.swapaxes(g, axis1, axis2)
+
+
+class moveaxis(Rule, key="numpy.moveaxis", fn=np.moveaxis, **_V, cases=(
+        ("np.sum(fn(x, 0, -1) * y)", ((2, 3, 4), (3, 4, 2))),
+        ("z = np.copy(x)\nv = fn(z, 1, 0)\nv[0, 1] = v[0, 1] * 3.0\nreturn z * y", ((3, 4), (3, 4))))):
+    def jvp_x(t, ans, x, source, destination): return np.moveaxis(t, source, destination)
+    def vjp_x(g, ans, x, source, destination): return np.moveaxis(g, destination, source)
+
+
+class squeeze(Rule, key="numpy.squeeze", fn=np.squeeze, **_V, cases=(
+        ("np.sum(fn(x, 1) * y)", ((3, 1, 4), (3, 4))), ("np.sum(fn(x, axis=0) * y)", ((1, 4), (4,))),
+        ("np.sum(x.squeeze(0) * y)", ((1, 5), (5,))), ("np.sum(fn(x, (0, 2)) * y)", ((1, 5, 1), (5,))))):
+    """Only with `axis` given: zymo types arrays by their number of dimensions, which
+    `np.squeeze(x)` would make depend on the shape."""
+    def jvp_x(t, ans, x, axis=None): return np.squeeze(t, axis)
+    def vjp_x(g, ans, x, axis=None): return np.reshape(g, np.shape(x))
+
+    @classmethod
+    def check(cls, pos, kw):
+        if len(pos) < 2 and "axis" not in kw:
+            return ("np.squeeze without axis= is not supported: the result's number of dimensions would depend "
+                    "on the shape; give the axes to remove")
+        return None
+
+
+class expand_dims(Rule, key="numpy.expand_dims", fn=np.expand_dims, **_V, cases=(
+        ("np.sum(fn(x, 0) * y)", ((3, 4), (2, 3, 4))), ("fn(x, -1) * y", ((5,), (5, 2))),
+        ("z = np.copy(x)\nv = fn(z, 1)\nv[2, 0] = v[2, 0] * v[1, 0]\nreturn z * y", ((5,), (5,))))):
+    def jvp_x(t, ans, x, axis): return np.expand_dims(t, axis)
+    def vjp_x(g, ans, x, axis): return np.reshape(g, np.shape(x))
+
+
+class flip(Rule, key="numpy.flip", fn=np.flip, **_V, cases=(
+        ("fn(x) * y", ((5,), (5,))), ("fn(x, 0) * y", ((3, 4), (3, 4))), ("fn(x, axis=1) * y", ((3, 4), (4,))),
+        ("z = np.copy(x)\nv = fn(z)\nv[0] = v[0] * v[1]\nreturn z * y", ((5,), (5,))))):
+    def jvp_x(t, ans, x, axis=None): return np.flip(t, axis)
+    def vjp_x(g, ans, x, axis=None): return np.flip(g, axis)
+
+
+class ravel(Rule, key="numpy.ravel", fn=np.ravel, maybe_view=True, cases=(
+        ("fn(x) * y", ((3, 4), (12,))), ("x.ravel() * y", ((3, 4), (12,))), ("fn(x.T) * y", ((3, 4), (12,))))):
+    def jvp_x(t, ans, x): return np.ravel(t)
+    def vjp_x(g, ans, x): return np.reshape(g, np.shape(x))
+
+
+class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", cases=(
+        ("x.flatten() * y", ((3, 4), (12,))), ("z = x.flatten()\nz[0] = z[1] * z[2]\nreturn z * y", ((3, 4), (12,))))):
+    """`x.flatten()`: always a copy."""
+    def jvp_x(t, ans, x): return _rt.flatten(t)
+    def vjp_x(g, ans, x): return np.reshape(g, np.shape(x))
+
+
+class broadcast_to(Rule, key="numpy.broadcast_to", fn=np.broadcast_to, call="_rt.broadcast_to", cases=(
+        ("fn(x, (3, 4)) * y", ((4,), (3, 4))), ("fn(x, (2, 3, 4)) * y", ((3, 1), (2, 3, 4))),
+        ("fn(x, (3,)) * y", ((), (3,))))):
+    """A copy (NumPy's result is a read-only view)."""
+    def jvp_x(t, ans, x, shape): return _rt.broadcast_to(t, shape)
+    def vjp_x(g, ans, x, shape): return _rt.unbroadcast(g, x)
+
+
+class roll(Rule, key="numpy.roll", fn=np.roll, cases=(
+        ("fn(x, 2) * y", ((5,), (5,))), ("fn(x, -1, axis=1) * y", ((3, 4), (3, 4))), ("fn(x, 5) * y", ((3, 4), (3, 4))),
+        ("fn(x, (1, 2), axis=(0, 1)) * y", ((3, 4), (3, 4))))):
+    def jvp_x(t, ans, x, shift, axis=None): return np.roll(t, shift, axis)
+    def vjp_x(g, ans, x, shift, axis=None): return np.roll(g, _rt.negate(shift), axis)
+
+
+class tile(Rule, key="numpy.tile", fn=np.tile, cases=(
+        ("fn(x, 3) * y", ((4,), (12,))), ("fn(x, (2, 1)) * y", ((3, 4), (6, 4))), ("fn(x, (2, 2)) * y", ((3,), (2, 6))),
+        ("fn(x, 2)", ((),)))):
+    def jvp_x(t, ans, x, reps): return np.tile(t, reps)
+    def vjp_x(g, ans, x, reps): return _rt.tile_vjp(g, x, reps)
+
+
+class repeat(Rule, key="numpy.repeat", fn=np.repeat, cases=(
+        ("fn(x, 2) * y", ((4,), (8,))), ("fn(x, 3, axis=0) * y", ((2, 3), (6, 3))), ("fn(x, 2) * y", ((2, 3), (12,))),
+        ("fn(x, np.arange(3), axis=1) * y", ((2, 3), (2, 3))), ("x.repeat(2, axis=1) * y", ((2, 3), (2, 6))))):
+    def jvp_x(t, ans, x, repeats, axis=None): return np.repeat(t, repeats, axis)
+    def vjp_x(g, ans, x, repeats, axis=None): return _rt.repeat_vjp(g, x, repeats, axis)
+
+
+class diag(Rule, key="numpy.diag", fn=np.diag, call="_rt.diag", cases=(
+        ("fn(x) * y", ((4,), (4, 4))), ("fn(x, 1) * y", ((3,), (4, 4))), ("fn(x) * y", ((3, 4), (3,))),
+        ("fn(x, -1) * y", ((4, 4), (3,))))):
+    """`np.diag` of a matrix is a copy of its diagonal (NumPy's is a read-only view)."""
+    def jvp_x(t, ans, x, k=0): return _rt.diag(t, k)
+    def vjp_x(g, ans, x, k=0): return _rt.diag_vjp(g, x, k)
+
+
+class diagonal(Rule, key="numpy.diagonal", fn=np.diagonal, call="_rt.diagonal", cases=(
+        ("fn(x) * y", ((3, 4), (3,))), ("fn(x, 1) * y", ((4, 4), (3,))), ("x.diagonal() * y", ((4, 3), (3,))),
+        ("fn(x, 0, 1, 2) * y", ((2, 3, 3), (2, 3))))):
+    """A copy of the diagonal (NumPy's is a read-only view)."""
+    def jvp_x(t, ans, x, offset=0, axis1=0, axis2=1): return _rt.diagonal(t, offset, axis1, axis2)
+    def vjp_x(g, ans, x, offset=0, axis1=0, axis2=1): return _rt.diagonal_vjp(g, x, offset, axis1, axis2)
+
+
+class trace(Rule, key="numpy.trace", fn=np.trace, cases=(
+        ("fn(x)", ((4, 4),)), ("fn(x, 1)", ((3, 4),)), ("x.trace() * x", ((3, 3),)), ("fn(x, 0, 1, 2) * y", ((2, 3, 3), (2,))))):
+    def jvp_x(t, ans, x, offset=0, axis1=0, axis2=1): return np.trace(t, offset, axis1, axis2)
+    def vjp_x(g, ans, x, offset=0, axis1=0, axis2=1):
+        return _rt.diagonal_vjp(_rt.expand_diag(g, x, offset, axis1, axis2), x, offset, axis1, axis2)
+
+
+class outer(Rule, key="numpy.outer", fn=np.outer, cases=(
+        ("fn(x, y)", ((3,), (4,))), ("fn(x, y)", ((2, 2), (3,))), ("fn(x, x)", ((3,),)))):
+    def jvp_a(t, ans, a, b): return np.outer(t, b)
+    def jvp_b(t, ans, a, b): return np.outer(a, t)
+    def vjp_a(g, ans, a, b): return np.reshape(g @ np.ravel(b), np.shape(a))
+    def vjp_b(g, ans, a, b): return np.reshape(np.ravel(a) @ g, np.shape(b))
+
+
+class inner(Rule, key="numpy.inner", fn=np.inner, cases=(
+        ("fn(x, y)", ((4,), (4,))), ("fn(x, y)", ((3, 4), (4,))), ("fn(x, y)", ((3, 4), (2, 4))),
+        ("fn(x, y)", ((2, 3, 4), (5, 4))), ("fn(x, x)", ((4,),)))):
+    def jvp_a(t, ans, a, b): return np.inner(t, b)
+    def jvp_b(t, ans, a, b): return np.inner(a, t)
+    def vjp_a(g, ans, a, b): return _rt.inner_vjp_a(g, a, b)
+    def vjp_b(g, ans, a, b): return _rt.inner_vjp_b(g, a, b)
+
+
+class tensordot(Rule, key="numpy.tensordot", fn=np.tensordot, cases=(
+        ("fn(x, y)", ((2, 3, 4), (3, 4, 5))), ("fn(x, y, 1)", ((3, 4), (4, 2))), ("fn(x, y, axes=0)", ((3,), (2,))),
+        ("fn(x, y, axes=((0, 1), (1, 0)))", ((2, 3, 4), (3, 2))))):
+    def jvp_a(t, ans, a, b, axes=2): return np.tensordot(t, b, axes)
+    def jvp_b(t, ans, a, b, axes=2): return np.tensordot(a, t, axes)
+    def vjp_a(g, ans, a, b, axes=2):
+        return _rt.einsum_vjp(g, _rt.tensordot_subscripts(np.ndim(a), np.ndim(b), axes), 0, a, b, None)
+    def vjp_b(g, ans, a, b, axes=2):
+        return _rt.einsum_vjp(g, _rt.tensordot_subscripts(np.ndim(a), np.ndim(b), axes), 1, a, b, None)
+
+
+class einsum(Rule, key="numpy.einsum", fn=np.einsum, cases=(
+        ("fn('ij,jk->ik', x, y)", ((3, 4), (4, 2))), ("fn('i,i', x, y)", ((4,), (4,))),
+        ("fn('ij->j', x)", ((3, 4),)), ("fn('ij,j,i->', x, y, z)", ((3, 4), (4,), (3,))),
+        ("fn('bij,bjk->bik', x, y)", ((2, 3, 4), (2, 4, 5))), ("fn('ij,kl->ijkl', x, y)", ((2, 3), (2, 2))),
+        ("fn('ij', x)", ((3, 4),)), ("fn('ji', x) * y", ((3, 4), (4, 3))), ("fn('ij,ij->i', x, x)", ((3, 4),)),
+        ("fn('i,j->ij', x, y) * fn('ij->i', z)[:, None]", ((3,), (4,), (3, 4))))):
+    """Up to three operands; no ellipsis, no index repeated within one operand."""
+    def jvp_a(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 0, t, a, b, c)
+    def jvp_b(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 1, t, a, b, c)
+    def jvp_c(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 2, t, a, b, c)
+    def vjp_a(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 0, a, b, c)
+    def vjp_b(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 1, a, b, c)
+    def vjp_c(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 2, a, b, c)
+
+    @classmethod
+    def check(cls, pos, kw):
+        if kw:
+            return f"np.einsum with keyword arguments ({', '.join(kw)}) is not supported"
+        s = const_value(pos[0]) if pos else None
+        if not isinstance(s, str):
+            return "np.einsum needs its subscripts as a string constant"
+        if len(pos) > 4:
+            return "np.einsum of more than three operands is not supported; split it into several calls"
+        if "." in s:
+            return "np.einsum with an ellipsis is not supported; write the indices out"
+        ins = s.split("->")[0].split(",")
+        if any(len(set(op.strip())) != len(op.strip()) for op in ins):
+            return "np.einsum with an index repeated within one operand (a diagonal) is not supported"
+        return None
+
+
+class concat2(Rule, key="zymo.concat2", fn=_rt.concat2, call="_rt.concat2", cases=(
+        ("fn(x, y, 0) * z", ((3,), (4,), (7,))), ("fn(x, y, 1) * z", ((2, 3), (2, 2), (2, 5))),
+        ("fn(x, y, None) * z", ((2, 2), (3,), (7,))), ("fn(x, x, 0)", ((3,),)))):
+    """Two arrays joined along `axis` (None: flattened); `np.concatenate`, `np.stack`,
+    `np.hstack` and `np.vstack` lower to chains of it."""
+    def jvp_a(t, ans, a, b, axis=0): return _rt.concat2(t, np.zeros_like(b), axis)
+    def jvp_b(t, ans, a, b, axis=0): return _rt.concat2(np.zeros_like(a), t, axis)
+    def vjp_a(g, ans, a, b, axis=0): return _rt.split_first(g, a, axis)
+    def vjp_b(g, ans, a, b, axis=0): return _rt.split_last(g, b, axis)
+
+
+class _Joined(Rule):
+    """Lowered by the frontend (to `zymo.concat2` and `numpy.expand_dims`): never an op itself."""
+    via = ("zymo.concat2",)
+
+
+class concatenate(_Joined, key="numpy.concatenate", fn=np.concatenate, cases=(
+        ("fn((x, y)) * z", ((3,), (4,), (7,))), ("fn((x, y, x), axis=1) * z", ((2, 3), (2, 1), (2, 7))),
+        ("fn((x, y), axis=None) * z", ((2, 3), (4,), (10,))), ("fn((x, x * 2.0)) * y", ((2, 3), (4, 3))))):
+    pass
+
+
+class stack(_Joined, key="numpy.stack", fn=np.stack, cases=(
+        ("fn((x, y)) * z", ((3,), (3,), (2, 3))), ("fn((x, y, x), axis=1) * z", ((2, 3), (2, 3), (2, 3, 3))),
+        ("fn((x, y), axis=-1) * z", ((4,), (4,), (4, 2))))):
+    pass
+
+
+class hstack(_Joined, key="numpy.hstack", fn=np.hstack, cases=(
+        ("fn((x, y)) * z", ((3,), (4,), (7,))), ("fn((x, y)) * z", ((2, 3), (2, 1), (2, 4))))):
+    pass
+
+
+class vstack(_Joined, key="numpy.vstack", fn=np.vstack, cases=(
+        ("fn((x, y)) * z", ((3,), (3,), (2, 3))), ("fn((x, y)) * z", ((2, 3), (1, 3), (3, 3))))):
+    pass
