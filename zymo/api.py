@@ -683,24 +683,9 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     out = []
     for k, a in enumerate(args):
         if isinstance(a, np.ndarray):
-            from .annotations import BatchDuplicated as BD
-            from .derivatives import _basis, _chunk
+            from .derivatives import forward_columns
 
-            g = np.zeros(a.size, dtype=a.dtype)
-            width = _chunk(None, a.size)  # basis tangents in batches of `width` lanes
-            for start in range(0, a.size, width):
-                ts = _basis(a, start, width)
-                copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
-                if width == 1:
-                    annotated = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
-                    (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
-                    ds = (d,)
-                else:
-                    annotated = [Const(c) if j != k else BD(c, ts) for j, c in enumerate(copies)]
-                    (ds,) = autodiff(Forward, f, BD, *annotated, numba=numba)
-                for lane, d in enumerate(ds):
-                    if start + lane < a.size:
-                        g[start + lane] = d
+            g, _ = forward_columns(f, list(args), k, None, numba)  # batched, 8 tangents per call
             out.append(g.reshape(a.shape))
         elif isinstance(a, (float, np.floating)):
             copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]

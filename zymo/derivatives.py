@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .annotations import (Active, BatchDuplicated, Const, Duplicated, Forward, Mode, Reverse)
+from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
 from .errors import ZymoUsageError
 from .shadows import make_zero
 
@@ -87,23 +87,36 @@ def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = 
     return _jacobian_reverse(f, x, consts, chunk, numba)
 
 
-def _jacobian_forward(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any) -> Any:
-    y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
-    yshape = np.shape(y)
+def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> tuple:
+    """(J, y): the derivative of `f(*args)` with respect to the float array `args[k]`, one
+    column per element of it (shape `y.shape + (args[k].size,)`), by batched forward mode,
+    `chunk` basis tangents per call; the other arguments are constants. The primal `y`
+    comes from the first call. Every call runs on copies of the arguments."""
+    x = args[k]
     width = _chunk(chunk, x.size)
-    J = np.zeros(yshape + (x.size,), dtype=np.result_type(x.dtype, np.asarray(y).dtype))
+    J = y = None
     for start in range(0, x.size, width):
         ts = _basis(x, start, width)
-        args = [Const(c) for c in _copies(consts)]
+        copies = _copies(tuple(args))
         if width == 1:
-            (tan,) = _autodiff(Forward, f, Duplicated, Duplicated(np.copy(x), ts[0]), *args, numba=numba)
+            ann = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
+            tan, prim = _autodiff(ForwardWithPrimal, f, Duplicated, *ann, numba=numba)
             tans = (tan,)
         else:
-            (tans,) = _autodiff(Forward, f, BatchDuplicated, BatchDuplicated(np.copy(x), ts), *args, numba=numba)
+            ann = [Const(c) if j != k else BatchDuplicated(c, ts) for j, c in enumerate(copies)]
+            tans, prim = _autodiff(ForwardWithPrimal, f, BatchDuplicated, *ann, numba=numba)
+        if J is None:
+            y = _as_output(prim, "jacobian")
+            J = np.zeros(np.shape(y) + (x.size,), dtype=np.result_type(x.dtype, np.asarray(y).dtype))
         for lane, t in enumerate(tans):
             if start + lane < x.size:
                 J[..., start + lane] = t
-    return J.reshape(yshape + x.shape)
+    return J, y
+
+
+def _jacobian_forward(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any) -> Any:
+    J, y = forward_columns(f, [x, *consts], 0, chunk, numba)
+    return J.reshape(np.shape(y) + x.shape)
 
 
 # y[...] = f(x, *consts), written out per number of constants (zymo reads their source)
@@ -196,19 +209,21 @@ def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
     return comp, all_values[1:], shadows[1:]
 
 
-def _over_reverse(comp, x, rest, internal, xs, gs, numba) -> None:
+def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
     """Forward mode over the reverse program: `xs`/`gs` hold x's tangents and receive the
-    tangents of x's adjoint (one of each, or one per batch lane)."""
+    tangents of x's adjoint (one of each, or one per batch lane); `grad`, when given,
+    receives the gradient itself (the program's primal result)."""
     if comp is None:
         return
     consts = [*map(Const, _copies(rest))]
     inner = [Const(make_zero(s)) for s in internal]
+    g = np.zeros_like(x) if grad is None else grad
     if len(xs) == 1:
         _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), xs[0]), *consts,
-                  Duplicated(np.zeros_like(x), gs[0]), *inner, Const(1.0), numba=numba)
+                  Duplicated(g, gs[0]), *inner, Const(1.0), numba=numba)
     else:
         _autodiff(Forward, comp.fn, Const, BatchDuplicated(np.copy(x), xs), *consts,
-                  BatchDuplicated(np.zeros_like(x), gs), *inner, Const(1.0), numba=numba)
+                  BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
 
 
 def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> tuple:
@@ -220,13 +235,8 @@ def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = Non
     if v.shape != x.shape:
         raise ZymoUsageError(f"hvp: v has shape {v.shape}, x has shape {x.shape}")
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
-    hv = np.zeros_like(x)
-    if comp is None:
-        return hv, np.zeros_like(x)
-    g = np.zeros_like(x)
-    inner = [Const(make_zero(s)) for s in internal]
-    _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), v), *map(Const, _copies(rest)),
-              Duplicated(g, hv), *inner, Const(1.0), numba=numba)
+    hv, g = np.zeros_like(x), np.zeros_like(x)
+    _over_reverse(comp, x, rest, internal, (v,), (hv,), numba, g)
     return hv, g
 
 
@@ -265,16 +275,10 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
         if not comp.active_params:  # f does not depend on x
             return 0.0, 0.0
         raise ZymoUsageError("second derivative: f writes active data into memory it does not own")
-    tan, prim = _autodiff(_fwd_with_primal(), comp.fn, Duplicated, Duplicated(x, v),
+    tan, prim = _autodiff(ForwardWithPrimal, comp.fn, Duplicated, Duplicated(x, v),
                           *map(Const, _copies(values[1:])), Const(1.0), numba=numba)
     # the program returns ((results,), (dx,))
     return float(tan[1][0]), float(prim[1][0])
-
-
-def _fwd_with_primal():
-    from .annotations import ForwardWithPrimal
-
-    return ForwardWithPrimal
 
 
 def _autodiff(*args: Any, **kw: Any) -> Any:
