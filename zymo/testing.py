@@ -1569,6 +1569,13 @@ def _t_rt_grow(fn):
     return rt_grow
 
 
+def _t_rt_grow_stack(fn):
+    def rt_grow_stack(buf):
+        big = fn(buf, buf[0], 0)
+        return big[:buf.shape[0]] * buf
+    return rt_grow_stack
+
+
 def _t_rt_count(fn):
     def rt_count(x):
         return fn(x, np.sum(x, axis=0)) * 1.0 + x[0]
@@ -1610,6 +1617,8 @@ def _runtime_cases(b: "_Builder", short: str) -> None:
             b.add(_t_rt_matrix, shapes, ALL, dom_key="numpy.add")
     elif short == "grow":
         b.add(_t_rt_grow, ((5,),), ALL, dom_key="numpy.add")
+    elif short == "grow_stack":
+        b.add(_t_rt_grow_stack, ((2, 3),), ALL, dom_key="numpy.add")
     elif short == "reduced_count":
         b.add(_t_rt_count, ((3, 4),), ALL, dom_key="numpy.add")
     elif short == "extreme_mask":

@@ -19,7 +19,7 @@ from ..rules import runtime as rt
 from . import numba_np as nnp
 from .numba_np import _literal, _none
 
-for _fn in (rt.trip, rt.grow):
+for _fn in (rt.trip, rt.grow, rt.grow_stack):
     register_jitable(_fn)
 
 

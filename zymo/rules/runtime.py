@@ -122,6 +122,18 @@ def grow(buf, need=0):
     return out
 
 
+def grow_stack(buf, row, need):
+    """A stacked cache (`(entries, *row.shape)`) with room for at least `need` entries and
+    twice the old ones, the old entries copied; its rows take `row`'s shape."""
+    n = buf.shape[0]
+    if n > 0 and buf.shape[1:] != row.shape:
+        raise ValueError("zymo internal error: a stacked cache's rows changed shape")
+    out = np.empty((max(2 * n + 1, need),) + row.shape, buf.dtype)
+    if n > 0:
+        out[:n] = buf
+    return out
+
+
 def reuse_buffer(tape, slot, size, dtype):
     """Slot `slot` of a tape passed back in, if it can hold `size` entries; else a new buffer."""
     if tape is not None:

@@ -5,7 +5,7 @@ generated source, which calls the helpers of `runtime.py`. Each helper is a
 primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
-adjoints are bilinear, `grow` copies, and the helpers that only inspect values
+adjoints are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
 (`reduced_count`, `extreme_mask`, `is_view`) have zero derivative by rule.
 """
 from __future__ import annotations
@@ -70,6 +70,12 @@ class dot_vjp_b(Rule, key="zymo.rt.dot_vjp_b", fn=_rt.dot_vjp_b, call="_rt.dot_v
 class grow(Rule, key="zymo.rt.grow", fn=_rt.grow, call="_rt.grow"):
     def jvp_buf(t, ans, buf, need=0): return _rt.grow(t, need)
     def vjp_buf(g, ans, buf, need=0): return g[:buf.shape[0]]
+
+
+class grow_stack(Rule, key="zymo.rt.grow_stack", fn=_rt.grow_stack, call="_rt.grow_stack"):
+    # the row only gives the new rows their shape: no derivative flows from it
+    def jvp_buf(t, ans, buf, row, need): return _rt.grow_stack(t, row, need)
+    def vjp_buf(g, ans, buf, row, need): return g[:buf.shape[0]]
 
 
 class reduced_count(Rule, key="zymo.rt.reduced_count", fn=_rt.reduced_count, call="_rt.reduced_count",

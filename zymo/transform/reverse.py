@@ -30,8 +30,11 @@ and the function returns one tuple of adjoints per lane.
 """
 from __future__ import annotations
 
+import math
+
 from ..analysis.activity import Activity
 from ..analysis.overwrite import Overwrites
+from ..analysis.shapes import FixedShapes
 from ..codegen.naming import Namer
 from ..codegen.writer import Writer, splice
 from ..ir import types as T
@@ -62,6 +65,14 @@ class Reverse:
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
         self.overwrites = Overwrites(fn, act)
+        self.shapes = FixedShapes(fn)
+        self.shape_needed: set[int] = set()    # values whose shape the adjoint sweep reads
+        self.loop_trips: dict[int, str] = {}   # top-level for op id -> its trip count's name
+        self._alloc_memo: dict[int, bool] = {}
+        # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
+        # (value id, lane) -> how the adjoint sweep referred to them, in order
+        self.lazy_refs: dict[tuple[int, int], list] = {}
+        self.at_top = False
         self._index(fn.body, 0)
         for p in fn.params:
             self.def_block[p.id] = fn.body
@@ -93,9 +104,12 @@ class Reverse:
         self.needed.add((v.id, "p"))
         return self.namer(v)
 
-    def use_d(self, v: Value) -> str:
-        """Name of the shadow of memory value `v` in the adjoint sweep."""
+    def use_d(self, v: Value, how: tuple = ("other",)) -> str:
+        """Name of the shadow of memory value `v` in the adjoint sweep (`how` it is used,
+        recorded for the shadows the adjoint sweep creates)."""
         self.needed.add((v.id, "d"))
+        if self._lazy(v):
+            self.lazy_refs.setdefault((v.id, self.namer.lane), []).append(how)
         return self.namer.d(v)
 
     def adj(self, v: Value) -> str:
@@ -103,9 +117,12 @@ class Reverse:
         self.adj_used.add(v.id)
         return self.namer.d(v)
 
-    def accumulate(self, w: Writer, v: Value, expr: str) -> None:
+    def accumulate(self, w: Writer, v: Value, expr: str, fresh: bool = False) -> None:
+        """`adjoint(v) += expr`; `fresh`: `expr` is an array nothing else writes later, so it
+        may become the shadow of a temporary the adjoint sweep creates here."""
         if T.is_memory(v.type):
-            w(f"{self.use_d(v)} += {expr}")
+            how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
+            w(f"{self.use_d(v, how)} += {expr}")
         else:
             w(f"{self.adj(v)} += {expr}")
 
@@ -149,6 +166,12 @@ class Reverse:
         for v, role in self.cache_at_start:
             self._alloc_cache(fwd, v, role, None)
         self.fwd_block(fn.body, fwd)
+        if self.shape_needed:
+            pre = Writer()
+            for vid in sorted(self.shape_needed):
+                pre(f"{self._shape_name(self.values[vid])} = np.zeros({self.values[vid].type.ndim}, np.int64)")
+            splice(pre, fwd)
+            fwd = pre
         rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
         rets = f"({rets}{',' if len(fn.body.ops[-1].args) == 1 else ''})"
         lanes = []
@@ -204,6 +227,8 @@ class Reverse:
         op = self.def_op.get(v.id)
         if op is None or op.kind not in ("getitem", "prim") or op.result is not v:
             return False
+        if role == "d" and self._adjoint_alloc(v):
+            return True
         if role == "p":
             # a number loaded from memory that nothing overwrites later is re-read, and cheap
             # arithmetic on such loads, constants and loop indices is recomputed, not cached
@@ -226,8 +251,18 @@ class Reverse:
         if not self._cached(v):
             return True
         op = self.def_op.get(v.id)
-        if (budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]
-                or not isinstance(v.type, T.Scalar)):
+        if budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]:
+            return False
+        if isinstance(v.type, T.Array):
+            if op.kind == "prim" and op.attrs["key"] in _CHEAP and "out" not in op.attrs:
+                return self._cheap_array(op, budget)
+            # a view is the same memory however often it is taken: recompute it from its base
+            if op.kind == "getitem" and not _basic_index(op):
+                return False
+            if op.kind == "prim" and (not lookup(op.attrs["key"]).view or "out" in op.attrs):
+                return False
+            return all(self._recomputable(a, budget - 1) for a in op.args)
+        if not isinstance(v.type, T.Scalar):
             return False
         if op.kind == "getitem":
             base = op.args[0]
@@ -240,18 +275,41 @@ class Reverse:
             return all(self._recomputable(a, budget - 1) for a in op.args)
         return False
 
+    def _cheap_array(self, op: Op, budget: int) -> bool:
+        """Whether the array result of cheap arithmetic `op` (`q * q`) is recomputed in the
+        adjoint sweep rather than cached: its scalar operands are recomputable, and the
+        contents its array operands had are there without a new copy (read in place, or a
+        copy the adjoint sweep already reads). Decided once per op."""
+        memo = self._alloc_memo.get(-id(op))
+        if memo is None:
+            snaps = {of.id for _, of in self.snap_pre.get(id(op), [])}
+            memo = all(
+                (a.id in snaps or self.overwrites.first_writer(op, a, include_self=True) is None)
+                if isinstance(a.type, T.Array) else
+                (isinstance(a.type, T.Scalar) and self._recomputable(a, budget - 1))
+                for a in op.args)
+            self._alloc_memo[-id(op)] = memo
+        return memo
+
     def _recompute(self, v: Value) -> str:
         """The expression recomputing `v` (see `_recomputable`)."""
         if not self._cached(v):
             return self.use(v)
         op = self.def_op[v.id]
         if op.kind == "getitem":
-            return f"{self.use(op.args[0])}[{self.e.index(op, self._recompute)}]"
+            return f"{self._recompute(op.args[0])}[{self.e.index(op, self._recompute)}]"
+        if isinstance(v.type, T.Array) and op.attrs["key"] in _CHEAP:
+            return f"({self.e.call(op, with_out=False, name=lambda a: self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a))})"
         return f"({self.e.call(op, with_out=False, name=self._recompute)})"
 
     def _remat_expr(self, v: Value, role: str = "d") -> str:
         op = self.def_op[v.id]
         base = op.args[0]
+        if role == "d" and self._adjoint_alloc(v):
+            if (v.id, "p") in self.needed:
+                return f"np.zeros_like({self.use(v)})"
+            self.shape_needed.add(v.id)
+            return f"np.zeros({self._shape_expr(v)}, np.{v.type.dtype})"
         if role == "p":
             expr = self._recompute(v)
             return expr[1:-1] if op.kind == "prim" else expr
@@ -259,6 +317,84 @@ class Reverse:
             return f"{self.use_d(base)}[{self.e.index(op, self.use)}]"
         rule = lookup(op.attrs["key"])
         return self.e.rule_expr(rule, "jvp", rule.diff_params()[0], self.use_d(base), None, op, name=self.use)
+
+    def _adjoint_alloc(self, v: Value) -> bool:
+        """Whether the shadow of loop temporary `v` is allocated in the adjoint sweep, where it
+        is used, instead of in the forward sweep and cached: `v` is a fresh array (not a view,
+        not an `out=` buffer) with a fixed shape, and nothing in the forward sweep refers to
+        its shadow (no view of `v`, no list holding it, not carried out of its block)."""
+        memo = self._alloc_memo.get(v.id)
+        if memo is None:
+            memo = self._alloc_memo[v.id] = self._adjoint_alloc_uncached(v)
+        return memo
+
+    def _adjoint_alloc_uncached(self, v: Value) -> bool:
+        return self._cached(v) and self.shapes.fixed(v) and self._private_temporary(v)
+
+    def _lazy(self, v: Value) -> bool:
+        """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the adjoint sweep
+        creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
+        it, else zeros at the start of the adjoint sweep (never in the forward sweep)."""
+        memo = self._alloc_memo.get(-v.id - 1)
+        if memo is None:
+            memo = (not self._cached(v) and v.id in self.def_op
+                    and self.def_block[v.id] is self.fn.body and self._private_temporary(v))
+            self._alloc_memo[-v.id - 1] = memo
+        return memo
+
+    def _private_temporary(self, v: Value) -> bool:
+        """`v` is a fresh active array (not a view, not an `out=` buffer) whose shadow nothing
+        in the forward sweep refers to (no view of `v`, no list holding it, no carry)."""
+        if not (isinstance(v.type, T.Array) and self.act.is_active(v)):
+            return False
+        op = self.def_op.get(v.id)
+        if op is None or op.kind != "prim" or op.results != [v] or "out" in op.attrs:
+            return False
+        rule = lookup(op.attrs["key"])
+        if rule.view or rule.maybe_view:
+            return False
+        for o in walk(self.fn.body):
+            if not any(a is v for a in o.args):
+                continue
+            if o.kind == "prim":
+                r = lookup(o.attrs["key"])
+                if r.view or r.maybe_view:
+                    return False
+            elif o.kind == "getitem":
+                if o.args[0] is v and T.is_memory(o.result.type):
+                    return False
+            elif o.kind == "setitem":
+                if o.args[1] is v and not isinstance(o.args[0].type, T.Array):
+                    return False
+            else:
+                return False  # carried by a loop, yielded by a branch, returned
+        return True
+
+    def _shape_name(self, v: Value) -> str:
+        """The int buffer recording the (fixed) shape of `v` in the forward sweep (allocated at
+        the start, so the name exists wherever the adjoint sweep reads it)."""
+        return self.namer.role(v, "shape", "_shape_" + v.hint.lstrip("$"))
+
+    def _shape_expr(self, v: Value) -> str:
+        name = self._shape_name(v)
+        dims = [f"{name}[{k}]" for k in range(v.type.ndim)]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+    def _stackable(self, v: Value) -> bool:
+        """Whether array `v` (a value the adjoint sweep reads) can be cached by copying it into
+        a row of a stacked buffer: its shape is fixed, and its contents cannot change after it
+        is recorded (a fresh result nothing writes later, or a snapshot), and nothing asks
+        whether it is a view."""
+        if v.id in self.why:
+            return self.shapes.fixed(self.why[v.id][1])
+        op = self.def_op.get(v.id)
+        if op is None or op.kind != "prim" or op.results != [v] or not self.shapes.fixed(v):
+            return False
+        rule = lookup(op.attrs["key"])
+        if rule.view or rule.maybe_view or self.overwrites.first_writer(op, v) is not None:
+            return False
+        return not any(o.kind == "prim" and lookup(o.attrs["key"]).maybe_view and o.args and o.args[0] is v
+                       for o in walk(self.fn.body))
 
     def _cache_name(self, v: Value, role: str) -> str:
         """The cache of `v` (role "p") or of its shadow in the current lane (role "d")."""
@@ -275,7 +411,9 @@ class Reverse:
         """Where each cache is allocated. A float/int/bool cache is a NumPy buffer with a
         counter: allocated once, with the trip count, at the entry of its loop when that loop
         is a `for` outside every other loop (one entry per iteration at most); otherwise at
-        the start, growing geometrically. Array caches (copies, shadows) are Python lists."""
+        the start, growing geometrically. An array whose rows all have one shape is copied into
+        a stacked buffer ("stack", `(entries, *shape)`), allocated like the scalar buffers; other
+        array caches, and cached shadows (their identity matters), are Python lists."""
         self.cache_at_start: list[tuple[Value, str]] = []
         self.cache_at_loop: dict[int, list[tuple[Value, str]]] = {}
         self.reserve_at_loop: dict[int, list[tuple[Value, str]]] = {}  # grow caches of nested for loops
@@ -287,7 +425,7 @@ class Reverse:
                 continue
             for _ in self._lanes_of(role):
                 self.tape_slots.append(self._cache_name(v, role))
-            if self._kind(v, role) == "prealloc":
+            if self._kind(v, role) == "prealloc" or (self._kind(v, role) == "stack" and self._top_for(v)):
                 loop = self._loop_of(self.def_block[vid])
                 self.cache_at_loop.setdefault(id(loop), []).append((v, role))
             else:
@@ -299,13 +437,18 @@ class Reverse:
                     self.reserved.add(self._cache_name(v, role))
 
     def _kind(self, v: Value, role: str) -> str:
-        """"list", "prealloc" (once, at its top-level for loop's entry) or "grow"."""
+        """"list", "stack" (arrays of one shape), "prealloc" (once, at its top-level for loop's
+        entry) or "grow"."""
+        if role == "p" and isinstance(v.type, T.Array) and self._stackable(v):
+            return "stack"
         if role == "d" or not isinstance(v.type, T.Scalar):
             return "list"
+        return "prealloc" if self._top_for(v) else "grow"
+
+    def _top_for(self, v: Value) -> bool:
+        """Whether `v` is defined in a `for` loop (directly) that is outside every other loop."""
         loop = self._loop_of(self.def_block[v.id])
-        if loop is not None and loop.kind == "for" and self.depth[id(self.blocks_of_op[id(loop)])] == 0:
-            return "prealloc"
-        return "grow"
+        return loop is not None and loop.kind == "for" and self.depth[id(self.blocks_of_op[id(loop)])] == 0
 
     def _loop_of(self, block: Block) -> Op | None:
         """The nearest loop op around `block`."""
@@ -324,6 +467,10 @@ class Reverse:
             return
         name = self._cache_name(v, role)
         slot = self.tape_slots.index(name)
+        if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
+            w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
+            w(f"{self._counter(v)} = 0")
+            return
         dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
@@ -333,7 +480,8 @@ class Reverse:
         w(f"{self._counter(v)} = 0")
 
     # -- augmented forward sweep --------------------------------------------------
-    def _record(self, w: Writer, v: Value) -> None:
+    def _record(self, w: Writer, v: Value, src: str | None = None) -> None:
+        """Push `v` (or, for a stacked cache, the array `src` holding its contents) on its caches."""
         if not self._cached(v):
             return
         for role in ("p", "d"):
@@ -344,10 +492,15 @@ class Reverse:
                         name = self.namer(v) if role == "p" else self.namer.d(v)
                         w(f"{self._cache_name(v, role)}.append({name})")
                     continue
-                name = self.namer(v)
+                name = src or self.namer(v)
                 cache = self._cache_name(v, role)
                 k = self._counter(v)
-                if kind == "grow" and cache not in self.reserved:
+                if kind == "stack":
+                    loop = self._loop_of(self.def_block[v.id])
+                    need = self.loop_trips.get(id(loop), f"{k} + 1") if self._top_for(v) else f"{k} + 1"
+                    with w.indent(f"if {k} == {cache}.shape[0]:"):
+                        w(f"{cache} = _rt.grow_stack({cache}, {name}, {need})")
+                elif kind == "grow" and cache not in self.reserved:
                     with w.indent(f"if {k} == {cache}.shape[0]:"):
                         w(f"{cache} = _rt.grow({cache})")
                 w(f"{cache}[{k}] = {name}")
@@ -368,17 +521,23 @@ class Reverse:
             self._record(w, a)
         for op in block.ops:
             for snap, of in self.snap_pre.get(id(op), []):
-                w(f"{self.namer(snap)} = {self.namer(of)}.copy()")
-                self._record(w, snap)
+                self._snapshot(w, snap, of)
             self.fwd_op(op, w)
             for snap, of in self.snap_post.get(id(op), []):
-                target = of
-                w(f"{self.namer(snap)} = {self.namer(target)}.copy()")
-                self._record(w, snap)
+                self._snapshot(w, snap, of)
             for r in op.results:
                 self._record(w, r)
             if id(op) in self.trips:
                 self._record(w, self.trips[id(op)])
+
+    def _snapshot(self, w: Writer, snap: Value, of: Value) -> None:
+        """Copy the contents of `of` for the adjoint sweep: straight into a row of its stacked
+        cache when it has one, else into a new array (recorded like any value)."""
+        if self._cached(snap) and (snap.id, "p") in self.needed and self._kind(snap, "p") == "stack":
+            self._record(w, snap, src=self.namer(of))
+            return
+        w(f"{self.namer(snap)} = {self.namer(of)}.copy()")
+        self._record(w, snap)
 
     def fwd_op(self, op: Op, w: Writer) -> None:
         n, act, e = self.namer, self.act, Emitter(self.namer, w)
@@ -396,6 +555,12 @@ class Reverse:
                             if rule.maybe_view:
                                 expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {dx}, True)"
                             w(f"{n.d(r)} = {expr}")
+                        elif self._lazy(r):
+                            pass  # created by the adjoint sweep
+                        elif self._adjoint_alloc(r):
+                            if n.lane == 0 and r.id in self.shape_needed:
+                                for d in range(r.type.ndim):
+                                    w(f"{self._shape_name(r)}[{d}] = {n(r)}.shape[{d}]")
                         else:
                             w(f"{n.d(r)} = np.zeros_like({n(r)})")
             elif k == "getitem":
@@ -416,6 +581,7 @@ class Reverse:
             reserve = self.reserve_at_loop.get(id(op), [])
             if caches or reserve:
                 trips = n.fresh("_trips")
+                self.loop_trips[id(op)] = trips
                 w(f"{trips} = _rt.trip({a}, {b}, {s})")
                 for v, role in caches:
                     self._alloc_cache(w, v, role, trips)
@@ -466,13 +632,18 @@ class Reverse:
     def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
         """The adjoint code of `block`: pops, adjoint initialisation, then its ops reversed."""
         body = Writer()
+        outer_top, self.at_top = self.at_top, top
         for v, expr in seeds:  # expr: the seed's expression in the current lane
             if self.act.is_active(v) and not T.is_memory(v.type):
                 for _ in self.namer.lanes():
                     body(f"{self.adj(v)} += {expr()}")
         for op in reversed(block.ops):
+            self.at_top = top
             self.rev_op(op, body)
+        self.at_top = outer_top
         head = Writer()
+        if top:
+            self._resolve_lazy(head, body)
         if self.depth[id(block)] > 0:
             defined = self._defined_in(block)
             remat = {}
@@ -499,6 +670,25 @@ class Reverse:
                     head(f"{self.namer.d(v)} = 0.0")
         splice(head, body)
         return head
+
+    def _resolve_lazy(self, head: Writer, body: Writer) -> None:
+        """Create the shadows of the temporaries outside loops (`_lazy`): when the first
+        reference is an accumulation at the top level of a fresh array and the only other one
+        is its defining op's read, that accumulation becomes the assignment; otherwise the
+        shadow starts as zeros at the head of the adjoint sweep."""
+        for (vid, lane), refs in self.lazy_refs.items():
+            v = self.values[vid]
+            self.namer.lane = lane
+            name = self.namer.d(v)
+            first = refs[0]
+            if first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]):
+                line = body.lines[first[2]]
+                indent = line[:len(line) - len(line.lstrip())]
+                body.lines[first[2]] = f"{indent}{name} = {first[3]}"
+            else:
+                head(f"{name} = np.zeros_like({self.namer(v)})")
+                self.needed.add((vid, "p"))
+            self.namer.lane = 0
 
     def _defined_in(self, block: Block) -> list[Value]:
         out = list(block.args)
@@ -553,7 +743,7 @@ class Reverse:
                 g = self.namer.fresh("_g")
                 w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
-                w(f"{self.use_d(val)} += _rt.unbroadcast({g}, {self.use(val)})")
+                self.accumulate(w, val, f"_rt.unbroadcast({g}, {self.use(val)})", fresh=True)
                 return
             if isinstance(obj.type, T.Array) and isinstance(val.type, T.Scalar):
                 sel = f"{dobj}[{idx}]"
@@ -606,12 +796,13 @@ class Reverse:
             else:
                 g, zero_after = dout, dout
         else:
-            g = self.use_d(target) if T.is_memory(target.type) else self.adj(target)
+            g = self.use_d(target, ("def",)) if T.is_memory(target.type) else self.adj(target)
         for p, v in actives:
             expr = self._vjp(rule, p, g, op, target)
             if rule.elementwise and isinstance(target.type, T.Array):
-                expr = f"_rt.unbroadcast({expr}, {self.use(v) if not T.is_memory(v.type) else self.use_d(v)})"
-            self.accumulate(w, v, expr)
+                shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
+                expr = f"_rt.unbroadcast({expr}, {shape_of})"
+            self.accumulate(w, v, expr, fresh=zero_after is None)
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
 
@@ -735,7 +926,7 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
             n = len(obj)
         elif count_name is not None:
             n = int(measured.get(count_name, 0))
-            nbytes = n * obj.dtype.itemsize
+            nbytes = n * obj.dtype.itemsize * math.prod(obj.shape[1:])
         else:
             n, nbytes = 1, getattr(obj, "nbytes", 8)
         total += nbytes
@@ -748,12 +939,13 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
             when = "after" if post else "before"
             kind = "a copy of array" + f" `{of.hint}` ({of.type})"
             name = rev._cache_name(v, "p") if rev._cached(v) else rev.namer(v)
+            count = rev._counter(v) if rev._cached(v) and rev._kind(v, "p") == "stack" else None
             entries.append(
                 f"{kind}, taken {when} {_where(op.loc)}\n"
                 f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
                 + _alias_note(rev, of, writer)
                 + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
-                + used(name, None, True)
+                + used(name, count, True)
             )
         elif rev._cached(v) and not rev._remat(v, role):
             d = rev.def_op.get(vid)
@@ -762,6 +954,7 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
             kind = rev._kind(v, role)
             how = {"prealloc": "a buffer allocated once at the loop's entry with its trip count",
                    "grow": "a buffer that grows geometrically",
+                   "stack": "a stacked array buffer, one row per entry",
                    "list": "a list"}[kind]
             entries.append(
                 f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
@@ -817,6 +1010,13 @@ def _contains(region: Block, block: Block) -> bool:
     from ..ir.core import walk
 
     return any(r is block for o in walk(region) for r in o.regions)
+
+
+def _basic_index(op: Op) -> bool:
+    """Whether getitem `op` indexes with integers, slices, `None` and `...` only (a view)."""
+    from ..ir.core import tree_values
+
+    return all(isinstance(a.type, T.Scalar) for a in tree_values(op.attrs["index"], op.args))
 
 
 def _index_parts(op: Op) -> list:

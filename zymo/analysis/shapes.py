@@ -1,0 +1,150 @@
+"""Which arrays keep one shape every time their definition runs ("fixed shape").
+
+Contract: `FixedShapes(fn).fixed(v)` is True only when every execution of the op
+(or loop) defining array `v` produces an array of the same shape during one call
+of `fn`: its shape is a function of values defined outside every loop (and of
+constants) alone. Reverse mode uses it to cache a loop's arrays in one stacked
+buffer (a row per iteration) instead of a list, and to allocate the shadow of a
+loop temporary in the adjoint sweep from a recorded shape.
+
+The analysis is conservative; unknown ops are not fixed. The rules:
+- a value defined outside every loop (parameters included) or a constant is
+  fixed; a scalar is "invariant" when it is such a value, or cheap integer
+  arithmetic on invariant scalars;
+- a basic-indexing view `x[i, a:b]` is fixed when `x` is, and every slice bound
+  (and every index that is not an integer) is invariant; integer indices may
+  vary (they pick a row, not a shape); an index by an array is never fixed;
+- an elementwise rule's result is fixed when its array operands are (scalars
+  broadcast and do not change the shape);
+- any other rule's result is fixed when its array operands are fixed float
+  arrays and all its other operands are invariant (an integer array operand
+  may carry data-dependent sizes, as in `np.repeat(x, counts)`), unless the
+  rule is user-defined (`zymo.custom_rule`) or listed as data-shaped;
+- a loop-carried array or an `if` result is fixed when every value flowing into
+  it is (a greatest fixpoint, so a buffer rebound around a loop stays fixed).
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.core import Block, Function, Op, Value, tree_values
+from ..rules.registry import lookup
+
+_INT_ARITH = {"add", "sub", "mul", "floordiv", "mod", "neg"}
+_DATA_SHAPED = {"numpy.nonzero", "numpy.flatnonzero", "numpy.argwhere", "numpy.unique",
+                "numpy.extract", "numpy.compress", "numpy.trim_zeros", "numpy.repeat",
+                "numpy.arange", "numpy.linspace", "numpy.histogram"}
+
+
+class FixedShapes:
+    def __init__(self, fn: Function):
+        self.depth: dict[int, int] = {}            # value id -> loop depth of its definition
+        self.def_op: dict[int, Op] = {}            # value id -> defining op (results only)
+        self.inflow: dict[int, list[Value]] = {}   # block arg / region result id -> values flowing in
+        self.values: list[Value] = []
+        for p in fn.params:
+            self.depth[p.id] = 0
+        self._index(fn.body, 0)
+        self._fixed = {v.id for v in self.values if isinstance(v.type, T.Array)}
+        changed = True
+        while changed:  # greatest fixpoint: drop values until every remaining one is justified
+            changed = False
+            for v in self.values:
+                if v.id in self._fixed and not self._justified(v):
+                    self._fixed.discard(v.id)
+                    changed = True
+
+    def fixed(self, v: Value) -> bool:
+        """Whether array `v` has one shape over every execution of its definition."""
+        if self.depth.get(v.id, 0) == 0:
+            return isinstance(v.type, T.Array)
+        return v.id in self._fixed
+
+    # -- indexing the function ------------------------------------------------------
+    def _index(self, block: Block, depth: int) -> None:
+        for a in block.args:
+            self.depth[a.id] = depth
+            self.values.append(a)
+        for op in block.ops:
+            for r in op.results:
+                self.depth[r.id] = depth
+                self.def_op[r.id] = op
+                self.values.append(r)
+            inner = depth + 1 if op.kind in ("for", "while") else depth
+            for region in op.regions:
+                self._index(region, inner)
+            self._flows(op)
+
+    def _flows(self, op: Op) -> None:
+        def add(dst: Value, src: Value) -> None:
+            self.inflow.setdefault(dst.id, []).append(src)
+
+        if op.kind == "for":
+            body = op.regions[0]
+            ys = body.ops[-1].args
+            for a, init, y, r in zip(body.args[1:], op.args[3:], ys, op.results):
+                add(a, init), add(a, y), add(r, init), add(r, y)
+        elif op.kind == "while":
+            cond, body = op.regions
+            ys = body.ops[-1].args
+            for c, b, init, y, r in zip(cond.args, body.args, op.args, ys, op.results):
+                add(c, init), add(c, y), add(b, c), add(r, c)
+        elif op.kind == "if":
+            for region in op.regions:
+                for r, y in zip(op.results, region.ops[-1].args):
+                    add(r, y)
+
+    # -- the rules ----------------------------------------------------------------------
+    def _invariant(self, v: Value, budget: int = 6) -> bool:
+        if v.is_const or self.depth.get(v.id, 0) == 0:
+            return True
+        op = self.def_op.get(v.id)
+        if budget <= 0 or op is None or op.kind != "prim" or op.attrs["key"] not in _INT_ARITH:
+            return False
+        if not isinstance(v.type, T.Scalar) or v.type.kind != "int":
+            return False
+        return all(self._invariant(a, budget - 1) for a in op.args)
+
+    def _arr_fixed(self, v: Value) -> bool:
+        return self.depth.get(v.id, 0) == 0 or v.id in self._fixed
+
+    def _justified(self, v: Value) -> bool:
+        if v.id in self.inflow:
+            return all(isinstance(s.type, T.Array) and self._arr_fixed(s) for s in self.inflow[v.id])
+        op = self.def_op.get(v.id)
+        if op is None:
+            return False
+        if op.kind == "getitem":
+            return self._getitem(op)
+        if op.kind == "prim" and op.results == [v]:
+            return self._prim(op)
+        return False
+
+    def _getitem(self, op: Op) -> bool:
+        base = op.args[0]
+        if not isinstance(base.type, T.Array) or not self._arr_fixed(base):
+            return False
+        tree = op.attrs["index"]
+        parts = list(tree[1]) if tree[0] == "t" else [tree]
+        for part in parts:
+            for a in tree_values(part, op.args):
+                if not isinstance(a.type, T.Scalar):
+                    return False  # an index array: the result's shape is the index's
+                if part[0] == "v" and a.type.kind == "int":
+                    continue      # an integer index picks a row whatever its value
+                if not self._invariant(a):
+                    return False
+        return True
+
+    def _prim(self, op: Op) -> bool:
+        key = op.attrs["key"]
+        rule = lookup(key)
+        if key in _DATA_SHAPED or getattr(rule, "user", False):
+            return False
+        arrays = [a for a in op.args if T.is_memory(a.type)]
+        if not all(isinstance(a.type, T.Array) and self._arr_fixed(a) for a in arrays):
+            return False
+        if rule.elementwise:
+            return True
+        if any(not a.type.differentiable for a in arrays):
+            return False
+        return all(self._invariant(a) for a in op.args if not T.is_memory(a.type))
