@@ -28,6 +28,7 @@ from ..analysis.types import type_of_value
 from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value
+from ..rules import indexing
 from . import fence, objects
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
@@ -351,7 +352,11 @@ class Lowerer(ExprLowering):
             if not isinstance(obj, Value):
                 raise self.error(UnsupportedSyntax, "augmented item assignment needs an array or list", s)
             cur = self.b.getitem(obj, index, self.loc(s), "ld")
-            if isinstance(cur.type, T.Array):
+            if any(indexing.is_index_array(ix) for ix in index):
+                # x[idx] += v with an advanced index is NumPy's read (a copy), add, write:
+                # a repeated index adds once (the last write wins)
+                self.store(obj, index, self.binop(key, cur, rhs, s), s)
+            elif isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)  # a view: writes through to obj
             else:
                 self.store(obj, index, self.binop(key, cur, rhs, s), s)
