@@ -297,6 +297,8 @@ class ExprLowering:
         key = rule_for_callable(fn)
         if key is not None:
             rule = lookup(key)
+            if getattr(rule, "unpack_first", None):
+                pos = self.unpack_first(rule, pos, node)
             self.check_rule(rule, pos, kw, node)
             if getattr(rule, "via", None):
                 return self.join(key, pos, kw, node)
@@ -323,6 +325,15 @@ class ExprLowering:
                 raise self._no_rule(fn, node)
             return self.inline(py, pos, kw, node)
         raise self._no_rule(fn, node)
+
+    def unpack_first(self, rule: Any, pos: list, node: ast.Call) -> list:
+        """`cho_solve((c, lower), b)`: a factor tuple passed first becomes separate arguments."""
+        first = pos[0] if pos else None
+        if not (isinstance(first, tuple) and len(first) == rule.unpack_first):
+            raise self.error(UnsupportedCall, f"{rule.key} takes its factor as a tuple of "
+                             f"{rule.unpack_first} as the first argument here", node,
+                             hint="pass what the factorization returned, e.g. cho_solve(cho_factor(a), b)")
+        return list(first) + list(pos[1:])
 
     def _no_rule(self, fn: Any, node: ast.AST) -> Exception:
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))

@@ -93,14 +93,17 @@ def index_values(op: Op) -> list[Value]:
 
 # -- rules -----------------------------------------------------------------------
 class index_array(Rule, key="zymo.index_array", fn=_rt.index_array, call="_rt.index_array",
-                  nondiff=True, alloc=True):
+                  nondiff=True, alloc=True, cases=(("x[fn((0, 2, 2))] * y", ((5,), (3,))),)):
     """`x[[0, 2, 2]]`: a list of ints written in the index becomes an int array."""
 
 
+_AT = {"fn": np.add.at}  # cases call NumPy's (in place), not the rule's functional form
+
+
 class add_at(Rule, key="numpy.add.at", fn=_rt.add_at, call="_rt.add_at", out=True, cases=(
-        ("o = x.copy()\nfn(o, np.array([0, 2, 2, 4]), y)\nreturn o", ((5,), (4,))),
-        ("o = x * 1.0\nfn(o, np.array([1, 1, 0]), y)\nreturn o * o", ((3, 2), (3, 2))),
-        ("o = x * 1.0\nfn(o, np.array([3, 0, 3]), 2.0 * y)\nreturn o", ((4,), ())))):
+        ("o = x.copy()\nfn(o, z, y)\nreturn o", ((5,), (4,), ("const", np.array([0, 2, 2, 4]))), _AT),
+        ("o = x * 1.0\nfn(o, z, y)\nreturn o * o", ((3, 2), (3, 2), ("const", np.array([1, 1, 0]))), _AT),
+        ("o = x * 1.0\nfn(o, z, 2.0 * y)\nreturn o", ((4,), (), ("const", np.array([3, 0, 3]))), _AT))):
     """`np.add.at(a, idx, v)`: unbuffered `a[idx] += v` (repeated indices all add)."""
     inplace_arg = 0  # the frontend passes `a` as out=: the call writes a's memory
     def jvp_a(t, ans, a, idx, v): return t
