@@ -699,3 +699,8 @@ def lu_solve_vjp_lu(g, lu, piv, ans):
     l, u = _lu_parts(lu)
     pga = -_outer_or_mat(lu_solve(lu, piv, g, trans=1), ans)[_lu_perm(piv, lu.shape[0])]
     return np.tril(pga @ u.T, -1) + np.triu(l.T @ pga)
+
+
+def as_dtype(x, dtype):
+    """A loop-carried float array whose dtype widens (float32 -> float64): a converted copy."""
+    return x.astype(dtype)
