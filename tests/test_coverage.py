@@ -33,11 +33,12 @@ sum prod mean var std max min cumsum cumprod argmax argmin linalg.norm
 reshape transpose swapaxes moveaxis squeeze expand_dims concatenate stack hstack vstack broadcast_to flip roll
 tile repeat diag trace outer inner tensordot einsum
 dot matmul linalg.solve linalg.inv linalg.det linalg.slogdet linalg.cholesky linalg.eigh linalg.qr linalg.svd
-linalg.lstsq greater less equal not_equal logical_and
+linalg.lstsq greater less equal not_equal logical_and add.at
 """.split()
 
 SCIPY = """special.gammaln special.digamma special.erf special.erfc special.expit special.logit special.logsumexp
-special.xlogy special.softmax linalg.solve_triangular linalg.expm""".split()
+special.xlogy special.softmax linalg.solve_triangular linalg.expm linalg.cho_factor linalg.cho_solve
+linalg.lu_factor linalg.lu_solve""".split()
 
 
 def _resolve(path, root=np):

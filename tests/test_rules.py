@@ -29,8 +29,6 @@ from zymo.rules.registry import Rule
 # case-name prefix -> the zymo bug that makes those cases fail
 KNOWN_BUGS: dict[str, str] = {
     # e.g. "numpy.absolute[out1,": "np.absolute(x, out=o) is dropped (the frontend passed out= as a keyword)",
-    "numpy.float_power[loop2,5,5,float32]": "a loop-carried float32 array that becomes float64 (float_power "
-                                            "promotes) is refused: the frontend converts only scalars",
 }
 
 

@@ -4,7 +4,8 @@ Contract: `analyze(fn, active_params, alias_classes)` returns an `Activity` with
 - `roots[v]`: for every array/list value, the memory it may point into: a
   parameter's alias class (parameters that may share memory at run time are in
   one class, decided by the caller from the actual arguments), or the op that
-  allocated it. Views, list items and `out=` results share their base's roots.
+  allocated it. Views, list items and `out=` results share their base's roots;
+  an advanced read `x[idx]` (int array or mask) is a copy with a root of its own.
 - `active_memory`: the roots that receive active data or belong to an active
   parameter (a `Duplicated` argument).
 - `is_active(v)`: a scalar is active when it depends on an active value or is
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
+from ..rules import indexing
 from ..rules.registry import lookup
 
 
@@ -181,7 +183,12 @@ def _op(op: Op, a: Activity) -> None:
                 _mark(a, r, args_active)
     elif k == "getitem":
         base, r = op.args[0], op.result
-        if T.is_memory(r.type):
+        if T.is_memory(r.type) and indexing.is_advanced(op):
+            # x[idx] with an int array or a mask is a copy: fresh memory, active with x
+            _set_roots(a, r, frozenset({("op", id(op))}))
+            if a.is_active(base):
+                a.active_memory.add(("op", id(op)))
+        elif T.is_memory(r.type):
             _set_roots(a, r, _roots(a, base))
         else:
             _mark(a, r, a.is_active(base))

@@ -137,6 +137,10 @@ def infer_getitem(obj: T.Type, index: tuple, loc: Loc) -> T.Type:
         return obj.elt
     if not isinstance(obj, T.Array):
         raise ZymoTypeError(f"cannot index a value of type {obj}", loc)
+    if any(isinstance(ix, Value) and isinstance(ix.type, T.Array) for ix in index):
+        from ..rules import indexing  # an advanced index: integer arrays, boolean masks
+
+        return indexing.result_type(obj, index, loc)
     ndim = obj.ndim
     consumed = 0
     added = 0
@@ -153,8 +157,8 @@ def infer_getitem(obj: T.Type, index: tuple, loc: Loc) -> T.Type:
             added -= 1
         else:
             raise ZymoTypeError(
-                "indexing with arrays, lists or booleans is not supported yet", loc,
-                hint="index with integers and slices",
+                "indices must be integers, slices, integer arrays or boolean masks", loc,
+                hint="index with integers, slices, integer arrays or boolean arrays",
             )
     if consumed > ndim:
         raise ZymoTypeError(f"too many indices for an array of {ndim} dimensions", loc)

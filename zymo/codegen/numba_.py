@@ -34,6 +34,7 @@ import numba
 
 from zymo.codegen import numba_np as np
 from zymo.codegen import numba_rt as _rt
+from zymo.codegen import numba_indexing as _numba_indexing  # noqa: F401  (registers overloads)
 
 '''
 
@@ -52,10 +53,10 @@ def _stamp() -> str:
     import numpy
 
     from ..rules import runtime
-    from . import numba_np, numba_rt
+    from . import numba_indexing, numba_np, numba_rt
 
     h = hashlib.sha256()
-    for mod in (runtime, numba_np, numba_rt):
+    for mod in (runtime, numba_np, numba_rt, numba_indexing):
         h.update(Path(mod.__file__).read_bytes())
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
     return h.hexdigest()

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Value
+from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects
 from .bindings import LocalFn, S
@@ -171,6 +172,8 @@ class ExprLowering:
             if isinstance(e, ast.Slice):
                 parts = [None if p is None else self.as_value(self.expr(p), p) for p in (e.lower, e.upper, e.step)]
                 out.append(slice(*parts))
+            elif isinstance(e, ast.List):
+                out.append(self.index_list(e))
             else:
                 b = self.expr(e)
                 if isinstance(b, S) and (b.obj is None or b.obj is Ellipsis):
@@ -179,12 +182,26 @@ class ExprLowering:
                     raise self.error(UnsupportedSyntax, "indexing with a tuple variable is not supported", e,
                                      hint="write the indices out: x[i, j]")
                 else:
-                    v = self.as_value(b, e)
-                    if v.type != T.INT:
-                        raise self.error(ZymoTypeError, f"indices must be integers, not {v.type}", e,
-                                         hint="indexing with arrays or booleans is not supported yet")
-                    out.append(v)
+                    out.append(self.index_part(self.as_value(b, e), e))
         return tuple(out)
+
+    def index_part(self, v: Value, e: ast.expr) -> Value:
+        """One index: an int, an int array or a bool mask (advanced indexing, see
+        `rules/indexing.py`); a list of ints becomes an int array."""
+        if v.type == T.INT or indexing.is_index_array(v):
+            return v
+        if isinstance(v.type, T.List) and v.type.elt == T.INT:
+            return self.b.prim("zymo.index_array", [v], {}, self.loc(e), "idx")
+        raise self.error(ZymoTypeError, f"indices must be integers, not {v.type}", e,
+                         hint="index with integers, slices, integer arrays or boolean arrays")
+
+    def index_list(self, node: ast.List) -> Value:
+        """`x[[0, 2, 2]]`: the ints written in the list, as an int array."""
+        items = tuple(self.expr(e) for e in node.elts)
+        if not items or not all(isinstance(i, Value) and i.type == T.INT for i in items):
+            raise self.error(ZymoTypeError, "a list in an index must hold integers", node,
+                             hint="index with an integer array or a boolean mask")
+        return self.b.prim("zymo.index_array", [items], {}, self.loc(node), "idx")
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
@@ -280,6 +297,8 @@ class ExprLowering:
         key = rule_for_callable(fn)
         if key is not None:
             rule = lookup(key)
+            if getattr(rule, "unpack_first", None):
+                pos = self.unpack_first(rule, pos, node)
             self.check_rule(rule, pos, kw, node)
             if getattr(rule, "via", None):
                 return self.join(key, pos, kw, node)
@@ -287,6 +306,10 @@ class ExprLowering:
                 # a function returning a tuple: one op per element, each a rule of its own
                 return tuple(self.b.prim(k, list(pos), dict(kw), loc, _hint(k)) for k in rule.parts)
             out = kw.pop("out", None)
+            if getattr(rule, "inplace_arg", None) is not None:  # np.add.at(a, ...) updates `a`
+                out = pos[rule.inplace_arg] if len(pos) > rule.inplace_arg else None
+                if not (isinstance(out, Value) and isinstance(out.type, T.Array)):
+                    raise self.error(ZymoTypeError, f"{key} updates an array in place: pass the array", node)
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
             if out is None and rule.out and nin is not None and len(pos) == nin + 1:
                 out = pos.pop()  # NumPy takes `out` positionally too: np.tanh(x, x), np.dot(a, b, c)
@@ -302,6 +325,15 @@ class ExprLowering:
                 raise self._no_rule(fn, node)
             return self.inline(py, pos, kw, node)
         raise self._no_rule(fn, node)
+
+    def unpack_first(self, rule: Any, pos: list, node: ast.Call) -> list:
+        """`cho_solve((c, lower), b)`: a factor tuple passed first becomes separate arguments."""
+        first = pos[0] if pos else None
+        if not (isinstance(first, tuple) and len(first) == rule.unpack_first):
+            raise self.error(UnsupportedCall, f"{rule.key} takes its factor as a tuple of "
+                             f"{rule.unpack_first} as the first argument here", node,
+                             hint="pass what the factorization returned, e.g. cho_solve(cho_factor(a), b)")
+        return list(first) + list(pos[1:])
 
     def _no_rule(self, fn: Any, node: ast.AST) -> Exception:
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))

@@ -27,7 +27,8 @@ import numpy as np
 from ..analysis.types import type_of_value
 from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
-from ..ir.core import Block, Function, Op, Value
+from ..ir.core import Block, Function, Op, Value, walk
+from ..rules import indexing
 from . import fence, objects
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
@@ -63,6 +64,7 @@ class Lowerer(ExprLowering):
         self.inlining: list[Any] = []
         # id(obj) -> (param, obj, [(resolver, name)]): globals and closure data read by the function
         self.captured: dict[int, tuple[Value, Any, list]] = {}
+        self.array_converts: list[tuple[str, str, Loc]] = []  # (from dtype, to dtype, loop line)
         self.params: list[Value] = []
         self.frozen: list[tuple[Callable[[], Any], Any]] = []  # (resolver, value) of constant globals
 
@@ -97,6 +99,7 @@ class Lowerer(ExprLowering):
         rvals = flatten(result)
         self.b.emit(Op("return", rvals, [], self.loc(node)))
         self.b.pop()
+        self._check_array_converts(body)
         captured = [(v, obj, where) for v, obj, where in self.captured.values()]
         f = Function(frame.name, self.params + [c[0] for c in captured], body, self.loc(node), src.file)
         f.attrs.update(
@@ -351,7 +354,11 @@ class Lowerer(ExprLowering):
             if not isinstance(obj, Value):
                 raise self.error(UnsupportedSyntax, "augmented item assignment needs an array or list", s)
             cur = self.b.getitem(obj, index, self.loc(s), "ld")
-            if isinstance(cur.type, T.Array):
+            if any(indexing.is_index_array(ix) for ix in index):
+                # x[idx] += v with an advanced index is NumPy's read (a copy), add, write:
+                # a repeated index adds once (the last write wins)
+                self.store(obj, index, self.binop(key, cur, rhs, s), s)
+            elif isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)  # a view: writes through to obj
             else:
                 self.store(obj, index, self.binop(key, cur, rhs, s), s)
@@ -477,6 +484,12 @@ class Lowerer(ExprLowering):
         try:
             if isinstance(t, T.Scalar) and t.differentiable:
                 return self.b.prim("builtins.float", [v], {}, self.loc(node), v.hint)
+            if isinstance(t, T.Array) and isinstance(v.type, T.Array) and t.ndim == v.type.ndim \
+                    and t.differentiable and v.type.differentiable:
+                # a float32 array carried through a loop that makes it float64: a copy, which
+                # `_check_array_converts` makes sure no in-place write can tell apart
+                self.array_converts.append((v.type.dtype, t.dtype, self.loc(node)))
+                return self.b.prim("zymo.as_dtype", [v, S(np.dtype(t.dtype))], {}, self.loc(node), v.hint)
             raise self.error(ZymoTypeError, f"cannot convert {v.type} to {t}", node)
         finally:
             self.b.pop()
@@ -792,6 +805,20 @@ class Lowerer(ExprLowering):
             else:
                 op = Op("while", init_conv, results, loc, regions=regions)
             return {}, (op, types)
+
+    def _check_array_converts(self, body: Block) -> None:
+        """A converted loop carry is a copy: refuse it when the function writes in place into
+        an array of the narrower dtype (the original, or a view of it, might be written)."""
+        for src, dst, loc in self.array_converts:
+            for op in walk(body):
+                target = op.args[0] if op.kind == "setitem" else (
+                    op.args[op.attrs["out"]] if op.kind == "prim" and "out" in op.attrs else None)
+                if target is not None and isinstance(target.type, T.Array) and target.type.dtype == src:
+                    raise ZymoTypeError(
+                        f"a loop carries a {src} array that becomes {dst}, and {src} memory is written in place",
+                        loc, why="zymo converts the carried array with a copy, which an in-place write could "
+                        "tell apart from the original", hint=f"make it {dst} before the loop (pass {dst} arguments, or "
+                        "np.float_power(x, 1.0), which is float64)")
 
     def _bind_carried(self, carried, templates, vals) -> None:
         it = iter(vals)

@@ -22,3 +22,12 @@ class or_(Rule, key="zymo.or", fn=_or, template="({0} or {1})", nondiff=True): p
 class and_(Rule, key="zymo.and", fn=_and, template="({0} and {1})", nondiff=True): pass
 class trip(Rule, key="zymo.trip", fn=_rt.trip, call="_rt.trip", nondiff=True): pass
 class check_bound(Rule, key="zymo.check_bound", fn=_rt.check_bound, call="_rt.check_bound", nondiff=True): pass
+
+
+class as_dtype(Rule, key="zymo.as_dtype", fn=_rt.as_dtype, call="_rt.as_dtype", cases=(
+        ("acc = x * 0.0\nfor i in range(3):\n    acc = acc + np.float_power(x, 2.0) * (i + 1.0)\nreturn acc",
+         ((4,),), {"dtypes": ("float32",)}),)):
+    """A loop carry that becomes a wider float array (float32 -> float64), converted by the
+    frontend: a copy. The adjoint is added into the narrower shadow as it is."""
+    def jvp_x(t, ans, x, dtype): return _rt.as_dtype(t, dtype)
+    def vjp_x(g, ans, x, dtype): return g

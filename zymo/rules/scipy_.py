@@ -1,13 +1,18 @@
 """Rules for SciPy (an optional dependency; nothing registers when it is absent):
 `scipy.special` gammaln, digamma, erf, erfc, expit, logit, xlogy, logsumexp, softmax,
-log_softmax; `scipy.linalg` solve_triangular, expm.
+log_softmax; `scipy.linalg` solve_triangular, expm, cho_factor, cho_solve, lu_factor,
+lu_solve.
 
 Contract: as for NumPy's rules; generated code names SciPy as `_rt.sp_special` and
 `_rt.sp_linalg` (imported on first use). `solve_triangular` reads one triangle of `a`,
 so its adjoint is triangular too; only `trans=0` without `unit_diagonal` is covered.
 `logsumexp` without `b=`/`return_sign`. `expm` of a 2-d matrix, through its Fréchet
-derivative. `cho_solve` and `lu_solve` take their factor in a tuple, which zymo's
-rules cannot differentiate yet: calls to them are refused with zymo's usual error.
+derivative. `cho_factor`/`lu_factor` return tuples (one op per element, `parts`);
+`cho_solve((c, lower), b)` and `lu_solve((lu, piv), b)` take that tuple first, and the
+frontend unpacks it (`unpack_first`), so their rules see `(c, lower, b)` and
+`(lu, piv, b)`: differentiable in `b` and in the factor (`cho_solve` reads one triangle
+of `c`; `lu_solve` with `trans=0` only). `cho_factor`'s `c` holds `a`'s own entries in
+the unused triangle, as SciPy leaves them, and their derivative is `da` there.
 Under Numba these rules do not compile (SciPy functions are Python objects there):
 the default policy falls back to the Python backend with a warning.
 """
@@ -109,3 +114,102 @@ if _sp is not None:
             ("fn(x)", ((3, 3),)), ("fn(x * 0.5) @ y", ((2, 2), (2,))))):
         def jvp_a(t, ans, a): return _rt.expm_frechet(a, t)
         def vjp_a(g, ans, a): return _rt.expm_frechet(a.T, g)
+
+    # -- factor / solve pairs: the factor travels in a tuple ------------------------------
+    # `cho_factor` and `lu_factor` return tuples (parts: one op per element); `cho_solve`
+    # and `lu_solve` take that tuple as their first argument, which the frontend unpacks
+    # (`unpack_first`): `cho_solve((c, lower), b)` is the rule `_rt.cho_solve(c, lower, b)`.
+    _FACTOR_OPTS = ("lower", "overwrite_a", "check_finite")
+
+    class cho_factor(Rule, key="scipy.linalg.cho_factor", fn=_sl.cho_factor,
+                     parts=("scipy.linalg.cho_factor.c", "scipy.linalg.cho_factor.lower"), cases=(
+            ("fn(x)[0]", (("spd", 3),)), ("fn(x, lower=True)[0] * y", (("spd", 3), (3, 3))),
+            ("fn(x * 1.0, True)[0]", (("spd", 1),)),
+            ("c, low = fn(x, lower=True)\nreturn c * (2.0 if low else 1.0)", (("spd", 3),)))):
+        """(c, lower): the factor in one triangle, `a`'s entries in the other (as SciPy)."""
+
+        @classmethod
+        def check(cls, pos, kw):
+            if len(pos) > 2 or set(kw) - set(_FACTOR_OPTS):
+                return "scipy.linalg.cho_factor is differentiable with lower= (and check_finite=) only"
+            return None
+
+    class cho_factor_c(Rule, key="scipy.linalg.cho_factor.c", fn=_rt.cho_factor_c, call="_rt.cho_factor_c",
+                       part_of="scipy.linalg.cho_factor"):
+        def jvp_a(t, ans, a, lower=False, overwrite_a=False, check_finite=True):
+            return _rt.cho_factor_jvp(t, ans, lower)
+        def vjp_a(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
+            return _rt.cho_factor_vjp(g, ans, lower)
+
+    class cho_factor_lower(Rule, key="scipy.linalg.cho_factor.lower", fn=_rt.cho_factor_lower,
+                           call="_rt.cho_factor_lower", nondiff=True, part_of="scipy.linalg.cho_factor"):
+        pass
+
+    class cho_solve(Rule, key="scipy.linalg.cho_solve", fn=_rt.cho_solve, call="_rt.cho_solve", cases=(
+            ("fn((x, True), y)", (("tril", 3), (3,)), {"fn": _sl.cho_solve}),
+            ("fn((x, False), y)", (("triu", 3), (3, 2)), {"fn": _sl.cho_solve}),
+            ("fn((x * 1.0, False), y)", ((3, 3), (3,)), {"fn": _sl.cho_solve, "dom": "tri"}))):
+        """Reads the `lower` triangle of `c` (the other one is ignored: its adjoint is 0)."""
+        unpack_first = 2  # (c, lower)
+        def jvp_c(t, ans, c, lower, b, overwrite_b=False, check_finite=True):
+            return _rt.cho_solve_jvp_c(t, c, lower, ans)
+        def jvp_b(t, ans, c, lower, b, overwrite_b=False, check_finite=True): return _rt.cho_solve(c, lower, t)
+        def vjp_c(g, ans, c, lower, b, overwrite_b=False, check_finite=True):
+            return _rt.cho_solve_vjp_c(g, c, lower, ans)
+        def vjp_b(g, ans, c, lower, b, overwrite_b=False, check_finite=True): return _rt.cho_solve(c, lower, g)
+
+        @classmethod
+        def check(cls, pos, kw):
+            if set(kw) - {"check_finite", "overwrite_b"}:
+                return "scipy.linalg.cho_solve is differentiable as cho_solve((c, lower), b)"
+            return None
+
+    class lu_factor(Rule, key="scipy.linalg.lu_factor", fn=_sl.lu_factor,
+                    parts=("scipy.linalg.lu_factor.lu", "scipy.linalg.lu_factor.piv"), cases=(
+            ("fn(x)[0]", (("wc", 3, 3),)), ("fn(x)[0] * y", (("wc", 4, 4), (4, 4))),
+            ("lu, piv = fn(x)\nreturn lu[piv] * y", (("wc", 3, 3), (3, 3))))):
+        """(lu, piv) of a square matrix: L's strict lower part and U packed in `lu`."""
+
+        @classmethod
+        def check(cls, pos, kw):
+            if len(pos) > 1 or set(kw) - {"overwrite_a", "check_finite"}:
+                return "scipy.linalg.lu_factor is differentiable as lu_factor(a)"
+            return None
+
+    class lu_factor_lu(Rule, key="scipy.linalg.lu_factor.lu", fn=_rt.lu_factor_lu, call="_rt.lu_factor_lu",
+                       part_of="scipy.linalg.lu_factor"):
+        def jvp_a(t, ans, a, overwrite_a=False, check_finite=True):
+            return _rt.lu_factor_jvp(t, ans, _rt.lu_factor_piv(a))
+        def vjp_a(g, ans, a, overwrite_a=False, check_finite=True):
+            return _rt.lu_factor_vjp(g, ans, _rt.lu_factor_piv(a))
+
+    class lu_factor_piv(Rule, key="scipy.linalg.lu_factor.piv", fn=_rt.lu_factor_piv, call="_rt.lu_factor_piv",
+                        nondiff=True, part_of="scipy.linalg.lu_factor"):
+        pass
+
+    class lu_solve(Rule, key="scipy.linalg.lu_solve", fn=_rt.lu_solve, call="_rt.lu_solve", cases=(
+            ("fn((x, z), y)", ((3, 3), (3,), ("const", np.array([2, 1, 2]))), {"fn": _sl.lu_solve, "dom": "tri"}),
+            ("fn((x, z), y)", ((3, 3), (3, 2), ("const", np.array([0, 2, 2]))), {"fn": _sl.lu_solve, "dom": "tri"}))):
+        """`trans=0` only; derivatives with respect to `b` and the packed factors `lu`."""
+        unpack_first = 2  # (lu, piv)
+        def jvp_lu(t, ans, lu, piv, b, trans=0, overwrite_b=False, check_finite=True):
+            return _rt.lu_solve_jvp_lu(t, lu, piv, ans)
+        def jvp_b(t, ans, lu, piv, b, trans=0, overwrite_b=False, check_finite=True):
+            return _rt.lu_solve(lu, piv, t)
+        def vjp_lu(g, ans, lu, piv, b, trans=0, overwrite_b=False, check_finite=True):
+            return _rt.lu_solve_vjp_lu(g, lu, piv, ans)
+        def vjp_b(g, ans, lu, piv, b, trans=0, overwrite_b=False, check_finite=True):
+            return _rt.lu_solve(lu, piv, g, trans=1)
+
+        @classmethod
+        def check(cls, pos, kw):
+            if len(pos) > 4 or set(kw) - {"trans", "check_finite", "overwrite_b"}:
+                return "scipy.linalg.lu_solve is differentiable as lu_solve((lu, piv), b)"
+            if const_value(kw.get("trans", pos[3] if len(pos) > 3 else 0)) not in (0, "N"):
+                return "scipy.linalg.lu_solve with trans != 0 is not supported; factor the transpose instead"
+            return None
+
+    from .registry import BY_CALLABLE as _BY_CALLABLE
+
+    _BY_CALLABLE[id(_sl.cho_solve)] = cho_solve.key  # user code calls SciPy's; the rule runs _rt's
+    _BY_CALLABLE[id(_sl.lu_solve)] = lu_solve.key

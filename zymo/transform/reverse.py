@@ -39,6 +39,7 @@ from ..codegen.naming import Namer
 from ..codegen.writer import Writer, splice
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
+from ..rules import indexing
 from ..rules.registry import lookup, uses
 from .emit import Emitter
 
@@ -235,6 +236,8 @@ class Reverse:
             return self._recomputable(v, 8)
         if op.kind == "getitem":
             base = op.args[0]
+            if indexing.is_advanced(op):
+                return False  # a copy's shadow is its own memory: cached, not re-derived
             if isinstance(base.type, T.List):
                 roots = self.act.roots.get(base.id)
                 for o in walk(self.fn.body):
@@ -566,7 +569,10 @@ class Reverse:
             elif k == "getitem":
                 r = op.result
                 for _ in (n.lanes() if T.is_memory(r.type) and act.is_active(r) else ()):
-                    w(f"{n.d(r)} = {n.d(op.args[0])}[{e.index(op)}]")
+                    if indexing.is_advanced(op):  # a copy: a shadow of its own
+                        w(f"{n.d(r)} = np.zeros_like({n(r)})")
+                    else:
+                        w(f"{n.d(r)} = {n.d(op.args[0])}[{e.index(op)}]")
             elif k == "setitem":
                 obj, val = op.args[0], op.args[1]
                 if isinstance(obj.type, T.List) and T.is_memory(val.type) and act.is_active(obj):
@@ -725,6 +731,11 @@ class Reverse:
 
     def rev_getitem(self, op: Op, w: Writer) -> None:
         base, r = op.args[0], op.result
+        if indexing.is_advanced(op) and self.act.is_active(r) and self.act.is_active(base):
+            # a gather: its adjoint is scattered back, repeated indices accumulating
+            dr = self.use_d(r) if T.is_memory(r.type) else self.adj(r)
+            w(f"_rt.scatter_add({self.use_d(base)}, {self._index_arg(op)}, {dr})")
+            return
         if T.is_memory(r.type) or not self.act.is_active(r):
             return  # a view or list item: its shadow aliases the base's shadow
         idx = self.e.index(op, self.use)
@@ -736,6 +747,9 @@ class Reverse:
             return
         if isinstance(obj.type, T.List) and T.is_memory(val.type):
             return  # storing a reference: the shadow reference was stored in the forward sweep
+        if indexing.is_advanced(op):
+            self._rev_scatter(op, w)
+            return
         idx = self.e.index(op, self.use)
         dobj = self.use_d(obj)
         if self.act.is_active(val):
@@ -754,6 +768,23 @@ class Reverse:
             else:
                 w(f"{self.adj(val)} += {dobj}[{idx}]")
         w(f"{dobj}[{idx}] = 0.0")
+
+    def _index_arg(self, op: Op) -> str:
+        """An advanced index as one call argument, its arrays as the op saw them."""
+        return indexing.index_expr(self.e, op, lambda v: self.contents(op, v))
+
+    def _rev_scatter(self, op: Op, w: Writer) -> None:
+        """Adjoint of `x[idx] = v` with an advanced index (`rules/indexing.py`): `v` gets
+        the adjoint of the occurrences that survive (the last of repeated indices), and
+        `dx[idx]` is zeroed."""
+        obj, val = op.args[0], op.args[1]
+        g = f"_rt.store_adjoint({self.use_d(obj)}, {self._index_arg(op)})"
+        if not self.act.is_active(val):
+            w(g)
+        elif T.is_memory(val.type):
+            w(f"{self.use_d(val)} += _rt.unbroadcast({g}, {self.use(val)})")
+        else:
+            w(f"{self.adj(val)} += np.sum({g})")
 
     def rev_prim(self, op: Op, w: Writer) -> None:
         act, n = self.act, self.namer

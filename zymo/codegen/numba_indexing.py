@@ -1,0 +1,132 @@
+"""Numba implementations of the advanced-indexing runtime helpers (`rules/indexing.py`).
+
+Contract: importing this module registers, with `numba.extending.overload`, Numba
+implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint` and
+`_rt.add_at` on the helpers' own function objects (as `numba_rt` does for the others);
+the generated module imports it next to `numba_rt`. NumPy's `np.add.at` does not exist
+under Numba, so these are explicit loops. They cover what Numba itself compiles in the
+primal: ONE advanced index, a 1-d int array (negative entries wrap) or a 1-d bool mask,
+selecting along the first axis (`x[idx]`, `x[idx] = v`, `np.add.at(a, idx, v)` with `v`
+a number or an array with one entry per index). Any other index fails at Numba's typing
+with a message naming the helper, which the backend reports (and the default policy
+falls back to the Python backend).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import types as t
+from numba.core.errors import TypingError
+from numba.extending import overload, register_jitable
+
+from ..rules import runtime as rt
+from .numba_np import _none
+
+
+def _one_index(index) -> t.Array | None:
+    """The single 1-d index array of an index tuple `(idx,)`, or None."""
+    if isinstance(index, t.BaseTuple) and len(index) == 1:
+        ix = index[0]
+        if isinstance(ix, t.Array) and ix.ndim == 1 and (isinstance(ix.dtype, t.Integer) or ix.dtype == t.boolean):
+            return ix
+    return None
+
+
+def _refuse(what: str):
+    raise TypingError(f"zymo's Numba backend differentiates {what} with one 1-d integer array or "
+                      "boolean mask as the whole index only")
+
+
+@register_jitable
+def _mask_positions(ix, n):
+    """The positions a bool mask selects."""
+    out = np.empty(ix.shape[0], np.int64)
+    k = 0
+    for i in range(ix.shape[0]):
+        if ix[i]:
+            out[k] = i
+            k += 1
+    return out[:k]
+
+
+@register_jitable
+def _int_positions(ix, n):
+    """The positions an int array selects along an axis of length n (negative entries wrap)."""
+    out = np.empty(ix.shape[0], np.int64)
+    for k in range(ix.shape[0]):
+        i = ix[k]
+        out[k] = i + n if i < 0 else i
+    return out
+
+
+def _positions(ix: t.Array):
+    """The jitable giving the positions index array type `ix` selects."""
+    return _mask_positions if ix.dtype == t.boolean else _int_positions
+
+
+@overload(rt.index_array)
+def _index_array(items):
+    def impl(items):
+        out = np.empty(len(items), np.int64)
+        for k in range(len(items)):
+            out[k] = items[k]
+        return out
+    return impl
+
+
+@overload(rt.scatter_add)
+def _scatter_add(dx, index, g):
+    if _one_index(index) is None:
+        _refuse("the adjoint of x[idx]")
+    positions = _positions(_one_index(index))
+
+    def impl(dx, index, g):
+        pos = positions(index[0], dx.shape[0])
+        for k in range(pos.shape[0]):
+            dx[pos[k]] += g[k]
+    return impl
+
+
+@overload(rt.store_adjoint)
+def _store_adjoint(dx, index):
+    if _one_index(index) is None:
+        _refuse("the adjoint of x[idx] = v")
+    positions = _positions(_one_index(index))
+
+    def impl(dx, index):
+        pos = positions(index[0], dx.shape[0])
+        last = np.full(dx.shape[0], -1, np.int64)
+        for k in range(pos.shape[0]):
+            last[pos[k]] = k  # repeated indices: the last store survives
+        g = np.zeros((pos.shape[0],) + dx.shape[1:], dx.dtype)
+        for k in range(pos.shape[0]):
+            if last[pos[k]] == k:
+                g[k] = dx[pos[k]]
+        for k in range(pos.shape[0]):
+            dx[pos[k]] = 0.0
+        return g
+    return impl
+
+
+@overload(rt.add_at)
+def _add_at(a, idx, v, out=None):
+    if not (isinstance(idx, t.Array) and idx.ndim == 1 and isinstance(idx.dtype, t.Integer)):
+        raise TypingError("zymo's Numba backend compiles np.add.at(a, idx, v) with idx a 1-d integer array only")
+    per_index = isinstance(v, t.Array) and v.ndim == a.ndim
+
+    @register_jitable
+    def add(o, idx, v):
+        pos = _int_positions(idx, o.shape[0])
+        for k in range(pos.shape[0]):
+            if per_index:
+                o[pos[k]] += v[k]
+            else:
+                o[pos[k]] += v
+        return o
+
+    if _none(out):
+        def impl(a, idx, v, out=None):
+            return add(a.copy(), idx, v)
+    else:
+        def impl(a, idx, v, out=None):
+            return add(out, idx, v)  # the frontend passes out=a: the update is in place
+    return impl
