@@ -687,7 +687,10 @@ class Reverse:
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            if first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]):
+            # only an unbroadcast adjoint certainly has the shadow's whole shape (a reduction's
+            # adjoint may be one number that `+=` broadcasts)
+            if (first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:])
+                    and first[3].startswith("_rt.unbroadcast(") and v.type.ndim > 0):
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
                 body.lines[first[2]] = f"{indent}{name} = {first[3]}"
