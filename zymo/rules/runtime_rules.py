@@ -74,6 +74,18 @@ class dot_vjp_b(Rule, key="zymo.rt.dot_vjp_b", fn=_rt.dot_vjp_b, call="_rt.dot_v
     def vjp_a(gb, ans, g, a, b): return _rt.dot_vjp_a(g, a, gb)
 
 
+# the reverse program's shadow of `u = reshape(x)` (zymo.hvp rewrites maybe_view_shadow(u, x,
+# du, dx, True) to this): `du` itself when u views x, else fresh zeros
+class reshape_shadow(Rule, key="zymo.rt.reshape_shadow", fn=_rt.reshape_shadow, call="_rt.reshape_shadow",
+                     maybe_view=True, cases=(
+        ("z = np.copy(y)\nv = fn(np.reshape(z, (12,)), np.reshape(x, (12,)), x, z)\nv[1] = v[1] * v[2]\n"
+         "return z * x", ((3, 4), (3, 4))),
+        ("z = np.copy(y)\nv = fn(np.ravel(z), np.ravel(x.T), x.T, z)\nv[1] = v[1] * v[2]\nreturn z * x",
+         ((3, 4), (3, 4))))):
+    def jvp_du(t, ans, du, u, x, dx): return t if _rt.is_view(u, x) else np.zeros_like(t)
+    def vjp_du(g, ans, du, u, x, dx): return np.zeros_like(du)
+
+
 class grow(Rule, key="zymo.rt.grow", fn=_rt.grow, call="_rt.grow"):
     def jvp_buf(t, ans, buf, need=0): return _rt.grow(t, need)
     def vjp_buf(g, ans, buf, need=0): return g[:buf.shape[0]]
