@@ -7,7 +7,9 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
   non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
 - `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
-- reductions with `keepdims=` and `max`/`min` along an axis.
+- reductions with `keepdims=` and `max`/`min` along an axis;
+- `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
+  (defined in `numba_shape.py`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -236,3 +238,6 @@ max = _reduction(_np.max, "max")  # noqa: A001
 min = _reduction(_np.min, "min")  # noqa: A001
 amax = _reduction(_np.amax, "amax")
 amin = _reduction(_np.amin, "amin")
+
+
+from .numba_shape import flip, roll, trace  # noqa: E402,F401  (generated code passes axis arguments)
