@@ -3,12 +3,10 @@
 Contract: importing this module (numba_rt does) registers, with `numba.extending.overload`
 on each helper's own function object, Numba implementations of `_rt.concat2`,
 `split_first`, `split_last`, `negate`, `diag`, `diag_vjp`, `diagonal`, `diagonal_vjp`,
-`expand_diag`, `flatten`, `norm_grad` and `centered`, for what Numba compiles in the
+`expand_diag`, `flatten`, `norm_grad`, `centered` and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the
 primal: 1-d and 2-d arrays, a constant `axis` (None for `norm` and `var`/`std`, which Numba
-reduces over every element only), diagonals of matrices (`axis1=0, axis2=1`). It also
-defines the NumPy wrappers `flip`, `roll` and `trace` that `numba_np` exports (generated
-code passes `axis`/`axis1`/`axis2`, which Numba's own versions do not take). Anything else
-fails at typing with a message that the backend reports.
+reduces over every element only), diagonals of matrices (`axis1=0, axis2=1`). Anything
+else fails at typing with a message that the backend reports.
 """
 from __future__ import annotations
 
@@ -18,72 +16,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
-from .numba_np import _literal, _none
-
-
-def _ndim(x) -> int:
-    return x.ndim if isinstance(x, _t.Array) else 0
-
-
-def _axis(axis, x, what: str):
-    """The literal axis (None, or an int made non-negative) of a helper called on `x`."""
-    ax = _literal(axis, "axis")
-    if ax is None:
-        return None
-    if not isinstance(ax, int) or _ndim(x) not in (1, 2):
-        raise TypingError(f"zymo's Numba backend differentiates {what} of 1-d and 2-d arrays along one axis")
-    return ax % _ndim(x)
-
-
-# -- NumPy wrappers (exported by numba_np) ---------------------------------------------------
-
-
-def flip(m, axis=None):
-    return _np.flip(m, axis)
-
-
-@overload(flip, prefer_literal=True)
-def _ov_flip(m, axis=None):
-    ax = _axis(axis, m, "np.flip")
-    if ax is None and _ndim(m) == 2:
-        return lambda m, axis=None: m[::-1, ::-1]
-    if ax is None and _ndim(m) == 1 or ax == 0:
-        return lambda m, axis=None: m[::-1]
-    if ax == 1:
-        return lambda m, axis=None: m[:, ::-1]
-    raise TypingError("zymo's Numba backend flips 1-d arrays, or 2-d arrays along one axis")
-
-
-def roll(a, shift, axis=None):
-    return _np.roll(a, shift, axis)
-
-
-@overload(roll, prefer_literal=True)
-def _ov_roll(a, shift, axis=None):
-    if _literal(axis, "axis") is not None or not isinstance(shift, _t.Integer):
-        raise TypingError("zymo's Numba backend rolls the flattened array by an int (no axis)")
-    return lambda a, shift, axis=None: _np.roll(a, shift)
-
-
-def trace(a, offset=0, axis1=0, axis2=1):
-    return _np.trace(a, offset, axis1, axis2)
-
-
-@overload(trace, prefer_literal=True)
-def _ov_trace(a, offset=0, axis1=0, axis2=1):
-    if _ndim(a) != 2 or {_literal(axis1, "axis1") % 2, _literal(axis2, "axis2") % 2} != {0, 1}:
-        raise TypingError("zymo's Numba backend takes the trace of 2-d arrays")
-    swap = _literal(axis1, "axis1") % 2 == 1
-
-    def impl(a, offset=0, axis1=0, axis2=1):
-        m = a.T if swap else a
-        s = 0.0
-        for i in range(m.shape[0]):
-            j = i + offset
-            if 0 <= j < m.shape[1]:
-                s += m[i, j]
-        return s
-    return impl
+from .numba_np import _axis, _literal, _ndim
 
 
 # -- joins -------------------------------------------------------------------------------------------
@@ -224,4 +157,42 @@ def _norm_grad(x, nrm, ord, axis, keepdims):
     return lambda x, nrm, ord, axis, keepdims: _np.sign(x) * (_np.abs(x) / (1.0 if nrm == 0 else nrm)) ** (p - 1.0)
 
 
-__all__ = ["flip", "roll", "trace"]
+
+def _scan_1d(x, axis, what):
+    if _literal(axis, "axis") is not None or _ndim(x) != 1:
+        raise TypingError(f"zymo's Numba backend differentiates {what} of 1-d arrays without axis")
+
+
+@overload(rt.cumprod_jvp, prefer_literal=True)
+def _cumprod_jvp(t, x, axis):
+    _scan_1d(x, axis, "np.cumprod")
+
+    def impl(t, x, axis):
+        d = _np.empty(x.shape[0])
+        p = x[0]
+        d[0] = t[0]
+        for j in range(1, x.shape[0]):
+            d[j] = d[j - 1] * x[j] + p * t[j]
+            p = p * x[j]
+        return d
+    return impl
+
+
+@overload(rt.cumprod_vjp, prefer_literal=True)
+def _cumprod_vjp(g, x, axis):
+    _scan_1d(x, axis, "np.cumprod")
+
+    def impl(g, x, axis):
+        n = x.shape[0]
+        out = _np.empty(n)
+        s = g[n - 1]
+        out[n - 1] = s
+        for i in range(n - 2, -1, -1):
+            s = g[i] + x[i + 1] * s
+            out[i] = s
+        p = 1.0
+        for i in range(n):
+            out[i] = out[i] * p
+            p = p * x[i]
+        return out
+    return impl
