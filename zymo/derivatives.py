@@ -15,16 +15,22 @@ Contract:
   `hessian(f, x)` runs batched hvps over basis vectors, `chunk` at a time.
 
 The reverse program differentiated here is the Python source `autodiff(Reverse, ...)`
-runs (`generated_code` shows it), caches, counters and shadow zeroing included.
+runs (`generated_code` shows it), caches, counters and shadow zeroing included. Every
+runtime helper it calls must be a rule (`rules/runtime_rules.py`); a helper without one
+(the adjoints of eigh, qr, svd, ...) makes `hvp`/`hessian` raise `UnsupportedCall` naming
+the user's line, instead of inlining the helper's body. Reshape shadows
+(`_rt.maybe_view_shadow(u, x, du, dx, True)`) are read as `_rt.reshape_shadow(du, u, x,
+dx)`, a rule whose result may view its first argument, as the analyses expect.
 """
 from __future__ import annotations
 
+import ast
 from typing import Any, Callable
 
 import numpy as np
 
 from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
-from .errors import ZymoUsageError
+from .errors import UnsupportedCall, ZymoUsageError
 from .shadows import make_zero
 
 DEFAULT_CHUNK = 8
@@ -206,7 +212,82 @@ def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
     shadows = _shadows(comp, leaves, all_values)
     if not shadows or shadows[0] is not dx:  # f does not depend on x
         return None, all_values[1:], []
-    return comp, all_values[1:], shadows[1:]
+    second = getattr(comp, "second_order", None)  # one per compiled program: its compile cache holds
+    if second is None:
+        second = comp.second_order = _SecondOrder(comp)
+    return second, all_values[1:], shadows[1:]
+
+
+# helpers the reverse program may call that the frontend inlines as plain Python: trip
+# counts, roll's shift, SciPy's modules, users' custom rules (their functions are user code)
+_INLINED_HELPERS = frozenset({"trip", "check_bound", "negate", "sp_special", "sp_linalg", "USER"})
+
+
+class _SecondOrder:
+    """The reverse program as second order reads it: `fn` is `comp.fn`, or a copy whose
+    reshape shadows call `_rt.reshape_shadow`; helpers without a rule are refused."""
+
+    def __init__(self, comp: Any) -> None:
+        self.fn = comp.fn
+        tree = ast.parse(comp.source)
+        if "_rt.maybe_view_shadow(" in comp.source:
+            from .codegen.python import compile_source
+
+            tree = ast.fix_missing_locations(_ReshapeShadow().visit(tree))
+            self.fn = compile_source(ast.unparse(tree) + "\n", comp.name)
+        _refuse_unruled(comp, tree)
+
+
+def _rt_calls(tree: ast.AST) -> set[str]:
+    return {n.attr for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "_rt"}
+
+
+def _refuse_unruled(comp: Any, tree: ast.AST) -> None:
+    from .ir.core import walk
+    from .rules import REGISTRY, rule_for_callable
+    from .rules import runtime as _rt
+
+    missing = sorted(h for h in _rt_calls(tree) - _INLINED_HELPERS
+                     if rule_for_callable(getattr(_rt, h, None)) is None)
+    if not missing:
+        return
+    users = [op for op in walk(comp.ir.body) if op.kind == "prim" and _uses_helper(REGISTRY[op.attrs["key"]], missing)]
+    key = users[0].attrs["key"] if users else "a function"
+    raise UnsupportedCall(
+        f"second derivatives (zymo.hvp, zymo.hessian) through {key} are not supported yet",
+        users[0].loc if users else None,
+        why=f"zymo differentiates its own reverse program, whose adjoint of {key} calls "
+            f"{', '.join('_rt.' + h for h in missing)}: "
+            f"{'helpers' if len(missing) > 1 else 'a helper'} without a tangent rule",
+        hint="see docs/rules.md ('Second order') for the functions that support it; use "
+             "finite differences of zymo.gradient meanwhile")
+
+
+def _uses_helper(rule: Any, helpers: list[str]) -> bool:
+    import inspect
+
+    if rule.call and rule.call.startswith("_rt.") and rule.call[4:] in helpers:
+        return True
+    try:
+        bodies = [inspect.getsource(f) for f in rule.vjps().values()]
+    except (OSError, TypeError):
+        return False
+    return any(f"_rt.{h}(" in b for b in bodies for h in helpers)
+
+
+class _ReshapeShadow(ast.NodeTransformer):
+    """`_rt.maybe_view_shadow(u, x, du, dx, True)` -> `_rt.reshape_shadow(du, u, x, dx)`."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "maybe_view_shadow" and len(node.args) == 5 \
+                and isinstance(f.value, ast.Name) and f.value.id == "_rt":
+            u, x, du, dx, _zero = node.args
+            return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "reshape_shadow", ast.Load()),
+                            [du, u, x, dx], [])
+        return node
 
 
 def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:

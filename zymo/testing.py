@@ -1626,5 +1626,5 @@ def _runtime_cases(b: "_Builder", short: str) -> None:
         b.add(_t_rt_mask_const, ((5,),), ALL, dom_key="numpy.add")
     elif short == "is_view":
         b.add(_t_rt_view, ((5,),), ALL, dom_key="numpy.add")
-    else:
+    elif not b.cases:  # the helpers of issue 7's rules declare their cases on the rule
         raise KeyError(f"no test cases for runtime rule {short}")

@@ -52,11 +52,11 @@ def _stamp() -> str:
     import numba
     import numpy
 
-    from ..rules import runtime
-    from . import numba_indexing, numba_np, numba_rt
+    from ..rules import linalg_rt, runtime, second_rt
+    from . import numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
 
     h = hashlib.sha256()
-    for mod in (runtime, numba_np, numba_rt, numba_indexing):
+    for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing):
         h.update(Path(mod.__file__).read_bytes())
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
     return h.hexdigest()

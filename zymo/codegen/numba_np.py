@@ -7,7 +7,9 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
   non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
 - `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
-- reductions with `keepdims=` and `max`/`min` along an axis.
+- reductions with `keepdims=` and `max`/`min` along an axis;
+- `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
+  (1-d and 2-d arrays; Numba's own take no axis).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numpy as _np
 from numba import types as _t
 from numba.extending import overload as _overload
+from numba.extending import register_jitable as _jitable
 from numba.core.errors import TypingError as _TypingError
 
 
@@ -163,6 +166,7 @@ def may_share_memory(a, b):
     return _np.may_share_memory(a, b)
 
 
+@_jitable
 def _extent(a):
     lo = a.ctypes.data
     hi = lo
@@ -236,3 +240,68 @@ max = _reduction(_np.max, "max")  # noqa: A001
 min = _reduction(_np.min, "min")  # noqa: A001
 amax = _reduction(_np.amax, "amax")
 amin = _reduction(_np.amin, "amin")
+
+
+def _ndim(x) -> int:
+    return x.ndim if isinstance(x, _t.Array) else 0
+
+
+def _axis(axis, x, what: str):
+    """The literal axis (None, or an int made non-negative) of a call on a 1-d or 2-d `x`."""
+    ax = _literal(axis, "axis")
+    if ax is None:
+        return None
+    if not isinstance(ax, int) or _ndim(x) not in (1, 2):
+        raise _TypingError(f"zymo's Numba backend differentiates {what} of 1-d and 2-d arrays along one axis")
+    return ax % _ndim(x)
+
+
+# -- shape functions with axis arguments ------------------------------------------------
+
+
+def flip(m, axis=None):
+    return _np.flip(m, axis)
+
+
+@_overload(flip, prefer_literal=True)
+def _ov_flip(m, axis=None):
+    ax = _axis(axis, m, "np.flip")
+    if ax is None and _ndim(m) == 2:
+        return lambda m, axis=None: m[::-1, ::-1]
+    if ax is None and _ndim(m) == 1 or ax == 0:
+        return lambda m, axis=None: m[::-1]
+    if ax == 1:
+        return lambda m, axis=None: m[:, ::-1]
+    raise _TypingError("zymo's Numba backend flips 1-d arrays, or 2-d arrays along one axis")
+
+
+def roll(a, shift, axis=None):
+    return _np.roll(a, shift, axis)
+
+
+@_overload(roll, prefer_literal=True)
+def _ov_roll(a, shift, axis=None):
+    if _literal(axis, "axis") is not None or not isinstance(shift, _t.Integer):
+        raise _TypingError("zymo's Numba backend rolls the flattened array by an int (no axis)")
+    return lambda a, shift, axis=None: _np.roll(a, shift)
+
+
+def trace(a, offset=0, axis1=0, axis2=1):
+    return _np.trace(a, offset, axis1, axis2)
+
+
+@_overload(trace, prefer_literal=True)
+def _ov_trace(a, offset=0, axis1=0, axis2=1):
+    if _ndim(a) != 2 or {_literal(axis1, "axis1") % 2, _literal(axis2, "axis2") % 2} != {0, 1}:
+        raise _TypingError("zymo's Numba backend takes the trace of 2-d arrays")
+    swap = _literal(axis1, "axis1") % 2 == 1
+
+    def impl(a, offset=0, axis1=0, axis2=1):
+        m = a.T if swap else a
+        s = 0.0
+        for i in range(m.shape[0]):
+            j = i + offset
+            if 0 <= j < m.shape[1]:
+                s += m[i, j]
+        return s
+    return impl

@@ -16,6 +16,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
+from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
 from . import numba_np as nnp
 from .numba_np import _literal, _none
 

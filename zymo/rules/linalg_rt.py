@@ -53,15 +53,17 @@ def solve_vjp_b(g, a):
     return np.linalg.solve(mT(a), g)
 
 
-def solve_vjp_a(g, ans, a):
+def solve_vjp_a(g, sol, a):
+    """Adjoint of `a` in `sol = solve(a, b)`."""
     gb = np.linalg.solve(mT(a), g)
-    if np.ndim(ans) == 1:
-        return -np.outer(gb, ans)
-    return _unbroadcast(-(gb @ mT(ans)), a)
+    if np.ndim(sol) == 1:
+        return -np.outer(gb, sol)
+    return _unbroadcast(-(gb @ mT(sol)), a)
 
 
-def det_vjp(g, ans, a):
-    return (np.asarray(g * ans)[..., None, None]) * mT(np.linalg.inv(a))
+def det_vjp(g, d, a):
+    """Adjoint of `a` in `d = det(a)`."""
+    return (np.asarray(g * d)[..., None, None]) * mT(np.linalg.inv(a))
 
 
 def logdet_vjp(g, a):
@@ -90,9 +92,10 @@ def cholesky_jvp(t, ans):
     return ans @ _phi(x)
 
 
-def cholesky_vjp(g, ans):
-    linv = np.linalg.inv(ans)
-    s = mT(linv) @ _phi(mT(ans) @ g) @ linv
+def cholesky_vjp(g, l):
+    """Adjoint of `a` in `l = cholesky(a)` (lower-triangular)."""
+    linv = np.linalg.inv(l)
+    s = mT(linv) @ _phi(mT(l) @ g) @ linv
     return _to_lower(s)
 
 

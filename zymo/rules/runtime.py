@@ -180,6 +180,12 @@ def maybe_view_shadow(u, x, du, dx, zero):
     return np.array(du, copy=True)
 
 
+def reshape_shadow(du, u, x, dx):
+    """`maybe_view_shadow(u, x, du, dx, True)` with the shadow first: second order reads the
+    reverse program's reshape shadows through it (a rule whose result may view `du`)."""
+    return maybe_view_shadow(u, x, du, dx, True)
+
+
 def is_view(u, x):
     return np.may_share_memory(u, x)
 
@@ -298,9 +304,10 @@ def cumprod_vjp(g, x, axis):
     return back(out)
 
 
-def norm_grad(x, ans, ord, axis, keepdims):
-    """d norm / d x, elementwise, for vector p-norms (ord >= 1, inf, -inf) and the Frobenius norm."""
-    a = expand_reduced(ans, x, axis, keepdims)
+def norm_grad(x, nrm, ord, axis, keepdims):
+    """d norm / d x, elementwise, for vector p-norms (ord >= 1, inf, -inf) and the Frobenius norm
+    (`nrm` is the norm)."""
+    a = expand_reduced(nrm, x, axis, keepdims)
     if ord is None or ord == "fro" or ord == 2:
         if ord == 2 and axis is None and np.ndim(x) == 2:
             raise NotImplementedError("the derivative of the matrix 2-norm is not supported")
@@ -309,7 +316,7 @@ def norm_grad(x, ans, ord, axis, keepdims):
         raise NotImplementedError(f"the derivative of norm ord={ord!r} is not supported")
     if np.isinf(ord):
         ax = tuple(range(np.ndim(x))) if axis is None else axis
-        return np.sign(x) * extreme_mask(np.abs(x), ans, ax, keepdims)
+        return np.sign(x) * extreme_mask(np.abs(x), nrm, ax, keepdims)
     if ord == 1:
         return np.sign(x)
     if ord < 1:
@@ -497,6 +504,7 @@ def split_last(g, b, axis):
 
 
 from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra rules)
+from .second_rt import *  # noqa: E402,F401,F403  (derivatives of helpers: second order)
 
 
 def linspace_unit(num, endpoint, like):

@@ -6,7 +6,14 @@ primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
 adjoints are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
-(`reduced_count`, `extreme_mask`, `is_view`) have zero derivative by rule.
+(`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`) have zero derivative by rule.
+
+The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
+each has a tangent rule for every argument a derivative flows through, and an adjoint
+(for the rule tests); multi-statement derivatives live in `second_rt.py`. Helpers
+without a rule here (eigh, qr, svd, lstsq, cumprod, prod, tile, repeat, diagonal,
+einsum, SciPy's) make `zymo.hvp` refuse the function (`derivatives.py`), so second
+order never inlines a helper's body by accident.
 """
 from __future__ import annotations
 
@@ -67,6 +74,18 @@ class dot_vjp_b(Rule, key="zymo.rt.dot_vjp_b", fn=_rt.dot_vjp_b, call="_rt.dot_v
     def vjp_a(gb, ans, g, a, b): return _rt.dot_vjp_a(g, a, gb)
 
 
+# the reverse program's shadow of `u = reshape(x)` (zymo.hvp rewrites maybe_view_shadow(u, x,
+# du, dx, True) to this): `du` itself when u views x, else fresh zeros
+class reshape_shadow(Rule, key="zymo.rt.reshape_shadow", fn=_rt.reshape_shadow, call="_rt.reshape_shadow",
+                     maybe_view=True, cases=(
+        ("z = np.copy(y)\nv = fn(np.reshape(z, (12,)), np.reshape(x, (12,)), x, z)\nv[1] = v[1] * v[2]\n"
+         "return z * x", ((3, 4), (3, 4))),
+        ("z = np.copy(y)\nv = fn(np.ravel(z), np.ravel(x.T), x.T, z)\nv[1] = v[1] * v[2]\nreturn z * x",
+         ((3, 4), (3, 4))))):
+    def jvp_du(t, ans, du, u, x, dx): return t if _rt.is_view(u, x) else np.zeros_like(t)
+    def vjp_du(g, ans, du, u, x, dx): return np.zeros_like(du)
+
+
 class grow(Rule, key="zymo.rt.grow", fn=_rt.grow, call="_rt.grow"):
     def jvp_buf(t, ans, buf, need=0): return _rt.grow(t, need)
     def vjp_buf(g, ans, buf, need=0): return g[:buf.shape[0]]
@@ -87,3 +106,113 @@ class extreme_mask(Rule, key="zymo.rt.extreme_mask", fn=_rt.extreme_mask, call="
 
 
 class is_view(Rule, key="zymo.rt.is_view", fn=_rt.is_view, call="_rt.is_view", nondiff=True): pass
+
+
+class clip_inside(Rule, key="zymo.rt.clip_inside", fn=_rt.clip_inside, call="_rt.clip_inside", nondiff=True,
+                  cases=(("fn(x, -0.5, 0.5) * x", ((6,),)), ("fn(x, None, 0.2) * y", ((3, 4), (3, 4))))):
+    pass
+
+
+# -- issue 7's helpers: linear algebra -------------------------------------------------------------
+
+_WC = ("wc", 3, 3)
+
+
+class mT(Rule, key="zymo.rt.mT", fn=_rt.mT, call="_rt.mT", cases=(
+        ("fn(x) * y", ((3, 4), (4, 3))), ("fn(x) * y", ((2, 3, 4), (2, 4, 3))))):
+    def jvp_a(t, ans, a): return _rt.mT(t)
+    def vjp_a(gb, ans, a): return _rt.mT(gb)
+
+
+# z = solve(a^T, g): dz = -solve(a^T, t^T z); the adjoint of a is -z w^T with w = solve(a, gb)
+class solve_vjp_b(Rule, key="zymo.rt.solve_vjp_b", fn=_rt.solve_vjp_b, call="_rt.solve_vjp_b", cases=(
+        ("fn(x, y)", ((3,), _WC)), ("fn(x, y)", ((3, 2), _WC)))):
+    def jvp_g(t, ans, g, a): return _rt.solve_vjp_b(t, a)
+    def jvp_a(t, ans, g, a): return -_rt.solve_vjp_b(_rt.mT(t) @ ans, a)
+    def vjp_g(gb, ans, g, a): return np.linalg.solve(a, gb)
+    def vjp_a(gb, ans, g, a): return _rt.mT(_rt.solve_vjp_a(gb, ans, _rt.mT(a)))
+
+
+# R = -z sol^T with z = solve(a^T, g): linear in g and in sol
+class solve_vjp_a(Rule, key="zymo.rt.solve_vjp_a", fn=_rt.solve_vjp_a, call="_rt.solve_vjp_a", cases=(
+        ("fn(x, y, z)", ((3,), (3,), _WC)), ("fn(x, y, z)", ((3, 2), (3, 2), _WC)))):
+    def jvp_g(t, ans, g, sol, a): return _rt.solve_vjp_a(t, sol, a)
+    def jvp_sol(t, ans, g, sol, a): return _rt.solve_vjp_a(g, t, a)
+    def jvp_a(t, ans, g, sol, a): return _rt.solve_vjp_a(-(_rt.mT(t) @ _rt.solve_vjp_b(g, a)), sol, a)
+    def vjp_g(gb, ans, g, sol, a): return np.linalg.solve(a, -(gb @ sol))
+    def vjp_sol(gb, ans, g, sol, a): return -(_rt.mT(gb) @ _rt.solve_vjp_b(g, a))
+    def vjp_a(gb, ans, g, sol, a):
+        return _rt.mT(_rt.solve_vjp_a(-(gb @ sol), _rt.solve_vjp_b(g, a), _rt.mT(a)))
+
+
+# R = g d inv(a)^T: d inv(a)^T = -inv(a)^T t^T inv(a)^T
+class det_vjp(Rule, key="zymo.rt.det_vjp", fn=_rt.det_vjp, call="_rt.det_vjp", cases=(
+        ("fn(x, y, z)", ((), (), _WC)),)):
+    def jvp_g(t, ans, g, d, a): return _rt.det_vjp(t, d, a)
+    def jvp_d(t, ans, g, d, a): return _rt.det_vjp(g, t, a)
+    def jvp_a(t, ans, g, d, a): return -(ans @ _rt.mT(np.linalg.solve(a, t)))
+    def vjp_g(gb, ans, g, d, a): return np.sum(gb * _rt.det_vjp(1.0, d, a), axis=(-2, -1))
+    def vjp_d(gb, ans, g, d, a): return np.sum(gb * _rt.det_vjp(g, 1.0, a), axis=(-2, -1))
+    def vjp_a(gb, ans, g, d, a): return -(ans @ _rt.mT(gb) @ _rt.mT(np.linalg.inv(a)))
+
+
+class logdet_vjp(Rule, key="zymo.rt.logdet_vjp", fn=_rt.logdet_vjp, call="_rt.logdet_vjp", cases=(
+        ("fn(x, y)", ((), _WC)),)):
+    def jvp_g(t, ans, g, a): return _rt.logdet_vjp(t, a)
+    def jvp_a(t, ans, g, a): return -(ans @ _rt.mT(np.linalg.solve(a, t)))
+    def vjp_g(gb, ans, g, a): return np.sum(gb * _rt.logdet_vjp(1.0, a), axis=(-2, -1))
+    def vjp_a(gb, ans, g, a): return -(ans @ _rt.mT(gb) @ _rt.mT(np.linalg.inv(a)))
+
+
+# linear in g; its transpose is cholesky_jvp
+class cholesky_vjp(Rule, key="zymo.rt.cholesky_vjp", fn=_rt.cholesky_vjp, call="_rt.cholesky_vjp", cases=(
+        ("fn(x, y)", ((3, 3), ("tril", 3))),)):
+    def jvp_g(t, ans, g, l): return _rt.cholesky_vjp(t, l)
+    def jvp_l(t, ans, g, l): return _rt.cholesky_vjp_dl(t, g, l)
+    def vjp_g(gb, ans, g, l): return _rt.cholesky_jvp(gb, l)
+    def vjp_l(gb, ans, g, l): return _rt.cholesky_vjp_tl(gb, g, l)
+
+
+# -- issue 7's helpers: reductions, scans, joins ---------------------------------------------------
+
+_N = ("fn(x, 1.0 + y * y, {}, {}, {})")
+
+
+class norm_grad(Rule, key="zymo.rt.norm_grad", fn=_rt.norm_grad, call="_rt.norm_grad", cases=(
+        (_N.format(None, None, False), ((5,), ())), (_N.format(3.0, None, False), ((5,), ())),
+        (_N.format(None, 1, False), ((3, 4), (3,))), (_N.format("'fro'", None, False), ((3, 4), ())),
+        (_N.format(None, 0, True), ((3, 4), (1, 4))), (_N.format(1, None, False) + " * x", ((5,), ())))):
+    """The 2-norm and p-norms (p > 1) have a derivative; ord 1 and inf give sign(x) (times
+    the tie mask), piecewise constant: derivative 0 away from the kinks."""
+    def jvp_x(t, ans, x, nrm, ord, axis, keepdims): return _rt.norm_grad_dx(t, None, x, nrm, ord, axis, keepdims)
+    def jvp_nrm(t, ans, x, nrm, ord, axis, keepdims): return _rt.norm_grad_dx(None, t, x, nrm, ord, axis, keepdims)
+    def vjp_x(gb, ans, x, nrm, ord, axis, keepdims): return _rt.norm_grad_tx(gb, x, nrm, ord, axis, keepdims, 0)
+    def vjp_nrm(gb, ans, x, nrm, ord, axis, keepdims): return _rt.norm_grad_tx(gb, x, nrm, ord, axis, keepdims, 1)
+
+
+class cumsum_vjp(Rule, key="zymo.rt.cumsum_vjp", fn=_rt.cumsum_vjp, call="_rt.cumsum_vjp", cases=(
+        ("fn(x, y, None)", ((5,), (5,))), ("fn(x, y, None)", ((12,), (3, 4))), ("fn(x, y, 1)", ((3, 4), (3, 4))),
+        ("fn(x, y, 0)", ((3, 4), (3, 4))))):
+    """Linear in the adjoint `g`; `x` gives only the shape."""
+    def jvp_g(t, ans, g, x, axis): return _rt.cumsum_vjp(t, x, axis)
+    def vjp_g(gb, ans, g, x, axis): return _rt.cumsum_vjp_tg(gb, g, axis)
+
+
+class centered(Rule, key="zymo.rt.centered", fn=_rt.centered, call="_rt.centered", cases=(
+        ("fn(x, None) * y", ((5,), (5,))), ("fn(x, 1) * y", ((3, 4), (3, 4))), ("fn(x, (0, 1)) * y", ((3, 4), (3, 4))))):
+    """Linear and symmetric (a projection): its own transpose."""
+    def jvp_x(t, ans, x, axis): return _rt.centered(t, axis)
+    def vjp_x(gb, ans, x, axis): return _rt.centered(gb, axis)
+
+
+class split_first(Rule, key="zymo.rt.split_first", fn=_rt.split_first, call="_rt.split_first", cases=(
+        ("fn(x, y, 0)", ((7,), (3,))), ("fn(x, y, 1)", ((2, 5), (2, 2))), ("fn(x, y, None)", ((7,), (2, 2))))):
+    """Linear in `g`; `a` gives only the shape."""
+    def jvp_g(t, ans, g, a, axis): return _rt.split_first(t, a, axis)
+    def vjp_g(gb, ans, g, a, axis): return _rt.split_first_tg(gb, g, axis)
+
+
+class split_last(Rule, key="zymo.rt.split_last", fn=_rt.split_last, call="_rt.split_last", cases=(
+        ("fn(x, y, 0)", ((7,), (3,))), ("fn(x, y, 1)", ((2, 5), (2, 2))), ("fn(x, y, None)", ((7,), (2, 2))))):
+    def jvp_g(t, ans, g, b, axis): return _rt.split_last(t, b, axis)
+    def vjp_g(gb, ans, g, b, axis): return _rt.split_last_tg(gb, g, axis)

@@ -73,6 +73,9 @@ class Emitter:
             expr = self.call(op)
             if op.results:
                 lhs = ", ".join(n(r) for r in op.results)
+                if len(op.results) == 1 and op.attrs["key"] == "numpy.shape":
+                    lhs += ","  # the shape of a 1-d array is a 1-tuple: unpack it
+
                 self.w(f"{lhs} = {expr}")
             else:
                 self.w(expr)
