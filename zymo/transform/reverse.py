@@ -69,7 +69,10 @@ class Reverse:
         self.shapes = FixedShapes(fn)
         self.shape_needed: set[int] = set()    # values whose shape the adjoint sweep reads
         self.loop_trips: dict[int, str] = {}   # top-level for op id -> its trip count's name
-        self._alloc_memo: dict[int, bool] = {}
+        # decisions taken once (they must not change while the program is written)
+        self._cheap_memo: dict[int, bool] = {}   # op id -> recompute its array result
+        self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
+        self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
@@ -283,7 +286,7 @@ class Reverse:
         adjoint sweep rather than cached: its scalar operands are recomputable, and the
         contents its array operands had are there without a new copy (read in place, or a
         copy the adjoint sweep already reads). Decided once per op."""
-        memo = self._alloc_memo.get(-id(op))
+        memo = self._cheap_memo.get(id(op))
         if memo is None:
             snaps = {of.id for _, of in self.snap_pre.get(id(op), [])}
             memo = all(
@@ -291,7 +294,7 @@ class Reverse:
                 if isinstance(a.type, T.Array) else
                 (isinstance(a.type, T.Scalar) and self._recomputable(a, budget - 1))
                 for a in op.args)
-            self._alloc_memo[-id(op)] = memo
+            self._cheap_memo[id(op)] = memo
         return memo
 
     def _recompute(self, v: Value) -> str:
@@ -338,11 +341,11 @@ class Reverse:
         """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the adjoint sweep
         creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
         it, else zeros at the start of the adjoint sweep (never in the forward sweep)."""
-        memo = self._alloc_memo.get(-v.id - 1)
+        memo = self._lazy_memo.get(v.id)
         if memo is None:
             memo = (not self._cached(v) and v.id in self.def_op
                     and self.def_block[v.id] is self.fn.body and self._private_temporary(v))
-            self._alloc_memo[-v.id - 1] = memo
+            self._lazy_memo[v.id] = memo
         return memo
 
     def _private_temporary(self, v: Value) -> bool:
