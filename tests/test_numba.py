@@ -243,6 +243,27 @@ def test_backend_gap_raises_or_falls_back():
     np.testing.assert_allclose(dh, dh_py)
 
 
+def test_quick_compile_keeps_the_shape_check_and_restores_numba():
+    """zymo's first calls compile with Numba's short slice-shape message; the check stays."""
+    from numba.np import arrayobj
+
+    from zymo.codegen.numba_ import quick_compile
+
+    original = arrayobj.raise_with_shape_context
+
+    @numba.njit
+    def assign(a, b):
+        a[:3] = b
+        return a
+
+    with quick_compile():
+        assert arrayobj.raise_with_shape_context is not original
+        np.testing.assert_array_equal(assign(np.zeros(4), np.ones(3)), [1.0, 1.0, 1.0, 0.0])
+    assert arrayobj.raise_with_shape_context is original
+    with pytest.raises(ValueError, match="different size"):
+        assign(np.zeros(4), np.ones(2))
+
+
 # -- NRT allocations -------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ the arguments, and the identity of the globals/closure data the function reads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -202,6 +202,7 @@ class Compiled:
     checked: bool = True  # False until a Numba program has compiled at its first call
     name: Any = None  # the generated function's name (a list of two in split mode)
     width: int = 1  # batch width
+    unchecked: set = field(default_factory=set)  # split mode: the halves not yet compiled
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -321,8 +322,11 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         fns = compile_numba(src, names if not mode.forward else [name], what)
         fn = fns if mode.split else fns[0]
-    return Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
+    comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
                     width)
+    if mode.split and backend != "python":
+        comp.unchecked = {0, 1}
+    return comp
 
 
 def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
@@ -335,8 +339,11 @@ def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> 
         return fn(*args)
     from numba.core.errors import NumbaError
 
+    from .codegen.numba_ import quick_compile
+
     try:
-        out = fn(*args)
+        with quick_compile():
+            out = fn(*args)
     except NumbaError as exc:
         from .codegen.numba_ import explain
 
@@ -349,7 +356,11 @@ def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> 
         comp.fn = compile_source(comp.source, comp.name)
         comp.backend, comp.checked = "python", True
         return _call(comp, which, args, f, norm)
-    comp.checked = True
+    if which is None:
+        comp.checked = True
+    else:  # split mode: each half compiles at its own first call
+        comp.unchecked.discard(which)
+        comp.checked = not comp.unchecked
     return out
 
 

@@ -17,6 +17,7 @@ generated code Numba refused.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -37,6 +38,30 @@ from zymo.codegen import numba_rt as _rt
 from zymo.codegen import numba_indexing as _numba_indexing  # noqa: F401  (registers overloads)
 
 '''
+
+
+@contextlib.contextmanager
+def quick_compile():
+    """Compile generated code with Numba's short slice-assignment error message.
+
+    Numba lowers every array-to-slice assignment (`out[:n] = buf`, a stacked cache's
+    `_cache[k] = row`) with a shape-mismatch error whose CPU message formats both shapes
+    as strings; compiling that formatter costs about 1.8 s per pair of ranks, the largest
+    single item of a derivative's first compile. While this context is active the
+    generic-target message ("cannot assign slice from input of different size") is used
+    instead: the error is still raised on a mismatch, only its text is shorter. The swap
+    is scoped to zymo's own first calls, so the user's `njit` code keeps Numba's message.
+    """
+    from numba.np import arrayobj
+
+    from .numba_rt import raise_shape_mismatch
+
+    saved = arrayobj.raise_with_shape_context
+    arrayobj.raise_with_shape_context = raise_shape_mismatch
+    try:
+        yield
+    finally:
+        arrayobj.raise_with_shape_context = saved
 
 
 class ZymoNumbaError(ZymoSourceError):

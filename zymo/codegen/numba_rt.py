@@ -24,6 +24,18 @@ for _fn in (rt.trip, rt.grow, rt.grow_stack):
     register_jitable(_fn)
 
 
+def raise_shape_mismatch(src_shapes, index_shape):
+    """Stands in for Numba's `raise_with_shape_context` while zymo compiles (`numba_.quick_compile`)."""
+    raise ValueError("cannot assign slice from input of different size")
+
+
+@overload(raise_shape_mismatch)
+def _raise_shape_mismatch(src_shapes, index_shape):
+    def impl(src_shapes, index_shape):
+        raise ValueError("cannot assign slice from input of different size")
+    return impl
+
+
 def _arr(x) -> bool:
     return isinstance(x, t.Array)
 
