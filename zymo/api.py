@@ -476,16 +476,19 @@ class _Repeat:
     the function reads any. Not detected: giving one array of the call a new shape
     in place (`x.shape = ...`) while its shadow keeps the old one."""
 
-    __slots__ = ("types", "vals", "dvals", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
+    __slots__ = ("spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
                  "const_result", "internal")
 
     def __init__(self, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any, norm: list,
                  internal: list[int]):
         self.internal = [flat[i] for i in internal]
-        self.types = tuple(map(type, args))
-        self.vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
-        self.dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
-        self.lists = [(x, len(x)) for x in (*self.vals, *self.dvals) if isinstance(x, list)]
+        vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
+        dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
+        # per argument: its type, and what must be the very same objects (a value; a value
+        # and a shadow; or the argument itself when it is not an annotation)
+        self.spec = tuple((type(a), v, s, 2 if s is not None else 1 if isinstance(a, Annotation) else 0)
+                          for a, v, s in zip(args, vals, dvals))
+        self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
         self.comp, self.flat, self.finish, self.f, self.norm = comp, flat, finish, f, norm
         self.lowered = [lw for lw in _LOWERED.values() if lw.ir is comp.ir and
                         (lw.captured or lw.ir.attrs.get("frozen"))]
@@ -494,12 +497,16 @@ class _Repeat:
         self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
 
     def matches(self, args: tuple) -> bool:
-        if tuple(map(type, args)) != self.types:
+        spec = self.spec
+        if len(args) != len(spec):
             return False
-        for a, v, s in zip(args, self.vals, self.dvals):
-            if (a.val if s is not None or type(a) is Const else a) is not v:
+        for a, (t, v, s, how) in zip(args, spec):
+            if type(a) is not t:
                 return False
-            if s is not None and a.dval is not s:
+            if how == 2:
+                if a.val is not v or a.dval is not s:
+                    return False
+            elif (a.val if how else a) is not v:
                 return False
         for x, n in self.lists:
             if len(x) != n:
@@ -509,7 +516,8 @@ class _Repeat:
     def run(self) -> tuple:
         for s in self.internal:
             make_zero_(s)
-        out = _call(self.comp, None, self.flat, self.f, self.norm)
+        comp = self.comp
+        out = comp.fn(*self.flat) if comp.checked else _call(comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
 
 
