@@ -127,10 +127,66 @@ def rel_diff(a, b):
                for x, y in zip(a, b))
 
 
+# -- first calls in a new process (disk caches) ---------------------------------------------
+
+
+def probe(name, quick, warm_numba):
+    """Child process: seconds of the first zymo gradient call, whose compiled program is in the
+    disk cache. `warm_numba`: Numba has already been imported and has compiled a trivial
+    function, as in any process that uses Numba (its import and registry set-up, ~0.5 s
+    here, then happen before the clock starts)."""
+    import json
+
+    w = WORKLOADS[name]
+    size = w.small if quick else w.full
+    call = zymo_call(w, w.make(size), numba=True)
+    if warm_numba:
+        import numba
+
+        numba.njit(lambda a: a + 1)(1)
+    assert warm_numba or "numba" not in sys.modules
+    t = time.perf_counter()
+    call()
+    first = time.perf_counter() - t
+    print(json.dumps({"first": first}))
+
+
+def numba_probe(name, quick):
+    """Child process: the Numba primal under `njit(cache=True)`, from Numba's own disk cache."""
+    import json
+
+    w = WORKLOADS[name]
+    size = w.small if quick else w.full
+    data = w.make(size)
+    t = time.perf_counter()
+    import numba
+
+    jit = numba.njit(cache=True)(w.primal)
+    primal_call(w, data, jit)()
+    print(json.dumps({"first": time.perf_counter() - t}))
+
+
+def in_new_process(*flags):
+    import json
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(HERE / "run.py"), *flags], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["first"]
+
+
+def disk_cache_times(name, quick):
+    """(zymo with Numba cold, zymo with Numba warm, Numba primal) first-call seconds from disk."""
+    q = ["--quick"] if quick else []
+    numba_probe_flags = ["--numba-probe", name, *q]
+    in_new_process(*numba_probe_flags)  # fill Numba's cache of the primal
+    return (in_new_process("--probe", name, *q), in_new_process("--probe-warm", name, *q),
+            in_new_process(*numba_probe_flags))
+
+
 # -- one workload ----------------------------------------------------------------------------
 
 
-def bench(name, size, use_peers, log):
+def bench(name, size, use_peers, log, quick=False):
     import numba
 
     w = WORKLOADS[name]
@@ -164,6 +220,9 @@ def bench(name, size, use_peers, log):
             row["zymo_compile"] = first
         row[label] = median_time(call)
         log(f"  {label}: {fmt(row[label])} (first call {first:.2f} s, |diff| {err:.0e})")
+    row["disk_cold"], row["disk_warm"], row["numba_disk"] = disk_cache_times(name, quick)
+    log(f"  first call in a new process, from the disk caches: zymo {row['disk_cold']:.2f} s "
+        f"({row['disk_warm']:.2f} s once Numba is loaded); Numba primal (cache=True) {row['numba_disk']:.2f} s")
 
     for peer in peers.PEERS if use_peers else ():
         if not peers.available(peer):
@@ -201,13 +260,16 @@ COLUMNS = [("numpy", "NumPy primal"), ("numba", "Numba primal"), ("zymo_py", "zy
 
 
 def table(rows):
-    head = "| workload | " + " | ".join(c for _, c in COLUMNS) + " | zymo Numba / Numba primal | compile: Numba primal, zymo |"
-    lines = [head, "|" + "---|" * (len(COLUMNS) + 3)]
+    head = ("| workload | " + " | ".join(c for _, c in COLUMNS) +
+            " | zymo Numba / Numba primal | compile: Numba primal, zymo | new process, from disk: "
+            "Numba primal, zymo (Numba loaded) |")
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 4)]
     for r in rows:
         cells = [fmt(r.get(k)) for k, _ in COLUMNS]
         ratio = f"{r['zymo_nb'] / r['numba']:.1f}×"
         comp = f"{r['numba_compile']:.2f} s, {r['zymo_compile']:.2f} s"
-        lines.append(f"| {r['name']} ({describe(r['size'])}) | " + " | ".join(cells) + f" | {ratio} | {comp} |")
+        disk = f"{r['numba_disk']:.2f} s, {r['disk_cold']:.2f} s ({r['disk_warm']:.2f} s)"
+        lines.append(f"| {r['name']} ({describe(r['size'])}) | " + " | ".join(cells) + f" | {ratio} | {comp} | {disk} |")
     return "\n".join(lines)
 
 
@@ -262,14 +324,21 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and autograd")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.{md,png}")
+    ap.add_argument("--probe", metavar="NAME", help=argparse.SUPPRESS)
+    ap.add_argument("--probe-warm", metavar="NAME", help=argparse.SUPPRESS)
+    ap.add_argument("--numba-probe", metavar="NAME", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
+    if opts.probe or opts.probe_warm:
+        return probe(opts.probe or opts.probe_warm, opts.quick, warm_numba=bool(opts.probe_warm))
+    if opts.numba_probe:
+        return numba_probe(opts.numba_probe, opts.quick)
     names = [n for n in WORKLOADS if not opts.only or n in opts.only.split(",")]
     rows = []
     for name in names:
         w = WORKLOADS[name]
         size = w.small if opts.quick else w.full
         print(f"{name} ({describe(size)})", flush=True)
-        rows.append(bench(name, size, not opts.no_peers, lambda s: print(s, flush=True)))
+        rows.append(bench(name, size, not opts.no_peers, lambda s: print(s, flush=True), quick=opts.quick))
     text = table(rows)
     print("\n" + text)
     if not opts.no_write and not opts.quick:

@@ -53,7 +53,7 @@ class Duplicated(Annotation):
     __slots__ = ("dval",)
 
     def __init__(self, val: Any, dval: Any):
-        super().__init__(val)
+        self.val = val  # not super().__init__: this runs on every cached gradient call
         self.dval = dval
 
     def __repr__(self) -> str:

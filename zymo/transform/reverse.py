@@ -30,6 +30,8 @@ and the function returns one tuple of adjoints per lane.
 """
 from __future__ import annotations
 
+import re
+
 import math
 
 from ..analysis.activity import Activity
@@ -673,10 +675,10 @@ class Reverse:
         defined = self._defined_in(block)
         if top:
             defined = list(self.fn.params) + defined
-        for v in defined:
-            if v.id in self.adj_used and not T.is_memory(v.type):
-                for _ in self.namer.lanes():
-                    head(f"{self.namer.d(v)} = 0.0")
+        zeros = [self.namer.d(v) for v in defined if v.id in self.adj_used and not T.is_memory(v.type)
+                 for _ in self.namer.lanes()]
+        for name in _fold_zero_inits(zeros, body):
+            head(f"{name} = 0.0")
         splice(head, body)
         return head
 
@@ -825,6 +827,8 @@ class Reverse:
             out_roots = self.act.roots.get(out.id) or {None}
             overlaps = any(not self.act.roots.get(v.id) or self.act.roots[v.id] & out_roots
                            for _, v in actives if T.is_memory(v.type))
+            if overlaps and self._update_in_place(rule, op, out, actives, dout, w):
+                return
             if overlaps:
                 # an operand's shadow may be the output's: consume a copy first
                 g = n.fresh("_g")
@@ -835,13 +839,37 @@ class Reverse:
         else:
             g = self.use_d(target, ("def",)) if T.is_memory(target.type) else self.adj(target)
         for p, v in actives:
-            expr = self._vjp(rule, p, g, op, target)
-            if rule.elementwise and isinstance(target.type, T.Array):
-                shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
-                expr = f"_rt.unbroadcast({expr}, {shape_of})"
-            self.accumulate(w, v, expr, fresh=zero_after is None)
+            self._accumulate_vjp(rule, p, v, g, op, target, w, fresh=zero_after is None)
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
+
+    def _accumulate_vjp(self, rule, p: str, v: Value, g: str, op: Op, target: Value, w: Writer,
+                        fresh: bool) -> None:
+        expr = self._vjp(rule, p, g, op, target)
+        if rule.elementwise and isinstance(target.type, T.Array):
+            shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
+            expr = f"_rt.unbroadcast({expr}, {shape_of})"
+        self.accumulate(w, v, expr, fresh=fresh)
+
+    def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
+        """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands
+        take their adjoints from `dx` first, then `dx[...] = vjp_x(dx)` (nothing at all when
+        that is `dx` itself), instead of copying `dx`, zeroing it and accumulating back.
+        False (the caller copies) when `x` is read twice or another operand may overlap it."""
+        selfs = [p for p, v in actives if v is out]
+        others = [(p, v) for p, v in actives if v is not out]
+        if not rule.elementwise or len(selfs) != 1 or not isinstance(out.type, T.Array):
+            return False
+        out_roots = self.act.roots.get(out.id) or {None}
+        if any(T.is_memory(v.type) and (not self.act.roots.get(v.id) or self.act.roots[v.id] & out_roots)
+               for _, v in others):
+            return False
+        for p, v in others:
+            self._accumulate_vjp(rule, p, v, dout, op, out, w, fresh=False)
+        expr = self._vjp(rule, selfs[0], dout, op, out)
+        if expr != dout:
+            w(f"{dout}[...] = {expr}")
+        return True
 
     def _vjp(self, rule, p: str, g: str, op: Op, target: Value) -> str:
         used = uses(rule, "vjp", p)
@@ -899,7 +927,12 @@ class Reverse:
         trip = self.namer.fresh("_n")
         w(f"{trip} = _rt.trip({start}, {stop}, {step})")
         iv = self.namer(body.args[0])
-        with w.indent(f"for {iv} in range({start} + ({trip} - 1) * {step}, {start} - {step}, -{step}):"):
+        # the iterations backwards, as a count up: `range` with a negative step keeps LLVM from
+        # proving the index non-negative (bounds wraparound stays in the loop; ~10% on gmm)
+        r = self.namer.fresh("_r")
+        back = f"{trip} - 1 - {r}" if step == "1" else f"({trip} - 1 - {r}) * {step}"
+        with w.indent(f"for {r} in range({trip}):"):
+            w(f"{iv} = {back}" if start == "0" else f"{iv} = {start} + ({back})")
             splice(w, inner)
         self._carry_out(w, names, op.args[3:])
 
@@ -934,6 +967,36 @@ class Reverse:
         if branches[1].lines:
             with w.indent("else:"):
                 splice(w, branches[1])
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _fold_zero_inits(names: list[str], body: Writer) -> list[str]:
+    """The scalar adjoints of `names` that still need `d = 0.0` at the head of `body`.
+
+    When the first line of `body` that mentions `d` is `d += e` at the block's own level
+    (not inside a nested loop or branch) and `e` does not read `d`, that line becomes
+    `d = e` and the initialisation goes. Besides a shorter program, this keeps `0.0 + e`
+    (which LLVM may not fold: it is not `e` when `e` is -0.0) off loop-carried chains
+    such as `dt_next` in an inner loop."""
+    wanted = set(names)
+    first: dict[str, int] = {}
+    for i, line in enumerate(body.lines):
+        for tok in _WORD.findall(line):
+            if tok in wanted and tok not in first:
+                first[tok] = i
+    keep = []
+    for name in names:
+        i = first.get(name)
+        prefix = f"{name} += "
+        if i is not None and body.lines[i].startswith(prefix):
+            rest = body.lines[i][len(prefix):]
+            if name not in _WORD.findall(rest):
+                body.lines[i] = f"{name} = {rest}"
+                continue
+        keep.append(name)
+    return keep
 
 
 def _where(loc) -> str:

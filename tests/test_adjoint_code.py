@@ -1,0 +1,141 @@
+"""The shape of the adjoint code issue 4's performance work relies on.
+
+- `np.f(x, y, out=x)` updates `x`'s adjoint in place instead of copying, zeroing and
+  accumulating it back (`Reverse._update_in_place`);
+- a scalar adjoint whose first mention in its block is `d += e` starts as `d = e`
+  (`_fold_zero_inits`), which keeps `0.0 + e` off an inner loop's carried chain;
+- loops run backwards as a count up (`for _r in range(n): i = n - 1 - _r`).
+
+Each function is checked in both modes against central differences and the other mode
+(`helpers.check`), then the generated program is inspected; the cases where the shortcut
+must not apply (the output read twice, an operand that overlaps the output, an adjoint first
+touched inside a branch) are checked the same way.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import zymo
+from helpers import assert_tree_close, check
+from zymo import Active, Duplicated, Reverse
+
+
+def layers(W, b, X, h):
+    """mlp_loss's layer: the buffer is written by `out=` and then updated in place."""
+    np.dot(X, W, out=h)
+    h += b
+    np.tanh(h, out=h)
+    return np.sum(h * h)
+
+
+def square_in_place(x, y):
+    """`x` is read twice by the op that overwrites it: the copy stays."""
+    np.multiply(x, x, out=x)
+    x += y
+    return np.sum(np.sin(x))
+
+
+def reversed_operand(x):
+    """The other operand is a view of the output: the copy stays."""
+    np.add(x, x[::-1], out=x)
+    return np.sum(x * x * np.arange(1.0, x.shape[0] + 1.0))
+
+
+def branchy(x, c):
+    """A scalar adjoint first touched inside a branch keeps its `= 0.0`."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        t = x[i] * x[i]
+        if c[i] > 0:
+            s += t * 3.0
+        else:
+            s += math.sin(t)
+    return s
+
+
+def triangle(x, w):
+    """gmm's inner loops: a triangular nest whose inner adjoint carries a float."""
+    s = 0.0
+    for r in range(x.shape[0]):
+        t = x[r]
+        for c in range(r):
+            t += w[r, c] * x[c]
+        s += t * t
+    return s
+
+
+def _code(f, *args):
+    ann = [Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray) and a.dtype == float else a
+           for a in args]
+    return zymo.generated_code(Reverse, f, Active, *ann)
+
+
+def _adjoint(src):
+    return src.split("# adjoint sweep", 1)[1]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(11)
+
+
+def test_in_place_update_of_an_out_buffer(rng):
+    W, b, X = rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal((5, 4))
+    check(layers, [W, b, X, np.zeros((5, 3))])
+    adj = _adjoint(_code(layers, W, b, X, np.zeros((5, 3))))
+    assert ".copy()" not in adj and "np.copy" not in adj
+    assert "dh[...] = dh * (1.0 - h * h)" in adj  # tanh's adjoint, in place
+    assert "db += _rt.unbroadcast(dh, db)" in adj  # `h += b`: b reads dh, dh is unchanged
+
+
+def test_in_place_update_is_not_used_when_the_output_is_read_twice(rng):
+    x, y = rng.standard_normal(6), rng.standard_normal(6)
+    check(square_in_place, [x, y])
+    assert ".copy()" in _adjoint(_code(square_in_place, x, y))
+
+
+def test_in_place_update_is_not_used_when_an_operand_overlaps_the_output(rng):
+    x = rng.standard_normal(7)
+    check(reversed_operand, [x])
+    assert ".copy()" in _adjoint(_code(reversed_operand, x))
+
+
+def test_zero_inits_fold_into_the_first_accumulation(rng):
+    x, w = rng.standard_normal(6), rng.standard_normal((6, 6))
+    check(triangle, [x, w])
+    adj = _adjoint(_code(triangle, x, w))
+    # the inner loop's carried adjoint is copied, never `0.0 + ...`
+    assert "dt_next = 0.0" not in adj
+    inner = adj[adj.index("for _r", adj.index("for _r") + 1):]
+    assert " = 0.0\n" not in inner.split("dw[")[0]
+
+
+def test_a_branch_keeps_its_zero_init(rng):
+    x, c = rng.standard_normal(8), np.array([1.0, -1.0] * 4)
+    check(branchy, [x, c], const=[1])
+    adj = _adjoint(_code(branchy, x, c))
+    assert adj.count("= 0.0\n") >= 1  # the adjoint the `if` and the `else` accumulate into
+
+
+def test_loops_run_backwards_as_a_count_up(rng):
+    x, w = rng.standard_normal(5), rng.standard_normal((5, 5))
+    adj = _adjoint(_code(triangle, x, w))
+    assert ", -1):" not in adj
+    assert "for _r" in adj and " - 1 - _r" in adj
+
+
+def test_the_same_code_compiles_with_numba(rng):
+    numba = pytest.importorskip("numba")
+    assert numba
+    for f, args in ((layers, [rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal((5, 4)),
+                              np.zeros((5, 3))]),
+                    (triangle, [rng.standard_normal(6), rng.standard_normal((6, 6))])):
+        got = []
+        for backend in (False, True):
+            vals = [a.copy() for a in args]
+            shadows = [np.zeros_like(a) for a in vals]
+            zymo.autodiff(Reverse, f, Active, *[Duplicated(v, s) for v, s in zip(vals, shadows)], numba=backend)
+            got.append(shadows)
+        assert_tree_close(got[1], got[0], rtol=1e-12, atol=1e-12)
+        assert max(float(np.abs(s).max()) for s in got[0]) > 0.1
