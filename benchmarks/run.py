@@ -220,6 +220,11 @@ def bench(name, size, use_peers, log, quick=False):
             row["zymo_compile"] = first
         row[label] = median_time(call)
         log(f"  {label}: {fmt(row[label])} (first call {first:.2f} s, |diff| {err:.0e})")
+    if name == "tuple_iter":  # the bare call: annotations made once, nothing else per call
+        out, x = data["args"]
+        ann = (Duplicated(out, np.ones(1)), Duplicated(x, np.zeros_like(x)))
+        row["zymo_nb_bare"] = median_time(lambda: zymo.autodiff(Reverse, w.primal, Const, *ann, numba=True))
+        log(f"  zymo_nb, the autodiff call alone (annotations made once): {fmt(row['zymo_nb_bare'])}")
     row["disk_cold"], row["disk_warm"], row["numba_disk"] = disk_cache_times(name, quick)
     log(f"  first call in a new process, from the disk caches: zymo {row['disk_cold']:.2f} s "
         f"({row['disk_warm']:.2f} s once Numba is loaded); Numba primal (cache=True) {row['numba_disk']:.2f} s")
@@ -287,11 +292,12 @@ def machine():
     import numba
 
     vers = [f"Python {platform.python_version()}", f"NumPy {np.__version__}", f"Numba {numba.__version__}"]
+    from importlib import metadata
+
     for mod in ("jax", "torch", "autograd"):
         try:
-            m = __import__(mod)
-            vers.append(f"{mod} {getattr(m, '__version__', '?')}")
-        except ImportError:
+            vers.append(f"{mod} {metadata.version(mod)}")
+        except metadata.PackageNotFoundError:
             pass
     return f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; " + ", ".join(vers)
 
