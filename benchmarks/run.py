@@ -338,6 +338,10 @@ def main(argv=None):
         return probe(opts.probe or opts.probe_warm, opts.quick, warm_numba=bool(opts.probe_warm))
     if opts.numba_probe:
         return numba_probe(opts.numba_probe, opts.quick)
+    # a fresh disk cache, so first calls are cold compiles (the new-process probes inherit it)
+    import tempfile
+
+    os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-bench-")
     names = [n for n in WORKLOADS if not opts.only or n in opts.only.split(",")]
     rows = []
     for name in names:
