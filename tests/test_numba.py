@@ -258,6 +258,9 @@ def test_quick_compile_keeps_the_shape_check_and_restores_numba():
 
     with quick_compile():
         assert arrayobj.raise_with_shape_context is not original
+        with quick_compile():  # nested (a derivative whose first call compiles another)
+            pass
+        assert arrayobj.raise_with_shape_context is not original
         np.testing.assert_array_equal(assign(np.zeros(4), np.ones(3)), [1.0, 1.0, 1.0, 0.0])
     assert arrayobj.raise_with_shape_context is original
     with pytest.raises(ValueError, match="different size"):

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,12 +57,22 @@ def quick_compile():
 
     from .numba_rt import raise_shape_mismatch
 
-    saved = arrayobj.raise_with_shape_context
-    arrayobj.raise_with_shape_context = raise_shape_mismatch
+    with _QUICK_LOCK:  # nested or concurrent uses: the first one in swaps, the last one out restores
+        if not _QUICK:
+            _QUICK.append(arrayobj.raise_with_shape_context)
+            arrayobj.raise_with_shape_context = raise_shape_mismatch
+        _QUICK.append(None)
     try:
         yield
     finally:
-        arrayobj.raise_with_shape_context = saved
+        with _QUICK_LOCK:
+            _QUICK.pop()
+            if len(_QUICK) == 1:
+                arrayobj.raise_with_shape_context = _QUICK.pop()
+
+
+_QUICK: list = []  # [Numba's own function, then one entry per active quick_compile]
+_QUICK_LOCK = threading.Lock()
 
 
 class ZymoNumbaError(ZymoSourceError):
