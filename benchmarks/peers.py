@@ -35,6 +35,7 @@ PEERS = ("jax", "torch", "autograd")
 # the primal's buffers are dropped.
 _SIGNATURES = {
     "sumsq_inplace": ((0,), ()),
+    "sumsq_vectorized": ((0,), ()),
     "gm3_rhs": ((0,), (1, 3, 4, 9)),
     "gmm_objective": ((0, 1, 2), (3,)),
     "gmm_objective_dot": ((0, 1, 2), (3,)),
@@ -172,6 +173,7 @@ def _jax_losses(jax):
     gmm = partial(_jax_gmm, jnp, lse)
     return {
         "sumsq_inplace": partial(_sumsq, jnp),
+        "sumsq_vectorized": partial(_sumsq, jnp),
         "gm3_rhs": partial(_gm3, jnp),
         "gmm_objective": gmm,
         "gmm_objective_dot": gmm,
@@ -219,6 +221,7 @@ def _torch_tuple_iter(torch, x):
 def _torch_losses(torch):
     return {
         "sumsq_inplace": partial(_sumsq, torch),
+        "sumsq_vectorized": partial(_sumsq, torch),
         "gm3_rhs": partial(_gm3, torch),
         "gmm_objective": partial(_torch_gmm, torch),
         "gmm_objective_dot": partial(_torch_gmm, torch),
@@ -268,6 +271,7 @@ def _autograd_losses():
     gmm = partial(_autograd_gmm, anp, lse)
     return {
         "sumsq_inplace": partial(_sumsq, anp),
+        "sumsq_vectorized": partial(_sumsq, anp),
         "gm3_rhs": partial(_gm3, anp),
         "gmm_objective": gmm,
         "gmm_objective_dot": gmm,

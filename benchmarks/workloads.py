@@ -256,6 +256,7 @@ def _make_tuple(_):
 
 WORKLOADS = {
     "sumsq_inplace": Workload("sumsq_inplace", sumsq_inplace, _make_sumsq, 100_000, 50, (0,)),
+    "sumsq_vectorized": Workload("sumsq_vectorized", sumsq_vectorized, _make_sumsq, 100_000, 50, (0,)),
     "gm3_rhs": Workload("gm3_rhs", gm3_loss, _make_gm3, 64, 6, (0,)),
     "gmm_objective": Workload("gmm_objective", gmm_objective, _make_gmm, (10, 25, 1000), (3, 4, 7), (0, 1, 2)),
     "gmm_objective_dot": Workload("gmm_objective_dot", gmm_objective_dot, _make_gmm_dot, (10, 25, 1000), (3, 4, 7),

@@ -225,6 +225,7 @@ def _reduction(np_fn, name):
                 return y
         else:
             raise _TypingError(f"zymo's Numba backend takes np.{name} along an axis of 2-d arrays only")
+        red = _jitable(red)  # a closure Numba can call
         if keep:
             return lambda x, axis=None, keepdims=False: _np.expand_dims(red(x), a)
         return lambda x, axis=None, keepdims=False: red(x)

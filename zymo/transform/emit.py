@@ -172,9 +172,31 @@ class _Sub(ast.NodeTransformer):
         return node
 
 
+class _Fold(ast.NodeTransformer):
+    """Constant arithmetic a rule's body gets from literal arguments (`x ** (2 - 1)` for
+    `x ** 2`): `int op int` is computed, and `e ** 1` inside a larger expression is `e`
+    (never at the top, where it would alias `e` instead of being a fresh array)."""
+
+    _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        for side in ("left", "right"):
+            child = getattr(node, side)
+            if (isinstance(child, ast.BinOp) and isinstance(child.op, ast.Pow)
+                    and isinstance(child.right, ast.Constant) and type(child.right.value) is int
+                    and child.right.value == 1):
+                setattr(node, side, child.left)
+        a, b = node.left, node.right
+        if (type(node.op) in self._OPS and isinstance(a, ast.Constant) and isinstance(b, ast.Constant)
+                and type(a.value) is int and type(b.value) is int):
+            return ast.copy_location(ast.Constant(self._OPS[type(node.op)](a.value, b.value)), node)
+        return node
+
+
 def _substitute(expr: ast.expr, subst: dict[str, str]) -> str:
     import copy
 
     parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
-    new = _Sub(parsed).visit(copy.deepcopy(expr))
+    new = _Fold().visit(_Sub(parsed).visit(copy.deepcopy(expr)))
     return ast.unparse(new)

@@ -692,13 +692,17 @@ class Reverse:
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            # only an unbroadcast adjoint certainly has the shadow's whole shape (a reduction's
-            # adjoint may be one number that `+=` broadcasts)
-            if (first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:])
-                    and first[3].startswith("_rt.unbroadcast(") and v.type.ndim > 0):
+            if first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
-                body.lines[first[2]] = f"{indent}{name} = {first[3]}"
+                expr = first[3]
+                # an unbroadcast adjoint has the shadow's whole shape; anything else (a
+                # reduction's adjoint may be one number that `+=` broadcasts) is broadcast into
+                # a fresh array: one pass instead of zeros and an add
+                if not expr.startswith("_rt.unbroadcast("):
+                    expr = f"_rt.as_tangent({expr}, {self.namer(v)})"
+                    self.needed.add((vid, "p"))
+                body.lines[first[2]] = f"{indent}{name} = {expr}"
             else:
                 head(f"{name} = np.zeros_like({self.namer(v)})")
                 self.needed.add((vid, "p"))
