@@ -173,3 +173,23 @@ def test_batch_code_runs_the_primal_once():
     assert src.count("np.cos(") == 1      # the primal once
     assert src.count("np.sin(") == 2      # its derivative once per lane
     assert "dx_1" in src and "dx_2" in src
+
+
+def test_a_batch_of_one_lane_writes_its_shadow():
+    """One lane is still a batch: the shadow in the tuple receives the derivative (it used to
+    be passed as the tuple itself, and the derivative was silently lost)."""
+    x = np.linspace(0.3, 1.7, 5)
+    dx = np.zeros(5)
+    zymo.autodiff(Reverse, loop_sum, Active, BatchDuplicated(x.copy(), (dx,)))
+    expected = np.sin(x) + x * np.cos(x)
+    np.testing.assert_allclose(dx, expected, rtol=1e-13)
+    ref = np.zeros(5)
+    zymo.autodiff(Reverse, loop_sum, Active, Duplicated(x.copy(), ref))
+    np.testing.assert_allclose(dx, ref, rtol=1e-15)
+    # forward: one tangent per lane, as a tuple of one
+    v = np.cos(np.arange(5.0))
+    (tangents,) = zymo.autodiff(Forward, loop_sum, BatchDuplicated, BatchDuplicated(x.copy(), (v,)))
+    assert isinstance(tangents, tuple) and len(tangents) == 1
+    assert tangents[0] == pytest.approx(float(expected @ v), rel=1e-13)
+    with pytest.raises(ZymoUsageError, match="BatchDuplicated"):
+        zymo.autodiff(Forward, loop_sum, Duplicated, BatchDuplicated(x.copy(), (v,)))

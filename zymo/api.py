@@ -252,10 +252,11 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     if not mode.forward and ret_activity not in (Active, Const):
         raise ZymoUsageError("in reverse mode the return activity is Active (a float) or Const")
     width = batch_width(args)
-    if mode.forward and width > 1 and ret_activity in (Duplicated, DuplicatedNoNeed):
+    batched = any(isinstance(a, BatchDuplicated) for a in args)  # even with one lane
+    if mode.forward and batched and ret_activity in (Duplicated, DuplicatedNoNeed):
         raise ZymoUsageError("with BatchDuplicated arguments the return activity is BatchDuplicated (one "
                              "tangent per lane) or Const, not Duplicated")
-    if mode.forward and width == 1 and ret_activity in (BatchDuplicated, BatchDuplicatedNoNeed):
+    if mode.forward and not batched and ret_activity in (BatchDuplicated, BatchDuplicatedNoNeed):
         raise ZymoUsageError("a BatchDuplicated return needs BatchDuplicated arguments (their shadows are the lanes)")
     if width > 1 and fshadow is not None:
         raise ZymoUsageError("Duplicated(f, df) cannot be combined with BatchDuplicated arguments yet; pass f "
@@ -273,6 +274,9 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
             if any(lf.slot is not None for lf in per_lane[0]):
                 raise ZymoUsageError(f"argument {k}: BatchDuplicated of objects with float attributes is not "
                                      "supported yet; batch the arrays, or call once per shadow")
+            if width == 1:  # one lane: the program takes the shadow itself, as for Duplicated
+                leaves.extend(per_lane[0])
+                continue
             for j, lf in enumerate(per_lane[0]):
                 leaves.append(Leaf(lf.value, tuple(lane[j].shadow for lane in per_lane), "dup"))
         else:
@@ -450,6 +454,8 @@ class _Finish:
                 return (primal,) if mode.with_primal else ()
             if comp.width == 1:
                 tangent = _rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
+                if self.ret in (BatchDuplicated, BatchDuplicatedNoNeed):  # a batch of one lane
+                    tangent = (tangent,)
             else:  # one tangent per lane
                 tangent = tuple(_rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in lane))
                                 for lane in tangent_flat)
@@ -484,9 +490,11 @@ class _Repeat:
         self.internal = [flat[i] for i in internal]
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
-        # per argument: its type, and what must be the very same objects (a value; a value
-        # and a shadow; or the argument itself when it is not an annotation)
-        self.spec = tuple((type(a), v, s, 2 if s is not None else 1 if isinstance(a, Annotation) else 0)
+        # per argument: its type, and what must be the very same objects: the argument itself
+        # (not an annotation, 0), a Const's value (1), a Duplicated's value and shadow (2);
+        # any other annotation (batch shadows) never matches (3)
+        self.spec = tuple((type(a), v, s, 2 if s is not None else 1 if type(a) is Const
+                           else 3 if isinstance(a, Annotation) else 0)
                           for a, v, s in zip(args, vals, dvals))
         self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
         self.comp, self.flat, self.finish, self.f, self.norm = comp, flat, finish, f, norm
@@ -506,7 +514,7 @@ class _Repeat:
             if how == 2:
                 if a.val is not v or a.dval is not s:
                     return False
-            elif (a.val if how else a) is not v:
+            elif how == 3 or (a.val if how else a) is not v:
                 return False
         for x, n in self.lists:
             if len(x) != n:
