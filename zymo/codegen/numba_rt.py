@@ -161,12 +161,12 @@ def _matmul_vjp(which):
                 return lambda g, a, b: np.outer(g, b)
             if a.ndim == 1:
                 return lambda g, a, b: nnp.dot(b, g)
-            return lambda g, a, b: nnp.dot(g, np.ascontiguousarray(b.T))
+            return lambda g, a, b: nnp.dot(g, b.T)  # a transposed C array is F: BLAS takes it as is
         if a.ndim == 1:
             if b.ndim == 1:
                 return lambda g, a, b: g * a
             return lambda g, a, b: np.outer(a, g)
-        return lambda g, a, b: nnp.dot(np.ascontiguousarray(a.T), g)
+        return lambda g, a, b: nnp.dot(a.T, g)
     return ov
 
 
