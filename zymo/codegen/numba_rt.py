@@ -262,16 +262,7 @@ def _reuse_list(tape, slot):
 # -- issue 7's helpers (the common cases; others fail at typing and the backend reports it) -------
 
 
-@overload(rt.clip_inside)
-def _clip_inside(x, lo, hi):
-    def impl(x, lo, hi):
-        m = np.ones(np.shape(x), dtype=np.bool_)
-        if lo is not None:
-            m = m & (x >= lo)
-        if hi is not None:
-            m = m & (x <= hi)
-        return m
-    return impl
+register_jitable(rt.clip_inside)  # the Python helper compiles as written (None bounds are pruned)
 
 
 @overload(rt.cumsum_vjp, prefer_literal=True)
