@@ -302,6 +302,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
 
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
              captured_objs: list, backend: str = "python", width: int = 1) -> Compiled:
+    from .codegen.fuse import fuse
     from .transform.forward import forward
     from .transform.reverse import reverse
 
@@ -316,6 +317,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
                                                  split=mode.split, width=width)
         name = names if mode.split else names[0]
         generator = rev
+    src = fuse(src)
     if config.show_code():
         print(src)
     if backend == "python":

@@ -78,6 +78,7 @@ class Reverse:
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
+        self.deferred: set[int] = set()  # temporaries whose adjoint keeps its use's shape
         self.at_top = False
         self._index(fn.body, 0)
         for p in fn.params:
@@ -699,13 +700,19 @@ class Reverse:
                 # an unbroadcast adjoint has the shadow's whole shape; anything else (a
                 # reduction's adjoint may be one number that `+=` broadcasts) is broadcast into
                 # a fresh array: one pass instead of zeros and an add
-                if not expr.startswith("_rt.unbroadcast("):
+                if not expr.startswith("_rt.unbroadcast(") and vid not in self.deferred:
                     expr = f"_rt.as_tangent({expr}, {self.namer(v)})"
                     self.needed.add((vid, "p"))
                 body.lines[first[2]] = f"{indent}{name} = {expr}"
             else:
                 head(f"{name} = np.zeros_like({self.namer(v)})")
                 self.needed.add((vid, "p"))
+                if vid in self.deferred:  # the deferred sum over broadcast dimensions is due here
+                    for r in refs:
+                        if r[0] == "acc":
+                            line = r[1].lines[r[2]]
+                            cut = len(line) - len(r[3])
+                            r[1].lines[r[2]] = f"{line[:cut]}_rt.unbroadcast({r[3]}, {self.namer(v)})"
             self.namer.lane = 0
 
     def _defined_in(self, block: Block) -> list[Value]:
@@ -769,7 +776,11 @@ class Reverse:
                 g = self.namer.fresh("_g")
                 w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
-                self.accumulate(w, val, f"_rt.unbroadcast({g}, {self.use(val)})", fresh=True)
+                if self.at_top and self._defers_unbroadcast(val, op):
+                    self.deferred.add(val.id)  # a store broadcasts like an elementwise op
+                    self.accumulate(w, val, g, fresh=True)
+                else:
+                    self.accumulate(w, val, f"_rt.unbroadcast({g}, {self.use(val)})", fresh=True)
                 return
             if isinstance(obj.type, T.Array) and isinstance(val.type, T.Scalar):
                 sel = f"{dobj}[{idx}]"
@@ -851,9 +862,26 @@ class Reverse:
                         fresh: bool) -> None:
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
-            shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
-            expr = f"_rt.unbroadcast({expr}, {shape_of})"
+            if fresh and self.at_top and self._defers_unbroadcast(v, op):
+                self.deferred.add(v.id)
+            else:
+                shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
+                expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
+
+    def _defers_unbroadcast(self, v: Value, use: Op) -> bool:
+        """Whether the adjoint of temporary `v` may keep the (broadcast) shape of its one use's
+        result: `v` is the fresh result of an elementwise op and `use`, elementwise too, is its
+        only reader. The defining op's vjps then scale that adjoint by factors of `v`'s shape,
+        which are constant along the dimensions `v` lacks, so summing them away later, where
+        the chain reaches an operand that is not such a temporary, gives the same numbers
+        (linearity) and the chain's elementwise adjoints fuse into one expression."""
+        if not self._lazy(v):
+            return False
+        d = self.def_op[v.id]
+        if not lookup(d.attrs["key"]).elementwise:
+            return False
+        return sum(a is v for o in walk(self.fn.body) for a in o.args) == 1 and any(a is v for a in use.args)
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
         """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands
