@@ -202,3 +202,46 @@ def test_chain_adjoint_is_summed_once_at_the_operand():
     assert "da += _rt.unbroadcast(du * 2.0, da)" in adjoint
     # the forward sweep is one expression per statement of the user's
     assert "t + b" not in src.split("# adjoint sweep")[0] or "u =" not in src
+
+
+def test_a_read_in_a_store_target_waits_for_a_pure_value():
+    src = """
+        def f(a, b, y):
+            k = 1
+            t = a * 2.0
+            y[k] = np.copyto(a, b) or 0.0
+            return t
+        """
+    new = _same(src, a=[1.0, 2.0], b=[3.0, 4.0], y=[0.0, 0.0])
+    assert "t = a * 2.0" in new
+    new = _same("""
+        def f(a, y):
+            k = 1
+            y[k] = a[0] * 2.0
+            return y
+        """, a=[1.0, 2.0], y=[0.0, 0.0])
+    assert "y[1] = a[0] * 2.0" in new
+
+
+def test_long_programs_fuse_in_linear_time():
+    """Thousands of copies and temporaries: the tables make each rewrite local."""
+    import time
+
+    lines = ["def f(x, y):", "    b = x * 2.0"] + [f"    a{i} = b" for i in range(3000)]
+    lines += [f"    y[0] += a{i}" for i in range(3000)] + ["    return y"]
+    t0 = time.process_time()
+    new = fuse("\n".join(lines) + "\n")
+    assert time.process_time() - t0 < 10.0
+    assert "a5 = b" not in new and "y[0] += b" in new
+
+
+def test_a_long_chain_is_cut_into_statements():
+    lines = ["def f(x):", "    t0 = x * 1.0"] + [f"    t{i} = t{i - 1} + x * {i}.0" for i in range(1, 2000)]
+    lines += ["    return t1999"]
+    src = "\n".join(lines) + "\n"
+    new = fuse(src)
+    ns_a, ns_b = {}, {}
+    exec(src, ns_a)
+    exec(new, ns_b)
+    assert ns_a["f"](0.5) == ns_b["f"](0.5)
+    assert 10 < len(new.splitlines()) < 1000

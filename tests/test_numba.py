@@ -402,3 +402,27 @@ def test_numba_compiles_issue7_rules():
     assert numba_entries(issue7_ufuncs)
     assert_tree_close(got, ref)
     assert_substantial(got[0])
+
+
+UNBROADCAST_CASES = [((6, 5), (5,)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3, 4), (3, 1)),
+                     ((2, 3, 4), (2, 1, 4)), ((2, 3, 4), (1, 1, 1)), ((5,), (1,)), ((2, 0, 3), (3,)),
+                     ((3, 4), (3, 4))]
+
+
+@pytest.mark.parametrize("gs,xs", UNBROADCAST_CASES)
+def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
+    """`_rt.unbroadcast` under Numba (an odometer over `g`, `numba_rt._unbroadcast_to`) sums
+    over exactly the broadcast dimensions, for strided and complex adjoints too."""
+    import numba
+
+    from zymo.codegen import numba_rt
+    from zymo.rules import runtime
+
+    f = numba.njit(lambda g, x: numba_rt.unbroadcast(g, x))
+    rng = np.random.default_rng(7)
+    x = np.zeros(xs)
+    for g in (rng.standard_normal(gs), rng.standard_normal(gs[::-1]).T,
+              rng.standard_normal(gs) + 1j * rng.standard_normal(gs)):
+        got, want = f(g, x), runtime.unbroadcast(g, x)
+        assert got.shape == np.shape(want) and got.dtype == g.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)

@@ -84,3 +84,69 @@ def test_forward_replay():
     again = zymo.autodiff(Forward, f, Duplicated, *args)
     assert first == again
     assert abs(first[0] - np.sum(np.cos(x) * tx)) < 1e-14
+
+
+def _sq_into(dst, x, w):
+    for i in range(x.shape[0]):
+        dst[i] = w * x[i] * x[i]
+    return np.sum(dst)
+
+
+def test_replay_check_refuses_any_other_object():
+    """The replay check is written out per recorded call (`_Repeat._matcher`): each kind of
+    argument (annotation type, value, shadow, plain value) must be the very same object."""
+    from zymo import api
+
+    x, dst = np.array([1.0, 2.0]), np.zeros(2)
+    dx, ddst = np.zeros(2), np.zeros(2)
+    args = (Duplicated(dst, ddst), Duplicated(x, dx), 3.0)
+    zymo.autodiff(Reverse, _sq_into, zymo.Active, *args)
+    rep = api._FAST[(_sq_into, Reverse, zymo.Active, None)]
+    assert rep.matches(args) and rep.matches((Duplicated(dst, ddst), Duplicated(x, dx), args[2]))
+    others = [
+        (Duplicated(dst, ddst), Const(x), args[2]),                # another annotation
+        (Duplicated(dst, ddst), Duplicated(x.copy(), dx), args[2]),  # another value
+        (Duplicated(dst, ddst), Duplicated(x, dx.copy()), args[2]),  # another shadow
+        (Duplicated(dst, ddst), Duplicated(x, dx), 4.0),           # another plain value
+        (Duplicated(dst, ddst), Duplicated(x, dx)),                # fewer arguments
+    ]
+    for other in others:
+        assert not rep.matches(other)
+    # and each of them computes its own derivative
+    dx[:] = 0.0
+    zymo.autodiff(Reverse, _sq_into, zymo.Active, Duplicated(dst, ddst), Duplicated(x, dx), 4.0)
+    np.testing.assert_allclose(dx, 8.0 * x)
+
+
+def test_replay_alternating_modes_keeps_each_entry():
+    """The per-function shortcut to the last replayed entry must not mix modes."""
+    def f(x):
+        return np.sum(x * x * x)
+
+    x = np.array([0.5, -1.5])
+    tx, dx = np.array([1.0, 2.0]), np.zeros(2)
+    fwd, rev = (Duplicated(x, tx),), (Duplicated(x, dx),)
+    for _ in range(3):
+        (t,) = zymo.autodiff(Forward, f, Duplicated, *fwd)
+        assert abs(t - np.sum(3 * x * x * tx)) < 1e-13
+        dx[:] = 0.0
+        zymo.autodiff(Reverse, f, zymo.Active, *rev)
+        np.testing.assert_allclose(dx, 3 * x * x)
+
+
+def test_replay_of_a_list_argument_checks_its_length():
+    def weighted(x, ws):
+        s = 0.0
+        for w in ws:
+            s += w * x[0] * x[0]
+        return s
+
+    x, dx = np.array([3.0]), np.zeros(1)
+    ws = [1.0, 2.0]
+    args = (Duplicated(x, dx), Const(ws))
+    zymo.autodiff(Reverse, weighted, zymo.Active, *args)
+    assert dx[0] == 18.0
+    ws.append(4.0)  # the same list object, one weight more: the full path again
+    dx[:] = 0.0
+    zymo.autodiff(Reverse, weighted, zymo.Active, *args)
+    assert dx[0] == 42.0

@@ -19,7 +19,9 @@ one, so it is made only where nothing between them can change what it reads:
 - in the reading statement, nothing that could write runs before the read (its
   only impure call, if any, is the statement's own outermost call, whose arguments
   are evaluated first);
-- the read is not inside a loop or branch the definition is outside of.
+- the read is not inside a loop or branch the definition is outside of;
+- the reading statement stays small (`_MAX_NODES`): a long chain of single-use
+  temporaries (unrolled code) is cut into statements rather than nested without bound.
 A copy `a = b` is substituted under a weaker condition: `b` is not rebound in between
 (`a` and `b` are one object, so writes into it are seen through either name).
 """
@@ -99,174 +101,167 @@ def _reads(e: ast.AST) -> set[str]:
 
 
 class _Function:
+    """One generated function: where every name is stored and read, then the two rewrites.
+
+    Statements are never removed from the AST lists while the rewrites run (their positions
+    index the tables); a rewritten-away statement is marked dead and its line dropped."""
+
     def __init__(self, fn: ast.FunctionDef, lines: list[str | None]):
         self.fn = fn
         self.lines = lines
-        self._aug = None
-        self.stores: dict[str, int] = {}
-        self.loads: dict[str, int] = {}
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Name):
-                table = self.loads if isinstance(node.ctx, ast.Load) else self.stores
-                table[node.id] = table.get(node.id, 0) + 1
-                if isinstance(node.ctx, ast.Store) and self._aug_target(node):
-                    self.loads[node.id] = self.loads.get(node.id, 0) + 1
-            elif isinstance(node, ast.arg):
-                self.stores[node.arg] = self.stores.get(node.arg, 0) + 1
+        self.dead: set[int] = set()
+        self.params = {a.arg for a in fn.args.args}
+        self.stores: dict[str, list[tuple]] = {}   # name -> [path of the storing statement]
+        # name -> {id(Name node) or id(statement): (path, statement, Name node, in a header)}
+        self.loads: dict[str, dict[int, tuple]] = {}
+        self._index(fn.body, ())
 
-    def _aug_target(self, node: ast.Name) -> bool:
-        if self._aug is None:
-            self._aug = {id(n.target) for n in ast.walk(self.fn) if isinstance(n, ast.AugAssign)}
-        return id(node) in self._aug
+    def _index(self, body: list[ast.stmt], path: tuple) -> None:
+        for k, st in enumerate(body):
+            here = path + ((id(body), k),)
+            compound = any(isinstance(getattr(st, f, None), list) and getattr(st, f)
+                           and isinstance(getattr(st, f)[0], ast.stmt) for f in ("body", "orelse"))
+            for node in _header_nodes(st):
+                if isinstance(node, ast.Name):
+                    if isinstance(node.ctx, ast.Load):
+                        self.loads.setdefault(node.id, {})[id(node)] = (here, st, node, compound)
+                    else:
+                        self.stores.setdefault(node.id, []).append(here)
+                        if isinstance(st, ast.AugAssign) and node is st.target:
+                            self.loads.setdefault(node.id, {})[id(st)] = (here, st, None, True)
+            for f in ("body", "orelse"):
+                inner = getattr(st, f, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    self._index(inner, here)
 
-    def run(self) -> bool:
-        copies = self._propagate_copies(self.fn.body)
-        return self._block(self.fn.body) or copies
+    def _stored_once(self, name: str) -> bool:
+        return len(self.stores.get(name, ())) + (name in self.params) == 1
 
-    def _propagate_copies(self, body: list[ast.stmt]) -> bool:
+    def run(self) -> None:
+        self._blocks(self.fn.body, self._propagate_copies)
+        self._blocks(self.fn.body, self._substitute_all)
+
+    def _blocks(self, body: list[ast.stmt], visit) -> None:
+        for st in body:
+            for f in ("body", "orelse"):
+                inner = getattr(st, f, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    self._blocks(inner, visit)
+        visit(body)
+
+    def _rewrite(self, st: ast.stmt) -> None:
+        if st.lineno != st.end_lineno:
+            raise AssertionError("zymo writes one statement per line")
+        old = self.lines[st.lineno - 1]
+        self.lines[st.lineno - 1] = old[:len(old) - len(old.lstrip())] + ast.unparse(st)
+
+    def _kill(self, st: ast.stmt) -> None:
+        self.dead.add(id(st))
+        self.lines[st.lineno - 1] = None
+
+    # -- copies --------------------------------------------------------------------------
+    def _propagate_copies(self, body: list[ast.stmt]) -> None:
         """`a = b`, each name stored once, `b` stored before (a parameter or an earlier
-        statement of this list), every read of `a` later in this list: read `b` instead.
-        Reads in the header of a loop or branch are left alone (and keep the copy)."""
-        changed = False
-        for st in body:
-            for field in ("body", "orelse"):
-                inner = getattr(st, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    changed |= self._propagate_copies(inner)
-        params = {a.arg for a in self.fn.args.args}
-        i = 0
-        while i < len(body):
-            st = body[i]
-            if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+        statement of this list), every read of `a` later in this list and not in the header
+        of a loop or branch: read `b` instead."""
+        key = id(body)
+        for i, st in enumerate(body):
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
                     and isinstance(st.value, ast.Name)):
-                a, b = st.targets[0].id, st.value.id
-                before = b in params or any(b in _stores(earlier) for earlier in body[:i])
-                if (self.stores.get(a) == 1 and self.stores.get(b) == 1 and before
-                        and self._rename_later(body[i + 1:], a, b)):
-                    self.lines[st.lineno - 1] = None
-                    del body[i]
-                    changed = True
-                    continue
-            i += 1
-        return changed
-
-    def _rename_later(self, later: list[ast.stmt], a: str, b: str) -> bool:
-        """Rename every read of `a` to `b` in `later` (all of them must be there), rewriting
-        the simple statements that change; False (nothing renamed) when some read of `a`
-        is elsewhere or in the header of a compound statement."""
-        found, sites = 0, []
-        for st in later:
-            for node in ast.walk(st):
-                if isinstance(node, ast.stmt) and any(
-                        isinstance(n, ast.Name) and n.id == a and isinstance(n.ctx, ast.Load)
-                        for n in _header_nodes(node)):
-                    sites.append(node)
-        for st in sites:
-            if isinstance(st, (ast.For, ast.While, ast.If, ast.With)):
-                return False
-        for st in sites:
-            for n in ast.walk(st):
-                if isinstance(n, ast.Name) and n.id == a and isinstance(n.ctx, ast.Load):
-                    found += 1
-        if found != self.loads.get(a):
-            return False
-        for st in sites:
-            if st.lineno != st.end_lineno:
-                raise AssertionError("zymo writes one statement per line")
-            for n in ast.walk(st):
-                if isinstance(n, ast.Name) and n.id == a and isinstance(n.ctx, ast.Load):
-                    n.id = b
-            old = self.lines[st.lineno - 1]
-            self.lines[st.lineno - 1] = old[:len(old) - len(old.lstrip())] + ast.unparse(st)
-        self.loads[b] = self.loads.get(b, 0) + found
-        self.loads[a] = 0
-        return True
-
-    def _block(self, body: list[ast.stmt]) -> bool:
-        changed = False
-        for st in body:
-            for field in ("body", "orelse"):
-                inner = getattr(st, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    changed |= self._block(inner)
-        i = 0
-        while i < len(body):
-            if self._substitute(body, i):
-                changed = True
-            else:
-                i += 1
-        return changed
-
-    def _substitute(self, body: list[ast.stmt], i: int) -> bool:
-        """Substitute the temporary defined by `body[i]` into its reader; True if done."""
-        st = body[i]
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
-            return False
-        name = st.targets[0].id
-        if self.stores.get(name) != 1 or self.loads.get(name) != 1 or not _pure(st.value):
-            return False
-        reads = _reads(st.value)
-        copy = isinstance(st.value, ast.Name)  # `a = b`: `a` is `b` until `b` is rebound
-        for j in range(i + 1, len(body)):
-            later = body[j]
-            site = self._site(later, name)
-            if site is not None:
-                if not self._safe_reader(later, site):
-                    return False
-                parent, field, seq = site
-                if seq is None:
-                    setattr(parent, field, st.value)
-                else:
-                    seq[field] = st.value
-                if st.lineno != st.end_lineno or later.lineno != later.end_lineno:
-                    raise AssertionError("zymo writes one statement per line")
-                old = self.lines[later.lineno - 1]
-                indent = old[:len(old) - len(old.lstrip())]
-                self.lines[later.lineno - 1] = indent + ast.unparse(later)
-                self.lines[st.lineno - 1] = None
-                del body[i]
-                return True
-            if copy:
-                if st.value.id in _stores(later):
-                    return False
                 continue
-            # an intervening statement: a pure assignment to names the expression does not read
+            a, b = st.targets[0].id, st.value.id
+            if not (self._stored_once(a) and self._stored_once(b)):
+                continue
+            if b not in self.params and not any(k == key and j < i for k, j in self.stores[b][0]):
+                continue
+            reads = self.loads.get(a, {})
+            if any(header or node is None or not any(k == key and j > i for k, j in path)
+                   for path, _, node, header in reads.values()):
+                continue
+            for _, reader, node, _ in reads.values():
+                node.id = b
+                self._rewrite(reader)
+            self.loads[b].update(reads)
+            self.loads[a] = {}
+            del self.loads[b][id(st.value)]
+            self._kill(st)
+
+    # -- single-use temporaries -------------------------------------------------------------
+    def _substitute_all(self, body: list[ast.stmt]) -> None:
+        for i, st in enumerate(body):
+            if id(st) not in self.dead:
+                self._substitute(body, i, st)
+
+    def _substitute(self, body: list[ast.stmt], i: int, st: ast.stmt) -> None:
+        """Substitute the temporary defined by `body[i]` into its reader, if it may move."""
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+            return
+        name = st.targets[0].id
+        reads = self.loads.get(name, {})
+        if not self._stored_once(name) or len(reads) != 1 or not _pure(st.value):
+            return
+        (path, reader, node, header), = reads.values()
+        if header or node is None or path[-1][0] != id(body) or path[-1][1] <= i:
+            return  # read in a loop or branch header, inside a nested block, or before
+        j = path[-1][1]
+        moved = _reads(st.value)
+        for later in body[i + 1:j]:  # only pure assignments to names the expression does not read
+            if id(later) in self.dead:
+                continue
             if not (isinstance(later, ast.Assign) and _pure(later.value)
                     and all(isinstance(t, ast.Name) for t in later.targets)
-                    and not reads & {t.id for t in later.targets}):
-                return False
-        return False
-
-    @staticmethod
-    def _site(st: ast.stmt, name: str):
-        """(parent, field, list or None) of the load of `name` in simple statement `st`;
-        None when `st` does not read it; a failing marker when `st` is compound."""
-        for parent in ast.walk(st):
-            for field, value in ast.iter_fields(parent):
-                if isinstance(value, ast.Name) and value.id == name and isinstance(value.ctx, ast.Load):
-                    return parent, field, None
-                if isinstance(value, list):
-                    for k, item in enumerate(value):
-                        if isinstance(item, ast.Name) and item.id == name and isinstance(item.ctx, ast.Load):
-                            return parent, k, value
-        return None
-
-    @staticmethod
-    def _safe_reader(st: ast.stmt, site) -> bool:
-        """`st` evaluates the read before anything in it can write, and is not compound."""
-        if isinstance(st, (ast.Assign, ast.AugAssign, ast.Return)):
-            value = st.value
-        elif isinstance(st, ast.Expr):
-            value = st.value
+                    and not moved & {t.id for t in later.targets}):
+                return
+        if not _safe_reader(reader, node):
+            return
+        if _size(reader) + _size(st.value) > _MAX_NODES:
+            return  # a long chain stays a chain of statements (and within the parser's depth)
+        parent, field, seq = _site(reader, node)
+        if seq is None:
+            setattr(parent, field, st.value)
         else:
+            seq[field] = st.value
+        self._rewrite(reader)
+        # the reads of the moved expression now happen in the reader
+        for n in ast.walk(st.value):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                self.loads[n.id][id(n)] = (path, reader, n, False)
+        self.loads[name] = {}
+        self._kill(st)
+
+
+_MAX_NODES = 200
+
+
+def _size(node: ast.AST) -> int:
+    return sum(1 for _ in ast.walk(node))
+
+
+def _site(st: ast.stmt, target: ast.Name):
+    """(parent, field, list or None) holding the Name node `target` inside `st`."""
+    for parent in ast.walk(st):
+        for field, value in ast.iter_fields(parent):
+            if value is target:
+                return parent, field, None
+            if isinstance(value, list):
+                for k, item in enumerate(value):
+                    if item is target:
+                        return parent, k, value
+    raise AssertionError("the read is not in its statement")
+
+
+def _safe_reader(st: ast.stmt, read: ast.Name) -> bool:
+    """`st` is a simple statement that evaluates `read` before anything in it can write."""
+    if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or st.value is None:
+        return False
+    value = st.value
+    if not any(n is read for n in ast.walk(value)):  # read in a target: after the whole value
+        return _pure(value) and all(_pure(t) for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))
+    targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AugAssign) else []
+    for t in targets:  # subscript targets are evaluated after the value; they must be pure
+        if not _pure(t):
             return False
-        if value is None:
-            return False
-        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AugAssign) else []
-        for t in targets:  # subscript targets are evaluated after the value; they must be pure
-            if not _pure(t):
-                return False
-        if isinstance(value, ast.Call) and not _pure_call(value):
-            return all(_pure(a) for a in value.args) and all(_pure(k.value) for k in value.keywords) \
-                and _pure(value.func)
-        return _pure(value)
+    if isinstance(value, ast.Call) and not _pure_call(value):
+        return (all(_pure(a) for a in value.args) and all(_pure(k.value) for k in value.keywords)
+                and _pure(value.func))
+    return _pure(value)

@@ -50,25 +50,47 @@ def _check_bound(trips, name):
 
 @register_jitable
 def _unbroadcast_to(g, shape):
-    """Sum `g` (ndim >= len(shape)) over the broadcast dimensions of `shape`."""
-    out = np.zeros(shape)
+    """Sum `g` (ndim >= len(shape)) over the broadcast dimensions of `shape`: one pass over
+    `g` in memory order, the output position advanced like an odometer (no division)."""
+    out = np.zeros(shape, g.dtype)
     flat = out.reshape(out.size)
     gc = np.ascontiguousarray(g)
     gflat = gc.reshape(gc.size)
-    lead = g.ndim - len(shape)
-    for p in range(gflat.size):
-        rem = p
-        q = 0
-        mult = 1
-        for d in range(g.ndim - 1, -1, -1):
-            i = rem % g.shape[d]
-            rem //= g.shape[d]
-            if d >= lead:
-                n = shape[d - lead]
-                if n != 1:
-                    q += i * mult
-                mult *= n
-        flat[q] += gflat[p]
+    nd = g.ndim
+    if gflat.size == 0:
+        return out
+    if nd == 0:
+        flat[0] += gflat[0]
+        return out
+    lead = nd - len(shape)
+    step = np.zeros(nd, np.int64)  # how far one step along each dimension of g moves in out
+    m = 1
+    for d in range(nd - 1, lead - 1, -1):
+        n = shape[d - lead]
+        if n != 1:
+            step[d] = m
+        m *= n
+    idx = np.zeros(nd, np.int64)
+    inner, s = g.shape[nd - 1], step[nd - 1]
+    q = 0
+    for p in range(0, gflat.size, inner):
+        if s:  # the last dimension is kept (its step is 1): a row added into a row
+            for j in range(inner):
+                flat[q + j] += gflat[p + j]
+        else:  # the last dimension is summed away
+            acc = gflat[p]
+            for j in range(1, inner):
+                acc += gflat[p + j]
+            flat[q] += acc
+        d = nd - 2
+        while d >= 0:  # the next row: carry through the outer dimensions
+            idx[d] += 1
+            q += step[d]
+            if idx[d] < g.shape[d]:
+                break
+            q -= step[d] * g.shape[d]
+            idx[d] = 0
+            d -= 1
     return out
 
 
