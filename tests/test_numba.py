@@ -426,3 +426,27 @@ def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
         got, want = f(g, x), runtime.unbroadcast(g, x)
         assert got.shape == np.shape(want) and got.dtype == g.dtype
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
+    """The outer-product and matrix-vector adjoints are loops under Numba (`numba_rt._outer`,
+    `_matvec`): same values and dtypes as the Python runtime, strided and complex operands
+    included."""
+    import numba
+
+    from zymo.codegen import numba_rt
+    from zymo.rules import runtime
+
+    fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))
+           for name in ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")}
+    rng = np.random.default_rng(11)
+    m, v3, v4 = rng.random((4, 3)), rng.random(3), rng.random(4)
+    strided = rng.random((4, 3, 2))[:, :, 1]
+    cplx = rng.random((4, 3)) + 1j * rng.random((4, 3))
+    cases = [(v4, m, v3), (v4, strided, v3), (v4, cplx, v3), (v3, v4, m), (v3, v4, strided),
+             (v3 + 1j, v4, m), (v4[::-1], m, v3[::-1])]
+    for g, a, b in cases:
+        for name, fn in fns.items():
+            got, want = fn(g, a, b), getattr(runtime, name)(g, a, b)
+            assert got.dtype == np.asarray(want).dtype and np.abs(want).max() > 0
+            np.testing.assert_allclose(got, want, rtol=1e-13)
