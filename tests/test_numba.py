@@ -450,3 +450,14 @@ def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
             got, want = fn(g, a, b), getattr(runtime, name)(g, a, b)
             assert got.dtype == np.asarray(want).dtype and np.abs(want).max() > 0
             np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_numba_unbroadcast_refuses_shapes_that_do_not_broadcast():
+    import numba
+
+    from zymo.codegen import numba_rt
+
+    f = numba.njit(lambda g, x: numba_rt.unbroadcast(g, x))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        f(np.ones((3, 4)), np.zeros((2, 4)))
+    assert f(np.array(2.5), np.array(1.0)) == 2.5  # 0-d
