@@ -461,3 +461,38 @@ def test_numba_unbroadcast_refuses_shapes_that_do_not_broadcast():
     with pytest.raises(ValueError, match="does not broadcast"):
         f(np.ones((3, 4)), np.zeros((2, 4)))
     assert f(np.array(2.5), np.array(1.0)) == 2.5  # 0-d
+
+
+def test_product_adjoints_accumulate_in_place_under_numba():
+    """`d += _rt.dot_vjp_a(g, a, b)` is compiled as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: one
+    BLAS call with beta = 1 for C-ordered `d` and C/F operands, a loop for outer products, the
+    plain sum otherwise; `d` is updated in place, a float `d` gets the sum."""
+    import numba
+
+    from zymo.codegen import numba_rt
+    from zymo.codegen.numba_ import accumulating_products
+    from zymo.rules import runtime
+
+    src = ("def f(d, e, g, a, b):\n    d += _rt.dot_vjp_a(g, a, b)\n    e[0] += _rt.dot_vjp_b(g, a, b)\n"
+           "    d += 2.0 * _rt.matmul_vjp_b(g, a, b)\n    return d\n")
+    out = accumulating_products(src)
+    assert "    d = _rt.acc_dot_vjp_a(d, g, a, b)\n" in out
+    assert "e[0] += _rt.dot_vjp_b(g, a, b)" in out and "d += 2.0 * _rt.matmul_vjp_b(g, a, b)" in out
+
+    names = ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")
+    fns = {n: numba.njit(lambda acc, g, a, b, f=getattr(numba_rt, "acc_" + n): f(acc, g, a, b)) for n in names}
+    rng = np.random.default_rng(5)
+    A, B, G, v3, v4 = rng.random((4, 3)), rng.random((3, 5)), rng.random((4, 5)), rng.random(3), rng.random(4)
+    cases = [(G, A, B), (G, np.asfortranarray(A), B), (np.asfortranarray(G), A, np.asfortranarray(B)),
+             (rng.random((4, 5, 2))[:, :, 0], A, B), (v4, A, v3), (v3, v4, A),
+             (rng.random((0, 5)), rng.random((0, 3)), B), (G * (1 + 1j), A + 0j, B + 0j)]
+    for g, a, b in cases:
+        for n, fn in fns.items():
+            inc = getattr(runtime, n)(g, a, b)
+            assert inc.size == 0 or g.size == 0 or np.abs(inc).max() > 0
+            for acc in (rng.random(np.shape(inc)) + 0 * inc, np.asfortranarray(rng.random(np.shape(inc)) + 0 * inc)):
+                want = acc + inc
+                got = fn(acc, g, a, b)
+                np.testing.assert_allclose(acc, want, rtol=1e-13, atol=1e-14)  # in place
+                assert got is acc or np.shares_memory(got, acc)
+    assert fns["dot_vjp_a"](1.5, np.ones(3), 2.0, np.arange(3.0)) == 4.5  # a float accumulator

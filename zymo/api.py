@@ -754,7 +754,8 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
 def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
     """The Python source of the derivative program `autodiff` would run for these arguments.
 
-    The Numba backend compiles this same source."""
+    The Numba backend compiles this same source, with accumulations of product adjoints
+    (`d += _rt.dot_vjp_a(...)`) written as in-place calls (`numba_.accumulating_products`)."""
     comp, *_ = _prepare(mode, f, ret_activity, args, False)
     return comp.source
 

@@ -2,7 +2,7 @@
 
 Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
-`numba_np` and `_rt` to `numba_rt`. The source is written once to a module file named by
+`numba_np` and `_rt` to `numba_rt` (after one rewrite, `accumulating_products`). The source is written once to a module file named by
 a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
@@ -101,8 +101,36 @@ def _stamp() -> str:
 _STAMP: list[str] = []
 
 
+_PRODUCT_VJPS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
+
+
+def accumulating_products(src: str) -> str:
+    """`d += _rt.dot_vjp_a(g, a, b)` (and `dot_vjp_b`, `matmul_vjp_*`) with a plain name `d`
+    becomes `d = _rt.acc_dot_vjp_a(d, g, a, b)`, which adds the product into `d` in place (one
+    BLAS call with beta = 1, or a loop) instead of allocating it first; for a float `d` it
+    returns the sum, as `+=` rebinds. The only difference between the source Numba compiles
+    and the source the Python backend runs (and second order differentiates)."""
+    import ast
+
+    lines = src.split("\n")
+    for node in ast.walk(ast.parse(src)):
+        if not (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
+                and isinstance(node.target, ast.Name) and isinstance(node.value, ast.Call)):
+            continue
+        f = node.value.func
+        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+                and f.attr in _PRODUCT_VJPS and len(node.value.args) == 3 and not node.value.keywords
+                and node.lineno == node.end_lineno):
+            d = node.target.id
+            args = ", ".join(ast.unparse(a) for a in node.value.args)
+            line = lines[node.lineno - 1]
+            lines[node.lineno - 1] = f"{line[:node.col_offset]}{d} = _rt.acc_{f.attr}({d}, {args})"
+    return "\n".join(lines)
+
+
 def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract)."""
+    src = accumulating_products(src)
     if not _STAMP:
         _STAMP.append(_stamp())
     digest = hashlib.sha256((_STAMP[0] + src).encode()).hexdigest()[:24]

@@ -362,3 +362,129 @@ def _prod_others(x, axis):
             acc = acc * x[i]
         return out
     return impl
+
+
+# -- accumulating product adjoints (Numba only) ---------------------------------------------
+# `compile_numba` rewrites `d += _rt.dot_vjp_a(g, a, b)` (and the other three) in the source it
+# compiles as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: the product is added into `d` by one BLAS
+# call with beta = 1 (or one loop) instead of being allocated and then added. The Python
+# backend keeps the plain form, which is also what second order differentiates.
+
+
+def acc_dot_vjp_a(acc, g, a, b):
+    """`acc += dot_vjp_a(g, a, b)`; returns `acc` (the sum, for a float)."""
+    acc += rt.dot_vjp_a(g, a, b)
+    return acc
+
+
+def acc_dot_vjp_b(acc, g, a, b):
+    acc += rt.dot_vjp_b(g, a, b)
+    return acc
+
+
+def acc_matmul_vjp_a(acc, g, a, b):
+    acc += rt.matmul_vjp_a(g, a, b)
+    return acc
+
+
+def acc_matmul_vjp_b(acc, g, a, b):
+    acc += rt.matmul_vjp_b(g, a, b)
+    return acc
+
+
+def _gemm_acc(c, x, y):
+    """`c += x @ y` for 2-d arrays (module contract above)."""
+    c += np.dot(x, y)
+
+
+@overload(_gemm_acc)
+def _ov_gemm_acc(c, x, y):
+    """One `xgemm` with beta = 1 into C-ordered `c`, the operands C or F ordered, one dtype.
+    BLAS is column-major: C's memory is C^T, so it computes C^T += y^T x^T; an operand stored
+    C-ordered is its own transpose in column-major terms ('N'), one stored F-ordered is not
+    ('T')."""
+    from numba.np.linalg import _BLAS, ensure_blas, get_blas_kind
+
+    ensure_blas()
+    kind = ord(get_blas_kind(c.dtype, "zymo product adjoint"))
+    xgemm = _BLAS().numba_xxgemm(c.dtype)
+    ty = ord("N") if y.layout == "C" else ord("T")
+    tx = ord("N") if x.layout == "C" else ord("T")
+    dt = _result_dtype(c)
+    y_c, x_c = y.layout == "C", x.layout == "C"
+
+    def impl(c, x, y):
+        m, k = x.shape
+        n = y.shape[1]
+        if y.shape[0] != k or c.shape[0] != m or c.shape[1] != n:
+            raise ValueError("zymo: product adjoint shapes do not match")
+        if m == 0 or n == 0 or k == 0:
+            return
+        one = np.ones(1, dt)
+        ldy = max(1, n if y_c else k)
+        ldx = max(1, k if x_c else m)
+        r = xgemm(kind, ty, tx, n, m, k, one.ctypes, y.ctypes, ldy, x.ctypes, ldx, one.ctypes,
+                  c.ctypes, max(1, n))
+        if r < 0:
+            raise ValueError("zymo: BLAS xgemm failed")
+    return impl
+
+
+def _gemm_ready(c, x, y) -> bool:
+    return (_arr(c) and _arr(x) and _arr(y) and c.ndim == x.ndim == y.ndim == 2 and c.layout == "C"
+            and x.layout in ("C", "F") and y.layout in ("C", "F")
+            and c.dtype == x.dtype == y.dtype and str(c.dtype) in ("float64", "complex128", "float32", "complex64"))
+
+
+def _acc_product(which: str, dot: bool):
+    plain = {("a", True): rt.dot_vjp_a, ("b", True): rt.dot_vjp_b,
+             ("a", False): rt.matmul_vjp_a, ("b", False): rt.matmul_vjp_b}[(which, dot)]
+
+    def ov(acc, g, a, b):
+        if not _arr(acc):
+            return lambda acc, g, a, b: acc + plain(g, a, b)
+        if _arr(a) and _arr(b) and a.ndim == 2 and b.ndim == 2:
+            if which == "a" and _gemm_ready(acc, g, b):
+                # b.T of a C array is F and of an F array C: both go to BLAS as they are
+                def impl_a(acc, g, a, b):
+                    _gemm_acc(acc, g, b.T)
+                    return acc
+                return impl_a
+            if which == "b" and _gemm_ready(acc, a, g):
+                def impl_b(acc, g, a, b):
+                    _gemm_acc(acc, a.T, g)
+                    return acc
+                return impl_b
+        if _arr(a) and _arr(b) and acc.ndim == 2 and g.ndim == 1:
+            if which == "a" and a.ndim == 2 and b.ndim == 1:  # acc += outer(g, b)
+                def outer_a(acc, g, a, b):
+                    if acc.shape[0] != g.shape[0] or acc.shape[1] != b.shape[0]:
+                        raise ValueError("zymo: product adjoint shapes do not match")
+                    for i in range(g.shape[0]):
+                        gi = g[i]
+                        for j in range(b.shape[0]):
+                            acc[i, j] += gi * b[j]
+                    return acc
+                return outer_a
+            if which == "b" and a.ndim == 1 and b.ndim == 2:  # acc += outer(a, g)
+                def outer_b(acc, g, a, b):
+                    if acc.shape[0] != a.shape[0] or acc.shape[1] != g.shape[0]:
+                        raise ValueError("zymo: product adjoint shapes do not match")
+                    for i in range(a.shape[0]):
+                        ai = a[i]
+                        for j in range(g.shape[0]):
+                            acc[i, j] += ai * g[j]
+                    return acc
+                return outer_b
+
+        def fallback(acc, g, a, b):
+            acc += plain(g, a, b)
+            return acc
+        return fallback
+    return ov
+
+
+overload(acc_dot_vjp_a)(_acc_product("a", True))
+overload(acc_dot_vjp_b)(_acc_product("b", True))
+overload(acc_matmul_vjp_a)(_acc_product("a", False))
+overload(acc_matmul_vjp_b)(_acc_product("b", False))
