@@ -161,6 +161,12 @@ def stored(a, b, out):
     return np.sum(out * out)
 
 
+def dropped_dims(a, c, out):
+    out[0] = a                      # (1, 3) stored into a (3,) row: the leading 1 is dropped
+    out[1] = np.exp(a + c)          # and through an elementwise chain
+    return np.sum(out * out * np.arange(1.0, 7.0).reshape(2, 3))
+
+
 def reused(a, b):
     t = a * 3.0           # read twice: its adjoint is summed where it is made
     return np.sum(np.tanh(t + b) * t)
@@ -171,6 +177,7 @@ CASES = [
     (small_exp, lambda r: (r.random(1), r.random(5))),
     (stored, lambda r: (r.random((3, 1)), r.random(4), np.zeros((3, 4)))),
     (reused, lambda r: (r.random((3, 1)), r.random(4))),
+    (dropped_dims, lambda r: (r.random((1, 3)), r.random((1, 3)), np.zeros((2, 3)))),
 ]
 
 
@@ -189,7 +196,7 @@ def test_broadcasting_chains_under_numba(f, make):
         grads.append([a.dval for a in ann])
     for g_py, g_nb in zip(*grads):
         np.testing.assert_allclose(g_nb, g_py, rtol=1e-12, atol=1e-14)
-    assert all(np.abs(g).max() > 0 for g in grads[0][:2])  # `stored` overwrites its third
+    assert all(np.abs(g).max() > 0 for g in grads[0][:2])  # the last argument may be overwritten
 
 
 def test_chain_adjoint_is_summed_once_at_the_operand():
@@ -245,3 +252,29 @@ def test_a_long_chain_is_cut_into_statements():
     exec(new, ns_b)
     assert ns_a["f"](0.5) == ns_b["f"](0.5)
     assert 10 < len(new.splitlines()) < 1000
+
+
+def test_reads_in_chained_or_tuple_targets_stay():
+    """`a = b = v` and `a, b = v` store left to right: a read in the second target would run
+    after the first store."""
+    for body in ("    x[0], x[k] = 1, 2\n", "    x[0] = x[k] = 2\n"):
+        src = "def f(x):\n    k = x[0]\n" + body + "    return x\n"
+        new = fuse(src)
+        assert "k = x[0]" in new
+        outs = []
+        for code in (src, new):
+            ns = {}
+            exec(code, ns)
+            outs.append(ns["f"](np.array([0, 0, 0])))
+        np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_positional_out_and_star_arguments_are_writes():
+    src = """
+        def f(a, b, c):
+            t = np.add(a, b, c)
+            u = c * 2.0
+            return u + t + u
+        """
+    new = _same(src, a=[1.0, 1.0], b=[1.0, 1.0], c=[0.0, 0.0])
+    assert "t = np.add(a, b, c)" in new

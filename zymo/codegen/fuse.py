@@ -29,15 +29,19 @@ from __future__ import annotations
 
 import ast
 
-# NumPy functions that return new values and write nothing (without `out=`)
+# NumPy functions that return new values and write nothing, with the most positional
+# arguments that keeps them so (a ufunc's next positional argument is its `out`)
 _PURE_NP = {
-    "abs", "absolute", "add", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh",
-    "cbrt", "conj", "conjugate", "copy", "cos", "cosh", "deg2rad", "degrees", "divide", "exp", "exp2",
-    "expm1", "fabs", "float64", "hypot", "imag", "log", "log10", "log1p", "log2", "logaddexp",
-    "maximum", "minimum", "multiply", "negative", "power", "rad2deg", "radians", "real", "reciprocal",
-    "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "where",
-    "zeros_like", "empty_like", "ones_like", "full_like", "sum", "prod", "mean", "dot", "matmul",
-    "outer", "transpose", "clip", "fmax", "fmin",
+    **dict.fromkeys([
+        "abs", "absolute", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "conj",
+        "conjugate", "cos", "cosh", "deg2rad", "degrees", "exp", "exp2", "expm1", "fabs", "float64", "imag",
+        "log", "log10", "log1p", "log2", "negative", "rad2deg", "radians", "real", "reciprocal", "sign",
+        "sin", "sinh", "sqrt", "square", "tan", "tanh"], 1),
+    **dict.fromkeys([
+        "add", "arctan2", "divide", "hypot", "logaddexp", "maximum", "minimum", "multiply", "power",
+        "subtract", "true_divide", "fmax", "fmin", "dot", "matmul", "outer", "copy", "transpose"], 2),
+    **dict.fromkeys(["where", "clip", "sum", "prod", "mean"], 3),
+    **dict.fromkeys(["zeros_like", "empty_like", "ones_like", "full_like"], 1),
 }
 # zymo runtime helpers that return new values (or an argument unchanged) and write nothing
 _RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate"}
@@ -61,9 +65,11 @@ def _pure_call(call: ast.Call) -> bool:
     if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
         return False
     mod, name = f.value.id, f.attr
-    if any(k.arg == "out" for k in call.keywords):
-        return False
-    return (mod == "np" and name in _PURE_NP) or mod == "math" or (mod == "_rt" and name in _RT_PURE)
+    if any(k.arg in ("out", None) for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+        return False  # `out=`, `**kwargs`, `*args`: it may write
+    if mod == "np":
+        return name in _PURE_NP and len(call.args) <= _PURE_NP[name]
+    return mod == "math" or (mod == "_rt" and name in _RT_PURE)
 
 
 _PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute,
@@ -256,7 +262,10 @@ def _safe_reader(st: ast.stmt, read: ast.Name) -> bool:
         return False
     value = st.value
     if not any(n is read for n in ast.walk(value)):  # read in a target: after the whole value
-        return _pure(value) and all(_pure(t) for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        if len(targets) != 1 or isinstance(targets[0], (ast.Tuple, ast.List)):
+            return False  # `a = b = v`, `a, b = v` store left to right: the read may come after one
+        return _pure(value) and _pure(targets[0])
     targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AugAssign) else []
     for t in targets:  # subscript targets are evaluated after the value; they must be pure
         if not _pure(t):

@@ -48,6 +48,26 @@ def _literal(t, what: str):
 # -- ufuncs with out= ------------------------------------------------------------------
 
 
+def _unaliased(x, out):
+    return x
+
+
+@_overload(_unaliased)
+def _ov_unaliased(x, out):
+    """`x`, or a copy of it when it overlaps `out` other than element for element (NumPy
+    buffers such inputs; Numba's ufuncs with `out` read them while writing)."""
+    if not (isinstance(x, _t.Array) and isinstance(out, _t.Array)):
+        return lambda x, out: x
+
+    def impl(x, out):
+        if x.ndim == out.ndim and x.ctypes.data == out.ctypes.data and x.strides == out.strides:
+            return x
+        if may_share_memory(x, out):
+            return _np.copy(x)
+        return x
+    return impl
+
+
 def _wrap_ufunc(uf):
     if uf.nin == 1:
         def py(x, out=None):
@@ -58,7 +78,7 @@ def _wrap_ufunc(uf):
                 return lambda x, out=None: uf(x)
 
             def impl(x, out=None):
-                uf(x, out)
+                uf(_unaliased(x, out), out)
                 return out
             return impl
     else:
@@ -70,7 +90,7 @@ def _wrap_ufunc(uf):
                 return lambda x, y, out=None: uf(x, y)
 
             def impl(x, y, out=None):
-                uf(x, y, out)
+                uf(_unaliased(x, out), _unaliased(y, out), out)
                 return out
             return impl
     py.__name__ = py.__qualname__ = uf.__name__
@@ -88,6 +108,32 @@ for _name in ("sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "absolute", "ne
     globals()[_name] = _wrap_ufunc(getattr(_np, _name))
 abs = absolute  # noqa: A001  (np.abs is np.absolute)
 true_divide = divide
+
+
+def clip(a, a_min, a_max, out=None):
+    return _np.clip(a, a_min, a_max, out=out)
+
+
+@_overload(clip)
+def _ov_clip(a, a_min, a_max, out=None):
+    """`minimum(maximum(a, a_min), a_max)`, NumPy's definition: Numba's own `np.clip` returns
+    `a`'s shape even when the bounds broadcast it to a larger one."""
+    lo, hi = not _none(a_min), not _none(a_max)
+    if lo and hi:
+        f = _jitable(lambda a, a_min, a_max: _np.minimum(_np.maximum(a, a_min), a_max))
+    elif lo:
+        f = _jitable(lambda a, a_min, a_max: _np.maximum(a, a_min))
+    elif hi:
+        f = _jitable(lambda a, a_min, a_max: _np.minimum(a, a_max))
+    else:
+        raise _TypingError("np.clip needs a_min or a_max")
+    if _none(out):
+        return lambda a, a_min, a_max, out=None: f(a, a_min, a_max)
+
+    def impl(a, a_min, a_max, out=None):
+        out[...] = f(a, a_min, a_max)
+        return out
+    return impl
 
 
 # -- products --------------------------------------------------------------------------

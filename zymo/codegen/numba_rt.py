@@ -64,13 +64,17 @@ def _unbroadcast_kernel(nd: int, k: int):
                  "    out = np.zeros(shape, g.dtype)",
                  "    flat = out.reshape(out.size)",
                  "    m = 1"]
-        for d in range(nd - 1, lead - 1, -1):
+        for d in range(-lead):  # shape's extra leading dimensions (a store that drops them) are 1
+            lines.append(f"    if shape[{d}] != 1:")
+            lines.append("        raise ValueError('zymo: an adjoint does not broadcast to its operand')")
+        first = max(lead, 0)  # g's first dimension that shape has
+        for d in range(nd - 1, first - 1, -1):
             n = f"shape[{d - lead}]"
             lines.append(f"    if {n} != 1 and {n} != g.shape[{d}]:")
             lines.append("        raise ValueError('zymo: an adjoint does not broadcast to its operand')")
             lines.append(f"    s{d} = m if {n} != 1 else 0")
             lines.append(f"    m *= {n}")
-        for d in range(lead):
+        for d in range(first):
             lines.append(f"    s{d} = 0")
         indent, prev = "    ", "0"
         for d in range(nd):

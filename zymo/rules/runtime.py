@@ -26,6 +26,12 @@ def unbroadcast(g, x):
     lead = g.ndim - len(shape)
     if lead > 0:
         g = g.sum(axis=tuple(range(lead)))
+    elif lead < 0:
+        # a store that drops leading length-1 dimensions (`out[0] = a`, `a` of shape (1, n)):
+        # the adjoint is `a`'s, without them
+        if any(n != 1 for n in shape[:-lead]):
+            raise ValueError(f"zymo: an adjoint of shape {g.shape} does not broadcast to {shape}")
+        g = g.reshape((1,) * -lead + g.shape)
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     if axes:
         g = g.sum(axis=axes, keepdims=True)
