@@ -275,12 +275,12 @@ def _fill_none(shadow: Any, like: Any) -> Any:
 
 
 def zymo_grad(f: Callable, args: Sequence, cotangents: Sequence | None = None, ret_active: bool = True,
-              const: Sequence[int] = (), with_primal: bool = False):
+              const: Sequence[int] = (), with_primal: bool = False, numba: Any = None):
     """Reverse mode on fresh copies: floats Active, memory Duplicated with shadow = cotangent.
 
     Returns one tree per argument: the returned derivative of an Active argument, or
     the shadow after the call for a Duplicated one (None for constants). With
-    `with_primal`, returns (grads, primal, final args)."""
+    `with_primal`, returns (grads, primal, final args). `numba` is passed to `autodiff`."""
     a = copy_tree(list(args))
     cots = list(cotangents) if cotangents is not None else [None] * len(a)
     annots, shadows = [], []
@@ -289,7 +289,7 @@ def zymo_grad(f: Callable, args: Sequence, cotangents: Sequence | None = None, r
         annots.append(ann)
         shadows.append(sh)
     mode = ReverseWithPrimal if with_primal else Reverse
-    res = zymo.autodiff(mode, f, Active if ret_active else Const, *annots)
+    res = zymo.autodiff(mode, f, Active if ret_active else Const, *annots, numba=numba)
     derivs = res[0]
     assert len(derivs) == len(a)
     out = [s if s is not None else d for d, s in zip(derivs, shadows)]

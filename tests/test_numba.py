@@ -26,7 +26,7 @@ from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
 
-from helpers import assert_tree_close, check  # noqa: E402
+from helpers import assert_tree_close, check, zymo_grad  # noqa: E402
 
 Dispatcher = numba.core.dispatcher.Dispatcher
 
@@ -531,11 +531,7 @@ def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     rng = np.random.default_rng(0)
     args = [rng.random((3, 1)), rng.random((1, 4)) * 0.6, rng.random((2, 3, 4))]
     check(_clip_broadcast, args)
-    grads = []
-    for numba in (False, True):
-        ann = [Duplicated(x.copy(), np.zeros_like(x)) for x in args]
-        zymo.autodiff(Reverse, _clip_broadcast, Active, *ann, numba=numba)
-        grads.append([a.dval for a in ann])
+    grads = [zymo_grad(_clip_broadcast, args, numba=numba) for numba in (False, True)]
     for g_py, g_nb in zip(*grads):
         np.testing.assert_allclose(g_nb, g_py, rtol=1e-13, atol=1e-14)
     assert np.abs(grads[1][1]).max() > 0

@@ -111,7 +111,8 @@ def test_replay_check_refuses_any_other_object():
         (Duplicated(dst, ddst), Duplicated(x, dx)),                # fewer arguments
     ]
     for other in others:
-        assert not rep.matches(other)
+        assert not rep.matches(other)      # the written-out check
+        assert not rep._first_match(other)  # and the loop it replaced after the first match
     # and each of them computes its own derivative
     dx[:] = 0.0
     zymo.autodiff(Reverse, _sq_into, zymo.Active, Duplicated(dst, ddst), Duplicated(x, dx), 4.0)
@@ -150,3 +151,27 @@ def test_replay_of_a_list_argument_checks_its_length():
     dx[:] = 0.0
     zymo.autodiff(Reverse, weighted, zymo.Active, *args)
     assert dx[0] == 42.0
+
+
+def test_a_changed_backend_policy_is_not_replayed_past():
+    """`set_numba` forgets recorded calls, including the per-function shortcut to the last one."""
+    from zymo import api
+    from zymo.config import set_numba
+
+    def cube_sum(x):
+        return np.sum(x * x * x)
+
+    x, dx = np.array([0.5, 1.5]), np.zeros(2)
+    args = (Duplicated(x, dx),)
+    try:
+        set_numba("never")
+        for _ in range(2):
+            zymo.autodiff(Reverse, cube_sum, zymo.Active, *args)
+        assert api._LAST[cube_sum].comp.backend == "python"
+        set_numba("always")
+        dx[:] = 0.0
+        zymo.autodiff(Reverse, cube_sum, zymo.Active, *args)
+        assert api._LAST[cube_sum].comp.backend != "python"
+        np.testing.assert_allclose(dx, 3 * x * x)
+    finally:
+        set_numba(None)

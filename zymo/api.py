@@ -212,8 +212,7 @@ _COMPILED: dict[Any, Compiled] = {}
 def cache_clear() -> None:
     _LOWERED.clear()
     _COMPILED.clear()
-    _FAST.clear()
-    _LAST.clear()
+    forget_replays()
 
 
 def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
@@ -478,6 +477,12 @@ _FAST: dict[Any, "_Repeat"] = {}
 _LAST: dict[Any, "_Repeat"] = {}  # function -> its last replayed entry (also in _FAST)
 
 
+def forget_replays() -> None:
+    """Drop every recorded call (a changed backend policy must not be replayed past)."""
+    _FAST.clear()
+    _LAST.clear()
+
+
 class _Repeat:
     """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
 
@@ -512,11 +517,27 @@ class _Repeat:
         # plain Reverse: every derivative is in a shadow, the result is always the same
         mode = finish.mode
         self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
+        self.matches = self._first_match
+
+    def _first_match(self, args: tuple) -> bool:
+        """The replay check by a loop over `spec`; once it has matched, the entry is being
+        replayed and `matches` becomes the written-out check (`_matcher`), whose ~0.1 ms of
+        compiling a call with new objects every time should not pay."""
+        if len(args) != len(self.spec):
+            return False
+        for a, (t, v, s, how) in zip(args, self.spec):
+            if type(a) is not t or how == 3:
+                return False
+            if (a.val if how else a) is not v or (how == 2 and a.dval is not s):
+                return False
+        if any(len(x) != n for x, n in self.lists) or not self._lowered_valid():
+            return False
         self.matches = self._matcher()
+        return True
 
     def _matcher(self) -> Callable[[tuple], bool]:
         """`matches`, written out for this call's arguments: identity tests on locals, about
-        a third of the time of a loop over a table of the same facts."""
+        a third of the time of the loop in `_first_match`, which it must agree with."""
         if any(how == 3 for *_, how in self.spec):
             return lambda args: False
         n = len(self.spec)

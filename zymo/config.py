@@ -40,7 +40,7 @@ def set_numba(choice: str | None) -> None:
         _numba_override.append(choice)
     from . import api
 
-    api._FAST.clear()  # a replayed call must not keep the old backend
+    api.forget_replays()  # a replayed call must not keep the old backend
 
 
 def numba_policy() -> str:

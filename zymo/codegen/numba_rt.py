@@ -177,18 +177,22 @@ def _result_dtype(*tys):
     return np.result_type(*(as_dtype(ty.dtype) for ty in tys))
 
 
+@register_jitable
+def _add_outer(acc, x, y):
+    """`acc += np.outer(x, y)` for 1-d `x`, `y`, as a loop (Numba's own `np.outer` costs about
+    a second of compile per signature, this a tenth, and runs as fast at these sizes)."""
+    if acc.shape[0] != x.shape[0] or acc.shape[1] != y.shape[0]:
+        raise ValueError("zymo: product adjoint shapes do not match")
+    for i in range(x.shape[0]):
+        xi = x[i]
+        for j in range(y.shape[0]):
+            acc[i, j] += xi * y[j]
+    return acc
+
+
 def _outer(dt):
-    """`np.outer(x, y)` of 1-d arrays as a loop: Numba's own `np.outer` costs about a
-    second of compile per signature, this a tenth, and runs as fast at these sizes."""
-    @register_jitable
-    def outer(x, y):
-        out = np.empty((x.shape[0], y.shape[0]), dt)
-        for i in range(x.shape[0]):
-            xi = x[i]
-            for j in range(y.shape[0]):
-                out[i, j] = xi * y[j]
-        return out
-    return outer
+    """`np.outer(x, y)` of 1-d arrays of result dtype `dt` (`_add_outer` into zeros)."""
+    return register_jitable(lambda x, y: _add_outer(np.zeros((x.shape[0], y.shape[0]), dt), x, y))
 
 
 def _matvec(dt, transpose: bool):
@@ -375,25 +379,17 @@ def _prod_others(x, axis):
 # backend keeps the plain form, which is also what second order differentiates.
 
 
-def acc_dot_vjp_a(acc, g, a, b):
-    """`acc += dot_vjp_a(g, a, b)`; returns `acc` (the sum, for a float)."""
-    acc += rt.dot_vjp_a(g, a, b)
-    return acc
+def _accumulating(plain):
+    def acc_product(acc, g, a, b):
+        acc += plain(g, a, b)
+        return acc
+    acc_product.__name__ = acc_product.__qualname__ = f"acc_{plain.__name__}"
+    acc_product.__doc__ = f"`acc += {plain.__name__}(g, a, b)`; returns `acc` (the sum, for a float)."
+    return acc_product
 
 
-def acc_dot_vjp_b(acc, g, a, b):
-    acc += rt.dot_vjp_b(g, a, b)
-    return acc
-
-
-def acc_matmul_vjp_a(acc, g, a, b):
-    acc += rt.matmul_vjp_a(g, a, b)
-    return acc
-
-
-def acc_matmul_vjp_b(acc, g, a, b):
-    acc += rt.matmul_vjp_b(g, a, b)
-    return acc
+acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b = (
+    _accumulating(f) for f in (rt.dot_vjp_a, rt.dot_vjp_b, rt.matmul_vjp_a, rt.matmul_vjp_b))
 
 
 def _gemm_acc(c, x, y):
@@ -440,10 +436,7 @@ def _gemm_ready(c, x, y) -> bool:
             and c.dtype == x.dtype == y.dtype and str(c.dtype) in ("float64", "complex128", "float32", "complex64"))
 
 
-def _acc_product(which: str, dot: bool):
-    plain = {("a", True): rt.dot_vjp_a, ("b", True): rt.dot_vjp_b,
-             ("a", False): rt.matmul_vjp_a, ("b", False): rt.matmul_vjp_b}[(which, dot)]
-
+def _acc_product(which: str, plain):
     def ov(acc, g, a, b):
         if not _arr(acc):
             return lambda acc, g, a, b: acc + plain(g, a, b)
@@ -460,26 +453,10 @@ def _acc_product(which: str, dot: bool):
                     return acc
                 return impl_b
         if _arr(a) and _arr(b) and acc.ndim == 2 and g.ndim == 1:
-            if which == "a" and a.ndim == 2 and b.ndim == 1:  # acc += outer(g, b)
-                def outer_a(acc, g, a, b):
-                    if acc.shape[0] != g.shape[0] or acc.shape[1] != b.shape[0]:
-                        raise ValueError("zymo: product adjoint shapes do not match")
-                    for i in range(g.shape[0]):
-                        gi = g[i]
-                        for j in range(b.shape[0]):
-                            acc[i, j] += gi * b[j]
-                    return acc
-                return outer_a
-            if which == "b" and a.ndim == 1 and b.ndim == 2:  # acc += outer(a, g)
-                def outer_b(acc, g, a, b):
-                    if acc.shape[0] != a.shape[0] or acc.shape[1] != g.shape[0]:
-                        raise ValueError("zymo: product adjoint shapes do not match")
-                    for i in range(a.shape[0]):
-                        ai = a[i]
-                        for j in range(g.shape[0]):
-                            acc[i, j] += ai * g[j]
-                    return acc
-                return outer_b
+            if which == "a" and a.ndim == 2 and b.ndim == 1:
+                return lambda acc, g, a, b: _add_outer(acc, g, b)
+            if which == "b" and a.ndim == 1 and b.ndim == 2:
+                return lambda acc, g, a, b: _add_outer(acc, a, g)
 
         def fallback(acc, g, a, b):
             acc += plain(g, a, b)
@@ -488,7 +465,6 @@ def _acc_product(which: str, dot: bool):
     return ov
 
 
-overload(acc_dot_vjp_a)(_acc_product("a", True))
-overload(acc_dot_vjp_b)(_acc_product("b", True))
-overload(acc_matmul_vjp_a)(_acc_product("a", False))
-overload(acc_matmul_vjp_b)(_acc_product("b", False))
+for _acc, _which, _plain in ((acc_dot_vjp_a, "a", rt.dot_vjp_a), (acc_dot_vjp_b, "b", rt.dot_vjp_b),
+                             (acc_matmul_vjp_a, "a", rt.matmul_vjp_a), (acc_matmul_vjp_b, "b", rt.matmul_vjp_b)):
+    overload(_acc)(_acc_product(_which, _plain))

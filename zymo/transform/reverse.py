@@ -79,6 +79,7 @@ class Reverse:
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
         self.deferred: set[int] = set()  # temporaries whose adjoint keeps its use's shape
+        self._readers: dict[int, int] | None = None
         self.at_top = False
         self._index(fn.body, 0)
         for p in fn.params:
@@ -881,7 +882,12 @@ class Reverse:
         d = self.def_op[v.id]
         if not lookup(d.attrs["key"]).elementwise:
             return False
-        return sum(a is v for o in walk(self.fn.body) for a in o.args) == 1 and any(a is v for a in use.args)
+        if self._readers is None:  # how many op arguments are each value, counted once
+            self._readers = {}
+            for o in walk(self.fn.body):
+                for a in o.args:
+                    self._readers[a.id] = self._readers.get(a.id, 0) + 1
+        return self._readers.get(v.id) == 1 and any(a is v for a in use.args)
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
         """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands
