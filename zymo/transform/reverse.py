@@ -46,7 +46,7 @@ from ..rules.registry import lookup, uses
 from .emit import Emitter
 
 
-_CHEAP = {"add", "sub", "mul", "floordiv", "mod", "neg"}  # recomputed rather than cached
+_CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recomputed rather than cached
 
 
 class Reverse:
@@ -73,6 +73,7 @@ class Reverse:
         self.loop_trips: dict[int, str] = {}   # top-level for op id -> its trip count's name
         # decisions taken once (they must not change while the program is written)
         self._cheap_memo: dict[int, bool] = {}   # op id -> recompute its array result
+        self._remat_memo: dict[int, bool] = {}   # value id -> number recomputed, not cached
         self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
         self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
@@ -239,8 +240,13 @@ class Reverse:
             return True
         if role == "p":
             # a number loaded from memory that nothing overwrites later is re-read, and cheap
-            # arithmetic on such loads, constants and loop indices is recomputed, not cached
-            return self._recomputable(v, 8)
+            # arithmetic on such loads, constants, loop indices and numbers the adjoint sweep
+            # restores anyway is recomputed, not cached. Decided once: the answer depends on
+            # what is already restored, which grows while the adjoint sweep is written.
+            memo = self._remat_memo.get(v.id)
+            if memo is None:
+                memo = self._remat_memo[v.id] = self._recomputable(v, 8, top=True)
+            return memo
         if op.kind == "getitem":
             base = op.args[0]
             if indexing.is_advanced(op):
@@ -254,11 +260,17 @@ class Reverse:
             return True
         return op.kind == "prim" and lookup(op.attrs["key"]).view
 
-    def _recomputable(self, v: Value, budget: int) -> bool:
+    def _restored(self, v: Value) -> bool:
+        """Whether number `v`, cached, is restored (or recomputed) by the adjoint sweep anyway:
+        at the head of its block's reversed iteration, before anything there reads it."""
+        return self._cached(v) and isinstance(v.type, T.Scalar) and (v.id, "p") in self.needed
+
+    def _recomputable(self, v: Value, budget: int, top: bool = False) -> bool:
         """Whether scalar `v` can be recomputed in the adjoint sweep from values live there,
-        with at most `budget` operations: loads of memory nothing overwrites later, and
-        integer/float arithmetic (+ - * // % and negation) on such values."""
-        if not self._cached(v):
+        with at most `budget` operations: loads of memory nothing overwrites later, numbers
+        the adjoint sweep restores anyway (`_restored`; not `v` itself, `top`), and
+        arithmetic (+ - * / // % and negation) on such values."""
+        if not self._cached(v) or (not top and self._restored(v)):
             return True
         op = self.def_op.get(v.id)
         if budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]:
@@ -301,9 +313,9 @@ class Reverse:
             self._cheap_memo[id(op)] = memo
         return memo
 
-    def _recompute(self, v: Value) -> str:
+    def _recompute(self, v: Value, top: bool = False) -> str:
         """The expression recomputing `v` (see `_recomputable`)."""
-        if not self._cached(v):
+        if not self._cached(v) or (not top and self._restored(v)):
             return self.use(v)
         op = self.def_op[v.id]
         if op.kind == "getitem":
@@ -321,7 +333,7 @@ class Reverse:
             self.shape_needed.add(v.id)
             return f"np.zeros({self._shape_expr(v)}, np.{v.type.dtype})"
         if role == "p":
-            expr = self._recompute(v)
+            expr = self._recompute(v, top=True)
             return expr[1:-1] if op.kind == "prim" else expr
         if op.kind == "getitem":
             return f"{self.use_d(base)}[{self.e.index(op, self.use)}]"
