@@ -292,3 +292,21 @@ def test_recomputed_stage_values_under_numba_match_python():
     nb = zymo_grad(rk2_steps, [_rk2_args(), 0.1], const=(1,), numba=True)
     np.testing.assert_allclose(nb[0], py[0], rtol=1e-12)
     assert np.abs(py[0]).max() > 0.1
+
+
+def scaled_rows(X, y):
+    """An array quotient in a loop, from a row nothing overwrites: recomputed, not copied."""
+    s = 0.0
+    for i in range(X.shape[0]):
+        q = X[i] / y
+        s += np.sum(q * q)
+    return s
+
+
+def test_array_quotient_of_unmodified_memory_is_recomputed():
+    rng = np.random.default_rng(3)
+    X, y = rng.random((4, 3)), rng.random(3) + 0.5
+    args = (Duplicated(X.copy(), np.zeros_like(X)), Duplicated(y.copy(), np.zeros_like(y)))
+    assert "nothing is cached" in zymo.cache_report(Reverse, scaled_rows, Active, *args)
+    out = check(scaled_rows, [X, y])
+    assert np.abs(out["grad"][1]).max() > 0.1
