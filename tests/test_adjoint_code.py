@@ -165,7 +165,8 @@ def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
     adj = _adjoint(_code(sum_of_powers, x))
     assert "np.zeros_like" not in adj and "_rt.as_tangent(_rt.expand_reduced(" in adj
     assert "(2 - 1)" not in adj and "(3 - 1)" not in adj
-    assert "* 2 * x," in adj and "* 3 * x ** 2," in adj  # x ** 1 is x inside an expression
+    assert "* 2 * x\n" in adj and "* 3 * x ** 2\n" in adj  # x ** 1 is x inside an expression
+    assert "_rt.unbroadcast" not in adj  # each term has x's shape already (analysis/extents.py)
 
 
 def test_a_reduction_along_an_axis_becomes_the_shadow(rng):

@@ -49,7 +49,7 @@ def default_policy(monkeypatch):
 
 def numba_entries(f, split=False):
     """The compiled derivatives of `f` (split mode's, or the others) that run under Numba."""
-    return [c for key, c in zymo.api._COMPILED.items()
+    return [c for key, cs in zymo.api._COMPILED.items() for c in cs
             if key[0][0] is unwrap(f) and key[2] == split and c.backend != "python"]
 
 
@@ -199,8 +199,13 @@ def batched_matmul(A, B):
 
 def repeated_sin(x, h):
     for _ in range(3):
-        h[...] = np.sin(h * x)  # split mode caches arrays in a list: kept in Python by zymo
+        h[...] = np.sin(h * x)  # split mode: the loop's copies of h go in a stacked tape
     return np.sum(h)
+
+
+def singular_values(a, out):
+    out[...] = np.linalg.svd(a, full_matrices=False)[1]  # svd's adjoint has no Numba version
+    return np.sum(out * out)
 
 
 def _batched_args():
@@ -222,6 +227,25 @@ def test_primal_numba_cannot_compile_raises_or_falls_back():
 
 
 def test_backend_gap_raises_or_falls_back():
+    rng = np.random.default_rng(4)
+    a0 = rng.standard_normal((3, 3))
+
+    def run(numba_choice):
+        return zymo.gradient(Reverse, singular_values, a0.copy(), np.zeros(3), numba=numba_choice)[0]
+
+    with pytest.raises(ZymoNumbaError, match="gap in zymo's Numba backend"):
+        run(True)
+    with pytest.warns(ZymoWarning, match="singular_values"):
+        da = run("prefer")
+    assert_substantial(da)
+    np.testing.assert_allclose(da, run(False))
+    u, s, vt = np.linalg.svd(a0)
+    np.testing.assert_allclose(da, u @ np.diag(2 * s) @ vt, rtol=1e-10)  # d(sum s^2) = 2 A
+
+
+def test_split_mode_tape_compiles_under_numba():
+    """The loop's copies of `h` travel in a stacked tape, and no sum over broadcast dimensions
+    needs the primal `sin(h * x)`, so the split program compiles (it once kept a list)."""
     x0, h0 = np.linspace(0.1, 1.0, 4), np.linspace(1.0, 2.0, 4)
 
     def run(numba_choice):
@@ -232,15 +256,22 @@ def test_backend_gap_raises_or_falls_back():
         rev(Duplicated(x, dx), Duplicated(h, dh), 1.0, tape)
         return y, dx, dh
 
-    with pytest.raises(ZymoNumbaError, match="gap in zymo's Numba backend"):
-        run(True)
-    with pytest.warns(ZymoWarning, match="repeated_sin"):
-        y, dx, dh = run("prefer")
+    y, dx, dh = run(True)
+    assert numba_entries(repeated_sin, split=True)
     y_py, dx_py, dh_py = run(False)
     assert y == pytest.approx(y_py)
     assert_substantial(dx)
     np.testing.assert_allclose(dx, dx_py)
     np.testing.assert_allclose(dh, dh_py)
+    dx_fd = np.zeros(4)  # central differences of sum(h) after the three steps
+    for j in range(4):
+        for sgn in (1, -1):
+            xx, hh = x0.copy(), h0.copy()
+            xx[j] += sgn * 1e-6
+            for _ in range(3):
+                hh = np.sin(hh * xx)
+            dx_fd[j] += sgn * np.sum(hh) / 2e-6
+    np.testing.assert_allclose(dx, dx_fd, rtol=1e-6)
 
 
 def test_quick_compile_keeps_the_shape_check_and_restores_numba():
@@ -339,7 +370,7 @@ from cached_loss import loss
 t = time.perf_counter()
 (g,) = zymo.gradient(zymo.Reverse, loss, np.array([1.0, 2.0, 3.0]), numba=True)
 seconds = time.perf_counter() - t
-(fn,) = [c.fn for c in zymo.api._COMPILED.values()]
+(fn,) = [c.fn for cs in zymo.api._COMPILED.values() for c in cs]
 print(json.dumps({{"grad": g.tolist(), "seconds": seconds, "hits": sum(fn.stats.cache_hits.values()),
                   "misses": sum(fn.stats.cache_misses.values())}}))
 """

@@ -73,7 +73,7 @@ def fd_gradient(f, x, h=1e-6):
 
 
 def compiled_with_numba(f) -> bool:
-    return any(key[0][0] is unwrap(f) and c.backend != "python" for key, c in zymo.api._COMPILED.items())
+    return any(key[0][0] is unwrap(f) and c.backend != "python" for key, cs in zymo.api._COMPILED.items() for c in cs)
 
 
 def check_family(f, mode):

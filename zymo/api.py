@@ -22,6 +22,7 @@ import numpy as np
 
 from . import config, data
 from .analysis.activity import Activity, analyze
+from .analysis.extents import guards_hold
 from .analysis.types import type_of_value
 from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
                           DuplicatedNoNeed, Mode)
@@ -203,10 +204,11 @@ class Compiled:
     name: Any = None  # the generated function's name (a list of two in split mode)
     width: int = 1  # batch width
     unchecked: set = field(default_factory=set)  # split mode: the halves not yet compiled
+    guards: list = field(default_factory=list)  # equal parameter extents the program assumes
 
 
 _LOWERED: dict[Any, Lowered] = {}
-_COMPILED: dict[Any, Compiled] = {}
+_COMPILED: dict[Any, list[Compiled]] = {}  # key -> programs, each for calls its guards admit
 
 
 def cache_clear() -> None:
@@ -291,30 +293,36 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width)
-    comp = _COMPILED.get(ckey)
-    if comp is None or comp.ir is not lw.ir:
-        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width)
-        _COMPILED[ckey] = comp
+    dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
+    entries = _COMPILED.get(ckey)
+    if not entries or entries[0].ir is not lw.ir:
+        entries = _COMPILED[ckey] = []
+    # programs that assumed equal sizes (`analysis/extents.py`) serve only calls that have them
+    comp = next((c for c in entries if guards_hold(c.guards, dims)), None)
+    if comp is None:
+        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims)
+        entries.append(comp)
     if fconst:
         data.check_const_function(comp, lw.captured, n_args)
     return comp, norm, leaves, all_values
 
 
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
-             captured_objs: list, backend: str = "python", width: int = 1) -> Compiled:
+             captured_objs: list, backend: str = "python", width: int = 1, dims: list | None = None) -> Compiled:
     from .codegen.fuse import fuse
     from .transform.forward import forward
     from .transform.reverse import reverse
 
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
-    generator = None
+    generator, guards = None, []
     if mode.forward:
         src, name, active_params = forward(ir, act, width)
     else:
         _check_reverse_return(ir, ret_activity)
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
-                                                 split=mode.split, width=width)
+                                                 split=mode.split, width=width, dims=dims)
+        guards = sorted(rev.extents.guards)
         name = names if mode.split else names[0]
         generator = rev
     src = fuse(src)
@@ -329,7 +337,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         fns = compile_numba(src, names if not mode.forward else [name], what)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
-                    width)
+                    width, guards=guards)
     if mode.split and backend != "python":
         comp.unchecked = {0, 1}
     return comp

@@ -34,7 +34,10 @@ import re
 
 import math
 
+from typing import Any
+
 from ..analysis.activity import Activity
+from ..analysis.extents import Extents
 from ..analysis.overwrite import Overwrites
 from ..analysis.shapes import FixedShapes
 from ..codegen.naming import Namer
@@ -50,8 +53,9 @@ _CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recompute
 
 
 class Reverse:
-    def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1):
+    def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1, dims=None):
         self.fn, self.act, self.seed_return = fn, act, seed_return
+        self.extents = Extents(fn, dims)  # which adjoints need no sum over broadcast dimensions
         self.namer = Namer()
         self.namer.width = width
         self.e = Emitter(self.namer, Writer())
@@ -80,6 +84,8 @@ class Reverse:
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
         self.deferred: set[int] = set()  # temporaries whose adjoint keeps its use's shape
+        self.whole: set[tuple[int, str]] = set()  # (value id, adjoint term) known to have its shape
+        self.deferred_to: dict[int, Any] = {}  # deferred temporary id -> its use's result (or store op)
         self._readers: dict[int, int] | None = None
         self.at_top = False
         self._index(fn.body, 0)
@@ -713,7 +719,7 @@ class Reverse:
                 # an unbroadcast adjoint has the shadow's whole shape; anything else (a
                 # reduction's adjoint may be one number that `+=` broadcasts) is broadcast into
                 # a fresh array: one pass instead of zeros and an add
-                if not expr.startswith("_rt.unbroadcast(") and vid not in self.deferred:
+                if not (expr.startswith("_rt.unbroadcast(") or (vid, expr) in self.whole) and vid not in self.deferred:
                     expr = f"_rt.as_tangent({expr}, {self.namer(v)})"
                     self.needed.add((vid, "p"))
                 body.lines[first[2]] = f"{indent}{name} = {expr}"
@@ -791,6 +797,10 @@ class Reverse:
                 w(f"{dobj}[{idx}] = 0.0")
                 if self.at_top and self._defers_unbroadcast(val, op):
                     self.deferred.add(val.id)  # a store broadcasts like an elementwise op
+                    self.deferred_to[val.id] = op
+                    self.accumulate(w, val, g, fresh=True)
+                elif self.extents.fits(val, self._adjoint_shape(op)):
+                    self.whole.add((val.id, g))
                     self.accumulate(w, val, g, fresh=True)
                 else:
                     self.accumulate(w, val, f"_rt.unbroadcast({g}, {self.use(val)})", fresh=True)
@@ -877,10 +887,22 @@ class Reverse:
         if rule.elementwise and isinstance(target.type, T.Array):
             if fresh and self.at_top and self._defers_unbroadcast(v, op):
                 self.deferred.add(v.id)
+                self.deferred_to[v.id] = target
+            elif isinstance(v.type, T.Array) and self.extents.fits(v, self._adjoint_shape(target)):
+                self.whole.add((v.id, expr))  # the adjoint already has `v`'s shape
             else:
                 shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
+
+    def _adjoint_shape(self, target: Value | Op):
+        """The symbolic shape of the adjoint of `target` (a value, or a `setitem` op's
+        destination): its own, or for a deferred temporary that of the use it was deferred to."""
+        while isinstance(target, Value) and target.id in self.deferred:
+            target = self.deferred_to[target.id]
+        if isinstance(target, Value):
+            return self.extents.shape(target)
+        return self.extents.store_shape(target)
 
     def _defers_unbroadcast(self, v: Value, use: Op) -> bool:
         """Whether the adjoint of temporary `v` may keep the (broadcast) shape of its one use's
@@ -1202,13 +1224,14 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
-            split: bool = False, width: int = 1) -> tuple[str, list[str], list[int], "Reverse"]:
+            split: bool = False, width: int = 1, dims=None) -> tuple[str, list[str], list[int], "Reverse"]:
     """The reverse-mode program: (source, function names, active params, the generator,
-    whose `report(rev)` says what is cached).
+    whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
+    satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
 
     Combined mode writes one function; split mode an augmented forward that
     returns `(results, tape)` and a reverse that takes the tape."""
-    rev = Reverse(fn, act, seed_return, width)
+    rev = Reverse(fn, act, seed_return, width, dims)
     src, names, params = rev.run(split)
     return src, names, params, rev
 

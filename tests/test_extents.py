@@ -1,0 +1,183 @@
+"""Symbolic extents (`zymo/analysis/extents.py`) and the sums over broadcast dimensions they remove.
+
+An elementwise op's adjoint has the op's result shape; reverse mode sums it back to an
+operand's shape (`_rt.unbroadcast`) unless the analysis shows the two shapes are equal. Equal
+sizes of two parameters count as equal shapes for the call being compiled, and the program
+records that as a guard: a later call whose sizes differ (an operand that now broadcasts)
+must get a program of its own, never the one without the sum. Every case is checked in both
+modes against central differences and the other mode (`helpers.check`), and under Numba
+against the Python program.
+"""
+import numpy as np
+import pytest
+
+import zymo
+from helpers import assert_tree_close, check, zymo_grad
+from zymo import Active, Const, Duplicated, Reverse
+from zymo.analysis.extents import Extents, guards_hold
+from zymo.api import _lowered
+
+
+def scaled_store(r, w, buf):
+    buf[...] = r * w + np.sin(r)
+    return np.sum(buf * buf)
+
+
+def rows_of(x, y):
+    """Views taken whole (`x[i]`, `x[:, 0]`) keep their base's extents."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.sum(np.exp(x[i] - y[i]) * x[i])
+    return s + np.sum(x[:, 0] * y[:, 1])
+
+
+def species(r, dr, w):
+    """gm3's pattern: views of two arguments combined and stored into a third one's view."""
+    u, v = r[:, :, 0], r[:, :, 1]
+    du = dr[:, :, 0]
+    du[...] = u * u / v - 0.5 * u
+    return np.sum(dr * w)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(23)
+
+
+def _adjoint(src: str) -> str:
+    return src.split("# adjoint sweep", 1)[1]
+
+
+def _entries(f):
+    return [c for key, cs in zymo.api._COMPILED.items() if key[0][0] is f for c in cs]
+
+
+# -- the analysis -------------------------------------------------------------------------
+
+
+def test_views_and_broadcasts_have_symbolic_extents():
+    x, y = np.ones((4, 3)), np.ones((4, 3))
+    ir = _lowered(rows_of, (x, y))[0].ir
+    ops = list(_walk(ir.body))
+    ext = Extents(ir, [x.shape, y.shape])
+    row = next(op.result for op in ops if op.kind == "getitem" and op.args[0] is ir.params[0])  # x[i]
+    assert ext.shape(row)[0] == (("p", 0, 1),)
+    assert ext.same(row, row) and not ext.guards
+    diff = next(r for op in ops for r in op.results if op.kind == "prim" and op.attrs["key"] == "sub")
+    # x[i] - y[i]: extent 1 of x and of y, equal in this call, hence a guard
+    assert ext.same(diff, row) and ext.guards == {((0, 1), (1, 1))}
+    assert guards_hold(sorted(ext.guards), [(4, 3), (5, 3)])
+    assert not guards_hold(sorted(ext.guards), [(4, 3), (4, 1)])
+    # without sizes, different parameters' extents are never equal
+    blind = Extents(ir)
+    assert not blind.same(diff, row) and blind.same(row, row)
+
+
+def test_a_bounded_slice_or_an_index_array_is_unknown():
+    def f(x, idx):
+        return np.sum(x[1:3] * x[idx])
+
+    x, idx = np.ones((4, 3)), np.array([0, 1])
+    ir = _lowered(f, (x, idx))[0].ir
+    views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
+    ext = Extents(ir, [x.shape, idx.shape])
+    assert not ext.same(views[0], views[1])
+    assert ext.shape(views[0])[0][1] == ("p", 0, 1)  # the axis taken whole keeps its extent
+
+
+def _walk(block):
+    from zymo.ir.core import walk
+    return walk(block)
+
+
+# -- generated code -------------------------------------------------------------------------
+
+
+def test_equal_shapes_need_no_sum_over_broadcast_dimensions(rng):
+    r, w, buf = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), np.zeros((3, 4))
+    check(scaled_store, [r, w, buf], const=(2,))
+    src = zymo.generated_code(Reverse, scaled_store, Active, Duplicated(r, np.zeros_like(r)),
+                              Duplicated(w, np.zeros_like(w)), Const(buf))
+    assert "_rt.unbroadcast" not in _adjoint(src)
+    assert "dw += r * _g" in src
+
+
+@pytest.mark.parametrize("wshape", [(1, 4), (3, 1), (1, 1)])
+def test_an_operand_that_broadcasts_keeps_its_sum(rng, wshape):
+    r, w, buf = rng.standard_normal((3, 4)), rng.standard_normal(wshape), np.zeros((3, 4))
+    got = check(scaled_store, [r, w, buf], const=(2,))
+    src = zymo.generated_code(Reverse, scaled_store, Active, Duplicated(r, np.zeros_like(r)),
+                              Duplicated(w, np.zeros_like(w)), Const(buf))
+    assert "dw += _rt.unbroadcast(r * _g, dw)" in src
+    assert np.max(np.abs(got["grad"][1])) > 0.1  # w's adjoint, summed over its broadcast axis
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_a_call_whose_sizes_break_a_guard_gets_its_own_program(rng, numba):
+    def f(r, w, buf):
+        buf[...] = r * w + np.sin(r)
+        return np.sum(buf * buf)
+
+    r = rng.standard_normal((3, 4))
+    buf = np.zeros((3, 4))
+    grads = []
+    for wshape in [(3, 4), (1, 4), (3, 4), (3, 1)]:
+        w = rng.standard_normal(wshape)
+        dr, dw = np.zeros_like(r), np.zeros_like(w)
+        zymo.autodiff(Reverse, f, Active, Duplicated(r, dr), Duplicated(w, dw), Const(buf), numba=numba)
+        b = r * w + np.sin(r)
+        full = 2 * b * r
+        expected = full.sum(axis=tuple(k for k, n in enumerate(wshape) if n == 1), keepdims=True)
+        np.testing.assert_allclose(dr, 2 * b * (w + np.cos(r)), rtol=1e-12)
+        np.testing.assert_allclose(dw, expected, rtol=1e-12)
+        assert np.max(np.abs(dw)) > 0.1
+        grads.append(dw)
+    entries = _entries(f)
+    # (3, 4) twice: one program, whose guards (1, 4) breaks; the program compiled then sums
+    # w's adjoint and assumes nothing about w, so (3, 1) reuses it
+    assert len(entries) == 2
+    assert ((1, 0), (2, 0)) in entries[0].guards and "_rt.unbroadcast" not in _adjoint(entries[0].source)
+    assert "_rt.unbroadcast(r * _g, dw)" in entries[1].source
+    assert not any(1 in (g[0][0], g[1][0]) for g in entries[1].guards)
+
+
+def test_row_views_in_a_loop_need_no_sums(rng):
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+    check(rows_of, [x, y])
+    src = zymo.generated_code(Reverse, rows_of, Active, Duplicated(x, np.zeros_like(x)),
+                              Duplicated(y, np.zeros_like(y)))
+    assert "_rt.unbroadcast" not in _adjoint(src)
+    assert "dx_4 += dt_4" in src and "dx_5 += -dt_4" in src
+    # the guards name only the extents that had to be equal: the rows' and the columns' lengths
+    (entry,) = [c for c in _entries(rows_of) if c.source == src]
+    assert set(entry.guards) == {((0, 0), (1, 0)), ((0, 1), (1, 1))}
+
+
+def test_one_argument_needs_no_guard(rng):
+    def f(x):
+        return np.sum(np.exp(x[1] - x[0]) * x[2])
+
+    x = rng.standard_normal((3, 4))
+    check(f, [x])
+    src = zymo.generated_code(Reverse, f, Active, Duplicated(x, np.zeros_like(x)))
+    assert "_rt.unbroadcast" not in _adjoint(src)
+    assert all(not c.guards for c in _entries(f))
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_gm3_pattern_stores_into_a_view_without_sums(rng, numba):
+    r = rng.random((6, 6, 2)) + 0.5
+    dr0, w = np.zeros((6, 6, 2)), rng.random((6, 6, 2))
+    args = [r, dr0, w]
+    if not numba:
+        check(species, args, const=(2,))
+    src = zymo.generated_code(Reverse, species, Active, Duplicated(r, np.zeros_like(r)),
+                              Duplicated(dr0, np.zeros_like(dr0)), Const(w))
+    assert "_rt.unbroadcast" not in _adjoint(src)
+    ref = zymo_grad(species, args, const=(2,), numba=False)
+    got = zymo_grad(species, args, const=(2,), numba=numba)
+    assert_tree_close(got, ref, rtol=1e-12, atol=1e-12)
+    u, v = r[:, :, 0], r[:, :, 1]
+    expected_u = w[:, :, 0] * (2 * u / v - 0.5)
+    np.testing.assert_allclose(got[0][:, :, 0], expected_u, rtol=1e-12)
+    np.testing.assert_allclose(got[0][:, :, 1], -w[:, :, 0] * u * u / (v * v), rtol=1e-12)
