@@ -151,6 +151,24 @@ def probe(name, quick, warm_numba):
     print(json.dumps({"first": first}))
 
 
+def cold_probe(name, quick, primal):
+    """Child process: seconds of a first call that compiles from nothing (no disk cache): the
+    Numba primal (`primal`), or zymo's Numba gradient (lowering, analyses, transform, Numba's
+    compile). Numba and zymo are imported before the clock starts, so both pay Numba's one-time
+    set-up of its first compile, as a user's first call does."""
+    import json
+
+    import numba
+
+    w = WORKLOADS[name]
+    size = w.small if quick else w.full
+    data = w.make(size)
+    call = primal_call(w, data, numba.njit(w.primal)) if primal else zymo_call(w, data, numba=True)
+    t = time.perf_counter()
+    call()
+    print(json.dumps({"first": time.perf_counter() - t}))
+
+
 def numba_probe(name, quick):
     """Child process: the Numba primal under `njit(cache=True)`, from Numba's own disk cache."""
     import json
@@ -166,12 +184,22 @@ def numba_probe(name, quick):
     print(json.dumps({"first": time.perf_counter() - t}))
 
 
-def in_new_process(*flags):
+def in_new_process(*flags, env=None):
     import json
     import subprocess
 
-    out = subprocess.run([sys.executable, str(HERE / "run.py"), *flags], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, str(HERE / "run.py"), *flags], capture_output=True, text=True, check=True,
+                         env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])["first"]
+
+
+def cold_compile_times(name, quick):
+    """(Numba primal, zymo) first-call seconds in new processes, compiling from nothing."""
+    import tempfile
+
+    q = ["--quick"] if quick else []
+    env = dict(os.environ, ZYMO_CACHE_DIR=tempfile.mkdtemp(prefix="zymo-cold-"))
+    return in_new_process("--cold-primal", name, *q), in_new_process("--cold-zymo", name, *q, env=env)
 
 
 def disk_cache_times(name, quick):
@@ -225,6 +253,8 @@ def bench(name, size, use_peers, log, quick=False):
         ann = (Duplicated(out, np.ones(1)), Duplicated(x, np.zeros_like(x)))
         row["zymo_nb_bare"] = median_time(lambda: zymo.autodiff(Reverse, w.primal, Const, *ann, numba=True))
         log(f"  zymo_nb, the autodiff call alone (annotations made once): {fmt(row['zymo_nb_bare'])}")
+    row["cold_numba"], row["cold_zymo"] = cold_compile_times(name, quick)
+    log(f"  first compile in a new process: Numba primal {row['cold_numba']:.2f} s, zymo {row['cold_zymo']:.2f} s")
     row["disk_cold"], row["disk_warm"], row["numba_disk"] = disk_cache_times(name, quick)
     log(f"  first call in a new process, from the disk caches: zymo {row['disk_cold']:.2f} s "
         f"({row['disk_warm']:.2f} s once Numba is loaded); Numba primal (cache=True) {row['numba_disk']:.2f} s")
@@ -266,15 +296,17 @@ COLUMNS = [("numpy", "NumPy primal"), ("numba", "Numba primal"), ("zymo_py", "zy
 
 def table(rows):
     head = ("| workload | " + " | ".join(c for _, c in COLUMNS) +
-            " | zymo Numba / Numba primal | compile: Numba primal, zymo | new process, from disk: "
-            "Numba primal, zymo (Numba loaded) |")
-    lines = [head, "|" + "---|" * (len(COLUMNS) + 4)]
+            " | zymo Numba / Numba primal | compile: Numba primal, zymo | first compile, new process: "
+            "Numba primal, zymo | new process, from disk: Numba primal, zymo (Numba loaded) |")
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 5)]
     for r in rows:
         cells = [fmt(r.get(k)) for k, _ in COLUMNS]
         ratio = f"{r['zymo_nb'] / r['numba']:.1f}×"
         comp = f"{r['numba_compile']:.2f} s, {r['zymo_compile']:.2f} s"
+        cold = f"{r['cold_numba']:.2f} s, {r['cold_zymo']:.2f} s"
         disk = f"{r['numba_disk']:.2f} s, {r['disk_cold']:.2f} s ({r['disk_warm']:.2f} s)"
-        lines.append(f"| {r['name']} ({describe(r['size'])}) | " + " | ".join(cells) + f" | {ratio} | {comp} | {disk} |")
+        lines.append(f"| {r['name']} ({describe(r['size'])}) | " + " | ".join(cells) +
+                     f" | {ratio} | {comp} | {cold} | {disk} |")
     return "\n".join(lines)
 
 
@@ -333,7 +365,11 @@ def main(argv=None):
     ap.add_argument("--probe", metavar="NAME", help=argparse.SUPPRESS)
     ap.add_argument("--probe-warm", metavar="NAME", help=argparse.SUPPRESS)
     ap.add_argument("--numba-probe", metavar="NAME", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-primal", metavar="NAME", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-zymo", metavar="NAME", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
+    if opts.cold_primal or opts.cold_zymo:
+        return cold_probe(opts.cold_primal or opts.cold_zymo, opts.quick, primal=bool(opts.cold_primal))
     if opts.probe or opts.probe_warm:
         return probe(opts.probe or opts.probe_warm, opts.quick, warm_numba=bool(opts.probe_warm))
     if opts.numba_probe:

@@ -38,6 +38,32 @@ def test_lowering_golden():
     assert str(zymo.ir(sumsq, np.ones(3))) == SUMSQ_IR
 
 
+def reused_loop_variable(x, y):
+    """`k` of the first inner loop is carried into the second and through the outer loop (Python
+    keeps a loop variable after its loop), but nothing reads it."""
+    s = 0.0
+    for k in range(x.shape[1]):
+        y[k] = 1.0
+    for i in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            y[k] = y[k] * x[i, k]
+        for k in range(x.shape[1]):
+            s += y[k] * x[i, k]
+    return s
+
+
+def test_loop_variables_carried_only_into_each_other_are_dropped():
+    from helpers import check
+
+    f = zymo.ir(reused_loop_variable, np.ones((3, 4)), np.zeros(4))
+    verify(f)
+    text = str(f)
+    assert "undef" not in text and text.count("carry()") == 2  # the loops that only write y
+    assert "for %i.1 in range(%start.1, %n.1, %step.1) carry(%s.2 = %s):" in text  # the outer one: s
+    rng = np.random.default_rng(2)
+    check(reused_loop_variable, [rng.standard_normal((3, 4)), np.zeros(4)])
+
+
 def early(x, n):
     i = 0
     while i < n:

@@ -5,7 +5,10 @@ Contract: `dce(fn)` removes, in place and until nothing changes,
   without `out=`, loads and views);
 - loop carries whose result is unused and whose block argument is read by
   nothing but the yield that passes it on (flags, loop variables never read
-  after the loop), and `if` results nobody reads.
+  after the loop), and `if` results nobody reads;
+- `for` carries that only feed one another (`_dead_for_carries`: a loop variable
+  reused by later loops, `for k in ...` twice, is carried from loop to loop and
+  through the enclosing ones, but read by no op).
 Stores, `out=` calls, calls without results and terminators are kept.
 
 `cse_loads(fn)` makes a float loaded twice from the same place with no write in
@@ -27,8 +30,72 @@ def dce(fn: Function) -> Function:
         for op in list(walk(fn.body)):
             if op.kind in ("for", "while", "if"):
                 changed |= _drop_carries(op, _uses(fn))
+        for op, dead in _dead_for_carries(fn).items():
+            _remove_for_carries(op, dead)
+            changed = True
         if not changed:
             return fn
+
+
+def _dead_for_carries(fn: Function) -> dict[Op, set[int]]:
+    """The carries of `for` loops no op reads, through any chain of carries: a carry is live
+    when its result or its block argument is read by an op other than a `for` (as a carry's
+    initial value) or a `for` body's yield (as a carry's next value), or feeds a live carry
+    that way. Found by marking from those reads (a greatest set of dead carries)."""
+    loops = [op for op in walk(fn.body) if op.kind == "for"]
+    if not loops:
+        return {}
+    feeds: dict[int, list[tuple[Op, int]]] = {}  # value id -> carries it flows into
+    carry_pos: dict[int, set[int]] = {}        # id(op) -> its yield's positions (body yields)
+    yields = {id(op.regions[0].ops[-1]): op for op in loops}
+    for op in loops:
+        for k, init in enumerate(op.args[3:]):
+            feeds.setdefault(init.id, []).append((op, k))
+        for k, nxt in enumerate(op.regions[0].ops[-1].args):
+            feeds.setdefault(nxt.id, []).append((op, k))
+    live: set[tuple[int, int]] = set()
+    work: list[int] = []  # value ids known to be read
+    for o in walk(fn.body):
+        loop = yields.get(id(o))
+        for j, v in enumerate(o.args):
+            if o.kind == "for" and j >= 3:
+                continue  # an initial value: read only if its carry is live
+            if loop is not None:
+                continue  # a next value: likewise
+            work.append(v.id)
+    seen: set[int] = set()
+    owner: dict[int, tuple[Op, int]] = {}  # result / block argument id -> its carry
+    for op in loops:
+        for k, r in enumerate(op.results):
+            owner[r.id] = (op, k)
+            owner[op.regions[0].args[k + 1].id] = (op, k)
+    while work:
+        vid = work.pop()
+        if vid in seen:
+            continue
+        seen.add(vid)
+        if vid in owner:
+            op, k = owner[vid]
+            if (id(op), k) not in live:
+                live.add((id(op), k))
+                work.append(op.args[3 + k].id)
+                work.append(op.regions[0].ops[-1].args[k].id)
+    dead: dict[Op, set[int]] = {}
+    for op in loops:
+        ks = {k for k in range(len(op.results)) if (id(op), k) not in live}
+        if ks:
+            dead[op] = ks
+    return dead
+
+
+def _remove_for_carries(op: Op, dead: set[int]) -> None:
+    body = op.regions[0]
+    y = body.ops[-1]
+    keep = [k for k in range(len(op.results)) if k not in dead]
+    op.args[3:] = [op.args[3 + k] for k in keep]
+    body.args[1:] = [body.args[1 + k] for k in keep]
+    y.args[:] = [y.args[k] for k in keep]
+    op.results[:] = [op.results[k] for k in keep]
 
 
 def _uses(fn: Function) -> dict[int, list[Op]]:
