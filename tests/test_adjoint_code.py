@@ -163,9 +163,11 @@ def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
     x = rng.standard_normal(7)
     check(sum_of_powers, [x])
     adj = _adjoint(_code(sum_of_powers, x))
-    assert "np.zeros_like" not in adj and "_rt.as_tangent(_rt.expand_reduced(" in adj
+    # the sum's operand has one adjoint in every element: the number itself scales the vjps
+    # (`Reverse._uniform`), no array of it is made
+    assert "np.zeros_like" not in adj and "_rt.as_tangent" not in adj and "expand_reduced" not in adj
     assert "(2 - 1)" not in adj and "(3 - 1)" not in adj
-    assert "* 2 * x\n" in adj and "* 3 * x ** 2\n" in adj  # x ** 1 is x inside an expression
+    assert "dx += _seed * 2 * x\n" in adj and "dx += _seed * 3 * x ** 2\n" in adj  # x ** 1 is x inside
     assert "_rt.unbroadcast" not in adj  # each term has x's shape already (analysis/extents.py)
 
 
@@ -181,3 +183,84 @@ def test_a_reduction_along_an_axis_becomes_the_shadow(rng):
         got.append(dx)
     assert_tree_close(got[1], got[0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got[0], 2 * np.sum(np.exp(x), axis=1)[:, None] * np.exp(x), rtol=1e-12)
+
+
+# -- the adjoint of a sum's operand kept as one number (`Reverse._uniform`) -----------------
+
+
+def sum_of_product(x, w):
+    return np.sum(x * w)
+
+
+def scaled_sum(a, x):
+    """An active float operand: its adjoint is the sum over every element, not the number."""
+    return np.sum(a * x + x)
+
+
+def sum_and_corner(x):
+    """The sum is not the only reader: the adjoint differs from element to element."""
+    t = x * x
+    return np.sum(t) + t[0, 1]
+
+
+def log_sum_exp_rows(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        e = np.exp(x[i] - np.max(x[i]))
+        s += np.log(np.sum(e))
+    return s
+
+
+def test_a_sum_of_same_shaped_operands_scales_them_by_its_adjoint(rng):
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    check(sum_of_product, [x, w])
+    adj = _adjoint(_code(sum_of_product, x, w))
+    assert "expand_reduced" not in adj and "as_tangent" not in adj
+    assert "dx += _seed * w" in adj
+    dx, dw = zymo.gradient(Reverse, sum_of_product, x, w)
+    np.testing.assert_allclose(dx, w, rtol=1e-12)
+    np.testing.assert_allclose(dw, x, rtol=1e-12)
+
+
+def test_a_broadcast_operand_keeps_the_array_adjoint(rng):
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
+    check(sum_of_product, [x, w])
+    adj = _adjoint(_code(sum_of_product, x, w))
+    assert "expand_reduced" in adj and "_rt.unbroadcast" in adj
+    dx, dw = zymo.gradient(Reverse, sum_of_product, x, w)
+    np.testing.assert_allclose(dw, x.sum(axis=0, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(dx, np.broadcast_to(w, x.shape), rtol=1e-12)
+
+
+def test_an_active_float_operand_gets_the_sum(rng):
+    x = rng.standard_normal((3, 4))
+    check(scaled_sum, [1.5, x])
+    da, dx = zymo.gradient(Reverse, scaled_sum, 1.5, x)
+    np.testing.assert_allclose(da, np.sum(x), rtol=1e-12)
+    np.testing.assert_allclose(dx, np.full((3, 4), 2.5), rtol=1e-12)
+
+
+def test_a_second_reader_keeps_the_array_adjoint(rng):
+    x = rng.standard_normal((3, 4))
+    check(sum_and_corner, [x])
+    expected = 2 * x.copy()
+    expected[0, 1] += 2 * x[0, 1]
+    (dx,) = zymo.gradient(Reverse, sum_and_corner, x)
+    np.testing.assert_allclose(dx, expected, rtol=1e-12)
+
+
+def test_log_sum_exp_rows_both_backends(rng):
+    x = rng.standard_normal((5, 4))
+    check(log_sum_exp_rows, [x])
+    adj = _adjoint(_code(log_sum_exp_rows, x))
+    assert "expand_reduced(dt" not in adj.split("np.exp", 1)[0]  # the sum's adjoint: one number
+    got = []
+    for backend in (False, True):
+        dx = np.zeros_like(x)
+        zymo.autodiff(Reverse, log_sum_exp_rows, Active, Duplicated(x.copy(), dx), numba=backend)
+        got.append(dx)
+    assert_tree_close(got[1], got[0], rtol=1e-12, atol=1e-12)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    onehot = np.zeros_like(x)
+    onehot[np.arange(5), np.argmax(x, axis=1)] = 1.0  # the max's own adjoint (not added back)
+    np.testing.assert_allclose(got[0], e / e.sum(axis=1, keepdims=True) - onehot, rtol=1e-12, atol=1e-15)

@@ -181,3 +181,51 @@ def test_gm3_pattern_stores_into_a_view_without_sums(rng, numba):
     expected_u = w[:, :, 0] * (2 * u / v - 0.5)
     np.testing.assert_allclose(got[0][:, :, 0], expected_u, rtol=1e-12)
     np.testing.assert_allclose(got[0][:, :, 1], -w[:, :, 0] * u * u / (v * v), rtol=1e-12)
+
+
+# -- found in review: a store that drops leading length-1 axes, and a reshape in place -------
+
+
+def store_drops_an_axis(a, b, out):
+    out[0] = np.sin(a * b)  # a * b is (1, 3); NumPy drops the leading 1 on the store into (3,)
+    return np.sum(out * out)
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_a_store_that_drops_leading_axes_keeps_the_sum(rng, numba):
+    a, b, out = rng.standard_normal(3), rng.standard_normal((1, 3)), rng.standard_normal((2, 3))
+    if not numba:
+        check(store_drops_an_axis, [a, b, out])
+    ref = zymo_grad(store_drops_an_axis, [a, b, out], numba=False)
+    got = zymo_grad(store_drops_an_axis, [a, b, out], numba=numba)
+    assert_tree_close(got, ref, rtol=1e-12, atol=1e-12)
+    # by hand: out[0] = sin(a * b[0]); the loss is sum(out ** 2) (zymo_grad's cotangents are zero)
+    da, db, _ = zymo.gradient(Reverse, store_drops_an_axis, a, b, out.copy(), numba=numba)
+    g = 2 * np.sin(a * b[0]) * np.cos(a * b[0])
+    np.testing.assert_allclose(da, g * b[0], rtol=1e-12)
+    np.testing.assert_allclose(db, (g * a)[None, :], rtol=1e-12)
+    assert len(set(np.round(da, 12))) == 3  # no element repeated (the Numba symptom)
+
+
+def sin_of_product(x, w):
+    return np.sum(np.sin(x * w))
+
+
+def test_a_replayed_call_checks_the_guards(rng):
+    """The replay shortcut passes the same objects; one reshaped in place (with its shadow)
+    breaks a guard (x and w had equal sizes), so the call is not replayed."""
+    x, w = rng.standard_normal((1, 3)), rng.standard_normal((1, 3))
+    dx, dw = np.zeros_like(x), np.zeros_like(w)
+    for _ in range(2):  # the second call is a replay, and records the written-out check
+        dx[...] = 0.0
+        dw[...] = 0.0
+        zymo.autodiff(Reverse, sin_of_product, Active, Duplicated(x, dx), Duplicated(w, dw))
+    np.testing.assert_allclose(dx, np.cos(x * w) * w, rtol=1e-12)
+    x.shape = (3, 1)
+    dx.shape = (3, 1)
+    dx[...] = 0.0
+    dw[...] = 0.0
+    zymo.autodiff(Reverse, sin_of_product, Active, Duplicated(x, dx), Duplicated(w, dw))
+    c = np.cos(x * w)  # (3, 3)
+    np.testing.assert_allclose(dx, (c * w).sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(dw, (c * x).sum(axis=0, keepdims=True), rtol=1e-12)

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -382,6 +383,42 @@ def loss(x):
         s += x[i] ** {power}
     return s
 """
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the compile lock uses fcntl.flock")
+def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
+    """Numba's cache index is not safe for two processes compiling one module at once (both
+    may store under one data file); each compile holds the module's lock file, so a second
+    process waits for the first. Here the test holds the lock: the child's first call waits."""
+    import fcntl
+
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "cached_loss.py").write_text(_LOSS.format(power=3))
+    repo = str(Path(zymo.__file__).resolve().parent.parent)
+    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    first = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(src))], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    (lock,) = cache.glob("*.py.lock")
+    fd = os.open(lock, os.O_RDWR)
+    ready = _CHILD.format(src=str(src)).replace("t = time.perf_counter()", "print('ready', flush=True)\nt = time.perf_counter()")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        child = subprocess.Popen([sys.executable, "-c", ready], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"  # imports done: the call comes next
+        time.sleep(1.5)
+        assert child.poll() is None  # waiting for the lock (a cache load takes a fraction of this)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    got = json.loads(out.splitlines()[-1])
+    assert got["hits"] >= 1 and got["seconds"] >= 1.4
+    np.testing.assert_allclose(got["grad"], 3 * np.array([1.0, 2.0, 3.0]) ** 2)
 
 
 def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):

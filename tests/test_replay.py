@@ -2,11 +2,13 @@
 
 The replay must give the same derivatives as a fresh call: internal shadows are zeroed,
 changed globals and different objects take the full path."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 import zymo
-from zymo import Const, Duplicated, Forward, Reverse
+from zymo import Active, Const, Duplicated, Forward, Reverse
 
 buf = np.zeros(3)
 SCALE = 2
@@ -175,3 +177,26 @@ def test_a_changed_backend_policy_is_not_replayed_past():
         np.testing.assert_allclose(dx, 3 * x * x)
     finally:
         set_numba(None)
+
+
+@dataclasses.dataclass
+class _Holder:
+    a: np.ndarray
+
+
+def _nested_record_loss(t):
+    return np.sum(t[0][0].a ** 2)
+
+
+def test_a_record_nested_two_tuples_deep_is_never_replayed():
+    """A record's field may be rebound between calls; one inside a tuple inside a tuple used to
+    be replayed with the old array (silently zero here)."""
+    p = _Holder(np.ones(3))
+    dp = zymo.make_zero(p)
+    t, dt = ((p,),), ((dp,),)
+    for _ in range(2):
+        zymo.autodiff(Reverse, _nested_record_loss, Active, Duplicated(t, dt))
+    p.a = np.full(3, 5.0)
+    dp.a = np.zeros(3)
+    zymo.autodiff(Reverse, _nested_record_loss, Active, Duplicated(t, dt))
+    np.testing.assert_allclose(dp.a, np.full(3, 10.0))

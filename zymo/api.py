@@ -500,8 +500,9 @@ class _Repeat:
     generated program reads sizes afresh). Lists must keep their length. Internal shadows
     (of Const or captured memory that receives active data) are zeroed in place for each
     call. Calls with Active floats are never recorded; captured globals are re-checked when
-    the function reads any. Not detected: giving one array of the call a new shape
-    in place (`x.shape = ...`) while its shadow keeps the old one."""
+    the function reads any. The sizes a program assumes equal (its guards,
+    `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
+    shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
     __slots__ = ("key", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
                  "const_result", "internal", "matches")
@@ -540,6 +541,9 @@ class _Repeat:
                 return False
         if any(len(x) != n for x, n in self.lists) or not self._lowered_valid():
             return False
+        dims = [getattr(v, "shape", None) for v in self.flat]
+        if self.comp.guards and not guards_hold(self.comp.guards, dims):
+            return False  # an argument was given a new shape in place (`x.shape = ...`)
         self.matches = self._matcher()
         return True
 
@@ -565,6 +569,9 @@ class _Repeat:
         if self.lowered:
             consts["_valid"] = self._lowered_valid
             conds.append("_valid()")
+        for (i, a), (j, b) in self.comp.guards:  # the equal sizes the program assumes
+            consts[f"F{i}"], consts[f"F{j}"] = self.flat[i], self.flat[j]
+            conds.append(f"F{i}.shape[{a}] == F{j}.shape[{b}]")
         unpack = (", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "") + " = args") if n else "pass"
         src = (f"def matches(args, {', '.join(f'{k}={k}' for k in consts)}):\n"
                f"    if len(args) != {n}:\n        return False\n"

@@ -133,8 +133,15 @@ def restructure(obj: Any, go: Callable) -> Any:
 
 
 def replayable(norm: list, leaves: list) -> bool:
-    return not any(lf.slot is not None for lf in leaves) and not any(
-        is_record(v) or (isinstance(v, tuple) and any(map(is_record, v))) for v, _, _ in norm)
+    """Whether a call may be replayed by identity of its arguments: no boxed float, and no
+    record at any depth of a tuple (a record's fields may be rebound between calls)."""
+    return not any(lf.slot is not None for lf in leaves) and not any(_holds_record(v) for v, _, _ in norm)
+
+
+def _holds_record(v: Any) -> bool:
+    if is_record(v):
+        return True
+    return isinstance(v, (tuple, list)) and any(_holds_record(x) for x in v)
 
 
 # -- functions and what they captured --------------------------------------------------

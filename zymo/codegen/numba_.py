@@ -9,6 +9,12 @@ dispatchers use Numba's `cache=True`, so a second process that generates the sam
 loads the machine code from disk instead of compiling. A changed user function generates
 different source, hence a different file: a stale entry can never be reused. When the
 directory cannot be written the program is compiled in memory only.
+Numba's cache index is not safe for concurrent writers: two processes that compile one
+module for two signatures at once may both store their code under the same data file, and
+a later load takes whichever was written last, for either signature (wrong machine code,
+wrong numbers). Every compile of a dispatcher (its `_compile_for_args`: cache load,
+compile, cache save) therefore holds an exclusive lock on `<module>.lock` (`fcntl.flock`;
+where that is missing, as on Windows, nothing is locked).
 
 `explain(exc, primal, args)` turns a Numba compile failure into a `ZymoNumbaError`:
 when Numba cannot compile the primal itself the error names the user's file, line and
@@ -145,8 +151,34 @@ def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
         spec = importlib.util.spec_from_file_location(modname, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
+        for n in names:
+            _lock_compiles(getattr(mod, n), path.with_name(path.name + ".lock"))
         sys.modules[modname] = mod
     return [getattr(mod, n) for n in names]
+
+
+def _lock_compiles(dispatcher: Any, lock_path: Path) -> None:
+    """Make every compile of `dispatcher` (Numba calls `_compile_for_args` only for a new
+    signature) hold an exclusive lock on `lock_path` across processes (module contract)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): Numba's cache is used unlocked
+        return
+    compile_for_args = dispatcher._compile_for_args
+
+    def locked(*args: Any, **kws: Any) -> Any:
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError:
+            return compile_for_args(*args, **kws)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return compile_for_args(*args, **kws)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    dispatcher._compile_for_args = locked
 
 
 def _write(digest: str, name: str, body: str) -> Path | None:

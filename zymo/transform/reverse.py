@@ -80,6 +80,7 @@ class Reverse:
         self._remat_memo: dict[int, bool] = {}   # value id -> number recomputed, not cached
         self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
         self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
+        self._uniform_memo: dict[int, bool] = {}  # value id -> its adjoint is one number (`_uniform`)
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
@@ -874,15 +875,24 @@ class Reverse:
                 w(f"{dout}[...] = 0.0")
             else:
                 g, zero_after = dout, dout
+        elif self._uniform(target):
+            g = self.namer.d(target)  # one number (`_uniform`): scaled by the vjps, never summed
         else:
             g = self.use_d(target, ("def",)) if T.is_memory(target.type) else self.adj(target)
+        uniform = out is None and self._uniform(target)
         for p, v in actives:
+            if uniform:  # a fresh shadow starts as this term broadcast (`_resolve_lazy`)
+                self.accumulate(w, v, self._vjp(rule, p, g, op, target), fresh=True)
+                continue
             self._accumulate_vjp(rule, p, v, g, op, target, w, fresh=zero_after is None)
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
 
     def _accumulate_vjp(self, rule, p: str, v: Value, g: str, op: Op, target: Value, w: Writer,
                         fresh: bool) -> None:
+        if self._uniform(v) and op.attrs.get("key") == "numpy.sum":
+            w(f"{self.namer.d(v)} = {g}")  # the sum's only operand: its adjoint is this number
+            return
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
             if fresh and self.at_top and self._defers_unbroadcast(v, op):
@@ -898,11 +908,60 @@ class Reverse:
     def _adjoint_shape(self, target: Value | Op):
         """The symbolic shape of the adjoint of `target` (a value, or a `setitem` op's
         destination): its own, or for a deferred temporary that of the use it was deferred to."""
+        prev = target
         while isinstance(target, Value) and target.id in self.deferred:
-            target = self.deferred_to[target.id]
+            prev, target = target, self.deferred_to[target.id]
         if isinstance(target, Value):
             return self.extents.shape(target)
-        return self.extents.store_shape(target)
+        dest = self.extents.store_shape(target)
+        stored = prev if isinstance(prev, Value) else target.args[1]
+        if dest is None or len(dest[0]) != getattr(stored.type, "ndim", 0):
+            return None  # a store that drops leading length-1 axes: the terms keep them
+        return dest
+
+    def _uniform(self, v: Value) -> bool:
+        """Whether the adjoint of array `v` is kept as one number: `v` is the fresh result of an
+        elementwise op, read only by `np.sum(v)` (every axis) in the same block, so its adjoint is
+        that sum's adjoint broadcast, the same in every element; and every active operand of
+        its op is an array of `v`'s shape (`analysis/extents.py`), so the op's vjps scale that
+        number to arrays of the operands' shapes without a sum over broadcast dimensions.
+        `t = dr * w; s = np.sum(t)` then gives `dt = ds` and `ddr += dt * w`: no array of ones,
+        no copy of `t` for its shape. Decided once per value."""
+        memo = self._uniform_memo.get(v.id)
+        if memo is None:
+            memo = self._uniform_memo[v.id] = self._uniform_check(v)
+        return memo
+
+    def _uniform_check(self, v: Value) -> bool:
+        d = self.def_op.get(v.id)
+        if not (isinstance(v.type, T.Array) and d is not None and d.kind == "prim" and d.results == [v]
+                and "out" not in d.attrs and lookup(d.attrs["key"]).elementwise):
+            return False
+        self._count_readers()
+        if self._readers.get(v.id) != 1:
+            return False
+        reader = next((o for o in self.blocks_of_op_list(d) if any(a is v for a in o.args)), None)
+        if (reader is None or reader.kind != "prim" or reader.attrs["key"] != "numpy.sum"
+                or reader.attrs.get("pos") != (("v", 0),) or reader.attrs.get("kw") or "out" in reader.attrs
+                or not reader.results or not self.act.is_active(reader.results[0])):
+            return False
+        rule = lookup(d.attrs["key"])
+        for p, a in self.e.arg_values(rule, d).items():
+            if p in rule.vjps() and self.act.is_active(a) and a.type.differentiable:
+                if not (isinstance(a.type, T.Array) and self.extents.same(a, v)):
+                    return False
+        return True
+
+    def blocks_of_op_list(self, op: Op) -> list[Op]:
+        """The ops of the block `op` is in."""
+        return self.blocks_of_op[id(op)].ops
+
+    def _count_readers(self) -> None:
+        if self._readers is None:  # how many op arguments are each value, counted once
+            self._readers = {}
+            for o in walk(self.fn.body):
+                for a in o.args:
+                    self._readers[a.id] = self._readers.get(a.id, 0) + 1
 
     def _defers_unbroadcast(self, v: Value, use: Op) -> bool:
         """Whether the adjoint of temporary `v` may keep the (broadcast) shape of its one use's
@@ -916,11 +975,7 @@ class Reverse:
         d = self.def_op[v.id]
         if not lookup(d.attrs["key"]).elementwise:
             return False
-        if self._readers is None:  # how many op arguments are each value, counted once
-            self._readers = {}
-            for o in walk(self.fn.body):
-                for a in o.args:
-                    self._readers[a.id] = self._readers.get(a.id, 0) + 1
+        self._count_readers()
         return self._readers.get(v.id) == 1 and any(a is v for a in use.args)
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
