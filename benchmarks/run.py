@@ -390,8 +390,11 @@ def main(argv=None):
     if not opts.no_write and not opts.quick:
         docs = HERE.parent / "docs"
         (docs / "benchmarks_table.md").write_text(f"Machine: {machine()}\n\n{text}\n")
-        plot(rows, docs / "benchmarks.png")
-        print(f"\nwrote {docs / 'benchmarks_table.md'} and {docs / 'benchmarks.png'}")
+        try:
+            plot(rows, docs / "benchmarks.png")
+        except ImportError:
+            print("\nmatplotlib is not installed (pip install -e '.[bench]'): no plot")
+        print(f"\nwrote {docs / 'benchmarks_table.md'}")
 
 
 if __name__ == "__main__":
