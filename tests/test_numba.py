@@ -385,6 +385,67 @@ def loss(x):
 """
 
 
+_TWO_FUNCS = """
+import numpy as np
+
+
+def row_sums(x):
+    t = np.exp(x)
+    return np.sum(np.sum(t, axis=1) ** 2)
+
+
+def scaled_store(r, w, buf):
+    buf[...] = r * w + np.sin(r)
+    return np.sum(buf * buf)
+"""
+
+_TWO_CHILD = """
+import sys
+sys.path.insert(0, {src!r})
+import numpy as np
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+import two_funcs as m
+ok = True
+for which in {which!r}:
+    if which == "rows":
+        x = np.linspace(0.1, 1.2, 12).reshape(4, 3)
+        dx = np.zeros_like(x)
+        zymo.autodiff(Reverse, m.row_sums, Active, Duplicated(x, dx), numba=True)
+        ok &= bool(np.allclose(dx, 2 * np.sum(np.exp(x), axis=1)[:, None] * np.exp(x), rtol=1e-12))
+    else:
+        r, w, buf = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0.5, 2, 12).reshape(3, 4), np.zeros((3, 4))
+        dr, dw = np.zeros_like(r), np.zeros_like(w)
+        zymo.autodiff(Reverse, m.scaled_store, Active, Duplicated(r, dr), Duplicated(w, dw), Const(buf), numba=True)
+        b = r * w + np.sin(r)
+        ok &= bool(np.allclose(dr, 2 * b * (w + np.cos(r)), rtol=1e-12))
+print("ok" if ok else "WRONG")
+"""
+
+
+def test_programs_cached_by_different_processes_load_together(tmp_path):
+    """Numba names an array expression's kernel by an object address and a per-process counter:
+    two processes compiling two programs could give their kernels one name, and a third process
+    loading both from the cache then ran the first kernel for the second program (wrong
+    gradients). zymo moves the counter by a random amount before each compile."""
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    src.mkdir()
+    (src / "two_funcs.py").write_text(_TWO_FUNCS)
+    repo = str(Path(zymo.__file__).resolve().parent.parent)
+    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+
+    def child(*which):
+        proc = subprocess.run([sys.executable, "-c", _TWO_CHILD.format(src=str(src), which=which)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split()[-1]
+
+    assert child("rows") == "ok"    # compiled and cached by one process,
+    assert child("store") == "ok"   # the other by another,
+    assert child("rows", "store") == "ok"  # both loaded from the cache by a third
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the compile lock uses fcntl.flock")
 def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     """Numba's cache index is not safe for two processes compiling one module at once (both

@@ -15,6 +15,12 @@ a later load takes whichever was written last, for either signature (wrong machi
 wrong numbers). Every compile of a dispatcher (its `_compile_for_args`: cache load,
 compile, cache save) therefore holds an exclusive lock on `<module>.lock` (`fcntl.flock`;
 where that is missing, as on Windows, nothing is locked).
+Numba also names the machine code of each compiled function (an array expression's kernel
+included) by its qualified name, which for array expressions holds an object address, and a
+per-process counter. Two processes compiling two different modules can produce the same
+name, and a process that then loads both from the cache links the second module's calls to
+the first one's kernel (wrong numbers). Before each compile the counter is moved forward by a
+random amount (`_fresh_numba_ids`), so names from different processes do not meet.
 
 `explain(exc, primal, args)` turns a Numba compile failure into a `ZymoNumbaError`:
 when Numba cannot compile the primal itself the error names the user's file, line and
@@ -100,6 +106,7 @@ def _stamp() -> str:
     h = hashlib.sha256()
     for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing):
         h.update(Path(mod.__file__).read_bytes())
+    h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
     return h.hexdigest()
 
@@ -157,16 +164,34 @@ def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
     return [getattr(mod, n) for n in names]
 
 
+def _fresh_numba_ids() -> None:
+    """Move Numba's per-process function counter forward by a random amount (module
+    contract): names stay unique within the process (the counter only grows) and differ from
+    those another process gives (2**40 possible jumps)."""
+    import itertools
+    import secrets
+
+    from numba.core.bytecode import FunctionIdentity
+
+    start = next(FunctionIdentity._unique_ids) + 1 + secrets.randbelow(2 ** 40)
+    FunctionIdentity._unique_ids = itertools.count(start)
+
+
 def _lock_compiles(dispatcher: Any, lock_path: Path) -> None:
     """Make every compile of `dispatcher` (Numba calls `_compile_for_args` only for a new
     signature) hold an exclusive lock on `lock_path` across processes (module contract)."""
+    compile_for_args = dispatcher._compile_for_args
     try:
         import fcntl
     except ImportError:  # no flock (Windows): Numba's cache is used unlocked
+        def fresh(*args: Any, **kws: Any) -> Any:
+            _fresh_numba_ids()
+            return compile_for_args(*args, **kws)
+        dispatcher._compile_for_args = fresh
         return
-    compile_for_args = dispatcher._compile_for_args
 
     def locked(*args: Any, **kws: Any) -> Any:
+        _fresh_numba_ids()
         try:
             fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
         except OSError:
