@@ -167,7 +167,7 @@ def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
     # (`Reverse._uniform`), no array of it is made
     assert "np.zeros_like" not in adj and "_rt.as_tangent" not in adj and "expand_reduced" not in adj
     assert "(2 - 1)" not in adj and "(3 - 1)" not in adj
-    assert "dx += _seed * 2 * x\n" in adj and "dx += _seed * 3 * x ** 2\n" in adj  # x ** 1 is x inside
+    assert "dx += _seed * 3 * x ** 2 + _seed * 2 * x\n" in adj  # x ** 1 is x inside; one accumulation
     assert "_rt.unbroadcast" not in adj  # each term has x's shape already (analysis/extents.py)
 
 

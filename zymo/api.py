@@ -325,7 +325,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         guards = sorted(rev.extents.guards)
         name = names if mode.split else names[0]
         generator = rev
-    src = fuse(src)
+    src = fuse(src, generator.shadow_roots() if generator is not None else None)
     if config.show_code():
         print(src)
     if backend == "python":

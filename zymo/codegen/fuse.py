@@ -24,6 +24,24 @@ one, so it is made only where nothing between them can change what it reads:
   temporaries (unrolled code) is cut into statements rather than nested without bound.
 A copy `a = b` is substituted under a weaker condition: `b` is not rebound in between
 (`a` and `b` are one object, so writes into it are seen through either name).
+
+Accumulations (reverse mode, `fuse(src, shadows)`). `shadows` maps every name the
+generated code gives a shadow or an adjoint to the memory roots it may point into (None:
+unknown; an empty set: a float adjoint, no memory); a name not in it never refers to shadow
+memory (the adjoint sweep writes only shadows and its own locals, and shadows are separate
+from primal memory, overlapping where their primals do). In the top-level statement list of
+each function (straight-line code, where names hold the same memory throughout):
+- `d += e1; ...; d += e2`, `d` an array shadow, becomes `...; d += e1 + e2`: one pass over
+  `d` instead of two (Numba: one fused loop). `e1` is evaluated later, so every statement in
+  between must pass it (below); the accumulation itself moves later too, so none of them may
+  read memory `d` may overlap, or write it other than by another `+=` (in-place additions
+  commute, up to rounding). Neither term may read memory `d` overlaps. Product adjoints
+  (`_rt.dot_vjp_a`, ...) are never merged: the Numba backend turns `d += _rt.dot_vjp_a(...)`
+  into one BLAS call that adds in place (`numba_.accumulating_products`).
+- a statement passes a moved expression (a merged term, or a temporary being substituted)
+  when it is a pure assignment to a name the expression does not read, or an accumulation
+  `d2 += f` / a store `d2[...] = v` into a shadow `d2` that no name the expression reads
+  may overlap.
 """
 from __future__ import annotations
 
@@ -47,8 +65,13 @@ _PURE_NP = {
 _RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate"}
 
 
-def fuse(src: str) -> str:
-    """`src` with single-use temporaries substituted into their readers (module contract).
+# product adjoints: pure in the Python source, kept as their own accumulations (contract)
+_RT_PRODUCTS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
+
+
+def fuse(src: str, shadows: dict[str, frozenset | None] | None = None) -> str:
+    """`src` with single-use temporaries substituted into their readers, and with
+    `shadows` (reverse mode) accumulations merged (module contract).
 
     Only the statements that change are rewritten (one statement per line, as zymo writes
     them), so comments and the layout of the rest stay as they were."""
@@ -56,11 +79,11 @@ def fuse(src: str) -> str:
     lines: list[str | None] = src.split("\n")
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            _Function(node, lines).run()
+            _Function(node, lines, shadows).run()
     return "\n".join(line for line in lines if line is not None)
 
 
-def _pure_call(call: ast.Call) -> bool:
+def _pure_call(call: ast.Call, products: bool = False) -> bool:
     f = call.func
     if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
         return False
@@ -69,17 +92,17 @@ def _pure_call(call: ast.Call) -> bool:
         return False  # `out=`, `**kwargs`, `*args`: it may write
     if mod == "np":
         return name in _PURE_NP and len(call.args) <= _PURE_NP[name]
-    return mod == "math" or (mod == "_rt" and name in _RT_PURE)
+    return mod == "math" or (mod == "_rt" and (name in _RT_PURE or (products and name in _RT_PRODUCTS)))
 
 
 _PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute,
                ast.Slice, ast.Tuple, ast.keyword, ast.operator, ast.unaryop, ast.cmpop, ast.expr_context)
 
 
-def _pure(e: ast.AST) -> bool:
+def _pure(e: ast.AST, products: bool = False) -> bool:
     for node in ast.walk(e):
         if isinstance(node, ast.Call):
-            if not _pure_call(node):
+            if not _pure_call(node, products):
                 return False
         elif not isinstance(node, _PURE_NODES):
             return False
@@ -112,8 +135,9 @@ class _Function:
     Statements are never removed from the AST lists while the rewrites run (their positions
     index the tables); a rewritten-away statement is marked dead and its line dropped."""
 
-    def __init__(self, fn: ast.FunctionDef, lines: list[str | None]):
+    def __init__(self, fn: ast.FunctionDef, lines: list[str | None], shadows: dict | None = None):
         self.fn = fn
+        self.shadows = shadows
         self.lines = lines
         self.dead: set[int] = set()
         self.params = {a.arg for a in fn.args.args}
@@ -145,6 +169,8 @@ class _Function:
 
     def run(self) -> None:
         self._blocks(self.fn.body, self._propagate_copies)
+        if self.shadows is not None:
+            self._merge_accumulations(self.fn.body)
         self._blocks(self.fn.body, self._substitute_all)
 
     def _blocks(self, body: list[ast.stmt], visit) -> None:
@@ -211,8 +237,9 @@ class _Function:
             return  # read in a loop or branch header, inside a nested block, or before
         j = path[-1][1]
         moved = _reads(st.value)
+        top = self.shadows is not None and body is self.fn.body
         for later in body[i + 1:j]:  # only pure assignments to names the expression does not read
-            if id(later) in self.dead:
+            if id(later) in self.dead or (top and self._passes(later, moved, None)):
                 continue
             if not (isinstance(later, ast.Assign) and _pure(later.value)
                     and all(isinstance(t, ast.Name) for t in later.targets)
@@ -234,6 +261,96 @@ class _Function:
                 self.loads[n.id][id(n)] = (path, reader, n, False)
         self.loads[name] = {}
         self._kill(st)
+
+    # -- accumulations (reverse mode) --------------------------------------------------------
+    def _overlap(self, a: str, b: str) -> bool:
+        """Whether names `a` and `b` may refer to overlapping memory (module contract)."""
+        if a == b:
+            return True
+        ra, rb = self.shadows.get(a, ()), self.shadows.get(b, ())
+        if ra == () or rb == ():
+            return False  # not a shadow: never shadow memory
+        return ra is None or rb is None or bool(ra & rb)
+
+    def _accumulation(self, st: ast.stmt) -> str | None:
+        """The array shadow `d` of a mergeable `d += e` (pure, not a product adjoint, not
+        reading what `d` overlaps), else None."""
+        if not (isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) and isinstance(st.target, ast.Name)
+                and st.lineno == st.end_lineno):
+            return None
+        d = st.target.id
+        roots = self.shadows.get(d, ())
+        if roots == () or roots == frozenset() or not _pure(st.value):
+            return None  # not a shadow, or a float adjoint: one number, nothing to gain
+        v = st.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _RT_PRODUCTS:
+            return None
+        if any(self._overlap(n, d) for n in _reads(v)):
+            return None
+        return d
+
+    def _passes(self, st: ast.stmt, moved: set[str], d: str | None) -> bool:
+        """Whether a pure expression reading `moved` (and, given `d`, the accumulation
+        `d += ...` holding it) may be evaluated after `st` instead of before (module contract)."""
+        if st.lineno != st.end_lineno or not isinstance(st, (ast.Assign, ast.AugAssign)):
+            return False
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        if len(targets) != 1 or not _pure(st.value, products=True):
+            return False
+        t, reads = targets[0], _reads(st.value)
+        if isinstance(t, ast.Name):
+            if t.id in moved or (d is not None and t.id == d and not isinstance(st, ast.AugAssign)):
+                return False
+            if isinstance(st, ast.AugAssign):
+                roots = self.shadows.get(t.id, ())
+                if roots == ():
+                    return False  # may be primal memory, written in place
+                if any(self._overlap(n, t.id) for n in moved):
+                    return False
+                if d is not None and self._overlap(t.id, d) and not isinstance(st.op, ast.Add):
+                    return False
+        elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _pure(t.slice):
+            base = t.value.id
+            if self.shadows.get(base, ()) == () or any(self._overlap(n, base) for n in moved):
+                return False
+            if d is not None and self._overlap(base, d):
+                return False
+            reads |= _reads(t.slice)
+        else:
+            return False
+        return d is None or not any(self._overlap(n, d) for n in reads)
+
+    def _merge_accumulations(self, body: list[ast.stmt]) -> None:
+        """`d += e1; ...; d += e2` into `d += e1 + e2` (module contract)."""
+        for i, st in enumerate(body):
+            if id(st) in self.dead:
+                continue
+            d = self._accumulation(st)
+            if d is None:
+                continue
+            moved = _reads(st.value)
+            for j in range(i + 1, len(body)):
+                later = body[j]
+                if id(later) in self.dead:
+                    continue
+                if self._accumulation(later) == d:
+                    if _size(later.value) + _size(st.value) <= _MAX_NODES:
+                        self._merge(st, later, ((id(body), i),), ((id(body), j),))
+                    break
+                if not self._passes(later, moved, d):
+                    break
+
+    def _merge(self, first: ast.AugAssign, second: ast.AugAssign, path1: tuple, path: tuple) -> None:
+        """`second` becomes `d += <first's term> + <second's term>`; `first` goes."""
+        d = first.target.id
+        second.value = ast.BinOp(first.value, ast.Add(), second.value)
+        self._rewrite(second)
+        for n in ast.walk(first.value):  # those reads now happen in `second`
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                self.loads[n.id][id(n)] = (path, second, n, False)
+        self.loads[d].pop(id(first), None)
+        self.stores[d] = [p for p in self.stores[d] if p != path1]
+        self._kill(first)
 
 
 _MAX_NODES = 200

@@ -228,6 +228,23 @@ class Reverse:
             w(f"return {adjs}")
         return w.source(), [aug, name], shadow_params + active_scalars
 
+    def shadow_roots(self) -> dict[str, frozenset | None]:
+        """Every name the program gives a shadow or an adjoint, with the memory roots it may
+        point into (`codegen/fuse.py` merges accumulations by these facts): an array or list
+        shadow mirrors its primal's roots (None where they are unknown), a float adjoint points
+        into no memory (an empty set). Names not listed (primal values, copies, caches) never
+        refer to shadow memory."""
+        out: dict[str, frozenset | None] = {}
+        for (vid, role), name in self.namer.values.items():
+            if role != "d" and not role.startswith("d#"):
+                continue
+            v = self.values.get(vid)
+            if v is None or T.is_memory(v.type):
+                out[name] = self.act.roots.get(vid) or None
+            else:
+                out[name] = frozenset()
+        return out
+
     def _cached(self, v: Value) -> bool:
         """Whether `v` needs a per-iteration cache: defined in a loop, and not a constant
         (a constant's variable holds the same value in every iteration)."""
