@@ -50,6 +50,7 @@ from .emit import Emitter
 
 
 _CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recomputed rather than cached
+_TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed with (`_top_remat`)
 
 
 class Reverse:
@@ -81,6 +82,7 @@ class Reverse:
         self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
         self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
         self._uniform_memo: dict[int, bool] = {}  # value id -> its adjoint is one number (`_uniform`)
+        self._top_memo: dict[int, bool] = {}  # value id -> recomputed at the top level (`_top_remat`)
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
         # (value id, lane) -> how the adjoint sweep referred to them, in order
         self.lazy_refs: dict[tuple[int, int], list] = {}
@@ -144,9 +146,12 @@ class Reverse:
 
     def contents(self, op: Op, v: Value, post: bool = False) -> str:
         """The contents of array `v` as the op saw them: `v` itself when nothing may
-        overwrite them before the adjoint sweep reads them, else a copy (`_saved_v`)."""
+        overwrite them before the adjoint sweep reads them, else a copy (`_saved_v`); at the
+        top level, a cheap temporary's expression (`_top_remat`)."""
         if not isinstance(v.type, T.Array):
             return self.use(v)
+        if not post and self.at_top and self._top_remat(v):
+            return self._top_remat_expr(v)
         writer = self.overwrites.first_writer(op, v, include_self=not post)
         if writer is None:
             return self.use(v)
@@ -347,6 +352,48 @@ class Reverse:
         if isinstance(v.type, T.Array) and op.attrs["key"] in _CHEAP:
             return f"({self.e.call(op, with_out=False, name=lambda a: self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a))})"
         return f"({self.e.call(op, with_out=False, name=self._recompute)})"
+
+    def _top_remat(self, v: Value) -> bool:
+        """Whether array `v` is recomputed where the top level of the adjoint sweep reads it
+        instead of kept from the forward sweep: a temporary of the function's body (outside
+        loops and branches), the result of cheap arithmetic (`_CHEAP`, no `out=`) read once by
+        the primal and never written, on numbers and on arrays whose contents nothing writes
+        later (an operand that is such a temporary is recomputed in turn; at most
+        `_TOP_REMAT_OPS` operations in all). The forward sweep then writes it into its one reader
+        (`codegen/fuse.py`) and the adjoint's expression computes it in its own pass (under
+        Numba one fused loop, no array kept between the sweeps). Decided once per value."""
+        memo = self._top_memo.get(v.id)
+        if memo is None:
+            memo = self._top_memo[v.id] = 0 < self._top_ops(v) <= _TOP_REMAT_OPS
+        return memo
+
+    def _top_ops(self, v: Value) -> int:
+        """The operations recomputing `v` takes (0: `v` is not such a temporary)."""
+        if not isinstance(v.type, T.Array) or self.def_block.get(v.id) is not self.fn.body:
+            return 0
+        op = self.def_op.get(v.id)
+        if (op is None or op.kind != "prim" or op.results != [v] or op.attrs["key"] not in _CHEAP
+                or "out" in op.attrs or self.overwrites.first_writer(op, v) is not None):
+            return 0
+        self._count_readers()
+        if self._readers.get(v.id) != 1:
+            return 0
+        n = 1
+        for a in op.args:
+            if isinstance(a.type, T.Array):
+                if self.overwrites.first_writer(op, a, include_self=True) is not None:
+                    return 0
+                n += self._top_ops(a) if self._top_remat(a) else 0
+            elif not isinstance(a.type, T.Scalar):
+                return 0
+        return n
+
+    def _top_remat_expr(self, v: Value) -> str:
+        op = self.def_op[v.id]
+
+        def name(a: Value) -> str:
+            return self._top_remat_expr(a) if isinstance(a.type, T.Array) and self._top_remat(a) else self.use(a)
+        return f"({self.e.call(op, with_out=False, name=name)})"
 
     def _remat_expr(self, v: Value, role: str = "d") -> str:
         op = self.def_op[v.id]
