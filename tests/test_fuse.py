@@ -408,3 +408,151 @@ def test_gm3_like_adjoint_accumulates_each_view_once():
     g_py, g_nb = (zymo_grad(gm3_like, [a.copy() for a in args], const=(2,), numba=nb) for nb in (False, True))
     np.testing.assert_allclose(g_nb[0], g_py[0], rtol=1e-12, atol=1e-14)
     assert np.abs(g_py[0]).max() > 0
+
+
+# -- shadows that are zeros at entry (`fuse(src, shadows, zero)`) -----------------------------
+
+C, T_ = frozenset({("param", 2)}), frozenset({("op", 1)})
+ZERO_FACTS = {"dbuf": C, "dt": T_, "dx": A, "dview": C}
+
+
+def _same_zero(src, **arrays):
+    """`fuse` with `dbuf` zero at entry agrees with `src` when `dbuf` starts as zeros."""
+    src = textwrap.dedent(src)
+    new = fuse(src, ZERO_FACTS, frozenset({"dbuf"}))
+    a, arrs_a = _run(src, **arrays)
+    b, arrs_b = _run(new, **arrays)
+    np.testing.assert_array_equal(a, b)
+    for k in arrs_a:
+        np.testing.assert_array_equal(arrs_a[k], arrs_b[k], err_msg=f"{k}\n{new}")
+    return new
+
+
+ZERO_ARRAYS = dict(g=[1.0, 2.0], x=[3.0, 4.0], dbuf=[0.0, 0.0], dx=[0.5, 0.5])
+
+
+def test_the_pass_through_is_exercised_by_the_cases_below():
+    new = _same_zero("""
+        def f(g, x, dbuf, dx, dview):
+            dt = g * 2.0
+            dbuf += dt
+            dx += dbuf * x
+            dbuf[...] = 0.0
+            return 0.0
+        """, **ZERO_ARRAYS, dview=[0.0, 0.0])
+    assert "dbuf" not in new.split(":", 1)[1]
+
+
+def test_a_zero_shadow_filled_once_is_read_through_its_term():
+    new = _same_zero("""
+        def f(g, x, dbuf, dx):
+            dt = g * 2.0
+            dbuf += dt
+            dx += dbuf * x
+            dbuf[...] = 0.0
+            dx += x
+            return 0.0
+        """, **ZERO_ARRAYS)
+    assert "dbuf" not in new.split("def f")[1].split(":", 1)[1] and "dt * x" in new
+
+
+@pytest.mark.parametrize("between", [
+    "dbuf += x",               # a second term
+    "dt[...] = 1.0",           # the term changes
+    "dt += x",
+    "dt = x * 1.0",            # the term's name is rebound
+    "dx += dview * 0.5",       # the shadow read through another name
+    "q = np.copyto(dt, x)",    # a call that may write
+])
+def test_what_keeps_a_zero_shadow(between):
+    new = _same_zero(f"""
+        def f(g, x, dbuf, dx, dview):
+            dt = g * 2.0
+            dbuf += dt
+            {between}
+            dx += dbuf * x
+            dbuf[...] = 0.0
+            return 0.0
+        """, **ZERO_ARRAYS, dview=[0.0, 0.0])  # `dview` may overlap `dbuf` (ZERO_FACTS)
+    assert "dbuf +=" in new and "dbuf[...] = 0.0" in new
+
+
+@pytest.mark.parametrize("src", [
+    """
+    def f(g, x, dbuf, dx):
+        dbuf += g * 2.0
+        dx += dbuf * x
+        dbuf[...] = 0.0
+        return 0.0
+    """,                               # the term is not a shadow's name
+    """
+    def f(g, x, dbuf, dx):
+        dt = g * 2.0
+        dx += dbuf
+        dbuf += dt
+        dx += dbuf * x
+        dbuf[...] = 0.0
+        return 0.0
+    """,                               # read before the accumulation
+    """
+    def f(g, x, dbuf, dx):
+        dt = g * 2.0
+        dbuf += dt
+        dx += dbuf * x
+        return 0.0
+    """,                               # never consumed
+])
+def test_a_zero_shadow_needs_one_fill_then_a_zeroing(src):
+    new = _same_zero(src, **ZERO_ARRAYS)
+    assert "dbuf +=" in new
+
+
+def buffer_products(x, A, buf1, buf2):
+    """seed 003's `np.dot(..., out=buf)` into `Const` buffers, each read once."""
+    np.dot(A, x, out=buf1)
+    np.dot(x, A, out=buf2)
+    return np.sum(np.sin(buf1 + buf2) * x)
+
+
+def buffer_reused(x, A, buf):
+    """One `Const` buffer written twice: only its last fill may pass through."""
+    np.dot(A, x, out=buf)
+    s = np.sum(np.sin(buf))
+    np.dot(x, A, out=buf)
+    return s + np.sum(buf * buf * x)
+
+
+_A3 = np.random.default_rng(8).random((3, 3))
+_BUF = np.zeros(3)
+
+
+def captured_buffer(x):
+    """A buffer and a matrix captured from the module: internal shadows of captured memory."""
+    np.dot(_A3, x, out=_BUF)
+    return np.sin(_BUF) * 2.0
+
+
+@pytest.mark.parametrize("f,n_bufs", [(buffer_products, 2), (buffer_reused, 1)])
+def test_const_buffers_filled_by_products(f, n_bufs):
+    r = np.random.default_rng(6)
+    x, A = r.random(4), r.random((4, 4))
+    bufs = [np.zeros(4) for _ in range(n_bufs)]
+    check(f, [x, A, *bufs], const=tuple(range(1, 2 + n_bufs)))
+    got = [zymo_grad(f, [x, A, *bufs], const=tuple(range(1, 2 + n_bufs)), numba=nb)[0] for nb in (False, True)]
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-12, atol=1e-14)
+    assert np.abs(got[0]).max() > 0.1
+    src = zymo.generated_code(Reverse, f, Active, Duplicated(x, np.zeros(4)), zymo.Const(A),
+                              *map(zymo.Const, bufs))
+    adjoint = src.split("# adjoint sweep")[1]
+    if f is buffer_products:
+        assert "dbuf1" not in adjoint and "dbuf2" not in adjoint  # the products read the terms
+    # replayed calls (the internal shadows zeroed again) give the same numbers
+    again = zymo_grad(f, [x, A, *bufs], const=tuple(range(1, 2 + n_bufs)))[0]
+    np.testing.assert_array_equal(again, got[0])
+
+
+def test_captured_buffer_in_batch_and_single_lanes():
+    x = np.array([0.3, -0.2, 0.5])
+    expect = np.diag(2.0 * np.cos(_A3 @ x)) @ _A3
+    for mode in (zymo.Reverse, zymo.Forward):
+        np.testing.assert_allclose(zymo.jacobian(mode, captured_buffer, x), expect, rtol=1e-12, atol=1e-14)

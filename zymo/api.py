@@ -320,12 +320,14 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         src, name, active_params = forward(ir, act, width)
     else:
         _check_reverse_return(ir, ret_activity)
+        # Const memory that receives active data: its shadow is zymo's, zeros at every call
+        internal = frozenset(k for k, p in enumerate(ir.params) if not active[k] and act.is_active(p))
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
-                                                 split=mode.split, width=width, dims=dims)
+                                                 split=mode.split, width=width, dims=dims, internal=internal)
         guards = sorted(rev.extents.guards)
         name = names if mode.split else names[0]
         generator = rev
-    src = fuse(src, generator.shadow_roots() if generator is not None else None)
+    src = fuse(src, *((generator.shadow_roots(), generator.zero_shadows()) if generator else ()))
     if config.show_code():
         print(src)
     if backend == "python":

@@ -42,6 +42,14 @@ each function (straight-line code, where names hold the same memory throughout):
   when it is a pure assignment to a name the expression does not read, or an accumulation
   `d2 += f` / a store `d2[...] = v` into a shadow `d2` that no name the expression reads
   may overlap.
+- `zero` names shadows that are zeros when the function starts (the internal shadows of
+  `Const` memory that receives active data: zymo allocates them, zeroes them for every call,
+  and nobody sees them afterwards). When the first statement that mentions such a `d` (or
+  anything that may overlap it) is `d += e`, `e` a shadow's name, and a later `d[...] = 0.0`
+  consumes it, with nothing in between writing `d`, `e` or what they overlap, or reading
+  through another name what `d` overlaps, then the reads of `d` in between read `e`, and
+  the accumulation and the zeroing go: `d` holds zeros before and after in both programs
+  (gm3: the product adjoints read `dt` instead of a buffer's shadow filled with `dt`).
 """
 from __future__ import annotations
 
@@ -69,7 +77,7 @@ _RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "
 _RT_PRODUCTS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
 
 
-def fuse(src: str, shadows: dict[str, frozenset | None] | None = None) -> str:
+def fuse(src: str, shadows: dict[str, frozenset | None] | None = None, zero: frozenset = frozenset()) -> str:
     """`src` with single-use temporaries substituted into their readers, and with
     `shadows` (reverse mode) accumulations merged (module contract).
 
@@ -79,7 +87,7 @@ def fuse(src: str, shadows: dict[str, frozenset | None] | None = None) -> str:
     lines: list[str | None] = src.split("\n")
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            _Function(node, lines, shadows).run()
+            _Function(node, lines, shadows, zero).run()
     return "\n".join(line for line in lines if line is not None)
 
 
@@ -135,9 +143,11 @@ class _Function:
     Statements are never removed from the AST lists while the rewrites run (their positions
     index the tables); a rewritten-away statement is marked dead and its line dropped."""
 
-    def __init__(self, fn: ast.FunctionDef, lines: list[str | None], shadows: dict | None = None):
+    def __init__(self, fn: ast.FunctionDef, lines: list[str | None], shadows: dict | None = None,
+                 zero: frozenset = frozenset()):
         self.fn = fn
         self.shadows = shadows
+        self.zero = zero
         self.lines = lines
         self.dead: set[int] = set()
         self.params = {a.arg for a in fn.args.args}
@@ -171,6 +181,8 @@ class _Function:
         self._blocks(self.fn.body, self._propagate_copies)
         if self.shadows is not None:
             self._merge_accumulations(self.fn.body)
+            for d in sorted(self.zero):
+                self._pass_zero_shadow(self.fn.body, d)
         self._blocks(self.fn.body, self._substitute_all)
 
     def _blocks(self, body: list[ast.stmt], visit) -> None:
@@ -351,6 +363,60 @@ class _Function:
         self.loads[d].pop(id(first), None)
         self.stores[d] = [p for p in self.stores[d] if p != path1]
         self._kill(first)
+
+    def _pass_zero_shadow(self, body: list[ast.stmt], d: str) -> None:
+        """Read `e` for a zero-at-entry shadow `d` filled by one `d += e` (module contract)."""
+        if d not in self.shadows:
+            return
+        live = [(k, st) for k, st in enumerate(body) if id(st) not in self.dead]
+        first = next((n for n, (_, st) in enumerate(live) if self._mentions(st, d)), None)
+        if first is None:
+            return
+        acc = live[first][1]
+        if not (isinstance(acc, ast.AugAssign) and isinstance(acc.op, ast.Add) and isinstance(acc.target, ast.Name)
+                and acc.target.id == d and isinstance(acc.value, ast.Name) and acc.lineno == acc.end_lineno):
+            return
+        e = acc.value.id
+        if e not in self.shadows or self._overlap(e, d):
+            return
+        reads: list[tuple[ast.stmt, ast.Name, int]] = []
+        for k, st in live[first + 1:]:
+            if st.lineno != st.end_lineno or not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
+                return
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and _is_zeroing(st.targets[0], st.value, d):
+                for reader, node, j in reads:
+                    node.id = e
+                    self._rewrite(reader)
+                    self.loads[d].pop(id(node), None)
+                    self.loads.setdefault(e, {})[id(node)] = (((id(body), j),), reader, node, False)
+                self._kill(acc)
+                self._kill(st)
+                return
+            if not _pure(st.value, products=True):
+                return  # a call that may write `d` or `e`
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AugAssign) else []
+            for t in targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if not isinstance(base, ast.Name) or self._overlap(base.id, d) or self._overlap(base.id, e):
+                    return  # writes (or rebinds) `d`, `e` or memory they may overlap
+                if isinstance(t, ast.Subscript) and not _pure(t.slice):
+                    return
+            for node in ast.walk(st):
+                if isinstance(node, ast.Name) and node.id != d and self._overlap(node.id, d):
+                    return  # what `d` overlaps, through another name
+                if isinstance(node, ast.Name) and node.id == d:
+                    reads.append((st, node, k))
+
+    def _mentions(self, st: ast.stmt, d: str) -> bool:
+        """Whether `st` (with what it nests) names `d` or anything that may overlap it."""
+        return any(isinstance(n, ast.Name) and self._overlap(n.id, d) for n in ast.walk(st))
+
+
+def _is_zeroing(target: ast.expr, value: ast.expr, d: str) -> bool:
+    """`d[...] = 0.0`: every element of `d` set to zero."""
+    return (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == d
+            and isinstance(target.slice, ast.Constant) and target.slice.value is Ellipsis
+            and isinstance(value, ast.Constant) and value.value == 0 and not isinstance(value.value, bool))
 
 
 _MAX_NODES = 200

@@ -54,8 +54,10 @@ _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed wi
 
 
 class Reverse:
-    def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1, dims=None):
+    def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1, dims=None,
+                 internal: frozenset = frozenset()):
         self.fn, self.act, self.seed_return = fn, act, seed_return
+        self.internal = internal  # parameter indices whose shadows are zeros at entry (`zero_shadows`)
         self.extents = Extents(fn, dims)  # which adjoints need no sum over broadcast dimensions
         self.namer = Namer()
         self.namer.width = width
@@ -249,6 +251,21 @@ class Reverse:
             else:
                 out[name] = frozenset()
         return out
+
+    def zero_shadows(self) -> frozenset:
+        """The names of the shadows that are zeros when the program starts: those of the
+        parameters in `internal` (`Const` memory that receives active data, whose shadow zymo
+        allocates and zeroes for every call); none in split mode, where the reverse runs after
+        a forward sweep of its own."""
+        if self.split:
+            return frozenset()
+        out = set()
+        for k in self.internal:
+            p = self.fn.params[k]
+            if T.is_memory(p.type) and self.act.is_active(p):
+                for _ in self.namer.lanes():
+                    out.add(self.namer.d(p))
+        return frozenset(out)
 
     def _cached(self, v: Value) -> bool:
         """Whether `v` needs a per-iteration cache: defined in a loop, and not a constant
@@ -1343,14 +1360,16 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
-            split: bool = False, width: int = 1, dims=None) -> tuple[str, list[str], list[int], "Reverse"]:
+            split: bool = False, width: int = 1, dims=None,
+            internal: frozenset = frozenset()) -> tuple[str, list[str], list[int], "Reverse"]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
     satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
 
     Combined mode writes one function; split mode an augmented forward that
-    returns `(results, tape)` and a reverse that takes the tape."""
-    rev = Reverse(fn, act, seed_return, width, dims)
+    returns `(results, tape)` and a reverse that takes the tape. `internal`: the parameters
+    whose shadows the caller passes as fresh zeros (`Reverse.zero_shadows`)."""
+    rev = Reverse(fn, act, seed_return, width, dims, internal)
     src, names, params = rev.run(split)
     return src, names, params, rev
 
