@@ -19,7 +19,7 @@ import pytest
 import zymo
 from helpers import check, zymo_grad
 from zymo import Active, Duplicated, Reverse
-from zymo.codegen.fuse import fuse
+from zymo.codegen.fuse import ShadowFacts, fuse
 
 
 def _run(src, **arrays):
@@ -270,16 +270,16 @@ def test_positional_out_and_star_arguments_are_writes():
     assert "t = np.add(a, b, c)" in new
 
 
-# -- merged accumulations (reverse mode: `fuse(src, shadows)`) -------------------------------
+# -- merged accumulations (reverse mode: `fuse(src, ShadowFacts(roots))`) --------------------
 
 A, B = frozenset({("param", 0)}), frozenset({("param", 1)})
 
 
 def _same_acc(src, shadows, **arrays):
-    """`fuse(src, shadows)` returns and writes what `src` does (the values are small integers
+    """`fuse` with these roots returns and writes what `src` does (the values are small integers
     and halves, so a changed order of additions cannot round differently)."""
     src = textwrap.dedent(src)
-    new = fuse(src, shadows)
+    new = fuse(src, ShadowFacts(shadows))
     a, arrs_a = _run(src, **arrays)
     b, arrs_b = _run(new, **arrays)
     np.testing.assert_array_equal(a, b)
@@ -349,7 +349,7 @@ def test_terms_reading_their_target_products_and_floats_stay_apart():
             s += x[0]
             return s
         """
-    new = fuse(textwrap.dedent(src), {"base": A, "d": A, "e": A, "s": frozenset()})
+    new = fuse(textwrap.dedent(src), ShadowFacts({"base": A, "d": A, "e": A, "s": frozenset()}))
     assert "d += g * base[1:3]\n" in new   # reads memory d overlaps: not moved
     # the product adjoint stays its own accumulation; additions move past it
     assert "d += _rt.dot_vjp_a(g, w, x)\n    d += x + x\n" in new and new.count("d +=") == 3
@@ -410,7 +410,7 @@ def test_gm3_like_adjoint_accumulates_each_view_once():
     assert np.abs(g_py[0]).max() > 0
 
 
-# -- shadows that are zeros at entry (`fuse(src, shadows, zero)`) -----------------------------
+# -- shadows that are zeros at entry (`ShadowFacts.zero`) ------------------------------------
 
 C, T_ = frozenset({("param", 2)}), frozenset({("op", 1)})
 ZERO_FACTS = {"dbuf": C, "dt": T_, "dx": A, "dview": C}
@@ -419,7 +419,7 @@ ZERO_FACTS = {"dbuf": C, "dt": T_, "dx": A, "dview": C}
 def _same_zero(src, **arrays):
     """`fuse` with `dbuf` zero at entry agrees with `src` when `dbuf` starts as zeros."""
     src = textwrap.dedent(src)
-    new = fuse(src, ZERO_FACTS, frozenset({"dbuf"}))
+    new = fuse(src, ShadowFacts(ZERO_FACTS, frozenset({"dbuf"}), lambda a, b: {a, b} == {"dbuf", "dt"}))
     a, arrs_a = _run(src, **arrays)
     b, arrs_b = _run(new, **arrays)
     np.testing.assert_array_equal(a, b)
@@ -479,14 +479,14 @@ def test_what_keeps_a_zero_shadow(between):
 
 @pytest.mark.parametrize("src", [
     """
-    def f(g, x, dbuf, dx):
+    def f(g, x, dbuf, dx, dview):
         dbuf += g * 2.0
         dx += dbuf * x
         dbuf[...] = 0.0
         return 0.0
     """,                               # the term is not a shadow's name
     """
-    def f(g, x, dbuf, dx):
+    def f(g, x, dbuf, dx, dview):
         dt = g * 2.0
         dx += dbuf
         dbuf += dt
@@ -495,15 +495,22 @@ def test_what_keeps_a_zero_shadow(between):
         return 0.0
     """,                               # read before the accumulation
     """
-    def f(g, x, dbuf, dx):
+    def f(g, x, dbuf, dx, dview):
         dt = g * 2.0
         dbuf += dt
         dx += dbuf * x
         return 0.0
     """,                               # never consumed
+    """
+    def f(g, x, dbuf, dx, dview):
+        dbuf += dview
+        dx += dbuf * x
+        dbuf[...] = 0.0
+        return 0.0
+    """,                               # the term may have another shape (`same_shape`)
 ])
 def test_a_zero_shadow_needs_one_fill_then_a_zeroing(src):
-    new = _same_zero(src, **ZERO_ARRAYS)
+    new = _same_zero(src, **ZERO_ARRAYS, dview=[1.0, 1.0])
     assert "dbuf +=" in new
 
 
@@ -556,3 +563,26 @@ def test_captured_buffer_in_batch_and_single_lanes():
     expect = np.diag(2.0 * np.cos(_A3 @ x)) @ _A3
     for mode in (zymo.Reverse, zymo.Forward):
         np.testing.assert_allclose(zymo.jacobian(mode, captured_buffer, x), expect, rtol=1e-12, atol=1e-14)
+
+
+def sum_of_a_buffer(x, s, buf):
+    """Found in review: `buf + x`, read only by `np.sum`, has a one-number adjoint (`dsum`), and
+    `dbuf += dsum` broadcasts it; reading `dsum` for `dbuf` would give `s` one element's
+    adjoint instead of the sum over four."""
+    np.add(x, s, out=buf)
+    return 2.0 * np.sum(buf + x)
+
+
+def product_of_a_buffer(x, A, buf):
+    """The same one-number adjoint, consumed by a product adjoint (a float would not multiply)."""
+    np.dot(A, x, out=buf)
+    return 2.0 * np.sum(buf + x)
+
+
+def test_a_one_number_adjoint_never_stands_for_a_zero_shadow():
+    x = np.random.default_rng(12).standard_normal(4)
+    g = zymo_grad(sum_of_a_buffer, [x, 0.5, np.zeros(4)], const=(2,))
+    assert g[1] == pytest.approx(8.0)
+    check(sum_of_a_buffer, [x, 0.5, np.zeros(4)], const=(2,))
+    r = np.random.default_rng(13)
+    check(product_of_a_buffer, [r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4)], const=(1, 2))

@@ -25,8 +25,9 @@ one, so it is made only where nothing between them can change what it reads:
 A copy `a = b` is substituted under a weaker condition: `b` is not rebound in between
 (`a` and `b` are one object, so writes into it are seen through either name).
 
-Accumulations (reverse mode, `fuse(src, shadows)`). `shadows` maps every name the
-generated code gives a shadow or an adjoint to the memory roots it may point into (None:
+Accumulations (reverse mode, `fuse(src, facts)`, `facts` a `ShadowFacts`). `facts.roots`
+maps every name the generated code gives a shadow or an adjoint to the memory roots it may
+point into (None:
 unknown; an empty set: a float adjoint, no memory); a name not in it never refers to shadow
 memory (the adjoint sweep writes only shadows and its own locals, and shadows are separate
 from primal memory, overlapping where their primals do). In the top-level statement list of
@@ -42,10 +43,12 @@ each function (straight-line code, where names hold the same memory throughout):
   when it is a pure assignment to a name the expression does not read, or an accumulation
   `d2 += f` / a store `d2[...] = v` into a shadow `d2` that no name the expression reads
   may overlap.
-- `zero` names shadows that are zeros when the function starts (the internal shadows of
-  `Const` memory that receives active data: zymo allocates them, zeroes them for every call,
-  and nobody sees them afterwards). When the first statement that mentions such a `d` (or
-  anything that may overlap it) is `d += e`, `e` a shadow's name, and a later `d[...] = 0.0`
+- `facts.zero` names shadows that are zeros when the function starts (the internal shadows
+  of `Const` memory that receives active data: zymo allocates them, zeroes them for every
+  call, and nobody sees them afterwards). When the first statement that mentions such a `d`
+  (or anything that may overlap it) is `d += e`, `e` the name of a shadow that holds an array
+  of `d`'s shape (`facts.same_shape(d, e)`: not one number, nothing `+=` would broadcast),
+  and a later `d[...] = 0.0`
   consumes it, with nothing in between writing `d`, `e` or what they overlap, or reading
   through another name what `d` overlaps, then the reads of `d` in between read `e`, and
   the accumulation and the zeroing go: `d` holds zeros before and after in both programs
@@ -54,6 +57,8 @@ each function (straight-line code, where names hold the same memory throughout):
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
+from typing import Callable
 
 # NumPy functions that return new values and write nothing, with the most positional
 # arguments that keeps them so (a ufunc's next positional argument is its `out`)
@@ -77,9 +82,22 @@ _RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "
 _RT_PRODUCTS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
 
 
-def fuse(src: str, shadows: dict[str, frozenset | None] | None = None, zero: frozenset = frozenset()) -> str:
-    """`src` with single-use temporaries substituted into their readers, and with
-    `shadows` (reverse mode) accumulations merged (module contract).
+def _never(a: str, b: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ShadowFacts:
+    """What reverse mode knows of the shadows of its program (module contract)."""
+
+    roots: dict  # shadow or adjoint name -> the memory roots it may point into (None: unknown)
+    zero: frozenset = frozenset()  # shadows that are zeros when the program starts
+    same_shape: Callable[[str, str], bool] = _never  # two shadow names hold arrays of one shape
+
+
+def fuse(src: str, facts: ShadowFacts | None = None) -> str:
+    """`src` with single-use temporaries substituted into their readers, and with `facts`
+    (reverse mode) accumulations merged and zero shadows read through (module contract).
 
     Only the statements that change are rewritten (one statement per line, as zymo writes
     them), so comments and the layout of the rest stay as they were."""
@@ -87,7 +105,7 @@ def fuse(src: str, shadows: dict[str, frozenset | None] | None = None, zero: fro
     lines: list[str | None] = src.split("\n")
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            _Function(node, lines, shadows, zero).run()
+            _Function(node, lines, facts).run()
     return "\n".join(line for line in lines if line is not None)
 
 
@@ -143,11 +161,11 @@ class _Function:
     Statements are never removed from the AST lists while the rewrites run (their positions
     index the tables); a rewritten-away statement is marked dead and its line dropped."""
 
-    def __init__(self, fn: ast.FunctionDef, lines: list[str | None], shadows: dict | None = None,
-                 zero: frozenset = frozenset()):
+    def __init__(self, fn: ast.FunctionDef, lines: list[str | None], facts: ShadowFacts | None = None):
         self.fn = fn
-        self.shadows = shadows
-        self.zero = zero
+        self.shadows = facts.roots if facts is not None else None
+        self.zero = facts.zero if facts is not None else frozenset()
+        self.same_shape = facts.same_shape if facts is not None else _never
         self.lines = lines
         self.dead: set[int] = set()
         self.params = {a.arg for a in fn.args.args}
@@ -377,7 +395,7 @@ class _Function:
                 and acc.target.id == d and isinstance(acc.value, ast.Name) and acc.lineno == acc.end_lineno):
             return
         e = acc.value.id
-        if e not in self.shadows or self._overlap(e, d):
+        if e not in self.shadows or self._overlap(e, d) or not self.same_shape(d, e):
             return
         reads: list[tuple[ast.stmt, ast.Name, int]] = []
         for k, st in live[first + 1:]:

@@ -92,6 +92,7 @@ class Reverse:
         self.whole: set[tuple[int, str]] = set()  # (value id, adjoint term) known to have its shape
         self.deferred_to: dict[int, Any] = {}  # deferred temporary id -> its use's result (or store op)
         self._readers: dict[int, int] | None = None
+        self._by_name: dict[str, Any] | None = None  # shadow name -> its value (`same_shape`)
         self.at_top = False
         self._index(fn.body, 0)
         for p in fn.params:
@@ -251,6 +252,26 @@ class Reverse:
             else:
                 out[name] = frozenset()
         return out
+
+    def fuse_facts(self):
+        """What `codegen/fuse.py` may rely on about this program's shadows."""
+        from ..codegen.fuse import ShadowFacts
+
+        return ShadowFacts(self.shadow_roots(), self.zero_shadows(), self.same_shape)
+
+    def same_shape(self, a: str, b: str) -> bool:
+        """Whether shadow names `a` (a parameter's) and `b` hold arrays of one shape: never a
+        one-number adjoint (`_uniform`), and for a deferred temporary's adjoint the shape it
+        keeps (`_adjoint_shape`). Equal sizes of two parameters count under a guard."""
+        if self._by_name is None:
+            self._by_name = {name: self.values.get(vid) for (vid, role), name in self.namer.values.items()
+                             if role == "d" or role.startswith("d#")}
+        va, vb = self._by_name.get(a), self._by_name.get(b)
+        if va is None or vb is None or not (isinstance(va.type, T.Array) and isinstance(vb.type, T.Array)):
+            return False
+        if va.id in self.deferred or self._uniform(va) or self._uniform(vb):
+            return False
+        return self.extents.fits(va, self._adjoint_shape(vb))
 
     def zero_shadows(self) -> frozenset:
         """The names of the shadows that are zeros when the program starts: those of the
@@ -753,7 +774,7 @@ class Reverse:
         for op in reversed(block.ops):
             self.at_top = top
             self.rev_op(op, body)
-        self.at_top = outer_top
+        self.at_top = top  # also while this block's recomputed values are written (`_top_remat`)
         head = Writer()
         if top:
             self._resolve_lazy(head, body)
@@ -782,6 +803,7 @@ class Reverse:
         for name in _fold_zero_inits(zeros, body):
             head(f"{name} = 0.0")
         splice(head, body)
+        self.at_top = outer_top
         return head
 
     def _resolve_lazy(self, head: Writer, body: Writer) -> None:
@@ -889,8 +911,9 @@ class Reverse:
                 return
             if isinstance(obj.type, T.Array) and isinstance(val.type, T.Scalar):
                 sel = f"{dobj}[{idx}]"
-                # a slice store of a scalar broadcasts it: its adjoint sums the slice
-                if any(t[0] == "s" for t in _index_parts(op)) or _has_ellipsis(op):
+                # a store of a scalar into more than one element (a slice, `...`, a row of a
+                # 2-d array) broadcasts it: its adjoint sums the selection
+                if not _one_element(op):
                     sel = f"np.sum({sel})"
                 w(f"{self.adj(val)} += {sel}")
             else:
@@ -1332,8 +1355,12 @@ def _index_parts(op: Op) -> list:
     return list(tree[1]) if tree[0] == "t" else [tree]
 
 
-def _has_ellipsis(op: Op) -> bool:
-    return any(t == ("c", Ellipsis) for t in _index_parts(op))
+def _one_element(op: Op) -> bool:
+    """Whether `setitem`/`getitem` `op` on an array selects a single element: a scalar index
+    for every axis (no slice, `...` or `None`, none left out)."""
+    parts = _index_parts(op)
+    return (len(parts) == op.args[0].type.ndim
+            and all(t[0] == "v" and isinstance(op.args[t[1]].type, T.Scalar) for t in parts))
 
 
 def _free_names(rev: Writer, fwd: Writer) -> set[str]:
