@@ -26,6 +26,7 @@ import pytest
 
 import zymo
 from helpers import check, fd_grad, zymo_grad
+from test_fuse import buffer_products
 from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 
 
@@ -350,12 +351,6 @@ def test_aliasing_blocks_the_merge_it_must_block():
 
 
 # -- Const buffers (internal shadows), output buffers, objects -----------------------------
-
-
-def buffer_products(x, A, buf1, buf2):
-    np.dot(A, x, out=buf1)
-    np.dot(x, A, out=buf2)
-    return np.sum(np.sin(buf1 + buf2) * x)
 
 
 def buffer_then_sum(x, A, buf):
