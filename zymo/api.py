@@ -425,10 +425,8 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
     `@njit` functions)."""
     try:
         fast = _LAST.get(f)  # the entry this function used last: one lookup, no key tuple
-        if fast is not None and fast.mode is mode and fast.ret is ret_activity and fast.numba is numba:
-            if fast.matches(args):
-                return fast.run()
-        fast = _FAST.get((f, mode, ret_activity, numba))
+        if fast is None or fast.key[1] is not mode or fast.key[2] is not ret_activity or fast.key[3] is not numba:
+            fast = _FAST.get((f, mode, ret_activity, numba))
     except TypeError:  # an unhashable callable
         fast = None
     if fast is not None and fast.matches(args):
@@ -509,13 +507,12 @@ class _Repeat:
     `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
     shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
-    __slots__ = ("key", "mode", "ret", "numba", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
-                 "const_result", "internal", "matches", "fn")
+    __slots__ = ("key", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
+                 "const_result", "internal", "matches")
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any,
                  norm: list, internal: list[int]):
         self.key = key
-        _, self.mode, self.ret, self.numba = key
         self.internal = [flat[i] for i in internal]
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
@@ -533,7 +530,6 @@ class _Repeat:
         mode = finish.mode
         self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
         self.matches = self._first_match
-        self.fn = comp.fn if comp.checked else None
 
     def _first_match(self, args: tuple) -> bool:
         """The replay check by a loop over `spec`; once it has matched, the entry is being
@@ -594,8 +590,8 @@ class _Repeat:
     def run(self) -> tuple:
         for s in self.internal:
             make_zero_(s)
-        fn = self.fn  # the compiled program, when its call needs no check
-        out = fn(*self.flat) if fn is not None else _call(self.comp, None, self.flat, self.f, self.norm)
+        comp = self.comp
+        out = comp.fn(*self.flat) if comp.checked else _call(comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
 
 

@@ -34,7 +34,7 @@ import re
 
 import math
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.activity import Activity
 from ..analysis.extents import Extents
@@ -47,6 +47,9 @@ from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
 from .emit import Emitter
+
+if TYPE_CHECKING:
+    from ..codegen.fuse import ShadowFacts
 
 
 _CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recomputed rather than cached
@@ -243,17 +246,21 @@ class Reverse:
         into no memory (an empty set). Names not listed (primal values, copies, caches) never
         refer to shadow memory."""
         out: dict[str, frozenset | None] = {}
-        for (vid, role), name in self.namer.values.items():
-            if role != "d" and not role.startswith("d#"):
-                continue
-            v = self.values.get(vid)
-            if v is None or T.is_memory(v.type):
-                out[name] = self.act.roots.get(vid) or None
-            else:
+        for name, v in self._shadow_values().items():
+            if v is not None and not T.is_memory(v.type):
                 out[name] = frozenset()
+            else:
+                out[name] = (self.act.roots.get(v.id) if v is not None else None) or None
         return out
 
-    def fuse_facts(self):
+    def _shadow_values(self) -> dict[str, Value | None]:
+        """Every shadow or adjoint name (each batch lane's), with the value it belongs to."""
+        if self._by_name is None:
+            self._by_name = {name: self.values.get(vid) for (vid, role), name in self.namer.values.items()
+                             if role == "d" or role.startswith("d#")}
+        return self._by_name
+
+    def fuse_facts(self) -> "ShadowFacts":
         """What `codegen/fuse.py` may rely on about this program's shadows."""
         from ..codegen.fuse import ShadowFacts
 
@@ -263,10 +270,7 @@ class Reverse:
         """Whether shadow names `a` (a parameter's) and `b` hold arrays of one shape: never a
         one-number adjoint (`_uniform`), and for a deferred temporary's adjoint the shape it
         keeps (`_adjoint_shape`). Equal sizes of two parameters count under a guard."""
-        if self._by_name is None:
-            self._by_name = {name: self.values.get(vid) for (vid, role), name in self.namer.values.items()
-                             if role == "d" or role.startswith("d#")}
-        va, vb = self._by_name.get(a), self._by_name.get(b)
+        va, vb = self._shadow_values().get(a), self._shadow_values().get(b)
         if va is None or vb is None or not (isinstance(va.type, T.Array) and isinstance(vb.type, T.Array)):
             return False
         if va.id in self.deferred or self._uniform(va) or self._uniform(vb):
