@@ -9,6 +9,13 @@ their memory roots intersect (see `activity.py`: roots are per alias class, so
 arguments that share memory at run time are one root). A value without known
 roots is assumed to be overwritten. The reverse sweep reads an array's
 contents directly when nothing may overwrite them, and copies them otherwise.
+
+`first_element_writer(op)` asks the same of the one element a scalar load `op`
+(`x[i, 0]`) reads: a store into the same array value is passed over when its index
+provably names another element whenever it runs after `op` (`Disjoint`, below), as in
+a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
+reasoning assumes what NumPy's own writes assume: two different indices of one
+array name two different elements (no self-overlapping `as_strided` views).
 """
 from __future__ import annotations
 
@@ -68,6 +75,144 @@ class Overwrites:
                 if not troots or troots & roots:
                     return w
         return None
+
+    def first_element_writer(self, op: Op) -> Op | None:
+        """`first_writer(op, base)` for scalar load `op` (`base[idx]`), passing over the
+        stores into `base` itself that provably write other elements (`_disjoint`)."""
+        base = op.args[0]
+        roots = self.act.roots.get(base.id)
+        read = _element_index(op, 1)
+        if not roots or read is None:
+            return self.first_writer(op, base)
+        for c in self._later_ops(op):
+            for w, target in self._writes(c):
+                troots = self.act.roots.get(target.id)
+                if troots and not troots & roots:
+                    continue
+                if (w.kind == "setitem" and target is base and isinstance(base.type, T.Array)
+                        and self._disjoint(op, read, w)):
+                    continue
+                return w
+        return None
+
+    # -- element indices ---------------------------------------------------------
+    def _loops(self, op: Op) -> list[Op]:
+        """The loops around `op`, innermost first."""
+        out = []
+        owner = self.parent[id(op)][0]
+        while owner is not None:
+            if owner.kind in ("for", "while"):
+                out.append(owner)
+            owner = self.parent[id(owner)][0]
+        return out
+
+    def _affine(self, v: Value, depth: int = 0) -> tuple[Value | None, int] | None:
+        """Integer `v` as `(iv, c)`, meaning `iv + c` for the induction variable `iv` of a
+        `for` loop (`None`: the constant `c`), or None when it is not of that form."""
+        if v.type != T.Scalar("int") or depth > 8:
+            return None
+        owner = v.owner
+        if isinstance(owner, Block):
+            loop = self.block_owner.get(id(owner))
+            if loop is not None and loop.kind == "for" and owner is loop.regions[0] and owner.args[0] is v:
+                return (v, 0)
+            return None
+        if not isinstance(owner, Op):
+            return None
+        if owner.kind == "const":
+            val = owner.attrs["value"]
+            return (None, val) if type(val) is int else None
+        if owner.kind == "prim" and owner.attrs["key"] in ("add", "sub") and len(owner.args) == 2:
+            a, b = (self._affine(x, depth + 1) for x in owner.args)
+            if a is None or b is None:
+                return None
+            if owner.attrs["key"] == "sub":
+                return (a[0], a[1] - b[1]) if b[0] is None else None
+            if a[0] is not None and b[0] is not None:
+                return None
+            return (a[0] if a[0] is not None else b[0], a[1] + b[1])
+        return None
+
+    def _form(self, x: Value | int) -> tuple[Value | None, int] | None:
+        return (None, x) if isinstance(x, int) else self._affine(x)
+
+    def _loop_bounds(self, iv: Value) -> tuple[int, int] | None:
+        """(start, step) of the `for` loop of `iv` when both are constants, the step positive."""
+        loop = self.block_owner[id(iv.owner)]
+        start, step = self._affine(loop.args[0]), self._affine(loop.args[2])
+        if start is None or step is None or start[0] is not None or step[0] is not None or step[1] <= 0:
+            return None
+        return start[1], step[1]
+
+    def _nonneg(self, form: tuple[Value | None, int]) -> bool:
+        iv, c = form
+        if iv is None:
+            return c >= 0
+        bounds = self._loop_bounds(iv)
+        return bounds is not None and bounds[0] + c >= 0
+
+    def _disjoint(self, op: Op, read: list, w: Op) -> bool:
+        """Whether store `w`, in every run after load `op`, writes another element than the
+        one `op` read. A later run of `w` happens in the same iteration of every loop around
+        both, or in a later iteration of one of them (`k`), the loops outside it unchanged.
+        Each case needs one dimension whose two indices provably differ then: two constants,
+        `i + a` and `i + b` (a != b) for the variable `i` of a loop unchanged in that case, or
+        for `k`'s own variable (step s > 0) `i0 + a` read and `i1 + b` written with
+        `i1 >= i0 + s`, which differ when `a - b < s`. Indices must be non-negative (a
+        negative index counts from the end, where these sums say nothing)."""
+        written = _element_index(w, 2, full=False)
+        if written is None:
+            return False
+        mine = {id(x) for x in self._loops(w)}
+        shared = [x for x in self._loops(op) if id(x) in mine]  # innermost first
+        pairs = []
+        for r, q in zip(read, written):
+            fr, fw = self._form(r), self._form(q)
+            if fr is not None and fw is not None and fr[0] is fw[0] and self._nonneg(fr) and self._nonneg(fw):
+                pairs.append((fr[0], fr[1], fw[1]))
+
+        def owner_of(iv: Value | None) -> Op | None:
+            return None if iv is None else self.block_owner[id(iv.owner)]
+
+        def differ_fixed(unchanged: list[Op]) -> bool:
+            ids = {id(x) for x in unchanged}
+            return any(a != b and (iv is None or id(owner_of(iv)) in ids) for iv, a, b in pairs)
+
+        if not differ_fixed(shared):  # same iteration of every shared loop
+            return False
+        for k, loop in enumerate(shared):  # a later iteration of `loop`
+            outside = shared[k + 1:]
+            if differ_fixed(outside):
+                continue
+            if loop.kind != "for":
+                return False
+            iv = loop.regions[0].args[0]
+            bounds = self._loop_bounds(iv)
+            if bounds is None or not any(v is iv and a - b < bounds[1] for v, a, b in pairs):
+                return False
+        return True
+
+
+def _element_index(op: Op, first: int, full: bool = True) -> list[Value | int] | None:
+    """The index of getitem (`first` 1) or setitem (`first` 2) `op`, one integer value or
+    constant per part, when every part is one integer, else None. `full`: the index must
+    name one element of the array (a scalar load)."""
+    base = op.args[0]
+    if not isinstance(base.type, T.Array):
+        return None
+    tree = op.attrs["index"]
+    parts = list(tree[1]) if tree[0] == "t" else [tree]
+    out = []
+    for part in parts:
+        if part[0] == "c" and type(part[1]) is int:
+            out.append(part[1])
+        elif part[0] == "v" and part[1] >= first and op.args[part[1]].type == T.Scalar("int"):
+            out.append(op.args[part[1]])
+        else:
+            return None
+    if full and len(out) != base.type.ndim:
+        return None
+    return out or None
 
 
 def _walk_regions(op: Op):

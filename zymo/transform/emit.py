@@ -135,6 +135,26 @@ def zero(v: Value, name: str) -> str:
     return "0.0"
 
 
+def trip_count(start: str, stop: str, step: str) -> str:
+    """The number of iterations of `range(start, stop, step)`, as an expression.
+
+    With a constant step and operands that are names or integers it is written out
+    (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a compile of its own
+    in every new process, and a typing of each call. Otherwise, `_rt.trip(...)`."""
+    def simple(x: str) -> bool:
+        return x.isidentifier() or x.lstrip("-").isdigit()
+
+    if not (step.lstrip("-").isdigit() and int(step) != 0 and simple(start) and simple(stop)):
+        return f"_rt.trip({start}, {stop}, {step})"
+    k = int(step)
+    lo, hi = (start, stop) if k > 0 else (stop, start)
+    if lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
+        return str(max(0, (int(hi) - int(lo) + abs(k) - 1) // abs(k)))
+    span = hi if lo == "0" else f"{hi} - {lo}" if lo[0] != "-" else f"{hi} + {lo[1:]}"
+    count = span if abs(k) == 1 else f"({span} + {abs(k) - 1}) // {abs(k)}"
+    return f"({count} if {hi} > {lo} else 0)"
+
+
 def _const(c: Any) -> str:
     if c is Ellipsis:
         return "..."

@@ -46,7 +46,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
-from .emit import Emitter
+from .emit import Emitter, trip_count
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
@@ -338,9 +338,10 @@ class Reverse:
 
     def _recomputable(self, v: Value, budget: int, top: bool = False) -> bool:
         """Whether scalar `v` can be recomputed in the adjoint sweep from values live there,
-        with at most `budget` operations: loads of memory nothing overwrites later, numbers
-        the adjoint sweep restores anyway (`_restored`; not `v` itself, `top`), and
-        arithmetic (+ - * / // % and negation) on such values."""
+        with at most `budget` operations: loads of memory nothing overwrites later (elements
+        no later store reaches: `Overwrites.first_element_writer`), numbers the adjoint sweep
+        restores anyway (`_restored`; not `v` itself, `top`), the extents of arrays it has,
+        and arithmetic (+ - * / // % and negation) on such values."""
         if not self._cached(v) or (not top and self._restored(v)):
             return True
         op = self.def_op.get(v.id)
@@ -361,11 +362,14 @@ class Reverse:
             base = op.args[0]
             if not isinstance(base.type, T.Array) or self._cached(base):
                 return False
-            if self.overwrites.first_writer(op, base) is not None:
+            if self.overwrites.first_element_writer(op) is not None:
                 return False
             return all(self._recomputable(a, budget - 1) for a in op.args[1:])
         if op.kind == "prim" and op.attrs["key"] in _CHEAP and "out" not in op.attrs:
             return all(self._recomputable(a, budget - 1) for a in op.args)
+        if op.kind == "prim" and op.attrs["key"] == "zymo.dim":
+            # an array's shape never changes: read it again from an array the sweep still has
+            return all(not self._cached(a) for a in op.args)
         return False
 
     def _cheap_array(self, op: Op, budget: int) -> bool:
@@ -720,7 +724,7 @@ class Reverse:
             if caches or reserve:
                 trips = n.fresh("_trips")
                 self.loop_trips[id(op)] = trips
-                w(f"{trips} = _rt.trip({a}, {b}, {s})")
+                w(f"{trips} = {trip_count(a, b, s)}")
                 for v, role in caches:
                     self._alloc_cache(w, v, role, trips)
                 for v, role in reserve:
@@ -1160,7 +1164,7 @@ class Reverse:
         self._carry_back(inner, names, carries)
         start, stop, step = (self.use(v) for v in op.args[:3])
         trip = self.namer.fresh("_n")
-        w(f"{trip} = _rt.trip({start}, {stop}, {step})")
+        w(f"{trip} = {trip_count(start, stop, step)}")
         iv = self.namer(body.args[0])
         # the iterations backwards, as a count up: `range` with a negative step keeps LLVM from
         # proving the index non-negative (bounds wraparound stays in the loop; ~10% on gmm)
