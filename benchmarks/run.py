@@ -155,10 +155,18 @@ def cold_probe(name, quick, primal):
     """Child process: seconds of a first call that compiles from nothing (no disk cache): the
     Numba primal (`primal`), or zymo's Numba gradient (lowering, analyses, transform, Numba's
     compile). Numba and zymo are imported before the clock starts, so both pay Numba's one-time
-    set-up of its first compile, as a user's first call does."""
+    set-up of its first compile, as a user's first call does. zymo's pipeline modules, which
+    its first call imports, are imported here too: on a machine that sets
+    PYTHONDONTWRITEBYTECODE (this one does) each import compiles the module's source again,
+    ~0.06 s that is import time, not compile time."""
+    import importlib
     import json
 
     import numba
+
+    for mod in ("zymo.transform.forward", "zymo.transform.reverse", "zymo.codegen.fuse", "zymo.codegen.numba_",
+                "zymo.codegen.numba_rt", "zymo.codegen.numba_indexing"):
+        importlib.import_module(mod)
 
     w = WORKLOADS[name]
     size = w.small if quick else w.full

@@ -207,3 +207,68 @@ def test_numba_compiles_stacked_caches_and_matches_python(f, make):
         grads[numba] = [ann[k].dval for k in wrt]
     assert_tree_close(grads[True], grads[False], rtol=1e-12, atol=1e-13, what="numba vs python")
     assert max(np.abs(g).max() for g in grads[True]) > 1e-3
+
+
+# -- number caches in nested loops: one allocation when every trip count is known ------------
+
+
+def nested_branch(A, c):
+    """Two for loops; the cached sine only in a branch (fewer entries than iterations)."""
+    s = 0.0
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            if c[j] > 0:
+                t = math.sin(A[i, j])
+                A[i, j] = t * t
+                s += t * A[i, j]
+            else:
+                s += A[i, j] * A[i, j]
+    return s
+
+
+def for_in_while(x):
+    """A for loop inside a while loop: no trip count at the while's entry, the cache grows."""
+    s = 0.0
+    k = 0
+    while k < 3:
+        for i in range(x.shape[0]):
+            t = math.sin(x[i] + k)
+            x[i] = t * t
+            s += t
+        k += 1
+    return s
+
+
+def test_nested_for_loops_preallocate_their_caches():
+    A = np.linspace(0.1, 1.2, 20).reshape(4, 5)
+    c = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
+    check(nested_branch, [A.copy(), c], const=(1,))
+    src = zymo.generated_code(Reverse, nested_branch, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(c))
+    assert "_rt.grow" not in src and "(A.shape[1] if A.shape[1] > 0 else 0)" in src
+    dA = np.zeros_like(A)
+    zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA), Const(c), numba=True)
+    dA_py = np.zeros_like(A)
+    zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA_py), Const(c))
+    np.testing.assert_allclose(dA, dA_py, rtol=1e-12)
+    assert np.abs(dA_py).max() > 0.1
+
+
+def test_nested_preallocated_caches_in_split_mode():
+    A = np.linspace(0.1, 1.2, 20).reshape(4, 5)
+    c = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
+    dA_ref = np.zeros_like(A)
+    zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA_ref), Const(c))
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, nested_branch, Active,
+                                   Duplicated(A.copy(), np.zeros_like(A)), Const(c))
+    for tape_in in (None, "reuse"):
+        x, dA = A.copy(), np.zeros_like(A)
+        tape, _ = fwd(Duplicated(x, dA), Const(c)) if tape_in is None else fwd(Duplicated(x, dA), Const(c), tape=tape)
+        rev(Duplicated(x, dA), Const(c), 1.0, tape)
+        np.testing.assert_allclose(dA, dA_ref, rtol=1e-12)
+
+
+def test_a_for_loop_inside_a_while_loop_grows_its_cache():
+    x = np.linspace(0.1, 0.9, 6)
+    check(for_in_while, [x.copy()])
+    src = zymo.generated_code(Reverse, for_in_while, Active, Duplicated(x.copy(), np.zeros_like(x)))
+    assert "_rt.grow(" in src

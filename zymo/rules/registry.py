@@ -96,17 +96,22 @@ class Rule:
         return None
 
     # -- derived data -------------------------------------------------------
+    # derived from the class's methods once (a rule class is not changed after its definition)
     @classmethod
     def jvps(cls) -> dict[str, Callable]:
-        return {n[4:]: getattr(cls, n) for n in dir(cls) if n.startswith("jvp_")}
+        return _derived(cls, "jvps", lambda: {n[4:]: getattr(cls, n) for n in dir(cls) if n.startswith("jvp_")})
 
     @classmethod
     def vjps(cls) -> dict[str, Callable]:
-        return {n[4:]: getattr(cls, n) for n in dir(cls) if n.startswith("vjp_")}
+        return _derived(cls, "vjps", lambda: {n[4:]: getattr(cls, n) for n in dir(cls) if n.startswith("vjp_")})
 
     @classmethod
     def signature(cls) -> inspect.Signature:
         """The primal's signature as the rule sees it (from any jvp/vjp)."""
+        return _derived(cls, "signature", cls._signature)
+
+    @classmethod
+    def _signature(cls) -> inspect.Signature:
         fns = list(cls.jvps().values()) + list(cls.vjps().values())
         if not fns:
             raise TypeError(f"rule {cls.key} has no jvp/vjp")
@@ -159,6 +164,16 @@ class InlineRule:
 
 
 _INLINE: dict[Callable, InlineRule] = {}
+_DERIVED: dict[tuple[type, str], Any] = {}
+
+
+def _derived(cls: type, what: str, make: Callable[[], Any]) -> Any:
+    """`make()`, computed once per rule class and `what`."""
+    key = (cls, what)
+    out = _DERIVED.get(key)
+    if out is None:
+        out = _DERIVED[key] = make()
+    return out
 
 
 def inline_rule(fn: Callable) -> InlineRule:

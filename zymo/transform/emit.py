@@ -9,6 +9,7 @@ primal part of every derivative program is the same code.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any, Callable
 
 from ..codegen.naming import Namer, literal
@@ -135,14 +136,18 @@ def zero(v: Value, name: str) -> str:
     return "0.0"
 
 
+_EXTENT = re.compile(r"[A-Za-z_]\w*\.shape\[\d+\]")
+
+
 def trip_count(start: str, stop: str, step: str) -> str:
     """The number of iterations of `range(start, stop, step)`, as an expression.
 
-    With a constant step and operands that are names or integers it is written out
-    (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a compile of its own
-    in every new process, and a typing of each call. Otherwise, `_rt.trip(...)`."""
+    With a constant step and operands that are names, integers or extents (`A.shape[1]`)
+    it is written out (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a
+    compile of its own in every new process, and a typing of each call. Otherwise,
+    `_rt.trip(...)`."""
     def simple(x: str) -> bool:
-        return x.isidentifier() or x.lstrip("-").isdigit()
+        return x.isidentifier() or x.lstrip("-").isdigit() or _EXTENT.fullmatch(x) is not None
 
     if not (step.lstrip("-").isdigit() and int(step) != 0 and simple(start) and simple(stop)):
         return f"_rt.trip({start}, {stop}, {step})"
