@@ -421,3 +421,36 @@ def test_gradient_misuse_does_not_run():
     with pytest.raises(zymo.ZymoUsageError):
         zymo.gradient(Reverse, counted_array_ret, np.ones(3))   # no float to differentiate
     assert _count() == before
+
+
+def _total(a):
+    return np.sum(a)
+
+
+def _square_rows(a):
+    for i in range(a.shape[0]):
+        a[i, 0] = a[i, 0] * a[i, 0]
+    return np.sum(a)
+
+
+def test_a_writable_self_overlapping_array_is_refused():
+    """Element-precise reasoning takes different indices to name different elements: an
+    `as_strided` view whose elements overlap would get a silently wrong gradient, so it is
+    refused with a hint, for the argument and for its shadow; a read-only one is accepted."""
+    from numpy.lib.stride_tricks import as_strided
+
+    base = np.linspace(0.5, 1.5, 8)
+    overlapping = as_strided(base, (3, 4), (8, 8))
+    with pytest.raises(zymo.ZymoUsageError, match="overlap in memory.*np.array"):
+        zymo.autodiff(Reverse, _square_rows, Active, Duplicated(overlapping, np.zeros((3, 4))))
+    a = np.linspace(0.5, 1.5, 12).reshape(3, 4)
+    with pytest.raises(zymo.ZymoUsageError, match="the shadow of argument 0"):
+        zymo.autodiff(Reverse, _square_rows, Active, Duplicated(a, as_strided(np.zeros(8), (3, 4), (8, 8))))
+    read_only = as_strided(base, (3, 4), (8, 8), writeable=False)
+    (y,) = zymo.autodiff(ReverseWithPrimal, _total, Active, Const(read_only))[1:]
+    assert y == pytest.approx(np.sum(read_only))
+    # views NumPy makes (strided, reversed, transposed) are accepted
+    view = np.linspace(0.5, 1.5, 24).reshape(4, 6)[::2, ::-2]
+    dv, expected = np.zeros_like(view), 2 * view[0, 0]
+    zymo.autodiff(Reverse, _square_rows, Active, Duplicated(view, dv))
+    assert dv[0, 0] == pytest.approx(expected) and dv[0, 1] == 1.0

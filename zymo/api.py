@@ -56,7 +56,30 @@ def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> N
         return
     if obj is None or isinstance(obj, str) or callable(obj):
         return  # static: not a parameter of the IR
+    for arr, what in ((obj, where), (shadow, f"the shadow of {where}")):
+        if isinstance(arr, np.ndarray) and _self_overlapping(arr):
+            raise ZymoUsageError(
+                f"{what}: a writable array whose elements overlap in memory (an as_strided view?); zymo, "
+                "like NumPy's own writes, takes different indices to name different elements. Pass a copy "
+                "(np.array(x)), or a read-only view (as_strided(..., writeable=False)) if nothing writes it")
     out.append(Leaf(obj, shadow, kind))
+
+
+def _self_overlapping(a: np.ndarray) -> bool:
+    """Whether writable array `a` may have two indices that name one element: not contiguous,
+    and its strides, sorted, do not nest (each one at least the bytes spanned by the
+    dimensions of smaller stride). Nesting strides never overlap; a layout that interleaves
+    without overlapping is refused too (none of NumPy's own views makes one)."""
+    flags = a.flags
+    if not flags.writeable or flags.c_contiguous or flags.f_contiguous or a.size <= 1:
+        return False
+    dims = sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1)
+    span = a.itemsize
+    for st, n in dims:
+        if st < span:
+            return True
+        span += st * (n - 1)
+    return False
 
 
 def batch_width(args: tuple) -> int:
