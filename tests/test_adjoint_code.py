@@ -341,3 +341,34 @@ def test_a_temporary_read_in_a_loop_is_not_recomputed_there(rng):
     check(temporary_read_in_a_loop, [x, y])
     fwd, adj = _code(temporary_read_in_a_loop, x, y).split("# adjoint sweep", 1)
     assert "x * y" not in adj.split("for ", 1)[1]
+
+
+def ranges(x):
+    """Reversed loops of every shape: start 0, a positive, a negative start (x[-2] first), a
+    negative step, a step of 3, and an empty range."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * x[i]
+    for i in range(2, x.shape[0]):
+        s += math.sin(x[i]) * x[i - 1]
+    for i in range(-2, 3):
+        s += x[i] * 0.5 * x[i]
+    for i in range(x.shape[0] - 1, 0, -1):
+        s += math.cos(x[i]) * x[i - 1]
+    for i in range(1, x.shape[0], 3):
+        s += x[i] ** 3
+    for i in range(3, 1):
+        s += x[i] * 100.0
+    return s
+
+
+def test_reversed_ranges():
+    x = np.linspace(0.2, 1.4, 7)
+    check(ranges, [x])
+    adj = zymo.generated_code(Reverse, ranges, Active, Duplicated(x.copy(), np.zeros_like(x)))
+    assert "_rt.trip" not in adj and re.search(r"range\(n_\d+ - 2\)", adj) and "range(3 - (-2))" in adj
+    dx_py, dx_nb = np.zeros_like(x), np.zeros_like(x)
+    zymo.autodiff(Reverse, ranges, Active, Duplicated(x.copy(), dx_py))
+    zymo.autodiff(Reverse, ranges, Active, Duplicated(x.copy(), dx_nb), numba=True)
+    np.testing.assert_allclose(dx_nb, dx_py, rtol=1e-12)
+    assert np.abs(dx_py).min() > 1e-3
