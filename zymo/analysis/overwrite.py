@@ -12,10 +12,11 @@ contents directly when nothing may overwrite them, and copies them otherwise.
 
 `first_element_writer(op)` asks the same of the one element a scalar load `op`
 (`x[i, 0]`) reads: a store into the same array value is passed over when its index
-provably names another element whenever it runs after `op` (`Disjoint`, below), as in
+provably names another element whenever it runs after `op` (`_disjoint`), as in
 a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
 reasoning assumes what NumPy's own writes assume: two different indices of one
-array name two different elements (no self-overlapping `as_strided` views).
+array name two different elements (`api._self_overlapping` refuses writable arrays
+whose elements overlap).
 """
 from __future__ import annotations
 

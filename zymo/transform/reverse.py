@@ -554,8 +554,9 @@ class Reverse:
         Nested loops are not preallocated with the product of their trip counts: tried, and
         gmm's gradient ran 15-20% slower with its exact-size buffer than with the grown one
         (same-process A/B, not understood; the forward sweep alone was faster). An array
-        whose rows all have one shape is copied into a stacked buffer ("stack", `(entries, *shape)`), allocated like the scalar buffers; other
-        array caches, and cached shadows (their identity matters), are Python lists."""
+        whose rows all have one shape is copied into a stacked buffer ("stack",
+        `(entries, *shape)`), allocated like the scalar buffers; other array caches, and
+        cached shadows (their identity matters), are Python lists."""
         self.cache_at_start: list[tuple[Value, str]] = []
         self.cache_at_loop: dict[int, list[tuple[Value, str]]] = {}
         self.reserve_at_loop: dict[int, list[tuple[Value, str]]] = {}  # grow caches of nested for loops
