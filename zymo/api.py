@@ -57,7 +57,8 @@ def _flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> N
     if obj is None or isinstance(obj, str) or callable(obj):
         return  # static: not a parameter of the IR
     for arr, what in ((obj, where), (shadow, f"the shadow of {where}")):
-        if isinstance(arr, np.ndarray) and _self_overlapping(arr):
+        items = arr if isinstance(arr, list) else [arr]  # a list of arrays: each element
+        if any(isinstance(a, np.ndarray) and _self_overlapping(a) for a in items):
             raise ZymoUsageError(
                 f"{what}: a writable array whose elements overlap in memory (an as_strided view?); zymo, "
                 "like NumPy's own writes, takes different indices to name different elements. Pass a copy "

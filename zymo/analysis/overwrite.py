@@ -79,11 +79,13 @@ class Overwrites:
 
     def first_element_writer(self, op: Op) -> Op | None:
         """`first_writer(op, base)` for scalar load `op` (`base[idx]`), passing over the
-        stores into `base` itself that provably write other elements (`_disjoint`)."""
+        stores into `base` itself that provably write other elements (`_disjoint`). Only for
+        a `base` defined outside every loop: the proof takes one array value to be one
+        memory in every iteration, which a view taken in a loop, or a carried array, is not."""
         base = op.args[0]
         roots = self.act.roots.get(base.id)
         read = _element_index(op, 1)
-        if not roots or read is None:
+        if not roots or read is None or self._in_loop(base):
             return self.first_writer(op, base)
         for c in self._later_ops(op):
             for w, target in self._writes(c):
@@ -97,6 +99,15 @@ class Overwrites:
         return None
 
     # -- element indices ---------------------------------------------------------
+    def _in_loop(self, v: Value) -> bool:
+        """Whether `v` is defined inside a loop (a block argument of a loop's region, or the
+        result of an op inside one)."""
+        owner = v.owner
+        if isinstance(owner, Block):
+            loop = self.block_owner.get(id(owner))
+            return loop is not None and (loop.kind in ("for", "while") or bool(self._loops(loop)))
+        return isinstance(owner, Op) and id(owner) in self.parent and bool(self._loops(owner))
+
     def _loops(self, op: Op) -> list[Op]:
         """The loops around `op`, innermost first."""
         out = []

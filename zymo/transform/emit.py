@@ -136,6 +136,20 @@ def zero(v: Value, name: str) -> str:
     return "0.0"
 
 
+def assign_all(w: Writer, pairs: list[tuple[str, str]]) -> None:
+    """Write the assignments `dst = src` of `pairs` as if all at once (carries entering a
+    loop, a loop's yield): one by one when no source reads another pair's destination, else
+    as one tuple assignment (`x, y = y, x`: a swap through a temporary in the user's loop
+    gives carries that read each other)."""
+    names = [set(_NAME.findall(e)) if d != e else set() for d, e in pairs]  # `x = x` reads nothing new
+    if any(d in names[k] for j, (d, _) in enumerate(pairs) for k in range(len(pairs)) if k != j):
+        w(f"{', '.join(d for d, _ in pairs)} = {', '.join(e for _, e in pairs)}")
+        return
+    for d, e in pairs:
+        w(f"{d} = {e}")
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _EXTENT = re.compile(r"[A-Za-z_]\w*\.shape\[\d+\]")
 _NEG = re.compile(r"\(-\d+\)")
 

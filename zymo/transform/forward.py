@@ -26,7 +26,7 @@ from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
-from .emit import Emitter, zero
+from .emit import Emitter, assign_all, zero
 
 
 class Forward:
@@ -173,11 +173,13 @@ class Forward:
     # -- regions --------------------------------------------------------------
     def _assign(self, dsts: list[Value], srcs: list[Value]) -> None:
         n = self.namer
+        pairs = []
         for d, s in zip(dsts, srcs):
-            self.w(f"{n(d)} = {n(s)}")
+            pairs.append((n(d), n(s)))
             if self.act.is_active(d):
                 for _ in n.lanes():
-                    self.w(f"{n.d(d)} = {self.tangent(s)}")
+                    pairs.append((n.d(d), self.tangent(s)))
+        assign_all(self.w, pairs)
 
     def op_for(self, op: Op) -> None:
         n = self.namer

@@ -46,7 +46,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
-from .emit import Emitter, trip_count
+from .emit import Emitter, assign_all, trip_count
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
@@ -768,11 +768,13 @@ class Reverse:
 
     def _fwd_assign(self, w: Writer, dsts: list[Value], srcs: list[Value]) -> None:
         n = self.namer
+        pairs = []
         for d, s in zip(dsts, srcs):
-            w(f"{n(d)} = {n(s)}")
+            pairs.append((n(d), n(s)))
             for _ in (n.lanes() if T.is_memory(d.type) and self.act.is_active(d) else ()):
                 ds = n.d(s) if self.act.is_active(s) else f"np.zeros_like({n(s)})"
-                w(f"{n.d(d)} = {ds}")
+                pairs.append((n.d(d), ds))
+        assign_all(w, pairs)
 
     # -- adjoint sweep --------------------------------------------------------------
     def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
