@@ -454,3 +454,21 @@ def test_a_writable_self_overlapping_array_is_refused():
     dv, expected = np.zeros_like(view), 2 * view[0, 0]
     zymo.autodiff(Reverse, _square_rows, Active, Duplicated(view, dv))
     assert dv[0, 0] == pytest.approx(expected) and dv[0, 1] == 1.0
+
+
+def _scale_and_sum(x, y):
+    s = 0.0
+    for i in range(x.shape[0]):
+        x[i] = x[i] * y[i]
+        s = s + x[i]
+    return s
+
+
+def test_a_stride_zero_buffer_is_refused_not_differentiated_wrongly():
+    """Before the refusal, a stride-0 writable `x` gave dy = [1.5, 3, 9] (the true gradient,
+    every write landing on one element, is [24, 15, 9])."""
+    from numpy.lib.stride_tricks import as_strided
+
+    x = as_strided(np.array([1.5, 7.0]), (3,), (0,))
+    with pytest.raises(zymo.ZymoUsageError, match="overlap in memory"):
+        zymo.autodiff(Reverse, _scale_and_sum, Active, Const(x), Duplicated(np.array([2.0, 3.0, 4.0]), np.zeros(3)))
