@@ -150,19 +150,22 @@ def assign_all(w: Writer, pairs: list[tuple[str, str]]) -> None:
 
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_EXTENT = re.compile(r"[A-Za-z_]\w*\.shape\[\d+\]")
 _NEG = re.compile(r"\(-\d+\)")
+
+
+def span(lo: str, hi: str) -> str:
+    """`hi - lo` as an expression of two names or integer literals (`hi` when `lo` is 0)."""
+    return hi if lo == "0" else f"{hi} + {lo[1:]}" if lo.startswith("-") else f"{hi} - {lo}"
 
 
 def trip_count(start: str, stop: str, step: str) -> str:
     """The number of iterations of `range(start, stop, step)`, as an expression.
 
-    With a constant step and operands that are names, integers or extents (`A.shape[1]`)
-    it is written out (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a
-    compile of its own in every new process, and a typing of each call. Otherwise,
-    `_rt.trip(...)`."""
+    With a constant step and operands that are names or integers it is written out
+    (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a compile of its own in
+    every new process, and a typing of each call. Otherwise, `_rt.trip(...)`."""
     def simple(x: str) -> bool:
-        return x.isidentifier() or x.lstrip("-").isdigit() or _EXTENT.fullmatch(x) is not None
+        return x.isidentifier() or x.lstrip("-").isdigit()
 
     start, stop, step = (x[1:-1] if _NEG.fullmatch(x) else x for x in (start, stop, step))  # `(-1)`
 
@@ -172,8 +175,7 @@ def trip_count(start: str, stop: str, step: str) -> str:
     lo, hi = (start, stop) if k > 0 else (stop, start)
     if lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
         return str(max(0, (int(hi) - int(lo) + abs(k) - 1) // abs(k)))
-    span = hi if lo == "0" else f"{hi} - {lo}" if lo[0] != "-" else f"{hi} + {lo[1:]}"
-    count = span if abs(k) == 1 else f"({span} + {abs(k) - 1}) // {abs(k)}"
+    count = span(lo, hi) if abs(k) == 1 else f"({span(lo, hi)} + {abs(k) - 1}) // {abs(k)}"
     # a conditional expression, not `max`: Numba compiles `max` of two ints as a function of
     # its own (0.05-0.08 s in a new process). Reversed loops of step 1 need no count at all.
     return f"({count} if {hi} > {lo} else 0)"

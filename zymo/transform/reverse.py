@@ -46,7 +46,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
-from .emit import Emitter, assign_all, trip_count
+from .emit import Emitter, assign_all, span, trip_count
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
@@ -1177,8 +1177,7 @@ class Reverse:
         # directly (a count behind a conditional expression cost gmm's adjoint 15%).
         r = self.namer.fresh("_r")
         if step == "1":
-            span = stop if start == "0" else f"{stop} + {start[1:]}" if start.startswith("-") else f"{stop} - {start}"
-            head, index = f"for {r} in range({span}):", f"{iv} = {stop} - 1 - {r}"
+            head, index = f"for {r} in range({span(start, stop)}):", f"{iv} = {stop} - 1 - {r}"
         else:
             trip = self.namer.fresh("_n")
             w(f"{trip} = {trip_count(start, stop, step)}")
