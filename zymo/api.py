@@ -818,7 +818,8 @@ def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> st
     """The Python source of the derivative program `autodiff` would run for these arguments.
 
     The Numba backend compiles this same source, with accumulations of product adjoints
-    (`d += _rt.dot_vjp_a(...)`) written as in-place calls (`numba_.accumulating_products`)."""
+    (`d += _rt.dot_vjp_a(...)`) and elementwise accumulations in loops (`d += s * a`) written
+    as in-place calls (`numba_.numba_source`)."""
     comp, *_ = _prepare(mode, f, ret_activity, args, False)
     return comp.source
 

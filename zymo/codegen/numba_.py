@@ -2,7 +2,7 @@
 
 Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
-`numba_np` and `_rt` to `numba_rt` (after one rewrite, `accumulating_products`). The source is written once to a module file named by
+`numba_np` and `_rt` to `numba_rt` (after two rewrites that add in place, `numba_source`). The source is written once to a module file named by
 a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
@@ -29,6 +29,7 @@ generated code Numba refused.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import importlib.util
@@ -101,10 +102,11 @@ def _stamp() -> str:
     import numpy
 
     from ..rules import linalg_rt, runtime, second_rt
-    from . import numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
+    from . import numba_accumulate, numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
 
     h = hashlib.sha256()
-    for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing):
+    for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing,
+                numba_accumulate):
         h.update(Path(mod.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
@@ -121,10 +123,8 @@ def accumulating_products(src: str) -> str:
     """`d += _rt.dot_vjp_a(g, a, b)` (and `dot_vjp_b`, `matmul_vjp_*`) with a plain name `d`
     becomes `d = _rt.acc_dot_vjp_a(d, g, a, b)`, which adds the product into `d` in place (one
     BLAS call with beta = 1, or a loop) instead of allocating it first; for a float `d` it
-    returns the sum, as `+=` rebinds. The only difference between the source Numba compiles
-    and the source the Python backend runs (and second order differentiates)."""
-    import ast
-
+    returns the sum, as `+=` rebinds. One of the two rewrites (`numba_source`) by which the
+    source Numba compiles differs from the one the Python backend runs."""
     lines = src.split("\n")
     for node in ast.walk(ast.parse(src)):
         if not (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
@@ -141,9 +141,70 @@ def accumulating_products(src: str) -> str:
     return "\n".join(lines)
 
 
+_EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _elementwise(e: ast.expr) -> bool:
+    """Whether `e` is built of names and numbers by `+ - * /` and unary `-` (`+`) only."""
+    if isinstance(e, ast.Name):
+        return True
+    if isinstance(e, ast.Constant):
+        return type(e.value) in (int, float)
+    if isinstance(e, ast.BinOp):
+        return isinstance(e.op, _EW_OPS) and _elementwise(e.left) and _elementwise(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
+    return False
+
+
+def elementwise_accumulations(src: str) -> str:
+    """Inside a loop, `d += e` with a plain name `d` and `e` an elementwise expression of names
+    and numbers (`dQxc += dsum * Qxc`, `dx += -dxc`) becomes
+    `d = _rt.acc_ew(d, "x0 * x1", (dsum, Qxc))`: for arrays of one shape, dtype and C order
+    that do not partly overlap, one loop adds `e` element by element into `d` (no temporary
+    array per iteration: the small-array adjoints of `gmm_objective_dot` allocated four per
+    point and component); any other case runs `d += e` itself (`numba_accumulate.acc_ew`). Outside
+    loops an allocation is paid once, and the statement is left to Numba's array expressions."""
+    tree = ast.parse(src)
+    lines = src.split("\n")
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if (in_loop and isinstance(child, ast.AugAssign) and isinstance(child.op, ast.Add)
+                    and isinstance(child.target, ast.Name) and child.lineno == child.end_lineno
+                    and not isinstance(child.value, (ast.Name, ast.Constant)) and _elementwise(child.value)):
+                names: list[str] = []
+                for n in sorted((n for n in ast.walk(child.value) if isinstance(n, ast.Name)),
+                                key=lambda n: n.col_offset):
+                    if n.id not in names:
+                        names.append(n.id)
+                if not names:
+                    continue
+
+                class _Rename(ast.NodeTransformer):
+                    def visit_Name(self, n: ast.Name) -> ast.Name:
+                        return ast.Name(f"x{names.index(n.id)}", ast.Load())
+
+                expr = ast.unparse(_Rename().visit(ast.parse(ast.unparse(child.value), mode="eval")))
+                d, line = child.target.id, lines[child.lineno - 1]
+                xs = ast.unparse(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
+                lines[child.lineno - 1] = f"{line[:child.col_offset]}{d} = _rt.acc_ew({d}, {expr!r}, {xs})"
+            visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
+
+    visit(tree, False)
+    return "\n".join(lines)
+
+
+def numba_source(src: str) -> str:
+    """The source Numba compiles: `src` after `accumulating_products` and
+    `elementwise_accumulations` (both in place of a temporary; the Python backend, and second
+    order, run `src` as it is)."""
+    return elementwise_accumulations(accumulating_products(src))
+
+
 def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract)."""
-    src = accumulating_products(src)
+    src = numba_source(src)
     if not _STAMP:
         _STAMP.append(_stamp())
     digest = hashlib.sha256((_STAMP[0] + src).encode()).hexdigest()[:24]

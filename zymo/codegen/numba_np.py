@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as _np
 from numba import types as _t
+from numba.extending import intrinsic as _intrinsic
 from numba.extending import overload as _overload
 from numba.extending import register_jitable as _jitable
 from numba.core.errors import TypingError as _TypingError
@@ -52,15 +53,36 @@ def _unaliased(x, out):
     return x
 
 
+@_intrinsic
+def _addr(typingctx, a):
+    """The address of array `a`'s first element, as an integer. Unlike `a.ctypes.data` it
+    holds no reference to `a`, so Numba keeps no reference count for it (a reference count
+    costs more than the test it serves)."""
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.ptrtoint(ary.data, context.get_value_type(_t.intp))
+    return _t.intp(a), codegen
+
+
 @_overload(_unaliased)
 def _ov_unaliased(x, out):
     """`x`, or a copy of it when it overlaps `out` other than element for element (NumPy
-    buffers such inputs; Numba's ufuncs with `out` read them while writing)."""
+    buffers such inputs; Numba's ufuncs with `out` read them while writing). C-ordered arrays
+    are compared by address ranges, others by `may_share_memory`."""
     if not (isinstance(x, _t.Array) and isinstance(out, _t.Array)):
         return lambda x, out: x
+    if x.layout == "C" and out.layout == "C":
+        def impl_c(x, out):
+            px, po = _addr(x), _addr(out)
+            if px == po and x.shape == out.shape:
+                return x
+            if x.size == 0 or out.size == 0 or px + x.nbytes <= po or po + out.nbytes <= px:
+                return x
+            return _np.copy(x)
+        return impl_c
 
     def impl(x, out):
-        if x.ndim == out.ndim and x.ctypes.data == out.ctypes.data and x.strides == out.strides:
+        if x.ndim == out.ndim and _addr(x) == _addr(out) and x.strides == out.strides:
             return x
         if may_share_memory(x, out):
             return _np.copy(x)

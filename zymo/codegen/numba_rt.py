@@ -17,8 +17,9 @@ from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
 from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
+from .numba_accumulate import acc_ew  # noqa: F401  (`d += e` in loops, `numba_.elementwise_accumulations`)
 from . import numba_np as nnp
-from .numba_np import _literal, _none
+from .numba_np import _addr, _literal, _none
 
 for _fn in (rt.trip, rt.grow, rt.grow_stack):
     register_jitable(_fn)
@@ -187,6 +188,60 @@ def _add_outer(acc, x, y):
         xi = x[i]
         for j in range(y.shape[0]):
             acc[i, j] += xi * y[j]
+    return acc
+
+
+def _nb_dtype(*tys):
+    """The Numba dtype of a product of Numba array types (`_result_dtype`)."""
+    from numba.np.numpy_support import from_dtype
+
+    return from_dtype(_result_dtype(*tys))
+
+
+def _apart(a, b):
+    """Whether arrays `a` and `b` share no memory (Numba only)."""
+    return not np.may_share_memory(a, b)
+
+
+@overload(_apart)
+def _ov_apart(a, b):
+    if a.layout == "C" and b.layout == "C":  # contiguous: each spans [address, address + nbytes)
+        def impl(a, b):
+            pa, pb = _addr(a), _addr(b)
+            return a.size == 0 or b.size == 0 or pa + a.nbytes <= pb or pb + b.nbytes <= pa
+        return impl
+    return lambda a, b: not nnp.may_share_memory(a, b)
+
+
+@register_jitable
+def _add_matvec(acc, m, v):
+    """`acc += m @ v` for 2-d `m` and 1-d `acc`, `v`, as a loop in `m`'s row order (the
+    adjoint of a vector-matrix product; no temporary). An operand that shares memory with
+    `acc` is copied first (the loop must not read its own writes)."""
+    if acc.shape[0] != m.shape[0] or v.shape[0] != m.shape[1]:
+        raise ValueError("zymo: product adjoint shapes do not match")
+    if not (_apart(acc, m) and _apart(acc, v)):
+        m, v = m.copy(), v.copy()
+    for i in range(m.shape[0]):
+        s = acc[i] * 0
+        for j in range(m.shape[1]):
+            s += m[i, j] * v[j]
+        acc[i] += s
+    return acc
+
+
+@register_jitable
+def _add_matvec_t(acc, m, v):
+    """`acc += m.T @ v` for 2-d `m` and 1-d `acc`, `v`, as a loop in `m`'s row order (the
+    adjoint of a matrix-vector product's vector; no temporary; overlaps as above)."""
+    if acc.shape[0] != m.shape[1] or v.shape[0] != m.shape[0]:
+        raise ValueError("zymo: product adjoint shapes do not match")
+    if not (_apart(acc, m) and _apart(acc, v)):
+        m, v = m.copy(), v.copy()
+    for i in range(m.shape[0]):
+        vi = v[i]
+        for j in range(m.shape[1]):
+            acc[j] += m[i, j] * vi
     return acc
 
 
@@ -457,6 +512,11 @@ def _acc_product(which: str, plain):
                 return lambda acc, g, a, b: _add_outer(acc, g, b)
             if which == "b" and a.ndim == 1 and b.ndim == 2:
                 return lambda acc, g, a, b: _add_outer(acc, a, g)
+        if _arr(a) and _arr(b) and acc.ndim == 1 and g.ndim == 1 and acc.dtype == _nb_dtype(g, a, b):
+            if which == "a" and a.ndim == 1 and b.ndim == 2:
+                return lambda acc, g, a, b: _add_matvec(acc, b, g)
+            if which == "b" and a.ndim == 2 and b.ndim == 1:
+                return lambda acc, g, a, b: _add_matvec_t(acc, a, g)
 
         def fallback(acc, g, a, b):
             acc += plain(g, a, b)
