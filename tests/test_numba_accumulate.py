@@ -183,6 +183,9 @@ def test_acc_ew_raises_numpys_error_for_shapes_that_do_not_broadcast():
 
 def test_acc_ew_of_a_float_accumulator_returns_the_sum():
     assert _acc2(1.5, 2.0, 3.0) == 7.5
+    assert _acc2(1.5, 2, 3) == 7.5  # integers promote as in Python
+    assert _acc3(0.25, 2.0, 3.5, -1.0) == 0.25 + 2.0 * (3.5 - 1.5) * -1.0 + 2 * 2.0
+    assert _div(1.0, 3.0, 4.0) == 1.0 + (3.0 / 4.0 - 3.0)
     got = _acc2(1.0, 2.0, np.arange(3.0))  # a float becomes an array, as `d += e` rebinds it
     np.testing.assert_array_equal(got, 1.0 + 2.0 * np.arange(3.0))
 
