@@ -248,34 +248,22 @@ def _loops(context, builder, dty, xsty, dval, xsval, tree):
 
 def product(which: str, overloaded):
     """The intrinsic `acc_<product>_vjp_<which>(acc, g, a, b)` (`which` "a" or "b"),
-    `acc += <product>_vjp_<which>(g, a, b)`, falling back to `overloaded` (see above)."""
-    def call(acc, g, a, b):
-        return overloaded(acc, g, a, b)
-
+    `acc += <product>_vjp_<which>(g, a, b)`, falling back to `overloaded` (see above), which
+    is lowered as an ordinary call to its overload: nothing else is compiled for it."""
     @intrinsic
     def acc_product(typingctx, acc, g, a, b):
         kind = _loop_kind(which, acc, g, a, b)
+        fnty = typingctx.resolve_value_type(overloaded)
+        sig = typingctx.resolve_function_type(fnty, (acc, g, a, b), {})
 
         def codegen(context, builder, signature, args):
+            def call():
+                return context.get_function(fnty, sig)(builder, args)
             if kind is None:
-                return context.compile_internal(builder, call, signature, args)
+                return call()
             return _product_loops(context, builder, kind, signature, args, call)
-        if kind is None:
-            ret = typingctx.resolve_function_type(types.Dispatcher(_dispatcher(call)), (acc, g, a, b), {}).return_type
-            return ret(acc, g, a, b), codegen
-        return acc(acc, g, a, b), codegen
+        return sig.return_type(acc, g, a, b), codegen
     return acc_product
-
-
-_DISPATCHERS: dict = {}
-
-
-def _dispatcher(fn):
-    if fn not in _DISPATCHERS:  # kept: Numba's Dispatcher type holds a weak reference
-        from numba import njit
-
-        _DISPATCHERS[fn] = njit(fn)
-    return _DISPATCHERS[fn]
 
 
 def _loop_kind(which, acc, g, a, b):
@@ -345,7 +333,7 @@ def _product_loops(context, builder, kind, signature, args, call):
 
     with builder.if_else(shared, likely=False) as (through_call, loops):
         with through_call:
-            context.compile_internal(builder, call, signature, args)
+            context.nrt.decref(builder, tys[0], call())  # the overload returns `acc` (a new reference)
         with loops:
             with cgutils.for_range(builder, sizes[0]) as outer:
                 i = outer.index
