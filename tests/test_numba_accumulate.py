@@ -39,7 +39,7 @@ def test_rewrite_only_elementwise_accumulations_in_loops():
            "        d += a ** 2\n"                 # not + - * /
            "        d += a * (b - 1.5) / s\n"
            "        while s > 0:\n"
-           "            g += 2 * a * a\n"
+           "            g += 2 * a * (a - 1.5)\n"
            "            s -= 1\n"
            "    return d\n")
     out = elementwise_accumulations(src).split("\n")
@@ -47,8 +47,10 @@ def test_rewrite_only_elementwise_accumulations_in_loops():
     assert out[3] == "        d = _rt.acc_ew(d, 'x0 * x1', (s, a))"
     assert out[4] == "        d = _rt.acc_ew(d, '-x0', (b,))"
     assert out[5:9] == ["        e[i] += s * a", "        d += a", "        d += np.exp(a)", "        d += a ** 2"]
-    assert out[9] == "        d = _rt.acc_ew(d, 'x0 * (x1 - 1.5) / x2', (a, b, s))"
-    assert out[11] == "            g = _rt.acc_ew(g, '2 * x0 * x0', (a,))"
+    assert out[9] == "        d += a * (b - 1.5) / s"  # a division: the intrinsic would run `d += e` itself
+    assert out[11] == "            g = _rt.acc_ew(g, '2 * x0 * (x0 - 1.5)', (a,))"
+    # the names the transform knows to hold floats are left alone
+    assert "    for i in range(n):\n        d += s * a\n" in elementwise_accumulations(src, frozenset({"d"}))
     # both rewrites: product adjoints first
     both = numba_source("def f(d, g, a, b):\n    for i in range(3):\n        d += _rt.dot_vjp_b(g, a, b)\n")
     assert "d = _rt.acc_dot_vjp_b(d, g, a, b)" in both

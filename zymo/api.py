@@ -361,7 +361,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         from .codegen.numba_ import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-        fns = compile_numba(src, names if not mode.forward else [name], what)
+        floats = generator.float_adjoints() if generator is not None else frozenset()
+        fns = compile_numba(src, names if not mode.forward else [name], what, floats)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
                     width, guards=guards)

@@ -141,11 +141,11 @@ def accumulating_products(src: str) -> str:
     return "\n".join(lines)
 
 
-_EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_EW_OPS = (ast.Add, ast.Sub, ast.Mult)  # with a division the intrinsic would run `d += e` itself
 
 
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of names and numbers by `+ - * /` and unary `-` (`+`) only."""
+    """Whether `e` is built of names and numbers by `+ - *` and unary `-` (`+`) only."""
     if isinstance(e, ast.Name):
         return True
     if isinstance(e, ast.Constant):
@@ -157,21 +157,23 @@ def _elementwise(e: ast.expr) -> bool:
     return False
 
 
-def elementwise_accumulations(src: str) -> str:
+def elementwise_accumulations(src: str, floats: frozenset[str] = frozenset()) -> str:
     """Inside a loop, `d += e` with a plain name `d` and `e` an elementwise expression of names
-    and numbers (`dQxc += dsum * Qxc`, `dx += -dxc`) becomes
+    and numbers by `+ - *` and unary minus (`dQxc += dsum * Qxc`, `dx += -dxc`) becomes
     `d = _rt.acc_ew(d, "x0 * x1", (dsum, Qxc))`: for arrays of one shape, dtype and C order
     that do not partly overlap, one loop adds `e` element by element into `d` (no temporary
     array per iteration: the small-array adjoints of `gmm_objective_dot` allocated four per
     point and component); any other case runs `d += e` itself (`numba_accumulate.acc_ew`). Outside
-    loops an allocation is paid once, and the statement is left to Numba's array expressions."""
+    loops an allocation is paid once, and the statement is left to Numba's array expressions;
+    so are the accumulations of names in `floats` (the transform's float adjoints)."""
     tree = ast.parse(src)
     lines = src.split("\n")
 
     def visit(node: ast.AST, in_loop: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if (in_loop and isinstance(child, ast.AugAssign) and isinstance(child.op, ast.Add)
-                    and isinstance(child.target, ast.Name) and child.lineno == child.end_lineno
+                    and isinstance(child.target, ast.Name) and child.target.id not in floats
+                    and child.lineno == child.end_lineno
                     and not isinstance(child.value, (ast.Name, ast.Constant)) and _elementwise(child.value)):
                 names: list[str] = []
                 for n in sorted((n for n in ast.walk(child.value) if isinstance(n, ast.Name)),
@@ -195,16 +197,18 @@ def elementwise_accumulations(src: str) -> str:
     return "\n".join(lines)
 
 
-def numba_source(src: str) -> str:
+def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
     """The source Numba compiles: `src` after `accumulating_products` and
     `elementwise_accumulations` (both in place of a temporary; the Python backend, and second
-    order, run `src` as it is)."""
-    return elementwise_accumulations(accumulating_products(src))
+    order, run `src` as it is). `floats`: names the transform knows hold only floats, whose
+    accumulations are left as they are (nothing to gain; the intrinsic costs compile time)."""
+    return elementwise_accumulations(accumulating_products(src), floats)
 
 
-def compile_numba(src: str, names: list[str], what: str) -> list[Callable]:
-    """Numba dispatchers of the functions `names` defined by `src` (see the module contract)."""
-    src = numba_source(src)
+def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset()) -> list[Callable]:
+    """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
+    `floats`: names that hold only floats (`numba_source`)."""
+    src = numba_source(src, floats)
     if not _STAMP:
         _STAMP.append(_stamp())
     digest = hashlib.sha256((_STAMP[0] + src).encode()).hexdigest()[:24]

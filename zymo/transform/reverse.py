@@ -74,6 +74,7 @@ class Reverse:
         self.trips: dict[int, Value] = {}      # while op id -> trip count value
         self.recomputed: set[int] = set()      # loop induction variables
         self.adj_used: set[int] = set()
+        self.adjoint_names: dict[str, set[str]] = {"float": set(), "memory": set()}  # `numba_names`
         self.blocks_of_op: dict[int, Block] = {}
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
@@ -134,12 +135,21 @@ class Reverse:
         self.needed.add((v.id, "d"))
         if self._lazy(v):
             self.lazy_refs.setdefault((v.id, self.namer.lane), []).append(how)
-        return self.namer.d(v)
+        name = self.namer.d(v)
+        self.adjoint_names["memory"].add(name)
+        return name
 
     def adj(self, v: Value) -> str:
         """Name of the adjoint of float `v`."""
         self.adj_used.add(v.id)
-        return self.namer.d(v)
+        name = self.namer.d(v)
+        self.adjoint_names["float"].add(name)
+        return name
+
+    def float_adjoints(self) -> frozenset[str]:
+        """The names that hold only adjoints of floats (never a shadow): Numba's in-place
+        accumulation of arrays (`numba_.elementwise_accumulations`) passes them over."""
+        return frozenset(self.adjoint_names["float"] - self.adjoint_names["memory"])
 
     def accumulate(self, w: Writer, v: Value, expr: str, fresh: bool = False) -> None:
         """`adjoint(v) += expr`; `fresh`: `expr` is an array nothing else writes later, so it
