@@ -205,6 +205,20 @@ def _mv_b(acc, g, a, b):
 def test_matrix_vector_adjoints_accumulate_in_place_and_survive_overlap():
     rng = np.random.default_rng(3)
     A = rng.standard_normal((4, 3))
+    # an operand reversed or strided over the accumulator's memory (its data pointer alone
+    # does not say where it reaches)
+    for view in (lambda b: b[7:3:-1], lambda b: b[1:9:2]):
+        buf = rng.standard_normal(12)
+        acc, g = buf[:3], view(buf)
+        want = acc + A.T @ g
+        _mv_b(acc, g, A, rng.standard_normal(3))
+        np.testing.assert_allclose(acc, want, rtol=1e-14, atol=1e-14)
+        buf = rng.standard_normal(12)
+        acc2 = buf.reshape(4, 3)[:, :1]  # a strided 2-d accumulator: an outer product into it
+        u = view(buf)
+        want2 = acc2 + np.outer(u, np.ones(1))
+        _mv_a(acc2, u, A[:, :1], np.ones(1))
+        np.testing.assert_allclose(acc2, want2, rtol=1e-14, atol=1e-14)
     # dot(A, v): dv += A.T @ g (`_add_matvec_t`); dot(w, A): dw += A @ g (`_add_matvec`)
     for overlap in (False, True):
         buf = rng.standard_normal(12)

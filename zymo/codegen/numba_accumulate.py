@@ -309,8 +309,14 @@ def _product_loops(context, builder, kind, signature, args, call):
         context.call_conv.return_user_exc(builder, ValueError, ("zymo: product adjoint shapes do not match",))
 
     def span(k):
-        lo = builder.ptrtoint(arys[k].data, intp)
-        return lo, builder.add(lo, builder.mul(arys[k].nitems, arys[k].itemsize))
+        """The byte range array `k` reaches, from its strides (any layout; negative too)."""
+        lo = hi = builder.ptrtoint(arys[k].data, intp)
+        for extent, stride in zip(shapes[k], strides[k]):
+            step = builder.mul(builder.sub(extent, ir.Constant(intp, 1)), stride)
+            negative = builder.icmp_signed("<", step, zero)
+            lo = builder.add(lo, builder.select(negative, step, zero))
+            hi = builder.add(hi, builder.select(negative, zero, step))
+        return lo, builder.add(hi, arys[k].itemsize)
 
     a_lo, a_hi = span(0)
     shared = cgutils.false_bit
