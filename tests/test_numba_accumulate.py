@@ -291,3 +291,36 @@ def test_accumulating_into_an_array_taken_from_a_list_reaches_the_array():
     dA, g = np.zeros(3), np.arange(1.0, 4.0)
     _through_a_list(dA, g, 4)
     np.testing.assert_array_equal(dA, 8.0 * g)
+
+
+def _aliased(u, v, w, s):
+    t = 0.0
+    for i in range(3):
+        np.multiply(u, s, out=w)
+        t += np.sum(w * v) + np.sum(u * u) * (i + 1.0)
+    return t
+
+
+@pytest.mark.parametrize("case", ["disjoint", "overlapping", "identical"])
+def test_in_place_accumulations_with_aliased_arguments_match_python(case):
+    """Shadows that overlap as their primals do (`u`, `v` views of one buffer): the in-place
+    accumulations (`du += dsum * u`, `dv += w * dt`, ...) give the Python backend's gradient."""
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal(12)
+    spans = {"disjoint": (slice(0, 4), slice(6, 10)), "overlapping": (slice(0, 4), slice(2, 6)),
+             "identical": (slice(0, 4), slice(0, 4))}[case]
+    got = {}
+    for use_numba in (False, True):
+        dbase, dw = np.zeros(12), np.zeros(4)
+        zymo.autodiff(Reverse, _aliased, Active, Duplicated(base[spans[0]], dbase[spans[0]]),
+                      Duplicated(base[spans[1]], dbase[spans[1]]), Duplicated(np.zeros(4), dw),
+                      Active(0.7), numba=use_numba)
+        got[use_numba] = dbase
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-12, atol=1e-12)
+    assert np.abs(got[True]).max() > 0.1
+
+    def loss(b):  # the function of the shared buffer (w is overwritten before it is read)
+        return _aliased(b[spans[0]], b[spans[1]], np.zeros(4), 0.7)
+
+    fd = np.array([(loss(base + h) - loss(base - h)) / 2e-6 for h in np.eye(12) * 1e-6])
+    np.testing.assert_allclose(got[True], fd, rtol=1e-6, atol=1e-6)
