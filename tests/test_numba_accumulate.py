@@ -1,8 +1,8 @@
 """Adjoint accumulations compiled in place under Numba (`numba_.elementwise_accumulations`,
-`numba_rt.acc_ew`, and the matrix-vector product adjoints `numba_rt._add_matvec*`): the
-source rewrite touches only what it should, each kernel gives NumPy's `d += e` (broadcasting,
-overlapping operands, dtypes, zero divisors) or raises, and gradients through them agree
-with the Python backend, finite differences and forward mode.
+the intrinsics of `numba_accumulate`: `acc_ew` and the outer and matrix-vector product
+adjoints): the source rewrite touches only what it should, each kernel gives NumPy's
+`d += e` (broadcasting, overlapping operands, dtypes, zero divisors) or raises, and gradients
+through them agree with the Python backend, finite differences and forward mode.
 """
 import numpy as np
 import pytest
@@ -213,13 +213,21 @@ def test_matrix_vector_adjoints_accumulate_in_place_and_survive_overlap():
         want = acc + A.T @ g
         _mv_b(acc, g, A, rng.standard_normal(3))
         np.testing.assert_allclose(acc, want, rtol=1e-14, atol=1e-14)
+    # an outer product into an accumulator that one operand reads backwards (written at row 0
+    # before it is read at row 3: the plain sum, not a loop, is right)
+    buf = rng.standard_normal(12)
+    acc3, u3 = buf[:4].reshape(4, 1), buf[3::-1]
+    want3 = acc3 + np.outer(u3, np.ones(1))
+    _mv_a(acc3, u3, A[:, :1], np.ones(1))
+    np.testing.assert_allclose(acc3, want3, rtol=1e-14, atol=1e-14)
+    for view in (lambda b: b[7:3:-1], lambda b: b[1:9:2]):
         buf = rng.standard_normal(12)
         acc2 = buf.reshape(4, 3)[:, :1]  # a strided 2-d accumulator: an outer product into it
         u = view(buf)
         want2 = acc2 + np.outer(u, np.ones(1))
         _mv_a(acc2, u, A[:, :1], np.ones(1))
         np.testing.assert_allclose(acc2, want2, rtol=1e-14, atol=1e-14)
-    # dot(A, v): dv += A.T @ g (`_add_matvec_t`); dot(w, A): dw += A @ g (`_add_matvec`)
+    # dot(A, v): dv += A.T @ g; dot(w, A): dw += A @ g (loops written by `numba_accumulate.product`)
     for overlap in (False, True):
         buf = rng.standard_normal(12)
         acc = buf[:3]

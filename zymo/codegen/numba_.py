@@ -2,8 +2,8 @@
 
 Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
-`numba_np` and `_rt` to `numba_rt` (after two rewrites that add in place, `numba_source`). The source is written once to a module file named by
-a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
+`numba_np` and `_rt` to `numba_rt` (after two rewrites that add in place, `numba_source`).
+The source is written once to a module file named by a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
 loads the machine code from disk instead of compiling. A changed user function generates
@@ -160,10 +160,10 @@ def _elementwise(e: ast.expr) -> bool:
 def elementwise_accumulations(src: str, floats: frozenset[str] = frozenset()) -> str:
     """Inside a loop, `d += e` with a plain name `d` and `e` an elementwise expression of names
     and numbers by `+ - *` and unary minus (`dQxc += dsum * Qxc`, `dx += -dxc`) becomes
-    `d = _rt.acc_ew(d, "x0 * x1", (dsum, Qxc))`: for arrays of one shape, dtype and C order
-    that do not partly overlap, one loop adds `e` element by element into `d` (no temporary
-    array per iteration: the small-array adjoints of `gmm_objective_dot` allocated four per
-    point and component); any other case runs `d += e` itself (`numba_accumulate.acc_ew`). Outside
+    `d = _rt.acc_ew(d, "x0 * x1", (dsum, Qxc))`, an intrinsic that writes the loops adding `e`
+    into `d` element by element, with NumPy's semantics, or runs `d += e` itself
+    (`numba_accumulate.acc_ew`): no temporary array per iteration (the small-array adjoints of
+    `gmm_objective_dot` allocated four per point and component). Outside
     loops an allocation is paid once, and the statement is left to Numba's array expressions;
     so are the accumulations of names in `floats` (the transform's float adjoints)."""
     tree = ast.parse(src)

@@ -20,7 +20,7 @@ from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 hel
 from .numba_accumulate import acc_ew  # noqa: F401  (`d += e` in loops, `numba_.elementwise_accumulations`)
 from .numba_accumulate import product as _product
 from . import numba_np as nnp
-from .numba_np import _addr, _literal, _none
+from .numba_np import _literal, _none
 
 for _fn in (rt.trip, rt.grow_stack):
     register_jitable(_fn)
@@ -211,60 +211,6 @@ def _add_outer(acc, x, y):
     return acc
 
 
-def _nb_dtype(*tys):
-    """The Numba dtype of a product of Numba array types (`_result_dtype`)."""
-    from numba.np.numpy_support import from_dtype
-
-    return from_dtype(_result_dtype(*tys))
-
-
-def _apart(a, b):
-    """Whether arrays `a` and `b` share no memory (Numba only)."""
-    return not np.may_share_memory(a, b)
-
-
-@overload(_apart)
-def _ov_apart(a, b):
-    if a.layout == "C" and b.layout == "C":  # contiguous: each spans [address, address + nbytes)
-        def impl(a, b):
-            pa, pb = _addr(a), _addr(b)
-            return a.size == 0 or b.size == 0 or pa + a.nbytes <= pb or pb + b.nbytes <= pa
-        return impl
-    return lambda a, b: not nnp.may_share_memory(a, b)
-
-
-@register_jitable
-def _add_matvec(acc, m, v):
-    """`acc += m @ v` for 2-d `m` and 1-d `acc`, `v`, as a loop in `m`'s row order (the
-    adjoint of a vector-matrix product; no temporary). An operand that shares memory with
-    `acc` is copied first (the loop must not read its own writes)."""
-    if acc.shape[0] != m.shape[0] or v.shape[0] != m.shape[1]:
-        raise ValueError("zymo: product adjoint shapes do not match")
-    if not (_apart(acc, m) and _apart(acc, v)):
-        m, v = m.copy(), v.copy()
-    for i in range(m.shape[0]):
-        s = acc[i] * 0
-        for j in range(m.shape[1]):
-            s += m[i, j] * v[j]
-        acc[i] += s
-    return acc
-
-
-@register_jitable
-def _add_matvec_t(acc, m, v):
-    """`acc += m.T @ v` for 2-d `m` and 1-d `acc`, `v`, as a loop in `m`'s row order (the
-    adjoint of a matrix-vector product's vector; no temporary; overlaps as above)."""
-    if acc.shape[0] != m.shape[1] or v.shape[0] != m.shape[0]:
-        raise ValueError("zymo: product adjoint shapes do not match")
-    if not (_apart(acc, m) and _apart(acc, v)):
-        m, v = m.copy(), v.copy()
-    for i in range(m.shape[0]):
-        vi = v[i]
-        for j in range(m.shape[1]):
-            acc[j] += m[i, j] * vi
-    return acc
-
-
 def _outer(dt):
     """`np.outer(x, y)` of 1-d arrays of result dtype `dt` (`_add_outer` into zeros)."""
     return register_jitable(lambda x, y: _add_outer(np.zeros((x.shape[0], y.shape[0]), dt), x, y))
@@ -449,9 +395,10 @@ def _prod_others(x, axis):
 
 # -- accumulating product adjoints (Numba only) ---------------------------------------------
 # `compile_numba` rewrites `d += _rt.dot_vjp_a(g, a, b)` (and the other three) in the source it
-# compiles as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: the product is added into `d` by one BLAS
-# call with beta = 1 (or one loop) instead of being allocated and then added. The Python
-# backend keeps the plain form, which is also what second order differentiates.
+# compiles as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: the product is added into `d` by loops
+# (outer and matrix-vector products, written by the intrinsics at the end of this section) or
+# one BLAS call with beta = 1, instead of being allocated and then added. The Python backend
+# keeps the plain form, which is also what second order differentiates.
 
 
 def _accumulating(plain):
@@ -527,16 +474,9 @@ def _acc_product(which: str, plain):
                     _gemm_acc(acc, a.T, g)
                     return acc
                 return impl_b
-        if _arr(a) and _arr(b) and acc.ndim == 2 and g.ndim == 1:
-            if which == "a" and a.ndim == 2 and b.ndim == 1:
-                return lambda acc, g, a, b: _add_outer(acc, g, b)
-            if which == "b" and a.ndim == 1 and b.ndim == 2:
-                return lambda acc, g, a, b: _add_outer(acc, a, g)
-        if _arr(a) and _arr(b) and acc.ndim == 1 and g.ndim == 1 and acc.dtype == _nb_dtype(g, a, b):
-            if which == "a" and a.ndim == 1 and b.ndim == 2:
-                return lambda acc, g, a, b: _add_matvec(acc, b, g)
-            if which == "b" and a.ndim == 2 and b.ndim == 1:
-                return lambda acc, g, a, b: _add_matvec_t(acc, a, g)
+        # outer and matrix-vector products are loops the intrinsic writes (`numba_accumulate
+        # .product`), which calls this only for other dtypes or an accumulator that shares
+        # memory with an operand: the plain sum below is right for both
 
         def fallback(acc, g, a, b):
             acc += plain(g, a, b)

@@ -74,7 +74,7 @@ class Reverse:
         self.trips: dict[int, Value] = {}      # while op id -> trip count value
         self.recomputed: set[int] = set()      # loop induction variables
         self.adj_used: set[int] = set()
-        self.adjoint_names: dict[str, set[str]] = {"float": set(), "memory": set()}  # `numba_names`
+        self.adjoint_names: dict[str, set[str]] = {"float": set(), "memory": set()}  # `float_adjoints`
         self.blocks_of_op: dict[int, Block] = {}
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
