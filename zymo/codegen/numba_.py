@@ -2,7 +2,7 @@
 
 Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
-`numba_np` and `_rt` to `numba_rt` (after two rewrites that add in place, `numba_source`).
+`numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`).
 The source is written once to a module file named by a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
@@ -102,11 +102,11 @@ def _stamp() -> str:
     import numpy
 
     from ..rules import linalg_rt, runtime, second_rt
-    from . import numba_accumulate, numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
+    from . import numba_accumulate, numba_elementwise, numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
 
     h = hashlib.sha256()
     for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing,
-                numba_accumulate):
+                numba_accumulate, numba_elementwise):
         h.update(Path(mod.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
@@ -141,11 +141,11 @@ def accumulating_products(src: str) -> str:
     return "\n".join(lines)
 
 
-_EW_OPS = (ast.Add, ast.Sub, ast.Mult)  # with a division the intrinsic would run `d += e` itself
+_EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of names and numbers by `+ - *` and unary `-` (`+`) only."""
+    """Whether `e` is built of names and numbers by `+ - * /` and unary `-` (`+`) only."""
     if isinstance(e, ast.Name):
         return True
     if isinstance(e, ast.Constant):
@@ -157,40 +157,98 @@ def _elementwise(e: ast.expr) -> bool:
     return False
 
 
-def elementwise_accumulations(src: str, floats: frozenset[str] = frozenset()) -> str:
-    """Inside a loop, `d += e` with a plain name `d` and `e` an elementwise expression of names
-    and numbers by `+ - *` and unary minus (`dQxc += dsum * Qxc`, `dx += -dxc`) becomes
-    `d = _rt.acc_ew(d, "x0 * x1", (dsum, Qxc))`, an intrinsic that writes the loops adding `e`
-    into `d` element by element, with NumPy's semantics, or runs `d += e` itself
-    (`numba_accumulate.acc_ew`): no temporary array per iteration (the small-array adjoints of
-    `gmm_objective_dot` allocated four per point and component). Outside
-    loops an allocation is paid once, and the statement is left to Numba's array expressions;
-    so are the accumulations of names in `floats` (the transform's float adjoints)."""
+def _compound(e: ast.expr) -> bool:
+    return _elementwise(e) and not isinstance(e, (ast.Name, ast.Constant))
+
+
+def _ew_args(e: ast.expr) -> tuple[str, ast.Tuple]:
+    """`e` over the names `x<i>` (numbered by first appearance) and the tuple of its names."""
+    names: list[str] = []
+    for n in sorted((n for n in ast.walk(e) if isinstance(n, ast.Name)), key=lambda n: n.col_offset):
+        if n.id not in names:
+            names.append(n.id)
+
+    class _Rename(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.Name:
+            return ast.Name(f"x{names.index(n.id)}", ast.Load())
+
+    text = ast.unparse(_Rename().visit(ast.parse(ast.unparse(e), mode="eval")))
+    return text, ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
+
+
+def _rt_call(fn: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), fn, ast.Load()), list(args), [])
+
+
+class _Sums(ast.NodeTransformer):
+    """`np.sum(e)`, `e` a compound elementwise expression, -> `_rt.ew_sum("...", (...))`."""
+
+    changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np"
+                and f.attr == "sum" and len(node.args) == 1 and not node.keywords and _compound(node.args[0])):
+            text, xs = _ew_args(node.args[0])
+            self.changed = True
+            return _rt_call("ew_sum", ast.Constant(text), xs)
+        return node
+
+
+def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stmt | None:
+    """The rewritten statement (`elementwise_statements`), or None to leave it."""
+    if isinstance(node, ast.AugAssign):
+        if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id not in floats
+                and (_compound(node.value) or (not in_loop and isinstance(node.value, ast.Name)))):
+            d = node.target.id
+            text, xs = _ew_args(node.value)
+            if not xs.elts:
+                return None
+            return ast.Assign([ast.Name(d, ast.Store())], _rt_call("acc_ew", ast.Name(d, ast.Load()), ast.Constant(text), xs))
+        return None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and isinstance(target.slice, ast.Constant) and target.slice.value is Ellipsis
+                and _elementwise(node.value)):
+            text, xs = _ew_args(node.value)
+            return ast.Expr(_rt_call("ew_set", ast.Name(target.value.id, ast.Load()), ast.Constant(text), xs))
+        if (not in_loop and isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)):
+            text, xs = _ew_args(node.value)
+            if xs.elts and any(n.id not in floats for n in xs.elts):
+                return ast.Assign([target], _rt_call("ew_new", ast.Constant(text), xs))
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
+        sums = _Sums()
+        new = sums.visit(ast.parse(ast.unparse(node)).body[0])
+        if sums.changed:
+            return new
+    return None
+
+
+def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> str:
+    """Elementwise statements become calls of the intrinsics of `numba_elementwise`, which
+    write their loops in place (with NumPy's semantics) or run the statement itself; an
+    elementwise expression is built of names and numbers by `+ - * /` and unary minus:
+    - `d += e` (`d` a plain name; `e` a single name only outside loops, where adjoints of
+      numbers are added by the thousand) -> `d = _rt.acc_ew(d, "x0 * x1", (a, b))`;
+    - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;
+    - outside loops, `t = e` -> `t = _rt.ew_new("...", (...))` (in loops most such statements
+      are of numbers, where an intrinsic would cost compile time for nothing);
+    - `np.sum(e)` in any plain statement -> `_rt.ew_sum("...", (...))`.
+    Names in `floats` (the transform's float adjoints) are left to Numba: `d += e` into one, or
+    `t = e` of them only. Only statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
     lines = src.split("\n")
 
     def visit(node: ast.AST, in_loop: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if (in_loop and isinstance(child, ast.AugAssign) and isinstance(child.op, ast.Add)
-                    and isinstance(child.target, ast.Name) and child.target.id not in floats
-                    and child.lineno == child.end_lineno
-                    and not isinstance(child.value, (ast.Name, ast.Constant)) and _elementwise(child.value)):
-                names: list[str] = []
-                for n in sorted((n for n in ast.walk(child.value) if isinstance(n, ast.Name)),
-                                key=lambda n: n.col_offset):
-                    if n.id not in names:
-                        names.append(n.id)
-                if not names:
+            if isinstance(child, ast.stmt) and child.lineno == child.end_lineno:
+                new = _statement(child, in_loop, floats)
+                if new is not None:
+                    line = lines[child.lineno - 1]
+                    lines[child.lineno - 1] = line[:child.col_offset] + ast.unparse(ast.fix_missing_locations(new))
                     continue
-
-                class _Rename(ast.NodeTransformer):
-                    def visit_Name(self, n: ast.Name) -> ast.Name:
-                        return ast.Name(f"x{names.index(n.id)}", ast.Load())
-
-                expr = ast.unparse(_Rename().visit(ast.parse(ast.unparse(child.value), mode="eval")))
-                d, line = child.target.id, lines[child.lineno - 1]
-                xs = ast.unparse(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
-                lines[child.lineno - 1] = f"{line[:child.col_offset]}{d} = _rt.acc_ew({d}, {expr!r}, {xs})"
             visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
 
     visit(tree, False)
@@ -199,10 +257,10 @@ def elementwise_accumulations(src: str, floats: frozenset[str] = frozenset()) ->
 
 def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
     """The source Numba compiles: `src` after `accumulating_products` and
-    `elementwise_accumulations` (both in place of a temporary; the Python backend, and second
-    order, run `src` as it is). `floats`: names the transform knows hold only floats, whose
-    accumulations are left as they are (nothing to gain; the intrinsic costs compile time)."""
-    return elementwise_accumulations(accumulating_products(src), floats)
+    `elementwise_statements` (loops in place of temporaries and array expressions; the Python
+    backend, and second order, run `src` as it is). `floats`: names the transform knows hold
+    only floats, left as they are (nothing to gain; an intrinsic costs compile time)."""
+    return elementwise_statements(accumulating_products(src), floats)
 
 
 def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset()) -> list[Callable]:

@@ -148,7 +148,7 @@ class Reverse:
 
     def float_adjoints(self) -> frozenset[str]:
         """The names that hold only adjoints of floats (never a shadow): Numba's in-place
-        accumulation of arrays (`numba_.elementwise_accumulations`) passes them over."""
+        elementwise statements (`numba_.elementwise_statements`) pass them over."""
         return frozenset(self.adjoint_names["float"] - self.adjoint_names["memory"])
 
     def accumulate(self, w: Writer, v: Value, expr: str, fresh: bool = False) -> None:

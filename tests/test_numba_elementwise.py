@@ -1,0 +1,292 @@
+"""Elementwise statements compiled as loops under Numba (`numba_elementwise`: `acc_ew`,
+`ew_set`, `ew_new`, `ew_sum`): each gives NumPy's value bit for bit over layouts (C, F,
+strided, reversed, 3-d with a last extent of 2), broadcasting (extent 1 and lower ranks),
+operands overlapping the written array, zero divisors and dtypes; shapes that do not broadcast
+raise; statements that are not fast (mixed dtypes, integers, complex division, a widening
+number) still give NumPy's value; gradients through the rewritten programs agree with the
+Python backend and finite differences.
+"""
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+import zymo  # noqa: E402
+from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
+from zymo.codegen import numba_elementwise as ew  # noqa: E402
+from zymo.codegen import numba_rt  # noqa: E402
+from zymo.codegen.numba_ import numba_source  # noqa: E402
+
+from helpers import fd_grad  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZYMO_CACHE_DIR", str(tmp_path_factory.mktemp("zymo_cache")))
+        yield
+
+
+EXPRS = ["x0 * x1", "x0 * (x1 - 1.5) / x2 + x1", "-x0 + x1 * x1 / x0"]
+
+
+def _kernels():
+    out = {}
+    for expr in EXPRS:
+        ns = {"rt": numba_rt, "numba": numba}
+        exec(f"@numba.njit\ndef acc(d, x0, x1, x2):\n    return rt.acc_ew(d, {expr!r}, (x0, x1, x2))\n"
+             f"@numba.njit\ndef put(d, x0, x1, x2):\n    rt.ew_set(d, {expr!r}, (x0, x1, x2))\n"
+             f"@numba.njit\ndef new(x0, x1, x2):\n    return rt.ew_new({expr!r}, (x0, x1, x2))\n"
+             f"@numba.njit\ndef total(x0, x1, x2):\n    return rt.ew_sum({expr!r}, (x0, x1, x2))\n"
+             f"@numba.njit\ndef plain(x0, x1, x2):\n    return {expr}\n", ns)
+        out[expr] = ns
+    return out
+
+
+KERNELS = _kernels()
+
+
+def _value(expr, xs):
+    return eval(expr, {}, {f"x{i}": x for i, x in enumerate(xs)})
+
+
+def _operands():
+    rng = np.random.default_rng(11)
+
+    def r(*shape):
+        return rng.random(shape) + 0.5
+
+    yield "1-d", (5,), lambda: (r(5), r(5), 0.75)
+    yield "2-d", (3, 4), lambda: (r(3, 4), r(3, 4), r(3, 4))
+    yield "3-d, last extent 2", (4, 3, 2), lambda: (r(4, 3, 2), r(4, 3, 2), 1.25)
+    yield "strided views of 3-d", (4, 3), lambda: (r(4, 3, 2)[:, :, 0], r(4, 3, 2)[:, :, 1], 2.0)
+    yield "Fortran order", (3, 4), lambda: (np.asfortranarray(r(3, 4)), r(3, 4), 0.5)
+    yield "reversed", (6,), lambda: (r(6)[::-1], r(12)[::2], 3.0)
+    yield "broadcast row and column", (3, 4), lambda: (r(1, 4), r(3, 1), r(3, 4))
+    yield "lower rank", (3, 4), lambda: (r(4), r(3, 4), 2.5)
+    yield "zero divisor", (4,), lambda: (r(4), r(4), np.array([1.0, 0.0, -0.0, np.inf]))
+    yield "numbers and one array", (2, 3), lambda: (1.5, r(2, 3), -2.0)
+    yield "float32", (7,), lambda: (r(7).astype(np.float32), r(7).astype(np.float32), np.float32(0.5))
+    yield "complex", (5,), lambda: (r(5) + 1j * r(5), r(5) - 0.5j, 2.0 + 1.0j)
+    yield "empty", (0, 3), lambda: (r(0, 3), r(0, 3), 1.0)
+    # not fast: the statement runs as Numba compiles it, NumPy's value all the same
+    yield "float32 with a float64 number", (4,), lambda: (r(4).astype(np.float32), r(4).astype(np.float32), 0.5)
+    yield "mixed dtypes", (4,), lambda: (r(4).astype(np.float32), r(4), 2.0)
+    yield "integers", (4,), lambda: (np.arange(1, 5), np.arange(2, 6), 3)
+
+
+OPERANDS = list(_operands())
+NOT_FAST = {"float32 with a float64 number", "mixed dtypes", "integers"}
+
+
+def _fast(expr, xs):
+    import ast
+
+    from numba.core.registry import cpu_target
+
+    tys = tuple(numba.typeof(x) for x in xs)
+    cpu_target.typing_context.refresh()
+    return ew._dtype(cpu_target.typing_context, ast.parse(expr, mode="eval").body, tys) is not None
+
+
+def _shape(xs):
+    return np.broadcast_shapes(*(np.shape(x) for x in xs))
+
+
+@pytest.mark.parametrize("expr", EXPRS)
+@pytest.mark.parametrize("name, shape, make", OPERANDS, ids=[o[0] for o in OPERANDS])
+def test_each_intrinsic_is_numpys_statement(expr, name, shape, make):
+    k = KERNELS[expr]
+    xs = make()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = _value(expr, xs)
+        if not _fast(expr, xs):
+            # run as Numba compiles the statement, which can differ from NumPy: it types
+            # Python's numbers as float64 (NumPy keeps float32), divides complex numbers by
+            # another formula (last bits)
+            numba_own = k["plain"](*xs)
+            np.testing.assert_allclose(numba_own, want, rtol=1e-6)
+            want = numba_own
+        else:
+            assert name not in NOT_FAST
+        got_new = k["new"](*xs)
+        assert got_new.dtype == want.dtype and got_new.shape == want.shape
+        np.testing.assert_array_equal(got_new, want)
+        if want.size:
+            # a sum in C order, as Numba's own np.sum adds
+            s = want.dtype.type(0)
+            for v in want.ravel():
+                s = s + v
+            assert k["total"](*xs) == s or (np.isnan(s) and np.isnan(k["total"](*xs)))
+        if want.dtype.kind in "fc":
+            d = np.random.default_rng(1).random(want.shape).astype(want.dtype)
+            before = d.copy()
+            put = d.copy()
+            k["put"](put, *xs)
+            np.testing.assert_array_equal(put, want)
+            acc = k["acc"](d, *xs)
+            assert acc is d or np.shares_memory(acc, d) or d.size == 0
+            np.testing.assert_array_equal(d, before + want)
+
+
+def test_fast_statements_are_recognized_at_typing():
+    from numba.core import types as t
+    from numba.core.registry import cpu_target
+    import ast
+
+    tc = cpu_target.typing_context
+    tc.refresh()
+    a64, a32 = t.Array(t.float64, 2, "A"), t.Array(t.float32, 1, "C")
+    tree = ast.parse("x0 * (x1 - 1.5) / x2", mode="eval").body
+    assert ew._dtype(tc, tree, (a64, a64, t.float64)) == t.float64
+    assert ew._dtype(tc, tree, (a64, a64, t.float64), a64) == t.float64
+    assert ew._dtype(tc, tree, (a32, a32, t.float32)) is None  # 1.5 widens float32
+    assert ew._dtype(tc, tree, (t.Array(t.int64, 1, "C"),) * 2 + (t.int64,)) is None
+    c = t.Array(t.complex128, 1, "C")
+    assert ew._dtype(tc, tree, (c, c, t.float64)) is None  # complex division: not written as loops
+    assert ew._dtype(tc, ast.parse("x0 * x1", mode="eval").body, (c, c)) == t.complex128
+    zero_d = t.Array(t.float64, 0, "C")
+    assert ew._dtype(tc, ast.parse("x0 * x1", mode="eval").body, (zero_d, t.float64)) is None  # NumPy: a number
+    assert ew._dtype(tc, ast.parse("x0 * x1", mode="eval").body, (t.Array(t.float64, 3, "C"), a64), a64) is None
+
+
+def _overlaps():
+    rng = np.random.default_rng(5)
+
+    def shifted():
+        base = rng.random(12)
+        return base[1:9], (base[:8], base[3:11], 2.0)
+
+    def transposed():
+        m = rng.random((4, 4))
+        return m, (m.T, m, 1.5)
+
+    def interleaved():  # views of one buffer that share no element: no copy needed, none wrong
+        base = rng.random((3, 4, 2))
+        return base[:, :, 0], (base[:, :, 1], base[:, :, 1], 0.5)
+
+    def broadcast_inside():
+        base = rng.random((4, 4))
+        return base[:3], (base[1:2], base[2], 2.0)
+
+    def reversed_self():
+        base = rng.random(7)
+        return base, (base[::-1], base, 3.0)
+
+    def itself():
+        base = rng.random((2, 3))
+        return base, (base, base, 2.0)
+
+    return [("shifted", shifted), ("transposed", transposed), ("interleaved", interleaved),
+            ("broadcast inside", broadcast_inside), ("reversed self", reversed_self), ("itself", itself)]
+
+
+OVERLAPS = _overlaps()
+
+
+@pytest.mark.parametrize("expr", EXPRS)
+@pytest.mark.parametrize("name, make", OVERLAPS, ids=[o[0] for o in OVERLAPS])
+def test_operands_overlapping_the_written_array(expr, name, make):
+    k = KERNELS[expr]
+    for kind in ("acc", "put"):
+        d, xs = make()
+        snapshot = [x.copy() if isinstance(x, np.ndarray) else x for x in xs]
+        want = d.copy()
+        value = _value(expr, snapshot)  # NumPy: the whole expression first
+        if kind == "acc":
+            want += value
+        else:
+            want[...] = value
+        k[kind](d, *xs)
+        np.testing.assert_array_equal(d, want, err_msg=kind)
+
+
+def test_shapes_that_do_not_broadcast_raise():
+    k = KERNELS["x0 * x1"]
+    with pytest.raises(ValueError, match="broadcast"):
+        k["new"](np.ones((2, 3)), np.ones((3, 3)), 1.0)
+    with pytest.raises(ValueError, match="broadcast"):
+        k["total"](np.ones(4), np.ones(5), 1.0)
+    with pytest.raises(ValueError, match="broadcast"):
+        k["put"](np.zeros((3, 4)), np.ones((2, 4)), np.ones(4), 1.0)
+    with pytest.raises(ValueError, match="broadcast"):
+        k["acc"](np.zeros((3, 4)), np.ones((3, 4)), np.ones(3), 1.0)
+
+
+def test_set_of_numbers_and_names_and_scalar_statements():
+    @numba.njit
+    def fill(d, s):
+        numba_rt.ew_set(d, "0.0", ())
+        numba_rt.ew_set(d[1:], "x0 * 2.0", (s,))
+        return numba_rt.ew_new("x0 * x0 + 1", (s,)), numba_rt.ew_sum("x0 - 1.5", (s,))
+
+    d = np.full((4, 3), 7.0, np.float32)
+    got, total = fill(d, 1.25)
+    want = np.zeros((4, 3), np.float32)
+    want[1:] = 1.25 * 2.0
+    np.testing.assert_array_equal(d, want)
+    assert got == 1.25 * 1.25 + 1 and total == 1.25 - 1.5
+
+    @numba.njit
+    def copy_into(d, a):
+        numba_rt.ew_set(d, "x0", (a,))
+
+    d = np.zeros((3, 2))
+    a = np.arange(6.0).reshape(2, 3).T  # transposed source
+    copy_into(d, a)
+    np.testing.assert_array_equal(d, a)
+
+
+# -- end to end ------------------------------------------------------------------------------
+
+
+def gm3_like(r, w, dr, p):
+    a, b = p
+    u = r[:, :, 0]
+    v = r[:, :, 1]
+    du = dr[:, :, 0]
+    dv = dr[:, :, 1]
+    du[...] = a * u * u / v + b - u
+    dv[...] = a * u * v - b * v / (u + 1.0)
+    t = du * dv + u
+    return np.sum(dr * w) + np.sum(t * t)
+
+
+def test_gm3_like_program_is_rewritten_and_matches_python_and_finite_differences():
+    rng = np.random.default_rng(3)
+    r, w = rng.random((5, 4, 2)) + 0.5, rng.random((5, 4, 2))
+    p = (1.5, 0.25)
+
+    def grad(numba_):
+        dr = np.zeros_like(r)
+        zymo.autodiff(Reverse, gm3_like, Active, Duplicated(r, dr), Const(w), Const(np.zeros_like(r)), Const(p),
+                      numba=numba_)
+        return dr
+
+    src = numba_source(zymo.generated_code(Reverse, gm3_like, Active, Duplicated(r, np.zeros_like(r)), Const(w),
+                                           Const(np.zeros_like(r)), Const(p)))
+    for call in ("_rt.ew_set(", "_rt.ew_sum(", "_rt.ew_new("):
+        assert call in src
+    fast, slow = grad(True), grad(False)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
+    fd = fd_grad(lambda rr: gm3_like(rr, w, np.zeros_like(rr), p), [r])[0]
+    np.testing.assert_allclose(fast, fd, rtol=1e-6, atol=1e-6)
+    assert np.abs(fast).max() > 0.1
+
+
+def test_division_of_numbers_raises_as_python_and_of_array_elements_gives_inf():
+    @numba.njit
+    def numbers_first(d, s, t, a):
+        return numba_rt.acc_ew(d, "x0 / x1 * x2", (s, t, a))
+
+    @numba.njit
+    def elements(s, a):
+        return numba_rt.ew_new("x1 / x0", (s, a))
+
+    with pytest.raises(ZeroDivisionError):  # `s / t` of two Python floats, as the Python backend raises
+        numbers_first(np.zeros(3), 1.0, 0.0, np.ones(3))
+    with pytest.raises(ZeroDivisionError):
+        1.0 / 0.0 * np.ones(3)
+    np.testing.assert_array_equal(numbers_first(np.zeros(3), 1.0, 4.0, np.arange(3.0)), 0.25 * np.arange(3.0))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(elements(0.0, np.array([1.0, -2.0])), np.array([1.0, -2.0]) / 0.0)
