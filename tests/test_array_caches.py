@@ -91,7 +91,7 @@ def test_row_softmax_stacks_exp_recomputes_the_row_and_allocates_shadows_in_the_
     assert src.count("_rt.grow_stack(") == 1                 # exp(row - m), one row per iteration
     adjoint = src.split("# adjoint sweep")[1]
     assert "= logits[i]" in adjoint                           # the row view is taken again
-    assert "np.zeros((_shape_t[0],)" in adjoint                   # d(row - m) allocated where it is used
+    assert "np.zeros((_shape_t_0,)" in adjoint                   # d(row - m) allocated where it is used
     assert "np.zeros_like(exp)" not in adjoint               # sum(exp)'s operand: one number
     assert "dexp" not in adjoint and "* exp" in adjoint       # (`Reverse._uniform`) scales exp's vjp
     fwd = src.split("# adjoint sweep")[0]

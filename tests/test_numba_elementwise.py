@@ -290,3 +290,78 @@ def test_division_of_numbers_raises_as_python_and_of_array_elements_gives_inf():
     np.testing.assert_array_equal(numbers_first(np.zeros(3), 1.0, 4.0, np.arange(3.0)), 0.25 * np.arange(3.0))
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(elements(0.0, np.array([1.0, -2.0])), np.array([1.0, -2.0]) / 0.0)
+
+
+# -- NumPy's functions of one operand; ufuncs with out= ------------------------------------
+
+
+def test_rewrite_of_functions_and_ufuncs_with_out():
+    from zymo.codegen.numba_ import elementwise_statements
+
+    src = ("def f(a, b, c, s):\n"
+           "    np.add(a, b, out=c)\n"
+           "    np.tanh(c, out=c)\n"
+           "    np.multiply(s, np.exp(a), out=c)\n"
+           "    np.negative(a, out=b)\n"
+           "    np.maximum(a, b, out=c)\n"            # not elementwise arithmetic: left alone
+           "    y = np.add(a, b, out=c)\n"            # its value used: left alone
+           "    t = np.sqrt(a * a + s)\n"
+           "    return np.sum(np.log(t))\n")
+    out = elementwise_statements(src).split("\n")
+    assert out[1] == "    _rt.ew_out(c, 'x0 + x1', (a, b), 'np.add(x0, x1, out=d)')"
+    assert out[2] == "    _rt.ew_out(c, 'np.tanh(x0)', (c,), 'np.tanh(x0, out=d)')"
+    assert out[3] == "    _rt.ew_out(c, 'x0 * np.exp(x1)', (s, a), 'np.multiply(x0, np.exp(x1), out=d)')"
+    assert out[4] == "    _rt.ew_out(b, '-x0', (a,), 'np.negative(x0, out=d)')"
+    assert out[5:7] == ["    np.maximum(a, b, out=c)", "    y = np.add(a, b, out=c)"]
+    assert out[7] == "    t = _rt.ew_new('np.sqrt(x0 * x0 + x1)', (a, s))"
+    assert out[8] == "    return _rt.ew_sum('np.log(x0)', (t,))"
+
+
+@numba.njit
+def _functions(a, b, s):
+    return (numba_rt.ew_new("np.tanh(x0) * np.exp(x1 - x2) + np.sqrt(x2) / np.cos(x0)", (a, b, s)),
+            numba_rt.ew_sum("np.log(x0) * np.sin(x1)", (a, b)))
+
+
+@numba.njit
+def _functions_plain(a, b, s):
+    return np.tanh(a) * np.exp(b - s) + np.sqrt(s) / np.cos(a), np.sum(np.log(a) * np.sin(b))
+
+
+@pytest.mark.parametrize("layout", ["C", "strided", "broadcast"])
+def test_functions_of_one_operand_are_numbas_ufuncs_bit_for_bit(layout):
+    rng = np.random.default_rng(2)
+    a, b = rng.random((6, 4)) + 0.1, rng.random((6, 4))
+    if layout == "strided":
+        a, b = (rng.random((6, 8)) + 0.1)[:, ::2], rng.random((12, 4))[::2]
+    elif layout == "broadcast":
+        b = rng.random(4)
+    got, total = _functions(a, b, 0.3)
+    want, want_total = _functions_plain(a, b, 0.3)
+    np.testing.assert_array_equal(got, want)  # Numba's own ufunc loops, element for element
+    np.testing.assert_allclose(got, np.tanh(a) * np.exp(b - 0.3) + np.sqrt(0.3) / np.cos(a), rtol=1e-14)
+    np.testing.assert_allclose(total, want_total, rtol=1e-13)
+
+
+@numba.njit
+def _outs(a, b, c):
+    numba_rt.ew_out(c, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")
+    numba_rt.ew_out(c, "np.tanh(x0)", (c,), "np.tanh(x0, out=d)")
+
+
+@pytest.mark.parametrize("case", ["C", "bias row", "overlapping output", "integers (the ufunc itself)"])
+def test_ufuncs_with_out_match_numpy(case):
+    rng = np.random.default_rng(4)
+    a, b, c = rng.random((5, 3)), rng.random((5, 3)), np.zeros((5, 3))
+    if case == "bias row":
+        b = rng.random(3)
+    elif case == "overlapping output":
+        base = rng.random((6, 3))
+        a, c = base[:5], base[1:]  # NumPy reads `a` as it was
+    elif case.startswith("integers"):
+        a, b, c = np.arange(15).reshape(5, 3), np.arange(3), np.zeros((5, 3))
+    want = c.copy()
+    np.add(a.copy(), b, out=want)
+    np.tanh(want, out=want)
+    _outs(a, b, c)
+    np.testing.assert_allclose(c, want, rtol=1e-15)

@@ -142,10 +142,20 @@ def accumulating_products(src: str) -> str:
 
 
 _EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt")  # NumPy's, of one operand
+# ufuncs called with `out=` as statements: the elementwise expression each computes
+_EW_UFUNCS = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div, "true_divide": ast.Div}
+
+
+def _np_call(e: ast.expr, names) -> bool:
+    f = e.func if isinstance(e, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np"
+            and f.attr in names)
 
 
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of names and numbers by `+ - * /` and unary `-` (`+`) only."""
+    """Whether `e` is built of names and numbers by `+ - * /`, unary `-` (`+`) and NumPy's
+    `exp log tanh sin cos sqrt` of one operand only."""
     if isinstance(e, ast.Name):
         return True
     if isinstance(e, ast.Constant):
@@ -154,26 +164,58 @@ def _elementwise(e: ast.expr) -> bool:
         return isinstance(e.op, _EW_OPS) and _elementwise(e.left) and _elementwise(e.right)
     if isinstance(e, ast.UnaryOp):
         return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
+    if isinstance(e, ast.Call):
+        return _np_call(e, _EW_FUNCS) and len(e.args) == 1 and not e.keywords and _elementwise(e.args[0])
     return False
+
+
+def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
+    """For a statement `np.<ufunc>(a, b, out=d)` (`_EW_UFUNCS`, `negative` or `_EW_FUNCS`, the
+    operands elementwise, `d` a name): `(e, d, call)`, `e` the expression it computes."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and len(call.keywords) == 1 and call.keywords[0].arg == "out"
+            and isinstance(call.keywords[0].value, ast.Name) and all(_elementwise(a) for a in call.args)):
+        return None
+    d = call.keywords[0].value.id
+    if _np_call(call, _EW_UFUNCS) and len(call.args) == 2:
+        return ast.BinOp(call.args[0], _EW_UFUNCS[call.func.attr](), call.args[1]), d, call
+    if _np_call(call, ("negative",)) and len(call.args) == 1:
+        return ast.UnaryOp(ast.USub(), call.args[0]), d, call
+    if _np_call(call, _EW_FUNCS) and len(call.args) == 1:
+        return ast.Call(call.func, [call.args[0]], []), d, call
+    return None
 
 
 def _compound(e: ast.expr) -> bool:
     return _elementwise(e) and not isinstance(e, (ast.Name, ast.Constant))
 
 
-def _ew_args(e: ast.expr) -> tuple[str, ast.Tuple]:
-    """`e` over the names `x<i>` (numbered by first appearance) and the tuple of its names."""
+def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple] | tuple[str, ast.Tuple, str]:
+    """`e` over the names `x<i>` (numbered by first appearance; `np` of a call is not an
+    operand) and the tuple of its names; with `call` (`_ufunc_out`), also `call` over them."""
+    e = ast.parse(ast.unparse(e), mode="eval")
+    operands = [n for n in ast.walk(e) if isinstance(n, ast.Name)]
+    functions = {id(n.func.value) for n in ast.walk(e) if isinstance(n, ast.Call)}
     names: list[str] = []
-    for n in sorted((n for n in ast.walk(e) if isinstance(n, ast.Name)), key=lambda n: n.col_offset):
+    for n in sorted((n for n in operands if id(n) not in functions), key=lambda n: n.col_offset):
         if n.id not in names:
             names.append(n.id)
 
     class _Rename(ast.NodeTransformer):
+        def visit_Call(self, n: ast.Call) -> ast.Call:
+            n.args = [self.visit(a) for a in n.args]
+            for k in n.keywords:
+                k.value = ast.Name("d", ast.Load()) if k.arg == "out" else self.visit(k.value)
+            return n
+
         def visit_Name(self, n: ast.Name) -> ast.Name:
             return ast.Name(f"x{names.index(n.id)}", ast.Load())
 
-    text = ast.unparse(_Rename().visit(ast.parse(ast.unparse(e), mode="eval")))
-    return text, ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
+    text = ast.unparse(_Rename().visit(e))
+    xs = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
+    if call is None:
+        return text, xs
+    return text, xs, ast.unparse(_Rename().visit(ast.parse(ast.unparse(call), mode="eval")))
 
 
 def _rt_call(fn: str, *args: ast.expr) -> ast.Call:
@@ -207,6 +249,13 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
                 return None
             return ast.Assign([ast.Name(d, ast.Store())], _rt_call("acc_ew", ast.Name(d, ast.Load()), ast.Constant(text), xs))
         return None
+    out = _ufunc_out(node)
+    if out is not None:
+        e, d, call = out
+        text, xs, run = _ew_args(e, call)
+        if xs.elts:
+            return ast.Expr(_rt_call("ew_out", ast.Name(d, ast.Load()), ast.Constant(text), xs, ast.Constant(run)))
+        return None
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         target = node.targets[0]
         if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
@@ -235,7 +284,10 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;
     - outside loops, `t = e` -> `t = _rt.ew_new("...", (...))` (in loops most such statements
       are of numbers, where an intrinsic would cost compile time for nothing);
-    - `np.sum(e)` in any plain statement -> `_rt.ew_sum("...", (...))`.
+    - `np.sum(e)` in any plain statement -> `_rt.ew_sum("...", (...))`;
+    - a statement `np.add(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS`) ->
+      `_rt.ew_out(d, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")`, the ufunc itself when the
+      statement is not fast.
     Names in `floats` (the transform's float adjoints) are left to Numba: `d += e` into one, or
     `t = e` of them only. Only statements on one line are rewritten, on that line."""
     tree = ast.parse(src)

@@ -1,17 +1,21 @@
 """Elementwise statements compiled as loops in place, for Numba-compiled derivative code.
 
-Contract: four Numba intrinsics (callable from Numba-compiled code only; `numba_.
+Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
 elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
-names `x<i>` and numbers by `+ - * /` and unary minus, and `xs`, the tuple of its operands:
+names `x<i>` and numbers by `+ - * /`, unary minus and NumPy's functions of one operand
+(`np.exp(x0)`; `numba_._EW_FUNCS`), and `xs`, the tuple of its operands:
 
 - `acc_ew(d, expr, xs)`: Python's `d += e` (`e` the value of `expr`); returns `d` (the new
   value, for a number);
 - `ew_set(d, expr, xs)`: `d[...] = e`;
+- `ew_out(d, expr, xs, call)`: a ufunc statement with `out=d` (`call`, its text) that computes
+  `e`: `d[...] = e` when fast, else `call` itself;
 - `ew_new(expr, xs)`: `e`, a new array (or a number when every operand is one);
 - `ew_sum(expr, xs)`: `np.sum(e)`.
 
 NumPy's semantics hold exactly: the same operations on each element, in the same order
-(tests compare bit for bit; a sum adds in C order, as Numba's `np.sum` does). When the
+(tests compare bit for bit; a sum adds in C order, as Numba's `np.sum` does; a function is
+Numba's lowering of its ufunc for one element, as in Numba's own ufunc loops). When the
 statement is *fast* (below) the intrinsic writes the loops over the elements itself: no
 temporary array, no call, no compiled kernel. Operands broadcast as in NumPy (extent 1, or a
 lower rank, against the statement's shape; the shape of a new array or a sum is the operands'
@@ -70,6 +74,12 @@ def _typeof(typingctx, node, tys):
         if sig is None:
             raise TypingError(f"zymo: no negation of {inner}")
         return sig.return_type
+    if isinstance(node, ast.Call):
+        arg = _typeof(typingctx, node.args[0], tys)
+        sig = typingctx.resolve_function_type(getattr(np, node.func.attr), (arg,), {})
+        if sig is None:
+            raise TypingError(f"zymo: no np.{node.func.attr} of {arg}")
+        return sig.return_type
     args = (_typeof(typingctx, node.left, tys), _typeof(typingctx, node.right, tys))
     sig = typingctx.resolve_function_type(_OPS[type(node.op)], args, {})
     if sig is None:
@@ -109,8 +119,8 @@ def _dtype(typingctx, tree, xs, d=None):
     return dt
 
 
-def _fallback(params: str, body: str):
-    ns: dict = {"np": np}
+def _fallback(params: str, body: str, np_module=np):
+    ns: dict = {"np": np_module}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)
     return ns["f"]
 
@@ -192,6 +202,32 @@ def ew_set(typingctx, d, expr, xs):
         _statement(context, builder, "=", tree, xs, args[2], d, args[0])
         return context.get_dummy_value()
     return types.none(d, expr, xs), codegen
+
+
+@intrinsic(prefer_literal=True)
+def ew_out(typingctx, d, expr, xs, call):
+    """`call` (a NumPy ufunc with `out=d`, as text over `x<i>` and `d`) when it is `d[...] = e`:
+    fast (module contract) with array operands; otherwise `call` itself, compiled by Numba with
+    zymo's `np` (`numba_np`: its `out=` buffers overlapping inputs as NumPy does)."""
+    text, tree, unpack = _parse(expr, xs)
+    if not isinstance(call, types.StringLiteral):
+        raise TypingError("zymo: ew_out takes a constant call")
+    fast = (isinstance(d, types.Array) and any(isinstance(x, types.Array) for x in xs)
+            and _dtype(typingctx, tree, xs, d) is not None)
+    if not fast:
+        from . import numba_np
+
+        run = _fallback("d, xs", f"{unpack}    {call.literal_value}\n", numba_np)
+
+        def codegen_numpy(context, builder, signature, args):
+            context.compile_internal(builder, run, types.none(d, xs), [args[0], args[2]])
+            return context.get_dummy_value()
+        return types.none(d, expr, xs, call), codegen_numpy
+
+    def codegen(context, builder, signature, args):
+        _statement(context, builder, "=", tree, xs, args[2], d, args[0])
+        return context.get_dummy_value()
+    return types.none(d, expr, xs, call), codegen
 
 
 @intrinsic(prefer_literal=True)
@@ -291,6 +327,8 @@ def _element(context, builder, node, env, arrays=frozenset()):
         if isinstance(node.op, ast.UAdd):
             return operand
         return apply(context, builder, operator.neg, [operand])
+    if isinstance(node, ast.Call):  # NumPy's function of one number, as Numba lowers its ufunc loop
+        return apply(context, builder, getattr(np, node.func.attr), [_element(context, builder, node.args[0], env, arrays)])
     return apply(context, builder, _OPS[type(node.op)], [_element(context, builder, node.left, env, arrays),
                                                         _element(context, builder, node.right, env, arrays)],
                  ieee=_reads(node, arrays))
@@ -298,6 +336,7 @@ def _element(context, builder, node, env, arrays=frozenset()):
 
 def _reads(node, names) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
 
 
 def _hoist(node, arrays, out):
@@ -314,6 +353,8 @@ def _hoist(node, arrays, out):
         return ast.UnaryOp(node.op, _hoist(node.operand, arrays, out))
     if isinstance(node, ast.BinOp):
         return ast.BinOp(_hoist(node.left, arrays, out), node.op, _hoist(node.right, arrays, out))
+    if isinstance(node, ast.Call):
+        return ast.Call(node.func, [_hoist(node.args[0], arrays, out)], [])
     return node
 
 

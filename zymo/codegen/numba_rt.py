@@ -17,7 +17,7 @@ from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
 from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
-from .numba_elementwise import acc_ew, ew_new, ew_set, ew_sum  # noqa: F401  (`numba_.elementwise_statements`)
+from .numba_elementwise import acc_ew, ew_new, ew_out, ew_set, ew_sum  # noqa: F401  (`numba_.elementwise_statements`)
 from .numba_accumulate import product as _product
 from . import numba_np as nnp
 from .numba_np import _literal, _none

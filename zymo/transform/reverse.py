@@ -206,7 +206,8 @@ class Reverse:
         if self.shape_needed:
             pre = Writer()
             for vid in sorted(self.shape_needed):
-                pre(f"{self._shape_name(self.values[vid])} = np.zeros({self.values[vid].type.ndim}, np.int64)")
+                for d in range(self.values[vid].type.ndim):
+                    pre(f"{self._shape_name(self.values[vid], d)} = 0")
             splice(pre, fwd)
             fwd = pre
         rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
@@ -519,14 +520,14 @@ class Reverse:
                 return False  # carried by a loop, yielded by a branch, returned
         return True
 
-    def _shape_name(self, v: Value) -> str:
-        """The int buffer recording the (fixed) shape of `v` in the forward sweep (allocated at
-        the start, so the name exists wherever the adjoint sweep reads it)."""
-        return self.namer.role(v, "shape", "_shape_" + v.hint.lstrip("$"))
+    def _shape_name(self, v: Value, d: int) -> str:
+        """The int recording extent `d` of the (fixed) shape of `v` in the forward sweep (set
+        to 0 at the start, so the name exists wherever the adjoint sweep reads it; a number,
+        not an int array: an array cost Numba a compile of `np.zeros` per program)."""
+        return self.namer.role(v, f"shape{d}", f"_shape_{v.hint.lstrip('$')}_{d}")
 
     def _shape_expr(self, v: Value) -> str:
-        name = self._shape_name(v)
-        dims = [f"{name}[{k}]" for k in range(v.type.ndim)]
+        dims = [self._shape_name(v, k) for k in range(v.type.ndim)]
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _stackable(self, v: Value) -> bool:
@@ -713,7 +714,7 @@ class Reverse:
                         elif self._adjoint_alloc(r):
                             if n.lane == 0 and r.id in self.shape_needed:
                                 for d in range(r.type.ndim):
-                                    w(f"{self._shape_name(r)}[{d}] = {n(r)}.shape[{d}]")
+                                    w(f"{self._shape_name(r, d)} = {n(r)}.shape[{d}]")
                         else:
                             w(f"{n.d(r)} = np.zeros_like({n(r)})")
             elif k == "getitem":
