@@ -430,6 +430,12 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, fresh=False, 
             arys[i] = xary, own_shape, xshape, full
     with builder.if_then(bad, likely=False):
         context.call_conv.return_user_exc(builder, ValueError, (_BROADCAST,))
+    # subexpressions of numbers, once (they may raise: before anything is allocated)
+    arrays = frozenset(f"x{i}" for i, x in enumerate(xs) if isinstance(x, types.Array))
+    numbers = []
+    tree = _hoist(tree, arrays, numbers)
+    scalars = {f"x{i}": (builder.extract_value(xsval, i), x) for i, x in enumerate(xs) if f"x{i}" not in arrays}
+    hoisted = {name: _element(context, builder, sub, scalars) for name, sub in numbers}
     operands, copies = [], []
     for i, xty in enumerate(xs):
         if not isinstance(xty, types.Array):
@@ -459,12 +465,6 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, fresh=False, 
         operands.append((xty, None, (xshape, data, strides, pad), xary.itemsize))
 
     elem_ty = dty.dtype if dty is not None else dt
-    arrays = frozenset(f"x{i}" for i, x in enumerate(xs) if isinstance(x, types.Array))
-    numbers = []
-    tree = _hoist(tree, arrays, numbers)
-    hoisted = {}
-    for name, sub in numbers:
-        hoisted[name] = _element(context, builder, sub, {f"x{i}": (v, ty) for i, (ty, v, _, _) in enumerate(operands)})
     total = None
     if mode == "sum":
         total = cgutils.alloca_once_value(builder, context.get_constant_null(dt))
