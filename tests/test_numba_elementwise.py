@@ -365,3 +365,76 @@ def test_ufuncs_with_out_match_numpy(case):
     np.tanh(want, out=want)
     _outs(a, b, c)
     np.testing.assert_allclose(c, want, rtol=1e-15)
+
+
+def test_read_only_destinations_are_refused_not_written():
+    def f(x, y):
+        y[...] = x * x
+        return np.sum(y)
+
+    x, y = np.arange(3.0), np.zeros(3)
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        zymo.autodiff(Reverse, f, Active, Duplicated(x, np.zeros(3)), Const(y), numba=False)
+    with pytest.raises(Exception):
+        zymo.autodiff(Reverse, f, Active, Duplicated(x, np.zeros(3)), Const(y), numba=True)
+    np.testing.assert_array_equal(y, np.zeros(3))
+
+
+def test_errors_free_what_the_statement_allocated():
+    from numba.core.runtime import _nrt_python, rtsys
+
+    was_enabled = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    try:
+        _check_no_leak(rtsys)
+    finally:
+        if not was_enabled:
+            _nrt_python.memsys_disable_stats()
+
+
+def _check_no_leak(rtsys):
+    @numba.njit
+    def bad_shape(a, b):
+        return numba_rt.ew_new("x0 * x1", (a, b))
+
+    @numba.njit
+    def zero_divisor(d, a, s, t):
+        numba_rt.acc_ew(d, "x0 * (x1 / x2)", (a[::-1], s, t))  # `a` overlaps `d`: copied
+
+    # the same statements as Numba compiles them: on an error Numba keeps its wrappers of the
+    # array arguments (its own leak); the intrinsics must not keep more
+    @numba.njit
+    def bad_shape_numba(a, b):
+        return a * b
+
+    @numba.njit
+    def zero_divisor_numba(d, a, s, t):
+        d += a[::-1] * (s / t)
+
+    def kept(call):
+        with pytest.raises((ValueError, ZeroDivisionError)):
+            call()  # compiled, first
+        before = rtsys.get_allocation_stats()
+        for _ in range(5):
+            with pytest.raises((ValueError, ZeroDivisionError)):
+                call()
+        after = rtsys.get_allocation_stats()
+        return (after.alloc - before.alloc) - (after.free - before.free)
+
+    a = np.ones(100)
+    assert kept(lambda: bad_shape(a, np.ones(3))) <= kept(lambda: bad_shape_numba(a, np.ones(3)))
+    assert kept(lambda: zero_divisor(a[1:], a[:-1], 1.0, 0.0)) <= kept(
+        lambda: zero_divisor_numba(a[1:], a[:-1], 1.0, 0.0))
+
+
+def test_rewrite_leaves_lines_with_several_statements():
+    from zymo.codegen.numba_ import elementwise_statements
+
+    src = "def f(d, a, b):\n    d += a * b; d += a\n    t = a * b  # a comment\n    return t\n"
+    out = elementwise_statements(src).split("\n")
+    assert out[1] == "    d += a * b; d += a"
+    assert out[2] == "    t = _rt.ew_new('x0 * x1', (a, b))  # a comment"
+    # a sum inside an accumulation that is not elementwise itself
+    assert "d += _rt.ew_sum('x0 * x1', (a, b))" in elementwise_statements(
+        "def f(d, a, b):\n    for i in range(3):\n        d += np.sum(a * b)\n")

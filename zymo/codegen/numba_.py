@@ -119,6 +119,15 @@ _STAMP: list[str] = []
 _PRODUCT_VJPS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
 
 
+def _alone(node: ast.stmt, lines: list[str]) -> bool:
+    """Whether statement `node` is the only one on its line (a comment may follow)."""
+    if node.lineno != node.end_lineno:
+        return False
+    line = lines[node.lineno - 1]
+    rest = line[node.end_col_offset:].strip()
+    return not line[:node.col_offset].strip() and (not rest or rest.startswith("#"))
+
+
 def accumulating_products(src: str) -> str:
     """`d += _rt.dot_vjp_a(g, a, b)` (and `dot_vjp_b`, `matmul_vjp_*`) with a plain name `d`
     becomes `d = _rt.acc_dot_vjp_a(d, g, a, b)`, which adds the product into `d` in place (one
@@ -133,11 +142,11 @@ def accumulating_products(src: str) -> str:
         f = node.value.func
         if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
                 and f.attr in _PRODUCT_VJPS and len(node.value.args) == 3 and not node.value.keywords
-                and node.lineno == node.end_lineno):
+                and _alone(node, lines)):
             d = node.target.id
             args = ", ".join(ast.unparse(a) for a in node.value.args)
             line = lines[node.lineno - 1]
-            lines[node.lineno - 1] = f"{line[:node.col_offset]}{d} = _rt.acc_{f.attr}({d}, {args})"
+            lines[node.lineno - 1] = f"{line[:node.col_offset]}{d} = _rt.acc_{f.attr}({d}, {args}){line[node.end_col_offset:]}"
     return "\n".join(lines)
 
 
@@ -245,10 +254,9 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
                 and (_compound(node.value) or (not in_loop and isinstance(node.value, ast.Name)))):
             d = node.target.id
             text, xs = _ew_args(node.value)
-            if not xs.elts:
-                return None
-            return ast.Assign([ast.Name(d, ast.Store())], _rt_call("acc_ew", ast.Name(d, ast.Load()), ast.Constant(text), xs))
-        return None
+            if xs.elts:
+                return ast.Assign([ast.Name(d, ast.Store())],
+                                  _rt_call("acc_ew", ast.Name(d, ast.Load()), ast.Constant(text), xs))
     out = _ufunc_out(node)
     if out is not None:
         e, d, call = out
@@ -295,11 +303,12 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
 
     def visit(node: ast.AST, in_loop: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt) and child.lineno == child.end_lineno:
+            if isinstance(child, ast.stmt) and _alone(child, lines):
                 new = _statement(child, in_loop, floats)
                 if new is not None:
                     line = lines[child.lineno - 1]
-                    lines[child.lineno - 1] = line[:child.col_offset] + ast.unparse(ast.fix_missing_locations(new))
+                    lines[child.lineno - 1] = (line[:child.col_offset] + ast.unparse(ast.fix_missing_locations(new))
+                                               + line[child.end_col_offset:])
                     continue
             visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
 

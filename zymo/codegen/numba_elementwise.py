@@ -14,8 +14,10 @@ names `x<i>` and numbers by `+ - * /`, unary minus and NumPy's functions of one 
 - `ew_sum(expr, xs)`: `np.sum(e)`.
 
 NumPy's semantics hold exactly: the same operations on each element, in the same order
-(tests compare bit for bit; a sum adds in C order, as Numba's `np.sum` does; a function is
-Numba's lowering of its ufunc for one element, as in Numba's own ufunc loops). When the
+(tests compare real dtypes bit for bit; a sum adds in C order, as Numba's `np.sum` does; a
+function, and complex arithmetic, are Numba's lowering for one element, as in Numba's own
+ufunc loops: NumPy's SIMD loops can differ in the last bit). A read-only `d` is never fast
+(Numba refuses the statement, as NumPy does). When the
 statement is *fast* (below) the intrinsic writes the loops over the elements itself: no
 temporary array, no call, no compiled kernel. Operands broadcast as in NumPy (extent 1, or a
 lower rank, against the statement's shape; the shape of a new array or a sum is the operands'
@@ -119,6 +121,11 @@ def _dtype(typingctx, tree, xs, d=None):
     return dt
 
 
+def _writable(d) -> bool:
+    """An array the loops may write (a read-only one is left to Numba, which refuses it)."""
+    return isinstance(d, types.Array) and d.mutable
+
+
 def _fallback(params: str, body: str, np_module=np):
     ns: dict = {"np": np_module}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)
@@ -142,7 +149,7 @@ _SCALAR: dict = {}
 @intrinsic(prefer_literal=True)
 def acc_ew(typingctx, d, expr, xs):
     text, tree, unpack = _parse(expr, xs)
-    if not isinstance(d, types.Array):
+    if isinstance(d, types.Number):
         if not any(isinstance(x, types.Array) for x in xs):  # numbers: the arithmetic in place
             total = ast.BinOp(ast.Name("d"), ast.Add(), tree)
             ret = _typeof(typingctx, total, dict(_elements(xs), d=d))
@@ -164,7 +171,7 @@ def acc_ew(typingctx, d, expr, xs):
         def codegen_rebind(context, builder, signature, args):
             return context.compile_internal(builder, add, ret(d, xs), [args[0], args[2]])
         return ret(d, expr, xs), codegen_rebind
-    if _dtype(typingctx, tree, xs, d) is None:
+    if not _writable(d) or _dtype(typingctx, tree, xs, d) is None:
         add = _fallback("d, xs", f"{unpack}    d += {text}\n    return d\n")
 
         def codegen_numpy(context, builder, signature, args):
@@ -181,8 +188,7 @@ def acc_ew(typingctx, d, expr, xs):
 def ew_set(typingctx, d, expr, xs):
     text, tree, unpack = _parse(expr, xs)
     numbers = not any(isinstance(x, types.Array) for x in xs)
-    fast = isinstance(d, types.Array) and str(d.dtype) in _FLOATS and (
-        numbers or _dtype(typingctx, tree, xs, d) is not None)
+    fast = _writable(d) and str(d.dtype) in _FLOATS and (numbers or _dtype(typingctx, tree, xs, d) is not None)
     if numbers and fast:
         try:
             ty = _typeof(typingctx, tree, _elements(xs))
@@ -212,7 +218,7 @@ def ew_out(typingctx, d, expr, xs, call):
     text, tree, unpack = _parse(expr, xs)
     if not isinstance(call, types.StringLiteral):
         raise TypingError("zymo: ew_out takes a constant call")
-    fast = (isinstance(d, types.Array) and any(isinstance(x, types.Array) for x in xs)
+    fast = (_writable(d) and any(isinstance(x, types.Array) for x in xs)
             and _dtype(typingctx, tree, xs, d) is not None)
     if not fast:
         from . import numba_np
@@ -252,9 +258,9 @@ def ew_new(typingctx, expr, xs):
 
     def codegen(context, builder, signature, args):
         shape = _broadcast_shape(context, builder, arr.ndim, xs, args[1])
-        new = _empty_nd_impl(context, builder, arr, shape)
-        _statement(context, builder, "=", tree, xs, args[1], arr, new._getvalue(), fresh=True)
-        return impl_ret_new_ref(context, builder, arr, new._getvalue())
+        new = _statement(context, builder, "=", tree, xs, args[1], arr, None, shape=shape,
+                         make=lambda: _empty_nd_impl(context, builder, arr, shape))
+        return impl_ret_new_ref(context, builder, arr, new)
     return arr(expr, xs), codegen
 
 
@@ -393,13 +399,18 @@ def _span(builder, intp, data, shape, strides, itemsize):
     return lo, builder.add(hi, itemsize)
 
 
-def _statement(context, builder, mode, tree, xs, xsval, dty, dval, fresh=False, shape=None, dt=None):
-    """The loops of the module contract, in LLVM IR. `mode`: "+=" or "=" into array `d`
-    (`fresh`: a new array, which nothing overlaps), or "sum" over `shape` (returns the sum)."""
+def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, make=None):
+    """The loops of the module contract, in LLVM IR. `mode`: "+=" or "=" into array `d`, or
+    "sum" over `shape` (returns the sum). `make`: `d` is a new array of `shape` that `make()`
+    allocates once the operands are checked (nothing overlaps it; returns it)."""
     intp = context.get_value_type(types.intp)
     zero, one = ir.Constant(intp, 0), ir.Constant(intp, 1)
     false, true = cgutils.false_bit, cgutils.true_bit
-    if dty is not None:
+    fresh = make is not None
+    if fresh:
+        nd = dty.ndim
+        flat = True
+    elif dty is not None:
         nd = dty.ndim
         dary = context.make_array(dty)(context, builder, dval)
         shape = cgutils.unpack_tuple(builder, dary.shape, nd)
@@ -436,6 +447,10 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, fresh=False, 
     tree = _hoist(tree, arrays, numbers)
     scalars = {f"x{i}": (builder.extract_value(xsval, i), x) for i, x in enumerate(xs) if f"x{i}" not in arrays}
     hoisted = {name: _element(context, builder, sub, scalars) for name, sub in numbers}
+    if fresh:
+        dary = make()
+        dstrides = cgutils.unpack_tuple(builder, dary.strides, nd)
+        pd = builder.ptrtoint(dary.data, intp)
     operands, copies = [], []
     for i, xty in enumerate(xs):
         if not isinstance(xty, types.Array):
@@ -541,7 +556,7 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, fresh=False, 
             context.nrt.free(builder, builder.load(buf))
     if mode == "sum":
         return builder.load(total)
-    return None
+    return dary._getvalue() if fresh else None
 
 
 def _copy_into_new(context, builder, xty, xary, shape, strides, data, stride_slots, buf):
