@@ -27,7 +27,7 @@ def private_cache_dir(tmp_path_factory):
         yield
 
 
-EXPRS = ["x0 * x1", "x0 * (x1 - 1.5) / x2 + x1", "-x0 + x1 * x1 / x0"]
+EXPRS = ["x0 * x1", "x0 * (x1 - 1.5) / x2 + x1", "-x0 + x1 * x1 / x0", "x0 ** 2 - x1 * x2"]
 
 
 def _kernels():
@@ -89,6 +89,52 @@ def _fast(expr, xs):
     return ew._dtype(cpu_target.typing_context, ast.parse(expr, mode="eval").body, tys) is not None
 
 
+def _flat(xs, shape):
+    """Whether the intrinsics run one flat loop: C-ordered arrays of the statement's shape."""
+    arrays = [x for x in xs if isinstance(x, np.ndarray)]
+    return all(x.shape == shape and x.flags.c_contiguous and numba.typeof(x).layout == "C" for x in arrays)
+
+
+def _reference_sum(values, flat):
+    """The sum `ew_sum` computes: C order over a nested loop; over a flat loop, eight
+    interleaved partial sums added pairwise, then the elements after the last full block."""
+    zero = values.dtype.type(0)
+    if not flat:
+        total = zero
+        for v in values:
+            total = total + v
+        return total
+    lanes = [zero] * 8
+    full = len(values) // 8 * 8
+    for i in range(full):
+        lanes[i % 8] = lanes[i % 8] + values[i]
+    while len(lanes) > 1:
+        lanes = [lanes[j] + lanes[j + 1] for j in range(0, len(lanes), 2)]
+    total = lanes[0]
+    for v in values[full:]:
+        total = total + v
+    return total
+
+
+def test_a_flat_sum_is_numpys_within_a_block():
+    @numba.njit
+    def squares(x):
+        return numba_rt.ew_sum("x0 ** 2", (x,))
+
+    @numba.njit
+    def squares_numba(x):
+        return np.sum(x ** 2)
+
+    rng = np.random.default_rng(8)
+    for n in (1, 7, 8, 9, 100, 128):
+        x = rng.random(n)
+        assert squares(x) == np.sum(x ** 2)  # NumPy's pairwise sum, for one block of 128
+    x = rng.random(100_000)
+    exact = float(np.sum(x.astype(np.longdouble) ** 2))
+    assert abs(squares(x) - exact) <= 1e-14 * exact and abs(squares_numba(x) - exact) <= 1e-13 * exact
+    assert squares(x) == _reference_sum(x ** 2, True)
+
+
 def _shape(xs):
     return np.broadcast_shapes(*(np.shape(x) for x in xs))
 
@@ -100,24 +146,23 @@ def test_each_intrinsic_is_numpys_statement(expr, name, shape, make):
     xs = make()
     with np.errstate(divide="ignore", invalid="ignore"):
         want = _value(expr, xs)
-        if not _fast(expr, xs):
+        if not _fast(expr, xs) or want.dtype.kind == "c":
             # run as Numba compiles the statement, which can differ from NumPy: it types
             # Python's numbers as float64 (NumPy keeps float32), divides complex numbers by
-            # another formula (last bits)
+            # another formula (last bits); fast complex arithmetic is Numba's lowering for
+            # one element too (NumPy's SIMD loops fuse multiply-adds: last bits)
             numba_own = k["plain"](*xs)
             np.testing.assert_allclose(numba_own, want, rtol=1e-6)
             want = numba_own
-        else:
+        if _fast(expr, xs):
             assert name not in NOT_FAST
         got_new = k["new"](*xs)
         assert got_new.dtype == want.dtype and got_new.shape == want.shape
         np.testing.assert_array_equal(got_new, want)
         if want.size:
-            # a sum in C order, as Numba's own np.sum adds
-            s = want.dtype.type(0)
-            for v in want.ravel():
-                s = s + v
-            assert k["total"](*xs) == s or (np.isnan(s) and np.isnan(k["total"](*xs)))
+            s = _reference_sum(want.ravel(), _flat(xs, want.shape) and _fast(expr, xs))
+            got = k["total"](*xs)
+            assert got == s or (np.isnan(s) and np.isnan(got))
         if want.dtype.kind in "fc":
             d = np.random.default_rng(1).random(want.shape).astype(want.dtype)
             before = d.copy()

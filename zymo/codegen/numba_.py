@@ -163,13 +163,16 @@ def _np_call(e: ast.expr, names) -> bool:
 
 
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of names and numbers by `+ - * /`, unary `-` (`+`) and NumPy's
-    `exp log tanh sin cos sqrt` of one operand only."""
+    """Whether `e` is built of names and numbers by `+ - * /`, squares (`** 2`), unary `-`
+    (`+`) and NumPy's `exp log tanh sin cos sqrt` of one operand only."""
     if isinstance(e, ast.Name):
         return True
     if isinstance(e, ast.Constant):
         return type(e.value) in (int, float)
     if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.Pow):  # a square
+            return isinstance(e.right, ast.Constant) and type(e.right.value) is int and e.right.value == 2 and (
+                _elementwise(e.left))
         return isinstance(e.op, _EW_OPS) and _elementwise(e.left) and _elementwise(e.right)
     if isinstance(e, ast.UnaryOp):
         return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
