@@ -472,3 +472,20 @@ def test_a_stride_zero_buffer_is_refused_not_differentiated_wrongly():
     x = as_strided(np.array([1.5, 7.0]), (3,), (0,))
     with pytest.raises(zymo.ZymoUsageError, match="overlap in memory"):
         zymo.autodiff(Reverse, _scale_and_sum, Active, Const(x), Duplicated(np.array([2.0, 3.0, 4.0]), np.zeros(3)))
+
+
+def extends_a_list_argument(x, a, b):
+    c = a
+    a += b  # <- list.extend in place: `c` sees it
+    return x[0] * len(c)
+
+
+def test_augmented_assignment_to_a_list_is_refused_not_dropped():
+    # it was lowered as `a = a + b`, leaving the alias `c` behind: a gradient of 1 where
+    # Python's is 3
+    x = np.array([1.0, 2.0])
+    assert extends_a_list_argument(x, [1.0], [2.0, 3.0]) == 3.0
+    with pytest.raises(zymo.UnsupportedSyntax, match="list") as info:
+        zymo.autodiff(Reverse, extends_a_list_argument, Active, dup(x), Const([1.0]), Const([2.0, 3.0]))
+    assert_points_at(info.value, extends_a_list_argument)
+    assert "a = a + b" in str(info.value)

@@ -336,6 +336,7 @@ class Lowerer(ExprLowering):
         t = s.target
         if isinstance(t, ast.Name):
             cur = self.lookup(t.id, t)
+            self._no_list_iadd(cur, s)
             if isinstance(cur, Value) and isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)  # x += y on an array writes x's memory
             elif t.id in self.frame.nonlocals:
@@ -344,6 +345,7 @@ class Lowerer(ExprLowering):
                 self.frame.env[t.id] = self.binop(key, cur, rhs, s)
         elif isinstance(t, ast.Attribute) or (isinstance(t, ast.Subscript) and self.is_record(self.expr(t.value))):
             cur = self.expr(t)  # obj.x += y: an array updates in place, a float is stored back
+            self._no_list_iadd(cur, s)
             if isinstance(cur, Value) and isinstance(cur.type, T.Array):
                 self.inplace(cur, key, rhs, s)
             else:
@@ -364,6 +366,13 @@ class Lowerer(ExprLowering):
                 self.store(obj, index, self.binop(key, cur, rhs, s), s)
         else:
             raise self.error(UnsupportedSyntax, "augmented assignment to this target is not supported", s)
+
+    def _no_list_iadd(self, cur: Any, s: ast.AugAssign) -> None:
+        """`a += b` on a list extends it in place (every alias sees it); zymo's lists do not
+        grow, and a rebinding `a = a + b` would leave the aliases behind: refused."""
+        if (isinstance(cur, Value) and isinstance(cur.type, T.List)) or (isinstance(cur, S) and type(cur.obj) is list):
+            raise self.error(UnsupportedSyntax, "augmented assignment to a list (in-place list.extend) is not "
+                             "supported", s, hint="build a new list instead: a = a + b, or write into an array")
 
     def assign_nonlocal(self, name: str, value: Any, node: ast.AST) -> None:
         f = self.frame
