@@ -248,8 +248,10 @@ def ew_out(typingctx, d, expr, xs, call):
     return types.none(d, expr, xs, call), codegen
 
 
-@intrinsic(prefer_literal=True)
-def ew_new(typingctx, expr, xs):
+def _value_or_fallback(typingctx, expr, xs, kind, template):
+    """`ew_new`'s and `ew_sum`'s typing when no loops are written: numbers only (the value,
+    computed in place) or a statement that is not fast (`return <template with the
+    expression>`, compiled by Numba); None when the loops are written."""
     text, tree, unpack = _parse(expr, xs)
     if not any(isinstance(x, types.Array) for x in xs):
         ret = _typeof(typingctx, tree, _elements(xs))
@@ -258,14 +260,23 @@ def ew_new(typingctx, expr, xs):
             value, ty = _element(context, builder, tree, _numbers(builder, xs, args[1]))
             return context.cast(builder, value, ty, ret)
         return ret(expr, xs), codegen_scalar
-    dt = _dtype(typingctx, tree, xs)
-    if dt is None:
-        value = _fallback("xs", f"{unpack}    return {text}\n")
-        ret = typingctx.resolve_function_type(_dispatcher("new", text, value), (xs,), {}).return_type
+    if _dtype(typingctx, tree, xs) is not None:
+        return None
+    value = _fallback("xs", f"{unpack}    return {template.format(text)}\n")
+    ret = typingctx.resolve_function_type(_dispatcher(kind, text, value), (xs,), {}).return_type
 
-        def codegen_numpy(context, builder, signature, args):
-            return context.compile_internal(builder, value, ret(xs), [args[1]])
-        return ret(expr, xs), codegen_numpy
+    def codegen_numpy(context, builder, signature, args):
+        return context.compile_internal(builder, value, ret(xs), [args[1]])
+    return ret(expr, xs), codegen_numpy
+
+
+@intrinsic(prefer_literal=True)
+def ew_new(typingctx, expr, xs):
+    done = _value_or_fallback(typingctx, expr, xs, "new", "{}")
+    if done is not None:
+        return done
+    _, tree, _ = _parse(expr, xs)
+    dt = _dtype(typingctx, tree, xs)
     arr = types.Array(dt, max(x.ndim for x in xs if isinstance(x, types.Array)), "C")
 
     def codegen(context, builder, signature, args):
@@ -278,22 +289,11 @@ def ew_new(typingctx, expr, xs):
 
 @intrinsic(prefer_literal=True)
 def ew_sum(typingctx, expr, xs):
-    text, tree, unpack = _parse(expr, xs)
-    if not any(isinstance(x, types.Array) for x in xs):
-        ret = _typeof(typingctx, tree, _elements(xs))
-
-        def codegen_scalar(context, builder, signature, args):
-            value, ty = _element(context, builder, tree, _numbers(builder, xs, args[1]))
-            return context.cast(builder, value, ty, ret)
-        return ret(expr, xs), codegen_scalar
+    done = _value_or_fallback(typingctx, expr, xs, "sum", "np.sum({})")
+    if done is not None:
+        return done
+    _, tree, _ = _parse(expr, xs)
     dt = _dtype(typingctx, tree, xs)
-    if dt is None:
-        total = _fallback("xs", f"{unpack}    return np.sum({text})\n")
-        ret = typingctx.resolve_function_type(_dispatcher("sum", text, total), (xs,), {}).return_type
-
-        def codegen_numpy(context, builder, signature, args):
-            return context.compile_internal(builder, total, ret(xs), [args[1]])
-        return ret(expr, xs), codegen_numpy
     nd = max(x.ndim for x in xs if isinstance(x, types.Array))
 
     def codegen(context, builder, signature, args):
