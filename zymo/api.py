@@ -819,8 +819,9 @@ def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> st
     """The Python source of the derivative program `autodiff` would run for these arguments.
 
     The Numba backend compiles this same source, with accumulations of product adjoints
-    (`d += _rt.dot_vjp_a(...)`) and elementwise accumulations in loops (`d += s * a`) written
-    as in-place calls (`numba_.numba_source`)."""
+    (`d += _rt.dot_vjp_a(...)`) and elementwise statements (`d += s * a`, `d[...] = e`,
+    `np.sum(e)`, ufuncs with `out=`) written as calls of intrinsics that loop in place
+    (`numba_.numba_source`)."""
     comp, *_ = _prepare(mode, f, ret_activity, args, False)
     return comp.source
 

@@ -241,9 +241,7 @@ class _Sums(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
-        f = node.func
-        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np"
-                and f.attr == "sum" and len(node.args) == 1 and not node.keywords and _compound(node.args[0])):
+        if _np_call(node, ("sum",)) and len(node.args) == 1 and not node.keywords and _compound(node.args[0]):
             text, xs = _ew_args(node.args[0])
             self.changed = True
             return _rt_call("ew_sum", ast.Constant(text), xs)
@@ -289,7 +287,7 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
 def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> str:
     """Elementwise statements become calls of the intrinsics of `numba_elementwise`, which
     write their loops in place (with NumPy's semantics) or run the statement itself; an
-    elementwise expression is built of names and numbers by `+ - * /` and unary minus:
+    elementwise expression is one `_elementwise` accepts:
     - `d += e` (`d` a plain name; `e` a single name only outside loops, where adjoints of
       numbers are added by the thousand) -> `d = _rt.acc_ew(d, "x0 * x1", (a, b))`;
     - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;

@@ -155,9 +155,6 @@ def _parse(expr, xs):
 # -- the intrinsics --------------------------------------------------------------------------
 
 
-_SCALAR: dict = {}
-
-
 @intrinsic(prefer_literal=True)
 def acc_ew(typingctx, d, expr, xs):
     text, tree, unpack = _parse(expr, xs)
@@ -172,13 +169,10 @@ def acc_ew(typingctx, d, expr, xs):
                 value, ty = _element(context, builder, total, env)
                 return context.cast(builder, value, ty, ret)
             return ret(d, expr, xs), codegen_scalar
-        key = (text, len(xs))
-        if key not in _SCALAR:  # a float that becomes an array, as `+=` rebinds it: typed by a
-            from numba import njit  # dispatcher of its own (kept: Numba holds a weak reference)
-
-            _SCALAR[key] = njit(_fallback("d, xs", f"{unpack}    return d + ({text})\n"))
-        add = _SCALAR[key].py_func
-        ret = typingctx.resolve_function_type(types.Dispatcher(_SCALAR[key]), (d, xs), {}).return_type
+        # a number that becomes an array, as `+=` rebinds it: typed by a dispatcher of its own
+        disp = _dispatcher("rebind", text, _fallback("d, xs", f"{unpack}    return d + ({text})\n"))
+        add = disp.dispatcher.py_func
+        ret = typingctx.resolve_function_type(disp, (d, xs), {}).return_type
 
         def codegen_rebind(context, builder, signature, args):
             return context.compile_internal(builder, add, ret(d, xs), [args[0], args[2]])
@@ -309,7 +303,7 @@ def _dispatcher(kind, text, fn):
     """A Numba dispatcher type for typing a fallback (kept: Numba holds a weak reference)."""
     from numba import njit
 
-    key = kind, text, fn.__code__.co_argcount, len(fn.__code__.co_varnames)
+    key = kind, text, fn.__code__.co_argcount
     if key not in _DISPATCHERS:
         _DISPATCHERS[key] = njit(fn)
     return types.Dispatcher(_DISPATCHERS[key])
