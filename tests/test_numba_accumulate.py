@@ -61,7 +61,7 @@ def test_rewrite_of_elementwise_statements():
     assert out[13] == "        q = a * b"
     assert out[14] == "        _rt.ew_set(d, 'x0', (q,))"
     assert out[16] == "            g = _rt.acc_ew(g, '2 * x0 * (x0 - 1.5)', (a,))"
-    assert out[18] == "    return _rt.ew_sum('x0 * x1', (d, a)) + np.sum(d)"
+    assert out[18] == "    return _rt.ew_sum('x0 * x1', (d, a)) + _rt.ew_sum('x0', (d,))"
     # the names the transform knows to hold floats are left alone
     floats = elementwise_statements(src, frozenset({"d", "s"}))
     assert "    for i in range(n):\n        d += s * a\n" in floats
@@ -70,6 +70,16 @@ def test_rewrite_of_elementwise_statements():
     # both rewrites: product adjoints first
     both = numba_source("def f(d, g, a, b):\n    for i in range(3):\n        d += _rt.dot_vjp_b(g, a, b)\n")
     assert "d = _rt.acc_dot_vjp_b(d, g, a, b)" in both
+    # sums over broadcast dimensions, into arrays and floats, in loops too
+    src = ("def f(d, s, g, x, y, n):\n"
+           "    d += _rt.unbroadcast(g, d)\n"
+           "    for i in range(n):\n"
+           "        s += _rt.unbroadcast(-g * y, x)\n"
+           "        d += _rt.unbroadcast(np.dot(g, y), d)\n")  # not elementwise: left alone
+    out = elementwise_statements(src, frozenset({"s"})).split("\n")
+    assert out[1] == "    d = _rt.acc_unbroadcast(d, d, 'x0', (g,))"
+    assert out[3] == "        s = _rt.acc_unbroadcast(s, x, '-x0 * x1', (g, y))"
+    assert out[4] == "        d += _rt.unbroadcast(np.dot(g, y), d)"
 
 
 # -- the kernel ----------------------------------------------------------------------------

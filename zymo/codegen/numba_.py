@@ -235,21 +235,42 @@ def _rt_call(fn: str, *args: ast.expr) -> ast.Call:
 
 
 class _Sums(ast.NodeTransformer):
-    """`np.sum(e)`, `e` a compound elementwise expression, -> `_rt.ew_sum("...", (...))`."""
+    """`np.sum(e)`, `e` a compound elementwise expression or a name, -> `_rt.ew_sum("...", (...))`
+    (Numba's `np.sum` of an array costs 0.15-0.2 s of compile per signature and adds in C order)."""
 
     changed = False
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
-        if _np_call(node, ("sum",)) and len(node.args) == 1 and not node.keywords and _compound(node.args[0]):
+        if _np_call(node, ("sum",)) and len(node.args) == 1 and not node.keywords and (
+                _compound(node.args[0]) or isinstance(node.args[0], ast.Name)):
             text, xs = _ew_args(node.args[0])
             self.changed = True
             return _rt_call("ew_sum", ast.Constant(text), xs)
         return node
 
 
+def _unbroadcast(node: ast.stmt) -> ast.stmt | None:
+    """`d += _rt.unbroadcast(e, x)` (`d`, `x` names, `e` elementwise) ->
+    `d = _rt.acc_unbroadcast(d, x, "...", (...))`, or None."""
+    call = node.value if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) else None
+    f = call.func if isinstance(call, ast.Call) else None
+    if not (isinstance(node.target, ast.Name) and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "_rt" and f.attr == "unbroadcast" and len(call.args) == 2 and not call.keywords
+            and _elementwise(call.args[0]) and isinstance(call.args[1], ast.Name)):
+        return None
+    text, xs = _ew_args(call.args[0])
+    if not xs.elts:
+        return None
+    d = node.target.id
+    return ast.Assign([ast.Name(d, ast.Store())],
+                      _rt_call("acc_unbroadcast", ast.Name(d, ast.Load()), call.args[1], ast.Constant(text), xs))
+
+
 def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stmt | None:
     """The rewritten statement (`elementwise_statements`), or None to leave it."""
+    if isinstance(node, ast.AugAssign) and (new := _unbroadcast(node)) is not None:
+        return new
     if isinstance(node, ast.AugAssign):
         if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id not in floats
                 and (_compound(node.value) or (not in_loop and isinstance(node.value, ast.Name)))):
@@ -293,7 +314,9 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;
     - outside loops, `t = e` -> `t = _rt.ew_new("...", (...))` (in loops most such statements
       are of numbers, where an intrinsic would cost compile time for nothing);
-    - `np.sum(e)` in any plain statement -> `_rt.ew_sum("...", (...))`;
+    - `np.sum(e)` (`e` also a single name) in any plain statement -> `_rt.ew_sum("...", (...))`;
+    - `d += _rt.unbroadcast(e, x)` (`e` also a single name; anywhere, float adjoints too: the
+      helper is a compile of its own) -> `d = _rt.acc_unbroadcast(d, x, "...", (...))`;
     - a statement `np.add(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS`) ->
       `_rt.ew_out(d, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")`, the ufunc itself when the
       statement is not fast.

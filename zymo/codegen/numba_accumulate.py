@@ -46,6 +46,13 @@ def product(which: str, overloaded):
     @intrinsic
     def acc_product(typingctx, acc, g, a, b):
         kind = _loop_kind(which, acc, g, a, b)
+        if kind is not None and kind[0] == "gemm":
+            _ensure_blas()
+
+            def codegen_gemm(context, builder, signature, args):
+                _gemm(context, builder, kind, signature, args)
+                return impl_ret_borrowed(context, builder, acc, args[0])
+            return acc(acc, g, a, b), codegen_gemm
         fnty = typingctx.resolve_value_type(overloaded)
         sig = typingctx.resolve_function_type(fnty, (acc, g, a, b), {})
 
@@ -68,6 +75,12 @@ def _loop_kind(which, acc, g, a, b):
     if len({x.dtype for x in tys}) != 1 or str(acc.dtype) not in ("float32", "float64", "complex64", "complex128"):
         return None
     nd = (acc.ndim, g.ndim, a.ndim, b.ndim)
+    if nd == (2, 2, 2, 2) and acc.layout == "C" and acc.mutable:
+        # acc += x @ y: `which` "a": x = g, y = b.T; "b": x = a.T, y = g. Operand positions and
+        # whether each is read transposed; BLAS reads C- and F-ordered operands as they are
+        x, y = ((1, False), (3, True)) if which == "a" else ((2, True), (1, False))
+        if all(tys[p].layout in ("C", "F") for p, _ in (x, y)):
+            return ("gemm", x, y)
     if which == "a" and nd == (2, 1, 2, 1):
         return ("outer", 1, 3)  # dot(A, x), adjoint of A: g x^T
     if which == "b" and nd == (2, 1, 1, 2):
@@ -161,3 +174,85 @@ def _product_loops(context, builder, kind, signature, args, call):
                         ptr, old = item(0, [j])
                         store_item(context, builder, tys[0], madd(old, m, v), ptr)
     return impl_ret_borrowed(context, builder, tys[0], args[0])
+
+
+# -- matrix products: one BLAS call -----------------------------------------------------------
+# For 2-d arrays (`acc` C-ordered, the operands C- or F-ordered, one BLAS dtype) the intrinsic
+# calls Numba's BLAS entry (`numba_xxgemm`: SciPy's xgemm) once with beta = 1, from the program
+# itself: no helper function is compiled (an overload and its BLAS wrapper cost 0.2-0.3 s of
+# compile per signature). An operand that shares memory with `acc` is copied first (into NRT
+# memory, freed after): BLAS would read what it writes.
+
+_BLAS_KIND = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+
+
+def _ensure_blas():
+    from numba.np.linalg import ensure_blas
+
+    ensure_blas()  # SciPy's BLAS, as Numba's np.dot uses it; raises when SciPy is missing
+
+
+def _gemm(context, builder, kind, signature, args):
+    """`acc += x @ y` (`kind`: `("gemm", (p, transposed), (q, transposed))`, the operand
+    positions of x and y); see above. BLAS is column-major: `acc`'s memory is acc^T, so this
+    computes acc^T += y^T x^T, an operand read as it is stored when it is C-ordered as read."""
+    from numba.core import funcdesc
+
+    from .numba_elementwise import _span
+
+    _, (px, tx), (py, ty) = kind
+    tys = signature.args
+    dt = tys[0].dtype
+    intp = context.get_value_type(types.intp)
+    zero = ir.Constant(intp, 0)
+    arys = [context.make_array(t)(context, builder, v) for t, v in zip(tys, args)]
+    shapes = [cgutils.unpack_tuple(builder, ary.shape, 2) for ary in arys]
+    strides = [cgutils.unpack_tuple(builder, ary.strides, 2) for ary in arys]
+
+    def read(p, transposed):
+        return (shapes[p][1], shapes[p][0]) if transposed else (shapes[p][0], shapes[p][1])
+    (m, k), (k2, n) = read(px, tx), read(py, ty)
+    bad = builder.or_(builder.icmp_signed("!=", k, k2), builder.or_(
+        builder.icmp_signed("!=", shapes[0][0], m), builder.icmp_signed("!=", shapes[0][1], n)))
+    with builder.if_then(bad, likely=False):
+        context.call_conv.return_user_exc(builder, ValueError, ("zymo: product adjoint shapes do not match",))
+    empty = builder.or_(builder.icmp_signed("==", m, zero), builder.or_(
+        builder.icmp_signed("==", n, zero), builder.icmp_signed("==", k, zero)))
+    with builder.if_then(builder.not_(empty), likely=True):
+        a_lo, a_hi = _span(builder, intp, builder.ptrtoint(arys[0].data, intp), shapes[0], strides[0], arys[0].itemsize)
+        data, copies = {}, []
+        for p in (px, py):
+            ary = arys[p]
+            pd = builder.ptrtoint(ary.data, intp)
+            lo, hi = _span(builder, intp, pd, shapes[p], strides[p], ary.itemsize)
+            shared = builder.and_(builder.icmp_signed("<", lo, a_hi), builder.icmp_signed("<", a_lo, hi))
+            slot = cgutils.alloca_once_value(builder, pd)
+            buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
+            with builder.if_then(shared, likely=False):  # C or F: contiguous, one memcpy
+                new = context.nrt.allocate(builder, builder.mul(ary.nitems, ary.itemsize))
+                cgutils.raw_memcpy(builder, new, ary.data, ary.nitems, ary.itemsize)
+                builder.store(new, buf)
+                builder.store(builder.ptrtoint(new, intp), slot)
+            copies.append((shared, buf))
+            data[p] = builder.inttoptr(builder.load(slot), context.get_value_type(types.CPointer(dt)))
+        xc = (tys[px].layout == "C") != tx  # x read C-ordered
+        yc = (tys[py].layout == "C") != ty
+        char = context.get_value_type(types.char)
+        one = context.get_constant(dt, complex(1) if isinstance(dt, types.Complex) else 1.0)
+        unit = cgutils.alloca_once_value(builder, one)
+        sig = types.intc(types.char, types.char, types.char, types.intp, types.intp, types.intp,
+                         types.CPointer(dt), types.CPointer(dt), types.intp, types.CPointer(dt), types.intp,
+                         types.CPointer(dt), types.CPointer(dt), types.intp)
+        fndesc = funcdesc.ExternalFunctionDescriptor("numba_xxgemm", sig.return_type, sig.args)
+        fn = context.declare_external_function(builder.module, fndesc)
+        acc_data = builder.bitcast(arys[0].data, context.get_value_type(types.CPointer(dt)))
+        status = context.call_external_function(builder, fn, sig.args, [
+            ir.Constant(char, ord(_BLAS_KIND[str(dt)])),
+            ir.Constant(char, ord("N" if yc else "T")), ir.Constant(char, ord("N" if xc else "T")),
+            n, m, k, unit, data[py], n if yc else k, data[px], k if xc else m, unit, acc_data, n])
+        for shared, buf in copies:
+            with builder.if_then(shared, likely=False):
+                context.nrt.free(builder, builder.load(buf))
+        failed = builder.icmp_signed("<", status, ir.Constant(status.type, 0))
+        with builder.if_then(failed, likely=False):
+            context.call_conv.return_user_exc(builder, ValueError, ("zymo: BLAS xgemm failed",))

@@ -106,8 +106,9 @@ def _elements(xs) -> dict:
     return {f"x{i}": (x.dtype if isinstance(x, types.Array) else x) for i, x in enumerate(xs)}
 
 
-def _dtype(typingctx, tree, xs, d=None):
-    """The one dtype a fast statement computes in (module contract), or None."""
+def _dtype(typingctx, tree, xs, d=None, reduce=False):
+    """The one dtype a fast statement computes in (module contract), or None. `reduce`: the
+    operands may have a higher rank than `d` (`acc_unbroadcast`)."""
     arrays = [x for x in xs if isinstance(x, types.Array)]
     dts = {x.dtype for x in arrays} | ({d.dtype} if d is not None else set())
     if len(dts) != 1:
@@ -116,7 +117,7 @@ def _dtype(typingctx, tree, xs, d=None):
     if str(dt) not in _FLOATS:
         return None
     nd = d.ndim if d is not None else max(x.ndim for x in arrays)
-    if nd == 0 or any(x.ndim > nd for x in arrays):  # NumPy gives numbers for 0-d arrays
+    if nd == 0 or not reduce and any(x.ndim > nd for x in arrays):  # NumPy gives numbers for 0-d arrays
         return None
     npdt = as_dtype(dt)
     for x in xs:
@@ -139,7 +140,9 @@ def _writable(d) -> bool:
 
 
 def _fallback(params: str, body: str, np_module=np):
-    ns: dict = {"np": np_module}
+    from ..rules import runtime  # its helpers' Numba implementations: `numba_rt`
+
+    ns: dict = {"np": np_module, "_rt": runtime}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)
     return ns["f"]
 
@@ -188,6 +191,70 @@ def acc_ew(typingctx, d, expr, xs):
         _statement(context, builder, "+=", tree, xs, args[2], d, args[0])
         return impl_ret_borrowed(context, builder, d, args[0])
     return d(d, expr, xs), codegen
+
+
+@intrinsic(prefer_literal=True)
+def acc_unbroadcast(typingctx, d, x, expr, xs):
+    """`d += rt.unbroadcast(e, x)`: `e` summed over the dimensions by which it broadcasts
+    against `x`, added into `d` (the adjoint of `x`, of its shape). Fast (module contract; `e`
+    has no array of a lower rank than `d`'s): one loop nest over the broadcast shape of `e` and `d` adds
+    each element of `e` into its element of `d`, in C order (the sum and the add are not
+    separate: last bits can differ from the helper's); `d` must have `x`'s shape (else
+    ValueError). A number `d` with a number `x` gets the sum of `e` (`ew_sum`'s loops) added.
+    Anything else runs the statement itself."""
+    text, tree, unpack = _parse(expr, xs)
+    arrays = [v for v in xs if isinstance(v, types.Array)]
+    if isinstance(d, types.Number) and isinstance(x, types.Number):
+        total = ast.BinOp(ast.Name("d"), ast.Add(), tree)
+        if not arrays:
+            ret = _typeof(typingctx, total, dict(_elements(xs), d=d))
+
+            def codegen_numbers(context, builder, signature, args):
+                env = _numbers(builder, xs, args[3])
+                env["d"] = (args[0], d)
+                value, ty = _element(context, builder, total, env)
+                return context.cast(builder, value, ty, ret)
+            return ret(d, x, expr, xs), codegen_numbers
+        dt = _dtype(typingctx, tree, xs)
+        if dt is not None:
+            ret = typingctx.resolve_function_type(operator.add, (d, dt), {}).return_type
+            nd = max(v.ndim for v in arrays)
+
+            def codegen_sum(context, builder, signature, args):
+                shape = _broadcast_shape(context, builder, nd, xs, args[3])
+                s = _statement(context, builder, "sum", tree, xs, args[3], None, None, shape=shape, dt=dt)
+                value, ty = apply(context, builder, operator.add, [(args[0], d), (s, dt)])
+                return context.cast(builder, value, ty, ret)
+            return ret(d, x, expr, xs), codegen_sum
+    elif (_writable(d) and isinstance(x, types.Array) and x.ndim == d.ndim and arrays
+          and all(v.ndim >= d.ndim for v in arrays) and _dtype(typingctx, tree, xs, d, reduce=True) is not None):
+        nd = max([d.ndim] + [v.ndim for v in arrays])
+
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            dary = context.make_array(d)(context, builder, args[0])
+            xary = context.make_array(x)(context, builder, args[1])
+            dshape = cgutils.unpack_tuple(builder, dary.shape, d.ndim)
+            other = cgutils.false_bit
+            for a, b in zip(dshape, cgutils.unpack_tuple(builder, xary.shape, x.ndim)):
+                other = builder.or_(other, builder.icmp_signed("!=", a, b))
+            with builder.if_then(other, likely=False):
+                context.call_conv.return_user_exc(builder, ValueError, (
+                    "zymo internal error: an adjoint does not have its operand's shape",))
+            shape = _broadcast_shape(context, builder, nd, xs, args[3])
+            one = ir.Constant(intp, 1)
+            for k, ext in enumerate(dshape):
+                j = nd - d.ndim + k
+                shape[j] = builder.select(builder.icmp_signed("!=", ext, one), ext, shape[j])
+            _statement(context, builder, "+=", tree, xs, args[3], d, args[0], shape=shape)
+            return impl_ret_borrowed(context, builder, d, args[0])
+        return d(d, x, expr, xs), codegen
+    add = _fallback("d, x, xs", f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n")
+    ret = typingctx.resolve_function_type(_dispatcher("unbroadcast", text, add), (d, x, xs), {}).return_type
+
+    def codegen_numpy(context, builder, signature, args):
+        return context.compile_internal(builder, add, ret(d, x, xs), [args[0], args[1], args[3]])
+    return ret(d, x, expr, xs), codegen_numpy
 
 
 @intrinsic(prefer_literal=True)
@@ -421,14 +488,16 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, d
         nd = dty.ndim
         flat = True
     elif dty is not None:
-        nd = dty.ndim
         dary = context.make_array(dty)(context, builder, dval)
-        shape = cgutils.unpack_tuple(builder, dary.shape, nd)
-        dstrides = cgutils.unpack_tuple(builder, dary.strides, nd)
+        dshape = cgutils.unpack_tuple(builder, dary.shape, dty.ndim)
+        dstrides = cgutils.unpack_tuple(builder, dary.strides, dty.ndim)
+        if shape is None:
+            shape = dshape
+        nd = len(shape)
         pd = builder.ptrtoint(dary.data, intp)
-        d_lo, d_hi = _span(builder, intp, pd, shape, dstrides, dary.itemsize)
+        d_lo, d_hi = _span(builder, intp, pd, dshape, dstrides, dary.itemsize)
         d_nonempty = builder.icmp_signed(">", dary.nitems, zero)
-        flat = dty.layout == "C"
+        flat = dty.layout == "C" and dty.ndim == nd
     else:
         nd = len(shape)
         flat = True
@@ -436,6 +505,17 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, d
     for ext in shape:
         nitems = builder.mul(nitems, ext)
     bad, all_full = false, true
+    d_full, d_steps = true, None  # `d` against the statement's shape (a reduction broadcasts it)
+    if dty is not None and not fresh:
+        pad = nd - dty.ndim
+        d_full = true if pad == 0 else false
+        d_steps = [zero] * pad
+        for k in range(dty.ndim):
+            eq = builder.icmp_signed("==", dshape[k], shape[pad + k])
+            d_full = builder.and_(d_full, eq)
+            bad = builder.or_(bad, builder.and_(builder.not_(eq), builder.icmp_signed("!=", dshape[k], one)))
+            d_steps.append(builder.select(eq, dstrides[k], zero))
+        all_full = d_full
     arys = {}
     for i, xty in enumerate(xs):  # shapes first: nothing is allocated before they are checked
         if isinstance(xty, types.Array):
@@ -477,11 +557,11 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, d
             x_lo, x_hi = _span(builder, intp, px, own_shape, own_strides, xary.itemsize)
             meets = builder.and_(builder.icmp_signed("<", x_lo, d_hi), builder.icmp_signed("<", d_lo, x_hi))
             meets = builder.and_(meets, builder.and_(d_nonempty, builder.icmp_signed(">", xary.nitems, zero)))
-            same = builder.and_(builder.icmp_signed("==", px, pd), full)
+            same = builder.and_(builder.icmp_signed("==", px, pd), builder.and_(full, d_full))
             for k in range(xty.ndim):  # the same strides where they matter
                 moves = builder.icmp_signed(">", own_shape[k], one)
                 same = builder.and_(same, builder.or_(builder.not_(moves), builder.icmp_signed(
-                    "==", own_strides[k], dstrides[pad + k])))
+                    "==", own_strides[k], d_steps[pad + k])))
             copy = builder.and_(meets, builder.not_(same))
             buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
             with builder.if_then(copy, likely=False):
@@ -533,7 +613,7 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, d
             dptr = None
             if dty is not None:
                 off = zero
-                for ix, st in zip(inds, dstrides):
+                for ix, st in zip(inds, dstrides if fresh else d_steps):
                     off = builder.add(off, builder.mul(ix, st))
                 dptr = typed(pointer(pd, off), dty)
             xptrs = []

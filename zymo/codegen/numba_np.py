@@ -264,6 +264,54 @@ def _ov_msm(a, b):
 # -- reductions ------------------------------------------------------------------------
 
 
+def _extremes(larger: bool):
+    """The max (`larger`) or min of a 1-d and of a 2-d array of real numbers, as loops."""
+    empty = f"zero-size array to reduction operation {'maximum' if larger else 'minimum'} which has no identity"
+
+    @_jitable
+    def one(x):
+        if x.shape[0] == 0:
+            raise ValueError(empty)
+        m = x[0]
+        if m != m:
+            return m
+        for i in range(1, x.shape[0]):
+            v = x[i]
+            if v != v:
+                return v
+            if (v > m) if larger else (v < m):
+                m = v
+        return m
+
+    @_jitable
+    def two(x):
+        if x.shape[0] == 0 or x.shape[1] == 0:
+            raise ValueError(empty)
+        m = one(x[0])
+        for i in range(1, x.shape[0]):
+            if m != m:
+                return m
+            v = one(x[i])
+            if v != v or ((v > m) if larger else (v < m)):
+                m = v
+        return m
+    return one, two
+
+
+_EXTREMES = {True: _extremes(True), False: _extremes(False)}
+
+
+def _extreme(name, x):
+    """The max or min of all of `x` as a loop, for 1-d and 2-d arrays of real numbers (else
+    None: Numba's own): the first of equal elements, NaN as soon as one is met (Numba's
+    `np.max`). Numba's iterates with `np.nditer` and costs about half a second of compile
+    per signature; this a tenth."""
+    if name not in ("max", "min", "amax", "amin") or x.ndim not in (1, 2) or not isinstance(
+            x.dtype, (_t.Integer, _t.Float)):
+        return None
+    return _EXTREMES[name in ("max", "amax")][x.ndim - 1]
+
+
 def _reduction(np_fn, name):
     def py(x, axis=None, keepdims=False):
         return np_fn(x, axis=axis, keepdims=keepdims)
@@ -273,10 +321,11 @@ def _reduction(np_fn, name):
         if not isinstance(x, _t.Array):
             return lambda x, axis=None, keepdims=False: x
         if ax is None:
+            whole = _extreme(name, x) or np_fn
             if keep:
                 shape = (1,) * x.ndim
-                return lambda x, axis=None, keepdims=False: _np.full(shape, np_fn(x))
-            return lambda x, axis=None, keepdims=False: np_fn(x)
+                return lambda x, axis=None, keepdims=False: _np.full(shape, whole(x))
+            return lambda x, axis=None, keepdims=False: whole(x)
         if not isinstance(ax, int):
             raise _TypingError(f"zymo's Numba backend reduces over one axis at a time (np.{name})")
         a = ax % x.ndim

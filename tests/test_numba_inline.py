@@ -1,0 +1,304 @@
+"""Helpers the Numba backend writes into the program instead of compiling a function for each:
+sums over broadcast dimensions added in place (`acc_unbroadcast`), matrix-product adjoints as
+one BLAS call (`numba_accumulate._gemm`), and the loops that replace Numba's `np.max`/`np.min`
+of a whole array, `extreme_mask` and `grow_stack`. Each is compared with NumPy (and with the
+Python helper it stands for) over layouts, dtypes, broadcasting, shared memory and errors; a
+program using them all differentiates as the Python backend and finite differences do.
+"""
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+import zymo  # noqa: E402
+from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
+from zymo.codegen import numba_np, numba_rt  # noqa: E402
+from zymo.codegen.numba_ import numba_source  # noqa: E402
+from zymo.rules import runtime as rt  # noqa: E402
+
+from helpers import fd_grad  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZYMO_CACHE_DIR", str(tmp_path_factory.mktemp("zymo_cache")))
+        yield
+
+
+def _nrt_kept(call, reps=5):
+    """NRT allocations `call` keeps over `reps` calls (after a first, compiling one)."""
+    from numba.core.runtime import _nrt_python, rtsys
+
+    was = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    try:
+        call()
+        before = rtsys.get_allocation_stats()
+        for _ in range(reps):
+            call()
+        after = rtsys.get_allocation_stats()
+        return (after.alloc - before.alloc) - (after.free - before.free)
+    finally:
+        if not was:
+            _nrt_python.memsys_disable_stats()
+
+
+# -- acc_unbroadcast -----------------------------------------------------------------------
+
+
+@numba.njit
+def _sum_to(d, x, g):
+    return numba_rt.acc_unbroadcast(d, x, "x0", (g,))
+
+
+@numba.njit
+def _sum_to_expr(d, x, g, h, s):
+    return numba_rt.acc_unbroadcast(d, x, "-x0 * x1 + x2", (g, h, s))
+
+
+def _expected(d, x, g):
+    return d + rt.unbroadcast(g, x)
+
+
+CASES = [  # d's shape, g's shape
+    ((4,), (6, 4)),         # a bias: leading dimension summed
+    ((1, 4), (6, 4)),       # kept as extent 1
+    ((6, 1), (6, 4)),       # a trailing extent 1
+    ((3, 1, 2), (5, 3, 4, 2)),
+    ((5,), (5,)),           # nothing to sum
+    ((3, 4), (1, 4)),       # g broadcast into d: each row gets g
+    ((4,), (0, 4)),         # an empty sum: d unchanged
+]
+
+
+@pytest.mark.parametrize("dshape,gshape", CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_acc_unbroadcast_is_the_helpers_sum(dshape, gshape, dtype):
+    rng = np.random.default_rng(3)
+
+    def r(shape):
+        v = rng.standard_normal(shape) + 0.5
+        return (v + 1j * rng.standard_normal(shape) if dtype is np.complex128 else v).astype(dtype)
+    d, g = r(dshape), r(gshape)
+    want = _expected(d, d, g)
+    got = _sum_to(d.copy(), d, g)
+    tol = 1e-5 if dtype is np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    h, s = r(gshape), dtype(0.25)
+    want = d + rt.unbroadcast(-g * h + s, d)
+    np.testing.assert_allclose(_sum_to_expr(d.copy(), d, g, h, s), want, rtol=tol, atol=tol)
+
+
+def test_acc_unbroadcast_layouts_in_place_and_overlaps():
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((8, 6))
+    g = np.asfortranarray(rng.standard_normal((5, 6)))
+    d = base[::2, ::-1][0]               # a strided, reversed row
+    want = _expected(d, d, g)
+    out = _sum_to(d, d, g)
+    assert out is not None and np.shares_memory(out, base)
+    np.testing.assert_allclose(base[0, ::-1], want, rtol=1e-12)
+    # g is d's own memory (read while d is written): copied first, as NumPy sums first
+    buf = rng.standard_normal((4, 3))
+    d, g = buf[-1], buf  # the last row of g is d, read after the others were added into it
+    want = _expected(d, d, g)
+    np.testing.assert_allclose(_sum_to(d, d, g), want, rtol=1e-12)
+    buf = rng.standard_normal((4, 3))
+    want = _expected(buf, buf, buf)
+    np.testing.assert_allclose(_sum_to(buf, buf, buf), want, rtol=1e-12)  # element for element
+    # no allocation kept, with or without the copy
+    d, g = np.zeros(3), np.ones((4, 3))
+    assert _nrt_kept(lambda: _sum_to(d, d, g)) == 0
+    assert _nrt_kept(lambda: _sum_to(buf[-1], buf[-1], buf)) == 0
+
+
+def test_acc_unbroadcast_of_floats_and_fallbacks():
+    g = np.arange(6.0).reshape(2, 3)
+    assert _sum_to(1.5, 2.0, g) == 1.5 + g.sum()          # a float's adjoint: the whole sum
+    assert _sum_to(1.5, 2.0, 0.25) == 1.75                # numbers only
+    ints = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(_sum_to(np.zeros(3), np.zeros(3), ints), ints.sum(0))  # mixed: Numba's
+    np.testing.assert_array_equal(_sum_to(np.zeros(3, np.int64), np.zeros(3), ints), ints.sum(0))
+    np.testing.assert_allclose(_sum_to(np.zeros(3), np.zeros(3), g.astype(np.float32)), g.sum(0))
+
+
+def test_acc_unbroadcast_errors():
+    with pytest.raises(ValueError, match="broadcast"):
+        _sum_to(np.zeros(3), np.zeros(3), np.ones((2, 4)))
+    with pytest.raises(ValueError, match="does not broadcast"):  # a lower rank: the helper's refusal
+        _sum_to(np.zeros((3, 4)), np.zeros((3, 4)), np.ones(4))
+    with pytest.raises(ValueError, match="operand's shape"):
+        _sum_to(np.zeros(3), np.zeros(4), np.ones((2, 3)))
+
+
+# -- matrix-product adjoints: one BLAS call ---------------------------------------------------
+
+
+@numba.njit
+def _acc_a(acc, g, a, b):
+    return numba_rt.acc_dot_vjp_a(acc, g, a, b)
+
+
+@numba.njit
+def _acc_b(acc, g, a, b):
+    return numba_rt.acc_dot_vjp_b(acc, g, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+def test_product_adjoints_by_blas(dtype, orders):
+    rng = np.random.default_rng(5)
+
+    def r(*shape):
+        v = rng.standard_normal(shape)
+        if dtype is np.complex128:
+            v = v + 1j * rng.standard_normal(shape)
+        return v.astype(dtype)
+    a, b, g = r(5, 4), r(4, 3), r(5, 3)
+    a = np.asfortranarray(a) if orders[0] == "F" else a
+    b = np.asfortranarray(b) if orders[1] == "F" else b
+    g = np.asfortranarray(g) if orders == "FF" else g
+    tol = 1e-4 if dtype is np.float32 else 1e-12
+    acc = r(5, 4)
+    np.testing.assert_allclose(_acc_a(acc.copy(), g, a, b), acc + rt.dot_vjp_a(g, a, b), rtol=tol, atol=tol)
+    acc = r(4, 3)
+    np.testing.assert_allclose(_acc_b(acc.copy(), g, a, b), acc + rt.dot_vjp_b(g, a, b), rtol=tol, atol=tol)
+
+
+def test_product_adjoints_sharing_memory_and_errors():
+    rng = np.random.default_rng(6)
+    n = 300  # large enough for BLAS to work in blocks: writes seen by later reads
+    s, g, a = rng.standard_normal((3, n, n))
+    want = s + g @ s.T
+    np.testing.assert_allclose(_acc_a(s, g, a, s), want, rtol=1e-12, atol=1e-10)   # b is acc: copied first
+    s = rng.standard_normal((n, n))
+    want = s + a.T @ s
+    np.testing.assert_allclose(_acc_b(s, s, a, g), want, rtol=1e-12, atol=1e-10)   # g is acc
+    s = rng.standard_normal((n, n))
+    want = s + s @ a.T
+    np.testing.assert_allclose(_acc_a(s, s.T.T, a, a), want, rtol=1e-12, atol=1e-10)
+    assert _nrt_kept(lambda: _acc_a(s, g, a, s)) == 0
+    with pytest.raises(ValueError, match="shapes do not match"):
+        _acc_a(np.zeros((5, 5)), g, a, a)
+    acc = np.ones((2, 3))
+    np.testing.assert_array_equal(_acc_a(acc, np.zeros((2, 0)), np.zeros((2, 3)), np.zeros((3, 0))), 1.0)
+    assert _acc_a(np.zeros((0, 3)), np.zeros((0, 2)), np.zeros((0, 3)), np.zeros((3, 2))).shape == (0, 3)
+
+
+def test_product_adjoints_of_strided_operands_take_the_general_path():
+    rng = np.random.default_rng(7)
+    big = rng.standard_normal((8, 6))
+    a, b, g = big[::2, :4], rng.standard_normal((4, 3)), rng.standard_normal((4, 3))  # `a`: not contiguous
+    acc = np.zeros((4, 3))
+    np.testing.assert_allclose(_acc_b(acc, g, a, b), a.T @ g, rtol=1e-12)
+
+
+# -- max and min of a whole array, extreme_mask, grow_stack -----------------------------------
+
+
+@numba.njit
+def _max(x):
+    return numba_np.max(x)
+
+
+@numba.njit
+def _min(x):
+    return numba_np.min(x)
+
+
+@numba.njit
+def _amax_keep(x):
+    return numba_np.amax(x, keepdims=True)
+
+
+@pytest.mark.parametrize("x", [
+    np.array([3.0, -1.0, 7.5, 7.5, 2.0]), np.array([1.0, np.nan, 3.0]), np.array([np.nan, 1.0]),
+    np.arange(12.0).reshape(3, 4)[:, ::-2], np.array([[5, -2], [7, 1]]), np.array([[1.0, 2.0], [np.nan, 0.0]]),
+    np.random.default_rng(8).standard_normal((6, 5)).T, np.array([-np.inf, -np.inf]), np.array([4], np.int32),
+], ids=lambda x: f"{x.dtype}{x.shape}")
+def test_max_and_min_of_a_whole_array(x):
+    np.testing.assert_array_equal(_max(x), np.max(x))
+    np.testing.assert_array_equal(_min(x), np.min(x))
+    np.testing.assert_array_equal(_amax_keep(x), np.amax(x, keepdims=True))
+
+
+def test_max_of_nothing_raises_numpys_error():
+    for e in (np.zeros(0), np.zeros((0, 3)), np.zeros((3, 0))):
+        with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+            _max(e)
+        with pytest.raises(ValueError, match="minimum"):
+            _min(e)
+
+
+@numba.njit
+def _mask(x, ans):
+    return rt.extreme_mask(x, ans, None, False)
+
+
+@pytest.mark.parametrize("x,ans", [
+    (np.array([1.0, 3.0, 3.0, 2.0]), 3.0), (np.array([2.0, -1.0]), -1.0), (np.array([1.0, np.nan]), np.nan),
+    (np.array([4, 1, 4]), 4), (np.array([1.5, 2.5], np.float32), np.float32(2.5)),
+])
+def test_extreme_mask_shares_the_adjoint_among_ties(x, ans):
+    want = rt.extreme_mask(x, ans, None, False)
+    got = _mask(x, ans)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@numba.njit
+def _grow(buf, row, need):
+    return rt.grow_stack(buf, row, need)
+
+
+def test_grow_stack_copies_its_entries():
+    row = np.arange(3.0)
+    buf = _grow(np.empty((0, 0)), row, 2)
+    assert buf.shape == (2, 3)
+    buf[0], buf[1] = row, row + 1
+    bigger = _grow(buf, row, 1)
+    assert bigger.shape == (5, 3)
+    np.testing.assert_array_equal(bigger[:2], buf)
+    with pytest.raises(ValueError, match="changed shape"):
+        _grow(buf, np.arange(4.0), 1)
+    f = np.asfortranarray(np.arange(6.0).reshape(2, 3))  # not C-ordered: the helper as written
+    np.testing.assert_array_equal(_grow(f, row, 1)[:2], f)
+
+
+# -- a program using them all -----------------------------------------------------------------
+
+
+def softmax_loss(W, b, X, labels, h):
+    np.dot(X, W, out=h)
+    h += b
+    loss = 0.0
+    for i in range(h.shape[0]):
+        row = h[i]
+        m = np.max(row)
+        loss += m + np.log(np.sum(np.exp(row - m))) - row[labels[i]]
+    return loss / h.shape[0]
+
+
+def test_softmax_loss_matches_python_and_finite_differences():
+    rng = np.random.default_rng(9)
+    W, b, X = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal((6, 5))
+    labels = rng.integers(0, 4, 6)
+
+    def grads(numba_):
+        dW, db = np.zeros_like(W), np.zeros_like(b)
+        h, dh = np.zeros((6, 4)), np.zeros((6, 4))
+        zymo.autodiff(Reverse, softmax_loss, Active, Duplicated(W, dW), Duplicated(b, db), Const(X),
+                      Const(labels), Duplicated(h, dh), numba=numba_)
+        return dW, db
+    dW, db = grads(True)
+    pW, pb = grads(False)
+    np.testing.assert_allclose(dW, pW, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(db, pb, rtol=1e-12, atol=1e-14)
+    fW, fb = fd_grad(softmax_loss, [W, b, X, labels, np.zeros((6, 4))])[:2]
+    np.testing.assert_allclose(dW, fW, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(db, fb, rtol=1e-6, atol=1e-8)
+    assert np.abs(db).max() > 1e-3 and np.abs(dW).max() > 1e-3
+    src = numba_source(zymo.generated_code(Reverse, softmax_loss, Active, Duplicated(W, dW), Duplicated(b, db),
+                                           Const(X), Const(labels), Duplicated(np.zeros((6, 4)), np.zeros((6, 4)))))
+    assert "_rt.acc_unbroadcast(" in src and "_rt.acc_dot_vjp_b(" in src
