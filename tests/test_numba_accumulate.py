@@ -70,6 +70,22 @@ def test_rewrite_of_elementwise_statements():
     # both rewrites: product adjoints first
     both = numba_source("def f(d, g, a, b):\n    for i in range(3):\n        d += _rt.dot_vjp_b(g, a, b)\n")
     assert "d = _rt.acc_dot_vjp_b(d, g, a, b)" in both
+    # indexed names are operands (evaluated once, before the statement, as in the original)
+    src = ("def f(d, xc, x, m, r, s, i, k):\n"
+           "    np.subtract(x[i], m[k], out=xc)\n"
+           "    d += s * r[:, :, 0] - r[:, :, 0]\n"
+           "    d += x[len(m)]\n"                      # a call in the index: left alone
+           "    d[...] = np.exp(x[i, -1:])\n"
+           "    for j in range(k):\n"
+           "        t = np.exp(d - s)\n"              # in a loop, a function: a new array
+           "        u = d - s\n")                    # in a loop, arithmetic only: left to Numba
+    out = elementwise_statements(src).split("\n")
+    assert out[6] == "        t = _rt.ew_new('np.exp(x0 - x1)', (d, s))"
+    assert out[7] == "        u = d - s"
+    assert out[1] == "    _rt.ew_out(xc, 'x0 - x1', (x[i], m[k]), 'np.subtract(x0, x1, out=d)')"
+    assert out[2] == "    d = _rt.acc_ew(d, 'x0 * x1 - x1', (s, r[:, :, 0]))"
+    assert out[3] == "    d += x[len(m)]"
+    assert out[4] == "    _rt.ew_set(d, 'np.exp(x0)', (x[i, -1:],))"
     # sums over broadcast dimensions, into arrays and floats, in loops too
     src = ("def f(d, s, g, x, y, n):\n"
            "    d += _rt.unbroadcast(g, d)\n"

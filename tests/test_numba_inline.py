@@ -1,7 +1,8 @@
 """Helpers the Numba backend writes into the program instead of compiling a function for each:
 sums over broadcast dimensions added in place (`acc_unbroadcast`), matrix-product adjoints as
-one BLAS call (`numba_accumulate._gemm`), and the loops that replace Numba's `np.max`/`np.min`
-of a whole array, `extreme_mask` and `grow_stack`. Each is compared with NumPy (and with the
+one BLAS call (`numba_accumulate._gemm`), `numba_inline`'s allocation, cache growth, max/min
+and max adjoint, `ew_like`, and the loops that replace Numba's `np.max`/`np.min` of a whole
+array and `extreme_mask` where the overloads are still called. Each is compared with NumPy (and with the
 Python helper it stands for) over layouts, dtypes, broadcasting, shared memory and errors; a
 program using them all differentiates as the Python backend and finite differences do.
 """
@@ -186,6 +187,15 @@ def test_product_adjoints_sharing_memory_and_errors():
     assert _acc_a(np.zeros((0, 3)), np.zeros((0, 2)), np.zeros((0, 3)), np.zeros((3, 2))).shape == (0, 3)
 
 
+def test_loop_product_adjoints_free_their_copies():
+    a = np.arange(12.0).reshape(4, 3)
+    buf = np.ones(12)
+    want = buf[:3] + a.T @ buf[1:5]
+    np.testing.assert_allclose(_acc_b(buf[:3], buf[1:5], a, np.ones(3)), want)  # g overlaps acc: copied
+    assert _nrt_kept(lambda: _acc_b(buf[:3], buf[1:5], a, np.ones(3))) == 0
+    assert _nrt_kept(lambda: _acc_b(buf[:3], buf[1:5][::-1], a, np.ones(3))) == 0  # strided: C copy
+
+
 def test_product_adjoints_of_strided_operands_take_the_general_path():
     rng = np.random.default_rng(7)
     big = rng.standard_normal((8, 6))
@@ -249,7 +259,24 @@ def test_extreme_mask_shares_the_adjoint_among_ties(x, ans):
 
 @numba.njit
 def _grow(buf, row, need):
-    return rt.grow_stack(buf, row, need)
+    return numba_rt.grow_stack(buf, row, need)
+
+
+@numba.njit
+def _grow1(buf, need):
+    return numba_rt.grow(buf, need)
+
+
+def test_grow_copies_its_entries():
+    buf = np.arange(3.0)
+    for need, size in ((0, 7), (12, 12)):
+        out = _grow1(buf, need)
+        assert out.shape == (size,) and out.dtype == buf.dtype
+        np.testing.assert_array_equal(out[:3], buf)
+    ints = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(_grow1(ints, np.int32(1))[:4], ints)
+    np.testing.assert_array_equal(_grow1(np.arange(6.0)[::2], 0)[:3], [0.0, 2.0, 4.0])  # strided: as written
+    assert _grow1(np.zeros(0, np.bool_), 0).shape == (1,)
 
 
 def test_grow_stack_copies_its_entries():
@@ -264,6 +291,127 @@ def test_grow_stack_copies_its_entries():
         _grow(buf, np.arange(4.0), 1)
     f = np.asfortranarray(np.arange(6.0).reshape(2, 3))  # not C-ordered: the helper as written
     np.testing.assert_array_equal(_grow(f, row, 1)[:2], f)
+
+
+# -- numba_inline: allocation, max/min and their adjoint; ew_like -------------------------------
+
+
+@numba.njit
+def _zeros(shape):
+    return numba_rt.zeros(shape, np.float32), numba_rt.zeros(shape, np.int64), numba_rt.empty(shape, np.float64)
+
+
+def test_zeros_and_empty():
+    for shape in (3, (2, 4), (0, 5), np.int32(2)):
+        z, zi, e = _zeros(shape)
+        want = np.zeros(shape, np.float32)
+        assert z.shape == want.shape and z.dtype == np.float32 and zi.dtype == np.int64 and e.dtype == np.float64
+        assert z.flags.c_contiguous and e.shape == want.shape
+        np.testing.assert_array_equal(z, want)
+        np.testing.assert_array_equal(zi, 0)
+    with pytest.raises(ValueError, match="negative"):
+        _zeros(-1)
+
+    @numba.njit
+    def other(n):
+        return numba_rt.zeros(n, np.complex128), numba_rt.zeros((), np.float64)  # () : Numba's own
+    c, s = other(2)
+    assert c.dtype == np.complex128 and s.shape == () and s == 0.0
+
+
+@numba.njit
+def _ew_max(x):
+    return numba_rt.ew_max(x), numba_rt.ew_min(x)
+
+
+@pytest.mark.parametrize("x", [
+    np.array([3.0, -1.0, 7.5, 7.5, 2.0]), np.array([1.0, np.nan, 3.0]), np.array([np.nan, 1.0]),
+    np.array([2.0, 5.0, np.nan]), np.arange(12.0)[::-3], np.array([5, -2, 7], np.int32),
+    np.array([3, 250, 7], np.uint8), np.array([-np.inf]), np.arange(6.0).reshape(2, 3),
+], ids=lambda x: f"{x.dtype}{x.shape}")
+def test_ew_max_and_min(x):
+    hi, lo = _ew_max(x)
+    np.testing.assert_array_equal(hi, np.max(x))
+    np.testing.assert_array_equal(lo, np.min(x))
+
+
+def test_ew_max_of_nothing_raises():
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        _ew_max(np.zeros(0))
+
+
+@numba.njit
+def _acc_extreme(d, g, x, ans):
+    return numba_rt.acc_extreme(d, g, x, ans)
+
+
+@pytest.mark.parametrize("x,ans,g", [
+    (np.array([1.0, 3.0, 3.0, 2.0]), 3.0, 1.5), (np.array([2.0, -1.0, 0.5]), -1.0, -2.0),
+    (np.array([1.0, np.nan]), np.nan, 1.0),                       # no element equals NaN: NaN, as 0/0
+    (np.array([4, 1, 4]), 4, 0.5),                                 # integers: float64 weights
+    (np.array([1.5, 2.5], np.float32), np.float32(2.5), np.float32(3.0)),
+    (np.array([1.5, 2.5], np.float32), np.float32(2.5), 3.0),    # a float64 g: the statement itself
+    (np.arange(10.0)[::-2], 8.0, np.inf),                          # strided; g * 0 is NaN for inf
+])
+def test_acc_extreme_is_the_statement(x, ans, g):
+    dt = np.result_type(x, 1.0)
+    d = np.linspace(-1.0, 1.0, x.shape[0]).astype(dt)
+    want = d + rt.expand_reduced(g, x, None, False) * rt.extreme_mask(x, ans, None, False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        got = _acc_extreme(d.copy(), g, x, ans)
+    np.testing.assert_array_equal(got, want.astype(dt))
+
+
+def test_acc_extreme_overlap_and_errors():
+    buf = np.array([1.0, 4.0, 4.0, 2.0, 0.0])
+    d, x = buf[1:], buf[:4]          # d is x shifted by one: x is read from a copy
+    want = d + 2.0 * rt.extreme_mask(x, 4.0, None, False)
+    np.testing.assert_array_equal(_acc_extreme(d, 2.0, x, 4.0), want)
+    assert _nrt_kept(lambda: _acc_extreme(buf[1:], 2.0, buf[:4], 4.0)) == 0
+    same = np.array([1.0, 3.0, 3.0])  # d is x, element for element
+    want = same + 1.0 * rt.extreme_mask(same, 3.0, None, False)
+    np.testing.assert_array_equal(_acc_extreme(same, 1.0, same, 3.0), want)
+    with pytest.raises(ValueError, match="operand's shape"):
+        _acc_extreme(np.zeros(2), 1.0, np.ones(3), 1.0)
+
+
+@numba.njit
+def _like(x, a, s):
+    return numba_rt.ew_like(x, "x0 / x1 * x2", (a, s, a)), numba_rt.ew_like(x, "x0", (s,))
+
+
+def test_ew_like_broadcasts_into_a_new_array_like_x():
+    x = np.zeros((3, 4))
+    a = np.arange(1.0, 5.0)
+    got, filled = _like(x, a, 2.0)
+    np.testing.assert_array_equal(got, rt.as_tangent(a / 2.0 * a, x))
+    np.testing.assert_array_equal(filled, np.full((3, 4), 2.0))
+    assert got.flags.c_contiguous and got.shape == (3, 4) and not np.shares_memory(got, a)
+    with pytest.raises(ValueError):
+        _like(np.zeros((3, 5)), a, 2.0)
+    f32, _ = _like(np.zeros(4, np.float32), a, 2.0)  # float64 operands into float32: the helper
+    np.testing.assert_array_equal(f32, rt.as_tangent(a / 2.0 * a, np.zeros(4, np.float32)))
+
+
+def test_rewrites_of_calls_and_helpers():
+    from zymo.codegen.numba_ import elementwise_statements
+
+    src = ("def f(d, g, x, m, t, n):\n"
+           "    a = np.zeros((n, 2), np.float32)\n"
+           "    b = np.empty(n)\n"
+           "    c = np.max(x) + np.amin(x[0])\n"
+           "    e = np.max(x, axis=0)\n"
+           "    d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, m, None, False)\n"
+           "    d += _rt.expand_reduced(g, x, 0, False) * _rt.extreme_mask(x, m, 0, False)\n"
+           "    t = _rt.as_tangent(g / m * x, x)\n")
+    out = elementwise_statements(src).split("\n")
+    assert out[1] == "    a = _rt.zeros((n, 2), np.float32)"
+    assert out[2] == "    b = _rt.empty(n, np.float64)"
+    assert out[3] == "    c = _rt.ew_max(x) + _rt.ew_min(x[0])"
+    assert out[4] == "    e = np.max(x, axis=0)"
+    assert out[5] == "    d = _rt.acc_extreme(d, g, x, m)"
+    assert out[6].startswith("    d += _rt.expand_reduced(g, x, 0, False)")  # along an axis: left
+    assert out[7] == "    t = _rt.ew_like(x, 'x0 / x1 * x2', (g, m, x))"
 
 
 # -- a program using them all -----------------------------------------------------------------

@@ -162,10 +162,27 @@ def _np_call(e: ast.expr, names) -> bool:
             and f.attr in names)
 
 
+def _plain_index(e: ast.expr) -> bool:
+    """An index of names, numbers and slices of them (nothing to call or compute twice)."""
+    if isinstance(e, ast.Tuple):
+        return all(_plain_index(x) for x in e.elts)
+    if isinstance(e, ast.Slice):
+        return all(x is None or _plain_index(x) for x in (e.lower, e.upper, e.step))
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return isinstance(e.operand, ast.Constant)
+    return isinstance(e, ast.Name) or isinstance(e, ast.Constant) and type(e.value) is int
+
+
+def _operand(e: ast.expr) -> bool:
+    """A name, or a name indexed by a plain index (`x[i]`, `r[:, :, 0]`): one operand."""
+    return isinstance(e, ast.Name) or (isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name)
+                                       and _plain_index(e.slice))
+
+
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of names and numbers by `+ - * /`, squares (`** 2`), unary `-`
-    (`+`) and NumPy's `exp log tanh sin cos sqrt` of one operand only."""
-    if isinstance(e, ast.Name):
+    """Whether `e` is built of operands (`_operand`) and numbers by `+ - * /`, squares (`** 2`),
+    unary `-` (`+`) and NumPy's `exp log tanh sin cos sqrt` of one operand only."""
+    if _operand(e):
         return True
     if isinstance(e, ast.Constant):
         return type(e.value) in (int, float)
@@ -199,19 +216,21 @@ def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
 
 
 def _compound(e: ast.expr) -> bool:
-    return _elementwise(e) and not isinstance(e, (ast.Name, ast.Constant))
+    return _elementwise(e) and not isinstance(e, ast.Constant) and not _operand(e)
 
 
 def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple] | tuple[str, ast.Tuple, str]:
-    """`e` over the names `x<i>` (numbered by first appearance; `np` of a call is not an
-    operand) and the tuple of its names; with `call` (`_ufunc_out`), also `call` over them."""
+    """`e` over the names `x<i>` of its operands (`_operand`, numbered by first appearance;
+    `np` of a call is not one) and the tuple of the operands; with `call` (`_ufunc_out`), also
+    `call` over them."""
     e = ast.parse(ast.unparse(e), mode="eval")
-    operands = [n for n in ast.walk(e) if isinstance(n, ast.Name)]
+    inside = {id(m) for n in ast.walk(e) if isinstance(n, ast.Subscript) for m in ast.walk(n) if m is not n}
     functions = {id(n.func.value) for n in ast.walk(e) if isinstance(n, ast.Call)}
+    operands = [n for n in ast.walk(e) if _operand(n) and id(n) not in inside and id(n) not in functions]
     names: list[str] = []
-    for n in sorted((n for n in operands if id(n) not in functions), key=lambda n: n.col_offset):
-        if n.id not in names:
-            names.append(n.id)
+    for n in sorted(operands, key=lambda n: n.col_offset):
+        if ast.unparse(n) not in names:
+            names.append(ast.unparse(n))
 
     class _Rename(ast.NodeTransformer):
         def visit_Call(self, n: ast.Call) -> ast.Call:
@@ -223,8 +242,11 @@ def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple]
         def visit_Name(self, n: ast.Name) -> ast.Name:
             return ast.Name(f"x{names.index(n.id)}", ast.Load())
 
+        def visit_Subscript(self, n: ast.Subscript) -> ast.Name:
+            return ast.Name(f"x{names.index(ast.unparse(n))}", ast.Load())
+
     text = ast.unparse(_Rename().visit(e))
-    xs = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load())
+    xs = ast.Tuple([ast.parse(n, mode="eval").body for n in names], ast.Load())
     if call is None:
         return text, xs
     return text, xs, ast.unparse(_Rename().visit(ast.parse(ast.unparse(call), mode="eval")))
@@ -234,20 +256,61 @@ def _rt_call(fn: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), fn, ast.Load()), list(args), [])
 
 
-class _Sums(ast.NodeTransformer):
-    """`np.sum(e)`, `e` a compound elementwise expression or a name, -> `_rt.ew_sum("...", (...))`
-    (Numba's `np.sum` of an array costs 0.15-0.2 s of compile per signature and adds in C order)."""
+_EXTREMES = {"max": "ew_max", "amax": "ew_max", "min": "ew_min", "amin": "ew_min"}
+
+
+class _Calls(ast.NodeTransformer):
+    """Calls in any statement that become intrinsics (Numba's own functions cost 0.1-0.5 s of
+    compile per signature each):
+    - `np.sum(e)`, `e` a compound elementwise expression or an operand, -> `_rt.ew_sum("...",
+      (...))` (Numba's `np.sum` also adds in C order);
+    - `np.max(x)` (`amax`, `min`, `amin`) of an operand -> `_rt.ew_max(x)` (`numba_inline`);
+    - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`."""
 
     changed = False
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
-        if _np_call(node, ("sum",)) and len(node.args) == 1 and not node.keywords and (
-                _compound(node.args[0]) or isinstance(node.args[0], ast.Name)):
+        if node.keywords:
+            return node
+        if _np_call(node, ("sum",)) and len(node.args) == 1 and (
+                _compound(node.args[0]) or _operand(node.args[0])):
             text, xs = _ew_args(node.args[0])
             self.changed = True
             return _rt_call("ew_sum", ast.Constant(text), xs)
+        if _np_call(node, _EXTREMES) and len(node.args) == 1 and _operand(node.args[0]):
+            self.changed = True
+            return _rt_call(_EXTREMES[node.func.attr], node.args[0])
+        if _np_call(node, ("zeros", "empty")) and len(node.args) in (1, 2):
+            dtype = node.args[1] if len(node.args) == 2 else ast.Attribute(ast.Name("np", ast.Load()), "float64",
+                                                                           ast.Load())
+            self.changed = True
+            return _rt_call(node.func.attr, node.args[0], dtype)
         return node
+
+
+def _max_adjoint(node: ast.stmt) -> ast.stmt | None:
+    """`d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, ans, None, False)`
+    (`np.max`'s adjoint; names, `g` also a number) -> `d = _rt.acc_extreme(d, g, x, ans)`."""
+    e = node.value if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) else None
+    if not (isinstance(node.target, ast.Name) and isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)):
+        return None
+
+    def rt_args(call, fn):
+        f = call.func if isinstance(call, ast.Call) else None
+        ok = (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt" and f.attr == fn
+              and not call.keywords and len(call.args) == 4 and ast.unparse(call.args[2]) == "None"
+              and ast.unparse(call.args[3]) == "False")
+        return call.args[:2] if ok else None
+    expand, mask = rt_args(e.left, "expand_reduced"), rt_args(e.right, "extreme_mask")
+    if expand is None or mask is None:
+        return None
+    (g, x), (x2, ans) = expand, mask
+    if not (isinstance(g, (ast.Name, ast.Constant)) and isinstance(x, ast.Name) and isinstance(ans, ast.Name)
+            and ast.unparse(x) == ast.unparse(x2)):
+        return None
+    d = node.target.id
+    return ast.Assign([ast.Name(d, ast.Store())], _rt_call("acc_extreme", ast.Name(d, ast.Load()), g, x, ans))
 
 
 def _unbroadcast(node: ast.stmt) -> ast.stmt | None:
@@ -267,9 +330,24 @@ def _unbroadcast(node: ast.stmt) -> ast.stmt | None:
                       _rt_call("acc_unbroadcast", ast.Name(d, ast.Load()), call.args[1], ast.Constant(text), xs))
 
 
+def _as_tangent(node: ast.stmt) -> ast.stmt | None:
+    """`t = _rt.as_tangent(e, x)` (`e` elementwise, `x` a name) -> `t = _rt.ew_like(x, "...", (...))`."""
+    call = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+    f = call.func if isinstance(call, ast.Call) else None
+    if not (isinstance(node.targets[0], ast.Name) and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "_rt" and f.attr == "as_tangent" and len(call.args) == 2 and not call.keywords
+            and _elementwise(call.args[0]) and isinstance(call.args[1], ast.Name)):
+        return None
+    text, xs = _ew_args(call.args[0])
+    return ast.Assign(node.targets, _rt_call("ew_like", call.args[1], ast.Constant(text), xs))
+
+
 def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stmt | None:
     """The rewritten statement (`elementwise_statements`), or None to leave it."""
-    if isinstance(node, ast.AugAssign) and (new := _unbroadcast(node)) is not None:
+    if isinstance(node, ast.AugAssign) and ((new := _unbroadcast(node)) is not None
+                                            or (new := _max_adjoint(node)) is not None):
+        return new
+    if isinstance(node, ast.Assign) and (new := _as_tangent(node)) is not None:
         return new
     if isinstance(node, ast.AugAssign):
         if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id not in floats
@@ -293,12 +371,13 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
                 and _elementwise(node.value)):
             text, xs = _ew_args(node.value)
             return ast.Expr(_rt_call("ew_set", ast.Name(target.value.id, ast.Load()), ast.Constant(text), xs))
-        if (not in_loop and isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)):
+        if (isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)
+                and (not in_loop or any(_np_call(n, _EW_FUNCS) for n in ast.walk(node.value)))):
             text, xs = _ew_args(node.value)
-            if xs.elts and any(n.id not in floats for n in xs.elts):
+            if xs.elts and any(not (isinstance(n, ast.Name) and n.id in floats) for n in xs.elts):
                 return ast.Assign([target], _rt_call("ew_new", ast.Constant(text), xs))
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
-        sums = _Sums()
+        sums = _Calls()
         new = sums.visit(ast.parse(ast.unparse(node)).body[0])
         if sums.changed:
             return new
@@ -312,9 +391,15 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     - `d += e` (`d` a plain name; `e` a single name only outside loops, where adjoints of
       numbers are added by the thousand) -> `d = _rt.acc_ew(d, "x0 * x1", (a, b))`;
     - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;
-    - outside loops, `t = e` -> `t = _rt.ew_new("...", (...))` (in loops most such statements
-      are of numbers, where an intrinsic would cost compile time for nothing);
-    - `np.sum(e)` (`e` also a single name) in any plain statement -> `_rt.ew_sum("...", (...))`;
+    - `t = e` -> `t = _rt.ew_new("...", (...))`, in loops only when `e` calls a function (most
+      statements in loops are of numbers, where an intrinsic costs compile time for nothing:
+      7% more for `lorenz_rk4`; a function of an array is a compile of its own);
+    - calls in any plain statement (`_Calls`): `np.sum(e)` (`e` also a single operand) ->
+      `_rt.ew_sum("...", (...))`, `np.max(x)` -> `_rt.ew_max(x)`, `np.zeros(shape, dtype)` ->
+      `_rt.zeros(shape, dtype)` (and `np.empty`);
+    - the adjoint of `np.max`/`np.min` of a whole array (`_max_adjoint`) ->
+      `d = _rt.acc_extreme(d, g, x, ans)`;
+    - `t = _rt.as_tangent(e, x)` -> `t = _rt.ew_like(x, "...", (...))`;
     - `d += _rt.unbroadcast(e, x)` (`e` also a single name; anywhere, float adjoints too: the
       helper is a compile of its own) -> `d = _rt.acc_unbroadcast(d, x, "...", (...))`;
     - a statement `np.add(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS`) ->

@@ -46,22 +46,19 @@ def product(which: str, overloaded):
     @intrinsic
     def acc_product(typingctx, acc, g, a, b):
         kind = _loop_kind(which, acc, g, a, b)
-        if kind is not None and kind[0] == "gemm":
-            _ensure_blas()
+        if kind is not None:  # nothing else is compiled: not even `overloaded` (its typing compiles it)
+            if kind[0] == "gemm":
+                _ensure_blas()
 
-            def codegen_gemm(context, builder, signature, args):
-                _gemm(context, builder, kind, signature, args)
+            def codegen_loops(context, builder, signature, args):
+                (_gemm if kind[0] == "gemm" else _product_loops)(context, builder, kind, signature, args)
                 return impl_ret_borrowed(context, builder, acc, args[0])
-            return acc(acc, g, a, b), codegen_gemm
+            return acc(acc, g, a, b), codegen_loops
         fnty = typingctx.resolve_value_type(overloaded)
         sig = typingctx.resolve_function_type(fnty, (acc, g, a, b), {})
 
         def codegen(context, builder, signature, args):
-            def call():
-                return context.get_function(fnty, sig)(builder, args)
-            if kind is None:
-                return call()
-            return _product_loops(context, builder, kind, signature, args, call)
+            return context.get_function(fnty, sig)(builder, args)
         return sig.return_type(acc, g, a, b), codegen
     return acc_product
 
@@ -92,9 +89,8 @@ def _loop_kind(which, acc, g, a, b):
     return None
 
 
-def _product_loops(context, builder, kind, signature, args, call):
+def _product_loops(context, builder, kind, signature, args):
     intp = context.get_value_type(types.intp)
-    zero = ir.Constant(intp, 0)
     tys = signature.args
     arys = [context.make_array(ty)(context, builder, v) for ty, v in zip(tys, args)]
     shapes = [cgutils.unpack_tuple(builder, ary.shape, ty.ndim) for ary, ty in zip(arys, tys)]
@@ -113,29 +109,67 @@ def _product_loops(context, builder, kind, signature, args, call):
     bad = builder.or_(builder.icmp_signed("!=", want[0], sizes[0]), builder.icmp_signed("!=", want[1], sizes[1]))
     with builder.if_then(bad, likely=False):
         context.call_conv.return_user_exc(builder, ValueError, ("zymo: product adjoint shapes do not match",))
-
-    def span(k):
-        """The byte range array `k` reaches, from its strides (any layout; negative too)."""
-        lo = hi = builder.ptrtoint(arys[k].data, intp)
-        for extent, stride in zip(shapes[k], strides[k]):
-            step = builder.mul(builder.sub(extent, ir.Constant(intp, 1)), stride)
-            negative = builder.icmp_signed("<", step, zero)
-            lo = builder.add(lo, builder.select(negative, step, zero))
-            hi = builder.add(hi, builder.select(negative, zero, step))
-        return lo, builder.add(hi, arys[k].itemsize)
-
-    a_lo, a_hi = span(0)
-    shared = cgutils.false_bit
+    data, copies = {}, []
     for k in (p, q):
-        lo, hi = span(k)
-        meets = builder.and_(builder.icmp_signed("<", lo, a_hi), builder.icmp_signed("<", a_lo, hi))
-        nonempty = builder.and_(builder.icmp_signed(">", arys[k].nitems, zero),
-                                builder.icmp_signed(">", arys[0].nitems, zero))
-        shared = builder.or_(shared, builder.and_(meets, nonempty))
+        data[k], step, copy = _unshared(context, builder, tys[0], arys[0], tys[k], arys[k], shapes[k], strides[k])
+        strides[k] = step
+        copies.append(copy)
+    _loops(context, builder, op, p, q, tys, arys, shapes, strides, sizes, data)
+    for copy in copies:
+        copy.free()
+
+
+class _Copy:
+    """An operand's copy made when it shares memory with the accumulator (else none)."""
+
+    def __init__(self, context, builder, made, buf):
+        self.context, self.builder, self.made, self.buf = context, builder, made, buf
+
+    def free(self):
+        with self.builder.if_then(self.made, likely=False):
+            self.context.nrt.free(self.builder, self.builder.load(self.buf))
+
+
+def _unshared(context, builder, acc_ty, acc, ty, ary, shape, strides):
+    """`(data, strides, copy)` of operand `ary` as the loops read it: its own, or, when its
+    memory meets the accumulator's (the loops would read what they write), a copy in NRT memory
+    (C- and F-ordered operands as they are stored, one memcpy; others C-ordered); `copy.free()`
+    after the loops."""
+    from .numba_elementwise import _copy_into_new, _span
+
+    intp = context.get_value_type(types.intp)
+    zero = ir.Constant(intp, 0)
+    acc_shape = cgutils.unpack_tuple(builder, acc.shape, acc_ty.ndim)
+    acc_strides = cgutils.unpack_tuple(builder, acc.strides, acc_ty.ndim)
+    a_lo, a_hi = _span(builder, intp, builder.ptrtoint(acc.data, intp), acc_shape, acc_strides, acc.itemsize)
+    pd = builder.ptrtoint(ary.data, intp)
+    lo, hi = _span(builder, intp, pd, shape, strides, ary.itemsize)
+    meets = builder.and_(builder.icmp_signed("<", lo, a_hi), builder.icmp_signed("<", a_lo, hi))
+    nonempty = builder.and_(builder.icmp_signed(">", ary.nitems, zero), builder.icmp_signed(">", acc.nitems, zero))
+    shared = builder.and_(meets, nonempty)
+    slot = cgutils.alloca_once_value(builder, pd)
+    stride_slots = [cgutils.alloca_once_value(builder, st) for st in strides]
+    buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
+    with builder.if_then(shared, likely=False):
+        if ty.layout in ("C", "F"):  # contiguous: the same bytes, the same strides
+            new = context.nrt.allocate(builder, builder.mul(ary.nitems, ary.itemsize))
+            cgutils.raw_memcpy(builder, new, ary.data, ary.nitems, ary.itemsize)
+            builder.store(new, buf)
+            builder.store(builder.ptrtoint(new, intp), slot)
+        else:
+            _copy_into_new(context, builder, ty, ary, shape, strides, slot, stride_slots, buf)
+    ptr = builder.inttoptr(builder.load(slot), context.get_data_type(ty.dtype).as_pointer())
+    return ptr, [builder.load(st) for st in stride_slots], _Copy(context, builder, shared, buf)
+
+
+def _loops(context, builder, op, p, q, tys, arys, shapes, strides, sizes, data):
+    """The loops of an outer or matrix-vector product adjoint (see above), operands `p`, `q`
+    read through `data` and `strides`."""
     dty = tys[0].dtype
 
     def item(k, inds):
-        ptr = cgutils.get_item_pointer2(context, builder, arys[k].data, shapes[k], strides[k], tys[k].layout, inds)
+        base = arys[k].data if k == 0 else data[k]
+        ptr = cgutils.get_item_pointer2(context, builder, base, shapes[k], strides[k], tys[k].layout, inds)
         return ptr, load_item(context, builder, tys[k], ptr)
 
     def madd(total, x, y):
@@ -143,37 +177,33 @@ def _product_loops(context, builder, kind, signature, args, call):
         s, sty = _apply(context, builder, operator.add, [(total, dty), (prod, pty)])
         return context.cast(builder, s, sty, dty)
 
-    with builder.if_else(shared, likely=False) as (through_call, loops):
-        with through_call:
-            context.nrt.decref(builder, tys[0], call())  # the overload returns `acc` (a new reference)
-        with loops:
-            with cgutils.for_range(builder, sizes[0]) as outer:
-                i = outer.index
-                if op == "outer":
-                    _, u = item(p, [i])
-                    with cgutils.for_range(builder, sizes[1]) as inner:
-                        j = inner.index
-                        ptr, old = item(0, [i, j])
-                        _, v = item(q, [j])
-                        store_item(context, builder, tys[0], madd(old, u, v), ptr)
-                elif op == "mv":
-                    total = cgutils.alloca_once_value(builder, context.get_constant_null(dty))
-                    with cgutils.for_range(builder, sizes[1]) as inner:
-                        j = inner.index
-                        _, m = item(p, [i, j])
-                        _, v = item(q, [j])
-                        builder.store(madd(builder.load(total), m, v), total)
-                    ptr, old = item(0, [i])
-                    s, sty = _apply(context, builder, operator.add, [(old, dty), (builder.load(total), dty)])
-                    store_item(context, builder, tys[0], context.cast(builder, s, sty, dty), ptr)
-                else:
-                    _, v = item(q, [i])
-                    with cgutils.for_range(builder, sizes[1]) as inner:
-                        j = inner.index
-                        _, m = item(p, [i, j])
-                        ptr, old = item(0, [j])
-                        store_item(context, builder, tys[0], madd(old, m, v), ptr)
-    return impl_ret_borrowed(context, builder, tys[0], args[0])
+    with cgutils.for_range(builder, sizes[0]) as outer:
+        i = outer.index
+        if op == "outer":
+            _, u = item(p, [i])
+            with cgutils.for_range(builder, sizes[1]) as inner:
+                j = inner.index
+                ptr, old = item(0, [i, j])
+                _, v = item(q, [j])
+                store_item(context, builder, tys[0], madd(old, u, v), ptr)
+        elif op == "mv":
+            total = cgutils.alloca_once_value(builder, context.get_constant_null(dty))
+            with cgutils.for_range(builder, sizes[1]) as inner:
+                j = inner.index
+                _, m = item(p, [i, j])
+                _, v = item(q, [j])
+                builder.store(madd(builder.load(total), m, v), total)
+            ptr, old = item(0, [i])
+            s, sty = _apply(context, builder, operator.add, [(old, dty), (builder.load(total), dty)])
+            store_item(context, builder, tys[0], context.cast(builder, s, sty, dty), ptr)
+        else:
+            _, v = item(q, [i])
+            with cgutils.for_range(builder, sizes[1]) as inner:
+                j = inner.index
+                _, m = item(p, [i, j])
+                ptr, old = item(0, [j])
+                store_item(context, builder, tys[0], madd(old, m, v), ptr)
+
 
 
 # -- matrix products: one BLAS call -----------------------------------------------------------
@@ -198,8 +228,6 @@ def _gemm(context, builder, kind, signature, args):
     computes acc^T += y^T x^T, an operand read as it is stored when it is C-ordered as read."""
     from numba.core import funcdesc
 
-    from .numba_elementwise import _span
-
     _, (px, tx), (py, ty) = kind
     tys = signature.args
     dt = tys[0].dtype
@@ -219,22 +247,11 @@ def _gemm(context, builder, kind, signature, args):
     empty = builder.or_(builder.icmp_signed("==", m, zero), builder.or_(
         builder.icmp_signed("==", n, zero), builder.icmp_signed("==", k, zero)))
     with builder.if_then(builder.not_(empty), likely=True):
-        a_lo, a_hi = _span(builder, intp, builder.ptrtoint(arys[0].data, intp), shapes[0], strides[0], arys[0].itemsize)
         data, copies = {}, []
         for p in (px, py):
-            ary = arys[p]
-            pd = builder.ptrtoint(ary.data, intp)
-            lo, hi = _span(builder, intp, pd, shapes[p], strides[p], ary.itemsize)
-            shared = builder.and_(builder.icmp_signed("<", lo, a_hi), builder.icmp_signed("<", a_lo, hi))
-            slot = cgutils.alloca_once_value(builder, pd)
-            buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
-            with builder.if_then(shared, likely=False):  # C or F: contiguous, one memcpy
-                new = context.nrt.allocate(builder, builder.mul(ary.nitems, ary.itemsize))
-                cgutils.raw_memcpy(builder, new, ary.data, ary.nitems, ary.itemsize)
-                builder.store(new, buf)
-                builder.store(builder.ptrtoint(new, intp), slot)
-            copies.append((shared, buf))
-            data[p] = builder.inttoptr(builder.load(slot), context.get_value_type(types.CPointer(dt)))
+            ptr, _, copy = _unshared(context, builder, tys[0], arys[0], tys[p], arys[p], shapes[p], strides[p])
+            data[p] = builder.bitcast(ptr, context.get_value_type(types.CPointer(dt)))
+            copies.append(copy)
         xc = (tys[px].layout == "C") != tx  # x read C-ordered
         yc = (tys[py].layout == "C") != ty
         char = context.get_value_type(types.char)
@@ -250,9 +267,8 @@ def _gemm(context, builder, kind, signature, args):
             ir.Constant(char, ord(_BLAS_KIND[str(dt)])),
             ir.Constant(char, ord("N" if yc else "T")), ir.Constant(char, ord("N" if xc else "T")),
             n, m, k, unit, data[py], n if yc else k, data[px], k if xc else m, unit, acc_data, n])
-        for shared, buf in copies:
-            with builder.if_then(shared, likely=False):
-                context.nrt.free(builder, builder.load(buf))
+        for copy in copies:
+            copy.free()
         failed = builder.icmp_signed("<", status, ir.Constant(status.type, 0))
         with builder.if_then(failed, likely=False):
             context.call_conv.return_user_exc(builder, ValueError, ("zymo: BLAS xgemm failed",))

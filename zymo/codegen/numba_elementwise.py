@@ -11,7 +11,8 @@ names `x<i>` and numbers by `+ - * /`, unary minus and NumPy's functions of one 
 - `ew_out(d, expr, xs, call)`: a ufunc statement with `out=d` (`call`, its text) that computes
   `e`: `d[...] = e` when fast, else `call` itself;
 - `ew_new(expr, xs)`: `e`, a new array (or a number when every operand is one);
-- `ew_sum(expr, xs)`: `np.sum(e)`.
+- `ew_sum(expr, xs)`: `np.sum(e)`;
+- `ew_like(x, expr, xs)`: `rt.as_tangent(e, x)`, `e` broadcast into a new array like `x`.
 
 NumPy's semantics hold exactly: the same operations on each element, in the same order
 (tests compare real dtypes bit for bit; `a ** 2` is the square `a * a`, as NumPy and Python
@@ -346,6 +347,40 @@ def ew_new(typingctx, expr, xs):
                          make=lambda: _empty_nd_impl(context, builder, arr, shape))
         return impl_ret_new_ref(context, builder, arr, new)
     return arr(expr, xs), codegen
+
+
+@intrinsic(prefer_literal=True)
+def ew_like(typingctx, x, expr, xs):
+    """`rt.as_tangent(e, x)`: a new array of `x`'s shape and dtype holding `e` broadcast to it.
+    Fast for a C-ordered float or complex `x` of rank 1 or more (`e` then typed as `ew_set`'s
+    statement into it); otherwise the helper itself."""
+    text, tree, unpack = _parse(expr, xs)
+    fast = isinstance(x, types.Array) and x.layout == "C" and x.ndim > 0 and str(x.dtype) in _FLOATS
+    arr = types.Array(x.dtype, x.ndim, "C") if fast else None
+    if fast and not any(isinstance(v, types.Array) for v in xs):
+        try:
+            ty = _typeof(typingctx, tree, _elements(xs))
+            fast = isinstance(ty, (types.Integer, types.Float)) or (
+                isinstance(ty, types.Complex) and isinstance(x.dtype, types.Complex))
+        except TypingError:
+            fast = False
+    elif fast:
+        fast = _dtype(typingctx, tree, xs, arr) is not None
+    if not fast:
+        like = _fallback("x, xs", f"{unpack}    return _rt.as_tangent({text}, x)\n")
+        ret = typingctx.resolve_function_type(_dispatcher("like", text, like), (x, xs), {}).return_type
+
+        def codegen_numpy(context, builder, signature, args):
+            return context.compile_internal(builder, like, ret(x, xs), [args[0], args[2]])
+        return ret(x, expr, xs), codegen_numpy
+
+    def codegen(context, builder, signature, args):
+        xary = context.make_array(x)(context, builder, args[0])
+        shape = cgutils.unpack_tuple(builder, xary.shape, x.ndim)
+        new = _statement(context, builder, "=", tree, xs, args[2], arr, None, shape=shape,
+                         make=lambda: _empty_nd_impl(context, builder, arr, shape))
+        return impl_ret_new_ref(context, builder, arr, new)
+    return arr(x, expr, xs), codegen
 
 
 @intrinsic(prefer_literal=True)

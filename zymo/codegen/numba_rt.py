@@ -13,66 +13,18 @@ from __future__ import annotations
 import numpy as np
 from numba import types as t
 from numba.core.errors import TypingError
-from numba.core import cgutils
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
 from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
-from .numba_elementwise import acc_ew, acc_unbroadcast, ew_new, ew_out, ew_set, ew_sum  # noqa: F401  (`numba_.elementwise_statements`)
+from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum  # noqa: F401  (`numba_.elementwise_statements`)
 from .numba_accumulate import product as _product
+from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, zeros  # noqa: F401  (`numba_`)
 from . import numba_np as nnp
 from .numba_np import _literal, _none
 
-register_jitable(rt.trip)
-
-
-@overload(rt.grow)
-def _grow(buf, need=0):
-    """`rt.grow` with the copy as a loop and the dtype as a constant: the same `np.empty`
-    signature as the generated code's own caches, and no slice assignment to compile (0.15
-    against 0.3 s of compile per dtype, measured)."""
-    dt = buf.dtype
-
-    def impl(buf, need=0):
-        n = buf.shape[0]
-        m = 2 * n + 1
-        if need > m:
-            m = need
-        out = np.empty(m, dt)
-        for i in range(n):
-            out[i] = buf[i]
-        return out
-    return impl
-
-
-@intrinsic
-def _copy_leading(typingctx, out, buf):
-    """Copy C-ordered `buf` into the start of C-ordered `out` (the first rows), bytes as they are."""
-    def codegen(context, builder, sig, args):
-        dst = context.make_array(sig.args[0])(context, builder, args[0])
-        src = context.make_array(sig.args[1])(context, builder, args[1])
-        cgutils.raw_memcpy(builder, dst.data, src.data, src.nitems, src.itemsize)
-        return context.get_dummy_value()
-    return t.none(out, buf), codegen
-
-
-@overload(rt.grow_stack)
-def _grow_stack(buf, row, need):
-    """`rt.grow_stack` with the copy one `memcpy` (a stacked cache is C-ordered: its entries are
-    its leading bytes) and the dtype as a constant: no slice assignment to compile (0.27 s of
-    compile per signature, measured in `mlp_loss`)."""
-    if not (_arr(buf) and buf.layout == "C" and _arr(row) and buf.ndim == row.ndim + 1):
-        return rt.grow_stack
-    dt = buf.dtype
-
-    def impl(buf, row, need):
-        n = buf.shape[0]
-        if n > 0 and buf.shape[1:] != row.shape:
-            raise ValueError("zymo internal error: a stacked cache's rows changed shape")
-        out = np.empty((max(2 * n + 1, need),) + row.shape, dt)
-        _copy_leading(out, buf)
-        return out
-    return impl
+for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`numba_inline`'s fallbacks)
+    register_jitable(_fn)
 
 
 def raise_shape_mismatch(src_shapes, index_shape):

@@ -656,7 +656,7 @@ class Reverse:
                         w(f"{cache} = _rt.grow_stack({cache}, {name}, {need})")
                 elif kind == "grow" and cache not in self.reserved:
                     with w.indent(f"if {k} == {cache}.shape[0]:"):
-                        w(f"{cache} = _rt.grow({cache})")
+                        w(f"{cache} = _rt.grow({cache}, 0)")
                 w(f"{cache}[{k}] = {name}")
                 w(f"{k} += 1")
 

@@ -1,0 +1,302 @@
+"""Helpers of generated code written into the program, for Numba-compiled derivative code.
+
+Contract: Numba intrinsics (callable from Numba-compiled code only) that generated code reaches
+as `_rt.<name>` (`numba_rt` exports them; `numba_.numba_source` writes the calls that are not
+in the generated source already):
+
+- `zeros(shape, dtype)`, `empty(shape, dtype)`: `np.zeros`/`np.empty` (an int or a tuple of
+  ints, a NumPy scalar type or dtype): a C-ordered array;
+- `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
+  copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
+- `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
+  of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty;
+- `acc_extreme(d, g, x, ans)`: `d += rt.expand_reduced(g, x, None, False) *
+  rt.extreme_mask(x, ans, None, False)`, the adjoint of `ans = np.max(x)` (or min): `g` shared
+  among the elements equal to `ans` (NaN everywhere when none is, as NumPy's 0/0 gives), added
+  into `d` (of `x`'s shape) with the same operations, in the same order, as the statement.
+
+Outside these cases (other layouts, dtypes, ranks) each runs the helper or NumPy function it
+stands for, compiled by Numba, so results never depend on which path ran.
+
+Why: each of these, as a Numba function, is a compile of its own per signature, 0.1-0.3 s each
+(`np.zeros` 0.13-0.19 s, `np.max` 0.5 s through `np.nditer`, `extreme_mask` 0.2 s, measured
+in `mlp_loss` and `gmm_objective_dot`), where the intrinsics add a few instructions to the
+program's own compile. They also allocate nothing per call that the statement did not.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
+from numba.extending import intrinsic
+from numba.np.arrayobj import _empty_nd_impl, load_item, store_item
+
+from ..rules import runtime as rt
+from .numba_elementwise import _copy_into_new, _span, apply
+
+_SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
+
+
+def _helper(typingctx, fn, args):
+    """The typing and lowering of `fn` (a helper or NumPy function, compiled by Numba) for `args`."""
+    fnty = typingctx.resolve_value_type(fn)
+    sig = typingctx.resolve_function_type(fnty, args, {})
+    if sig is None:
+        from numba.core.errors import TypingError
+
+        raise TypingError(f"no implementation of {getattr(fn, '__name__', fn)} for {args}")
+
+    def codegen(context, builder, signature, vals):
+        omitted = [context.get_dummy_value() for _ in sig.args[len(vals):]]  # defaults (`types.Omitted`)
+        return context.get_function(fnty, sig)(builder, [*vals, *omitted])
+    return sig.return_type(*args), codegen
+
+
+# -- allocation ------------------------------------------------------------------------------
+
+
+def _new_array_type(shape, dtype):
+    """The C-ordered array type `np.zeros(shape, dtype)` gives, or None (not handled here)."""
+    if isinstance(shape, types.Integer):
+        nd = 1
+    elif isinstance(shape, types.BaseTuple) and len(shape) > 0 and all(isinstance(e, types.Integer) for e in shape):
+        nd = len(shape)
+    else:
+        return None
+    if isinstance(dtype, types.NumberClass):
+        dt = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        dt = dtype.dtype
+    else:
+        return None
+    if not isinstance(dt, (types.Number, types.Boolean)):
+        return None
+    return types.Array(dt, nd, "C")
+
+
+def _allocator(fn, fill):
+    @intrinsic
+    def new(typingctx, shape, dtype):
+        arr = _new_array_type(shape, dtype)
+        if arr is None:
+            return _helper(typingctx, fn, (shape, dtype))
+
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            if isinstance(shape, types.Integer):
+                dims = [context.cast(builder, args[0], shape, types.intp)]
+            else:
+                dims = [context.cast(builder, builder.extract_value(args[0], k), e, types.intp)
+                        for k, e in enumerate(shape)]
+            negative = cgutils.false_bit
+            for n in dims:
+                negative = builder.or_(negative, builder.icmp_signed("<", n, ir.Constant(intp, 0)))
+            with builder.if_then(negative, likely=False):
+                context.call_conv.return_user_exc(builder, ValueError, ("negative dimensions are not allowed",))
+            ary = _empty_nd_impl(context, builder, arr, dims)
+            if fill:
+                nbytes = builder.mul(ary.nitems, ir.Constant(intp, context.get_abi_sizeof(
+                    context.get_data_type(arr.dtype))))
+                cgutils.memset(builder, ary.data, nbytes, 0)
+            return impl_ret_new_ref(context, builder, arr, ary._getvalue())
+        return arr(shape, dtype), codegen
+    new.__name__ = fn.__name__
+    return new
+
+
+zeros = _allocator(np.zeros, fill=True)
+empty = _allocator(np.empty, fill=False)
+
+
+# -- cache growth ----------------------------------------------------------------------------
+
+
+def _grown(context, builder, buf_ty, buf, first, rest):
+    """A new C-ordered array of `buf_ty` of shape `(first, *rest)` with `buf`'s bytes first."""
+    out = _empty_nd_impl(context, builder, buf_ty, [first, *rest])
+    cgutils.raw_memcpy(builder, out.data, buf.data, buf.nitems, buf.itemsize)
+    return impl_ret_new_ref(context, builder, buf_ty, out._getvalue())
+
+
+def _room(context, builder, n, need, need_ty):
+    """`max(2 * n + 1, need)`."""
+    need = context.cast(builder, need, need_ty, types.intp)
+    twice = builder.add(builder.mul(n, ir.Constant(n.type, 2)), ir.Constant(n.type, 1))
+    return builder.select(builder.icmp_signed(">", need, twice), need, twice)
+
+
+@intrinsic
+def grow(typingctx, buf, need):
+    """`rt.grow(buf, need)` (module contract)."""
+    if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.layout == "C" and isinstance(need, types.Integer)):
+        return _helper(typingctx, rt.grow, (buf, need))
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(buf)(context, builder, args[0])
+        n = cgutils.unpack_tuple(builder, ary.shape, 1)[0]
+        return _grown(context, builder, buf, ary, _room(context, builder, n, args[1], need), [])
+    return buf(buf, need), codegen
+
+
+@intrinsic
+def grow_stack(typingctx, buf, row, need):
+    """`rt.grow_stack(buf, row, need)` (module contract)."""
+    if not (isinstance(buf, types.Array) and buf.layout == "C" and isinstance(row, types.Array)
+            and buf.ndim == row.ndim + 1 and isinstance(need, types.Integer)):
+        return _helper(typingctx, rt.grow_stack, (buf, row, need))
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(buf)(context, builder, args[0])
+        rows = context.make_array(row)(context, builder, args[1])
+        shape = cgutils.unpack_tuple(builder, ary.shape, buf.ndim)
+        row_shape = cgutils.unpack_tuple(builder, rows.shape, row.ndim)
+        other = cgutils.false_bit
+        for a, b in zip(shape[1:], row_shape):
+            other = builder.or_(other, builder.icmp_signed("!=", a, b))
+        used = builder.icmp_signed(">", shape[0], ir.Constant(shape[0].type, 0))
+        with builder.if_then(builder.and_(used, other), likely=False):
+            context.call_conv.return_user_exc(builder, ValueError, (
+                "zymo internal error: a stacked cache's rows changed shape",))
+        return _grown(context, builder, buf, ary, _room(context, builder, shape[0], args[2], need), row_shape)
+    return buf(buf, row, need), codegen
+
+
+# -- max and min of a whole array, and their adjoint -------------------------------------------
+
+
+def _real_vector(x) -> bool:
+    return isinstance(x, types.Array) and x.ndim == 1 and isinstance(x.dtype, (types.Integer, types.Float))
+
+
+def _extreme(larger: bool):
+    from . import numba_np
+
+    fn = numba_np.max if larger else numba_np.min
+    name = "maximum" if larger else "minimum"
+
+    @intrinsic
+    def extreme(typingctx, x):
+        if not _real_vector(x):
+            return _helper(typingctx, fn, (x,))
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(x)(context, builder, args[0])
+            n = cgutils.unpack_tuple(builder, ary.shape, 1)[0]
+            stride = cgutils.unpack_tuple(builder, ary.strides, 1)[0]
+            zero = ir.Constant(n.type, 0)
+            with builder.if_then(builder.icmp_signed("==", n, zero), likely=False):
+                context.call_conv.return_user_exc(builder, ValueError, (
+                    f"zero-size array to reduction operation {name} which has no identity",))
+
+            def at(i):
+                return load_item(context, builder, x, cgutils.get_item_pointer2(
+                    context, builder, ary.data, [n], [stride], x.layout, [i]))
+            best = cgutils.alloca_once_value(builder, at(zero))
+            real = isinstance(x.dtype, types.Float)
+            with cgutils.for_range(builder, n, start=ir.Constant(n.type, 1)) as loop:
+                v, m = at(loop.index), builder.load(best)
+                if real:  # NaN as soon as one is met (kept: nothing compares above NaN)
+                    nan_m = builder.fcmp_unordered("uno", m, m)
+                    take = builder.fcmp_ordered(">" if larger else "<", v, m)
+                    take = builder.or_(take, builder.and_(builder.not_(nan_m), builder.fcmp_unordered("uno", v, v)))
+                else:
+                    take = builder.icmp_signed(">" if larger else "<", v, m) if x.dtype.signed else \
+                        builder.icmp_unsigned(">" if larger else "<", v, m)
+                with builder.if_then(take):
+                    builder.store(v, best)
+            return builder.load(best)
+        return x.dtype(x), codegen
+    extreme.__name__ = "ew_max" if larger else "ew_min"
+    return extreme
+
+
+ew_max = _extreme(True)
+ew_min = _extreme(False)
+
+
+@intrinsic
+def acc_extreme(typingctx, d, g, x, ans):
+    """`d += rt.expand_reduced(g, x, None, False) * rt.extreme_mask(x, ans, None, False)`
+    (module contract): fast for 1-d float `d`, 1-d real `x` of one shape, numbers `g`, `ans`,
+    when `g` times the weights stays in `d`'s dtype (the weights' dtype: `x`'s, float64 for
+    integers); `x` overlapping `d` other than element for element is copied first."""
+    wt = (types.float64 if isinstance(x.dtype, types.Integer) else x.dtype) if _real_vector(x) else None
+    fast = (wt is not None and isinstance(d, types.Array) and d.ndim == 1 and d.mutable and d.dtype == wt
+            and isinstance(g, (types.Integer, types.Float)) and isinstance(ans, (types.Integer, types.Float)))
+    if fast:
+        sig = typingctx.resolve_function_type(operator.mul, (g, wt), {})
+        fast = sig is not None and sig.return_type == wt
+    if not fast:
+        from ..rules import runtime
+
+        ns = {"_rt": runtime}
+        exec("def acc_extreme(d, g, x, ans):\n"
+             "    d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, ans, None, False)\n"
+             "    return d\n", ns)
+        from .numba_elementwise import _dispatcher
+
+        ret = typingctx.resolve_function_type(_dispatcher("extreme", "", ns["acc_extreme"]), (d, g, x, ans), {})
+        ret = ret.return_type
+
+        def codegen_numpy(context, builder, signature, args):
+            return context.compile_internal(builder, ns["acc_extreme"], ret(d, g, x, ans), args)
+        return ret(d, g, x, ans), codegen_numpy
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        zero = ir.Constant(intp, 0)
+        dary = context.make_array(d)(context, builder, args[0])
+        xary = context.make_array(x)(context, builder, args[2])
+        n = cgutils.unpack_tuple(builder, dary.shape, 1)[0]
+        xn = cgutils.unpack_tuple(builder, xary.shape, 1)[0]
+        dstride = cgutils.unpack_tuple(builder, dary.strides, 1)[0]
+        xstride = cgutils.unpack_tuple(builder, xary.strides, 1)[0]
+        with builder.if_then(builder.icmp_signed("!=", n, xn), likely=False):
+            context.call_conv.return_user_exc(builder, ValueError, (_SHAPE_MISMATCH,))
+        # x overlapping d (other than element for element): read from a copy
+        pd, px = builder.ptrtoint(dary.data, intp), builder.ptrtoint(xary.data, intp)
+        d_lo, d_hi = _span(builder, intp, pd, [n], [dstride], dary.itemsize)
+        x_lo, x_hi = _span(builder, intp, px, [n], [xstride], xary.itemsize)
+        meets = builder.and_(builder.icmp_signed("<", x_lo, d_hi), builder.icmp_signed("<", d_lo, x_hi))
+        same = builder.and_(builder.icmp_signed("==", px, pd), builder.icmp_signed("==", xstride, dstride))
+        copy = builder.and_(builder.and_(meets, builder.not_(same)), builder.icmp_signed(">", n, zero))
+        data = cgutils.alloca_once_value(builder, px)
+        strides = [cgutils.alloca_once_value(builder, xstride)]
+        buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
+        with builder.if_then(copy, likely=False):
+            _copy_into_new(context, builder, x, xary, [n], [xstride], data, strides, buf)
+        xdata = builder.inttoptr(builder.load(data), context.get_data_type(x.dtype).as_pointer())
+        xstep = builder.load(strides[0])
+
+        def x_at(i):
+            ptr = builder.inttoptr(builder.add(builder.ptrtoint(xdata, intp), builder.mul(i, xstep)),
+                                   context.get_data_type(x.dtype).as_pointer())
+            return load_item(context, builder, x, ptr)
+
+        def equal(i):
+            return apply(context, builder, operator.eq, [(x_at(i), x.dtype), (args[3], ans)])[0]
+        count = cgutils.alloca_once_value(builder, zero)
+        with cgutils.for_range(builder, n) as loop:
+            with builder.if_then(equal(loop.index)):
+                builder.store(builder.add(builder.load(count), ir.Constant(intp, 1)), count)
+        c = builder.load(count)
+        none = builder.icmp_signed("==", c, zero)
+        nan = context.get_constant(wt, float("nan"))
+        share = builder.select(none, nan, builder.fdiv(context.get_constant(wt, 1.0), builder.sitofp(
+            c, context.get_value_type(wt))))
+        rest = builder.select(none, nan, context.get_constant(wt, 0.0))
+        with cgutils.for_range(builder, n) as loop:
+            i = loop.index
+            w = builder.select(equal(i), share, rest)
+            term, tty = apply(context, builder, operator.mul, [(args[1], g), (w, wt)])
+            ptr = cgutils.get_item_pointer2(context, builder, dary.data, [n], [dstride], d.layout, [i])
+            total, sty = apply(context, builder, operator.add, [(load_item(context, builder, d, ptr), d.dtype),
+                                                               (term, tty)])
+            store_item(context, builder, d, context.cast(builder, total, sty, d.dtype), ptr)
+        with builder.if_then(copy, likely=False):
+            context.nrt.free(builder, builder.load(buf))
+        return impl_ret_borrowed(context, builder, d, args[0])
+    return d(d, g, x, ans), codegen
