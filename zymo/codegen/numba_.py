@@ -63,17 +63,20 @@ def quick_compile():
     as strings; compiling that formatter costs about 1.8 s per pair of ranks, the largest
     single item of a derivative's first compile. While this context is active the
     generic-target message ("cannot assign slice from input of different size") is used
-    instead: the error is still raised on a mismatch, only its text is shorter. The swap
-    is scoped to zymo's own first calls, so the user's `njit` code keeps Numba's message.
+    instead: the error is still raised on a mismatch, only its text is shorter. Numba's
+    messages are also built without colours meanwhile (`_plain_messages`). The swaps are
+    scoped to zymo's own first calls, so the user's `njit` code keeps Numba's messages.
     """
+    from numba.core import errors
     from numba.np import arrayobj
 
     from .numba_rt import raise_shape_mismatch
 
     with _QUICK_LOCK:  # nested or concurrent uses: the first one in swaps, the last one out restores
         if not _QUICK:
-            _QUICK.append(arrayobj.raise_with_shape_context)
+            _QUICK.append((arrayobj.raise_with_shape_context, errors._termcolor_inst))
             arrayobj.raise_with_shape_context = raise_shape_mismatch
+            errors._termcolor_inst = _plain_messages()
         _QUICK.append(None)
     try:
         yield
@@ -81,10 +84,25 @@ def quick_compile():
         with _QUICK_LOCK:
             _QUICK.pop()
             if len(_QUICK) == 1:
-                arrayobj.raise_with_shape_context = _QUICK.pop()
+                arrayobj.raise_with_shape_context, errors._termcolor_inst = _QUICK.pop()
 
 
-_QUICK: list = []  # [Numba's own function, then one entry per active quick_compile]
+def _plain_messages():
+    """Numba's error-message markup without colours. Numba's typing builds a message for each
+    overload it tries and rejects (thousands per derivative); with colorama installed, each
+    is marked up through colorama's `init`/`deinit` of the terminal, about 0.1 s of a
+    `lorenz_rk4` first compile. zymo reports its own errors, so its compiles skip that."""
+    from numba.core import errors
+
+    class Plain(errors._DummyColorScheme):
+        def _same(self, msg):
+            return msg
+
+        code = errmsg = filename = indicate = highlight = reset = _same
+    return Plain()
+
+
+_QUICK: list = []  # [Numba's own (function, colour scheme), then one entry per active quick_compile]
 _QUICK_LOCK = threading.Lock()
 
 
