@@ -114,6 +114,18 @@ def test_acc_unbroadcast_layouts_in_place_and_overlaps():
     assert _nrt_kept(lambda: _sum_to(buf[-1], buf[-1], buf)) == 0
 
 
+def test_acc_unbroadcast_sums_before_adding():
+    # the helper's order, d + (e0 + e1): adding into d element by element would cancel d away
+    d = np.array([1.0, -0.0, 1e308])
+    g = np.array([[1e20, 0.0, 1e308], [-1e20, 0.0, -1e308]])
+    want = d + rt.unbroadcast(g, d)
+    np.testing.assert_array_equal(_sum_to(d.copy(), d, g), want)
+    assert want[0] == 1.0 and np.isfinite(want[2])
+    empty = _sum_to(d.copy(), d, np.zeros((0, 3)))  # an empty sum is +0.0: -0.0 + 0.0
+    np.testing.assert_array_equal(empty, d + rt.unbroadcast(np.zeros((0, 3)), d))
+    assert not np.signbit(empty[1])
+
+
 def test_acc_unbroadcast_of_floats_and_fallbacks():
     g = np.arange(6.0).reshape(2, 3)
     assert _sum_to(1.5, 2.0, g) == 1.5 + g.sum()          # a float's adjoint: the whole sum

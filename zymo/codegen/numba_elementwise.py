@@ -198,9 +198,11 @@ def acc_ew(typingctx, d, expr, xs):
 def acc_unbroadcast(typingctx, d, x, expr, xs):
     """`d += rt.unbroadcast(e, x)`: `e` summed over the dimensions by which it broadcasts
     against `x`, added into `d` (the adjoint of `x`, of its shape). Fast (module contract; `e`
-    has no array of a lower rank than `d`'s): one loop nest over the broadcast shape of `e` and `d` adds
-    each element of `e` into its element of `d`, in C order (the sum and the add are not
-    separate: last bits can differ from the helper's); `d` must have `x`'s shape (else
+    has no array of a lower rank than `d`'s): when `e` has `d`'s shape, `d += e`; otherwise one
+    loop nest over the broadcast shape of `e` and `d` sums `e` into zeros of `d`'s shape (C
+    order: last bits can differ from NumPy's pairwise sum), then adds that into `d`, as the
+    helper does (adding each element into `d` directly would reorder the sum: `1 + 1e20 -
+    1e20` is 0, the helper's `1 + (1e20 - 1e20)` is 1). `d` must have `x`'s shape (else
     ValueError). A number `d` with a number `x` gets the sum of `e` (`ew_sum`'s loops) added.
     Anything else runs the statement itself."""
     text, tree, unpack = _parse(expr, xs)
@@ -247,7 +249,20 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
             for k, ext in enumerate(dshape):
                 j = nd - d.ndim + k
                 shape[j] = builder.select(builder.icmp_signed("!=", ext, one), ext, shape[j])
-            _statement(context, builder, "+=", tree, xs, args[3], d, args[0], shape=shape)
+            whole = cgutils.true_bit if nd == d.ndim else cgutils.false_bit
+            for k, ext in enumerate(dshape):
+                whole = builder.and_(whole, builder.icmp_signed("==", ext, shape[nd - d.ndim + k]))
+            with builder.if_else(whole) as (plain, summed):
+                with plain:  # nothing to sum: `d += e`
+                    _statement(context, builder, "+=", tree, xs, args[3], d, args[0], shape=shape)
+                with summed:  # the sum first, into zeros of d's shape, then added (the helper's order)
+                    part_ty = types.Array(d.dtype, d.ndim, "C")
+                    part = _empty_nd_impl(context, builder, part_ty, dshape)
+                    cgutils.memset(builder, part.data, builder.mul(part.nitems, part.itemsize), 0)
+                    _statement(context, builder, "+=", tree, xs, args[3], part_ty, part._getvalue(), shape=shape)
+                    parts = context.make_tuple(builder, types.Tuple([part_ty]), [part._getvalue()])
+                    _statement(context, builder, "+=", ast.Name("x0"), (part_ty,), parts, d, args[0])
+                    context.nrt.decref(builder, part_ty, part._getvalue())
             return impl_ret_borrowed(context, builder, d, args[0])
         return d(d, x, expr, xs), codegen
     add = _fallback("d, x, xs", f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n")
