@@ -159,19 +159,25 @@ def _parse(expr, xs):
 # -- the intrinsics --------------------------------------------------------------------------
 
 
+def _add_numbers(typingctx, d, tree, xs, at):
+    """`d + e` of numbers `d` and `xs` (the intrinsic's argument `at`): its type and lowering."""
+    total = ast.BinOp(ast.Name("d"), ast.Add(), tree)
+    ret = _typeof(typingctx, total, dict(_elements(xs), d=d))
+
+    def codegen(context, builder, signature, args):
+        env = _numbers(builder, xs, args[at])
+        env["d"] = (args[0], d)
+        value, ty = _element(context, builder, total, env)
+        return context.cast(builder, value, ty, ret)
+    return ret, codegen
+
+
 @intrinsic(prefer_literal=True)
 def acc_ew(typingctx, d, expr, xs):
     text, tree, unpack = _parse(expr, xs)
     if isinstance(d, types.Number):
         if not any(isinstance(x, types.Array) for x in xs):  # numbers: the arithmetic in place
-            total = ast.BinOp(ast.Name("d"), ast.Add(), tree)
-            ret = _typeof(typingctx, total, dict(_elements(xs), d=d))
-
-            def codegen_scalar(context, builder, signature, args):
-                env = _numbers(builder, xs, args[2])
-                env["d"] = (args[0], d)
-                value, ty = _element(context, builder, total, env)
-                return context.cast(builder, value, ty, ret)
+            ret, codegen_scalar = _add_numbers(typingctx, d, tree, xs, 2)
             return ret(d, expr, xs), codegen_scalar
         # a number that becomes an array, as `+=` rebinds it: typed by a dispatcher of its own
         disp = _dispatcher("rebind", text, _fallback("d, xs", f"{unpack}    return d + ({text})\n"))
@@ -208,15 +214,8 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
     text, tree, unpack = _parse(expr, xs)
     arrays = [v for v in xs if isinstance(v, types.Array)]
     if isinstance(d, types.Number) and isinstance(x, types.Number):
-        total = ast.BinOp(ast.Name("d"), ast.Add(), tree)
         if not arrays:
-            ret = _typeof(typingctx, total, dict(_elements(xs), d=d))
-
-            def codegen_numbers(context, builder, signature, args):
-                env = _numbers(builder, xs, args[3])
-                env["d"] = (args[0], d)
-                value, ty = _element(context, builder, total, env)
-                return context.cast(builder, value, ty, ret)
+            ret, codegen_numbers = _add_numbers(typingctx, d, tree, xs, 3)
             return ret(d, x, expr, xs), codegen_numbers
         dt = _dtype(typingctx, tree, xs)
         if dt is not None:
