@@ -179,13 +179,9 @@ def acc_ew(typingctx, d, expr, xs):
         if not any(isinstance(x, types.Array) for x in xs):  # numbers: the arithmetic in place
             ret, codegen_scalar = _add_numbers(typingctx, d, tree, xs, 2)
             return ret(d, expr, xs), codegen_scalar
-        # a number that becomes an array, as `+=` rebinds it: typed by a dispatcher of its own
-        disp = _dispatcher("rebind", text, _fallback("d, xs", f"{unpack}    return d + ({text})\n"))
-        add = disp.dispatcher.py_func
-        ret = typingctx.resolve_function_type(disp, (d, xs), {}).return_type
-
-        def codegen_rebind(context, builder, signature, args):
-            return context.compile_internal(builder, add, ret(d, xs), [args[0], args[2]])
+        # a number that becomes an array, as `+=` rebinds it
+        ret, codegen_rebind = _as_written(typingctx, "rebind", text, "d, xs", f"{unpack}    return d + ({text})\n",
+                                          (d, xs), (0, 2))
         return ret(d, expr, xs), codegen_rebind
     if not _writable(d) or _dtype(typingctx, tree, xs, d) is None:
         add = _fallback("d, xs", f"{unpack}    d += {text}\n    return d\n")
@@ -264,11 +260,8 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
                     context.nrt.decref(builder, part_ty, part._getvalue())
             return impl_ret_borrowed(context, builder, d, args[0])
         return d(d, x, expr, xs), codegen
-    add = _fallback("d, x, xs", f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n")
-    ret = typingctx.resolve_function_type(_dispatcher("unbroadcast", text, add), (d, x, xs), {}).return_type
-
-    def codegen_numpy(context, builder, signature, args):
-        return context.compile_internal(builder, add, ret(d, x, xs), [args[0], args[1], args[3]])
+    ret, codegen_numpy = _as_written(typingctx, "unbroadcast", text, "d, x, xs",
+                                     f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n", (d, x, xs), (0, 1, 3))
     return ret(d, x, expr, xs), codegen_numpy
 
 
@@ -338,11 +331,8 @@ def _value_or_fallback(typingctx, expr, xs, kind, template):
         return ret(expr, xs), codegen_scalar
     if _dtype(typingctx, tree, xs) is not None:
         return None
-    value = _fallback("xs", f"{unpack}    return {template.format(text)}\n")
-    ret = typingctx.resolve_function_type(_dispatcher(kind, text, value), (xs,), {}).return_type
-
-    def codegen_numpy(context, builder, signature, args):
-        return context.compile_internal(builder, value, ret(xs), [args[1]])
+    ret, codegen_numpy = _as_written(typingctx, kind, text, "xs", f"{unpack}    return {template.format(text)}\n",
+                                     (xs,), (1,))
     return ret(expr, xs), codegen_numpy
 
 
@@ -381,11 +371,8 @@ def ew_like(typingctx, x, expr, xs):
     elif fast:
         fast = _dtype(typingctx, tree, xs, arr) is not None
     if not fast:
-        like = _fallback("x, xs", f"{unpack}    return _rt.as_tangent({text}, x)\n")
-        ret = typingctx.resolve_function_type(_dispatcher("like", text, like), (x, xs), {}).return_type
-
-        def codegen_numpy(context, builder, signature, args):
-            return context.compile_internal(builder, like, ret(x, xs), [args[0], args[2]])
+        ret, codegen_numpy = _as_written(typingctx, "like", text, "x, xs",
+                                         f"{unpack}    return _rt.as_tangent({text}, x)\n", (x, xs), (0, 2))
         return ret(x, expr, xs), codegen_numpy
 
     def codegen(context, builder, signature, args):
@@ -413,6 +400,19 @@ def ew_sum(typingctx, expr, xs):
 
 
 _DISPATCHERS: dict = {}
+
+
+def _as_written(typingctx, kind, text, params, body, tys, positions):
+    """The statement as written (`def f(<params>): <body>`, see `_fallback`), compiled by Numba:
+    its return type for argument types `tys`, and a lowering that passes it the intrinsic's
+    arguments at `positions`."""
+    disp = _dispatcher(kind, text, _fallback(params, body))
+    fn = disp.dispatcher.py_func
+    ret = typingctx.resolve_function_type(disp, tys, {}).return_type
+
+    def codegen(context, builder, signature, args):
+        return context.compile_internal(builder, fn, ret(*tys), [args[p] for p in positions])
+    return ret, codegen
 
 
 def _dispatcher(kind, text, fn):

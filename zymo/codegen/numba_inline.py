@@ -35,7 +35,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import _empty_nd_impl, load_item, store_item
 
 from ..rules import runtime as rt
-from .numba_elementwise import _copy_into_new, _span, apply
+from .numba_elementwise import _as_written, _copy_into_new, _span, apply
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
 
@@ -230,19 +230,10 @@ def acc_extreme(typingctx, d, g, x, ans):
         sig = typingctx.resolve_function_type(operator.mul, (g, wt), {})
         fast = sig is not None and sig.return_type == wt
     if not fast:
-        from ..rules import runtime
-
-        ns = {"_rt": runtime}
-        exec("def acc_extreme(d, g, x, ans):\n"
-             "    d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, ans, None, False)\n"
-             "    return d\n", ns)
-        from .numba_elementwise import _dispatcher
-
-        ret = typingctx.resolve_function_type(_dispatcher("extreme", "", ns["acc_extreme"]), (d, g, x, ans), {})
-        ret = ret.return_type
-
-        def codegen_numpy(context, builder, signature, args):
-            return context.compile_internal(builder, ns["acc_extreme"], ret(d, g, x, ans), args)
+        ret, codegen_numpy = _as_written(
+            typingctx, "extreme", "", "d, g, x, ans",
+            "    d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, ans, None, False)\n    return d\n",
+            (d, g, x, ans), (0, 1, 2, 3))
         return ret(d, g, x, ans), codegen_numpy
 
     def codegen(context, builder, signature, args):

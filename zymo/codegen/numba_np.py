@@ -264,52 +264,40 @@ def _ov_msm(a, b):
 # -- reductions ------------------------------------------------------------------------
 
 
-def _extremes(larger: bool):
-    """The max (`larger`) or min of a 1-d and of a 2-d array of real numbers, as loops."""
-    empty = f"zero-size array to reduction operation {'maximum' if larger else 'minimum'} which has no identity"
-
-    @_jitable
-    def one(x):
-        if x.shape[0] == 0:
-            raise ValueError(empty)
-        m = x[0]
-        if m != m:
-            return m
-        for i in range(1, x.shape[0]):
-            v = x[i]
-            if v != v:
-                return v
-            if (v > m) if larger else (v < m):
-                m = v
-        return m
-
-    @_jitable
-    def two(x):
-        if x.shape[0] == 0 or x.shape[1] == 0:
-            raise ValueError(empty)
-        m = one(x[0])
-        for i in range(1, x.shape[0]):
-            if m != m:
-                return m
-            v = one(x[i])
-            if v != v or ((v > m) if larger else (v < m)):
-                m = v
-        return m
-    return one, two
-
-
-_EXTREMES = {True: _extremes(True), False: _extremes(False)}
+_ROWS: dict = {}
 
 
 def _extreme(name, x):
-    """The max or min of all of `x` as a loop, for 1-d and 2-d arrays of real numbers (else
-    None: Numba's own): the first of equal elements, NaN as soon as one is met (Numba's
-    `np.max`). Numba's iterates with `np.nditer` and costs about half a second of compile
-    per signature; this a tenth."""
+    """The max or min of all of `x`, for 1-d and 2-d arrays of real numbers (else None: Numba's
+    own): `numba_inline.ew_max`/`ew_min`, a loop (the first of equal elements, NaN as soon as
+    one is met, as Numba's), row by row for 2-d arrays. Numba's iterates with `np.nditer` and
+    costs about half a second of compile per signature."""
     if name not in ("max", "min", "amax", "amin") or x.ndim not in (1, 2) or not isinstance(
             x.dtype, (_t.Integer, _t.Float)):
         return None
-    return _EXTREMES[name in ("max", "amax")][x.ndim - 1]
+    from .numba_inline import ew_max, ew_min
+
+    larger = name in ("max", "amax")
+    one = ew_max if larger else ew_min
+    if x.ndim == 1:
+        return one
+    if larger not in _ROWS:
+        empty = f"zero-size array to reduction operation {'maximum' if larger else 'minimum'} which has no identity"
+
+        @_jitable
+        def rows(x):
+            if x.shape[0] == 0 or x.shape[1] == 0:
+                raise ValueError(empty)
+            m = one(x[0])
+            for i in range(1, x.shape[0]):
+                if m != m:
+                    return m
+                v = one(x[i])
+                if v != v or ((v > m) if larger else (v < m)):
+                    m = v
+            return m
+        _ROWS[larger] = rows
+    return _ROWS[larger]
 
 
 def _reduction(np_fn, name):
