@@ -533,12 +533,13 @@ class _Repeat:
     shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
     __slots__ = ("key", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
-                 "const_result", "internal", "matches")
+                 "const_result", "internal", "internal_arrays", "matches")
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any,
                  norm: list, internal: list[int]):
         self.key = key
-        self.internal = [flat[i] for i in internal]
+        self.internal = [flat[i] for i in internal if not isinstance(flat[i], np.ndarray)]
+        self.internal_arrays = [flat[i] for i in internal if isinstance(flat[i], np.ndarray)]
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
         # per argument: its type, and what must be the very same objects: the argument itself
@@ -613,6 +614,8 @@ class _Repeat:
         return all(lw.still_valid() for lw in self.lowered)
 
     def run(self) -> tuple:
+        for a in self.internal_arrays:  # an internal shadow is zymo's own: zeroed in place
+            a.fill(0)
         for s in self.internal:
             make_zero_(s)
         comp = self.comp
