@@ -190,6 +190,46 @@ def test_split_mode_with_a_float_cache_and_tape_reuse_matches_python():
     assert all(isinstance(fn, Dispatcher) for fn in entry.fn)
 
 
+def nested_caches(x, w, out):
+    """Nested loops whose values the adjoint sweep reads: grown caches, counters, an extent."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        for j in range(w.shape[0]):
+            t = math.sin(x[i] * w[j])
+            s += t * t
+        out[i] = s
+    return s + np.sum(out * out)
+
+
+def test_cache_counters_are_typed_as_ints_from_their_start(tmp_path, monkeypatch):
+    """Counters start at 0 and grow by 1 in loops; declared `intp` (the generator's `int_names`),
+    Numba types them int64 from the first assignment instead of as the literal 0 widened pass
+    after pass, with the same derivatives."""
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal(5), rng.standard_normal(3)
+    grads = []
+    for numba_ in (True, False):
+        dx, dw = np.zeros(5), np.zeros(3)
+        zymo.autodiff(Reverse, nested_caches, Active, Duplicated(x, dx), Duplicated(w, dw),
+                      Duplicated(np.zeros(5), np.zeros(5)), numba=numba_)
+        grads.append((dx, dw))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12)
+    assert_substantial(grads[0][0])
+    h = 1e-6
+    fd = [(nested_caches(x + h * e, w, np.zeros(5)) - nested_caches(x - h * e, w, np.zeros(5))) / (2 * h)
+          for e in np.eye(5)]
+    np.testing.assert_allclose(grads[0][0], fd, rtol=1e-6, atol=1e-8)
+    (entry,) = numba_entries(nested_caches)
+    ints = entry.generator.int_names()
+    assert any(k.startswith("_k_") for k in ints)
+    assert entry.fn.py_func.__globals__["_INTS"] == dict.fromkeys(ints, numba.intp)
+    (res,) = entry.fn.overloads.values()  # compiled in this test (a fresh cache directory)
+    typed = {v: t for v, t in res.type_annotation.typemap.items() if v.split(".")[0] in ints}
+    assert typed and all(t == numba.intp for t in typed.values()), typed
+
+
 # -- what Numba cannot compile -------------------------------------------------------------
 
 

@@ -362,7 +362,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         floats = generator.float_adjoints() if generator is not None else frozenset()
-        fns = compile_numba(src, names if not mode.forward else [name], what, floats)
+        ints = generator.int_names() if generator is not None else frozenset()
+        fns = compile_numba(src, names if not mode.forward else [name], what, floats, ints)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
                     width, guards=guards)

@@ -2,7 +2,8 @@
 
 Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
-`numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`).
+`numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
+and the names the transform says hold only ints declared `intp`.
 The source is written once to a module file named by a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
@@ -451,15 +452,20 @@ def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
     return elementwise_statements(accumulating_products(src), floats)
 
 
-def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset()) -> list[Callable]:
+def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),
+                  ints: frozenset[str] = frozenset()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
-    `floats`: names that hold only floats (`numba_source`)."""
+    `floats`: names that hold only floats (`numba_source`); `ints`: names that hold only ints
+    (the caches' counters), declared `intp`. Numba types `k = 0` as the literal 0 and widens it
+    to int64 only when it meets `k += 1` through a loop; every such widening costs its type
+    inference one more pass over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
     src = numba_source(src, floats)
     if not _STAMP:
         _STAMP.append(_stamp())
-    digest = hashlib.sha256((_STAMP[0] + src).encode()).hexdigest()[:24]
-    body = _HEADER.format(what=what) + src + "\n" + "".join(
-        f"{n} = numba.njit(cache=True)({n})\n" for n in names)
+    typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
+    digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
+    body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
+        f"{n} = numba.njit(cache=True, locals=_INTS)({n})\n" for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)
@@ -533,7 +539,7 @@ def _write(digest: str, name: str, body: str) -> Path | None:
 
 
 def _in_memory(body: str, names: list[str]) -> list[Callable]:
-    body = body.replace("numba.njit(cache=True)", "numba.njit")
+    body = body.replace("numba.njit(cache=True, ", "numba.njit(")
     ns: dict[str, Any] = {"__name__": "zymo_generated"}
     exec(compile(body, "<zymo numba>", "exec"), ns)
     return [ns[n] for n in names]

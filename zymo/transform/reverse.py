@@ -75,6 +75,7 @@ class Reverse:
         self.recomputed: set[int] = set()      # loop induction variables
         self.adj_used: set[int] = set()
         self.adjoint_names: dict[str, set[str]] = {"float": set(), "memory": set()}  # `float_adjoints`
+        self.ints: set[str] = set()  # cache counters and recorded extents (`int_names`)
         self.blocks_of_op: dict[int, Block] = {}
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
@@ -151,6 +152,13 @@ class Reverse:
         elementwise statements (`numba_.elementwise_statements`) pass them over."""
         return frozenset(self.adjoint_names["float"] - self.adjoint_names["memory"])
 
+    def int_names(self) -> frozenset[str]:
+        """Names the program starts at 0 that only ever hold ints: the caches' entry counters
+        (`_k_... = 0`, then `+= 1` and `-= 1`) and the extents of arrays the adjoint sweep
+        allocates (`_shape_..._0 = 0`, then `= a.shape[0]`). The Numba backend declares them
+        `intp` (`codegen/numba_.compile_numba`)."""
+        return frozenset(self.ints)
+
     def accumulate(self, w: Writer, v: Value, expr: str, fresh: bool = False) -> None:
         """`adjoint(v) += expr`; `fresh`: `expr` is an array nothing else writes later, so it
         may become the shadow of a temporary the adjoint sweep creates here."""
@@ -207,7 +215,9 @@ class Reverse:
             pre = Writer()
             for vid in sorted(self.shape_needed):
                 for d in range(self.values[vid].type.ndim):
-                    pre(f"{self._shape_name(self.values[vid], d)} = 0")
+                    dim = self._shape_name(self.values[vid], d)
+                    self.ints.add(dim)
+                    pre(f"{dim} = 0")
             splice(pre, fwd)
             fwd = pre
         rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
@@ -623,7 +633,7 @@ class Reverse:
         slot = self.tape_slots.index(name)
         if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
             w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
-            w(f"{self._counter(v)} = 0")
+            self._start_counter(w, v)
             return
         dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
         size = trips if kind == "prealloc" else 16
@@ -631,7 +641,12 @@ class Reverse:
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
         else:
             w(f"{name} = np.empty({size}, {dtype})")
-        w(f"{self._counter(v)} = 0")
+        self._start_counter(w, v)
+
+    def _start_counter(self, w: Writer, v: Value) -> None:
+        k = self._counter(v)
+        self.ints.add(k)
+        w(f"{k} = 0")
 
     # -- augmented forward sweep --------------------------------------------------
     def _record(self, w: Writer, v: Value, src: str | None = None) -> None:
