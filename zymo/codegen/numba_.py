@@ -395,7 +395,8 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
             text, xs = _ew_args(node.value)
             if xs.elts and any(not (isinstance(n, ast.Name) and n.id in floats) for n in xs.elts):
                 return ast.Assign([target], _rt_call("ew_new", ast.Constant(text), xs))
-    if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
+    if (isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr))
+            and any(isinstance(n, ast.Call) for n in ast.walk(node))):
         sums = _Calls()
         new = sums.visit(ast.parse(ast.unparse(node)).body[0])
         if sums.changed:
