@@ -215,9 +215,7 @@ class Reverse:
             pre = Writer()
             for vid in sorted(self.shape_needed):
                 for d in range(self.values[vid].type.ndim):
-                    dim = self._shape_name(self.values[vid], d)
-                    self.ints.add(dim)
-                    pre(f"{dim} = 0")
+                    pre(f"{self._int(self._shape_name(self.values[vid], d))} = 0")
             splice(pre, fwd)
             fwd = pre
         rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
@@ -644,9 +642,14 @@ class Reverse:
         self._start_counter(w, v)
 
     def _start_counter(self, w: Writer, v: Value) -> None:
-        k = self._counter(v)
-        self.ints.add(k)
-        w(f"{k} = 0")
+        w(f"{self._int(self._counter(v))} = 0")
+
+    def _int(self, name: str) -> str:
+        """`name`, recorded as one that only ever holds ints (`int_names`; a split-mode tape
+        that carries it starts it at 0)."""
+        self.ints.add(name)
+        self.namer.typed_zero[name] = "0"
+        return name
 
     # -- augmented forward sweep --------------------------------------------------
     def _record(self, w: Writer, v: Value, src: str | None = None) -> None:
