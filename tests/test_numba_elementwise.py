@@ -483,3 +483,23 @@ def test_rewrite_leaves_lines_with_several_statements():
     # a sum inside an accumulation that is not elementwise itself
     assert "d += _rt.ew_sum('x0 * x1', (a, b))" in elementwise_statements(
         "def f(d, a, b):\n    for i in range(3):\n        d += np.sum(a * b)\n")
+
+
+def test_a_fallback_is_kept_per_statement_not_per_expression_text():
+    """A statement that is not fast runs as written, compiled once per source. One expression
+    text can come with more operands than it reads (here a third, unused): the function kept
+    for the three-operand statement must not serve the two-operand one (it unpacked a third
+    operand that is not there: `tuple index out of range`)."""
+    @numba.njit
+    def three(a, m, c):
+        return numba_rt.ew_new("x0 * x1", (a, m, c))
+
+    @numba.njit
+    def two(a, m):
+        return numba_rt.ew_new("x0 * x1", (a, m))
+
+    a = np.random.default_rng(3).random((2, 3))
+    m = a > 0.5  # a bool operand: not fast, the statement as written
+    np.testing.assert_array_equal(three(a, m, a), a * m)
+    np.testing.assert_array_equal(two(a, m), a * m)
+    assert np.any(a * m != 0)

@@ -58,7 +58,7 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
-from numba.np.arrayobj import _empty_nd_impl, load_item, store_item
+from numba.np.arrayobj import get_itemsize, load_item, make_array, populate_array, store_item
 from numba.np.numpy_support import as_dtype
 
 _BROADCAST = "operands could not be broadcast together with the shape of the elementwise statement"
@@ -135,6 +135,37 @@ def _dtype(typingctx, tree, xs, d=None, reduce=False):
     return dt
 
 
+def new_array(context, builder, arrtype, shape):
+    """A new C-ordered array of `arrtype` (C layout) and `shape` (intp values), made as Numba's
+    `arrayobj._empty_nd_impl` makes it: the same size overflow check and error, alignment and
+    NRT allocation, without its call of the array type's `_allocate` class method. That is an
+    extension point for array subclasses, which zymo's arrays never are, and a compile of its
+    own the first time a process allocates (0.1 s of `gmm_objective`'s first gradient, whose
+    primal allocates nothing)."""
+    assert arrtype.layout == "C", arrtype
+    intp = context.get_value_type(types.intp)
+    itemsize = context.get_constant(types.intp, get_itemsize(context, arrtype))
+    size, overflow = context.get_constant(types.intp, 1), cgutils.false_bit
+    for n in [*shape, itemsize]:
+        product = builder.smul_with_overflow(size, n)
+        size = builder.extract_value(product, 0)
+        overflow = builder.or_(overflow, builder.extract_value(product, 1))
+    with builder.if_then(overflow, likely=False):
+        context.call_conv.return_user_exc(builder, ValueError, (
+            "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size.",))
+    strides = [itemsize]
+    for n in reversed(shape[1:]):
+        strides.append(builder.mul(strides[-1], n))
+    strides = strides[::-1] if shape else []
+    align = context.get_constant(types.uint32, context.get_preferred_array_alignment(arrtype.dtype))
+    meminfo = context.nrt.meminfo_alloc_aligned(builder, size, align)
+    ary = make_array(arrtype)(context, builder)
+    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo), context.get_data_type(arrtype.dtype).as_pointer())
+    populate_array(ary, data=data, shape=cgutils.pack_array(builder, shape, ty=intp),
+                   strides=cgutils.pack_array(builder, strides, ty=intp), itemsize=itemsize, meminfo=meminfo)
+    return ary
+
+
 def _writable(d) -> bool:
     """An array the loops may write (a read-only one is left to Numba, which refuses it)."""
     return isinstance(d, types.Array) and d.mutable
@@ -180,7 +211,7 @@ def acc_ew(typingctx, d, expr, xs):
             ret, codegen_scalar = _add_numbers(typingctx, d, tree, xs, 2)
             return ret(d, expr, xs), codegen_scalar
         # a number that becomes an array, as `+=` rebinds it
-        ret, codegen_rebind = _as_written(typingctx, "rebind", text, "d, xs", f"{unpack}    return d + ({text})\n",
+        ret, codegen_rebind = _as_written(typingctx, "rebind", "d, xs", f"{unpack}    return d + ({text})\n",
                                           (d, xs), (0, 2))
         return ret(d, expr, xs), codegen_rebind
     if not _writable(d) or _dtype(typingctx, tree, xs, d) is None:
@@ -252,7 +283,7 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
                     _statement(context, builder, "+=", tree, xs, args[3], d, args[0], shape=shape)
                 with summed:  # the sum first, into zeros of d's shape, then added (the helper's order)
                     part_ty = types.Array(d.dtype, d.ndim, "C")
-                    part = _empty_nd_impl(context, builder, part_ty, dshape)
+                    part = new_array(context, builder, part_ty, dshape)
                     cgutils.memset(builder, part.data, builder.mul(part.nitems, part.itemsize), 0)
                     _statement(context, builder, "+=", tree, xs, args[3], part_ty, part._getvalue(), shape=shape)
                     parts = context.make_tuple(builder, types.Tuple([part_ty]), [part._getvalue()])
@@ -260,7 +291,7 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
                     context.nrt.decref(builder, part_ty, part._getvalue())
             return impl_ret_borrowed(context, builder, d, args[0])
         return d(d, x, expr, xs), codegen
-    ret, codegen_numpy = _as_written(typingctx, "unbroadcast", text, "d, x, xs",
+    ret, codegen_numpy = _as_written(typingctx, "unbroadcast", "d, x, xs",
                                      f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n", (d, x, xs), (0, 1, 3))
     return ret(d, x, expr, xs), codegen_numpy
 
@@ -331,7 +362,7 @@ def _value_or_fallback(typingctx, expr, xs, kind, template):
         return ret(expr, xs), codegen_scalar
     if _dtype(typingctx, tree, xs) is not None:
         return None
-    ret, codegen_numpy = _as_written(typingctx, kind, text, "xs", f"{unpack}    return {template.format(text)}\n",
+    ret, codegen_numpy = _as_written(typingctx, kind, "xs", f"{unpack}    return {template.format(text)}\n",
                                      (xs,), (1,))
     return ret(expr, xs), codegen_numpy
 
@@ -348,7 +379,7 @@ def ew_new(typingctx, expr, xs):
     def codegen(context, builder, signature, args):
         shape = _broadcast_shape(context, builder, arr.ndim, xs, args[1])
         new = _statement(context, builder, "=", tree, xs, args[1], arr, None, shape=shape,
-                         make=lambda: _empty_nd_impl(context, builder, arr, shape))
+                         make=lambda: new_array(context, builder, arr, shape))
         return impl_ret_new_ref(context, builder, arr, new)
     return arr(expr, xs), codegen
 
@@ -371,7 +402,7 @@ def ew_like(typingctx, x, expr, xs):
     elif fast:
         fast = _dtype(typingctx, tree, xs, arr) is not None
     if not fast:
-        ret, codegen_numpy = _as_written(typingctx, "like", text, "x, xs",
+        ret, codegen_numpy = _as_written(typingctx, "like", "x, xs",
                                          f"{unpack}    return _rt.as_tangent({text}, x)\n", (x, xs), (0, 2))
         return ret(x, expr, xs), codegen_numpy
 
@@ -379,7 +410,7 @@ def ew_like(typingctx, x, expr, xs):
         xary = context.make_array(x)(context, builder, args[0])
         shape = cgutils.unpack_tuple(builder, xary.shape, x.ndim)
         new = _statement(context, builder, "=", tree, xs, args[2], arr, None, shape=shape,
-                         make=lambda: _empty_nd_impl(context, builder, arr, shape))
+                         make=lambda: new_array(context, builder, arr, shape))
         return impl_ret_new_ref(context, builder, arr, new)
     return arr(x, expr, xs), codegen
 
@@ -402,11 +433,11 @@ def ew_sum(typingctx, expr, xs):
 _DISPATCHERS: dict = {}
 
 
-def _as_written(typingctx, kind, text, params, body, tys, positions):
+def _as_written(typingctx, kind, params, body, tys, positions):
     """The statement as written (`def f(<params>): <body>`, see `_fallback`), compiled by Numba:
     its return type for argument types `tys`, and a lowering that passes it the intrinsic's
     arguments at `positions`."""
-    disp = _dispatcher(kind, text, _fallback(params, body))
+    disp = _dispatcher((kind, params, body), _fallback(params, body))
     fn = disp.dispatcher.py_func
     ret = typingctx.resolve_function_type(disp, tys, {}).return_type
 
@@ -415,11 +446,12 @@ def _as_written(typingctx, kind, text, params, body, tys, positions):
     return ret, codegen
 
 
-def _dispatcher(kind, text, fn):
-    """A Numba dispatcher type for typing a fallback (kept: Numba holds a weak reference)."""
+def _dispatcher(key, fn):
+    """A Numba dispatcher type for typing a fallback (kept: Numba holds a weak reference).
+    `key` names the function's whole source: one expression text may come with more operands
+    than it reads, and a function cached by the text alone would unpack the wrong number."""
     from numba import njit
 
-    key = kind, text, fn.__code__.co_argcount
     if key not in _DISPATCHERS:
         _DISPATCHERS[key] = njit(fn)
     return types.Dispatcher(_DISPATCHERS[key])

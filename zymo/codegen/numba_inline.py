@@ -32,10 +32,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
-from numba.np.arrayobj import _empty_nd_impl, load_item, store_item
+from numba.np.arrayobj import load_item, store_item
 
 from ..rules import runtime as rt
-from .numba_elementwise import _as_written, _copy_into_new, _span, apply
+from .numba_elementwise import _as_written, _copy_into_new, _span, apply, new_array
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
 
@@ -96,7 +96,7 @@ def _allocator(fn, fill):
                 negative = builder.or_(negative, builder.icmp_signed("<", n, ir.Constant(intp, 0)))
             with builder.if_then(negative, likely=False):
                 context.call_conv.return_user_exc(builder, ValueError, ("negative dimensions are not allowed",))
-            ary = _empty_nd_impl(context, builder, arr, dims)
+            ary = new_array(context, builder, arr, dims)
             if fill:
                 nbytes = builder.mul(ary.nitems, ir.Constant(intp, context.get_abi_sizeof(
                     context.get_data_type(arr.dtype))))
@@ -116,7 +116,7 @@ empty = _allocator(np.empty, fill=False)
 
 def _grown(context, builder, buf_ty, buf, first, rest):
     """A new C-ordered array of `buf_ty` of shape `(first, *rest)` with `buf`'s bytes first."""
-    out = _empty_nd_impl(context, builder, buf_ty, [first, *rest])
+    out = new_array(context, builder, buf_ty, [first, *rest])
     cgutils.raw_memcpy(builder, out.data, buf.data, buf.nitems, buf.itemsize)
     return impl_ret_new_ref(context, builder, buf_ty, out._getvalue())
 
@@ -231,7 +231,7 @@ def acc_extreme(typingctx, d, g, x, ans):
         fast = sig is not None and sig.return_type == wt
     if not fast:
         ret, codegen_numpy = _as_written(
-            typingctx, "extreme", "", "d, g, x, ans",
+            typingctx, "extreme", "d, g, x, ans",
             "    d += _rt.expand_reduced(g, x, None, False) * _rt.extreme_mask(x, ans, None, False)\n    return d\n",
             (d, g, x, ans), (0, 1, 2, 3))
         return ret(d, g, x, ans), codegen_numpy
