@@ -323,6 +323,12 @@ def test_zeros_and_empty():
         np.testing.assert_array_equal(zi, 0)
     with pytest.raises(ValueError, match="negative"):
         _zeros(-1)
+    with pytest.raises(ValueError, match="array is too big"):  # NumPy's and Numba's check
+        _zeros((2 ** 40, 2 ** 40))
+    with pytest.raises(ValueError, match="array is too big"):
+        _zeros(2 ** 61)  # the element count fits, its bytes do not
+    big, _, _ = _zeros(3_000_000)  # an allocation NRT aligns like Numba's own arrays
+    assert big.ctypes.data % 32 == 0 and not big.any()
 
     @numba.njit
     def other(n):
