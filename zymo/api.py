@@ -16,6 +16,7 @@ the arguments, and the identity of the globals/closure data the function reads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -534,13 +535,14 @@ class _Repeat:
     shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
     __slots__ = ("key", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
-                 "const_result", "internal", "internal_arrays", "matches")
+                 "const_result", "zeroers", "matches")
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any,
                  norm: list, internal: list[int]):
         self.key = key
-        self.internal = [flat[i] for i in internal if not isinstance(flat[i], np.ndarray)]
-        self.internal_arrays = [flat[i] for i in internal if isinstance(flat[i], np.ndarray)]
+        # zeroing the internal shadows: an array in place, anything else by `make_zero_`
+        self.zeroers = [partial(flat[i].fill, 0) if isinstance(flat[i], np.ndarray) else partial(make_zero_, flat[i])
+                        for i in internal]
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
         # per argument: its type, and what must be the very same objects: the argument itself
@@ -615,10 +617,8 @@ class _Repeat:
         return all(lw.still_valid() for lw in self.lowered)
 
     def run(self) -> tuple:
-        for a in self.internal_arrays:  # an internal shadow is zymo's own: zeroed in place
-            a.fill(0)
-        for s in self.internal:
-            make_zero_(s)
+        for zero in self.zeroers:
+            zero()
         comp = self.comp
         out = comp.fn(*self.flat) if comp.checked else _call(comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
