@@ -230,6 +230,30 @@ def test_cache_counters_are_typed_as_ints_from_their_start(tmp_path, monkeypatch
     assert typed and all(t == numba.intp for t in typed.values()), typed
 
 
+def scaled_into_0d(x, b):
+    b[...] = x[0] * 2.0  # a 0-d Const buffer that receives active data
+    return np.sum(b * x)
+
+
+def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
+    """Its adjoint is summed as `np.sum(db[...])`; Numba types `db[...]` of a 0-d array as a
+    number and cannot lower it (a NotImplementedError escaped), so the sum is of `db`."""
+    x = np.array([0.3, -1.2, 2.0])
+    grads = []
+    for numba_ in (True, False):
+        dx = np.zeros(3)
+        zymo.autodiff(Reverse, scaled_into_0d, Active, Duplicated(x, dx), zymo.Const(np.zeros(())), numba=numba_)
+        grads.append(dx)
+    want = 2 * x[0] * np.ones(3) + np.array([2 * np.sum(x), 0.0, 0.0])  # f = 2 x0 (x0 + x1 + x2)
+    np.testing.assert_allclose(grads[0], want, rtol=1e-14)
+    np.testing.assert_allclose(grads[1], want, rtol=1e-14)
+    h = 1e-6
+    fd = [(scaled_into_0d(x + h * e, np.zeros(())) - scaled_into_0d(x - h * e, np.zeros(()))) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(grads[0], fd, rtol=1e-7)
+    (entry,) = numba_entries(scaled_into_0d)
+    assert isinstance(entry.fn, Dispatcher)
+
+
 # -- what Numba cannot compile -------------------------------------------------------------
 
 

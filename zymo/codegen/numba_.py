@@ -1,6 +1,6 @@
 """The Numba backend: generated derivative source compiled with `numba.njit`, cached on disk.
 
-Contract: `compile_numba(src, names, origin)` returns a `NumbaProgram` whose entries
+Contract: `compile_numba(src, names, what, floats, ints)` returns a list whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
 `numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
 and the names the transform says hold only ints declared `intp`.
@@ -284,7 +284,9 @@ class _Calls(ast.NodeTransformer):
     - `np.sum(e)`, `e` a compound elementwise expression or an operand, -> `_rt.ew_sum("...",
       (...))` (Numba's `np.sum` also adds in C order);
     - `np.max(x)` (`amax`, `min`, `amin`) of an operand -> `_rt.ew_max(x)` (`numba_inline`);
-    - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`."""
+    - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`.
+    The sum or max of `x[...]` is first that of `x` (the same elements): Numba types `x[...]` of
+    a 0-d array as a number, and has no lowering for it."""
 
     changed = False
 
@@ -292,6 +294,11 @@ class _Calls(ast.NodeTransformer):
         self.generic_visit(node)
         if node.keywords:
             return node
+        if (_np_call(node, ("sum", *_EXTREMES)) and len(node.args) == 1 and isinstance(node.args[0], ast.Subscript)
+                and isinstance(node.args[0].value, ast.Name) and isinstance(node.args[0].slice, ast.Constant)
+                and node.args[0].slice.value is Ellipsis):
+            node.args[0] = node.args[0].value
+            self.changed = True
         if _np_call(node, ("sum",)) and len(node.args) == 1 and (
                 _compound(node.args[0]) or _operand(node.args[0])):
             text, xs = _ew_args(node.args[0])
