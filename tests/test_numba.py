@@ -308,6 +308,40 @@ def test_backend_gap_raises_or_falls_back():
     np.testing.assert_allclose(da, u @ np.diag(2 * s) @ vt, rtol=1e-10)  # d(sum s^2) = 2 A
 
 
+def tanh_steps(x, W):
+    h = x
+    acc = 0.0
+    for _ in range(3):
+        h = np.tanh(W @ h)  # a new array per iteration: split mode caches them in a list
+        acc += np.sum(h * h)
+    return acc
+
+
+def test_a_refusal_of_zymos_shims_is_named_in_the_error():
+    """Numba's message buries the shim's reason under the overloads it tried; the error leads
+    with it. Split mode keeps list caches in Python: refused under numba=True, and
+    numba='prefer' runs the derivative as Python, with the Python backend's numbers."""
+    rng = np.random.default_rng(0)
+    x, W = rng.standard_normal(4), 0.5 * rng.standard_normal((4, 4))
+
+    def split_grad(numba_choice):
+        args = (Duplicated(x, np.zeros(4)), Duplicated(W, np.zeros((4, 4))))
+        fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, tanh_steps, Active, *args, numba=numba_choice)
+        tape, y = fwd(*args)
+        rev(*args, 1.0, tape)
+        return y, args[0].dval, args[1].dval
+
+    with pytest.raises(ZymoNumbaError, match="zymo's Numba backend keeps array caches of split mode in Python"):
+        split_grad(True)
+    with pytest.warns(ZymoWarning, match="tanh_steps"):
+        y, dx, dW = split_grad("prefer")
+    y_py, dx_py, dW_py = split_grad(False)
+    assert y == pytest.approx(tanh_steps(x, W))
+    np.testing.assert_allclose(dx, dx_py)
+    np.testing.assert_allclose(dW, dW_py)
+    assert_substantial(dx)
+
+
 def test_split_mode_tape_compiles_under_numba():
     """The loop's copies of `h` travel in a stacked tape, and no sum over broadcast dimensions
     needs the primal `sin(h * x)`, so the split program compiles (it once kept a list)."""

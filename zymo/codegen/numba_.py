@@ -576,10 +576,16 @@ def explain(exc: Exception, primal: Callable, args: tuple) -> ZymoNumbaError:
                  "to fall back to Python with a warning)")
     gen = _LOC.findall(str(exc))
     where = f" (generated code line {gen[-1][1]})" if gen else ""
+    reason = _ZYMO_REASON.search(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)))
+    if reason:  # a shim's own refusal, deep in Numba's message: it says what is missing
+        first = f"{reason.group(0).rstrip('.')} ({first})"
     return ZymoNumbaError(
         f"Numba cannot compile zymo's derivative of {name}{where}: {first}",
         why="the primal compiles with Numba but a derivative helper does not: a gap in zymo's Numba backend",
         hint="pass numba=False (or numba='prefer') to run the derivative as Python, and please report it")
+
+
+_ZYMO_REASON = re.compile(r"zymo's Numba backend [^\n]*")
 
 
 def _first_line(exc: Exception) -> str:
