@@ -23,7 +23,7 @@ numba = pytest.importorskip("numba")
 import zymo  # noqa: E402
 import zymo.api  # noqa: E402
 from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ZymoWarning  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
+from zymo.codegen.numba_ import ZymoNumbaError, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
 
@@ -237,7 +237,11 @@ def scaled_into_0d(x, b):
 
 def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     """Its adjoint is summed as `np.sum(db[...])`; Numba types `db[...]` of a 0-d array as a
-    number and cannot lower it (a NotImplementedError escaped), so the sum is of `db`."""
+    number and cannot lower it (a NotImplementedError escaped), so reads of `x[...]` are of `x`
+    (`numba_.whole_views`); writes into `x[...]` stay."""
+    src = "def f(a, b):\n    b[...] = a[...] * 2.0\n    b[...] += np.sum(a[...]) + a[...][0]\n    return b[...]\n"
+    assert whole_views(src) == ("def f(a, b):\n    b[...] = a * 2.0\n    b[...] += np.sum(a) + a[0]\n"
+                                "    return b\n")
     x = np.array([0.3, -1.2, 2.0])
     grads = []
     for numba_ in (True, False):

@@ -284,9 +284,7 @@ class _Calls(ast.NodeTransformer):
     - `np.sum(e)`, `e` a compound elementwise expression or an operand, -> `_rt.ew_sum("...",
       (...))` (Numba's `np.sum` also adds in C order);
     - `np.max(x)` (`amax`, `min`, `amin`) of an operand -> `_rt.ew_max(x)` (`numba_inline`);
-    - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`.
-    The sum or max of `x[...]` is first that of `x` (the same elements): Numba types `x[...]` of
-    a 0-d array as a number, and has no lowering for it."""
+    - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`."""
 
     changed = False
 
@@ -294,11 +292,6 @@ class _Calls(ast.NodeTransformer):
         self.generic_visit(node)
         if node.keywords:
             return node
-        if (_np_call(node, ("sum", *_EXTREMES)) and len(node.args) == 1 and isinstance(node.args[0], ast.Subscript)
-                and isinstance(node.args[0].value, ast.Name) and isinstance(node.args[0].slice, ast.Constant)
-                and node.args[0].slice.value is Ellipsis):
-            node.args[0] = node.args[0].value
-            self.changed = True
         if _np_call(node, ("sum",)) and len(node.args) == 1 and (
                 _compound(node.args[0]) or _operand(node.args[0])):
             text, xs = _ew_args(node.args[0])
@@ -452,19 +445,36 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     return "\n".join(lines)
 
 
+def whole_views(src: str) -> str:
+    """Every read of `x[...]` (`x` a name) becomes `x`: the same elements, and for NumPy the
+    same memory. Numba types `x[...]` of a 0-d array as a number, which it then cannot lower
+    (a `NotImplementedError`, not a typing error); of any other array it is a view of all of
+    `x`, which `x` is already. Writes (`x[...] = e`, `x[...] += e`) stay."""
+    if "[...]" not in src:
+        return src
+    lines = src.split("\n")
+    found = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
+             and isinstance(n.value, ast.Name) and isinstance(n.slice, ast.Constant) and n.slice.value is Ellipsis
+             and n.lineno == n.end_lineno]
+    for n in sorted(found, key=lambda n: (n.lineno, -n.col_offset)):
+        line = lines[n.lineno - 1]
+        lines[n.lineno - 1] = line[:n.col_offset] + n.value.id + line[n.end_col_offset:]
+    return "\n".join(lines)
+
+
 def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
-    """The source Numba compiles: `src` after `accumulating_products` and
+    """The source Numba compiles: `src` after `whole_views`, `accumulating_products` and
     `elementwise_statements` (loops in place of temporaries and array expressions; the Python
     backend, and second order, run `src` as it is). `floats`: names the transform knows hold
     only floats, left as they are (nothing to gain; an intrinsic costs compile time)."""
-    return elementwise_statements(accumulating_products(src), floats)
+    return elementwise_statements(accumulating_products(whole_views(src)), floats)
 
 
 def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),
                   ints: frozenset[str] = frozenset()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
     `floats`: names that hold only floats (`numba_source`); `ints`: names that hold only ints
-    (the caches' counters), declared `intp`. Numba types `k = 0` as the literal 0 and widens it
+    (`Reverse.int_names`: cache counters, recorded extents), declared `intp`. Numba types `k = 0` as the literal 0 and widens it
     to int64 only when it meets `k += 1` through a loop; every such widening costs its type
     inference one more pass over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
     src = numba_source(src, floats)

@@ -631,7 +631,7 @@ class Reverse:
         slot = self.tape_slots.index(name)
         if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
             w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
-            self._start_counter(w, v)
+            w(f"{self._int(self._counter(v))} = 0")
             return
         dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
         size = trips if kind == "prealloc" else 16
@@ -639,9 +639,6 @@ class Reverse:
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
         else:
             w(f"{name} = np.empty({size}, {dtype})")
-        self._start_counter(w, v)
-
-    def _start_counter(self, w: Writer, v: Value) -> None:
         w(f"{self._int(self._counter(v))} = 0")
 
     def _int(self, name: str) -> str:
