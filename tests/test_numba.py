@@ -27,7 +27,7 @@ from zymo.codegen.numba_ import ZymoNumbaError, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
 
-from helpers import assert_tree_close, check, zymo_grad  # noqa: E402
+from helpers import assert_tree_close, check, fd_grad, zymo_grad  # noqa: E402
 
 Dispatcher = numba.core.dispatcher.Dispatcher
 
@@ -313,7 +313,7 @@ def test_backend_gap_raises_or_falls_back():
 
 
 def tanh_steps(x, W):
-    h = x
+    h = x[::2]  # a view first, new arrays after: the list caches unify their layouts
     acc = 0.0
     for _ in range(3):
         h = np.tanh(W @ h)  # a new array per iteration: split mode caches them in a list
@@ -321,28 +321,65 @@ def tanh_steps(x, W):
     return acc
 
 
+def _split_grad(f, values, numba_choice, width=0, again=False):
+    """Split mode on copies of `values` (all Duplicated, or BatchDuplicated of `width`):
+    (primal, shadows after the reverse call); `again`: a second forward call reusing the
+    tape, with new values, before the reverse call."""
+    from zymo import BatchDuplicated
+    vals = [np.array(v) for v in values]
+    if width:
+        args = [BatchDuplicated(v, tuple(np.zeros_like(v) for _ in range(width))) for v in vals]
+        seeds = tuple(float(k + 1) for k in range(width))
+    else:
+        args, seeds = [Duplicated(v, np.zeros_like(v)) for v in vals], (1.0,)
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, *args, numba=numba_choice)
+    tape, y = fwd(*args)
+    if again:
+        for a, v in zip(args, values):
+            a.val[...] = 1.5 * np.asarray(v)
+        tape, y = fwd(*args, tape=tape)
+    rev(*args, *seeds, tape)
+    return y, [np.array(a.dvals) if width else a.dval for a in args]
+
+
+def test_split_mode_list_caches_compile_under_numba():
+    """Split mode's list caches (a new array per iteration, their shadows kept by identity)
+    are Numba typed lists that the tape carries to the reverse function: their arrays differ
+    in layout (a view, then new arrays), which a reflected list could not pass back in.
+    Checked against the Python backend, finite differences, with a reused tape and in batch
+    mode; under numba=True, so a refusal fails the test."""
+    rng = np.random.default_rng(0)
+    x, W = rng.standard_normal(8), 0.5 * rng.standard_normal((4, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numba.core.errors.NumbaPerformanceWarning)  # W @ a view
+        for width, again in ((0, False), (0, True), (2, False)):
+            y, grads = _split_grad(tanh_steps, (x, W), True, width, again)
+            y_py, grads_py = _split_grad(tanh_steps, (x, W), False, width, again)
+            assert y == pytest.approx(y_py, rel=1e-12)
+            assert_tree_close(grads, grads_py, rtol=1e-12, atol=1e-14)
+        _, grads = _split_grad(tanh_steps, (x, W), True, again=True)
+    assert_tree_close(grads, fd_grad(tanh_steps, [1.5 * x, 1.5 * W]), rtol=1e-6, atol=1e-8)
+    assert_substantial(grads[0])
+    assert_substantial(grads[1])
+
+
+def cumsum_sq(x):
+    return np.sum(np.cumsum(x) ** 2)
+
+
 def test_a_refusal_of_zymos_shims_is_named_in_the_error():
     """Numba's message buries the shim's reason under the overloads it tried; the error leads
-    with it. Split mode keeps list caches in Python: refused under numba=True, and
+    with it. The primal compiles (Numba's cumsum flattens a 2-d array); zymo's Numba backend
+    differentiates the cumsum of 1-d arrays only: refused under numba=True, and
     numba='prefer' runs the derivative as Python, with the Python backend's numbers."""
-    rng = np.random.default_rng(0)
-    x, W = rng.standard_normal(4), 0.5 * rng.standard_normal((4, 4))
-
-    def split_grad(numba_choice):
-        args = (Duplicated(x, np.zeros(4)), Duplicated(W, np.zeros((4, 4))))
-        fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, tanh_steps, Active, *args, numba=numba_choice)
-        tape, y = fwd(*args)
-        rev(*args, 1.0, tape)
-        return y, args[0].dval, args[1].dval
-
-    with pytest.raises(ZymoNumbaError, match="zymo's Numba backend keeps array caches of split mode in Python"):
-        split_grad(True)
-    with pytest.warns(ZymoWarning, match="tanh_steps"):
-        y, dx, dW = split_grad("prefer")
-    y_py, dx_py, dW_py = split_grad(False)
-    assert y == pytest.approx(tanh_steps(x, W))
-    np.testing.assert_allclose(dx, dx_py)
-    np.testing.assert_allclose(dW, dW_py)
+    x = np.arange(6.0).reshape(2, 3) / 5
+    with pytest.raises(ZymoNumbaError, match="zymo's Numba backend differentiates np.cumsum of 1-d arrays"):
+        zymo.gradient(Reverse, cumsum_sq, x, numba=True)
+    with pytest.warns(ZymoWarning, match="cumsum_sq"):
+        (dx,) = zymo.gradient(Reverse, cumsum_sq, x, numba="prefer")
+    c = np.cumsum(x)
+    np.testing.assert_allclose(dx.ravel(), 2 * np.cumsum(c[::-1])[::-1])  # d/dx_j = 2 sum_{i>=j} c_i
+    np.testing.assert_allclose(dx, zymo.gradient(Reverse, cumsum_sq, x, numba=False)[0])
     assert_substantial(dx)
 
 

@@ -462,12 +462,26 @@ def whole_views(src: str) -> str:
     return "\n".join(lines)
 
 
+_REUSE_LIST = re.compile(r"^(\s*\w+ = )_rt\.reuse_list\(\w+, \d+\)$", re.M)
+
+
+def fresh_lists(src: str) -> str:
+    """Split mode's list caches are Numba typed lists, new on each forward call:
+    `c = _rt.reuse_list(tape, k)` becomes `c = _rt.List()`. Numba infers the element type
+    from the appends that follow in the same function (unifying the layouts of the arrays
+    appended), and the tape carries the lists to the reverse function as they are. A
+    reflected list (what `[]` is) would be unboxed element by element there, and refused if
+    its arrays differ in layout (a view, then a new array)."""
+    return _REUSE_LIST.sub(r"\1_rt.List()", src) if "_rt.reuse_list(" in src else src
+
+
 def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
-    """The source Numba compiles: `src` after `whole_views`, `accumulating_products` and
-    `elementwise_statements` (loops in place of temporaries and array expressions; the Python
-    backend, and second order, run `src` as it is). `floats`: names the transform knows hold
-    only floats, left as they are (nothing to gain; an intrinsic costs compile time)."""
-    return elementwise_statements(accumulating_products(whole_views(src)), floats)
+    """The source Numba compiles: `src` after `whole_views`, `fresh_lists`,
+    `accumulating_products` and `elementwise_statements` (loops in place of temporaries and
+    array expressions; the Python backend, and second order, run `src` as it is). `floats`:
+    names the transform knows hold only floats, left as they are (nothing to gain; an
+    intrinsic costs compile time)."""
+    return elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats)
 
 
 def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),

@@ -14,6 +14,7 @@ import numpy as np
 from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
+from numba.typed import List  # noqa: F401  (split mode's list caches: `numba_.fresh_lists`)
 
 from ..rules import runtime as rt
 from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
@@ -341,19 +342,6 @@ def _reuse_buffer(tape, slot, size, dtype):
         if buf.shape[0] >= size:
             return buf
         return np.empty(max(size, 1), dtype)
-    return impl
-
-
-@overload(rt.reuse_list, prefer_literal=True)
-def _reuse_list(tape, slot):
-    if _none(tape):
-        raise TypingError("zymo's Numba backend keeps array caches of split mode in Python")
-    k = _literal(slot, "tape slot")
-
-    def impl(tape, slot):
-        lst = tape[k]
-        lst.clear()
-        return lst
     return impl
 
 
