@@ -22,7 +22,7 @@ numba = pytest.importorskip("numba")
 
 import zymo  # noqa: E402
 import zymo.api  # noqa: E402
-from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ZymoWarning  # noqa: E402
+from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
 from zymo.codegen.numba_ import ZymoNumbaError, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
@@ -803,3 +803,93 @@ def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     for g_py, g_nb in zip(*grads):
         np.testing.assert_allclose(g_nb, g_py, rtol=1e-13, atol=1e-14)
     assert np.abs(grads[1][1]).max() > 0
+
+
+def _ufuncs_with_out(x, mask):
+    z = x * 1.5
+    np.degrees(z, out=z)  # ufuncs Numba lowers only with `out` positional: zymo's shims pass it so
+    np.greater(z, 40.0, out=mask)
+    np.floor(z, out=x)  # nondifferentiable: x is a constant from here on
+    return np.sum(np.where(mask, z * z, -z)) + np.sum(x)
+
+
+def test_ufuncs_called_with_out_compile_under_numba():
+    """Numba types `np.degrees(z, out=z)` but cannot lower the `out` keyword (a bare
+    NotImplementedError); every ufunc with a rule that Numba compiles goes through a shim that
+    passes `out` positionally. Checked under numba=True against the Python backend, the
+    closed form and finite differences."""
+    x0 = np.array([0.2, 0.6, 0.9, -0.4, 0.5])
+    check(_ufuncs_with_out, [x0.copy(), np.zeros(5, np.bool_)], const=(1,))
+    grads = []
+    for numba_choice in (False, True):
+        x, dx, mask = x0.copy(), np.zeros(5), np.zeros(5, np.bool_)
+        y = zymo.autodiff(ReverseWithPrimal, _ufuncs_with_out, Active, Duplicated(x, dx),
+                          zymo.Const(mask), numba=numba_choice)[1]
+        grads.append(dx)
+        assert y == pytest.approx(_ufuncs_with_out(x0.copy(), np.zeros(5, np.bool_)), rel=1e-14)
+        np.testing.assert_array_equal(x, np.floor(np.degrees(1.5 * x0)))
+    z = np.degrees(1.5 * x0)
+    closed = np.where(z > 40.0, 2 * z, -1.0) * 1.5 * 180 / np.pi
+    np.testing.assert_allclose(grads[1], closed, rtol=1e-13)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-13)
+    assert_substantial(grads[1])
+
+
+def test_a_construct_numba_types_but_cannot_lower_is_a_numba_error():
+    """Numba raises a bare NotImplementedError for some constructs it types but cannot lower;
+    a compile of a zymo program reports it as a Numba error (so `numba=True` explains it and
+    'prefer' falls back), never as if the program had raised it."""
+    from numba.core.errors import NumbaError
+
+    from zymo.codegen.numba_ import _lock_compiles
+
+    def floor_in_place(x):
+        np.floor(x, out=x)  # NumPy itself: Numba cannot lower the keyword
+        return x
+
+    dispatcher = numba.njit(floor_in_place)
+    with pytest.raises(NotImplementedError):
+        dispatcher(np.ones(3))
+    _lock_compiles(dispatcher, None)
+    with pytest.raises(NumbaError, match="Numba cannot lower this construct: unsupported keyword"):
+        dispatcher(np.ones(3))
+
+
+@numba.njit
+def _halve_sum(x):
+    acc = x * 0.0  # Numba: float64 for a float32 x (NumPy 2 keeps float32)
+    for i in range(3):
+        acc = acc + np.sin(x) * (i + 0.5)
+    return acc
+
+
+def test_a_compiled_derivative_has_the_dtypes_of_numba_not_numpy():
+    """Where Numba's typing differs from NumPy's (a float32 array times a Python float), the
+    compiled derivative follows Numba, like the `@njit` primal it differentiates; the Python
+    backend follows NumPy. The values agree to float32 precision and with the closed form."""
+    x = np.linspace(0.1, 1.0, 5).astype(np.float32)
+    out = {}
+    for numba_choice in (False, True):
+        tangent, primal = zymo.autodiff(zymo.ForwardWithPrimal, _halve_sum, Duplicated,
+                                        Duplicated(x.copy(), np.ones(5, np.float32)), numba=numba_choice)
+        out[numba_choice] = tangent
+        assert primal.dtype == tangent.dtype
+    assert out[True].dtype == _halve_sum(x).dtype == np.float64
+    assert out[False].dtype == _halve_sum.py_func(x).dtype == np.float32
+    closed = 4.5 * np.cos(x.astype(np.float64))
+    np.testing.assert_allclose(out[True], closed, rtol=1e-6)  # cos of float32 is float32 in both
+    np.testing.assert_allclose(out[False], closed, rtol=1e-6)
+
+
+def _vector_product(a, b):
+    return (a @ b) * np.sum(a)
+
+
+def test_a_product_of_two_vectors_compiles_under_numba():
+    """`a @ b` of 1-d arrays has a scalar adjoint: the shims' dtype of the product adjoint once
+    read `.dtype` of it (an AttributeError out of Numba's typing)."""
+    a, b = np.linspace(0.1, 1.0, 4), np.linspace(1.0, 2.0, 4)
+    da, db = zymo.gradient(Reverse, _vector_product, a, b, numba=True)
+    np.testing.assert_allclose(da, np.sum(a) * b + a @ b, rtol=1e-14)
+    np.testing.assert_allclose(db, np.sum(a) * a, rtol=1e-14)
+    check(_vector_product, [a, b])

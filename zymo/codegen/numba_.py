@@ -526,28 +526,45 @@ def _fresh_numba_ids() -> None:
     FunctionIdentity._unique_ids = itertools.count(start)
 
 
-def _lock_compiles(dispatcher: Any, lock_path: Path) -> None:
+def _lock_compiles(dispatcher: Any, lock_path: Path | None) -> None:
     """Make every compile of `dispatcher` (Numba calls `_compile_for_args` only for a new
-    signature) hold an exclusive lock on `lock_path` across processes (module contract)."""
+    signature) hold an exclusive lock on `lock_path` across processes (module contract; None:
+    an in-memory module, no lock), and report every failure of the compile as a Numba error.
+    `_compile_for_args` only compiles, so whatever it raises is a compile failure; Numba raises
+    a bare `NotImplementedError` for some constructs it types but cannot lower (a ufunc's
+    `out=` keyword, `x[...]` of a 0-d array), and a bug in a shim's typing would raise its own
+    exception: either would otherwise escape as if the program had raised it."""
     compile_for_args = dispatcher._compile_for_args
+
+    def compile_reporting(*args: Any, **kws: Any) -> Any:
+        from numba.core.errors import NumbaError, UnsupportedError
+
+        _fresh_numba_ids()
+        try:
+            return compile_for_args(*args, **kws)
+        except NumbaError:
+            raise
+        except NotImplementedError as exc:
+            raise UnsupportedError(f"Numba cannot lower this construct: {exc}") from exc
+        except Exception as exc:
+            raise UnsupportedError(f"Numba failed to compile this program: {type(exc).__name__}: {exc}") from exc
+
     try:
         import fcntl
     except ImportError:  # no flock (Windows): Numba's cache is used unlocked
-        def fresh(*args: Any, **kws: Any) -> Any:
-            _fresh_numba_ids()
-            return compile_for_args(*args, **kws)
-        dispatcher._compile_for_args = fresh
+        lock_path = None
+    if lock_path is None:
+        dispatcher._compile_for_args = compile_reporting
         return
 
     def locked(*args: Any, **kws: Any) -> Any:
-        _fresh_numba_ids()
         try:
             fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
         except OSError:
-            return compile_for_args(*args, **kws)
+            return compile_reporting(*args, **kws)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            return compile_for_args(*args, **kws)
+            return compile_reporting(*args, **kws)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -574,6 +591,8 @@ def _in_memory(body: str, names: list[str]) -> list[Callable]:
     body = body.replace("numba.njit(cache=True, ", "numba.njit(")
     ns: dict[str, Any] = {"__name__": "zymo_generated"}
     exec(compile(body, "<zymo numba>", "exec"), ns)
+    for n in names:
+        _lock_compiles(ns[n], None)
     return [ns[n] for n in names]
 
 

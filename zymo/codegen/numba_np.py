@@ -126,7 +126,13 @@ for _name in ("sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "absolute", "ne
               "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "exp2", "expm1",
               "log2", "log10", "log1p", "cbrt", "reciprocal", "fabs", "positive", "deg2rad", "rad2deg",
               "arctan2", "hypot", "maximum", "minimum", "fmax", "fmin", "logaddexp", "logaddexp2", "copysign",
-              "fmod", "remainder", "float_power"):
+              "fmod", "remainder", "float_power",
+              # the other ufuncs with rules that Numba compiles (`out=` would fail to lower)
+              "degrees", "radians", "sign", "floor", "ceil", "trunc", "rint", "spacing", "conjugate",
+              "isfinite", "isnan", "isinf", "signbit", "floor_divide", "ldexp", "nextafter",
+              "greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+              "logical_and", "logical_or", "logical_xor", "logical_not",
+              "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm"):
     globals()[_name] = _wrap_ufunc(getattr(_np, _name))
 abs = absolute  # noqa: A001  (np.abs is np.absolute)
 true_divide = divide

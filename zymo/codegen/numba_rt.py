@@ -193,10 +193,11 @@ def _extreme_mask(x, ans, axis, keepdims):
 
 
 def _result_dtype(*tys):
-    """The NumPy dtype of a product of Numba array types (a constant for `np.empty`)."""
+    """The NumPy dtype of a product of Numba array or scalar types (a constant for `np.empty`;
+    a scalar is the seed of a 1-d by 1-d product)."""
     from numba.np.numpy_support import as_dtype
 
-    return np.result_type(*(as_dtype(ty.dtype) for ty in tys))
+    return np.result_type(*(as_dtype(getattr(ty, "dtype", ty)) for ty in tys))
 
 
 @register_jitable
