@@ -893,3 +893,17 @@ def test_a_product_of_two_vectors_compiles_under_numba():
     np.testing.assert_allclose(da, np.sum(a) * b + a @ b, rtol=1e-14)
     np.testing.assert_allclose(db, np.sum(a) * a, rtol=1e-14)
     check(_vector_product, [a, b])
+
+
+def _axis_sums(x):
+    return np.sum(x, axis=0) * np.sum(x * x) + sum(x) * 0.5  # sums over the one axis of a 1-d x
+
+
+def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
+    """Its adjoint is one number, added into the operand's adjoint; the shim took it for an
+    array when the axis was given (`np.sum(x, axis=0)`, the builtin `sum(x)`)."""
+    x = np.array([0.3, 1.4, 0.8, 2.1])
+    (dx,) = zymo.gradient(Reverse, _axis_sums, x, numba=True)
+    np.testing.assert_allclose(dx, np.sum(x * x) + 2 * x * np.sum(x) + 0.5, rtol=1e-14)
+    np.testing.assert_allclose(dx, zymo.gradient(Reverse, _axis_sums, x, numba=False)[0], rtol=1e-14)
+    check(_axis_sums, [x])

@@ -142,11 +142,12 @@ def _expand_reduced(g, x, axis, keepdims):
         raise TypingError("zymo's Numba backend reduces over one axis at a time")
     if not _arr(x):
         return lambda g, x, axis, keepdims: g
-    ex = _expand(ax, keep, x.ndim)
-    if ax is None and not _arr(g):
-        # the adjoint of a full reduction is one number: generated code adds it into
-        # the operand's adjoint (`dx += ...`), which broadcasts it without allocating
+    if not _arr(g) and (ax is None or x.ndim == 1):
+        # the adjoint of a full reduction (over every axis, or the one axis of a 1-d array)
+        # is one number: generated code adds it into the operand's adjoint (`dx += ...`),
+        # which broadcasts it without allocating
         return lambda g, x, axis, keepdims: g
+    ex = _expand(ax, keep, x.ndim)
     return lambda g, x, axis, keepdims: np.broadcast_to(ex(g), x.shape)
 
 
