@@ -907,3 +907,28 @@ def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
     np.testing.assert_allclose(dx, np.sum(x * x) + 2 * x * np.sum(x) + 0.5, rtol=1e-14)
     np.testing.assert_allclose(dx, zymo.gradient(Reverse, _axis_sums, x, numba=False)[0], rtol=1e-14)
     check(_axis_sums, [x])
+
+
+def _mask_2d(a):
+    b = a * 1.0
+    b[a < 0.0] = 0.5 * a[a < 0.0]  # Numba 0.6x: a bare AssertionError compiling a 2-d mask
+    return np.sum(b * b)
+
+
+def test_a_numba_failure_without_a_message_is_named():
+    """Numba sometimes fails with an exception that has no text (here compiling the user's own
+    2-d boolean mask); the error says so instead of a bare exception name, and 'prefer' falls
+    back to Python with the right numbers."""
+    a = np.array([[0.3, -0.2], [-1.0, 2.0]])
+    try:
+        numba.njit(_mask_2d)(a)
+    except Exception as exc:
+        if str(exc):
+            pytest.skip(f"this Numba explains its refusal: {exc}")
+    else:
+        pytest.skip("this Numba compiles a 2-d boolean mask")
+    with pytest.raises(ZymoNumbaError, match=r"Numba cannot compile _mask_2d: Numba raised \w+Error with no message"):
+        zymo.gradient(Reverse, _mask_2d, a, numba=True)
+    with pytest.warns(ZymoWarning, match="_mask_2d"):
+        (da,) = zymo.gradient(Reverse, _mask_2d, a, numba="prefer")
+    np.testing.assert_allclose(da, np.where(a < 0, 0.5 * a, 2 * a), rtol=1e-14)

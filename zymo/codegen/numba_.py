@@ -547,7 +547,8 @@ def _lock_compiles(dispatcher: Any, lock_path: Path | None) -> None:
         except NotImplementedError as exc:
             raise UnsupportedError(f"Numba cannot lower this construct: {exc}") from exc
         except Exception as exc:
-            raise UnsupportedError(f"Numba failed to compile this program: {type(exc).__name__}: {exc}") from exc
+            raise UnsupportedError(f"Numba failed to compile this program: {type(exc).__name__}: "
+                                   f"{exc or 'no message (a Numba bug or limit)'}") from exc
 
     try:
         import fcntl
@@ -637,7 +638,9 @@ def _first_line(exc: Exception) -> str:
     for ln in lines:
         if not ln.startswith(("Failed in", "During:", "File ")):
             return ln
-    return lines[0] if lines else type(exc).__name__
+    if lines:
+        return lines[0]
+    return f"Numba raised {type(exc).__name__} with no message (a Numba bug or limit)"
 
 
 def _user_loc(exc: Exception, primal: Callable) -> Loc | None:
