@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zymo
-from helpers import assert_tree_close, check
+from helpers import assert_tree_close, check, fd_grad
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
 
 
@@ -272,3 +272,81 @@ def test_a_for_loop_inside_a_while_loop_grows_its_cache():
     check(for_in_while, [x.copy()])
     src = zymo.generated_code(Reverse, for_in_while, Active, Duplicated(x.copy(), np.zeros_like(x)))
     assert "_rt.grow(" in src
+
+
+def shrinking_window(x):
+    """`h` loses an element every iteration (a slice of a loop-carried array)."""
+    acc = 0.0
+    h = x
+    for k in range(3):
+        h = np.sin(h[1:] * h[:-1])
+        acc += np.sum(h) * (k + 1.0)
+    return acc
+
+
+def appended_each_time(x):
+    """`h` gains an element every iteration (a join with a loop-carried array)."""
+    h = x
+    acc = 0.0
+    for k in range(3):
+        h = np.concatenate((h, h[:1] * 0.5))
+        acc += np.sum(np.sin(h)) * (k + 1.0)
+    return acc
+
+
+def first_row_kept(x):
+    """`h` is (3, 4) on the first iteration and (1, 4) after (cached values would broadcast)."""
+    h = x
+    acc = 0.0
+    for k in range(3):
+        s = np.sin(h)
+        acc += np.sum(s * s) * (k + 1.0)
+        h = h[:1] * 2.0
+    return acc
+
+
+def rebound_by_a_product(x, W):
+    """`W @ h` keeps `h`'s shape around the loop (or the next product fails): stacked."""
+    h = x
+    acc = 0.0
+    for _ in range(3):
+        h = np.tanh(W @ h)
+        acc += np.sum(h * h)
+    return acc
+
+
+@pytest.mark.parametrize("f, make", [
+    (shrinking_window, lambda r: [r.random(7)]),
+    (appended_each_time, lambda r: [r.random(4)]),
+    (first_row_kept, lambda r: [r.random((3, 4))]),
+])
+def test_arrays_whose_shape_changes_around_a_loop_are_cached_in_lists(f, make):
+    """A loop-carried array whose shape changes every iteration: the shape analysis once
+    took the cycle for fixed and stacked its values in rows of the first one's shape (a
+    broadcast error in the forward sweep). Checked against central differences and forward
+    mode, in split mode, and under Numba."""
+    args = make(np.random.default_rng(2))
+    check(f, args)
+    src = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) for a in args])
+    assert ".append(" in src and "grow_stack" not in src
+    (g,) = zymo.gradient(Reverse, f, *args, numba=False)
+    assert_tree_close([g], fd_grad(f, args), rtol=1e-6, atol=1e-8)
+    (g_numba,) = zymo.gradient(Reverse, f, *args, numba=True)
+    assert_tree_close([g_numba], [g], rtol=1e-12, atol=1e-14)
+    shadow = [Duplicated(args[0].copy(), np.zeros_like(args[0]))]
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, *shadow, numba=True)
+    tape, _ = fwd(*shadow)
+    rev(*shadow, 1.0, tape)
+    assert_tree_close([shadow[0].dval], [g], rtol=1e-12, atol=1e-14)
+    assert np.abs(g).max() > 0.1
+
+
+def test_a_product_around_a_loop_keeps_its_stacked_cache():
+    """The cycle through `W @ h` keeps `h`'s shape (a product that changed it would fail at the
+    next iteration), so its values stay in one stacked buffer."""
+    r = np.random.default_rng(3)
+    args = [r.standard_normal(4), 0.5 * r.standard_normal((4, 4))]
+    check(rebound_by_a_product, args)
+    src = zymo.generated_code(Reverse, rebound_by_a_product, Active,
+                              *[Duplicated(a, np.zeros_like(a)) for a in args])
+    assert "grow_stack" in src

@@ -22,6 +22,13 @@ The analysis is conservative; unknown ops are not fixed. The rules:
   rule is user-defined (`zymo.custom_rule`) or listed as data-shaped;
 - a loop-carried array or an `if` result is fixed when every value flowing into
   it is (a greatest fixpoint, so a buffer rebound around a loop stays fixed).
+  That optimism is sound only for cycles through ops that keep their operand's
+  shape: so an op on a "carried" array (one computed, inside a loop, from a
+  loop-carried array) is fixed only if it is elementwise, a view that keeps every
+  axis whole (`h[:]`) or drops one by an integer index, or a product or copy
+  (`_KEEPS_SHAPE`: a product that changed the shape would fail at the next
+  iteration). `h = np.sin(h[1:] * h[:-1])` or `h = np.concatenate((h, y))` in a
+  loop changes `h`'s shape every iteration; such values are cached in lists.
 """
 from __future__ import annotations
 
@@ -33,6 +40,10 @@ _INT_ARITH = {"add", "sub", "mul", "floordiv", "mod", "neg"}
 _DATA_SHAPED = {"numpy.nonzero", "numpy.flatnonzero", "numpy.argwhere", "numpy.unique",
                 "numpy.extract", "numpy.compress", "numpy.trim_zeros", "numpy.repeat",
                 "numpy.arange", "numpy.linspace", "numpy.histogram"}
+# rules whose result keeps the shape of a loop-carried operand around a cycle (or the primal
+# fails at the next iteration: `W @ h` with W not square)
+_KEEPS_SHAPE = {"matmul", "numpy.matmul", "numpy.dot", "numpy.copy", "numpy.zeros_like",
+                "numpy.ones_like", "numpy.empty_like", "numpy.full_like"}
 
 
 class FixedShapes:
@@ -44,6 +55,7 @@ class FixedShapes:
         for p in fn.params:
             self.depth[p.id] = 0
         self._index(fn.body, 0)
+        self._carried = self._carried_values()
         self._fixed = {v.id for v in self.values if isinstance(v.type, T.Array)}
         changed = True
         while changed:  # greatest fixpoint: drop values until every remaining one is justified
@@ -93,6 +105,24 @@ class FixedShapes:
                 for r, y in zip(op.results, region.ops[-1].args):
                     add(r, y)
 
+    def _carried_values(self) -> set[int]:
+        """Ids of the arrays computed from a loop-carried array (a loop's block argument),
+        the block arguments included (the module contract)."""
+        carried = {v.id for v in self.values if v.id in self.inflow and isinstance(v.type, T.Array)
+                   and self.def_op.get(v.id) is None and self.depth.get(v.id, 0) > 0}
+        changed = True
+        while changed:
+            changed = False
+            for v in self.values:
+                if v.id in carried or not isinstance(v.type, T.Array):
+                    continue
+                op = self.def_op.get(v.id)
+                sources = list(self.inflow.get(v.id, ())) + (list(op.args) if op is not None else [])
+                if any(a.id in carried for a in sources):
+                    carried.add(v.id)
+                    changed = True
+        return carried
+
     # -- the rules ----------------------------------------------------------------------
     def _invariant(self, v: Value, budget: int = 6) -> bool:
         if v.is_const or self.depth.get(v.id, 0) == 0:
@@ -125,6 +155,8 @@ class FixedShapes:
             return False
         tree = op.attrs["index"]
         parts = list(tree[1]) if tree[0] == "t" else [tree]
+        if base.id in self._carried and not all(_keeps_axis(part, op.args) for part in parts):
+            return False  # `h[1:]` of a loop-carried `h` may shrink it every iteration
         for part in parts:
             for a in tree_values(part, op.args):
                 if not isinstance(a.type, T.Scalar):
@@ -145,6 +177,16 @@ class FixedShapes:
             return False
         if rule.elementwise:
             return True
+        if key not in _KEEPS_SHAPE and any(a.id in self._carried for a in arrays):
+            return False
         if any(not a.type.differentiable for a in arrays):
             return False
         return all(self._invariant(a) for a in op.args if not T.is_memory(a.type))
+
+
+def _keeps_axis(part: tuple, args: list[Value]) -> bool:
+    """Whether an index part keeps its axis whole (`:`, `...`) or picks within it by number
+    (an integer, `None`): not a slice with a bound or a step."""
+    if part[0] == "s":
+        return all(t == ("c", None) for t in part[1:])
+    return part[0] in ("v", "c")
