@@ -350,3 +350,24 @@ def test_a_product_around_a_loop_keeps_its_stacked_cache():
     src = zymo.generated_code(Reverse, rebound_by_a_product, Active,
                               *[Duplicated(a, np.zeros_like(a)) for a in args])
     assert "grow_stack" in src
+
+
+def reads_a_slice_of_the_state(x, W):
+    """`h[1:]` read but not fed back: as fixed as `h`, so stacked."""
+    h = x
+    acc = 0.0
+    for _ in range(3):
+        h = np.tanh(W @ h)
+        t = np.sin(h[1:])
+        acc += np.sum(t * t)
+    return acc
+
+
+def test_a_slice_that_only_reads_a_loop_carried_array_stays_stacked():
+    """Only ops on the cycle itself must keep the shape; `sin(h[1:])` reads the cycle."""
+    r = np.random.default_rng(4)
+    args = [r.standard_normal(4), 0.5 * r.standard_normal((4, 4))]
+    check(reads_a_slice_of_the_state, args)
+    src = zymo.generated_code(Reverse, reads_a_slice_of_the_state, Active,
+                              *[Duplicated(a, np.zeros_like(a)) for a in args])
+    assert "_cache_sin = _rt.grow_stack(" in src and "_cache_sin.append(" not in src

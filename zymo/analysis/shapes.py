@@ -23,12 +23,13 @@ The analysis is conservative; unknown ops are not fixed. The rules:
 - a loop-carried array or an `if` result is fixed when every value flowing into
   it is (a greatest fixpoint, so a buffer rebound around a loop stays fixed).
   That optimism is sound only for cycles through ops that keep their operand's
-  shape: so an op on a "carried" array (one computed, inside a loop, from a
-  loop-carried array) is fixed only if it is elementwise, a view that keeps every
-  axis whole (`h[:]`) or drops one by an integer index, or a product or copy
-  (`_KEEPS_SHAPE`: a product that changed the shape would fail at the next
+  shape: so an op on a loop's cycle (computed from a loop-carried array and
+  flowing back into it) is fixed only if it is elementwise, a view that keeps
+  every axis whole (`h[:]`) or drops one by an integer index, or a product or
+  copy (`_KEEPS_SHAPE`: a product that changed the shape would fail at the next
   iteration). `h = np.sin(h[1:] * h[:-1])` or `h = np.concatenate((h, y))` in a
-  loop changes `h`'s shape every iteration; such values are cached in lists.
+  loop changes `h`'s shape every iteration; such values are cached in lists. An
+  op that only reads the cycle (`t = h[1:]`, not fed back) follows the rules above.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class FixedShapes:
         for p in fn.params:
             self.depth[p.id] = 0
         self._index(fn.body, 0)
-        self._carried = self._carried_values()
+        self._cycle = self._cycle_values()
         self._fixed = {v.id for v in self.values if isinstance(v.type, T.Array)}
         changed = True
         while changed:  # greatest fixpoint: drop values until every remaining one is justified
@@ -105,23 +106,37 @@ class FixedShapes:
                 for r, y in zip(op.results, region.ops[-1].args):
                     add(r, y)
 
-    def _carried_values(self) -> set[int]:
-        """Ids of the arrays computed from a loop-carried array (a loop's block argument),
-        the block arguments included (the module contract)."""
-        carried = {v.id for v in self.values if v.id in self.inflow and isinstance(v.type, T.Array)
-                   and self.def_op.get(v.id) is None and self.depth.get(v.id, 0) > 0}
-        changed = True
-        while changed:
-            changed = False
-            for v in self.values:
-                if v.id in carried or not isinstance(v.type, T.Array):
-                    continue
-                op = self.def_op.get(v.id)
-                sources = list(self.inflow.get(v.id, ())) + (list(op.args) if op is not None else [])
-                if any(a.id in carried for a in sources):
-                    carried.add(v.id)
-                    changed = True
-        return carried
+    def _cycle_values(self) -> set[int]:
+        """Ids of the arrays on a loop's cycle: computed, inside the loop, from one of its
+        loop-carried arrays (a block argument) and flowing back into it (the module contract).
+        A value that only reads the cycle (`t = h[1:]` used and dropped) is not on it."""
+        sources: dict[int, list[Value]] = {}
+        users: dict[int, list[Value]] = {}
+        for v in self.values:
+            op = self.def_op.get(v.id)
+            srcs = list(self.inflow.get(v.id, ())) + (list(op.args) if op is not None else [])
+            sources[v.id] = srcs
+            for src in srcs:
+                users.setdefault(src.id, []).append(v)
+
+        def closure(start: list[Value], step) -> set[int]:
+            seen: set[int] = set()
+            todo = list(start)
+            while todo:
+                v = todo.pop()
+                if v.id not in seen:
+                    seen.add(v.id)
+                    todo.extend(step(v))
+            return seen
+
+        cycle: set[int] = set()
+        for a in self.values:
+            if (a.id in self.inflow and self.def_op.get(a.id) is None and self.depth.get(a.id, 0) > 0
+                    and isinstance(a.type, T.Array)):
+                ahead = closure([a], lambda v: users.get(v.id, ()))
+                behind = closure(self.inflow[a.id], lambda v: sources.get(v.id, ()))
+                cycle |= ahead & behind
+        return cycle
 
     # -- the rules ----------------------------------------------------------------------
     def _invariant(self, v: Value, budget: int = 6) -> bool:
@@ -155,8 +170,8 @@ class FixedShapes:
             return False
         tree = op.attrs["index"]
         parts = list(tree[1]) if tree[0] == "t" else [tree]
-        if base.id in self._carried and not all(_keeps_axis(part, op.args) for part in parts):
-            return False  # `h[1:]` of a loop-carried `h` may shrink it every iteration
+        if op.results[0].id in self._cycle and not all(_keeps_axis(part, op.args) for part in parts):
+            return False  # `h = f(h[1:])` around a loop shrinks `h` every iteration
         for part in parts:
             for a in tree_values(part, op.args):
                 if not isinstance(a.type, T.Scalar):
@@ -177,7 +192,7 @@ class FixedShapes:
             return False
         if rule.elementwise:
             return True
-        if key not in _KEEPS_SHAPE and any(a.id in self._carried for a in arrays):
+        if key not in _KEEPS_SHAPE and op.results[0].id in self._cycle:
             return False
         if any(not a.type.differentiable for a in arrays):
             return False
