@@ -841,7 +841,7 @@ def test_a_construct_numba_types_but_cannot_lower_is_a_numba_error():
     'prefer' falls back), never as if the program had raised it."""
     from numba.core.errors import NumbaError
 
-    from zymo.codegen.numba_ import _lock_compiles
+    from zymo.codegen.numba_ import _guard_compiles
 
     def floor_in_place(x):
         np.floor(x, out=x)  # NumPy itself: Numba cannot lower the keyword
@@ -850,7 +850,7 @@ def test_a_construct_numba_types_but_cannot_lower_is_a_numba_error():
     dispatcher = numba.njit(floor_in_place)
     with pytest.raises(NotImplementedError):
         dispatcher(np.ones(3))
-    _lock_compiles(dispatcher, None)
+    _guard_compiles(dispatcher, None)
     with pytest.raises(NumbaError, match="Numba cannot lower this construct: unsupported keyword"):
         dispatcher(np.ones(3))
 

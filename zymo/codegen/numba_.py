@@ -508,7 +508,7 @@ def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] 
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         for n in names:
-            _lock_compiles(getattr(mod, n), path.with_name(path.name + ".lock"))
+            _guard_compiles(getattr(mod, n), path.with_name(path.name + ".lock"))
         sys.modules[modname] = mod
     return [getattr(mod, n) for n in names]
 
@@ -526,7 +526,7 @@ def _fresh_numba_ids() -> None:
     FunctionIdentity._unique_ids = itertools.count(start)
 
 
-def _lock_compiles(dispatcher: Any, lock_path: Path | None) -> None:
+def _guard_compiles(dispatcher: Any, lock_path: Path | None) -> None:
     """Make every compile of `dispatcher` (Numba calls `_compile_for_args` only for a new
     signature) hold an exclusive lock on `lock_path` across processes (module contract; None:
     an in-memory module, no lock), and report every failure of the compile as a Numba error.
@@ -593,7 +593,7 @@ def _in_memory(body: str, names: list[str]) -> list[Callable]:
     ns: dict[str, Any] = {"__name__": "zymo_generated"}
     exec(compile(body, "<zymo numba>", "exec"), ns)
     for n in names:
-        _lock_compiles(ns[n], None)
+        _guard_compiles(ns[n], None)
     return [ns[n] for n in names]
 
 
