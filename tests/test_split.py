@@ -101,3 +101,54 @@ def test_reused_tape_allocates_no_cache():
     reused = peak(lambda: fwd(Duplicated(x, dx), tape=tape))
     assert fresh >= 8 * n  # the cache: one float per iteration
     assert reused < 8 * n // 10
+
+
+_SCALE = [2.0]
+
+
+def scaled_sumsq(x, w):
+    return np.sum(w * x * x) * _SCALE[0]
+
+
+def test_thunks_replay_a_call_with_the_same_arguments(monkeypatch):
+    """A thunk called again with the very same argument objects skips `_prepare` (about half
+    of a small call), like `autodiff`'s replays; new objects, a changed captured global and
+    a changed Numba policy prepare afresh. Every call's numbers are the closed form."""
+    import zymo.api as api
+
+    calls = []
+    real = api._prepare
+    monkeypatch.setattr(api, "_prepare", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x, dx, w = np.linspace(0.1, 1.0, 4), np.zeros(4), np.linspace(1.0, 2.0, 4)
+    args = (Duplicated(x, dx), Const(w))
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, scaled_sumsq, Active, *args, numba=False)
+
+    def run(a):
+        a[0].dval[:] = 0.0
+        tape, y = fwd(*a)
+        rev(*a, 1.0, tape)
+        assert y == pytest.approx(np.sum(w * x * x) * _SCALE[0], rel=1e-14)
+        np.testing.assert_allclose(a[0].dval, 2 * w * x * _SCALE[0], rtol=1e-14)
+
+    run(args)
+    n = len(calls)
+    for _ in range(3):
+        run(args)
+    assert len(calls) == n  # replayed: the same objects
+    run((Duplicated(x, dx), Const(w.copy())))
+    assert len(calls) == n + 2  # a new array: both halves prepare again
+    _SCALE[0] = 3.0
+    try:
+        n = len(calls)
+        run(args)  # the captured global changed: prepared again, with the new value
+        assert len(calls) > n
+    finally:
+        _SCALE[0] = 2.0
+    run(args)
+    n = len(calls)
+    zymo.config.set_numba("never")
+    try:
+        run(args)
+        assert len(calls) == n + 2  # a new policy: the recorded calls are forgotten
+    finally:
+        zymo.config.set_numba(None)

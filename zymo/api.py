@@ -515,34 +515,25 @@ _FAST: dict[Any, "_Repeat"] = {}
 _LAST: dict[Any, "_Repeat"] = {}  # function -> its last replayed entry (also in _FAST)
 
 
+_GENERATION = [0]  # split mode's thunks record their last calls under this number
+
+
 def forget_replays() -> None:
     """Drop every recorded call (a changed backend policy must not be replayed past)."""
     _FAST.clear()
     _LAST.clear()
+    _GENERATION[0] += 1
 
 
-class _Repeat:
-    """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
+class _Match:
+    """Whether a call has the very arguments of a recorded one (`_Repeat`'s check, which
+    split mode's thunks use too): the same objects, types, list lengths and assumed sizes,
+    and captured globals still valid. `flat` holds the program's argument values, which the
+    sizes it assumes equal (`comp.guards`) index."""
 
-    A call whose annotations hold the very same objects (arrays, shadows, constants) as
-    the recorded one has the same types and aliasing, so it runs the recorded program on
-    the recorded argument list without re-deriving anything (about 2 µs in all; the
-    generated program reads sizes afresh). Lists must keep their length. Internal shadows
-    (of Const or captured memory that receives active data) are zeroed in place for each
-    call. Calls with Active floats are never recorded; captured globals are re-checked when
-    the function reads any. The sizes a program assumes equal (its guards,
-    `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
-    shape in place (`x.shape = ...`) while its shadow keeps the old one."""
+    __slots__ = ("spec", "lists", "comp", "flat", "lowered", "matches")
 
-    __slots__ = ("key", "spec", "lists", "comp", "flat", "finish", "f", "norm", "lowered",
-                 "const_result", "zeroers", "matches")
-
-    def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any,
-                 norm: list, internal: list[int]):
-        self.key = key
-        # zeroing the internal shadows: an array in place, anything else by `make_zero_`
-        self.zeroers = [partial(flat[i].fill, 0) if isinstance(flat[i], np.ndarray) else partial(make_zero_, flat[i])
-                        for i in internal]
+    def __init__(self, args: tuple, comp: Compiled, flat: list):
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
         # per argument: its type, and what must be the very same objects: the argument itself
@@ -552,12 +543,9 @@ class _Repeat:
                            else 3 if isinstance(a, Annotation) else 0)
                           for a, v, s in zip(args, vals, dvals))
         self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
-        self.comp, self.flat, self.finish, self.f, self.norm = comp, flat, finish, f, norm
+        self.comp, self.flat = comp, flat
         self.lowered = [lw for lw in _LOWERED.values() if lw.ir is comp.ir and
                         (lw.captured or lw.ir.attrs.get("frozen"))]
-        # plain Reverse: every derivative is in a shadow, the result is always the same
-        mode = finish.mode
-        self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
         self.matches = self._first_match
 
     def _first_match(self, args: tuple) -> bool:
@@ -615,6 +603,34 @@ class _Repeat:
 
     def _lowered_valid(self) -> bool:
         return all(lw.still_valid() for lw in self.lowered)
+
+
+class _Repeat(_Match):
+    """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
+
+    A call whose annotations hold the very same objects (arrays, shadows, constants) as
+    the recorded one has the same types and aliasing, so it runs the recorded program on
+    the recorded argument list without re-deriving anything (about 2 µs in all; the
+    generated program reads sizes afresh). Lists must keep their length. Internal shadows
+    (of Const or captured memory that receives active data) are zeroed in place for each
+    call. Calls with Active floats are never recorded; captured globals are re-checked when
+    the function reads any. The sizes a program assumes equal (its guards,
+    `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
+    shape in place (`x.shape = ...`) while its shadow keeps the old one."""
+
+    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers")
+
+    def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: _Finish, f: Any,
+                 norm: list, internal: list[int]):
+        super().__init__(args, comp, flat)
+        self.key = key
+        # zeroing the internal shadows: an array in place, anything else by `make_zero_`
+        self.zeroers = [partial(flat[i].fill, 0) if isinstance(flat[i], np.ndarray) else partial(make_zero_, flat[i])
+                        for i in internal]
+        self.finish, self.f, self.norm = finish, f, norm
+        # plain Reverse: every derivative is in a shadow, the result is always the same
+        mode = finish.mode
+        self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
 
     def run(self) -> tuple:
         for zero in self.zeroers:
@@ -741,9 +757,25 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
     if not (isinstance(mode, Mode) and mode.split):
         raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
     _prepare(mode, f, ret_activity, args, numba)  # compile now, check the annotations
+    last: dict[int, tuple] = {}  # half -> (generation, _Match, what _prepare gave) of its last call
+
+    def prepared(half: int, call_args: tuple) -> tuple:
+        """`_prepare`, or what it gave for the last call of this half if `call_args` hold the
+        very same objects (`_Match`; the conditions of `autodiff`'s replays)."""
+        rec = last.get(half)
+        if rec is not None and rec[0] == _GENERATION[0] and rec[1].matches(call_args):
+            return rec[2]
+        got = _prepare(mode, f, ret_activity, call_args, numba)
+        comp, norm, leaves, all_values = got
+        if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
+            try:
+                last[half] = (_GENERATION[0], _Match(call_args, comp, all_values), got)
+            except TypeError:
+                pass
+        return got
 
     def forward(*call_args: Any, tape: Tape | None = None) -> tuple:
-        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, call_args, numba)
+        comp, norm, leaves, all_values = prepared(0, call_args)
         shadows = _shadows(comp, leaves, all_values)
         inner = tape.inner if tape is not None and tape.owner is comp else None
         primal_flat, recorded = _call(comp, 0, [*all_values, *shadows, inner], f, norm)
@@ -763,7 +795,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
             if len(rest) < nseed:
                 raise ZymoUsageError("the reverse thunk of an Active return needs the seed before the tape")
             seed, rest = tuple(rest[-nseed:]), rest[:-nseed]
-        comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, rest, numba)
+        comp, norm, leaves, all_values = prepared(1, rest)
         if tape.owner is not comp:
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
         shadows = _shadows(comp, leaves, all_values, tape.internal)
