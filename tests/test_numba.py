@@ -932,3 +932,40 @@ def test_a_numba_failure_without_a_message_is_named():
     with pytest.warns(ZymoWarning, match="_mask_2d"):
         (da,) = zymo.gradient(Reverse, _mask_2d, a, numba="prefer")
     np.testing.assert_allclose(da, np.where(a < 0, 0.5 * a, 2 * a), rtol=1e-14)
+
+
+def test_matrix_vector_adjoint_starts_from_zeros_not_from_freed_memory():
+    """The matrix-vector loop of a product adjoint took its zero as `out[i] * 0` of an
+    `np.empty` array: NaN where the allocator handed back memory that held NaN (a rule test
+    failed now and then). Freed blocks of NaN just before make that every time."""
+    from zymo.codegen import numba_rt
+
+    mv = numba_rt._matvec(np.dtype(np.float64), False)
+
+    @numba.njit
+    def poisoned(m, v):
+        for _ in range(50):  # blocks of this size, full of NaN, freed: the next allocation reuses one
+            junk = np.full(m.shape[0], np.nan)
+            junk[0] = np.nan
+        return mv(m, v)
+
+    m, v = np.arange(12.0).reshape(4, 3), np.array([1.0, -2.0, 0.5])
+    for _ in range(20):
+        np.testing.assert_allclose(poisoned(m, v), m @ v, rtol=1e-15)
+
+
+def _cumprod_sum(x):
+    return np.sum(np.cumprod(x) * 2.0)
+
+
+@pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
+def test_cumprod_of_an_empty_array_has_an_empty_derivative(numba_choice):
+    """The scan adjoints read `x[0]` / `g[n - 1]`: an IndexError as Python, and under Numba
+    (no bounds checks) a read and write out of bounds (a segfault)."""
+    for n in (0, 3):
+        x = np.linspace(0.5, 1.5, n)
+        (dx,) = zymo.gradient(Reverse, _cumprod_sum, x, numba=numba_choice)
+        (t,) = zymo.autodiff(zymo.Forward, _cumprod_sum, Duplicated, Duplicated(x, np.ones(n)), numba=numba_choice)
+        expected = np.array([7.0, 2.5, 1.0]) if n else np.zeros(0)  # 2 (1 + x1 + x1 x2), ...
+        np.testing.assert_allclose(dx, expected, rtol=1e-14)
+        assert t == pytest.approx(np.sum(expected))

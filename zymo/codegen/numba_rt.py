@@ -234,9 +234,9 @@ def _matvec(dt, transpose: bool):
     else:
         @register_jitable
         def mv(m, v):
-            out = np.empty(m.shape[0], dt)
+            out = np.zeros(m.shape[0], dt)
             for i in range(m.shape[0]):
-                acc = out[i] * 0
+                acc = out[i]  # a zero of the result's dtype (of `np.empty`, NaN * 0 could be NaN)
                 for j in range(m.shape[1]):
                     acc += m[i, j] * v[j]
                 out[i] = acc

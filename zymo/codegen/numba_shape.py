@@ -169,6 +169,8 @@ def _cumprod_jvp(t, x, axis):
 
     def impl(t, x, axis):
         d = _np.empty(x.shape[0])
+        if x.shape[0] == 0:  # nothing to read: x[0] would be out of bounds (Numba does not check)
+            return d
         p = x[0]
         d[0] = t[0]
         for j in range(1, x.shape[0]):
@@ -185,6 +187,8 @@ def _cumprod_vjp(g, x, axis):
     def impl(g, x, axis):
         n = x.shape[0]
         out = _np.empty(n)
+        if n == 0:  # g[n - 1] would wrap round to an element that is not there
+            return out
         s = g[n - 1]
         out[n - 1] = s
         for i in range(n - 2, -1, -1):

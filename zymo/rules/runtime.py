@@ -284,6 +284,8 @@ def cumprod_jvp(t, x, axis):
     xs, back = _scan_layout(x, axis)
     ts, _ = _scan_layout(np.broadcast_to(t, np.shape(x)), axis)
     d = np.empty(xs.shape, dtype=np.result_type(xs, ts))
+    if xs.shape[0] == 0:  # an empty scan: an empty tangent
+        return d if axis is None else back(d)
     p = xs[0]
     d[0] = ts[0]
     for j in range(1, xs.shape[0]):
@@ -298,6 +300,8 @@ def cumprod_vjp(g, x, axis):
     gs, _ = _scan_layout(g, axis)
     n = xs.shape[0]
     out = np.empty(xs.shape, dtype=np.result_type(xs, gs))
+    if n == 0:  # an empty scan: an empty adjoint
+        return back(out)
     s = gs[n - 1]
     out[n - 1] = s
     for i in range(n - 2, -1, -1):
