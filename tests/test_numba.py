@@ -969,3 +969,34 @@ def test_cumprod_of_an_empty_array_has_an_empty_derivative(numba_choice):
         expected = np.array([7.0, 2.5, 1.0]) if n else np.zeros(0)  # 2 (1 + x1 + x1 x2), ...
         np.testing.assert_allclose(dx, expected, rtol=1e-14)
         assert t == pytest.approx(np.sum(expected))
+
+
+def _add_at_loss(x, v, idx):
+    a = x * 1.0
+    np.add.at(a, idx, v)
+    return np.sum(a * a)
+
+
+def _max_rows(x):
+    return np.sum(np.max(x, axis=0))
+
+
+def test_out_of_bounds_reads_of_the_shims_are_errors_or_broadcasts():
+    """Numba checks no bounds, so the shims must: `np.add.at` with one value for every index
+    (`v` of shape (1,)) read `v[1:]` past its end (wrong numbers), an index out of range wrote
+    past the array, and the max along an empty axis read `x[0]` of nothing. Found by an audit
+    with the allocator poisoned and neighbouring memory set to 123."""
+    big = np.full(64, 123.0)
+    big[0] = 1.0
+    x, v, idx = np.arange(4.0), big[:1], np.array([0, 1, 2, 3])
+    for numba_choice in (False, True):
+        dx, dv, _ = zymo.gradient(Reverse, _add_at_loss, x, v, idx, numba=numba_choice)
+        np.testing.assert_allclose(dx, 2 * (x + 1.0), rtol=1e-15)
+        np.testing.assert_allclose(dv, [np.sum(2 * (x + 1.0))], rtol=1e-15)
+    with pytest.raises(IndexError):
+        zymo.gradient(Reverse, _add_at_loss, x, v, np.array([0, 5]), numba=True)
+    for shape in ((0, 3), (0, 0)):
+        with pytest.raises(ValueError, match="zero-size array"):
+            zymo.gradient(Reverse, _max_rows, np.zeros(shape), numba=True)
+    (dx,) = zymo.gradient(Reverse, _max_rows, np.array([[1.0, 5.0], [3.0, 2.0]]), numba=True)
+    np.testing.assert_array_equal(dx, [[0.0, 1.0], [1.0, 0.0]])

@@ -50,10 +50,13 @@ def _mask_positions(ix, n):
 
 @register_jitable
 def _int_positions(ix, n):
-    """The positions an int array selects along an axis of length n (negative entries wrap)."""
+    """The positions an int array selects along an axis of length n (negative entries wrap;
+    out of range is NumPy's IndexError, not a write past the end: Numba checks no bounds)."""
     out = np.empty(ix.shape[0], np.int64)
     for k in range(ix.shape[0]):
         i = ix[k]
+        if i < -n or i >= n:
+            raise IndexError("index out of bounds for the axis it indexes")
         out[k] = i + n if i < 0 else i
     return out
 
@@ -113,15 +116,22 @@ def _add_at(a, idx, v, out=None):
         raise TypingError("zymo's Numba backend compiles np.add.at(a, idx, v) with idx a 1-d integer array only")
     per_index = isinstance(v, t.Array) and v.ndim == a.ndim
 
-    @register_jitable
-    def add(o, idx, v):
-        pos = _int_positions(idx, o.shape[0])
-        for k in range(pos.shape[0]):
-            if per_index:
-                o[pos[k]] += v[k]
-            else:
+    if per_index:  # one value per index, or one for all (a first axis of length 1)
+        @register_jitable
+        def add(o, idx, v):
+            pos = _int_positions(idx, o.shape[0])
+            if v.shape[0] != pos.shape[0] and v.shape[0] != 1:
+                raise ValueError("np.add.at: the values do not broadcast to the indices")
+            for k in range(pos.shape[0]):
+                o[pos[k]] += v[k if v.shape[0] == pos.shape[0] else 0]
+            return o
+    else:
+        @register_jitable
+        def add(o, idx, v):
+            pos = _int_positions(idx, o.shape[0])
+            for k in range(pos.shape[0]):
                 o[pos[k]] += v
-        return o
+            return o
 
     if _none(out):
         def impl(a, idx, v, out=None):
