@@ -1000,3 +1000,21 @@ def test_out_of_bounds_reads_of_the_shims_are_errors_or_broadcasts():
             zymo.gradient(Reverse, _max_rows, np.zeros(shape), numba=True)
     (dx,) = zymo.gradient(Reverse, _max_rows, np.array([[1.0, 5.0], [3.0, 2.0]]), numba=True)
     np.testing.assert_array_equal(dx, [[0.0, 1.0], [1.0, 0.0]])
+
+
+def _prod_loss(x):
+    return np.prod(x) * 2.0 + np.prod(x * x)
+
+
+@pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
+def test_prod_of_an_empty_array_has_an_empty_derivative(numba_choice):
+    """`prod_others` (the products of the other elements) reshaped an empty array with -1:
+    a ValueError in the Python backend, where Numba's shim already returned `[]`."""
+    for n in (0, 3):
+        x = np.linspace(0.5, 1.5, n)
+        (dx,) = zymo.gradient(Reverse, _prod_loss, x, numba=numba_choice)
+        (t,) = zymo.autodiff(zymo.Forward, _prod_loss, Duplicated, Duplicated(x, np.ones(n)), numba=numba_choice)
+        p = np.prod(x)
+        expected = (2 * p + 2 * p * p) / x  # d/dx_i of 2 prod x + prod x^2
+        np.testing.assert_allclose(dx, expected, rtol=1e-14)
+        assert t == pytest.approx(np.sum(expected), rel=1e-14)

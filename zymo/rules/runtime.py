@@ -246,6 +246,8 @@ def prod_others(x, axis):
     rest = [a for a in range(x.ndim) if a not in axes]
     perm = rest + list(axes)
     xt = np.transpose(x, perm)
+    if x.size == 0:  # nothing to multiply: an empty array of x's shape
+        return np.ones_like(x)
     flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
     ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
