@@ -328,10 +328,11 @@ def _reduction(np_fn, name):
                 return np_fn(x, axis=a)
         elif x.ndim == 2:
             take = _np.maximum if name in ("max", "amax") else _np.minimum
+            empty = f"zero-size array to reduction operation {take.__name__} which has no identity"
 
             def red(x):
                 if x.shape[a] == 0:  # x[0] would read past the end (Numba checks no bounds)
-                    raise ValueError("zero-size array to reduction operation which has no identity")
+                    raise ValueError(empty)
                 y = x[0].copy() if a == 0 else x[:, 0].copy()
                 for j in range(1, x.shape[a]):
                     y = take(y, x[j] if a == 0 else x[:, j])

@@ -242,12 +242,12 @@ def prod_others(x, axis):
     if np.ndim(x) == 0:
         return np.ones_like(x)
     x = np.asarray(x)
+    if x.size == 0:  # nothing to multiply: an empty array of x's shape
+        return np.ones_like(x)
     axes = _axes(x, axis)
     rest = [a for a in range(x.ndim) if a not in axes]
     perm = rest + list(axes)
     xt = np.transpose(x, perm)
-    if x.size == 0:  # nothing to multiply: an empty array of x's shape
-        return np.ones_like(x)
     flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
     ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
