@@ -27,6 +27,7 @@ from .analysis.extents import guards_hold
 from .analysis.types import type_of_value
 from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
                           DuplicatedNoNeed, Mode)
+from .codegen.numba_ import tape_in as numba_tape_in
 from .codegen.python import compile_source
 from .errors import ZymoUsageError, ZymoWarning
 from .frontend.bindings import S, rebuild
@@ -778,6 +779,8 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         comp, norm, leaves, all_values = prepared(0, call_args)
         shadows = _shadows(comp, leaves, all_values)
         inner = tape.inner if tape is not None and tape.owner is comp else None
+        if inner is not None and comp.backend != "python":
+            inner = numba_tape_in(inner)
         primal_flat, recorded = _call(comp, 0, [*all_values, *shadows, inner], f, norm)
         data.write_back(leaves)
         new = Tape(recorded, _internal(comp, leaves, shadows), comp)
@@ -799,7 +802,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         if tape.owner is not comp:
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
         shadows = _shadows(comp, leaves, all_values, tape.internal)
-        adj = _call(comp, 1, [*all_values, *shadows, *seed, tape.inner], f, norm)
+        adj = _call(comp, 1, [*all_values, *shadows, *seed, *tape.inner], f, norm)
         data.write_back(leaves)
         return (_derivs(norm, leaves, comp, adj),)
 
