@@ -1024,3 +1024,27 @@ def test_prod_of_an_empty_array_has_an_empty_derivative(numba_choice):
         expected = (2 * p + 2 * p * p) / x  # d/dx_i of 2 prod x + prod x^2
         np.testing.assert_allclose(dx, expected, rtol=1e-14)
         assert t == pytest.approx(np.sum(expected), rel=1e-14)
+
+
+def sum_of_squares_of_list(xs):
+    s = 0.0
+    for x in xs:
+        s += np.sum(x * x) * 0.5
+    return s
+
+
+def test_a_list_argument_compiles_without_numbas_reflected_list_warning():
+    """A Python list of arrays reaches the compiled derivative as Numba's reflected list, by
+    zymo's choice: Numba's pending-deprecation warning about it, which names a generated file
+    the user never wrote, is not shown. The derivative is still right."""
+    xs = [np.array([1.0, -2.0, 3.0]), np.array([0.5, 4.0, -1.5])]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (dxs,) = zymo.gradient(Reverse, sum_of_squares_of_list, xs, numba=True)
+    assert not [w for w in caught if issubclass(w.category, numba.core.errors.NumbaPendingDeprecationWarning)]
+    assert numba_entries(sum_of_squares_of_list)  # compiled, not a fallback
+    for dx, x in zip(dxs, xs):
+        np.testing.assert_allclose(dx, x)  # d/dx of sum(x * x) / 2
+    assert_tree_close(dxs, zymo.gradient(Reverse, sum_of_squares_of_list, xs, numba=False)[0])
+    assert_tree_close(dxs, fd_grad(sum_of_squares_of_list, [xs])[0], rtol=1e-6, atol=1e-8)
+    assert_substantial(dxs[1])

@@ -542,15 +542,22 @@ def _guard_compiles(dispatcher: Any, lock_path: Path | None) -> None:
     `_compile_for_args` only compiles, so whatever it raises is a compile failure; Numba raises
     a bare `NotImplementedError` for some constructs it types but cannot lower (a ufunc's
     `out=` keyword, `x[...]` of a 0-d array), and a bug in a shim's typing would raise its own
-    exception: either would otherwise escape as if the program had raised it."""
+    exception: either would otherwise escape as if the program had raised it.
+    Numba's pending-deprecation warning for a reflected list is silenced meanwhile: a Python
+    list the user passes (or a list cache) reaches the generated program as one by zymo's
+    choice, and the warning would point at a generated file the user never wrote."""
     compile_for_args = dispatcher._compile_for_args
 
     def compile_reporting(*args: Any, **kws: Any) -> Any:
-        from numba.core.errors import NumbaError, UnsupportedError
+        import warnings
+
+        from numba.core.errors import NumbaError, NumbaPendingDeprecationWarning, UnsupportedError
 
         _fresh_numba_ids()
         try:
-            return compile_for_args(*args, **kws)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", r"(?s).*type 'reflected list'", NumbaPendingDeprecationWarning)
+                return compile_for_args(*args, **kws)
         except NumbaError:
             raise
         except NotImplementedError as exc:
