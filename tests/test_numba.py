@@ -23,7 +23,7 @@ numba = pytest.importorskip("numba")
 import zymo  # noqa: E402
 import zymo.api  # noqa: E402
 from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError, whole_views  # noqa: E402
+from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
 
@@ -1048,3 +1048,79 @@ def test_a_list_argument_compiles_without_numbas_reflected_list_warning():
     assert_tree_close(dxs, zymo.gradient(Reverse, sum_of_squares_of_list, xs, numba=False)[0])
     assert_tree_close(dxs, fd_grad(sum_of_squares_of_list, [xs])[0], rtol=1e-6, atol=1e-8)
     assert_substantial(dxs[1])
+
+
+def sqrt_at(x):
+    return np.sqrt(x[0]) + np.log(x[1]) * 2.0
+
+
+def ratio(x):
+    return x[1] / x[0] - 3.0 / x[1]
+
+
+def loop_of_roots(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += math.sqrt(x[i]) / x[0]
+    return s
+
+
+def mean_of(x):
+    return np.mean(x) * 2.0
+
+
+def std_of(x):
+    return np.std(x) + np.sum(x)
+
+
+SINGULAR = [(sqrt_at, [0.0, 0.0]), (sqrt_at, [0.0, 1.0]), (ratio, [0.0, 2.0]), (ratio, [0.0, 0.0]),
+            (loop_of_roots, [0.0, 1.0, 4.0]), (mean_of, []), (std_of, [1.5])]
+
+
+@pytest.mark.parametrize("f, x", SINGULAR, ids=lambda a: getattr(a, "__name__", str(a)))
+def test_a_compiled_derivative_divides_by_zero_as_the_python_backend(f, x):
+    """Numba divides numbers as Python does (`ZeroDivisionError`); the Python backend divides
+    NumPy numbers, which give inf or nan. Compiled derivatives divide as NumPy does
+    (`ieee_divisions`): the same inf, nan and signs, where the derivative is infinite
+    (sqrt and log at 0, a ratio at a zero divisor) or undefined (the mean of nothing, the
+    std of one element), under numba=True (so a fallback fails the test)."""
+    x = np.array(x)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        (got,) = zymo.gradient(Reverse, f, x, numba=True)
+        (want,) = zymo.gradient(Reverse, f, x, numba=False)
+    assert numba_entries(f)
+    np.testing.assert_array_equal(got, want)  # equal inf, -inf and nan where they are
+    assert got.shape == x.shape
+    assert x.size == 0 or not np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize("f, x", [(sqrt_at, [0.7, 1.3]), (ratio, [0.6, 2.0]), (loop_of_roots, [0.5, 1.0, 4.0]),
+                                  (std_of, [1.5, 0.2, -0.4])], ids=lambda a: getattr(a, "__name__", str(a)))
+def test_ieee_divisions_keep_the_derivative_away_from_zero(f, x):
+    x = np.array(x)
+    (got,) = zymo.gradient(Reverse, f, x, numba=True)
+    np.testing.assert_allclose(got, fd_grad(f, [x])[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got, zymo.gradient(zymo.Forward, f, x, numba=False)[0], rtol=1e-12)
+    assert_substantial(got)
+
+
+def test_ieee_divisions_rewrites_divisions_by_what_may_be_zero_on_their_lines():
+    src = ("def f(a, b, n, s):\n"
+           "    t = a / b + a / 2.0 - a / -4\n"
+           "    # a comment stays\n"
+           "    if a / (b - 1.0) > 0:\n"
+           "        s /= n\n"
+           "        a /= n\n"
+           "    return t // n, g(a / b) % n, a / 0\n")
+    out = ieee_divisions(src, frozenset({"s"}))
+    assert out.split("\n") == [
+        "def f(a, b, n, s):",
+        "    t = _rt.fdiv(a, b) + a / 2.0 - a / -4",
+        "    # a comment stays",
+        "    if _rt.fdiv(a, b - 1.0) > 0:",
+        "        s = _rt.fdiv(s, n)",
+        "        a /= n",  # not a float name: an array divides in place, as NumPy does
+        "    return t // n, g(_rt.fdiv(a, b)) % n, _rt.fdiv(a, 0)",
+        ""]
+    assert ieee_divisions("def f(a):\n    return a * 2\n") == "def f(a):\n    return a * 2\n"

@@ -475,6 +475,63 @@ def fresh_lists(src: str) -> str:
     return _REUSE_LIST.sub(r"\1_rt.List()", src) if "_rt.reuse_list(" in src else src
 
 
+def _zero_divisor(e: ast.expr) -> bool:
+    """Whether `e` may be zero: anything but a nonzero number written out."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return not (isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and e.value != 0)
+
+
+class _Divisions(ast.NodeTransformer):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Div) and _zero_divisor(node.right):
+            return _rt_call("fdiv", node.left, node.right)
+        return node
+
+
+def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
+    """Every `a / b` whose divisor may be zero becomes `_rt.fdiv(a, b)`: real numbers divide as
+    IEEE division (NumPy's, a zero divisor gives inf or nan), where Numba divides numbers as
+    Python does and raises `ZeroDivisionError`. A Python primal divides NumPy numbers (an
+    array's elements) so, and the Python backend gives inf where the rules divide by zero
+    (the derivative of `sqrt` at 0, of `x / y` at `y = 0`). Integer `//` and `%` still raise.
+    The outermost expression holding a division is rewritten in place, on its line (line
+    numbers stay those of `src`); `x /= y` of a name in `floats` becomes `x = _rt.fdiv(x, y)`
+    (of an array it stays in place: NumPy's division already)."""
+    if "/" not in src:
+        return src
+    lines = src.split("\n")
+    edits: list[tuple[int, int, int, str]] = []
+
+    def divides(e: ast.AST) -> bool:
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and _zero_divisor(n.right)
+                   for n in ast.walk(e))
+
+    class Outermost(ast.NodeVisitor):
+        def visit_BinOp(self, node: ast.BinOp) -> None:
+            if node.lineno == node.end_lineno and divides(node):
+                text = ast.unparse(_Divisions().visit(ast.parse(ast.unparse(node), mode="eval").body))
+                edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
+            else:
+                self.generic_visit(node)
+
+        def visit_AugAssign(self, node: ast.AugAssign) -> None:
+            if (isinstance(node.op, ast.Div) and isinstance(node.target, ast.Name) and node.target.id in floats
+                    and _zero_divisor(node.value) and node.lineno == node.end_lineno):
+                name = node.target.id
+                value = _Divisions().visit(ast.parse(ast.unparse(node.value), mode="eval").body)
+                text = f"{name} = {ast.unparse(_rt_call('fdiv', ast.Name(name, ast.Load()), value))}"
+                edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
+            else:
+                self.generic_visit(node)
+
+    Outermost().visit(ast.parse(src))
+    for line, col, end, text in sorted(edits, reverse=True):  # right to left within a line
+        lines[line - 1] = lines[line - 1][:col] + text + lines[line - 1][end:]
+    return "\n".join(lines)
+
+
 def tape_in(inner: tuple) -> tuple:
     """The tape a compiled forward half takes back (`tape=`): its lists replaced by None.
     `fresh_lists` makes new ones, so only the buffers are read; and Numba's dispatcher types a
@@ -486,11 +543,13 @@ def tape_in(inner: tuple) -> tuple:
 
 def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
     """The source Numba compiles: `src` after `whole_views`, `fresh_lists`,
-    `accumulating_products` and `elementwise_statements` (loops in place of temporaries and
-    array expressions; the Python backend, and second order, run `src` as it is). `floats`:
+    `accumulating_products`, `elementwise_statements` (loops in place of temporaries and
+    array expressions) and `ieee_divisions` (the Python backend, and second order, run `src`
+    as it is). `floats`:
     names the transform knows hold only floats, left as they are (nothing to gain; an
     intrinsic costs compile time)."""
-    return elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats)
+    return ieee_divisions(elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats),
+                          floats)
 
 
 def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),

@@ -37,7 +37,7 @@ Fast: every array operand has one float or complex dtype, `d`'s when there is a 
 higher than the statement's, and the element arithmetic (`numba_accumulate`-style lowering by
 Numba's own operators) stays in that dtype (a number that would widen it, as Python's floats
 do float32's, is not fast); a division only in real dtypes (it is written as IEEE division,
-NumPy's: a zero divisor gives inf, where the generated program's scalar division raises).
+NumPy's: a zero divisor gives inf, as everywhere in the generated program: `fdiv`).
 `ew_set` of numbers only is always fast (they are computed, then cast, as NumPy does).
 Anything else runs the statement itself, compiled by Numba (`compile_internal`).
 
@@ -463,8 +463,8 @@ def _dispatcher(key, fn):
 def apply(context, builder, fn, operands, ieee=False):
     """`fn` applied to `(value, type)` operands by Numba's own lowering of it (instructions
     in place, no call); returns `(value, type)`. `ieee`: a real division is IEEE division
-    (NumPy's, for array elements: a zero divisor gives inf) instead of the generated
-    program's, which raises `ZeroDivisionError` as Python does."""
+    (NumPy's: a zero divisor gives inf) instead of Numba's, which raises `ZeroDivisionError`
+    as Python does."""
     tys = tuple(ty for _, ty in operands)
     sig = context.typing_context.resolve_function_type(fn, tys, {})
     vals = [context.cast(builder, v, ty, want) for (v, ty), want in zip(operands, sig.args)]
@@ -472,6 +472,23 @@ def apply(context, builder, fn, operands, ieee=False):
         a, b = (context.cast(builder, v, ty, sig.return_type) for v, ty in zip(vals, sig.args))
         return builder.fdiv(a, b), sig.return_type
     return context.get_function(fn, sig)(builder, vals), sig.return_type
+
+
+@intrinsic
+def fdiv(typingctx, a, b):
+    """`a / b` (`numba_.ieee_divisions` writes the calls): two real numbers divide as IEEE
+    division, NumPy's (a zero divisor gives inf or nan; Numba's division of numbers raises
+    `ZeroDivisionError`, as Python's does); anything else as Numba divides it."""
+    real = (types.Integer, types.Float, types.Boolean)
+    if isinstance(a, real) and isinstance(b, real):
+        ret = typingctx.resolve_function_type(operator.truediv, (a, b), {}).return_type
+
+        def codegen(context, builder, signature, args):
+            value, ty = apply(context, builder, operator.truediv, list(zip(args, signature.args)), ieee=True)
+            return context.cast(builder, value, ty, signature.return_type)
+        return ret(a, b), codegen
+    ret, codegen = _as_written(typingctx, "div", "a, b", "    return a / b\n", (a, b), (0, 1))
+    return ret(a, b), codegen
 
 
 def _element(context, builder, node, env, arrays=frozenset()):
@@ -494,7 +511,7 @@ def _element(context, builder, node, env, arrays=frozenset()):
         return apply(context, builder, operator.mul, [base, base])
     return apply(context, builder, _OPS[type(node.op)], [_element(context, builder, node.left, env, arrays),
                                                         _element(context, builder, node.right, env, arrays)],
-                 ieee=_reads(node, arrays))
+                 ieee=True)
 
 
 def _reads(node, names) -> bool:
@@ -505,7 +522,7 @@ def _reads(node, names) -> bool:
 def _hoist(node, arrays, out):
     """`node` with each largest subexpression of numbers only (no name in `arrays`, not a
     single name or number) replaced by a name `_s<k>`; `out` gets `(name, subexpression)`:
-    computed once, before the loops, with the program's own (Python's) arithmetic."""
+    computed once, before the loops, with the same arithmetic (IEEE division too)."""
     if not _reads(node, arrays):
         if isinstance(node, (ast.Name, ast.Constant)):
             return node
