@@ -1124,3 +1124,89 @@ def test_ieee_divisions_rewrites_divisions_by_what_may_be_zero_on_their_lines():
         "    return t // n, g(_rt.fdiv(a, b)) % n, _rt.fdiv(a, 0)",
         ""]
     assert ieee_divisions("def f(a):\n    return a * 2\n") == "def f(a):\n    return a * 2\n"
+
+
+def norm_cubed(x):
+    return np.linalg.norm(x) ** 3 + np.linalg.norm(x, 3.0) ** 2 + np.linalg.norm(x, 1) ** 2
+
+
+def frobenius_cubed(a):
+    return np.linalg.norm(a) ** 3  # Numba's own norm refuses ord="fro" at run time
+
+
+def _fd_hessian(f, x, eps=1e-5):
+    """Central differences of the Python backend's gradient, one column per element of x."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        up = zymo.gradient(Reverse, f, x + e.reshape(x.shape), numba=False)[0]
+        down = zymo.gradient(Reverse, f, x - e.reshape(x.shape), numba=False)[0]
+        cols.append(((up - down) / (2 * eps)).ravel())
+    return np.array(cols).T
+
+
+@pytest.mark.parametrize("f, x", [(norm_cubed, np.array([0.3, -1.2, 2.0])),
+                                  (frobenius_cubed, np.array([[0.3, -1.2], [2.0, 0.5]]))],
+                         ids=["norm", "frobenius"])
+def test_second_order_of_norms_compiles_under_numba(f, x):
+    """Second order differentiates the helpers first order calls: `norm_grad` has a Numba
+    tangent (`norm_grad_dx`), for an ord known at typing (None, 1, 'fro') or only at run time
+    (3.0: Numba has no float literals). The Hessian under numba=True (a refusal raises)
+    against the Python backend's and central differences of the gradient."""
+    h = zymo.hessian(f, x, numba=True)
+    h_py = zymo.hessian(f, x, numba=False)
+    np.testing.assert_allclose(h, h_py, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(h.reshape(x.size, x.size), _fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+    assert_substantial(h)
+
+
+def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
+    """`cholesky_vjp_dl`, what second order of `np.linalg.cholesky` calls, against its NumPy
+    version (which the rule tests check against finite differences) and against central
+    differences of `cholesky_vjp` itself. (A whole Hessian of a cholesky program compiles
+    for minutes under Numba: eight lanes of array expressions; not run here.)"""
+    from zymo.codegen import numba_rt
+    from zymo.rules import second_rt
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4))
+    l = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(4))
+    g, t = rng.standard_normal((4, 4)), np.tril(rng.standard_normal((4, 4)))
+    got = numba.njit(lambda t, g, l: numba_rt.cholesky_vjp_dl(t, g, l))(t, g, l)
+    np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, l), rtol=1e-12, atol=1e-12)
+    eps = 1e-6
+    fd = (zymo.rules.runtime.cholesky_vjp(g, l + eps * t) - zymo.rules.runtime.cholesky_vjp(g, l - eps * t)) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
+    assert_substantial(got)
+
+
+def test_second_order_of_a_norm_at_zero_is_zero_under_numba():
+    """At x = 0 the norm's gradient is 0 by convention, and so is its tangent (as in Python)."""
+    x = np.zeros(3)
+    h = zymo.hessian(frobenius_cubed, x, numba=True)
+    np.testing.assert_array_equal(h, zymo.hessian(frobenius_cubed, x, numba=False))
+    np.testing.assert_array_equal(h, np.zeros((3, 3)))
+
+
+def norm_p3(x):
+    return np.linalg.norm(x, 3.0)
+
+
+def norm_inf(x):
+    return np.linalg.norm(x, np.inf) * 2.0 + np.linalg.norm(x, -np.inf)
+
+
+@pytest.mark.parametrize("f", [norm_p3, norm_inf])
+def test_a_norm_order_known_only_at_run_time_compiles_under_numba(f):
+    """Numba has no float literals, so `ord=3.0` or `np.inf` reaches the gradient helper as a
+    number known at run time (it was refused); ties at the max share the derivative, as in
+    the Python backend."""
+    x = np.array([0.3, -1.2, 2.0, 0.7])
+    (dx,) = zymo.gradient(Reverse, f, x, numba=True)
+    np.testing.assert_allclose(dx, zymo.gradient(Reverse, f, x, numba=False)[0], rtol=1e-12)
+    np.testing.assert_allclose(dx, fd_grad(f, [x])[0], rtol=1e-6, atol=1e-8)
+    assert_substantial(dx)
+    ties = np.array([2.0, -2.0, 0.5, 1.0])
+    np.testing.assert_allclose(zymo.gradient(Reverse, f, ties, numba=True)[0],
+                               zymo.gradient(Reverse, f, ties, numba=False)[0], rtol=1e-12)

@@ -3,7 +3,7 @@
 Contract: importing this module (numba_rt does) registers, with `numba.extending.overload`
 on each helper's own function object, Numba implementations of `_rt.concat2`,
 `split_first`, `split_last`, `negate`, `diag`, `diag_vjp`, `diagonal`, `diagonal_vjp`,
-`expand_diag`, `flatten`, `norm_grad`, `centered` and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the
+`expand_diag`, `flatten`, `norm_grad` (and `second_rt.norm_grad_dx`, for second order), `centered` and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the
 primal: 1-d and 2-d arrays, a constant `axis` (None for `norm` and `var`/`std`, which Numba
 reduces over every element only), diagonals of matrices (`axis1=0, axis2=1`). Anything
 else fails at typing with a message that the backend reports.
@@ -16,7 +16,8 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
-from .numba_np import _axis, _literal, _ndim
+from ..rules import second_rt as srt
+from .numba_np import _axis, _literal, _ndim, _none
 
 
 # -- joins -------------------------------------------------------------------------------------------
@@ -139,8 +140,44 @@ def _centered(x, axis):
     return lambda x, axis: x - _np.mean(x)
 
 
+def _runtime_ord(x, ord, axis) -> bool:
+    """Whether `ord` is a number known only at run time (a float such as 3.0 or np.inf: Numba
+    has no float literals); the vector norms take one, as Numba's `np.linalg.norm` does."""
+    if not isinstance(ord, (_t.Float, _t.Integer)) or isinstance(ord, _t.Literal):
+        return False
+    if _literal(axis, "axis") is not None or _ndim(x) != 1:
+        raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
+    return True
+
+
+@register_jitable
+def _norm_grad_runtime(x, nrm, ord):
+    """`norm_grad` of a vector for an `ord` known at run time (see `rt.norm_grad`)."""
+    n = x.shape[0]
+    out = _np.zeros(n)
+    if ord == 1:
+        for i in range(n):
+            out[i] = _np.sign(x[i])
+    elif _np.isinf(ord):  # ties share: the sign over the number of elements at the norm
+        ties = 0
+        for i in range(n):
+            if abs(x[i]) == nrm:
+                ties += 1
+        for i in range(n):
+            if abs(x[i]) == nrm:
+                out[i] = _np.sign(x[i]) / ties
+    elif ord < 1:
+        raise NotImplementedError("the derivative of norm with ord < 1 is not supported")
+    elif nrm != 0:
+        for i in range(n):
+            out[i] = _np.sign(x[i]) * (abs(x[i]) / nrm) ** (ord - 1.0)
+    return out
+
+
 @overload(rt.norm_grad, prefer_literal=True)
 def _norm_grad(x, nrm, ord, axis, keepdims):
+    if _runtime_ord(x, ord, axis):
+        return lambda x, nrm, ord, axis, keepdims: _norm_grad_runtime(x, nrm, ord)
     o = _literal(ord, "ord")
     if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
         raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
@@ -156,6 +193,37 @@ def _norm_grad(x, nrm, ord, axis, keepdims):
     p = float(o)
     return lambda x, nrm, ord, axis, keepdims: _np.sign(x) * (_np.abs(x) / (1.0 if nrm == 0 else nrm)) ** (p - 1.0)
 
+
+
+@overload(srt.norm_grad_dx, prefer_literal=True)
+def _norm_grad_dx(tx, tans, x, nrm, ord, axis, keepdims):
+    """Second order: the tangent of `norm_grad` along `tx` (of x) or `tans` (of the norm), the
+    other one None: (p - 1) (tx (|x|/a)^(p-2) / a - sign(x) (|x|/a)^(p-1) tans / a), 0 where the
+    norm `a` is 0, and 0 for ord 1 and inf (piecewise constant)."""
+    if _runtime_ord(x, ord, axis):
+        exponent = lambda ord: 0.0 if ord == 1 or _np.isinf(ord) else float(ord)  # noqa: E731
+    else:
+        o = _literal(ord, "ord")
+        if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
+            raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
+        p = 0.0 if o is not None and o != "fro" and (o == 1 or _np.isinf(o)) else (
+            2.0 if o is None or o == "fro" else float(o))
+        exponent = lambda ord: p  # noqa: E731
+    exponent = register_jitable(exponent)  # 0.0: ord 1 or inf, piecewise constant
+    if _none(tans):
+        def impl_x(tx, tans, x, nrm, ord, axis, keepdims):
+            p = exponent(ord)
+            if nrm == 0 or p == 0.0:
+                return _np.zeros(x.shape)
+            return (p - 1.0) * (tx * (_np.abs(x) / nrm) ** (p - 2.0) / nrm)
+        return impl_x
+
+    def impl_nrm(tx, tans, x, nrm, ord, axis, keepdims):
+        p = exponent(ord)
+        if nrm == 0 or p == 0.0:
+            return _np.zeros(x.shape)
+        return -(p - 1.0) * (_np.sign(x) * (_np.abs(x) / nrm) ** (p - 1.0) * (tans / nrm))
+    return impl_nrm
 
 
 def _scan_1d(x, axis, what):
