@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import hashlib
 import importlib.util
 import os
@@ -511,7 +512,7 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
     class Outermost(ast.NodeVisitor):
         def visit_BinOp(self, node: ast.BinOp) -> None:
             if node.lineno == node.end_lineno and divides(node):
-                text = ast.unparse(_Divisions().visit(ast.parse(ast.unparse(node), mode="eval").body))
+                text = ast.unparse(_Divisions().visit(copy.deepcopy(node)))
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:
                 self.generic_visit(node)
@@ -520,7 +521,7 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
             if (isinstance(node.op, ast.Div) and isinstance(node.target, ast.Name) and node.target.id in floats
                     and _zero_divisor(node.value) and node.lineno == node.end_lineno):
                 name = node.target.id
-                value = _Divisions().visit(ast.parse(ast.unparse(node.value), mode="eval").body)
+                value = _Divisions().visit(copy.deepcopy(node.value))
                 text = f"{name} = {ast.unparse(_rt_call('fdiv', ast.Name(name, ast.Load()), value))}"
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:

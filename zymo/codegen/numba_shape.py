@@ -140,14 +140,25 @@ def _centered(x, axis):
     return lambda x, axis: x - _np.mean(x)
 
 
+_NORMS = "zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)"
+
+
 def _runtime_ord(x, ord, axis) -> bool:
     """Whether `ord` is a number known only at run time (a float such as 3.0 or np.inf: Numba
     has no float literals); the vector norms take one, as Numba's `np.linalg.norm` does."""
     if not isinstance(ord, (_t.Float, _t.Integer)) or isinstance(ord, _t.Literal):
         return False
     if _literal(axis, "axis") is not None or _ndim(x) != 1:
-        raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
+        raise TypingError(_NORMS)
     return True
+
+
+def _literal_ord(x, ord, axis):
+    """The constant `ord` of a vector norm or the Frobenius norm, over every element."""
+    o = _literal(ord, "ord")
+    if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
+        raise TypingError(_NORMS)
+    return o
 
 
 @register_jitable
@@ -178,9 +189,7 @@ def _norm_grad_runtime(x, nrm, ord):
 def _norm_grad(x, nrm, ord, axis, keepdims):
     if _runtime_ord(x, ord, axis):
         return lambda x, nrm, ord, axis, keepdims: _norm_grad_runtime(x, nrm, ord)
-    o = _literal(ord, "ord")
-    if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
-        raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
+    o = _literal_ord(x, ord, axis)
     if o is None or o == "fro" or o == 2:
         return lambda x, nrm, ord, axis, keepdims: x * 0.0 if nrm == 0 else x / nrm
     if o == 1:
@@ -203,9 +212,7 @@ def _norm_grad_dx(tx, tans, x, nrm, ord, axis, keepdims):
     if _runtime_ord(x, ord, axis):
         exponent = lambda ord: 0.0 if ord == 1 or _np.isinf(ord) else float(ord)  # noqa: E731
     else:
-        o = _literal(ord, "ord")
-        if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
-            raise TypingError("zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)")
+        o = _literal_ord(x, ord, axis)
         p = 0.0 if o is not None and o != "fro" and (o == 1 or _np.isinf(o)) else (
             2.0 if o is None or o == "fro" else float(o))
         exponent = lambda ord: p  # noqa: E731
