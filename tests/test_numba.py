@@ -1206,6 +1206,7 @@ def test_a_norm_order_known_only_at_run_time_compiles_under_numba(f):
     (dx,) = zymo.gradient(Reverse, f, x, numba=True)
     np.testing.assert_allclose(dx, zymo.gradient(Reverse, f, x, numba=False)[0], rtol=1e-12)
     np.testing.assert_allclose(dx, fd_grad(f, [x])[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(zymo.gradient(zymo.Forward, f, x, numba=True)[0], dx, rtol=1e-12)
     assert_substantial(dx)
     ties = np.array([2.0, -2.0, 0.5, 1.0])
     np.testing.assert_allclose(zymo.gradient(Reverse, f, ties, numba=True)[0],
