@@ -518,3 +518,85 @@ def test_a_fallback_is_kept_per_statement_not_per_expression_text():
     np.testing.assert_array_equal(three(a, m, a), a * m)
     np.testing.assert_array_equal(two(a, m), a * m)
     assert np.any(a * m != 0)
+
+
+def test_tangent_shapes_are_rewritten_into_the_elementwise_expressions():
+    """Forward mode writes `_rt.as_shape(e, y)` around each tangent of an array, and forward
+    over reverse nests it; under Numba each nested one was an array expression of its own (a
+    compiled kernel). `as_shape`/`as_tangent` of an elementwise `e` and a name `y` are part
+    of an elementwise expression now; a statement `t = _rt.as_shape(e, y)` is `ew_like`, as
+    `as_tangent` (the same under Numba); `np.sum(e, axis=None, keepdims=False)` is `ew_sum`."""
+    from zymo.codegen.numba_ import elementwise_statements
+
+    src = ("def f(a, b, y, z, s, g):\n"
+           "    t = _rt.as_shape(a * b, y)\n"
+           "    u = z + _rt.as_shape(_rt.as_shape(a * s, y) - _rt.as_tangent(b, y), z)\n"
+           "    v = _rt.as_shape(g(a) * b, y)\n"      # a call that is not elementwise: left alone
+           "    w = np.sum(u * a, axis=None, keepdims=False)\n"
+           "    return np.sum(u, axis=0, keepdims=False) + w\n")
+    out = elementwise_statements(src).split("\n")
+    assert out[1] == "    t = _rt.ew_like(y, 'x0 * x1', (a, b))"
+    assert out[2] == ("    u = _rt.ew_new('x0 + _rt.as_shape(_rt.as_shape(x1 * x2, x3) - _rt.as_tangent(x4, x3), x0)', "
+                      "(z, a, s, y, b))")
+    assert out[3] == "    v = _rt.as_shape(g(a) * b, y)"
+    assert out[4] == "    w = _rt.ew_sum('x0 * x1', (u, a))"
+    assert out[5] == "    return np.sum(u, axis=0, keepdims=False) + w"
+
+
+_SHAPED = "x0 + _rt.as_shape(_rt.as_shape(x1 * x2, x3) - _rt.as_tangent(x4, x3), x0)"
+
+
+@numba.njit
+def _shaped_new(z, a, s, y, b):
+    return numba_rt.ew_new(_SHAPED, (z, a, s, y, b))
+
+
+@numba.njit
+def _shaped_like(z, a, s, y, b):
+    return numba_rt.ew_like(z, "_rt.as_shape(x0 * x1, x2)", (a, s, y))
+
+
+def _shaped_numpy(z, a, s, y, b):
+    from zymo.rules import runtime as rt
+
+    return z + rt.as_shape(rt.as_shape(a * s, y) - rt.as_tangent(b, y), z)
+
+
+@pytest.mark.parametrize("case", ["one shape", "broadcast up to y", "strided", "float32 y (not fast)"])
+def test_tangent_shapes_inside_elementwise_expressions_are_numpys(case):
+    """`as_shape(e, y)` inside an intrinsic's expression: `e` cast to `y`'s dtype, `y`'s shape
+    taking part in the broadcast: the value and dtype of the helpers themselves, bit for bit.
+    Operands of lower rank than `y` broadcast up to it; a float32 `y` under float64 operands
+    is not fast (the statement as written: the helpers' cast)."""
+    rng = np.random.default_rng(5)
+    z, y = rng.random((3, 4)), rng.random((3, 4))
+    a, s, b = rng.random((3, 4)), 1.5, rng.random((3, 4))
+    if case == "broadcast up to y":
+        a, b = rng.random(4), rng.random((1, 4))
+    elif case == "strided":
+        z, a = rng.random((3, 8))[:, ::2], np.asfortranarray(rng.random((3, 4)))
+    elif case == "float32 y (not fast)":
+        y = y.astype(np.float32)
+    xs = (z, a, s, y, b)
+    want = _shaped_numpy(*xs)
+    got = _shaped_new(*xs)
+    assert got.dtype == want.dtype and got.shape == want.shape == (3, 4)
+    np.testing.assert_array_equal(got, want)
+    assert np.any(got != z)
+    from zymo.rules import runtime as rt
+
+    like = _shaped_like(*xs)
+    want_like = rt.as_tangent(rt.as_shape(a * s, y), z)
+    assert like.dtype == want_like.dtype and like.shape == want_like.shape
+    np.testing.assert_array_equal(like, want_like)
+
+
+def test_a_tangent_shape_of_a_number_is_refused():
+    """`as_shape(e, y)` takes `y`'s shape: a number `y` has none (the Python helper makes a 0-d
+    array); the intrinsic refuses it at typing rather than give a number."""
+    @numba.njit
+    def f(a, y):
+        return numba_rt.ew_new("x0 + _rt.as_shape(x0, x1)", (a, y))
+
+    with pytest.raises(numba.core.errors.TypingError, match="as_shape"):
+        f(np.ones(3), 2.0)

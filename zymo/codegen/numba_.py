@@ -199,10 +199,34 @@ def _operand(e: ast.expr) -> bool:
                                        and _plain_index(e.slice))
 
 
+# zymo's helpers that return a new value and write nothing: one operand of an elementwise
+# expression each (computed before the loops, as NumPy computes it before the expression)
+_PURE_RT = frozenset({"unbroadcast", "expand_reduced", "matmul_vjp_a", "matmul_vjp_b", "norm_grad", "norm_grad_dx",
+                      "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
+
+
+def _opaque(e: ast.expr) -> bool:
+    """A product `a @ b`, `np.zeros_like(x)` or a call of a pure helper (`_PURE_RT`), its
+    arguments plain or elementwise: an operand the intrinsics read, not write into their loops."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult):
+        return all(_leaf(a) or _elementwise(a) for a in (e.left, e.right))
+    if _np_call(e, ("zeros_like",)) and len(e.args) == 1 and not e.keywords:
+        return _operand(e.args[0])
+    f = e.func if isinstance(e, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+            and f.attr in _PURE_RT and not e.keywords and all(
+                _leaf(a) or _elementwise(a) or isinstance(a, ast.Constant) for a in e.args))
+
+
+def _leaf(e: ast.expr) -> bool:
+    return _operand(e) or _opaque(e)
+
+
 def _elementwise(e: ast.expr) -> bool:
-    """Whether `e` is built of operands (`_operand`) and numbers by `+ - * /`, squares (`** 2`),
-    unary `-` (`+`) and NumPy's `exp log tanh sin cos sqrt` of one operand only."""
-    if _operand(e):
+    """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
+    `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's `exp log tanh sin cos sqrt` of one
+    operand only and `_rt.as_shape`/`as_tangent` (`_rt_as_shape`)."""
+    if _leaf(e):
         return True
     if isinstance(e, ast.Constant):
         return type(e.value) in (int, float)
@@ -214,8 +238,23 @@ def _elementwise(e: ast.expr) -> bool:
     if isinstance(e, ast.UnaryOp):
         return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
     if isinstance(e, ast.Call):
+        if _rt_as_shape(e):
+            return _elementwise(e.args[0])
         return _np_call(e, _EW_FUNCS) and len(e.args) == 1 and not e.keywords and _elementwise(e.args[0])
     return False
+
+
+def _rt_as_shape(e: ast.expr) -> bool:
+    """`_rt.as_shape(e, y)` (or `as_tangent`), `y` a name: a tangent `e` with `y`'s shape and
+    dtype. Under Numba the two are one (a new array); inside an elementwise expression, `e` cast
+    to `y`'s dtype,
+    with `y`'s shape taking part in the broadcast. Forward mode writes it around each tangent of
+    an array, and forward over reverse nests it: an array expression each, which Numba
+    compiled as a kernel of its own (16 s for the Hessian of a three-line program)."""
+    f = e.func if isinstance(e, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+            and f.attr in ("as_shape", "as_tangent") and len(e.args) == 2 and not e.keywords
+            and isinstance(e.args[1], ast.Name))
 
 
 def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
@@ -236,19 +275,35 @@ def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
 
 
 def _compound(e: ast.expr) -> bool:
-    return _elementwise(e) and not isinstance(e, ast.Constant) and not _operand(e)
+    return _elementwise(e) and not isinstance(e, ast.Constant) and not _leaf(e)
+
+
+def _inner(e: ast.expr) -> ast.expr:
+    """An argument of an opaque operand, its own elementwise expression an intrinsic too:
+    `_rt.as_shape(e, y)` -> `_rt.ew_like(y, ...)`, a compound `e` -> `_rt.ew_new(...)`."""
+    if _rt_as_shape(e) and (_compound(e.args[0]) or _leaf(e.args[0])):
+        text, xs = _ew_args(e.args[0])
+        return _rt_call("ew_like", e.args[1], ast.Constant(text), xs)
+    if _compound(e):
+        text, xs = _ew_args(e)
+        if xs.elts:
+            return _rt_call("ew_new", ast.Constant(text), xs)
+    return e
 
 
 def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple] | tuple[str, ast.Tuple, str]:
-    """`e` over the names `x<i>` of its operands (`_operand`, numbered by first appearance;
-    `np` of a call is not one) and the tuple of the operands; with `call` (`_ufunc_out`), also
-    `call` over them."""
+    """`e` over the names `x<i>` of its operands (`_leaf`, numbered by first appearance;
+    `np` of a call is not one) and the tuple of the operands (an opaque one with its own
+    elementwise arguments rewritten, `_inner`); with `call` (`_ufunc_out`), also `call` over
+    them."""
     e = ast.parse(ast.unparse(e), mode="eval")
-    inside = {id(m) for n in ast.walk(e) if isinstance(n, ast.Subscript) for m in ast.walk(n) if m is not n}
+    inside = {id(m) for n in ast.walk(e) if isinstance(n, ast.Subscript) or _opaque(n)
+              for m in ast.walk(n) if m is not n}
     functions = {id(n.func.value) for n in ast.walk(e) if isinstance(n, ast.Call)}
-    operands = [n for n in ast.walk(e) if _operand(n) and id(n) not in inside and id(n) not in functions]
+    operands = [n for n in ast.walk(e) if (_operand(n) or _opaque(n)) and id(n) not in inside
+                and id(n) not in functions]
     names: list[str] = []
-    for n in sorted(operands, key=lambda n: n.col_offset):
+    for n in sorted(operands, key=lambda n: (n.lineno, n.col_offset)):
         if ast.unparse(n) not in names:
             names.append(ast.unparse(n))
 
@@ -265,8 +320,21 @@ def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple]
         def visit_Subscript(self, n: ast.Subscript) -> ast.Name:
             return ast.Name(f"x{names.index(ast.unparse(n))}", ast.Load())
 
+        def visit(self, n: ast.AST) -> ast.AST:
+            if isinstance(n, ast.expr) and _opaque(n):
+                return ast.Name(f"x{names.index(ast.unparse(n))}", ast.Load())
+            return super().visit(n)
+
     text = ast.unparse(_Rename().visit(e))
-    xs = ast.Tuple([ast.parse(n, mode="eval").body for n in names], ast.Load())
+
+    def operand(text: str) -> ast.expr:
+        n = ast.parse(text, mode="eval").body
+        if isinstance(n, ast.Call):
+            n.args = [_inner(a) for a in n.args]
+        elif isinstance(n, ast.BinOp):
+            n.left, n.right = _inner(n.left), _inner(n.right)
+        return n
+    xs = ast.Tuple([operand(n) for n in names], ast.Load())
     if call is None:
         return text, xs
     return text, xs, ast.unparse(_Rename().visit(ast.parse(ast.unparse(call), mode="eval")))
@@ -282,8 +350,9 @@ _EXTREMES = {"max": "ew_max", "amax": "ew_max", "min": "ew_min", "amin": "ew_min
 class _Calls(ast.NodeTransformer):
     """Calls in any statement that become intrinsics (Numba's own functions cost 0.1-0.5 s of
     compile per signature each):
-    - `np.sum(e)`, `e` a compound elementwise expression or an operand, -> `_rt.ew_sum("...",
-      (...))` (Numba's `np.sum` also adds in C order);
+    - `np.sum(e)` (or `np.sum(e, axis=None, keepdims=False)`), `e` a compound elementwise
+      expression or an operand, -> `_rt.ew_sum("...", (...))` (Numba's `np.sum` also adds in C
+      order);
     - `np.max(x)` (`amax`, `min`, `amin`) of an operand -> `_rt.ew_max(x)` (`numba_inline`);
     - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`."""
 
@@ -291,6 +360,9 @@ class _Calls(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
+        if _np_call(node, ("sum",)) and [(k.arg, ast.unparse(k.value)) for k in node.keywords] == [
+                ("axis", "None"), ("keepdims", "False")]:  # a reduction's rule writes them out
+            node = ast.Call(node.func, node.args, [])
         if node.keywords:
             return node
         if _np_call(node, ("sum",)) and len(node.args) == 1 and (
@@ -351,11 +423,13 @@ def _unbroadcast(node: ast.stmt) -> ast.stmt | None:
 
 
 def _as_tangent(node: ast.stmt) -> ast.stmt | None:
-    """`t = _rt.as_tangent(e, x)` (`e` elementwise, `x` a name) -> `t = _rt.ew_like(x, "...", (...))`."""
+    """`t = _rt.as_tangent(e, x)` (or `as_shape`, the same under Numba; `e` elementwise, `x` a
+    name) -> `t = _rt.ew_like(x, "...", (...))`."""
     call = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
     f = call.func if isinstance(call, ast.Call) else None
     if not (isinstance(node.targets[0], ast.Name) and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-            and f.value.id == "_rt" and f.attr == "as_tangent" and len(call.args) == 2 and not call.keywords
+            and f.value.id == "_rt" and f.attr in ("as_tangent", "as_shape") and len(call.args) == 2
+            and not call.keywords
             and _elementwise(call.args[0]) and isinstance(call.args[1], ast.Name)):
         return None
     text, xs = _ew_args(call.args[0])

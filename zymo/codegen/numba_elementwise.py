@@ -2,8 +2,10 @@
 
 Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
 elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
-names `x<i>` and numbers by `+ - * /`, unary minus and NumPy's functions of one operand
-(`np.exp(x0)`; `numba_._EW_FUNCS`), and `xs`, the tuple of its operands:
+names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
+(`np.exp(x0)`; `numba_._EW_FUNCS`) and `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
+the dtype of array `x<k>`, whose shape takes part in the broadcast; a number `x<k>` is refused
+at typing), and `xs`, the tuple of its operands:
 
 - `acc_ew(d, expr, xs)`: Python's `d += e` (`e` the value of `expr`); returns `d` (the new
   value, for a number);
@@ -70,6 +72,13 @@ _LANES = 8  # partial sums of a flat sum
 # -- typing ----------------------------------------------------------------------------------
 
 
+def _is_as_shape(node) -> bool:
+    """Whether `node` is `_rt.as_shape(e, y)` or `_rt.as_tangent(e, y)` (`y` an operand's name)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("as_shape", "as_tangent")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "_rt")
+
+
 def _typeof(typingctx, node, tys):
     """The Numba type of expression `node` over numbers (`_element`'s, at typing time)."""
     if isinstance(node, ast.Name):
@@ -84,6 +93,9 @@ def _typeof(typingctx, node, tys):
         if sig is None:
             raise TypingError(f"zymo: no negation of {inner}")
         return sig.return_type
+    if _is_as_shape(node):  # `e` cast to the dtype of `y`'s elements
+        _typeof(typingctx, node.args[0], tys)
+        return tys[node.args[1].id]
     if isinstance(node, ast.Call):
         arg = _typeof(typingctx, node.args[0], tys)
         sig = typingctx.resolve_function_type(getattr(np, node.func.attr), (arg,), {})
@@ -184,7 +196,11 @@ def _parse(expr, xs):
         raise TypingError("zymo: elementwise statements take a constant expression and a tuple of operands")
     text = expr.literal_value
     unpack = "".join(f"    x{i} = xs[{i}]\n" for i in range(len(xs)))
-    return text, ast.parse(text, mode="eval").body, unpack
+    tree = ast.parse(text, mode="eval").body
+    for n in ast.walk(tree):
+        if _is_as_shape(n) and not isinstance(xs[int(n.args[1].id[1:])], types.Array):
+            raise TypingError(f"zymo: {ast.unparse(n)} of a number {n.args[1].id} (a tangent takes an array's shape)")
+    return text, tree, unpack
 
 
 # -- the intrinsics --------------------------------------------------------------------------
@@ -504,6 +520,10 @@ def _element(context, builder, node, env, arrays=frozenset()):
         if isinstance(node.op, ast.UAdd):
             return operand
         return apply(context, builder, operator.neg, [operand])
+    if _is_as_shape(node):  # `e` cast to `y`'s dtype (`y`'s shape is the loops')
+        value, ty = _element(context, builder, node.args[0], env, arrays)
+        want = env[node.args[1].id][1]
+        return context.cast(builder, value, ty, want), want
     if isinstance(node, ast.Call):  # NumPy's function of one number, as Numba lowers its ufunc loop
         return apply(context, builder, getattr(np, node.func.attr), [_element(context, builder, node.args[0], env, arrays)])
     if isinstance(node.op, ast.Pow):
@@ -535,7 +555,7 @@ def _hoist(node, arrays, out):
         right = node.right if isinstance(node.op, ast.Pow) else _hoist(node.right, arrays, out)
         return ast.BinOp(_hoist(node.left, arrays, out), node.op, right)
     if isinstance(node, ast.Call):
-        return ast.Call(node.func, [_hoist(node.args[0], arrays, out)], [])
+        return ast.Call(node.func, [_hoist(node.args[0], arrays, out), *node.args[1:]], [])
     return node
 
 

@@ -115,6 +115,22 @@ def _unbroadcast(g, x):
 
 @overload(rt.as_tangent)
 def _as_tangent(tan, y):
+    if isinstance(tan, t.Array) and isinstance(y, t.Array) and tan.dtype == y.dtype and y.ndim > 0:
+        # the intrinsic's loop: Numba's `out[...] = tan` of an array compiles its shape-mismatch
+        # message (str of two shapes), 5 s the first time in a process
+        def fill(tan, y):
+            out = np.empty_like(y)
+            ew_set(out, "x0", (tan,))
+            return out
+        return fill
+    if (isinstance(tan, t.Array) and isinstance(y, t.Array) and isinstance(tan.dtype, t.Float)
+            and isinstance(y.dtype, t.Float) and y.ndim > 0):
+        def fill_cast(tan, y):  # float64 tangents of a float32 primal: cast first, as NumPy's store
+            out = np.empty_like(y)
+            ew_set(out, "x0", (tan.astype(y.dtype),))
+            return out
+        return fill_cast
+
     def impl(tan, y):
         out = np.empty_like(y)
         out[...] = tan
@@ -322,6 +338,11 @@ def _maybe_view_shadow(u, x, du, dx, zero):
             return rt.check_shadow_view(u, x, du, dx)
         return du.copy()
     return impl_copy
+
+
+@overload(rt.reshape_shadow)
+def _reshape_shadow(du, u, x, dx):
+    return lambda du, u, x, dx: rt.maybe_view_shadow(u, x, du, dx, True)
 
 
 @overload(rt.zeros_list)
