@@ -1202,6 +1202,29 @@ def test_second_order_of_array_programs_compiles_into_the_elementwise_intrinsics
     assert_substantial(h)
 
 
+def widening_sum(x):
+    acc = x * 0.5
+    for i in range(3):
+        acc = np.float_power(acc, 1.0) * 1.5 + x * (i + 1.0)  # float32 -> float64 after one trip
+    return np.sum(acc)
+
+
+def test_a_loop_carry_that_widens_compiles_under_numba():
+    """A float32 carry that a loop widens to float64 is a converted copy (`_rt.as_dtype`),
+    which had no Numba version: numba=True was refused. Reverse and forward mode under Numba
+    against the Python backend and central differences (in float64)."""
+    x = np.random.default_rng(4).normal(size=4).astype(np.float32)
+    (g,) = zymo.gradient(Reverse, widening_sum, x, numba=True)
+    (g_py,) = zymo.gradient(Reverse, widening_sum, x, numba=False)
+    assert g.dtype == g_py.dtype == np.float32
+    np.testing.assert_array_equal(g, g_py)
+    (fd,) = fd_grad(widening_sum, [x])
+    np.testing.assert_allclose(g, fd, rtol=1e-4)
+    (t,) = zymo.gradient(zymo.Forward, widening_sum, x, numba=True)
+    np.testing.assert_allclose(t, g, rtol=1e-6)
+    assert_substantial(g)
+
+
 def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     """`cholesky_vjp_dl`, what second order of `np.linalg.cholesky` calls, against its NumPy
     version (which the rule tests check against finite differences) and against central

@@ -340,6 +340,11 @@ def _maybe_view_shadow(u, x, du, dx, zero):
     return impl_copy
 
 
+@overload(rt.as_dtype)
+def _as_dtype(x, dtype):
+    return lambda x, dtype: x.astype(dtype)
+
+
 @overload(rt.reshape_shadow)
 def _reshape_shadow(du, u, x, dx):
     return lambda du, u, x, dx: rt.maybe_view_shadow(u, x, du, dx, True)
