@@ -812,6 +812,51 @@ def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     assert np.abs(grads[1][1]).max() > 0
 
 
+
+def _masked(x, y, c):
+    u = np.maximum(x, y) * np.fmin(x, 0.5)
+    v = np.where(c, np.clip(u, -0.4, 0.3), u * y)
+    return np.sum(v * np.abs(y))
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_masked_adjoints_compile_into_the_elementwise_intrinsics(mode):
+    """The derivatives of `maximum`, `fmin`, `clip` and `where` multiply by masks
+    (comparisons, `|` of `np.isnan`, `np.logical_not`, `_rt.clip_inside`): they are part of
+    the intrinsics' expressions, so the compiled program has no comparison outside them. Ties
+    (`x == y`) take half of each side. Against the Python backend and central differences."""
+    from zymo.codegen import numba_
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(3, 4)), rng.normal(size=4)
+    x[0, :2] = y[:2]  # ties
+    c = rng.random((3, 4)) > 0.5
+    sources = []
+    real = numba_.numba_source
+
+    def keep(src, *a, **kw):
+        out = real(src, *a, **kw)
+        sources.append(out)
+        return out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(numba_, "numba_source", keep)
+        if mode == "reverse":
+            got = zymo.gradient(zymo.Reverse, _masked, x, y, c, numba=True)
+        else:
+            got = zymo.gradient(zymo.Forward, _masked, x, y, c, numba=True)
+    want = zymo.gradient(zymo.Reverse, _masked, x, y, c, numba=False)
+    src = "\n".join(s for s in sources if "def _masked_" in s)
+    outside = [line for line in src.split("\n")  # what is left once the intrinsics' expressions are taken out
+               if re.search(r"[<>]|==|logical_not|isnan", re.sub(r"'[^']*'", "", line.split("#")[0]))]
+    assert outside == [] and "np.isnan(" in src, outside
+    for g, w in zip(got[:2], want[:2]):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-14)
+    fd = fd_grad(lambda a, b: _masked(a, b, c), [x, y], [None, None], seed=1.0)
+    np.testing.assert_allclose(want[0], fd[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(want[1], fd[1], rtol=1e-6, atol=1e-7)
+    assert_substantial(got[0])
+    assert_substantial(got[1])
+
 def _ufuncs_with_out(x, mask):
     z = x * 1.5
     np.degrees(z, out=z)  # ufuncs Numba lowers only with `out` positional: zymo's shims pass it so

@@ -600,3 +600,118 @@ def test_a_tangent_shape_of_a_number_is_refused():
 
     with pytest.raises(numba.core.errors.TypingError, match="as_shape"):
         f(np.ones(3), 2.0)
+
+
+def test_masks_are_rewritten_into_the_elementwise_expressions():
+    """The adjoints of `maximum`, `clip`, `where`, `fmax` multiply by masks: a comparison,
+    `np.logical_not`, `|` of `np.isnan`, `_rt.clip_inside`. Each was an array expression of
+    its own (a compiled kernel) or made a statement not fast; they are part of the
+    elementwise expressions now. A statement whose value is a mask (a bool array) is left to
+    Numba."""
+    from zymo.codegen.numba_ import elementwise_statements
+
+    src = ("def f(g, x, y, t, m, lo, d, a, b):\n"
+           "    u = g * (x > y) + 0.5 * g * (x == y)\n"
+           "    v = g * ((x < y) | np.isnan(y))\n"
+           "    w = np.where(t, a * b, b)\n"
+           "    d += _rt.unbroadcast(g * np.logical_not(t), d)\n"
+           "    dm = g * _rt.clip_inside(m, lo, 0.8)\n"
+           "    t = b > 0.5\n"
+           "    s = np.sum(x > 0)\n"
+           "    return u\n")
+    out = elementwise_statements(src).split("\n")
+    assert out[1] == "    u = _rt.ew_new('x0 * (x1 > x2) + 0.5 * x0 * (x1 == x2)', (g, x, y))"
+    assert out[2] == "    v = _rt.ew_new('x0 * ((x1 < x2) | np.isnan(x2))', (g, x, y))"
+    assert out[3] == "    w = _rt.ew_new('np.where(x0, x1 * x2, x2)', (t, a, b))"
+    assert out[4] == "    d = _rt.acc_unbroadcast(d, d, 'x0 * np.logical_not(x1)', (g, t))"
+    assert out[5] == "    dm = _rt.ew_new('x0 * x1', (g, _rt.clip_inside(m, lo, 0.8)))"
+    assert out[6:8] == ["    t = b > 0.5", "    s = np.sum(x > 0)"]
+
+
+MASKS = ["x0 * (x1 > x2) + 0.5 * x0 * (x1 == x2)", "x0 * ((x1 < x2) | np.isnan(x2))",
+         "np.where(x3, x0 * x1, x1)", "x0 * np.logical_not(x3) - x1 * (x3 & (x1 != x2))",
+         "x0 * (x1 > 0.3)", "np.where(x1 >= -0.5, x0, 0.0)", "x0 / (x1 <= x2)"]
+
+
+def _mask_kernels():
+    out = {}
+    for expr in MASKS:
+        ns = {"rt": numba_rt, "numba": numba}
+        exec(f"@numba.njit\ndef new(x0, x1, x2, x3):\n    return rt.ew_new({expr!r}, (x0, x1, x2, x3))\n"
+             f"@numba.njit\ndef acc(d, x0, x1, x2, x3):\n    return rt.acc_ew(d, {expr!r}, (x0, x1, x2, x3))\n"
+             f"@numba.njit\ndef total(x0, x1, x2, x3):\n    return rt.ew_sum({expr!r}, (x0, x1, x2, x3))\n", ns)
+        out[expr] = ns
+    return out
+
+
+MASK_KERNELS = _mask_kernels()
+
+
+@pytest.mark.parametrize("case", ["float64", "float32", "broadcast", "strided"])
+def test_masks_inside_elementwise_expressions_are_numpys(case):
+    """Comparisons, `|`, `&`, `np.logical_not`, `np.isnan` and `np.where` inside an
+    intrinsic's expression give NumPy's value and dtype bit for bit: ties, NaN, -0.0, bool
+    operands (a bool times a float is the float's dtype), a division by a mask (inf). A
+    number written out takes a float32 operand's dtype in a comparison or `np.where`, as
+    NumPy 2 casts it (`float32(0.3) > 0.3` is False; Numba's own array expression compares
+    in float64, where it is True). Each statement is fast except where a float32 meets a
+    float64 number in arithmetic (`0.5 * x0`), which is left to Numba as before."""
+    x1 = np.array([[0.3, -0.0, np.nan, 2.0], [1.0, 0.3, -0.5, -1.0], [0.0, 4.0, 0.25, np.inf]])
+    x2 = np.array([[0.3, 0.0, 1.0, np.nan], [1.0, 2.0, -0.5, 0.0], [-0.0, 3.0, 0.5, np.inf]])
+    x0 = np.arange(1.0, 13.0).reshape(3, 4) * np.array([1.0, -1.0, 1.0, 1.0])
+    x3 = np.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
+    if case == "float32":
+        x0, x1, x2 = (v.astype(np.float32) for v in (x0, x1, x2))
+    elif case == "broadcast":
+        x0, x3 = x0[:1], x3[2]  # extent 1, and a bool of lower rank
+    elif case == "strided":
+        x1 = np.asfortranarray(x1)
+        x3 = np.repeat(x3, 2, axis=1)[:, ::2]
+    xs = (x0, x1, x2, x3)
+    for expr in MASKS:
+        k = MASK_KERNELS[expr]
+        widens = case == "float32" and "0.5 * x0" in expr
+        assert _fast(expr, xs) != widens, expr
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = eval(expr, {"np": np}, {f"x{i}": x for i, x in enumerate(xs)})
+            if widens:  # Numba's own statement: Python's numbers are float64 there
+                want = want.astype(np.float64)
+            got = k["new"](*xs)
+            assert got.dtype == want.dtype and got.shape == want.shape, expr
+            np.testing.assert_array_equal(got, want, err_msg=expr)
+            d = np.ones(want.shape, want.dtype)
+            np.testing.assert_array_equal(k["acc"](d, *xs), 1 + want, err_msg=expr)
+            total = k["total"](*xs)
+        if not widens:
+            assert total == _reference_sum(want.ravel(), _flat(xs, want.shape)) or np.isnan(total), expr
+    assert np.any(MASK_KERNELS[MASKS[4]]["new"](*xs) != x0)
+
+
+def test_masks_are_typed_as_numpy_or_left_to_numba():
+    """What the masks' typing takes: a bool in arithmetic only with a float or complex (it
+    takes its dtype); `|`, `&` and `np.logical_not` of bools only; no negation, square or
+    function of a bool; comparisons of one real type, a number written out taking a float's
+    dtype. Anything else is not fast (the statement as written, by Numba), never a guess."""
+    from numba.core import types as t
+    from numba.core.registry import cpu_target
+    import ast
+
+    tc = cpu_target.typing_context
+    tc.refresh()
+    f32, f64, b = t.Array(t.float32, 1, "C"), t.Array(t.float64, 1, "C"), t.Array(t.boolean, 1, "C")
+    c128 = t.Array(t.complex128, 1, "C")
+
+    def dtype(expr, *xs):
+        return ew._dtype(tc, ast.parse(expr, mode="eval").body, xs)
+
+    assert dtype("x0 * x1", f32, b) == t.float32
+    assert dtype("x0 * (x1 > 2)", f32, f32) == t.float32
+    assert dtype("x0 * (x1 > x2)", f32, f32, t.float64) is None  # a float64 number: NumPy's cast unknown
+    assert dtype("x0 * (x1 > x2)", c128, c128, c128) is None  # comparisons of real numbers only
+    assert dtype("x0 * (x1 == x1)", c128, c128) is None
+    assert dtype("x0 * (x2 == 1)", c128, b, t.float64) == t.complex128
+    for bad in ("x1 + x1", "x0 * -x1", "x0 * x1 ** 2", "x0 * np.exp(x1)", "x0 * np.logical_not(x0)",
+                "x0 * (x0 | x1)", "np.where(x0, x0, x0)", "x0 * np.isnan(x1)"):
+        assert dtype(bad, f64, b) is None, bad
+    assert dtype("x1 & (x0 > 1)", f64, b) is None  # a mask: not a float statement
+    assert dtype("x0 * (x1 | (x0 > 1))", f64, b) == t.float64

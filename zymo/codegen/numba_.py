@@ -172,6 +172,9 @@ def accumulating_products(src: str) -> str:
 
 _EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 _EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt")  # NumPy's, of one operand
+_EW_MASKS = ("logical_not", "isnan")  # NumPy's, of one operand, giving a bool
+_EW_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_EW_LOGIC = (ast.BitOr, ast.BitAnd)
 # ufuncs called with `out=` as statements: the elementwise expression each computes
 _EW_UFUNCS = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div, "true_divide": ast.Div}
 
@@ -201,8 +204,8 @@ def _operand(e: ast.expr) -> bool:
 
 # zymo's helpers that return a new value and write nothing: one operand of an elementwise
 # expression each (computed before the loops, as NumPy computes it before the expression)
-_PURE_RT = frozenset({"unbroadcast", "expand_reduced", "matmul_vjp_a", "matmul_vjp_b", "norm_grad", "norm_grad_dx",
-                      "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
+_PURE_RT = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "matmul_vjp_a", "matmul_vjp_b", "norm_grad",
+                      "norm_grad_dx", "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
 
 
 def _opaque(e: ast.expr) -> bool:
@@ -225,7 +228,9 @@ def _leaf(e: ast.expr) -> bool:
 def _elementwise(e: ast.expr) -> bool:
     """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
     `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's `exp log tanh sin cos sqrt` of one
-    operand only and `_rt.as_shape`/`as_tangent` (`_rt_as_shape`)."""
+    operand only, `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
+    > b`), `|` and `&`, `np.logical_not`, `np.isnan` and `np.where(c, a, b)` (the
+    intrinsics check the types: a bool takes part in arithmetic with a float only)."""
     if _leaf(e):
         return True
     if isinstance(e, ast.Constant):
@@ -234,14 +239,27 @@ def _elementwise(e: ast.expr) -> bool:
         if isinstance(e.op, ast.Pow):  # a square
             return isinstance(e.right, ast.Constant) and type(e.right.value) is int and e.right.value == 2 and (
                 _elementwise(e.left))
-        return isinstance(e.op, _EW_OPS) and _elementwise(e.left) and _elementwise(e.right)
+        return isinstance(e.op, _EW_OPS + _EW_LOGIC) and _elementwise(e.left) and _elementwise(e.right)
     if isinstance(e, ast.UnaryOp):
         return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
+    if isinstance(e, ast.Compare):
+        return (len(e.ops) == 1 and isinstance(e.ops[0], _EW_COMPARE) and _elementwise(e.left)
+                and _elementwise(e.comparators[0]))
     if isinstance(e, ast.Call):
         if _rt_as_shape(e):
             return _elementwise(e.args[0])
-        return _np_call(e, _EW_FUNCS) and len(e.args) == 1 and not e.keywords and _elementwise(e.args[0])
+        if _np_call(e, ("where",)):
+            return len(e.args) == 3 and not e.keywords and all(_elementwise(a) for a in e.args)
+        return (_np_call(e, _EW_FUNCS + _EW_MASKS) and len(e.args) == 1 and not e.keywords
+                and _elementwise(e.args[0]))
     return False
+
+
+def _boolean(e: ast.expr) -> bool:
+    """A mask at the top of `e` (a comparison, `|`, `&`, `np.logical_not`, `np.isnan`): a bool
+    array, which the intrinsics do not make (Numba's array expression does)."""
+    return (isinstance(e, ast.Compare) or isinstance(e, ast.BinOp) and isinstance(e.op, _EW_LOGIC)
+            or _np_call(e, _EW_MASKS))
 
 
 def _rt_as_shape(e: ast.expr) -> bool:
@@ -275,7 +293,7 @@ def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
 
 
 def _compound(e: ast.expr) -> bool:
-    return _elementwise(e) and not isinstance(e, ast.Constant) and not _leaf(e)
+    return _elementwise(e) and not isinstance(e, ast.Constant) and not _leaf(e) and not _boolean(e)
 
 
 def _inner(e: ast.expr) -> ast.expr:
@@ -462,7 +480,7 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
         target = node.targets[0]
         if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
                 and isinstance(target.slice, ast.Constant) and target.slice.value is Ellipsis
-                and _elementwise(node.value)):
+                and _elementwise(node.value) and not _boolean(node.value)):
             text, xs = _ew_args(node.value)
             return ast.Expr(_rt_call("ew_set", ast.Name(target.value.id, ast.Load()), ast.Constant(text), xs))
         if (isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)

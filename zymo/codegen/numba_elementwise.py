@@ -3,9 +3,10 @@
 Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
 elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
 names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
-(`np.exp(x0)`; `numba_._EW_FUNCS`) and `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
+(`np.exp(x0)`; `numba_._EW_FUNCS`), `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
 the dtype of array `x<k>`, whose shape takes part in the broadcast; a number `x<k>` is refused
-at typing), and `xs`, the tuple of its operands:
+at typing) and masks (one comparison, `|`, `&`, `np.logical_not`, `np.isnan`, `np.where(c, a,
+b)`; typed as `_operand_types` says), and `xs`, the tuple of its operands:
 
 - `acc_ew(d, expr, xs)`: Python's `d += e` (`e` the value of `expr`); returns `d` (the new
   value, for a number);
@@ -35,8 +36,8 @@ overlaps `d` other than element for element (NumPy computes `e` whole before wri
 copied first. When `d` and every array operand are C-ordered and of one shape, one flat loop
 runs over the elements; otherwise the loops nest, stepping by each operand's strides.
 
-Fast: every array operand has one float or complex dtype, `d`'s when there is a `d`, a rank no
-higher than the statement's, and the element arithmetic (`numba_accumulate`-style lowering by
+Fast: every array operand has one float or complex dtype (or is a bool array: a mask), `d`'s
+when there is a `d`, a rank no higher than the statement's, and the element arithmetic (`numba_accumulate`-style lowering by
 Numba's own operators) stays in that dtype (a number that would widen it, as Python's floats
 do float32's, is not fast); a division only in real dtypes (it is written as IEEE division,
 NumPy's: a zero divisor gives inf, as everywhere in the generated program: `fdiv`).
@@ -79,6 +80,57 @@ def _is_as_shape(node) -> bool:
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "_rt")
 
 
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_LOGIC = {ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
+_MASKS = ("logical_not", "isnan")  # NumPy's functions of one operand that give a bool
+
+
+def _written(node) -> bool:
+    """A number written out (`2`, `-0.5`): a Python int or float, never hoisted (`_hoist`)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
+def _weak(node, ty, other):
+    """The type operand `node` (of type `ty`) takes against `other` in a comparison or a
+    `np.where`: a number written out, which NumPy 2 casts to the other operand's dtype, takes
+    a float `other`'s type."""
+    return other if _written(node) and isinstance(other, types.Float) else ty
+
+
+def _operand_types(typingctx, node, tys):
+    """`node`'s operands (`left`, `right`; a comparison's; `np.where`'s two values) and the
+    types each is cast to before the operation: a bool against a float or complex takes its
+    type (NumPy's promotion; Numba's would make a float32 a float64), a number written out
+    against a float takes its type (`_weak`). A comparison, `np.where` and `|`/`&` need
+    operands of one type (real for a comparison, bools for `|`/`&`); a square, unary minus and
+    NumPy's functions take no bool. Raises TypingError for anything else (not fast)."""
+    if isinstance(node, ast.Compare):
+        pair = (node.left, node.comparators[0])
+    elif isinstance(node, ast.Call):
+        pair = (node.args[1], node.args[2])
+    else:
+        pair = (node.left, node.right)
+    a, b = (_typeof(typingctx, n, tys) for n in pair)
+    if isinstance(node, (ast.Compare, ast.Call)):
+        a, b = _weak(pair[0], a, b), _weak(pair[1], b, a)
+        if a != b or isinstance(node, ast.Compare) and isinstance(a, types.Complex):
+            raise TypingError(f"zymo: no {ast.unparse(node)} of {a} and {b}")
+    elif isinstance(node.op, tuple(_LOGIC)):
+        if not (isinstance(a, types.Boolean) and isinstance(b, types.Boolean)):
+            raise TypingError(f"zymo: {ast.unparse(node)} of {a} and {b} (bools only)")
+    elif isinstance(a, types.Boolean) or isinstance(b, types.Boolean):
+        if isinstance(b, (types.Float, types.Complex)):
+            a = b
+        elif isinstance(a, (types.Float, types.Complex)):
+            b = a
+        else:
+            raise TypingError(f"zymo: arithmetic of {a} and {b}")
+    return pair, (a, b)
+
+
 def _typeof(typingctx, node, tys):
     """The Numba type of expression `node` over numbers (`_element`'s, at typing time)."""
     if isinstance(node, ast.Name):
@@ -89,26 +141,36 @@ def _typeof(typingctx, node, tys):
         inner = _typeof(typingctx, node.operand, tys)
         if isinstance(node.op, ast.UAdd):
             return inner
-        sig = typingctx.resolve_function_type(operator.neg, (inner,), {})
+        sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(operator.neg, (inner,), {})
         if sig is None:
             raise TypingError(f"zymo: no negation of {inner}")
         return sig.return_type
     if _is_as_shape(node):  # `e` cast to the dtype of `y`'s elements
         _typeof(typingctx, node.args[0], tys)
         return tys[node.args[1].id]
+    if isinstance(node, ast.Call) and node.func.attr == "where":
+        _, (a, _) = _operand_types(typingctx, node, tys)
+        if not isinstance(_typeof(typingctx, node.args[0], tys), types.Boolean):
+            raise TypingError("zymo: np.where of a condition that is not a bool")
+        return a
     if isinstance(node, ast.Call):
         arg = _typeof(typingctx, node.args[0], tys)
-        sig = typingctx.resolve_function_type(getattr(np, node.func.attr), (arg,), {})
-        if sig is None:
+        mask = node.func.attr in _MASKS
+        sig = None if isinstance(arg, types.Boolean) != (node.func.attr == "logical_not") else (
+            typingctx.resolve_function_type(getattr(np, node.func.attr), (arg,), {}))
+        if sig is None or mask != isinstance(sig.return_type, types.Boolean):
             raise TypingError(f"zymo: no np.{node.func.attr} of {arg}")
         return sig.return_type
+    if isinstance(node, ast.Compare):
+        _operand_types(typingctx, node, tys)
+        return types.boolean
     if isinstance(node.op, ast.Pow):  # `a ** 2`: a square, `a * a` (NumPy's and Python's)
         inner = _typeof(typingctx, node.left, tys)
         args = (inner, inner)
-        sig = typingctx.resolve_function_type(operator.mul, args, {})
+        sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(operator.mul, args, {})
     else:
-        args = (_typeof(typingctx, node.left, tys), _typeof(typingctx, node.right, tys))
-        sig = typingctx.resolve_function_type(_OPS[type(node.op)], args, {})
+        _, args = _operand_types(typingctx, node, tys)
+        sig = typingctx.resolve_function_type({**_OPS, **_LOGIC}[type(node.op)], args, {})
     if sig is None:
         raise TypingError(f"zymo: no {type(node.op).__name__} of {args}")
     return sig.return_type
@@ -123,7 +185,7 @@ def _dtype(typingctx, tree, xs, d=None, reduce=False):
     """The one dtype a fast statement computes in (module contract), or None. `reduce`: the
     operands may have a higher rank than `d` (`acc_unbroadcast`)."""
     arrays = [x for x in xs if isinstance(x, types.Array)]
-    dts = {x.dtype for x in arrays} | ({d.dtype} if d is not None else set())
+    dts = {x.dtype for x in arrays if not isinstance(x.dtype, types.Boolean)} | ({d.dtype} if d is not None else set())
     if len(dts) != 1:
         return None
     (dt,) = dts
@@ -135,7 +197,8 @@ def _dtype(typingctx, tree, xs, d=None, reduce=False):
     npdt = as_dtype(dt)
     for x in xs:
         if not isinstance(x, types.Array) and not (
-                isinstance(x, (types.Integer, types.Float, types.Complex)) and np.result_type(npdt, as_dtype(x)) == npdt):
+                isinstance(x, (types.Boolean, types.Integer, types.Float, types.Complex))
+                and np.result_type(npdt, as_dtype(x)) == npdt):
             return None
     if isinstance(dt, types.Complex) and any(isinstance(n, ast.Div) for n in ast.walk(tree)):
         return None
@@ -247,7 +310,7 @@ def acc_ew(typingctx, d, expr, xs):
 def acc_unbroadcast(typingctx, d, x, expr, xs):
     """`d += rt.unbroadcast(e, x)`: `e` summed over the dimensions by which it broadcasts
     against `x`, added into `d` (the adjoint of `x`, of its shape). Fast (module contract; `e`
-    has no array of a lower rank than `d`'s): when `e` has `d`'s shape, `d += e`; otherwise one
+    of `d`'s rank or higher, whatever its operands' ranks): when `e` has `d`'s shape, `d += e`; otherwise one
     loop nest over the broadcast shape of `e` and `d` sums `e` into zeros of `d`'s shape (C
     order: last bits can differ from NumPy's pairwise sum), then adds that into `d`, as the
     helper does (adding each element into `d` directly would reorder the sum: `1 + 1e20 -
@@ -272,7 +335,7 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
                 return context.cast(builder, value, ty, ret)
             return ret(d, x, expr, xs), codegen_sum
     elif (_writable(d) and isinstance(x, types.Array) and x.ndim == d.ndim and arrays
-          and all(v.ndim >= d.ndim for v in arrays) and _dtype(typingctx, tree, xs, d, reduce=True) is not None):
+          and max(v.ndim for v in arrays) >= d.ndim and _dtype(typingctx, tree, xs, d, reduce=True) is not None):
         nd = max([d.ndim] + [v.ndim for v in arrays])
 
         def codegen(context, builder, signature, args):
@@ -524,14 +587,29 @@ def _element(context, builder, node, env, arrays=frozenset()):
         value, ty = _element(context, builder, node.args[0], env, arrays)
         want = env[node.args[1].id][1]
         return context.cast(builder, value, ty, want), want
+    if isinstance(node, ast.Call) and node.func.attr == "where":  # both values computed, as NumPy does
+        cond, _ = _element(context, builder, node.args[0], env, arrays)
+        a, b = _cast_operands(context, builder, node, env, arrays)
+        return builder.select(cond, a[0], b[0]), a[1]
     if isinstance(node, ast.Call):  # NumPy's function of one number, as Numba lowers its ufunc loop
         return apply(context, builder, getattr(np, node.func.attr), [_element(context, builder, node.args[0], env, arrays)])
+    if isinstance(node, ast.Compare):
+        return apply(context, builder, _COMPARE[type(node.ops[0])], _cast_operands(context, builder, node, env, arrays))
     if isinstance(node.op, ast.Pow):
         base = _element(context, builder, node.left, env, arrays)
         return apply(context, builder, operator.mul, [base, base])
-    return apply(context, builder, _OPS[type(node.op)], [_element(context, builder, node.left, env, arrays),
-                                                        _element(context, builder, node.right, env, arrays)],
+    return apply(context, builder, {**_OPS, **_LOGIC}[type(node.op)], _cast_operands(context, builder, node, env, arrays),
                  ieee=True)
+
+
+def _cast_operands(context, builder, node, env, arrays):
+    """`node`'s two operands (`_operand_types`), each `(value, type)` cast to its type there."""
+    pair, tys = _operand_types(context.typing_context, node, {k: ty for k, (_, ty) in env.items()})
+    out = []
+    for n, want in zip(pair, tys):
+        value, ty = _element(context, builder, n, env, arrays)
+        out.append((context.cast(builder, value, ty, want), want))
+    return out
 
 
 def _reads(node, names) -> bool:
@@ -544,7 +622,7 @@ def _hoist(node, arrays, out):
     single name or number) replaced by a name `_s<k>`; `out` gets `(name, subexpression)`:
     computed once, before the loops, with the same arithmetic (IEEE division too)."""
     if not _reads(node, arrays):
-        if isinstance(node, (ast.Name, ast.Constant)):
+        if isinstance(node, ast.Name) or _written(node):
             return node
         name = f"_s{len(out)}"
         out.append((name, node))
@@ -554,8 +632,12 @@ def _hoist(node, arrays, out):
     if isinstance(node, ast.BinOp):
         right = node.right if isinstance(node.op, ast.Pow) else _hoist(node.right, arrays, out)
         return ast.BinOp(_hoist(node.left, arrays, out), node.op, right)
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Compare):
+        return ast.Compare(_hoist(node.left, arrays, out), node.ops, [_hoist(node.comparators[0], arrays, out)])
+    if _is_as_shape(node):
         return ast.Call(node.func, [_hoist(node.args[0], arrays, out), *node.args[1:]], [])
+    if isinstance(node, ast.Call):
+        return ast.Call(node.func, [_hoist(a, arrays, out) for a in node.args], [])
     return node
 
 
