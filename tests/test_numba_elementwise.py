@@ -636,8 +636,9 @@ MASKS = ["x0 * (x1 > x2) + 0.5 * x0 * (x1 == x2)", "x0 * ((x1 < x2) | np.isnan(x
 def _mask_kernels():
     out = {}
     for expr in MASKS:
-        ns = {"rt": numba_rt, "numba": numba}
+        ns = {"rt": numba_rt, "numba": numba, "np": np}
         exec(f"@numba.njit\ndef new(x0, x1, x2, x3):\n    return rt.ew_new({expr!r}, (x0, x1, x2, x3))\n"
+             f"@numba.njit\ndef plain(x0, x1, x2, x3):\n    return {expr}\n"
              f"@numba.njit\ndef acc(d, x0, x1, x2, x3):\n    return rt.acc_ew(d, {expr!r}, (x0, x1, x2, x3))\n"
              f"@numba.njit\ndef total(x0, x1, x2, x3):\n    return rt.ew_sum({expr!r}, (x0, x1, x2, x3))\n", ns)
         out[expr] = ns
@@ -651,11 +652,11 @@ MASK_KERNELS = _mask_kernels()
 def test_masks_inside_elementwise_expressions_are_numpys(case):
     """Comparisons, `|`, `&`, `np.logical_not`, `np.isnan` and `np.where` inside an
     intrinsic's expression give NumPy's value and dtype bit for bit: ties, NaN, -0.0, bool
-    operands (a bool times a float is the float's dtype), a division by a mask (inf). A
-    number written out takes a float32 operand's dtype in a comparison or `np.where`, as
-    NumPy 2 casts it (`float32(0.3) > 0.3` is False; Numba's own array expression compares
-    in float64, where it is True). Each statement is fast except where a float32 meets a
-    float64 number in arithmetic (`0.5 * x0`), which is left to Numba as before."""
+    operands (a bool times a float is the float's dtype), a division by a mask (inf). With
+    float32 arrays, a number written out is a float64 as Numba types it, as in the `@njit`
+    primal: a comparison is made in float64 (`float32(0.3) > 0.3` is True, where NumPy 2
+    says False), and arithmetic or `np.where` with it widens (not fast: Numba's own
+    statement). Against Numba's own statement there."""
     x1 = np.array([[0.3, -0.0, np.nan, 2.0], [1.0, 0.3, -0.5, -1.0], [0.0, 4.0, 0.25, np.inf]])
     x2 = np.array([[0.3, 0.0, 1.0, np.nan], [1.0, 2.0, -0.5, 0.0], [-0.0, 3.0, 0.5, np.inf]])
     x0 = np.arange(1.0, 13.0).reshape(3, 4) * np.array([1.0, -1.0, 1.0, 1.0])
@@ -670,12 +671,12 @@ def test_masks_inside_elementwise_expressions_are_numpys(case):
     xs = (x0, x1, x2, x3)
     for expr in MASKS:
         k = MASK_KERNELS[expr]
-        widens = case == "float32" and "0.5 * x0" in expr
+        widens = case == "float32" and ("0.5 * x0" in expr or "0.0" in expr)
         assert _fast(expr, xs) != widens, expr
         with np.errstate(divide="ignore", invalid="ignore"):
             want = eval(expr, {"np": np}, {f"x{i}": x for i, x in enumerate(xs)})
-            if widens:  # Numba's own statement: Python's numbers are float64 there
-                want = want.astype(np.float64)
+            if case == "float32":
+                want = k["plain"](*xs)
             got = k["new"](*xs)
             assert got.dtype == want.dtype and got.shape == want.shape, expr
             np.testing.assert_array_equal(got, want, err_msg=expr)
@@ -684,14 +685,16 @@ def test_masks_inside_elementwise_expressions_are_numpys(case):
             total = k["total"](*xs)
         if not widens:
             assert total == _reference_sum(want.ravel(), _flat(xs, want.shape)) or np.isnan(total), expr
-    assert np.any(MASK_KERNELS[MASKS[4]]["new"](*xs) != x0)
+    above = MASK_KERNELS["x0 * (x1 > 0.3)"]["new"](*xs)
+    assert above[0, 0] == (x0[0, 0] if case == "float32" else 0)  # float32(0.3) > 0.3 as Numba compares
+    assert np.any(above != x0) and np.any(above != 0)
 
 
 def test_masks_are_typed_as_numpy_or_left_to_numba():
     """What the masks' typing takes: a bool in arithmetic only with a float or complex (it
     takes its dtype); `|`, `&` and `np.logical_not` of bools only; no negation, square or
-    function of a bool; comparisons of one real type, a number written out taking a float's
-    dtype. Anything else is not fast (the statement as written, by Numba), never a guess."""
+    function of a bool; comparisons of real numbers, unified as Numba unifies them. Anything
+    else is not fast (the statement as written, by Numba), never a guess."""
     from numba.core import types as t
     from numba.core.registry import cpu_target
     import ast
@@ -706,7 +709,9 @@ def test_masks_are_typed_as_numpy_or_left_to_numba():
 
     assert dtype("x0 * x1", f32, b) == t.float32
     assert dtype("x0 * (x1 > 2)", f32, f32) == t.float32
-    assert dtype("x0 * (x1 > x2)", f32, f32, t.float64) is None  # a float64 number: NumPy's cast unknown
+    assert dtype("x0 * (x1 > 0.5)", f32, f32) == t.float32  # compared in float64, as Numba does
+    assert dtype("x0 * (x1 > x2)", f32, f32, t.float64) is None  # a float64 number widens float32
+    assert dtype("np.where(x1, x0, 0.0)", f32, b) is None  # so does a float64 value (Numba's np.where)
     assert dtype("x0 * (x1 > x2)", c128, c128, c128) is None  # comparisons of real numbers only
     assert dtype("x0 * (x1 == x1)", c128, c128) is None
     assert dtype("x0 * (x2 == 1)", c128, b, t.float64) == t.complex128

@@ -86,27 +86,15 @@ _LOGIC = {ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
 _MASKS = ("logical_not", "isnan")  # NumPy's functions of one operand that give a bool
 
 
-def _written(node) -> bool:
-    """A number written out (`2`, `-0.5`): a Python int or float, never hoisted (`_hoist`)."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    return isinstance(node, ast.Constant)
-
-
-def _weak(node, ty, other):
-    """The type operand `node` (of type `ty`) takes against `other` in a comparison or a
-    `np.where`: a number written out, which NumPy 2 casts to the other operand's dtype, takes
-    a float `other`'s type."""
-    return other if _written(node) and isinstance(other, types.Float) else ty
-
-
 def _operand_types(typingctx, node, tys):
     """`node`'s operands (`left`, `right`; a comparison's; `np.where`'s two values) and the
     types each is cast to before the operation: a bool against a float or complex takes its
-    type (NumPy's promotion; Numba's would make a float32 a float64), a number written out
-    against a float takes its type (`_weak`). A comparison, `np.where` and `|`/`&` need
-    operands of one type (real for a comparison, bools for `|`/`&`); a square, unary minus and
-    NumPy's functions take no bool. Raises TypingError for anything else (not fast)."""
+    type (NumPy's promotion, and Numba's for arrays: a bool array times a float32 one is
+    float32). A comparison and `np.where` unify their operands' types as Numba does (a float32
+    against a number written out, float64, compares in float64, as the `@njit` primal does:
+    `float32(0.3) > 0.3` is True there, False in NumPy 2); a comparison takes real numbers
+    only, `|` and `&` bools only; a square, unary minus and NumPy's functions take no bool.
+    Raises TypingError for anything else (not fast)."""
     if isinstance(node, ast.Compare):
         pair = (node.left, node.comparators[0])
     elif isinstance(node, ast.Call):
@@ -115,8 +103,8 @@ def _operand_types(typingctx, node, tys):
         pair = (node.left, node.right)
     a, b = (_typeof(typingctx, n, tys) for n in pair)
     if isinstance(node, (ast.Compare, ast.Call)):
-        a, b = _weak(pair[0], a, b), _weak(pair[1], b, a)
-        if a != b or isinstance(node, ast.Compare) and isinstance(a, types.Complex):
+        a = b = typingctx.unify_pairs(a, b)
+        if a is None or isinstance(node, ast.Compare) and not isinstance(a, (types.Integer, types.Float)):
             raise TypingError(f"zymo: no {ast.unparse(node)} of {a} and {b}")
     elif isinstance(node.op, tuple(_LOGIC)):
         if not (isinstance(a, types.Boolean) and isinstance(b, types.Boolean)):
@@ -622,7 +610,7 @@ def _hoist(node, arrays, out):
     single name or number) replaced by a name `_s<k>`; `out` gets `(name, subexpression)`:
     computed once, before the loops, with the same arithmetic (IEEE division too)."""
     if not _reads(node, arrays):
-        if isinstance(node, ast.Name) or _written(node):
+        if isinstance(node, (ast.Name, ast.Constant)):
             return node
         name = f"_s{len(out)}"
         out.append((name, node))
