@@ -395,6 +395,34 @@ def test_functions_of_one_operand_are_numbas_ufuncs_bit_for_bit(layout):
     np.testing.assert_allclose(total, want_total, rtol=1e-13)
 
 
+FUNCS = [f for f in __import__("zymo.codegen.numba_", fromlist=["_"])._EW_FUNCS + ("isinf", "isfinite", "signbit")]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_function_of_one_operand_is_numbas_own_element_code(dtype):
+    """Each of NumPy's functions of one operand in the intrinsics' expressions (`_EW_FUNCS`,
+    and the masks `isinf`, `isfinite`, `signbit`) is Numba's lowering of one element of its
+    ufunc loop: bit for bit, signed zeros and NaNs included, Numba's own array expression,
+    and NumPy's value to rounding (`sign(-0.0)` is -0.0 in Numba, 0.0 in NumPy: the compiled
+    derivative follows Numba, as the `@njit` primal does). Each statement is fast."""
+    x = np.array([-2.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.0, 1.5, 2.5, np.inf, -np.inf, np.nan, 1e-310, 7.5], dtype)
+    lines = "".join(f"    out.append(rt.ew_new('np.{f}(x0) * x0 - x1', (x0, x1)))\n" for f in FUNCS)
+    plain = "".join(f"    out.append(np.{f}(x0) * x0 - x1)\n" for f in FUNCS)
+    ns = {"rt": numba_rt, "numba": numba, "np": np}
+    exec(f"@numba.njit\ndef new(x0, x1):\n    out = []\n{lines}    return out\n"
+         f"@numba.njit\ndef plain(x0, x1):\n    out = []\n{plain}    return out\n", ns)
+    y = np.linspace(-1.0, 1.0, x.size).astype(dtype)
+    with np.errstate(all="ignore"):
+        got, own = ns["new"](x, y), ns["plain"](x, y)
+        for f, g, o in zip(FUNCS, got, own):
+            want = getattr(np, f)(x) * x - y
+            assert _fast(f"np.{f}(x0) * x0 - x1", (x, y)), f
+            assert g.dtype == o.dtype == want.dtype == dtype, f
+            np.testing.assert_array_equal(g, o, err_msg=f)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(o), err_msg=f)
+            np.testing.assert_allclose(g, want, rtol=4e-7 if dtype == np.float32 else 1e-15, atol=0, err_msg=f)
+
+
 @numba.njit
 def _outs(a, b, c):
     numba_rt.ew_out(c, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")

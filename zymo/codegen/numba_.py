@@ -171,8 +171,12 @@ def accumulating_products(src: str) -> str:
 
 
 _EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
-_EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt")  # NumPy's, of one operand
-_EW_MASKS = ("logical_not", "isnan")  # NumPy's, of one operand, giving a bool
+# NumPy's ufuncs of one operand that Numba lowers for one number (its own ufunc loops' code)
+_EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt", "exp2", "expm1", "log2", "log10", "log1p", "tan", "sinh",
+             "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "cbrt", "sign", "absolute", "abs",
+             "fabs", "floor", "ceil", "trunc", "rint", "square", "reciprocal", "deg2rad", "rad2deg", "degrees",
+             "radians", "negative", "positive")
+_EW_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")  # the same, giving a bool
 _EW_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 _EW_LOGIC = (ast.BitOr, ast.BitAnd)
 # ufuncs called with `out=` as statements: the elementwise expression each computes
@@ -227,8 +231,8 @@ def _leaf(e: ast.expr) -> bool:
 
 def _elementwise(e: ast.expr) -> bool:
     """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
-    `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's `exp log tanh sin cos sqrt` of one
-    operand only, `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
+    `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's functions of one operand
+    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...), `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
     > b`), `|` and `&`, `np.logical_not`, `np.isnan` and `np.where(c, a, b)` (the
     intrinsics check the types: a bool takes part in arithmetic with a float only)."""
     if _leaf(e):

@@ -83,7 +83,7 @@ def _is_as_shape(node) -> bool:
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _LOGIC = {ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
-_MASKS = ("logical_not", "isnan")  # NumPy's functions of one operand that give a bool
+_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")  # NumPy's functions of one operand that give a bool
 
 
 def _operand_types(typingctx, node, tys):
