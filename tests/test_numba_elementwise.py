@@ -355,7 +355,7 @@ def test_rewrite_of_functions_and_ufuncs_with_out():
            "    np.tanh(c, out=c)\n"
            "    np.multiply(s, np.exp(a), out=c)\n"
            "    np.negative(a, out=b)\n"
-           "    np.maximum(a, b, out=c)\n"            # not elementwise arithmetic: left alone
+           "    np.heaviside(a, b, out=c)\n"          # no element code in Numba: left alone
            "    y = np.add(a, b, out=c)\n"            # its value used: left alone
            "    t = np.sqrt(a * a + s)\n"
            "    return np.sum(np.log(t))\n")
@@ -364,7 +364,7 @@ def test_rewrite_of_functions_and_ufuncs_with_out():
     assert out[2] == "    _rt.ew_out(c, 'np.tanh(x0)', (c,), 'np.tanh(x0, out=d)')"
     assert out[3] == "    _rt.ew_out(c, 'x0 * np.exp(x1)', (s, a), 'np.multiply(x0, np.exp(x1), out=d)')"
     assert out[4] == "    _rt.ew_out(b, '-x0', (a,), 'np.negative(x0, out=d)')"
-    assert out[5:7] == ["    np.maximum(a, b, out=c)", "    y = np.add(a, b, out=c)"]
+    assert out[5:7] == ["    np.heaviside(a, b, out=c)", "    y = np.add(a, b, out=c)"]
     assert out[7] == "    t = _rt.ew_new('np.sqrt(x0 * x0 + x1)', (a, s))"
     assert out[8] == "    return _rt.ew_sum('np.log(x0)', (t,))"
 
@@ -418,6 +418,34 @@ def test_every_function_of_one_operand_is_numbas_own_element_code(dtype):
             want = getattr(np, f)(x) * x - y
             assert _fast(f"np.{f}(x0) * x0 - x1", (x, y)), f
             assert g.dtype == o.dtype == want.dtype == dtype, f
+            np.testing.assert_array_equal(g, o, err_msg=f)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(o), err_msg=f)
+            np.testing.assert_allclose(g, want, rtol=4e-7 if dtype == np.float32 else 1e-15, atol=0, err_msg=f)
+
+
+BINARY = list(__import__("zymo.codegen.numba_", fromlist=["_"])._EW_BINARY)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_function_of_two_operands_is_numbas_own_element_code(dtype):
+    """The same for NumPy's functions of two operands (`_EW_BINARY`: `maximum`, `fmin`,
+    `arctan2`, `power`, ...) over every pair of special values (signed zeros, NaN, inf, ties),
+    broadcast against each other; `float_power` computes in float64 (not fast for float32
+    operands, Numba's own statement then, NumPy's dtype all the same)."""
+    v = np.array([-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan], dtype)
+    x, y = v[:, None], v[None, :]
+    lines = ", ".join(f"rt.ew_new('np.{f}(x0, x1) * x2', (x0, x1, x2))" for f in BINARY)
+    plain = ", ".join(f"np.{f}(x0, x1) * x2" for f in BINARY)
+    ns = {"rt": numba_rt, "numba": numba, "np": np}
+    exec(f"@numba.njit\ndef new(x0, x1, x2):\n    return ({lines})\n"
+         f"@numba.njit\ndef plain(x0, x1, x2):\n    return ({plain})\n", ns)
+    z = np.full((v.size, v.size), 1.5, dtype)
+    with np.errstate(all="ignore"):
+        got, own = ns["new"](x, y, z), ns["plain"](x, y, z)
+        for f, g, o in zip(BINARY, got, own):
+            want = getattr(np, f)(x, y) * z
+            assert _fast(f"np.{f}(x0, x1) * x2", (x, y, z)) == (want.dtype == dtype), f
+            assert g.dtype == o.dtype == want.dtype and g.shape == want.shape, f
             np.testing.assert_array_equal(g, o, err_msg=f)
             np.testing.assert_array_equal(np.signbit(g), np.signbit(o), err_msg=f)
             np.testing.assert_allclose(g, want, rtol=4e-7 if dtype == np.float32 else 1e-15, atol=0, err_msg=f)
@@ -634,8 +662,8 @@ def test_masks_are_rewritten_into_the_elementwise_expressions():
     """The adjoints of `maximum`, `clip`, `where`, `fmax` multiply by masks: a comparison,
     `np.logical_not`, `|` of `np.isnan`, `_rt.clip_inside`. Each was an array expression of
     its own (a compiled kernel) or made a statement not fast; they are part of the
-    elementwise expressions now. A statement whose value is a mask (a bool array) is left to
-    Numba."""
+    elementwise expressions now, as are the primal's ufuncs of two operands (`np.maximum`,
+    also with `out=`). A statement whose value is a mask (a bool array) is left to Numba."""
     from zymo.codegen.numba_ import elementwise_statements
 
     src = ("def f(g, x, y, t, m, lo, d, a, b):\n"
@@ -646,6 +674,8 @@ def test_masks_are_rewritten_into_the_elementwise_expressions():
            "    dm = g * _rt.clip_inside(m, lo, 0.8)\n"
            "    t = b > 0.5\n"
            "    s = np.sum(x > 0)\n"
+           "    m = np.maximum(x, y) * np.arctan(g)\n"
+           "    np.fmin(x, a * b, out=d)\n"
            "    return u\n")
     out = elementwise_statements(src).split("\n")
     assert out[1] == "    u = _rt.ew_new('x0 * (x1 > x2) + 0.5 * x0 * (x1 == x2)', (g, x, y))"
@@ -654,6 +684,8 @@ def test_masks_are_rewritten_into_the_elementwise_expressions():
     assert out[4] == "    d = _rt.acc_unbroadcast(d, d, 'x0 * np.logical_not(x1)', (g, t))"
     assert out[5] == "    dm = _rt.ew_new('x0 * x1', (g, _rt.clip_inside(m, lo, 0.8)))"
     assert out[6:8] == ["    t = b > 0.5", "    s = np.sum(x > 0)"]
+    assert out[8] == "    m = _rt.ew_new('np.maximum(x0, x1) * np.arctan(x2)', (x, y, g))"
+    assert out[9] == "    _rt.ew_out(d, 'np.fmin(x0, x1 * x2)', (x, a, b), 'np.fmin(x0, x1 * x2, out=d)')"
 
 
 MASKS = ["x0 * (x1 > x2) + 0.5 * x0 * (x1 == x2)", "x0 * ((x1 < x2) | np.isnan(x2))",

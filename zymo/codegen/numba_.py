@@ -177,6 +177,8 @@ _EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt", "exp2", "expm1", "log2"
              "fabs", "floor", "ceil", "trunc", "rint", "square", "reciprocal", "deg2rad", "rad2deg", "degrees",
              "radians", "negative", "positive")
 _EW_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")  # the same, giving a bool
+_EW_BINARY = ("maximum", "minimum", "fmax", "fmin", "arctan2", "hypot", "logaddexp", "logaddexp2", "copysign",
+              "power", "float_power", "fmod", "remainder", "mod", "nextafter")  # and of two operands
 _EW_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 _EW_LOGIC = (ast.BitOr, ast.BitAnd)
 # ufuncs called with `out=` as statements: the elementwise expression each computes
@@ -232,7 +234,7 @@ def _leaf(e: ast.expr) -> bool:
 def _elementwise(e: ast.expr) -> bool:
     """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
     `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's functions of one operand
-    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...), `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
+    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...) and of two (`_EW_BINARY`: `maximum`, ...), `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
     > b`), `|` and `&`, `np.logical_not`, `np.isnan` and `np.where(c, a, b)` (the
     intrinsics check the types: a bool takes part in arithmetic with a float only)."""
     if _leaf(e):
@@ -254,6 +256,8 @@ def _elementwise(e: ast.expr) -> bool:
             return _elementwise(e.args[0])
         if _np_call(e, ("where",)):
             return len(e.args) == 3 and not e.keywords and all(_elementwise(a) for a in e.args)
+        if _np_call(e, _EW_BINARY):
+            return len(e.args) == 2 and not e.keywords and all(_elementwise(a) for a in e.args)
         return (_np_call(e, _EW_FUNCS + _EW_MASKS) and len(e.args) == 1 and not e.keywords
                 and _elementwise(e.args[0]))
     return False
@@ -280,8 +284,9 @@ def _rt_as_shape(e: ast.expr) -> bool:
 
 
 def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
-    """For a statement `np.<ufunc>(a, b, out=d)` (`_EW_UFUNCS`, `negative` or `_EW_FUNCS`, the
-    operands elementwise, `d` a name): `(e, d, call)`, `e` the expression it computes."""
+    """For a statement `np.<ufunc>(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS` or
+    `_EW_BINARY`, the operands elementwise, `d` a name): `(e, d, call)`, `e` the expression it
+    computes."""
     call = node.value if isinstance(node, ast.Expr) else None
     if not (isinstance(call, ast.Call) and len(call.keywords) == 1 and call.keywords[0].arg == "out"
             and isinstance(call.keywords[0].value, ast.Name) and all(_elementwise(a) for a in call.args)):
@@ -291,8 +296,8 @@ def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
         return ast.BinOp(call.args[0], _EW_UFUNCS[call.func.attr](), call.args[1]), d, call
     if _np_call(call, ("negative",)) and len(call.args) == 1:
         return ast.UnaryOp(ast.USub(), call.args[0]), d, call
-    if _np_call(call, _EW_FUNCS) and len(call.args) == 1:
-        return ast.Call(call.func, [call.args[0]], []), d, call
+    if _np_call(call, _EW_FUNCS) and len(call.args) == 1 or _np_call(call, _EW_BINARY) and len(call.args) == 2:
+        return ast.Call(call.func, list(call.args), []), d, call
     return None
 
 

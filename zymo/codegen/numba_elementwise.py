@@ -3,7 +3,7 @@
 Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
 elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
 names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
-(`np.exp(x0)`; `numba_._EW_FUNCS`), `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
+(`np.exp(x0)`; `numba_._EW_FUNCS`) and of two (`np.maximum(x0, x1)`; `numba_._EW_BINARY`), `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
 the dtype of array `x<k>`, whose shape takes part in the broadcast; a number `x<k>` is refused
 at typing) and masks (one comparison, `|`, `&`, `np.logical_not`, `np.isnan`, `np.where(c, a,
 b)`; typed as `_operand_types` says), and `xs`, the tuple of its operands:
@@ -141,6 +141,13 @@ def _typeof(typingctx, node, tys):
         if not isinstance(_typeof(typingctx, node.args[0], tys), types.Boolean):
             raise TypingError("zymo: np.where of a condition that is not a bool")
         return a
+    if isinstance(node, ast.Call) and len(node.args) == 2:  # a ufunc of two operands, no bools
+        args = tuple(_typeof(typingctx, a, tys) for a in node.args)
+        sig = None if any(isinstance(a, types.Boolean) for a in args) else (
+            typingctx.resolve_function_type(getattr(np, node.func.attr), args, {}))
+        if sig is None or isinstance(sig.return_type, types.Boolean):
+            raise TypingError(f"zymo: no np.{node.func.attr} of {args}")
+        return sig.return_type
     if isinstance(node, ast.Call):
         arg = _typeof(typingctx, node.args[0], tys)
         mask = node.func.attr in _MASKS
@@ -579,8 +586,9 @@ def _element(context, builder, node, env, arrays=frozenset()):
         cond, _ = _element(context, builder, node.args[0], env, arrays)
         a, b = _cast_operands(context, builder, node, env, arrays)
         return builder.select(cond, a[0], b[0]), a[1]
-    if isinstance(node, ast.Call):  # NumPy's function of one number, as Numba lowers its ufunc loop
-        return apply(context, builder, getattr(np, node.func.attr), [_element(context, builder, node.args[0], env, arrays)])
+    if isinstance(node, ast.Call):  # NumPy's function of one or two numbers, as Numba lowers its ufunc loop
+        return apply(context, builder, getattr(np, node.func.attr),
+                     [_element(context, builder, a, env, arrays) for a in node.args])
     if isinstance(node, ast.Compare):
         return apply(context, builder, _COMPARE[type(node.ops[0])], _cast_operands(context, builder, node, env, arrays))
     if isinstance(node.op, ast.Pow):
