@@ -32,7 +32,7 @@ import peers  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
+from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Reverse  # noqa: E402
 
 SLOW_CALL = 2.0  # seconds: a call slower than this is timed once
 
@@ -74,10 +74,12 @@ def primal_call(w, data, jit=None):
     return call
 
 
-def zymo_call(w, data, numba):
-    """A zero-argument gradient call (restoring inputs and zeroing shadows, as users must)."""
+def zymo_call(w, data, numba, no_need=False):
+    """A zero-argument gradient call (restoring inputs and zeroing shadows, as users must);
+    `no_need`: the workload's `no_need` arguments passed as `DuplicatedNoNeed`."""
     args, restore = data["args"], data["restore"]
     shadows = {k: np.zeros_like(args[k]) for k in w.wrt}
+    spare = {k: np.zeros_like(args[k]) for k in (w.no_need if no_need else ())}
     if w.name == "tuple_iter":
         out, x = args
         dout, dx = np.ones(1), shadows[1]
@@ -87,11 +89,12 @@ def zymo_call(w, data, numba):
             zymo.autodiff(Reverse, w.primal, Const, Duplicated(out, dout), Duplicated(x, dx), numba=numba)
             return (dx,)
         return call_tuple
-    ann = [Duplicated(a, shadows[k]) if k in shadows else Const(a) for k, a in enumerate(args)]
+    ann = [Duplicated(a, shadows[k]) if k in shadows else DuplicatedNoNeed(a, spare[k]) if k in spare else Const(a)
+           for k, a in enumerate(args)]
 
     def call():
         restore()
-        for s in shadows.values():
+        for s in (*shadows.values(), *spare.values()):
             s.fill(0.0)
         zymo.autodiff(Reverse, w.primal, Active, *ann, numba=numba)
         return tuple(shadows[k] for k in w.wrt)
@@ -264,6 +267,13 @@ def bench(name, size, use_peers, log, quick=False):
             row["zymo_compile"] = first
         row[label] = median_time(call)
         log(f"  {label}: {fmt(row[label])} (first call {first:.2f} s, |diff| {err:.0e})")
+    if w.no_need:  # what the peers compute: the gradient alone
+        call = zymo_call(w, w.make(size), numba=True, no_need=True)
+        err = rel_diff(call(), ref)
+        if err > 1e-9:
+            raise SystemExit(f"{name}: zymo_nb with DuplicatedNoNeed disagrees with zymo's Python gradient ({err:.1e})")
+        row["zymo_nb_noneed"] = median_time(call)
+        log(f"  zymo_nb, the buffers DuplicatedNoNeed: {fmt(row['zymo_nb_noneed'])} (|diff| {err:.0e})")
     if name == "tuple_iter":  # the bare call: annotations made once, nothing else per call
         out, x = data["args"]
         ann = (Duplicated(out, np.ones(1)), Duplicated(x, np.zeros_like(x)))
@@ -307,7 +317,8 @@ def fmt(t):
 
 
 COLUMNS = [("numpy", "NumPy primal"), ("numba", "Numba primal"), ("zymo_py", "zymo (Python)"),
-           ("zymo_nb", "zymo (Numba)"), ("jax", "JAX jit"), ("torch", "PyTorch"), ("autograd", "autograd")]
+           ("zymo_nb", "zymo (Numba)"), ("zymo_nb_noneed", "zymo (Numba), buffers DuplicatedNoNeed"),
+           ("jax", "JAX jit"), ("torch", "PyTorch"), ("autograd", "autograd")]
 
 
 def table(rows):

@@ -6,7 +6,10 @@ Contract: every workload is a `Workload` with
 - `make(size)`: fresh arguments (a dict `args` of name -> value, the names of the
   arguments to differentiate `wrt`, and `restore`, a callable that resets what the
   primal overwrites so that repeated timings see the same inputs);
-- `sizes`: the full size of PEERS.md and a small size for tests.
+- `sizes`: the full size of PEERS.md and a small size for tests;
+- `no_need`: the arguments the primal writes whose contents the peers' gradients do not
+  produce (`jax.grad` returns the gradient alone); zymo is also timed with them passed as
+  `DuplicatedNoNeed`, which lets it leave out the stores only they would have read.
 The zymo gradient, the Numba primal and the peers all differentiate the same math; the
 peers' functional rewrites live in `peers.py`.
 """
@@ -27,6 +30,7 @@ class Workload:
     full: Any
     small: Any
     wrt: tuple
+    no_need: tuple = ()  # arguments whose primal contents the peers' gradients do not produce
 
 
 # -- sumsq_inplace ------------------------------------------------------------------
@@ -257,7 +261,7 @@ def _make_tuple(_):
 WORKLOADS = {
     "sumsq_inplace": Workload("sumsq_inplace", sumsq_inplace, _make_sumsq, 100_000, 50, (0,)),
     "sumsq_vectorized": Workload("sumsq_vectorized", sumsq_vectorized, _make_sumsq, 100_000, 50, (0,)),
-    "gm3_rhs": Workload("gm3_rhs", gm3_loss, _make_gm3, 64, 6, (0,)),
+    "gm3_rhs": Workload("gm3_rhs", gm3_loss, _make_gm3, 64, 6, (0,), no_need=(2, 5, 6, 7, 8)),
     "gmm_objective": Workload("gmm_objective", gmm_objective, _make_gmm, (10, 25, 1000), (3, 4, 7), (0, 1, 2)),
     "gmm_objective_dot": Workload("gmm_objective_dot", gmm_objective_dot, _make_gmm_dot, (10, 25, 1000), (3, 4, 7),
                                   (0, 1, 2)),

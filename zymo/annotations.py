@@ -5,8 +5,9 @@ wraps one argument and says how it takes part: `Const(x)` carries no
 derivative, `Active(x)` is an immutable float (or tuple of floats) whose
 derivative reverse mode returns, `Duplicated(x, dx)` pairs mutable memory (or,
 in forward mode, a float) with its shadow, `DuplicatedNoNeed` is `Duplicated`
-whose primal result is not needed. Annotations check what they can at
-construction; shape and dtype agreement is checked by `autodiff`.
+whose primal result is not needed (in reverse mode, the forward sweep may skip stores
+into it). Annotations check what they can at construction; shape and dtype agreement is
+checked by `autodiff`.
 """
 from __future__ import annotations
 
@@ -61,7 +62,11 @@ class Duplicated(Annotation):
 
 
 class DuplicatedNoNeed(Duplicated):
-    """`Duplicated` whose primal result the caller does not need."""
+    """`Duplicated` whose primal result the caller does not need. As a forward-mode return
+    activity: the tangent alone. As a reverse-mode argument (an array, combined mode): the
+    array's contents after the call are unspecified, and the forward sweep may leave out the
+    stores that only this memory would have kept (`transform/reverse.py`,
+    `Reverse._dead_primal_ops`); its shadow is `Duplicated`'s."""
 
 
 class BatchDuplicated(Annotation):

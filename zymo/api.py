@@ -293,7 +293,10 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     values = tuple(v for v, _, _ in norm)
     lw, lkey = _lowered(f, values)
     leaves: list[Leaf] = []
+    no_need: set[int] = set()  # leaves of arrays passed as DuplicatedNoNeed (reverse mode)
     for k, (v, s, kind) in enumerate(norm):
+        if type(args[k]) is DuplicatedNoNeed and not mode.forward and not mode.split and isinstance(v, np.ndarray):
+            no_need.add(len(leaves))
         if kind == "batch":  # one leaf per value, holding its shadow in every lane
             per_lane = []
             for d in s:
@@ -318,7 +321,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     classes = alias_classes(all_values)
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
-            tuple(active), tuple(classes), backend, width)
+            tuple(active), tuple(classes), backend, width,
+            (frozenset(no_need), mode.with_primal) if no_need else None)
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = _COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:
@@ -326,7 +330,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     # programs that assumed equal sizes (`analysis/extents.py`) serve only calls that have them
     comp = next((c for c in entries if guards_hold(c.guards, dims)), None)
     if comp is None:
-        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims)
+        comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims,
+                        frozenset(no_need))
         entries.append(comp)
     if fconst:
         data.check_const_function(comp, lw.captured, n_args)
@@ -334,7 +339,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
 
 
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
-             captured_objs: list, backend: str = "python", width: int = 1, dims: list | None = None) -> Compiled:
+             captured_objs: list, backend: str = "python", width: int = 1, dims: list | None = None,
+             no_need: frozenset = frozenset()) -> Compiled:
     from .codegen.fuse import fuse
     from .transform.forward import forward
     from .transform.reverse import reverse
@@ -349,7 +355,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         # Const memory that receives active data: its shadow is zymo's, zeros at every call
         internal = frozenset(k for k, p in enumerate(ir.params) if not active[k] and act.is_active(p))
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
-                                                 split=mode.split, width=width, dims=dims, internal=internal)
+                                                 split=mode.split, width=width, dims=dims, internal=internal,
+                                                 no_need=no_need, need_return=mode.with_primal)
         name = names if mode.split else names[0]
         generator = rev
     src = fuse(src, generator.fuse_facts() if generator is not None else None)

@@ -58,8 +58,12 @@ _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed wi
 
 class Reverse:
     def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1, dims=None,
-                 internal: frozenset = frozenset()):
+                 internal: frozenset = frozenset(), no_need: frozenset = frozenset(), need_return: bool = True):
         self.fn, self.act, self.seed_return = fn, act, seed_return
+        # parameters whose primal contents the caller does not need after the call
+        # (`DuplicatedNoNeed`), and whether it needs the primal return value (`_dead_primal_ops`)
+        self.no_need, self.need_return = no_need, need_return
+        self.dead: set[int] = set()  # top-level primal ops the forward sweep leaves out
         self.internal = internal  # parameter indices whose shadows are zeros at entry (`zero_shadows`)
         self.extents = Extents(fn, dims)  # which adjoints need no sum over broadcast dimensions
         self.namer = Namer()
@@ -207,6 +211,8 @@ class Reverse:
         # the adjoint sweep first: it decides what the forward sweep must record
         rev = self.rev_block(fn.body, top=True)
         self._plan_caches()
+        if self.no_need and not split:
+            self.dead = self._dead_primal_ops()
         fwd = Writer()
         for v, role in self.cache_at_start:
             self._alloc_cache(fwd, v, role, None)
@@ -218,8 +224,9 @@ class Reverse:
                     pre(f"{self._int(self._shape_name(self.values[vid], d))} = 0")
             splice(pre, fwd)
             fwd = pre
-        rets = ", ".join(n(v) for v in fn.body.ops[-1].args)
-        rets = f"({rets}{',' if len(fn.body.ops[-1].args) == 1 else ''})"
+        ret_args = fn.body.ops[-1].args
+        rets = ", ".join(n(v) if self.need_return or not self.no_need else "None" for v in ret_args)
+        rets = f"({rets}{',' if len(ret_args) == 1 else ''})"
         lanes = []
         for _ in n.lanes():
             adjs = ", ".join(n.d(fn.params[k]) for k in active_scalars)
@@ -690,13 +697,110 @@ class Reverse:
         for op in block.ops:
             for snap, of in self.snap_pre.get(id(op), []):
                 self._snapshot(w, snap, of)
-            self.fwd_op(op, w)
+            self.fwd_op(op, w, primal=id(op) not in self.dead)
             for snap, of in self.snap_post.get(id(op), []):
                 self._snapshot(w, snap, of)
             for r in op.results:
                 self._record(w, r)
             if id(op) in self.trips:
                 self._record(w, self.trips[id(op)])
+
+    def _dead_primal_ops(self) -> set[int]:
+        """The top-level primal ops the forward sweep may leave out (Enzyme's `DuplicatedNoNeed`):
+        those whose only effects are values nothing reads and stores into memory nobody reads
+        afterwards. Read afterwards: the values the adjoint sweep uses (`needed`) and the memory
+        they point into, the memory of every parameter the caller keeps (not in `no_need`, or
+        sharing an alias class with one that is), the return value when the caller takes it,
+        what snapshots copy, and whatever a kept op reads (an op with regions reads everything
+        inside it). A value whose forward shadow code names it (a shadow allocated `like` it, a
+        view's shadow) is read. Only ops of known rules are left out: never `np.random` (a draw
+        moves the generator), a user's custom rule or zymo's own helpers. One backward pass over
+        the top level; nothing inside a loop or a branch is left out."""
+        fn, act, n = self.fn, self.act, self.namer
+        live_vals = {vid for vid, role in self.needed if role == "p"}
+        live_roots: set = set()
+        unknown = [False]  # memory read whose roots are unknown: every store is kept
+
+        def read(v: Value, contents: bool = True) -> None:
+            live_vals.add(v.id)
+            if contents and T.is_memory(v.type):
+                roots = act.roots.get(v.id)
+                if not roots:
+                    unknown[0] = True
+                live_roots.update(roots or ())
+
+        for k, p in enumerate(fn.params):
+            if k not in self.no_need:
+                read(p)
+        for vid in list(live_vals):
+            read(self.values[vid])
+        body = fn.body.ops
+        if body and body[-1].kind == "return" and self.need_return:
+            for v in body[-1].args:
+                read(v)
+        dead: set[int] = set()
+        for op in reversed(body[:-1] if body and body[-1].kind == "return" else body):
+            for snap, of in self.snap_post.get(id(op), []):
+                read(of)
+            if self._droppable(op, live_vals, live_roots, unknown[0]):
+                dead.add(id(op))
+            else:
+                self._reads(op, read)
+            for snap, of in self.snap_pre.get(id(op), []):
+                read(of)
+        return dead
+
+    def _droppable(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
+        """Whether top-level `op` has no effect anyone reads (`_dead_primal_ops`)."""
+        act, k = self.act, op.kind
+        if k not in ("const", "getitem", "setitem", "prim"):
+            return False
+        if k == "prim":
+            key = op.attrs["key"]
+            rule = lookup(key)
+            if key.startswith("numpy.random") or not (
+                    "." not in key or key.split(".")[0] in ("numpy", "math", "builtins")):
+                return False
+        for r in op.results:
+            if r.id in live_vals:
+                return False
+            if T.is_memory(r.type) and act.is_active(r):  # the forward shadow code may name `r`
+                if k == "getitem" and indexing.is_advanced(op):
+                    return False
+                if k == "prim" and (rule.view or rule.maybe_view or r.id in self.shape_needed
+                                    or not (self._lazy(r) or self._adjoint_alloc(r))):
+                    return False
+        target = op.args[0] if k == "setitem" else (
+            op.args[op.attrs["out"]] if k == "prim" and "out" in op.attrs else None)
+        if target is not None:
+            roots = act.roots.get(target.id)
+            if unknown or not roots or roots & live_roots or not isinstance(target.type, T.Array):
+                return False
+        return True
+
+    def _reads(self, op: Op, read) -> None:
+        """`read(v[, contents])` for every value `op` reads (all of them inside its regions): the
+        target of a store or of `out=` is written, not read; a view reads its base's value, not
+        its contents."""
+        k = op.kind
+        if op.regions:
+            for a in op.args:
+                read(a)
+            for region in op.regions:
+                for inner in walk(region):
+                    for a in inner.args:
+                        read(a)
+            return
+        for j, a in enumerate(op.args):
+            if k == "setitem" and j == 0:
+                read(a, contents=isinstance(a.type, T.List))
+            elif k == "prim" and "out" in op.attrs and j == op.attrs["out"] and not any(
+                    b is a for i, b in enumerate(op.args) if i != j):
+                read(a, contents=False)
+            elif k == "getitem" and j == 0 and T.is_memory(op.result.type) and not indexing.is_advanced(op):
+                read(a, contents=False)
+            else:
+                read(a)
 
     def _snapshot(self, w: Writer, snap: Value, of: Value) -> None:
         """Copy the contents of `of` for the adjoint sweep: straight into a row of its stacked
@@ -707,11 +811,12 @@ class Reverse:
         w(f"{self.namer(snap)} = {self.namer(of)}.copy()")
         self._record(w, snap)
 
-    def fwd_op(self, op: Op, w: Writer) -> None:
+    def fwd_op(self, op: Op, w: Writer, primal: bool = True) -> None:
         n, act, e = self.namer, self.act, Emitter(self.namer, w)
         k = op.kind
         if k in ("const", "getitem", "setitem", "prim"):
-            e.primal(op)
+            if primal:
+                e.primal(op)
             if k == "prim":
                 rule = lookup(op.attrs["key"])
                 for r in op.results:
@@ -1433,16 +1538,30 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
-            split: bool = False, width: int = 1, dims=None,
-            internal: frozenset = frozenset()) -> tuple[str, list[str], list[int], "Reverse"]:
+            split: bool = False, width: int = 1, dims=None, internal: frozenset = frozenset(),
+            no_need: frozenset = frozenset(), need_return: bool = True) -> tuple[str, list[str], list[int], "Reverse"]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
     satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
 
     Combined mode writes one function; split mode an augmented forward that
     returns `(results, tape)` and a reverse that takes the tape's items. `internal`: the parameters
-    whose shadows the caller passes as fresh zeros (`Reverse.zero_shadows`)."""
-    rev = Reverse(fn, act, seed_return, width, dims, internal)
+    whose shadows the caller passes as fresh zeros (`Reverse.zero_shadows`). `no_need`: the
+    parameters whose primal contents the caller does not need after the call, and
+    `need_return`: whether it takes the primal return value (combined mode only): the forward
+    sweep leaves out what only they would have read (`Reverse._dead_primal_ops`)."""
+    rev = Reverse(fn, act, seed_return, width, dims, internal, no_need, need_return)
     src, names, params = rev.run(split)
+    if rev.dead and _names_a_dead_value(rev, src):  # a reference the analysis did not see: keep all
+        rev = Reverse(fn, act, seed_return, width, dims, internal)
+        src, names, params = rev.run(split)
     return src, names, params, rev
+
+
+def _names_a_dead_value(rev: Reverse, src: str) -> bool:
+    """Whether the program names a result of an op its forward sweep left out (a guard on
+    `_dead_primal_ops`: every result's name is its own, so a mention is a use; a constant's
+    is its literal)."""
+    dead = [r for op in walk(rev.fn.body) if id(op) in rev.dead for r in op.results if not r.is_const]
+    return any(re.search(rf"(?<![\w.]){re.escape(rev.namer(r))}(?!\w)", src) for r in dead)
 

@@ -1,0 +1,138 @@
+"""`DuplicatedNoNeed` arguments in reverse mode (Enzyme's): the caller does not need the
+argument's primal contents after the call, so the forward sweep leaves out the top-level primal
+statements whose only effect is to write such memory (`Reverse._dead_primal_ops`). The gradient
+is the same as with `Duplicated`, against central differences too; what anyone reads stays: the
+adjoint sweep's operands, memory the caller keeps, the return value of `ReverseWithPrimal`,
+draws of `np.random`, statements in loops.
+"""
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Reverse, ReverseWithPrimal
+
+from helpers import fd_grad
+
+
+def reaction(r, w, out, Ay, Ayu, uAx):
+    """gm3's shape: products into buffers, a store into a view of `out`, a loss over `out`."""
+    u, v = r[:, :, 0], r[:, :, 1]
+    np.dot(Ay, u, out=Ayu)
+    np.dot(u, Ay, out=uAx)
+    du = out[:, :, 0]
+    du[...] = 0.5 * (Ayu + uAx) + u * u / v - u
+    out[:, :, 1] = u * v
+    return np.sum(out * w)
+
+
+def _reaction_args(n=5):
+    rng = np.random.default_rng(4)
+    r = rng.random((n, n, 2)) + 0.5
+    w = rng.random((n, n, 2))
+    return r, w, np.zeros((n, n, 2)), rng.random((n, n)), np.zeros((n, n)), np.zeros((n, n))
+
+
+def _reaction_gradient(ann, numba=False):
+    r, w, out, Ay, Ayu, uAx = _reaction_args()
+    dr = np.zeros_like(r)
+    bufs = (out, Ayu, uAx)
+    zymo.autodiff(Reverse, reaction, Active, Duplicated(r, dr), Const(w), ann(out, np.zeros_like(out)),
+                  Const(Ay), ann(Ayu, np.zeros_like(Ayu)), ann(uAx, np.zeros_like(uAx)), numba=numba)
+    return dr, bufs
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_buffers_the_caller_does_not_need_are_not_written(numba):
+    """With the output and both product buffers `DuplicatedNoNeed`, the forward sweep keeps only
+    the views of `r` the adjoint reads: no product, no store (the buffers stay zeros here), the
+    same gradient as `Duplicated`, and central differences'."""
+    pytest.importorskip("numba") if numba else None
+    want, kept = _reaction_gradient(Duplicated, numba)
+    got, bufs = _reaction_gradient(DuplicatedNoNeed, numba)
+    np.testing.assert_array_equal(got, want)
+    assert all(np.any(b != 0) for b in kept)
+    assert all(not np.any(b) for b in bufs)
+    r, w, out, Ay, Ayu, uAx = _reaction_args()
+    fd = fd_grad(lambda r: reaction(r, w, np.zeros_like(out), Ay, np.zeros_like(Ayu), np.zeros_like(uAx)), [r])[0]
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+    assert np.abs(got).max() > 0.1
+    src = zymo.generated_code(Reverse, reaction, Active, Duplicated(r, np.zeros_like(r)), Const(w),
+                              DuplicatedNoNeed(out, np.zeros_like(out)), Const(Ay),
+                              DuplicatedNoNeed(Ayu, np.zeros_like(Ayu)), DuplicatedNoNeed(uAx, np.zeros_like(uAx)))
+    forward = src.split("# adjoint sweep")[0]
+    assert "np.dot" not in forward and "np.sum" not in forward and "[...] =" not in forward, forward
+
+
+def squares_read_back(x, buf):
+    buf[...] = x * x
+    return np.sum(buf * x)
+
+
+def kept_through_another(x, tmp, keep):
+    tmp[...] = 3.0 * x
+    keep[...] = tmp * 2.0
+    return np.sum(x * x)
+
+
+def summed(x, buf):
+    buf[...] = 2.0 * x
+    return np.sum(buf)
+
+
+def in_a_loop(x, buf):
+    for i in range(x.shape[0]):
+        buf[i] = x[i] * x[i]
+    return np.sum(buf * x)
+
+
+def draws(x, buf):
+    buf[...] = np.random.rand(3)
+    return np.sum(x * x)
+
+
+def test_what_is_read_afterwards_is_kept():
+    """A store the adjoint sweep reads back (`buf * x` needs `buf`), one another store reads
+    into memory the caller keeps, the return value `ReverseWithPrimal` returns, a store in a
+    loop, and a draw of `np.random` (it moves the generator) all stay."""
+    x = np.array([0.5, -1.5, 2.0])
+    buf, dx = np.zeros(3), np.zeros(3)
+    zymo.autodiff(Reverse, squares_read_back, Active, Duplicated(x, dx), DuplicatedNoNeed(buf, np.zeros(3)))
+    np.testing.assert_allclose(dx, 3 * x * x, rtol=1e-15)
+    np.testing.assert_allclose(dx, fd_grad(lambda x: squares_read_back(x, np.zeros(3)), [x])[0], rtol=1e-7)
+
+    tmp, keep, dx = np.zeros(3), np.zeros(3), np.zeros(3)
+    zymo.autodiff(Reverse, kept_through_another, Active, Duplicated(x, dx), DuplicatedNoNeed(tmp, np.zeros(3)),
+                  Duplicated(keep, np.zeros(3)))
+    np.testing.assert_array_equal(keep, 6.0 * x)
+    np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
+
+    dx = np.zeros(3)
+    (_, value) = zymo.autodiff(ReverseWithPrimal, summed, Active, Duplicated(x, dx), DuplicatedNoNeed(np.zeros(3), np.zeros(3)))
+    assert value == pytest.approx(2.0 * np.sum(x), rel=1e-15)
+    np.testing.assert_allclose(dx, 2.0, rtol=1e-15)
+
+    buf, dx = np.zeros(3), np.zeros(3)
+    zymo.autodiff(Reverse, in_a_loop, Active, Duplicated(x, dx), DuplicatedNoNeed(buf, np.zeros(3)))
+    np.testing.assert_allclose(dx, 3 * x * x, rtol=1e-15)
+
+    np.random.seed(7)
+    dx = np.zeros(3)
+    zymo.autodiff(Reverse, draws, Active, Duplicated(x, dx), DuplicatedNoNeed(np.zeros(3), np.zeros(3)))
+    after = np.random.rand()
+    np.random.seed(7)
+    draws(x, np.zeros(3))
+    assert after == np.random.rand()
+    np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
+
+
+def test_memory_shared_with_a_needed_argument_is_kept():
+    """`DuplicatedNoNeed` of an array that is also passed as `Duplicated` (one alias class):
+    the caller needs that memory, so its stores stay, as `Duplicated` alone gives them."""
+    x = np.array([0.5, -1.5, 2.0])
+    a, b = x.copy(), x.copy()
+    da, db = np.zeros(3), np.zeros(3)
+    zymo.autodiff(Reverse, summed, Active, Duplicated(a, da), DuplicatedNoNeed(a, da))
+    zymo.autodiff(Reverse, summed, Active, Duplicated(b, db), Duplicated(b, db))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(da, db)
+    np.testing.assert_array_equal(a, 2.0 * x)
