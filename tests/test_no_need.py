@@ -136,3 +136,27 @@ def test_memory_shared_with_a_needed_argument_is_kept():
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(da, db)
     np.testing.assert_array_equal(a, 2.0 * x)
+
+
+def computed_view(r, out, w):
+    k = r.shape[2] - 1
+    o = out[:, :, k]
+    o[...] = r[:, :, 0] * r[:, :, 1]
+    return np.sum(out * w)
+
+
+def test_a_view_left_out_keeps_its_shadow_view_and_index():
+    """The store into a view of a NoNeed output is left out, but the view's shadow is still
+    taken (the adjoint sweep reads it), at an index the forward sweep computes: that stays.
+    (A loss `np.sum(out)` would keep the store: its adjoint reads `out` for its shape, and
+    what the adjoint sweep reads is kept whole.)"""
+    rng = np.random.default_rng(2)
+    r, w = rng.random((3, 4, 2)), rng.random((3, 4, 2))
+    dr, out = np.zeros_like(r), np.zeros((3, 4, 2))
+    zymo.autodiff(Reverse, computed_view, Active, Duplicated(r, dr), DuplicatedNoNeed(out, np.zeros_like(out)), Const(w))
+    np.testing.assert_array_equal(dr[:, :, 0], w[:, :, 1] * r[:, :, 1])
+    np.testing.assert_array_equal(dr[:, :, 1], r[:, :, 0] * w[:, :, 1])
+    assert not np.any(out)
+    src = zymo.generated_code(Reverse, computed_view, Active, Duplicated(r, dr),
+                              DuplicatedNoNeed(out, np.zeros_like(out)), Const(w))
+    assert "[...] =" not in src.split("# adjoint sweep")[0]

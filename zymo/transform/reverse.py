@@ -744,6 +744,9 @@ class Reverse:
                 read(of)
             if self._droppable(op, live_vals, live_roots, unknown[0]):
                 dead.add(id(op))
+                if op.kind == "getitem" and T.is_memory(op.result.type) and self.act.is_active(op.result):
+                    for v in op.args[1:]:  # the shadow view is still taken, at the same index
+                        read(v)
             else:
                 self._reads(op, read)
             for snap, of in self.snap_pre.get(id(op), []):
