@@ -716,7 +716,7 @@ class Reverse:
         view's shadow) is read. Only ops of known rules are left out: never `np.random` (a draw
         moves the generator), a user's custom rule or zymo's own helpers. One backward pass over
         the top level; nothing inside a loop or a branch is left out."""
-        fn, act, n = self.fn, self.act, self.namer
+        fn, act = self.fn, self.act
         live_vals = {vid for vid, role in self.needed if role == "p"}
         live_roots: set = set()
         unknown = [False]  # memory read whose roots are unknown: every store is kept
