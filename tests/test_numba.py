@@ -6,6 +6,7 @@ nothing allocates nothing, and compiled derivatives are cached on disk across pr
 Numba compiles take seconds, so each function below exercises several features at once.
 Generated modules go to a temporary `ZYMO_CACHE_DIR`, never to the user's cache.
 """
+import contextlib
 import json
 import math
 import os
@@ -53,6 +54,22 @@ def numba_entries(f, split=False):
     """The compiled derivatives of `f` (split mode's, or the others) that run under Numba."""
     return [c for key, cs in zymo.api._COMPILED.items() for c in cs
             if key[0][0] is unwrap(f) and key[2] == split and c.backend != "python"]
+
+
+@contextlib.contextmanager
+def numba_sources():
+    """The sources the Numba backend compiles while the block runs (a list, filled in)."""
+    from zymo.codegen import numba_
+
+    sources, real = [], numba_.numba_source
+
+    def keep(src, *a, **kw):
+        out = real(src, *a, **kw)
+        sources.append(out)
+        return out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(numba_, "numba_source", keep)
+        yield sources
 
 
 def assert_substantial(tree, at_least=0.1):
@@ -825,21 +842,11 @@ def test_masked_adjoints_compile_into_the_elementwise_intrinsics(mode):
     (comparisons, `|` of `np.isnan`, `np.logical_not`, `_rt.clip_inside`): they are part of
     the intrinsics' expressions, so the compiled program has no comparison outside them. Ties
     (`x == y`) take half of each side. Against the Python backend and central differences."""
-    from zymo.codegen import numba_
-
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(3, 4)), rng.normal(size=4)
     x[0, :2] = y[:2]  # ties
     c = rng.random((3, 4)) > 0.5
-    sources = []
-    real = numba_.numba_source
-
-    def keep(src, *a, **kw):
-        out = real(src, *a, **kw)
-        sources.append(out)
-        return out
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(numba_, "numba_source", keep)
+    with numba_sources() as sources:
         if mode == "reverse":
             got = zymo.gradient(zymo.Reverse, _masked, x, y, c, numba=True)
         else:
@@ -1227,17 +1234,7 @@ def test_second_order_of_array_programs_compiles_into_the_elementwise_intrinsics
     `as_shape` outside the intrinsics' expressions. The reverse program's reshape shadows
     (`reshape_shadow`) have a Numba version (the Hessian of `reshaped` was refused). Against
     the Python backend and central differences of the gradient."""
-    from zymo.codegen import numba_
-
-    sources = []
-    real = numba_.numba_source
-
-    def keep(src, *a, **kw):
-        out = real(src, *a, **kw)
-        sources.append(out)
-        return out
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(numba_, "numba_source", keep)
+    with numba_sources() as sources:
         h = zymo.hessian(f, x, numba=True)
     second = [s for s in sources if "_rev_fwd" in s]
     assert second and not any(re.search(r"(?<!')_rt\.as_shape\(", line.split("_rt.ew_")[0])
