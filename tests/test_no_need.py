@@ -160,3 +160,23 @@ def test_a_view_left_out_keeps_its_shadow_view_and_index():
     src = zymo.generated_code(Reverse, computed_view, Active, Duplicated(r, dr),
                               DuplicatedNoNeed(out, np.zeros_like(out)), Const(w))
     assert "[...] =" not in src.split("# adjoint sweep")[0]
+
+
+def test_batch_mode_takes_batch_duplicated_no_need():
+    """In batch mode (several adjoints in one call) `BatchDuplicatedNoNeed` does the same: one
+    forward sweep without the products and stores, every lane's gradient `BatchDuplicated`'s."""
+    from zymo import BatchDuplicated, BatchDuplicatedNoNeed
+
+    def run(ann):
+        r, w, out, Ay, Ayu, uAx = _reaction_args()
+        lanes = (np.zeros_like(r), np.zeros_like(r))
+        twice = lambda a: (np.zeros_like(a), np.zeros_like(a))  # noqa: E731
+        zymo.autodiff(Reverse, reaction, Active, BatchDuplicated(r, lanes), Const(w), ann(out, twice(out)),
+                      Const(Ay), ann(Ayu, twice(Ayu)), ann(uAx, twice(uAx)))
+        return lanes, Ayu
+
+    want, kept = run(BatchDuplicated)
+    got, skipped = run(BatchDuplicatedNoNeed)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+    assert np.abs(got[0]).max() > 0.1 and np.any(kept) and not np.any(skipped)

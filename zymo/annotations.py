@@ -94,4 +94,5 @@ class BatchDuplicated(Annotation):
 
 
 class BatchDuplicatedNoNeed(BatchDuplicated):
-    """`BatchDuplicated` whose primal result the caller does not need."""
+    """`BatchDuplicated` whose primal result the caller does not need (as `DuplicatedNoNeed`,
+    in batch mode)."""

@@ -293,9 +293,10 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     values = tuple(v for v, _, _ in norm)
     lw, lkey = _lowered(f, values)
     leaves: list[Leaf] = []
-    no_need: set[int] = set()  # leaves of arrays passed as DuplicatedNoNeed (reverse mode)
+    no_need: set[int] = set()  # leaves of arrays passed as (Batch)DuplicatedNoNeed (reverse mode)
     for k, (v, s, kind) in enumerate(norm):
-        if type(args[k]) is DuplicatedNoNeed and not mode.forward and not mode.split and isinstance(v, np.ndarray):
+        if (type(args[k]) in (DuplicatedNoNeed, BatchDuplicatedNoNeed) and not mode.forward and not mode.split
+                and isinstance(v, np.ndarray)):
             no_need.add(len(leaves))
         if kind == "batch":  # one leaf per value, holding its shadow in every lane
             per_lane = []
