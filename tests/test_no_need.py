@@ -147,9 +147,7 @@ def computed_view(r, out, w):
 
 def test_a_view_left_out_keeps_its_shadow_view_and_index():
     """The store into a view of a NoNeed output is left out, but the view's shadow is still
-    taken (the adjoint sweep reads it), at an index the forward sweep computes: that stays.
-    (A loss `np.sum(out)` would keep the store: its adjoint reads `out` for its shape, and
-    what the adjoint sweep reads is kept whole.)"""
+    taken (the adjoint sweep reads it), at an index the forward sweep computes: that stays."""
     rng = np.random.default_rng(2)
     r, w = rng.random((3, 4, 2)), rng.random((3, 4, 2))
     dr, out = np.zeros_like(r), np.zeros((3, 4, 2))
@@ -180,3 +178,28 @@ def test_batch_mode_takes_batch_duplicated_no_need():
     for g, w_ in zip(got, want):
         np.testing.assert_array_equal(g, w_)
     assert np.abs(got[0]).max() > 0.1 and np.any(kept) and not np.any(skipped)
+
+
+def sine_into(x, out):
+    out[...] = np.sin(x) * x
+    return np.sum(out)
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_an_adjoint_that_reads_only_the_shape_leaves_the_store_out(numba):
+    """`np.sum(out)`'s adjoint names `out` only for its shape (`_rt.expand_reduced(g, out,
+    ...)`): the store into a NoNeed `out` is still left out. A name read for its contents
+    anywhere keeps it (`_shape_only_names`)."""
+    pytest.importorskip("numba") if numba else None
+    from zymo.transform.reverse import _shape_only_names
+
+    x = np.array([0.3, 1.2, -0.7])
+    dx, out = np.zeros(3), np.zeros(3)
+    zymo.autodiff(Reverse, sine_into, Active, Duplicated(x, dx), DuplicatedNoNeed(out, np.zeros(3)), numba=numba)
+    np.testing.assert_allclose(dx, np.cos(x) * x + np.sin(x), rtol=1e-15)
+    np.testing.assert_allclose(dx, fd_grad(lambda x: sine_into(x, np.zeros(3)), [x])[0], rtol=1e-7)
+    assert not np.any(out)
+    src = ("d += _rt.expand_reduced(g, a, None, False) + np.zeros_like(b) * c.shape[0]\n"
+           "e = _rt.unbroadcast(g * b, c)\n"
+           "f = d.ndim + np.sum(a * 0.0)\n")
+    assert _shape_only_names(src) == frozenset({"c"})  # `a` and `b` are also read for their contents

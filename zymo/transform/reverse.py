@@ -212,7 +212,7 @@ class Reverse:
         rev = self.rev_block(fn.body, top=True)
         self._plan_caches()
         if self.no_need and not split:
-            self.dead = self._dead_primal_ops()
+            self.dead = self._dead_primal_ops(_shape_only_names(rev.source()))
         fwd = Writer()
         for v, role in self.cache_at_start:
             self._alloc_cache(fwd, v, role, None)
@@ -705,7 +705,7 @@ class Reverse:
             if id(op) in self.trips:
                 self._record(w, self.trips[id(op)])
 
-    def _dead_primal_ops(self) -> set[int]:
+    def _dead_primal_ops(self, shape_only: frozenset = frozenset()) -> set[int]:
         """The top-level primal ops the forward sweep may leave out (Enzyme's `DuplicatedNoNeed`):
         those whose only effects are values nothing reads and stores into memory nobody reads
         afterwards. Read afterwards: the values the adjoint sweep uses (`needed`) and the memory
@@ -713,9 +713,12 @@ class Reverse:
         sharing an alias class with one that is), the return value when the caller takes it,
         what snapshots copy, and whatever a kept op reads (an op with regions reads everything
         inside it). A value whose forward shadow code names it (a shadow allocated `like` it, a
-        view's shadow) is read. Only ops of known rules are left out: never `np.random` (a draw
-        moves the generator), a user's custom rule or zymo's own helpers. One backward pass over
-        the top level; nothing inside a loop or a branch is left out."""
+        view's shadow) is read. The adjoint sweep reads a value's memory unless it names it only
+        for its shape or dtype (`shape_only`, `_shape_only_names`: `np.sum(out)`'s adjoint
+        `_rt.expand_reduced(g, out, None, False)` needs `out`, not what it holds). Only ops of
+        known rules are left out: never `np.random` (a draw moves the generator), a user's
+        custom rule or zymo's own helpers. One backward pass over the top level; nothing
+        inside a loop or a branch is left out."""
         fn, act = self.fn, self.act
         live_vals = {vid for vid, role in self.needed if role == "p"}
         live_roots: set = set()
@@ -733,7 +736,8 @@ class Reverse:
             if k not in self.no_need:
                 read(p)
         for vid in list(live_vals):
-            read(self.values[vid])
+            v = self.values[vid]
+            read(v, contents=self.namer(v) not in shape_only)
         body = fn.body.ops
         if body and body[-1].kind == "return" and self.need_return:
             for v in body[-1].args:
@@ -1559,6 +1563,36 @@ def reverse(fn: Function, act: Activity, seed_return: bool = True,
         rev = Reverse(fn, act, seed_return, width, dims, internal)
         src, names, params = rev.run(split)
     return src, names, params, rev
+
+
+# zymo's helpers and NumPy's functions that read only the shape and dtype of one argument
+_SHAPE_ARGS = {("_rt", "expand_reduced"): 1, ("_rt", "unbroadcast"): 1, ("_rt", "as_tangent"): 1,
+               ("_rt", "as_shape"): 1, ("_rt", "reduced_count"): 0, ("np", "zeros_like"): 0,
+               ("np", "empty_like"): 0, ("np", "ones_like"): 0, ("np", "shape"): 0, ("np", "ndim"): 0}
+_SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "size"})
+
+
+def _shape_only_names(src: str) -> frozenset[str]:
+    """The names `src` (statements) reads only for their shape or dtype: every mention is
+    `x.shape` (`ndim`, `dtype`, `size`) or an argument `_SHAPE_ARGS` says a call reads only
+    that way."""
+    import ast
+
+    tree = ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in src.splitlines()) + "    pass\n")
+    shape_uses: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRS and isinstance(node.value, ast.Name):
+            shape_uses[node.value.id] = shape_uses.get(node.value.id, 0) + 1
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(
+                node.func.value, ast.Name):
+            at = _SHAPE_ARGS.get((node.func.value.id, node.func.attr))
+            if at is not None and len(node.args) > at and isinstance(node.args[at], ast.Name):
+                shape_uses[node.args[at].id] = shape_uses.get(node.args[at].id, 0) + 1
+    uses: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            uses[node.id] = uses.get(node.id, 0) + 1
+    return frozenset(name for name, k in shape_uses.items() if uses.get(name) == k)
 
 
 def _names_a_dead_value(rev: Reverse, src: str) -> bool:
