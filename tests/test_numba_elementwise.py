@@ -780,3 +780,20 @@ def test_masks_are_typed_as_numpy_or_left_to_numba():
         assert dtype(bad, f64, b) is None, bad
     assert dtype("x1 & (x0 > 1)", f64, b) is None  # a mask: not a float statement
     assert dtype("x0 * (x1 | (x0 > 1))", f64, b) == t.float64
+
+
+def test_statements_of_numbers_the_element_code_does_not_take_run_as_written():
+    """Outside loops a statement of numbers only is an intrinsic too (`(i & 1) + k`, integer
+    bits; `-(a > b)`, a negated bool, which the element code refuses): each gives Python's
+    value as Numba computes it, never a typing error."""
+    @numba.njit
+    def f(i, k, a, b, x):
+        d = 1.0
+        d = numba_rt.acc_ew(d, "(x0 & 1) * 0.5", (i,))
+        e = 2.0
+        e = numba_rt.acc_unbroadcast(e, e, "-(x0 > x1)", (a, b))
+        return (numba_rt.ew_new("(x0 & 1) + x1", (i, k)), numba_rt.ew_new("(x0 | x1) * 2", (i, k)),
+                numba_rt.ew_new("-(x0 > x1)", (b, a)), d, e, numba_rt.ew_sum("x0 * (x1 & 1)", (x, i)))
+
+    got = f(5, 2, 1.0, 2.0, np.arange(3.0))
+    assert got == ((5 & 1) + 2, (5 | 2) * 2, -(2.0 > 1.0), 1.5, 2.0, 3.0)

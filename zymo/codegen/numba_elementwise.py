@@ -93,7 +93,8 @@ def _operand_types(typingctx, node, tys):
     float32). A comparison and `np.where` unify their operands' types as Numba does (a float32
     against a number written out, float64, compares in float64, as the `@njit` primal does:
     `float32(0.3) > 0.3` is True there, False in NumPy 2); a comparison takes real numbers
-    only, `|` and `&` bools only; a square, unary minus and NumPy's functions take no bool.
+    only, `|` and `&` two bools or two integers (Numba's bitwise operators); a square, unary
+    minus and NumPy's functions take no bool.
     Raises TypingError for anything else (not fast)."""
     if isinstance(node, ast.Compare):
         pair = (node.left, node.comparators[0])
@@ -106,9 +107,10 @@ def _operand_types(typingctx, node, tys):
         a = b = typingctx.unify_pairs(a, b)
         if a is None or isinstance(node, ast.Compare) and not isinstance(a, (types.Integer, types.Float)):
             raise TypingError(f"zymo: no {ast.unparse(node)} of {a} and {b}")
-    elif isinstance(node.op, tuple(_LOGIC)):
-        if not (isinstance(a, types.Boolean) and isinstance(b, types.Boolean)):
-            raise TypingError(f"zymo: {ast.unparse(node)} of {a} and {b} (bools only)")
+    elif isinstance(node.op, tuple(_LOGIC)):  # of bools, or of integers as Numba types them
+        if not (isinstance(a, types.Boolean) and isinstance(b, types.Boolean)
+                or isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            raise TypingError(f"zymo: {ast.unparse(node)} of {a} and {b} (bools or integers only)")
     elif isinstance(a, types.Boolean) or isinstance(b, types.Boolean):
         if isinstance(b, (types.Float, types.Complex)):
             a = b
@@ -282,9 +284,13 @@ def acc_ew(typingctx, d, expr, xs):
     text, tree, unpack = _parse(expr, xs)
     if isinstance(d, types.Number):
         if not any(isinstance(x, types.Array) for x in xs):  # numbers: the arithmetic in place
-            ret, codegen_scalar = _add_numbers(typingctx, d, tree, xs, 2)
-            return ret(d, expr, xs), codegen_scalar
-        # a number that becomes an array, as `+=` rebinds it
+            try:
+                ret, codegen_scalar = _add_numbers(typingctx, d, tree, xs, 2)
+                return ret(d, expr, xs), codegen_scalar
+            except TypingError:
+                pass
+        # a number that becomes an array, as `+=` rebinds it (or numbers the element code does
+        # not take: the statement as written)
         ret, codegen_rebind = _as_written(typingctx, "rebind", "d, xs", f"{unpack}    return d + ({text})\n",
                                           (d, xs), (0, 2))
         return ret(d, expr, xs), codegen_rebind
@@ -316,9 +322,12 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
     arrays = [v for v in xs if isinstance(v, types.Array)]
     if isinstance(d, types.Number) and isinstance(x, types.Number):
         if not arrays:
-            ret, codegen_numbers = _add_numbers(typingctx, d, tree, xs, 3)
-            return ret(d, x, expr, xs), codegen_numbers
-        dt = _dtype(typingctx, tree, xs)
+            try:
+                ret, codegen_numbers = _add_numbers(typingctx, d, tree, xs, 3)
+                return ret(d, x, expr, xs), codegen_numbers
+            except TypingError:  # numbers the element code does not take: the statement as written
+                pass
+        dt = _dtype(typingctx, tree, xs) if arrays else None
         if dt is not None:
             ret = typingctx.resolve_function_type(operator.add, (d, dt), {}).return_type
             nd = max(v.ndim for v in arrays)
@@ -427,14 +436,18 @@ def _value_or_fallback(typingctx, expr, xs, kind, template):
     computed in place) or a statement that is not fast (`return <template with the
     expression>`, compiled by Numba); None when the loops are written."""
     text, tree, unpack = _parse(expr, xs)
-    if not any(isinstance(x, types.Array) for x in xs):
-        ret = _typeof(typingctx, tree, _elements(xs))
-
-        def codegen_scalar(context, builder, signature, args):
-            value, ty = _element(context, builder, tree, _numbers(builder, xs, args[1]))
-            return context.cast(builder, value, ty, ret)
-        return ret(expr, xs), codegen_scalar
-    if _dtype(typingctx, tree, xs) is not None:
+    numbers = not any(isinstance(x, types.Array) for x in xs)
+    if numbers:
+        try:
+            ret = _typeof(typingctx, tree, _elements(xs))
+        except TypingError:  # numbers the element code does not take: the statement as written
+            ret = None
+        if ret is not None:
+            def codegen_scalar(context, builder, signature, args):
+                value, ty = _element(context, builder, tree, _numbers(builder, xs, args[1]))
+                return context.cast(builder, value, ty, ret)
+            return ret(expr, xs), codegen_scalar
+    elif _dtype(typingctx, tree, xs) is not None:
         return None
     ret, codegen_numpy = _as_written(typingctx, kind, "xs", f"{unpack}    return {template.format(text)}\n",
                                      (xs,), (1,))
