@@ -176,7 +176,8 @@ _EW_FUNCS = ("exp", "log", "tanh", "sin", "cos", "sqrt", "exp2", "expm1", "log2"
              "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "cbrt", "sign", "absolute", "abs",
              "fabs", "floor", "ceil", "trunc", "rint", "square", "reciprocal", "deg2rad", "rad2deg", "degrees",
              "radians", "negative", "positive")
-_EW_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")  # the same, giving a bool
+# the same, giving a bool (`numba_elementwise._MASKS`, which cannot import this module)
+_EW_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")
 _EW_BINARY = ("maximum", "minimum", "fmax", "fmin", "arctan2", "hypot", "logaddexp", "logaddexp2", "copysign",
               "power", "float_power", "fmod", "remainder", "mod", "nextafter")  # and of two operands
 _EW_COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
@@ -234,8 +235,9 @@ def _leaf(e: ast.expr) -> bool:
 def _elementwise(e: ast.expr) -> bool:
     """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
     `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's functions of one operand
-    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...) and of two (`_EW_BINARY`: `maximum`, ...), `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a
-    > b`), `|` and `&`, `np.logical_not`, `np.isnan` and `np.where(c, a, b)` (the
+    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...) and of two (`_EW_BINARY`: `maximum`, ...),
+    `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a > b`), `|` and
+    `&`, `_EW_MASKS` (`np.logical_not`, `np.isnan`, ...) and `np.where(c, a, b)` (the
     intrinsics check the types: a bool takes part in arithmetic with a float only)."""
     if _leaf(e):
         return True
@@ -264,8 +266,8 @@ def _elementwise(e: ast.expr) -> bool:
 
 
 def _boolean(e: ast.expr) -> bool:
-    """A mask at the top of `e` (a comparison, `|`, `&`, `np.logical_not`, `np.isnan`): a bool
-    array, which the intrinsics do not make (Numba's array expression does)."""
+    """A mask at the top of `e` (a comparison, `|`, `&`, one of `_EW_MASKS`): a bool array,
+    which the intrinsics do not make (Numba's array expression does)."""
     return (isinstance(e, ast.Compare) or isinstance(e, ast.BinOp) and isinstance(e.op, _EW_LOGIC)
             or _np_call(e, _EW_MASKS))
 
@@ -453,11 +455,8 @@ def _as_tangent(node: ast.stmt) -> ast.stmt | None:
     """`t = _rt.as_tangent(e, x)` (or `as_shape`, the same under Numba; `e` elementwise, `x` a
     name) -> `t = _rt.ew_like(x, "...", (...))`."""
     call = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-    f = call.func if isinstance(call, ast.Call) else None
-    if not (isinstance(node.targets[0], ast.Name) and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-            and f.value.id == "_rt" and f.attr in ("as_tangent", "as_shape") and len(call.args) == 2
-            and not call.keywords
-            and _elementwise(call.args[0]) and isinstance(call.args[1], ast.Name)):
+    if not (call is not None and isinstance(node.targets[0], ast.Name) and _rt_as_shape(call)
+            and _elementwise(call.args[0])):
         return None
     text, xs = _ew_args(call.args[0])
     return ast.Assign(node.targets, _rt_call("ew_like", call.args[1], ast.Constant(text), xs))

@@ -3,10 +3,11 @@
 Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
 elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
 names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
-(`np.exp(x0)`; `numba_._EW_FUNCS`) and of two (`np.maximum(x0, x1)`; `numba_._EW_BINARY`), `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to
-the dtype of array `x<k>`, whose shape takes part in the broadcast; a number `x<k>` is refused
-at typing) and masks (one comparison, `|`, `&`, `np.logical_not`, `np.isnan`, `np.where(c, a,
-b)`; typed as `_operand_types` says), and `xs`, the tuple of its operands:
+(`np.exp(x0)`; `numba_._EW_FUNCS`) and of two (`np.maximum(x0, x1)`; `numba_._EW_BINARY`),
+`_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to the dtype of array `x<k>`, whose shape
+takes part in the broadcast; a number `x<k>` is refused at typing) and masks (one comparison,
+`|`, `&`, `_MASKS`, `np.where(c, a, b)`; typed as `_operand_types` says), and `xs`, the tuple
+of its operands:
 
 - `acc_ew(d, expr, xs)`: Python's `d += e` (`e` the value of `expr`); returns `d` (the new
   value, for a number);
@@ -37,10 +38,11 @@ copied first. When `d` and every array operand are C-ordered and of one shape, o
 runs over the elements; otherwise the loops nest, stepping by each operand's strides.
 
 Fast: every array operand has one float or complex dtype (or is a bool array: a mask), `d`'s
-when there is a `d`, a rank no higher than the statement's, and the element arithmetic (`numba_accumulate`-style lowering by
-Numba's own operators) stays in that dtype (a number that would widen it, as Python's floats
-do float32's, is not fast); a division only in real dtypes (it is written as IEEE division,
-NumPy's: a zero divisor gives inf, as everywhere in the generated program: `fdiv`).
+when there is a `d`, a rank no higher than the statement's, and the element arithmetic
+(`numba_accumulate`-style lowering by Numba's own operators) stays in that dtype (a number
+that would widen it, as Python's floats do float32's, is not fast); a division only in real
+dtypes (it is written as IEEE division, NumPy's: a zero divisor gives inf, as everywhere in the
+generated program: `fdiv`).
 `ew_set` of numbers only is always fast (they are computed, then cast, as NumPy does).
 Anything else runs the statement itself, compiled by Numba (`compile_internal`).
 
@@ -83,7 +85,9 @@ def _is_as_shape(node) -> bool:
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _LOGIC = {ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
-_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")  # NumPy's functions of one operand that give a bool
+_BINOPS = {**_OPS, **_LOGIC}
+# NumPy's functions of one operand that give a bool (`numba_._EW_MASKS`, which imports Numba late)
+_MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")
 
 
 def _operand_types(typingctx, node, tys):
@@ -131,7 +135,8 @@ def _typeof(typingctx, node, tys):
         inner = _typeof(typingctx, node.operand, tys)
         if isinstance(node.op, ast.UAdd):
             return inner
-        sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(operator.neg, (inner,), {})
+        sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(
+            operator.neg, (inner,), {})
         if sig is None:
             raise TypingError(f"zymo: no negation of {inner}")
         return sig.return_type
@@ -167,7 +172,7 @@ def _typeof(typingctx, node, tys):
         sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(operator.mul, args, {})
     else:
         _, args = _operand_types(typingctx, node, tys)
-        sig = typingctx.resolve_function_type({**_OPS, **_LOGIC}[type(node.op)], args, {})
+        sig = typingctx.resolve_function_type(_BINOPS[type(node.op)], args, {})
     if sig is None:
         raise TypingError(f"zymo: no {type(node.op).__name__} of {args}")
     return sig.return_type
@@ -311,8 +316,8 @@ def acc_ew(typingctx, d, expr, xs):
 def acc_unbroadcast(typingctx, d, x, expr, xs):
     """`d += rt.unbroadcast(e, x)`: `e` summed over the dimensions by which it broadcasts
     against `x`, added into `d` (the adjoint of `x`, of its shape). Fast (module contract; `e`
-    of `d`'s rank or higher, whatever its operands' ranks): when `e` has `d`'s shape, `d += e`; otherwise one
-    loop nest over the broadcast shape of `e` and `d` sums `e` into zeros of `d`'s shape (C
+    of `d`'s rank or higher, whatever its operands' ranks): when `e` has `d`'s shape, `d += e`;
+    otherwise one loop nest over the broadcast shape of `e` and `d` sums `e` into zeros of `d`'s shape (C
     order: last bits can differ from NumPy's pairwise sum), then adds that into `d`, as the
     helper does (adding each element into `d` directly would reorder the sum: `1 + 1e20 -
     1e20` is 0, the helper's `1 + (1e20 - 1e20)` is 1). `d` must have `x`'s shape (else
@@ -607,7 +612,7 @@ def _element(context, builder, node, env, arrays=frozenset()):
     if isinstance(node.op, ast.Pow):
         base = _element(context, builder, node.left, env, arrays)
         return apply(context, builder, operator.mul, [base, base])
-    return apply(context, builder, {**_OPS, **_LOGIC}[type(node.op)], _cast_operands(context, builder, node, env, arrays),
+    return apply(context, builder, _BINOPS[type(node.op)], _cast_operands(context, builder, node, env, arrays),
                  ieee=True)
 
 
