@@ -209,7 +209,7 @@ def test_numba_compiles_stacked_caches_and_matches_python(f, make):
     assert max(np.abs(g).max() for g in grads[True]) > 1e-3
 
 
-# -- number caches in nested loops (growing buffers, room made at each inner loop's entry) ----
+# -- number caches in nested loops: room for a whole nest of for loops at its entry ---------
 
 
 def nested_branch(A, c):
@@ -244,7 +244,9 @@ def test_nested_for_loops_with_a_branch():
     c = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
     check(nested_branch, [A.copy(), c], const=(1,))
     src = zymo.generated_code(Reverse, nested_branch, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(c))
-    assert "_rt.grow(" in src and "(n if n > 0 else 0)" in src  # the inner loop's trip count, written out
+    # `A.shape[1]` is read before the loops (`hoist_sizes`): each cache is allocated once, for
+    # the whole nest, with the inner loop's trip count written out
+    assert "_rt.grow(" not in src and "np.empty(_trips * (n if n > 0 else 0), np.float64)" in src
     dA = np.zeros_like(A)
     zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA), Const(c), numba=True)
     dA_py = np.zeros_like(A)
@@ -272,6 +274,41 @@ def test_a_for_loop_inside_a_while_loop_grows_its_cache():
     check(for_in_while, [x.copy()])
     src = zymo.generated_code(Reverse, for_in_while, Active, Duplicated(x.copy(), np.zeros_like(x)))
     assert "_rt.grow(" in src
+
+
+def triangle_in_while(A, rounds):
+    """A nest of two for loops inside a while loop (room for the nest at its entry), and a
+    triangular loop whose trip count is only known at its own entry."""
+    s = 0.0
+    k = 0
+    while k < rounds:
+        for i in range(A.shape[0]):
+            for j in range(A.shape[1]):
+                t = math.sin(A[i, j] * (k + 1.0))
+                s += t * t
+        k += 1
+    for i in range(A.shape[0]):
+        for j in range(i):
+            u = math.cos(A[i, j] + A[j, i])
+            s += u * A[j, j]
+    return s
+
+
+def test_room_for_a_nest_is_made_where_its_trip_counts_are_known():
+    A = np.linspace(0.1, 1.3, 16).reshape(4, 4)
+    check(triangle_in_while, [A.copy(), 2], const=(1,))
+    src = zymo.generated_code(Reverse, triangle_in_while, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(2))
+    # the nest in the while loop: one check for both loops, before the outer one
+    assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * (n_1 if n_1 > 0 else 0))" in src
+    # the triangle: its inner loop's bound is the outer index, so room is made at the inner loop
+    assert "_cache_cos = _rt.grow(_cache_cos, _k_cos + _trips_" in src
+    for numba in (True, False):
+        dA = np.zeros_like(A)
+        zymo.autodiff(Reverse, triangle_in_while, Active, Duplicated(A.copy(), dA), Const(2), numba=numba)
+        if numba:
+            dA_numba = dA
+    np.testing.assert_allclose(dA_numba, dA, rtol=1e-12)
+    assert np.abs(dA).max() > 0.1
 
 
 def shrinking_window(x):

@@ -35,7 +35,7 @@ from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
 from .ir.verify import verify
-from .transform.simplify import cse_loads, dce
+from .transform.simplify import cse_loads, dce, hoist_sizes
 from .shadows import check_shadow, make_zero, make_zero_
 
 # -- argument flattening ---------------------------------------------------------
@@ -247,7 +247,7 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = dce(cse_loads(lower(f, values)))
+        ir = dce(hoist_sizes(cse_loads(lower(f, values))))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
@@ -350,7 +350,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     act = analyze(ir, active, classes, seed_return=seeded)
     generator, guards = None, []
     if mode.forward:
-        src, name, active_params = forward(ir, act, width)
+        src, name, active_params, numbers = forward(ir, act, width)
     else:
         _check_reverse_return(ir, ret_activity)
         # Const memory that receives active data: its shadow is zymo's, zeros at every call
@@ -359,7 +359,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal)
         name = names if mode.split else names[0]
-        generator = rev
+        generator, numbers = rev, rev.namer.numbers()
     src = fuse(src, generator.fuse_facts() if generator is not None else None)
     if generator is not None:
         guards = sorted(generator.extents.guards)  # after fuse, which may rely on more
@@ -373,7 +373,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         floats = generator.float_adjoints() if generator is not None else frozenset()
         ints = generator.int_names() if generator is not None else frozenset()
-        fns = compile_numba(src, names if not mode.forward else [name], what, floats, ints)
+        fns = compile_numba(src, names if not mode.forward else [name], what, floats, ints, numbers)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
                     width, guards=guards)

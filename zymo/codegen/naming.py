@@ -27,6 +27,11 @@ class Namer:
         self.width = 1  # batch width
         self.lane = 0   # the lane derivative names refer to
 
+    def numbers(self) -> frozenset[str]:
+        """The names given so far that only ever hold numbers (ints, bools, floats): values of
+        a scalar type, and counters."""
+        return frozenset(self.typed_zero)
+
     def fresh(self, base: str) -> str:
         base = re.sub(r"\W", "_", base).rstrip("_") or "v"
         if base[0].isdigit():

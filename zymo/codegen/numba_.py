@@ -1,6 +1,6 @@
 """The Numba backend: generated derivative source compiled with `numba.njit`, cached on disk.
 
-Contract: `compile_numba(src, names, what, floats, ints)` returns a list whose entries
+Contract: `compile_numba(src, names, what, floats, ints, numbers)` returns a list whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
 `numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
 and the names the transform says hold only ints declared `intp`.
@@ -526,8 +526,8 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     - a statement `np.add(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS`) ->
       `_rt.ew_out(d, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")`, the ufunc itself when the
       statement is not fast.
-    Names in `floats` (the transform's float adjoints) are left to Numba: `d += e` into one, or
-    `t = e` of them only. Only statements on one line are rewritten, on that line."""
+    Names in `floats` (the transform's float adjoints, and the names of numbers) are left to
+    Numba: `d += e` into one, or `t = e` of them only. Only statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
     lines = src.split("\n")
 
@@ -642,25 +642,26 @@ def tape_in(inner: tuple) -> tuple:
     return tuple(None if isinstance(item, List) else item for item in inner)
 
 
-def numba_source(src: str, floats: frozenset[str] = frozenset()) -> str:
+def numba_source(src: str, floats: frozenset[str] = frozenset(), numbers: frozenset[str] = frozenset()) -> str:
     """The source Numba compiles: `src` after `whole_views`, `fresh_lists`,
     `accumulating_products`, `elementwise_statements` (loops in place of temporaries and
     array expressions) and `ieee_divisions` (the Python backend, and second order, run `src`
-    as it is). `floats`:
-    names the transform knows hold only floats, left as they are (nothing to gain; an
-    intrinsic costs compile time)."""
-    return ieee_divisions(elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats),
-                          floats)
+    as it is). `floats`: names the transform knows hold only floats; `numbers`: names that
+    hold only numbers of any type (`Namer.numbers`). Statements of them are left as they are
+    (nothing to gain; an intrinsic costs compile time)."""
+    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats | numbers)
+    return ieee_divisions(rewritten, floats)
 
 
 def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),
-                  ints: frozenset[str] = frozenset()) -> list[Callable]:
+                  ints: frozenset[str] = frozenset(), numbers: frozenset[str] = frozenset()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
-    `floats`: names that hold only floats (`numba_source`); `ints`: names that hold only ints
-    (`Reverse.int_names`: cache counters, recorded extents), declared `intp`. Numba types `k = 0` as the literal 0 and widens it
-    to int64 only when it meets `k += 1` through a loop; every such widening costs its type
-    inference one more pass over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
-    src = numba_source(src, floats)
+    `floats`, `numbers`: names that hold only floats, only numbers (`numba_source`); `ints`:
+    names that hold only ints (`Reverse.int_names`: cache counters, recorded extents),
+    declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
+    meets `k += 1` through a loop; every such widening costs its type inference one more pass
+    over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
+    src = numba_source(src, floats, numbers)
     if not _STAMP:
         _STAMP.append(_stamp())
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"

@@ -241,5 +241,8 @@ def _sum(exprs: list[str]) -> str:
     return ast.unparse(node)
 
 
-def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int]]:
-    return Forward(fn, act, width).run()
+def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int], frozenset[str]]:
+    """The tangent program's source, its name, the active parameters, and the names that hold
+    only numbers (`Namer.numbers`)."""
+    fwd = Forward(fn, act, width)
+    return (*fwd.run(), fwd.namer.numbers())

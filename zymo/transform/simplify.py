@@ -12,13 +12,21 @@ Contract: `dce(fn)` removes, in place and until nothing changes,
 Stores, `out=` calls, calls without results and terminators are kept.
 
 `cse_loads(fn)` makes a float loaded twice from the same place with no write in
-between (`x[i] * x[i]`) one value, so reverse mode caches it once. Both passes
-leave the IR valid (`ir.verify`) when it was.
+between (`x[i] * x[i]`) one value, so reverse mode caches it once.
+
+`hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
+changes) and integer `+ - *` of such values and constants out of the loops and branches
+that do not define their operands, to just before the loop or branch. So
+`for j in range(A.shape[1])` inside another loop has a trip count known at the outer
+loop's entry, where reverse mode makes room for the whole nest's caches. None of these
+can raise, so computing one where the loop body would not have run changes nothing.
+
+All three passes leave the IR valid (`ir.verify`) when it was.
 """
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Op, walk
-from ..ir.types import is_memory
+from ..ir.types import INT, is_memory
 
 _PURE = {"const", "prim", "getitem"}
 
@@ -195,3 +203,57 @@ def _cse_block(block: Block, subst: dict) -> None:
                 subst[op.result.id] = seen[key]
             else:
                 seen[key] = op.result
+
+
+_SIZE_ARITH = {"add", "sub", "mul"}
+
+
+def hoist_sizes(fn: Function) -> Function:
+    _hoist_from(fn.body)
+    return fn
+
+
+def _hoist_from(block: Block) -> None:
+    ops: list[Op] = []
+    for op in block.ops:
+        if op.regions:
+            inside = _defined_in(op)
+            for region in op.regions:
+                _hoist_from(region)  # inner loops first: what they give up may go further
+                consts = {o.results[0].id: o for o in region.ops if o.kind == "const"}
+                moved: set[int] = set()
+                for o in region.ops:
+                    if _size_op(o) and all(a.id not in inside or a.id in consts for a in o.args):
+                        for a in o.args:  # a constant operand goes along (it stays one for other readers)
+                            c = consts.get(a.id)
+                            if c is not None and id(c) not in moved:
+                                ops.append(c)
+                                moved.add(id(c))
+                                inside.discard(a.id)
+                        ops.append(o)
+                        moved.add(id(o))
+                        inside.difference_update(r.id for r in o.results)
+                region.ops[:] = [o for o in region.ops if id(o) not in moved]
+        ops.append(op)
+    block.ops[:] = ops
+
+
+def _size_op(op: Op) -> bool:
+    """An integer computed from sizes: a dimension, `+ - *` of ints."""
+    if op.kind != "prim" or "out" in op.attrs:
+        return False
+    key = op.attrs["key"]
+    return key == "zymo.dim" or (key in _SIZE_ARITH and op.results[0].type == INT
+                                 and all(a.type == INT for a in op.args))
+
+
+def _defined_in(op: Op) -> set[int]:
+    """The values `op`'s regions define (block arguments and results), at any depth."""
+    ids = set()
+    for region in op.regions:
+        ids.update(a.id for a in region.args)
+        for o in walk(region):
+            ids.update(r.id for r in o.results)
+            for inner in o.regions:
+                ids.update(a.id for a in inner.args)
+    return ids
