@@ -64,6 +64,34 @@ def test_loop_variables_carried_only_into_each_other_are_dropped():
     check(reused_loop_variable, [rng.standard_normal((3, 4)), np.zeros(4)])
 
 
+def window_sums(A, m):
+    """Sizes read inside loops: hoisted (`hoist_sizes`) unless they read what the loop makes."""
+    s = 0.0
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1] - m):
+            s += A[i, j] * A[i, j + m]
+        row = A[i] * 2.0
+        for k in range(row.shape[0] // 2):
+            s += row[k] * A[i, k]
+    return s
+
+
+def test_sizes_are_read_before_the_loops_that_do_not_change_them():
+    from helpers import check
+
+    f = zymo.ir(window_sums, np.ones((3, 5)), 2)
+    verify(f)
+    top = [str(op) for op in f.body.ops]
+    outer = next(op for op in f.body.ops if op.kind == "for")
+    hoisted = f.body.ops[:f.body.ops.index(outer)]
+    assert [op.attrs["key"] for op in hoisted if op.kind == "prim"] == ["zymo.dim", "zymo.dim", "sub"], top
+    body = str(f).split("carry(%s.2 = %s):")[1]
+    # `row` is made in the loop: its size, and the floor division (which may raise), stay there
+    assert "zymo.dim(%row, 0)" in body and "floordiv(" in body
+    rng = np.random.default_rng(3)
+    check(window_sums, [rng.standard_normal((3, 5)), 2], const=(1,))
+
+
 def early(x, n):
     i = 0
     while i < n:

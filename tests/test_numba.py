@@ -1317,3 +1317,29 @@ def test_a_norm_order_known_only_at_run_time_compiles_under_numba(f):
     ties = np.array([2.0, -2.0, 0.5, 1.0])
     np.testing.assert_allclose(zymo.gradient(Reverse, f, ties, numba=True)[0],
                                zymo.gradient(Reverse, f, ties, numba=False)[0], rtol=1e-12)
+
+
+def numbers_then_loops(x, m):
+    k = m - 1
+    w = 2 * k + 1
+    c = x[0] * 0.5 + x[1]
+    s = c * c
+    for i in range(k, w):
+        s += np.sin(x[i % x.shape[0]]) * c
+    return s
+
+
+def test_statements_of_numbers_are_left_to_numba_in_both_modes():
+    """Outside loops, `t = a - 1` of numbers was an elementwise intrinsic (`_rt.ew_new`) when
+    its operands were not float adjoints: the intrinsic's fallback ran it as written, at the
+    cost of one more typing. Names of numbers (`Namer.numbers`) are left to Numba now. Both
+    modes under Numba, against the Python backend and central differences."""
+    x = np.linspace(0.2, 1.4, 6)
+    for mode in (Reverse, zymo.Forward):
+        with numba_sources() as sources:
+            g = zymo.gradient(mode, numbers_then_loops, x, 3, numba=True)[0]
+        assert sources and not any("_rt.ew_new(" in s or "_rt.acc_ew(" in s for s in sources), sources
+        g_py = zymo.gradient(mode, numbers_then_loops, x, 3, numba=False)[0]
+        np.testing.assert_allclose(g, g_py, rtol=1e-12)
+        np.testing.assert_allclose(g, fd_grad(lambda v: numbers_then_loops(v, 3), [x])[0], rtol=1e-6, atol=1e-8)
+        assert_substantial(g)

@@ -15,6 +15,7 @@ import keyword
 import re
 
 from ..ir.core import Value
+from ..ir.types import Scalar
 
 RESERVED = {"np", "math", "_rt"} | set(dir(builtins))
 
@@ -24,12 +25,14 @@ class Namer:
         self.used: set[str] = set(RESERVED)
         self.values: dict[tuple[int, str], str] = {}
         self.typed_zero: dict[str, str] = {}  # name -> a zero of its type (scalars, counters)
+        self.scalar_derivatives: set[str] = set()  # derivative names (`d`, per lane) of scalars
         self.width = 1  # batch width
         self.lane = 0   # the lane derivative names refer to
 
     def numbers(self) -> frozenset[str]:
         """The names given so far that only ever hold numbers (ints, bools, floats): values of
-        a scalar type, and counters."""
+        a scalar type, and counters. Forward mode adds `scalar_derivatives`, the tangents of
+        scalars; reverse mode has its own list of float adjoints (`Reverse.float_adjoints`)."""
         return frozenset(self.typed_zero)
 
     def fresh(self, base: str) -> str:
@@ -52,6 +55,8 @@ class Namer:
             kind = getattr(v.type, "kind", None) if role == "p" else ("int" if role == "k" else None)
             if kind is not None:
                 self.typed_zero[n] = {"int": "0", "bool": "False"}.get(kind, "0.0")
+            if isinstance(v.type, Scalar) and role.split("#")[0] == "d":
+                self.scalar_derivatives.add(n)
         return n
 
     def __call__(self, v: Value) -> str:

@@ -243,6 +243,6 @@ def _sum(exprs: list[str]) -> str:
 
 def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int], frozenset[str]]:
     """The tangent program's source, its name, the active parameters, and the names that hold
-    only numbers (`Namer.numbers`)."""
+    only numbers (`Namer.numbers`, and the tangents of scalars)."""
     fwd = Forward(fn, act, width)
-    return (*fwd.run(), fwd.namer.numbers())
+    return (*fwd.run(), fwd.namer.numbers() | fwd.namer.scalar_derivatives)
