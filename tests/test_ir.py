@@ -1,4 +1,6 @@
 """The IR: lowering output (golden text), the printer, and the verifier."""
+import math
+
 import numpy as np
 import pytest
 
@@ -90,6 +92,40 @@ def test_sizes_are_read_before_the_loops_that_do_not_change_them():
     assert "zymo.dim(%row, 0)" in body and "floordiv(" in body
     rng = np.random.default_rng(3)
     check(window_sums, [rng.standard_normal((3, 5)), 2], const=(1,))
+
+
+def repeated_numbers(x, dt, flag):
+    """`0.5 * dt` three times (one value); a branch's computation is not reused after it;
+    arrays computed twice stay two memories."""
+    a = x * 2.0
+    b = x * 2.0
+    a[0] = 5.0
+    s = 0.0
+    for i in range(x.shape[0]):
+        k1 = x[i] + 0.5 * dt * x[i]
+        k2 = k1 + 0.5 * dt * k1
+        s += k2 + 0.5 * dt
+    if flag > 0:
+        u = math.sin(dt) * 3.0
+    else:
+        u = 1.0
+    v = math.sin(dt) * 3.0
+    return s + u * v + b[0] + a[0] * x[1]
+
+
+def test_numbers_computed_twice_are_computed_once():
+    from helpers import check
+
+    f = zymo.ir(repeated_numbers, np.ones(3), 0.1, 1)
+    verify(f)
+    text = str(f)
+    assert text.count("= mul(%c.4, %dt)") == 1 and "f64[:] = mul(%x, %c.1)" in text  # arrays: two
+    assert text.count("math.sin(") == 2  # the branch's sine is not the one after it
+    rng = np.random.default_rng(4)
+    for flag in (1, -1):
+        got = check(repeated_numbers, [rng.standard_normal(4), 0.3, flag], const=(2,))
+        assert np.abs(got["grad"][0]).max() > 0.1
+        assert np.abs(got["grad"][1]) > 0.1
 
 
 def early(x, n):

@@ -14,6 +14,13 @@ Stores, `out=` calls, calls without results and terminators are kept.
 `cse_loads(fn)` makes a float loaded twice from the same place with no write in
 between (`x[i] * x[i]`) one value, so reverse mode caches it once.
 
+`cse_numbers(fn)` makes arithmetic of numbers computed twice with the same operands
+(`0.5 * dt` in each stage of a Runge-Kutta step) one value, where the first computation
+comes before the second in its block or in a block around it: `+ - * / // % **`,
+negation, comparisons and `math` functions, of numbers only (never an array: two arrays
+are two memories). Constants match by type and value. The second computation would
+have given the same number, or raised where the first already had.
+
 `hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
 changes) and integer `+ - *` of such values and constants out of the loops and branches
 that do not define their operands, to just before the loop or branch. So
@@ -21,12 +28,12 @@ that do not define their operands, to just before the loop or branch. So
 loop's entry, where reverse mode makes room for the whole nest's caches. None of these
 can raise, so computing one where the loop body would not have run changes nothing.
 
-All three passes leave the IR valid (`ir.verify`) when it was.
+All four passes leave the IR valid (`ir.verify`) when it was.
 """
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Op, walk
-from ..ir.types import INT, is_memory
+from ..ir.types import INT, Scalar, is_memory
 
 _PURE = {"const", "prim", "getitem"}
 
@@ -257,3 +264,46 @@ def _defined_in(op: Op) -> set[int]:
             for inner in o.regions:
                 ids.update(a.id for a in inner.args)
     return ids
+
+
+_NUMBER_OPS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos",
+               "lt", "le", "gt", "ge", "eq", "ne"}
+
+
+def cse_numbers(fn: Function) -> Function:
+    subst: dict[int, object] = {}
+    _number_block(fn.body, {}, subst)
+    return fn
+
+
+def _number_block(block: Block, seen: dict, subst: dict) -> None:
+    """Value numbering in program order; `seen` holds what the blocks around `block` computed
+    before it (each region gets a copy: what an `if` branch computes is not seen after it)."""
+    for op in block.ops:
+        op.args[:] = [subst.get(v.id, v) for v in op.args]
+        for region in op.regions:
+            _number_block(region, dict(seen), subst)
+        key = _number_key(op)
+        if key is None:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = op.results[0]
+        else:
+            subst[op.results[0].id] = first
+
+
+def _number_key(op: Op) -> tuple | None:
+    if op.kind != "prim" or "out" in op.attrs or len(op.results) != 1:
+        return None
+    key = op.attrs["key"]
+    if not (key in _NUMBER_OPS or key.startswith("math.")):
+        return None
+    if not all(isinstance(v.type, Scalar) for v in (*op.args, op.results[0])):
+        return None
+    operands = tuple(("c", str(v.type), repr(v.const)) if v.is_const else ("v", v.id) for v in op.args)
+    try:
+        return hash((key, op.attrs["pos"], op.attrs["kw"], operands)) and (key, op.attrs["pos"], op.attrs["kw"],
+                                                                             operands)
+    except TypeError:  # an unhashable literal among the arguments
+        return None
