@@ -350,7 +350,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     act = analyze(ir, active, classes, seed_return=seeded)
     generator, guards = None, []
     if mode.forward:
-        src, name, active_params, numbers = forward(ir, act, width)
+        src, name, active_params, namer = forward(ir, act, width)
+        numbers = namer.numbers() | namer.scalar_derivatives  # tangents of scalars are numbers
     else:
         _check_reverse_return(ir, ret_activity)
         # Const memory that receives active data: its shadow is zymo's, zeros at every call
@@ -359,7 +360,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal)
         name = names if mode.split else names[0]
-        generator, numbers = rev, rev.namer.numbers()
+        generator, namer = rev, rev.namer
+        numbers = namer.numbers()
     src = fuse(src, generator.fuse_facts() if generator is not None else None)
     if generator is not None:
         guards = sorted(generator.extents.guards)  # after fuse, which may rely on more
@@ -368,12 +370,15 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if backend == "python":
         fn = compile_source(src, name)
     else:
-        from .codegen.numba_ import compile_numba
+        from .codegen.numba_ import SourceFacts, compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-        floats = generator.float_adjoints() if generator is not None else frozenset()
-        ints = generator.int_names() if generator is not None else frozenset()
-        fns = compile_numba(src, names if not mode.forward else [name], what, floats, ints, numbers)
+        from .analysis.bounds import index_names
+
+        facts = SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
+                            ints=generator.int_names() if generator is not None else frozenset(),
+                            numbers=numbers, arrays=frozenset(namer.arrays), nonneg=index_names(ir, namer.values))
+        fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
                     width, guards=guards)

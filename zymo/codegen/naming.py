@@ -15,7 +15,7 @@ import keyword
 import re
 
 from ..ir.core import Value
-from ..ir.types import Scalar
+from ..ir.types import Array, Scalar
 
 RESERVED = {"np", "math", "_rt"} | set(dir(builtins))
 
@@ -26,6 +26,7 @@ class Namer:
         self.values: dict[tuple[int, str], str] = {}
         self.typed_zero: dict[str, str] = {}  # name -> a zero of its type (scalars, counters)
         self.scalar_derivatives: set[str] = set()  # derivative names (`d`, per lane) of scalars
+        self.arrays: set[str] = set()  # names of arrays, and of their shadows or tangents
         self.width = 1  # batch width
         self.lane = 0   # the lane derivative names refer to
 
@@ -57,6 +58,8 @@ class Namer:
                 self.typed_zero[n] = {"int": "0", "bool": "False"}.get(kind, "0.0")
             if isinstance(v.type, Scalar) and role.split("#")[0] == "d":
                 self.scalar_derivatives.add(n)
+            if isinstance(v.type, Array) and role.split("#")[0] in ("p", "d"):
+                self.arrays.add(n)
         return n
 
     def __call__(self, v: Value) -> str:

@@ -1,6 +1,6 @@
 """The Numba backend: generated derivative source compiled with `numba.njit`, cached on disk.
 
-Contract: `compile_numba(src, names, what, floats, ints, numbers)` returns a list whose entries
+Contract: `compile_numba(src, names, what, facts)` returns a list whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
 `numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
 and the names the transform says hold only ints declared `intp`.
@@ -39,6 +39,7 @@ import os
 import re
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -642,26 +643,58 @@ def tape_in(inner: tuple) -> tuple:
     return tuple(None if isinstance(item, List) else item for item in inner)
 
 
-def numba_source(src: str, floats: frozenset[str] = frozenset(), numbers: frozenset[str] = frozenset()) -> str:
+@dataclass(frozen=True)
+class SourceFacts:
+    """What the transform knows about the names of a generated program (`api._compile`):
+    `floats`: only float adjoints; `numbers`: only numbers (`Namer.numbers`); `ints`: only
+    ints (`Reverse.int_names`), declared `intp`; `arrays`: only arrays (`Namer.arrays`);
+    `nonneg`: ints never negative when used as indices (`analysis.bounds.index_names`)."""
+    floats: frozenset[str] = frozenset()
+    numbers: frozenset[str] = frozenset()
+    ints: frozenset[str] = frozenset()
+    arrays: frozenset[str] = frozenset()
+    nonneg: frozenset[str] = frozenset()
+
+
+def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     """The source Numba compiles: `src` after `whole_views`, `fresh_lists`,
     `accumulating_products`, `elementwise_statements` (loops in place of temporaries and
-    array expressions) and `ieee_divisions` (the Python backend, and second order, run `src`
-    as it is). `floats`: names the transform knows hold only floats; `numbers`: names that
-    hold only numbers of any type (`Namer.numbers`). Statements of them are left as they are
-    (nothing to gain; an intrinsic costs compile time)."""
-    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(src))), floats | numbers)
-    return ieee_divisions(rewritten, floats)
+    array expressions), `ieee_divisions` and `nonneg_indices` (the Python backend, and second
+    order, run `src` as it is). Statements of names that hold only floats or only numbers
+    (`facts`) are left as they are (nothing to gain; an intrinsic costs compile time)."""
+    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(src))),
+                                       facts.floats | facts.numbers)
+    return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 
 
-def compile_numba(src: str, names: list[str], what: str, floats: frozenset[str] = frozenset(),
-                  ints: frozenset[str] = frozenset(), numbers: frozenset[str] = frozenset()) -> list[Callable]:
+def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> str:
+    """`a[i, k]` -> `a[i, _rt.nonneg(k)]` where `a` is an array and `k` an int never negative
+    there (`analysis.bounds`): Numba indexes with an unsigned int as is, where it first adds
+    the extent to a negative signed one. Only names, at the top of a subscript (not in
+    slices); edits in place, on their lines."""
+    if not nonneg:
+        return src
+    lines = src.split("\n")
+    edits: list[tuple[int, int, int]] = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in arrays:
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            edits += [(k.lineno, k.col_offset, k.end_col_offset) for k in parts
+                      if isinstance(k, ast.Name) and k.id in nonneg]
+    for line, col, end in sorted(edits, reverse=True):  # right to left within a line
+        text = lines[line - 1]
+        lines[line - 1] = f"{text[:col]}_rt.nonneg({text[col:end]}){text[end:]}"
+    return "\n".join(lines)
+
+
+def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = SourceFacts()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
-    `floats`, `numbers`: names that hold only floats, only numbers (`numba_source`); `ints`:
-    names that hold only ints (`Reverse.int_names`: cache counters, recorded extents),
+    `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
     declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
     meets `k += 1` through a loop; every such widening costs its type inference one more pass
     over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
-    src = numba_source(src, floats, numbers)
+    src = numba_source(src, facts)
+    ints = facts.ints
     if not _STAMP:
         _STAMP.append(_stamp())
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"

@@ -6,6 +6,8 @@ in the generated source already):
 
 - `zeros(shape, dtype)`, `empty(shape, dtype)`: `np.zeros`/`np.empty` (an int or a tuple of
   ints, a NumPy scalar type or dtype): a C-ordered array;
+- `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
+  Numba uses as an index without first adding the extent to a negative one (`numba_.nonneg_indices`);
 - `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
@@ -126,6 +128,17 @@ def _room(context, builder, n, need, need_ty):
     need = context.cast(builder, need, need_ty, types.intp)
     twice = builder.add(builder.mul(n, ir.Constant(n.type, 2)), ir.Constant(n.type, 1))
     return builder.select(builder.icmp_signed(">", need, twice), need, twice)
+
+
+@intrinsic
+def nonneg(typingctx, i):
+    """`i` as `uint64` (module contract): the same bits."""
+    if not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.cast(builder, args[0], i, types.uint64)
+    return types.uint64(i), codegen
 
 
 @intrinsic

@@ -241,8 +241,7 @@ def _sum(exprs: list[str]) -> str:
     return ast.unparse(node)
 
 
-def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int], frozenset[str]]:
-    """The tangent program's source, its name, the active parameters, and the names that hold
-    only numbers (`Namer.numbers`, and the tangents of scalars)."""
+def forward(fn: Function, act: Activity, width: int = 1) -> tuple[str, str, list[int], Namer]:
+    """The tangent program's source, its name, the active parameters, and the names it gave."""
     fwd = Forward(fn, act, width)
-    return (*fwd.run(), fwd.namer.numbers() | fwd.namer.scalar_derivatives)
+    return (*fwd.run(), fwd.namer)

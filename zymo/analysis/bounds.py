@@ -1,0 +1,152 @@
+"""Which integers are never negative: index arithmetic that needs no wraparound.
+
+Contract: `NonNegative(fn)(v)` is True only when the int value `v` of `fn` is >= 0 whenever
+it is computed (Python's ints, which do not overflow). Numba indexes an array with a signed
+integer by first adding the extent to a negative one; an index known to be >= 0 may skip that
+(`codegen/numba_.nonneg_indices`): in gmm's gradient the wraparound of
+`icf[k, d + c * (2 * d - c - 1) // 2 + (r - c - 1)]` cost a fifth of the run time.
+
+An int is a linear form over *atoms* (values that are not `+`, `-`, negation or a product
+by a constant) plus a constant. The form is >= 0 when its constant is and every atom has a
+positive coefficient and is >= 0 itself; an atom with a negative coefficient is replaced by
+its upper bound first. Atoms and their bounds:
+- the variable of `for i in range(start, stop, step)` with a constant `step > 0`: `start`
+  and up to `stop - 1` (it is only defined inside the loop);
+- an array's dimension and `len` are >= 0; a constant is its value;
+- `a * b`, and `a // c` with a constant `c > 0`, are >= 0 when `a` and `b` are; `a % c`
+  with a constant `c > 0` is.
+Anything else (a `while` loop's counter, a value from memory, a parameter) is unknown, and
+the answer is False. Substitutions are bounded, so the analysis always ends.
+"""
+from __future__ import annotations
+
+from ..ir.core import Function, Value, walk
+from ..ir.types import INT, Array
+
+_STEPS = 8  # upper bounds substituted, at most, per question
+
+
+class NonNegative:
+    def __init__(self, fn: Function):
+        self.def_op = {}
+        self.loop = {}  # induction variable id -> its `for` op
+        for op in walk(fn.body):
+            for r in op.results:
+                self.def_op[r.id] = op
+            if op.kind == "for":
+                self.loop[op.regions[0].args[0].id] = op
+        self.values: dict[int, Value] = {}
+        self.memo: dict[int, bool] = {}
+
+    def __call__(self, v: Value) -> bool:
+        if v.id not in self.memo:
+            self.memo[v.id] = False  # a cycle through the value's own bounds proves nothing
+            self.memo[v.id] = v.type == INT and self._form_nonneg(*self._linear(v))
+        return self.memo[v.id]
+
+    def _linear(self, v: Value) -> tuple[dict[int, int], int]:
+        """`v` as ({atom id: coefficient}, constant)."""
+        c = _int_const(v)
+        if c is not None:
+            return {}, c
+        op = self.def_op.get(v.id)
+        key = op.attrs.get("key") if op is not None and op.kind == "prim" and "out" not in op.attrs else None
+        if key in ("add", "sub") and len(op.args) == 2:
+            (fa, ca), (fb, cb) = self._linear(op.args[0]), self._linear(op.args[1])
+            sign = 1 if key == "add" else -1
+            return _combine(fa, fb, sign), ca + sign * cb
+        if key == "neg" and len(op.args) == 1:
+            f, c0 = self._linear(op.args[0])
+            return {a: -k for a, k in f.items()}, -c0
+        if key == "mul" and len(op.args) == 2:
+            for x, y in (op.args, op.args[::-1]):
+                k = _int_const(x)
+                if k is not None:
+                    f, c0 = self._linear(y)
+                    return {a: k * m for a, m in f.items() if k * m}, k * c0
+        self.values[v.id] = v
+        return {v.id: 1}, 0
+
+    def _form_nonneg(self, form: dict[int, int], const: int) -> bool:
+        form = dict(form)
+        for _ in range(_STEPS):
+            negative = [a for a, k in form.items() if k < 0]
+            if not negative:
+                return const >= 0 and all(self._atom_nonneg(self.values[a]) for a in form)
+            a = negative[0]
+            bound = self._upper(self.values[a])
+            if bound is None:
+                return False
+            k = form.pop(a)
+            form = _combine(form, bound[0], k)
+            const += k * bound[1]
+        return False
+
+    def _upper(self, v: Value) -> tuple[dict[int, int], int] | None:
+        """An upper bound of atom `v`, as a linear form."""
+        loop = self.loop.get(v.id)
+        if loop is None or not _positive_const(loop.args[2]):
+            return None
+        f, c = self._linear(loop.args[1])
+        return f, c - 1
+
+    def _atom_nonneg(self, v: Value) -> bool:
+        loop = self.loop.get(v.id)
+        if loop is not None:
+            return _positive_const(loop.args[2]) and self(loop.args[0])
+        op = self.def_op.get(v.id)
+        if op is None or op.kind != "prim" or "out" in op.attrs:
+            return False
+        key = op.attrs["key"]
+        if key in ("zymo.dim", "builtins.len"):
+            return True
+        if key == "mul" and len(op.args) == 2:
+            return all(self(a) for a in op.args)
+        if key == "floordiv" and len(op.args) == 2:
+            return _positive_const(op.args[1]) and self(op.args[0])
+        if key == "mod" and len(op.args) == 2:
+            return _positive_const(op.args[1])
+        return False
+
+
+def _int_const(v: Value) -> int | None:
+    c = v.const if v.is_const else None
+    return c if isinstance(c, int) and not isinstance(c, bool) else None
+
+
+def _positive_const(v: Value) -> bool:
+    c = _int_const(v)
+    return c is not None and c > 0
+
+
+def _combine(a: dict[int, int], b: dict[int, int], scale: int) -> dict[int, int]:
+    out = dict(a)
+    for atom, k in b.items():
+        out[atom] = out.get(atom, 0) + scale * k
+        if out[atom] == 0:
+            del out[atom]
+    return out
+
+
+def index_names(fn: Function, names: dict[tuple[int, str], str]) -> frozenset[str]:
+    """The names (`names`: a `Namer`'s values) of ints computed by arithmetic that index an
+    array somewhere in `fn` and are never negative; a name that also holds another value
+    counts only when that one is never negative too. Loop variables are left out: LLVM
+    already knows their range."""
+    proven = NonNegative(fn)
+    holders: dict[str, list[int]] = {}
+    for (vid, role), name in names.items():
+        if role == "p":
+            holders.setdefault(name, []).append(vid)
+    values: dict[int, Value] = {}
+    for op in walk(fn.body):
+        for v in op.results:
+            values[v.id] = v
+    indices = {v.id for op in walk(fn.body) if op.kind in ("getitem", "setitem") and isinstance(op.args[0].type, Array)
+               for v in op.args[1:] if v.type == INT and not v.is_const and v.id in proven.def_op
+               and proven.def_op[v.id].kind == "prim"}
+    out = set()
+    for name, vids in holders.items():
+        if any(vid in indices for vid in vids) and all(vid in values and proven(values[vid]) for vid in vids):
+            out.add(name)
+    return frozenset(out)
