@@ -61,7 +61,7 @@ def test_loop_variables_carried_only_into_each_other_are_dropped():
     verify(f)
     text = str(f)
     assert "undef" not in text and text.count("carry()") == 2  # the loops that only write y
-    assert "for %i.1 in range(%start.1, %n.1, %step.1) carry(%s.2 = %s):" in text  # the outer one: s
+    assert "for %i.1 in range(%start.1, %n, %step.1) carry(%s.2 = %s):" in text  # the outer one: s
     rng = np.random.default_rng(2)
     check(reused_loop_variable, [rng.standard_normal((3, 4)), np.zeros(4)])
 

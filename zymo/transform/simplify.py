@@ -18,7 +18,7 @@ between (`x[i] * x[i]`) one value, so reverse mode caches it once.
 (`0.5 * dt` in each stage of a Runge-Kutta step) one value, where the first computation
 comes before the second in its block or in a block around it: `+ - * / // % **`,
 negation, comparisons and `math` functions, of numbers only (never an array: two arrays
-are two memories). Constants match by type and value. The second computation would
+are two memories), and an array's dimension. Constants match by type and value. The second computation would
 have given the same number, or raised where the first already had.
 
 `hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
@@ -297,9 +297,10 @@ def _number_key(op: Op) -> tuple | None:
     if op.kind != "prim" or "out" in op.attrs or len(op.results) != 1:
         return None
     key = op.attrs["key"]
-    if not (key in _NUMBER_OPS or key.startswith("math.")):
+    if not (key in _NUMBER_OPS or key.startswith("math.") or key == "zymo.dim"):
         return None
-    if not all(isinstance(v.type, Scalar) for v in (*op.args, op.results[0])):
+    operand_types_ok = key == "zymo.dim" or all(isinstance(v.type, Scalar) for v in op.args)
+    if not (operand_types_ok and isinstance(op.results[0].type, Scalar)):
         return None
     operands = tuple(("c", str(v.type), repr(v.const)) if v.is_const else ("v", v.id) for v in op.args)
     try:
