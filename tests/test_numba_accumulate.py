@@ -39,7 +39,7 @@ def test_rewrite_of_elementwise_statements():
            "        e[i] += s * a\n"               # a subscript target: an element, left alone
            "        d += a\n"
            "        d += np.heaviside(a, b)\n"     # a call of two operands Numba lowers for no number
-           "        d += a ** 3\n"                 # not + - * / nor a square
+           "        d += a ** 3\n"                 # a power: Numba's of two numbers, per element
            "        d += a * (b - 1.5) / s\n"
            "        q = a * b\n"                   # in a loop: left to Numba
            "        d[...] = q\n"
@@ -56,7 +56,7 @@ def test_rewrite_of_elementwise_statements():
     assert out[7] == "        d = _rt.acc_ew(d, '-x0', (b,))"
     assert out[8] == "        e[i] += s * a"
     assert out[9] == "        d += a"  # a name, in a loop: left to Numba
-    assert out[10:12] == ["        d += np.heaviside(a, b)", "        d += a ** 3"]
+    assert out[10:12] == ["        d += np.heaviside(a, b)", "        d = _rt.acc_ew(d, 'x0 ** 3', (a,))"]
     assert out[12] == "        d = _rt.acc_ew(d, 'x0 * (x1 - 1.5) / x2', (a, b, s))"
     assert out[13] == "        q = a * b"
     assert out[14] == "        _rt.ew_set(d, 'x0', (q,))"

@@ -797,3 +797,56 @@ def test_statements_of_numbers_the_element_code_does_not_take_run_as_written():
 
     got = f(5, 2, 1.0, 2.0, np.arange(3.0))
     assert got == ((5 & 1) + 2, (5 | 2) * 2, -(2.0 > 1.0), 1.5, 2.0, 3.0)
+
+
+POWERS = ["x0 ** x1", "x0 ** x2 * x1", "x0 ** 3 - x1", "x0 ** 0.5", "x3 ** x0", "x0 ** -1.5", "(x0 - x1) ** x2"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_powers_are_numbas_own_array_expression(dtype):
+    """`a ** b` other than a square is Numba's power of two numbers, which its array
+    expressions use too (`int_power` for an int exponent, `pow` otherwise): bit for bit over
+    every pair of special values, each statement fast. `0.0 ** -2` raises ZeroDivisionError
+    there, as the `@njit` primal does (NumPy gives inf)."""
+    v = np.array([-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, -np.inf, np.nan, 1e-310], dtype)
+    x, y = (a.copy() for a in np.broadcast_arrays(v[:, None], v[None, :]))
+    lines = ", ".join(f"rt.ew_new('{e}', (x0, x1, x2, x3))" for e in POWERS)
+    plain = ", ".join(POWERS)
+    ns = {"rt": numba_rt, "numba": numba, "np": np}
+    exec(f"@numba.njit\ndef new(x0, x1, x2, x3):\n    return ({lines})\n"
+         f"@numba.njit\ndef plain(x0, x1, x2, x3):\n    return ({plain})\n", ns)
+    with np.errstate(all="ignore"):
+        for e, g, o in zip(POWERS, ns["new"](x, y, 3, 1.5), ns["plain"](x, y, 3, 1.5)):
+            assert g.dtype == o.dtype and _fast(e, (x, y, 3, 1.5)) == (dtype == np.float64), e
+            np.testing.assert_array_equal(g, o, err_msg=e)
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(o), err_msg=e)
+            ok = np.isfinite(o)
+            np.testing.assert_allclose(g[ok], eval(e, {"x0": x, "x1": y, "x2": 3, "x3": 1.5})[ok],
+                                       rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=e)
+    exec("@numba.njit\ndef minus_two(x0):\n    return rt.ew_new('x0 ** -2', (x0,))\n"
+         "@numba.njit\ndef minus_two_plain(x0):\n    return x0 ** -2\n", ns)
+    for f in (ns["minus_two"], ns["minus_two_plain"]):
+        with pytest.raises(ZeroDivisionError):
+            f(v)
+
+
+def powers(x, p):
+    y = x ** 3 - 0.5 * x ** 2.5
+    return np.sum(y * x ** p)
+
+
+def test_gradients_of_powers_compile_into_the_intrinsics():
+    """Both modes under Numba: no power is left outside the intrinsics' expressions (each one
+    was an array expression, a kernel compiled on its own). Against the Python backend and
+    central differences."""
+    from test_numba import numba_sources
+
+    x, p = np.linspace(0.3, 1.7, 7), 1.5
+    for mode in (Reverse, zymo.Forward):
+        with numba_sources() as sources:
+            g = zymo.gradient(mode, powers, x, p, numba=True)[0]
+        left = [line for s in sources for line in s.split("\n") if "**" in line.split("_rt.")[0]]
+        assert sources and not left, left
+        np.testing.assert_allclose(g, zymo.gradient(mode, powers, x, p, numba=False)[0], rtol=1e-12)
+        np.testing.assert_allclose(g, fd_grad(lambda v: powers(v, p), [x])[0], rtol=1e-6)
+        assert np.abs(g).max() > 0.1

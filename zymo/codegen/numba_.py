@@ -235,8 +235,9 @@ def _leaf(e: ast.expr) -> bool:
 
 def _elementwise(e: ast.expr) -> bool:
     """Whether `e` is built of operands (`_leaf`: `_operand`, `_opaque`) and numbers by
-    `+ - * /`, squares (`** 2`), unary `-` (`+`), NumPy's functions of one operand
-    (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...) and of two (`_EW_BINARY`: `maximum`, ...),
+    `+ - * /`, powers (`** 2` a square, any other Numba's power of numbers), unary `-` (`+`),
+    NumPy's functions of one operand (`_EW_FUNCS`: `exp`, `sign`, `arctan`, ...) and of two
+    (`_EW_BINARY`: `maximum`, ...),
     `_rt.as_shape`/`as_tangent` (`_rt_as_shape`) and masks: one comparison (`a > b`), `|` and
     `&`, `_EW_MASKS` (`np.logical_not`, `np.isnan`, ...) and `np.where(c, a, b)` (the
     intrinsics check the types: a bool takes part in arithmetic with a float only)."""
@@ -245,10 +246,7 @@ def _elementwise(e: ast.expr) -> bool:
     if isinstance(e, ast.Constant):
         return type(e.value) in (int, float)
     if isinstance(e, ast.BinOp):
-        if isinstance(e.op, ast.Pow):  # a square
-            return isinstance(e.right, ast.Constant) and type(e.right.value) is int and e.right.value == 2 and (
-                _elementwise(e.left))
-        return isinstance(e.op, _EW_OPS + _EW_LOGIC) and _elementwise(e.left) and _elementwise(e.right)
+        return isinstance(e.op, _EW_OPS + _EW_LOGIC + (ast.Pow,)) and _elementwise(e.left) and _elementwise(e.right)
     if isinstance(e, ast.UnaryOp):
         return isinstance(e.op, (ast.USub, ast.UAdd)) and _elementwise(e.operand)
     if isinstance(e, ast.Compare):

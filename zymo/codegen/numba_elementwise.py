@@ -20,7 +20,8 @@ of its operands:
 
 NumPy's semantics hold exactly: the same operations on each element, in the same order
 (tests compare real dtypes bit for bit; `a ** 2` is the square `a * a`, as NumPy and Python
-compute it; a function, and complex arithmetic, are Numba's lowering for one element, as in
+compute it; any other power is Numba's power of two numbers, which its array expressions
+use too: `0.0 ** -2` raises ZeroDivisionError there, where NumPy gives inf; a function, and complex arithmetic, are Numba's lowering for one element, as in
 Numba's own ufunc loops: NumPy's SIMD loops can differ in the last bit). A sum over a flat
 loop keeps eight interleaved partial sums (element `i` into sum `i % 8`, the rest after the
 last full block into the total), added pairwise at the end as NumPy does within a block (its
@@ -166,10 +167,16 @@ def _typeof(typingctx, node, tys):
     if isinstance(node, ast.Compare):
         _operand_types(typingctx, node, tys)
         return types.boolean
-    if isinstance(node.op, ast.Pow):  # `a ** 2`: a square, `a * a` (NumPy's and Python's)
+    if _is_square(node):  # `a ** 2`: a square, `a * a` (NumPy's and Python's)
         inner = _typeof(typingctx, node.left, tys)
         args = (inner, inner)
         sig = None if isinstance(inner, types.Boolean) else typingctx.resolve_function_type(operator.mul, args, {})
+    elif isinstance(node.op, ast.Pow):  # Numba's power of two numbers, as its array expression takes it
+        args = tuple(_typeof(typingctx, n, tys) for n in (node.left, node.right))
+        sig = None if any(isinstance(a, types.Boolean) for a in args) else (
+            typingctx.resolve_function_type(operator.pow, args, {}))
+        if sig is not None and not isinstance(sig.return_type, types.Float):
+            sig = None
     else:
         _, args = _operand_types(typingctx, node, tys)
         sig = typingctx.resolve_function_type(_BINOPS[type(node.op)], args, {})
@@ -609,9 +616,12 @@ def _element(context, builder, node, env, arrays=frozenset()):
                      [_element(context, builder, a, env, arrays) for a in node.args])
     if isinstance(node, ast.Compare):
         return apply(context, builder, _COMPARE[type(node.ops[0])], _cast_operands(context, builder, node, env, arrays))
-    if isinstance(node.op, ast.Pow):
+    if _is_square(node):
         base = _element(context, builder, node.left, env, arrays)
         return apply(context, builder, operator.mul, [base, base])
+    if isinstance(node.op, ast.Pow):  # Numba's `a ** b` of numbers, in its array expressions too (0.0 ** -2 raises)
+        return apply(context, builder, operator.pow, [_element(context, builder, n, env, arrays)
+                                                      for n in (node.left, node.right)])
     return apply(context, builder, _BINOPS[type(node.op)], _cast_operands(context, builder, node, env, arrays),
                  ieee=True)
 
@@ -624,6 +634,11 @@ def _cast_operands(context, builder, node, env, arrays):
         value, ty = _element(context, builder, n, env, arrays)
         out.append((context.cast(builder, value, ty, want), want))
     return out
+
+
+def _is_square(node) -> bool:
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant)
+            and type(node.right.value) is int and node.right.value == 2)
 
 
 def _reads(node, names) -> bool:
@@ -644,8 +659,7 @@ def _hoist(node, arrays, out):
     if isinstance(node, ast.UnaryOp):
         return ast.UnaryOp(node.op, _hoist(node.operand, arrays, out))
     if isinstance(node, ast.BinOp):
-        right = node.right if isinstance(node.op, ast.Pow) else _hoist(node.right, arrays, out)
-        return ast.BinOp(_hoist(node.left, arrays, out), node.op, right)
+        return ast.BinOp(_hoist(node.left, arrays, out), node.op, _hoist(node.right, arrays, out))
     if isinstance(node, ast.Compare):
         return ast.Compare(_hoist(node.left, arrays, out), node.ops, [_hoist(node.comparators[0], arrays, out)])
     if _is_as_shape(node):
