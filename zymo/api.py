@@ -375,9 +375,11 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         from .analysis.bounds import index_names
 
+        buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
         facts = SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
                             ints=generator.int_names() if generator is not None else frozenset(),
-                            numbers=numbers, arrays=frozenset(namer.arrays), nonneg=index_names(ir, namer.values))
+                            numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
+                            nonneg=index_names(ir, namer.values) | counters)
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,

@@ -80,6 +80,8 @@ class Reverse:
         self.adj_used: set[int] = set()
         self.adjoint_names: dict[str, set[str]] = {"float": set(), "memory": set()}  # `float_adjoints`
         self.ints: set[str] = set()  # cache counters and recorded extents (`int_names`)
+        self.buffers: set[str] = set()  # caches that are arrays (`nonneg_facts`)
+        self.counters: set[str] = set()  # their entry counters, never negative
         self.blocks_of_op: dict[int, Block] = {}
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
@@ -155,6 +157,11 @@ class Reverse:
         """The names that hold only adjoints of floats (never a shadow): Numba's in-place
         elementwise statements (`numba_.elementwise_statements`) pass them over."""
         return frozenset(self.adjoint_names["float"] - self.adjoint_names["memory"])
+
+    def nonneg_facts(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(The caches that are arrays, their entry counters): a counter indexes its cache at
+        entries `0 ..` only, never negative (`numba_.nonneg_indices`)."""
+        return frozenset(self.buffers), frozenset(self.counters)
 
     def int_names(self) -> frozenset[str]:
         """Names the program starts at 0 that only ever hold ints: the caches' entry counters
@@ -671,6 +678,8 @@ class Reverse:
             return
         name = self._cache_name(v, role)
         slot = self.tape_slots.index(name)
+        self.buffers.add(name)
+        self.counters.add(self._counter(v))
         if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
             w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
             w(f"{self._int(self._counter(v))} = 0")
