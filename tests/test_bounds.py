@@ -81,6 +81,11 @@ def test_computed_indices_skip_wraparound_under_numba():
     np.testing.assert_allclose(dL, fd[0], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(dv, fd[1], rtol=1e-6, atol=1e-8)
     assert np.abs(dL).max() > 0.1 and np.abs(dv).max() > 0.1
+    with numba_sources() as sources:  # forward mode reads the same index, unsigned too
+        gL, gv = zymo.gradient(zymo.Forward, triangle, L, v, numba=True)
+    assert any("L[i, _rt.nonneg(idx)]" in s and "dL_1[i, _rt.nonneg(idx)]" in s for s in sources), sources
+    np.testing.assert_allclose(gL, dL, rtol=1e-12)
+    np.testing.assert_allclose(gv, dv, rtol=1e-12)
 
 
 @pytest.mark.parametrize("numba", [False, True])

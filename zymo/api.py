@@ -370,11 +370,10 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if backend == "python":
         fn = compile_source(src, name)
     else:
+        from .analysis.bounds import index_names
         from .codegen.numba_ import SourceFacts, compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-        from .analysis.bounds import index_names
-
         buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
         facts = SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
                             ints=generator.int_names() if generator is not None else frozenset(),

@@ -152,8 +152,8 @@ def index_names(fn: Function, names: dict[tuple[int, str], str]) -> frozenset[st
         for v in op.results:
             values[v.id] = v
     indices = {v.id for op in walk(fn.body) if op.kind in ("getitem", "setitem") and isinstance(op.args[0].type, Array)
-               for v in op.args[1:] if v.type == INT and not v.is_const and v.id in proven.def_op
-               and proven.def_op[v.id].kind == "prim" and proven.nonlinear(v)}
+               for v in op.args[2 if op.kind == "setitem" else 1:]  # a setitem's second argument is the value
+               if v.type == INT and proven.nonlinear(v)}
     out = set()
     for name, vids in holders.items():
         if any(vid in indices for vid in vids) and all(vid in values and proven(values[vid]) for vid in vids):

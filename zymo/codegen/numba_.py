@@ -526,7 +526,8 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
       `_rt.ew_out(d, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")`, the ufunc itself when the
       statement is not fast.
     Names in `floats` (the transform's float adjoints, and the names of numbers) are left to
-    Numba: `d += e` into one, or `t = e` of them only. Only statements on one line are rewritten, on that line."""
+    Numba: `d += e` into one, or `t = e` of them only. Only statements on one line are
+    rewritten, on that line."""
     tree = ast.parse(src)
     lines = src.split("\n")
 

@@ -21,8 +21,9 @@ of its operands:
 NumPy's semantics hold exactly: the same operations on each element, in the same order
 (tests compare real dtypes bit for bit; `a ** 2` is the square `a * a`, as NumPy and Python
 compute it; any other power is Numba's power of two numbers, which its array expressions
-use too: `0.0 ** -2` raises ZeroDivisionError there, where NumPy gives inf; a function, and complex arithmetic, are Numba's lowering for one element, as in
-Numba's own ufunc loops: NumPy's SIMD loops can differ in the last bit). A sum over a flat
+use too: `0.0 ** -2` raises ZeroDivisionError there, where NumPy gives inf; a function, and
+complex arithmetic, are Numba's lowering for one element, as in Numba's own ufunc loops:
+NumPy's SIMD loops can differ in the last bit). A sum over a flat
 loop keeps eight interleaved partial sums (element `i` into sum `i % 8`, the rest after the
 last full block into the total), added pairwise at the end as NumPy does within a block (its
 pairwise recursion over longer arrays is not followed: last bits differ from NumPy's and

@@ -18,8 +18,8 @@ between (`x[i] * x[i]`) one value, so reverse mode caches it once.
 (`0.5 * dt` in each stage of a Runge-Kutta step) one value, where the first computation
 comes before the second in its block or in a block around it: `+ - * / // % **`,
 negation, comparisons and `math` functions, of numbers only (never an array: two arrays
-are two memories), and an array's dimension. Constants match by type and value. The second computation would
-have given the same number, or raised where the first already had.
+are two memories), and an array's dimension. Constants match by type and value. The
+second computation would have given the same number, or raised where the first had.
 
 `hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
 changes) and integer `+ - *` of such values and constants out of the loops and branches
@@ -303,8 +303,9 @@ def _number_key(op: Op) -> tuple | None:
     if not (operand_types_ok and isinstance(op.results[0].type, Scalar)):
         return None
     operands = tuple(("c", str(v.type), repr(v.const)) if v.is_const else ("v", v.id) for v in op.args)
+    number = (key, op.attrs["pos"], op.attrs["kw"], operands)
     try:
-        return hash((key, op.attrs["pos"], op.attrs["kw"], operands)) and (key, op.attrs["pos"], op.attrs["kw"],
-                                                                             operands)
+        hash(number)
     except TypeError:  # an unhashable literal among the arguments
         return None
+    return number
