@@ -3,7 +3,8 @@
 Contract: `compile_numba(src, names, what, facts)` returns a list whose entries
 (one per name) are Numba dispatchers of the functions `src` defines, with `np` bound to
 `numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
-and the names the transform says hold only ints declared `intp`.
+and the names the transform says hold only ints declared `intp`, compiled by the pipeline of
+`numba_pipeline` (Numba's own, without SSA reconstruction where that types the program the same).
 The source is written once to a module file named by a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
 Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
 dispatchers use Numba's `cache=True`, so a second process that generates the same source
@@ -53,6 +54,7 @@ import numba
 from zymo.codegen import numba_np as np
 from zymo.codegen import numba_rt as _rt
 from zymo.codegen import numba_indexing as _numba_indexing  # noqa: F401  (registers overloads)
+from zymo.codegen.numba_pipeline import Compiler
 
 '''
 
@@ -123,11 +125,12 @@ def _stamp() -> str:
     import numpy
 
     from ..rules import linalg_rt, runtime, second_rt
-    from . import numba_accumulate, numba_elementwise, numba_indexing, numba_linalg, numba_np, numba_rt, numba_shape
+    from . import (numba_accumulate, numba_elementwise, numba_indexing, numba_inline, numba_linalg, numba_np,
+                   numba_pipeline, numba_rt, numba_shape)
 
     h = hashlib.sha256()
     for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing,
-                numba_accumulate, numba_elementwise):
+                numba_accumulate, numba_elementwise, numba_inline, numba_pipeline):
         h.update(Path(mod.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
@@ -699,7 +702,7 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = So
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
     digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
     body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
-        f"{n} = numba.njit(cache=True, locals=_INTS)({n})\n" for n in names)
+        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler)({n})\n" for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)

@@ -1,0 +1,131 @@
+"""zymo's Numba pipeline (`codegen/numba_pipeline.py`): typing without SSA only where it types
+the program as Numba's default pipeline does; otherwise the default pipeline runs."""
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+import zymo  # noqa: E402
+from zymo.codegen.numba_pipeline import FAST, Compiler  # noqa: E402
+
+from helpers import check, fd_grad, zymo_grad  # noqa: E402
+from test_numba import numba_entries, private_cache_dir  # noqa: E402, F401  (fresh cache directory)
+
+
+def pipeline_of(dispatcher):
+    """The name of the pipeline that produced the dispatcher's (single) compile result."""
+    (res,) = dispatcher.overloads.values()
+    (name,) = res.metadata["pipeline_times"]
+    return name
+
+
+def running_sum(x, n):
+    s = 0.0  # float in both blocks: the same type with or without SSA
+    k = 0
+    for i in range(n):
+        s = s + x[i] * x[i]
+        k += 1
+    return s, k
+
+
+def int_then_float(x, n):
+    a = 1  # an int here, a float in the loop: SSA keeps `b` an int, unification would not
+    b = 0
+    for i in range(n):
+        b = a * 2
+        a = x[i]
+    return a, b
+
+
+def array_then_float(x, n):
+    d = np.zeros_like(x)  # an array in one block, a float in another: no unification at all
+    t = d[0]
+    for i in range(n):
+        d = x[i] * 2.0
+        t = t + d
+    return t
+
+
+def test_consistent_types_compile_without_ssa_and_compute_the_same():
+    x = np.linspace(0.5, 2.0, 7)
+    fast = numba.njit(pipeline_class=Compiler)(running_sum)
+    assert fast(x, 7) == numba.njit(running_sum)(x, 7) == (float(np.sum(x * x)), 7)
+    assert pipeline_of(fast) == FAST
+
+
+def test_a_widened_assignment_falls_back_to_numbas_pipeline():
+    x = np.array([1.5, 2.5, 3.5])
+    fast = numba.njit(pipeline_class=Compiler)(int_then_float)
+    got, want = fast(x, 3), numba.njit(int_then_float)(x, 3)
+    assert got == want == (3.5, 5.0)
+    assert type(got[1]) is type(want[1])  # typed as SSA types it (without SSA `b` would be a float)
+    assert pipeline_of(fast) == "nopython"
+
+
+def test_a_name_that_cannot_be_unified_falls_back_too():
+    x = np.array([1.0, 2.0, 4.0])
+    fast = numba.njit(pipeline_class=Compiler)(array_then_float)
+    assert fast(x, 3) == numba.njit(array_then_float)(x, 3) == 14.0
+    assert pipeline_of(fast) == "nopython"
+
+
+def test_a_program_numba_refuses_raises_the_default_pipelines_error():
+    def bad(x):
+        return x.no_such_attribute
+
+    with pytest.raises(numba.core.errors.TypingError) as fast:
+        numba.njit(pipeline_class=Compiler)(bad)(np.ones(2))
+    with pytest.raises(numba.core.errors.TypingError) as default:
+        numba.njit(bad)(np.ones(2))
+    assert FAST not in str(fast.value)
+    assert str(fast.value).splitlines()[0] == str(default.value).splitlines()[0]
+
+
+def loop_sums(x, w):
+    total = 0.0
+    for i in range(x.shape[0]):
+        acc = 0.0
+        for j in range(w.shape[0]):
+            acc = acc + np.sin(x[i] * w[j])
+        total = total + acc * acc
+    return total
+
+
+def test_loop_derivatives_compile_without_ssa_in_both_modes():
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(5), rng.standard_normal(4)
+    check(loop_sums, [x, w])  # Python backend: both modes against central differences
+    g = zymo_grad(loop_sums, [x.copy(), w.copy()], numba=True)
+    fd = fd_grad(loop_sums, [x, w])
+    for a, b in zip(g, fd):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+    assert np.max(np.abs(g[0])) > 0.1
+    dx = np.zeros(5)
+    dx[2] = 1.0
+    tangent, _ = zymo.autodiff(zymo.ForwardWithPrimal, loop_sums, zymo.Duplicated,
+                               zymo.Duplicated(x.copy(), dx), zymo.Const(w), numba=True)
+    np.testing.assert_allclose(tangent, g[0][2], rtol=1e-10)
+    entries = numba_entries(loop_sums)
+    assert len(entries) == 2  # reverse and forward
+    assert all(pipeline_of(e.fn) == FAST for e in entries)
+
+
+def grown_each_time(x):
+    h = x
+    acc = 0.0
+    for k in range(3):
+        h = np.concatenate((h, h[:1] * 0.5))
+        acc += np.sum(np.sin(h)) * (k + 1.0)
+    return acc
+
+
+def test_a_derivative_whose_names_change_type_falls_back_and_is_right():
+    """The adjoint of `np.sin(h)` is an array in the forward sweep (the shadow allocated with
+    it) and a float in the adjoint sweep (the seed of `np.sum`): the default pipeline types it."""
+    x = np.random.default_rng(3).random(4)
+    g = zymo_grad(grown_each_time, [x.copy()], numba=True)
+    np.testing.assert_allclose(g[0], fd_grad(grown_each_time, [x])[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g[0], zymo_grad(grown_each_time, [x.copy()], numba=False)[0], rtol=1e-12)
+    assert np.max(np.abs(g[0])) > 0.1
+    (entry,) = numba_entries(grown_each_time)
+    assert pipeline_of(entry.fn) == "nopython"
