@@ -5,11 +5,11 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo.codegen.numba_pipeline import FAST, Compiler  # noqa: E402
+from helpers import check, fd_grad, zymo_grad
+from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
-from helpers import check, fd_grad, zymo_grad  # noqa: E402
-from test_numba import numba_entries, private_cache_dir  # noqa: E402, F401  (fresh cache directory)
+import zymo
+from zymo.codegen.numba_pipeline import FAST, Compiler
 
 
 def pipeline_of(dispatcher):
@@ -129,3 +129,16 @@ def test_a_derivative_whose_names_change_type_falls_back_and_is_right():
     assert np.max(np.abs(g[0])) > 0.1
     (entry,) = numba_entries(grown_each_time)
     assert pipeline_of(entry.fn) == "nopython"
+
+
+def test_an_internal_error_of_the_first_pipeline_falls_back(monkeypatch):
+    """A pass that fails on IR not in SSA form (simulated) must not fail the compile."""
+    from zymo.codegen import numba_pipeline
+
+    def broken(self, state):
+        raise AssertionError("simulated")
+    monkeypatch.setattr(numba_pipeline._SameTypes, "run_pass", broken)
+    x = np.linspace(0.5, 2.0, 7)
+    fast = numba.njit(pipeline_class=Compiler)(running_sum)
+    assert fast(x, 7) == (float(np.sum(x * x)), 7)
+    assert pipeline_of(fast) == "nopython"

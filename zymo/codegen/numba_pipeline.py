@@ -17,11 +17,13 @@ after typing, `_SameTypes` checks that no assignment was widened: each assignmen
 assigned more than once must produce exactly the name's type (a literal counts as its
 type: `k = 0` is an int64). When that holds, the SSA typing could not differ: every version
 would get the type of its own assignment, which is the name's type, and phis would join
-equal types. When it does not hold, or typing fails (a name that holds an array in the
-forward sweep and a float in the adjoint sweep), the first pipeline stops with a Numba
-error, and `_compile_core` runs the second one: Numba's default pipeline, from the bytecode
-again (its first pass translates it anew), exactly as `numba.njit` without `Compiler`.
-A program that compiles in neither raises the default pipeline's error, as before.
+equal types. (The literal's own type differs under SSA only for the uses it reaches
+directly; an overload that prefers a literal computes the same with the int.) When it does
+not hold, or typing fails (a name that holds an array in the forward sweep and a float in
+the adjoint sweep), or any pass raises, the first pipeline stops with a Numba error
+(`_FirstTry`), and Numba's `_compile_core` runs the second one: Numba's default pipeline, from
+the bytecode again (its first pass translates it anew), exactly as `numba.njit` without
+`Compiler`. A program that compiles in neither raises the default pipeline's error.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 from numba.core import errors, ir, types
 from numba.core import typed_passes as tp
 from numba.core import untyped_passes as up
-from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipelineCompletion
 from numba.core.compiler_machinery import AnalysisPass, FunctionPass, PassManager, register_pass
 
 FAST = "zymo_without_ssa"  # the first pipeline's name (in a compile result's "pipeline_times")
@@ -132,6 +134,22 @@ class _SameTypes(AnalysisPass):
         return False
 
 
+class _FirstTry(PassManager):
+    """The first pipeline: any exception it raises becomes a Numba error, so that Numba's
+    `_compile_core` runs the default pipeline next instead of giving up (an internal error of
+    a pass on IR not in SSA form must not fail a compile the default pipeline can do)."""
+
+    def run(self, state: Any) -> None:
+        try:
+            super().run(state)
+        except errors.NumbaError:
+            raise
+        except Exception as exc:  # not BaseException: an interrupt still stops the compile
+            if isinstance(exc, _EarlyPipelineCompletion):  # Numba's own control flow
+                raise
+            raise errors.CompilerError(f"zymo's pipeline without SSA failed: {type(exc).__name__}: {exc}") from exc
+
+
 class Compiler(CompilerBase):
     """Numba's nopython pipeline without `ReconstructSSA`, checked by `_SameTypes`; then, if
     that stops, Numba's default nopython pipeline (module contract)."""
@@ -140,7 +158,7 @@ class Compiler(CompilerBase):
         default = DefaultPassBuilder.define_nopython_pipeline(self.state)
         if not any(pass_ is up.FixupArgs for pass_, _ in default.passes):
             return [default]  # compiling given IR, not bytecode: nothing to translate anew
-        fast = PassManager(FAST)
+        fast = _FirstTry(FAST)
         again = PassManager(default.pipeline_name)
         for pass_, what in default.passes:
             if pass_ is not up.ReconstructSSA:
