@@ -29,12 +29,20 @@ def running_sum(x, n):
 
 
 def int_then_float(x, n):
-    a = 1  # an int here, a float in the loop: SSA keeps `b` an int, unification would not
+    a = 1  # an int here, a float in the loop: the assignment `a = 1` is widened
     b = 0
     for i in range(n):
         b = a * 2
         a = x[i]
     return a, b
+
+
+def int_before_loop(x, n):
+    a = 1
+    r = a * 2  # an int under SSA (`a` holds the int here); a float if `a` were unified
+    for i in range(n):
+        a = x[i]
+    return r, a
 
 
 def array_then_float(x, n):
@@ -58,7 +66,26 @@ def test_a_widened_assignment_falls_back_to_numbas_pipeline():
     fast = numba.njit(pipeline_class=Compiler)(int_then_float)
     got, want = fast(x, 3), numba.njit(int_then_float)(x, 3)
     assert got == want == (3.5, 5.0)
-    assert type(got[1]) is type(want[1])  # typed as SSA types it (without SSA `b` would be a float)
+    assert type(got[1]) is type(want[1])
+    assert pipeline_of(fast) == "nopython"
+
+
+def test_the_fallback_forgets_the_first_pipelines_return_type():
+    """Typing without SSA makes `r` a float, and the return type (float, float); the default
+    pipeline must infer its own (int, float), not take the first pipeline's as declared."""
+    x = np.array([1.5, 2.5, 3.5])
+    fast = numba.njit(pipeline_class=Compiler)(int_before_loop)
+    got, want = fast(x, 3), numba.njit(int_before_loop)(x, 3)
+    assert got == want == (2, 3.5)
+    assert type(got[0]) is type(want[0]) is int
+    assert pipeline_of(fast) == "nopython"
+
+
+def test_the_fallback_keeps_a_declared_signature():
+    x = np.array([1.5, 2.5, 3.5])
+    fast = numba.njit("Tuple((float64, float64))(float64[::1], int64)", pipeline_class=Compiler)(int_before_loop)
+    got = fast(x, 3)
+    assert got == (2.0, 3.5) and type(got[0]) is float
     assert pipeline_of(fast) == "nopython"
 
 

@@ -37,6 +37,7 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipeline
 from numba.core.compiler_machinery import AnalysisPass, FunctionPass, PassManager, register_pass
 
 FAST = "zymo_without_ssa"  # the first pipeline's name (in a compile result's "pipeline_times")
+_DECLARED = "zymo_declared_return_type"  # the state's return type before any pipeline ran
 
 
 class Widened(errors.TypingError):
@@ -59,9 +60,11 @@ class _NoSSA(FunctionPass):
 
 @register_pass(mutates_CFG=False, analysis_only=False)
 class _WithSSA(FunctionPass):
-    """Start of the default pipeline after the first one stopped: SSA on again, and the first
-    pipeline's error forgotten (Numba's dispatcher raises a recorded one even after a
-    later pipeline succeeded)."""
+    """Start of the default pipeline after the first one stopped: SSA on again, and what the
+    first pipeline left in the shared state forgotten: its error (Numba's dispatcher raises a
+    recorded one even after a later pipeline succeeded) and its typing, the return type
+    above all (type inference takes a return type already in the state as declared: the
+    first pipeline's, perhaps widened, would be forced on the program)."""
 
     _name = "zymo_with_ssa"
 
@@ -71,6 +74,8 @@ class _WithSSA(FunctionPass):
     def run_pass(self, state: Any) -> bool:
         state.flags.enable_ssa = True
         state.status.fail_reason = None
+        state.return_type = state[_DECLARED]
+        state.typemap = state.calltypes = None
         return False
 
 
@@ -155,6 +160,7 @@ class Compiler(CompilerBase):
     that stops, Numba's default nopython pipeline (module contract)."""
 
     def define_pipelines(self) -> list[PassManager]:
+        self.state[_DECLARED] = self.state.return_type  # None unless a signature declares it
         default = DefaultPassBuilder.define_nopython_pipeline(self.state)
         if not any(pass_ is up.FixupArgs for pass_, _ in default.passes):
             return [default]  # compiling given IR, not bytecode: nothing to translate anew
