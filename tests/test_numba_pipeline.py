@@ -169,3 +169,63 @@ def test_an_internal_error_of_the_first_pipeline_falls_back(monkeypatch):
     fast = numba.njit(pipeline_class=Compiler)(running_sum)
     assert fast(x, 7) == (float(np.sum(x * x)), 7)
     assert pipeline_of(fast) == "nopython"
+
+
+def copied_before_loop(x, n):
+    y = n + 0  # assigned once, an int; unification would flow back into it through `a = y`
+    a = y
+    for i in range(n):
+        a = x[i]
+    return y // 2, a
+
+
+def view_or_whole(x, n):
+    a = x  # `a` also holds a strided view: unified, the argument `x` would have layout 'A'
+    if n > 0:
+        a = x[::2]
+    r = x.ravel()  # a view of a C-contiguous array, a copy of an 'A' one
+    r[0] = 100.0
+    return x[0], a[0]
+
+
+def lifted_with_block(x, n):
+    k = 1
+    r = int((k + 9007199254740992) - 9007199254740992)
+    for i in range(n):
+        k = x[i]
+    with numba.objmode():
+        pass
+    return r
+
+
+@pytest.mark.parametrize("f, want", [
+    (copied_before_loop, (1, 2.5)),
+    (view_or_whole, (100.0, 100.0)),
+    (lifted_with_block, 1),
+])
+def test_widening_through_copies_arguments_and_lifting_falls_back(f, want):
+    """Review findings: widening that reaches a name assigned once, an argument's layout, and
+    a function a `with` block's lifting compiles again, were typed without SSA; each must
+    compute, and type its result, as Numba's default pipeline does."""
+    x = np.array([1.5, 2.5, 3.5])
+    fast = numba.njit(pipeline_class=Compiler)(f)
+    got, ref = fast(x.copy(), 2), numba.njit(f)(x.copy(), 2)
+    assert got == ref == want
+    assert repr(got) == repr(ref)  # ints stay ints
+
+
+def test_a_failure_after_the_first_pipeline_finalized_its_code_falls_back(monkeypatch):
+    from numba.core import base
+
+    real, calls = base.BaseContext.insert_user_function, []
+
+    def fail_once(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise numba.core.errors.LoweringError("simulated, after the library was finalized")
+        return real(self, *a, **kw)
+    monkeypatch.setattr(base.BaseContext, "insert_user_function", fail_once)
+    x = np.linspace(0.5, 2.0, 7)
+    fast = numba.njit(pipeline_class=Compiler)(running_sum)
+    assert fast(x, 7) == (float(np.sum(x * x)), 7)
+    assert pipeline_of(fast) == "nopython"

@@ -12,17 +12,20 @@ phis it leaves to strip, is about a tenth of a loop-heavy derivative's first com
 
 `Compiler` first runs the default pipeline without that pass. Without SSA, type inference
 gives a name one type for all its assignments, their unification: `k = 1` in one block and
-`k = x[i]` in another make `k` a float64 everywhere, where SSA would keep the int. So right
-after typing, `_SameTypes` checks that no assignment was widened: each assignment to a name
-assigned more than once must produce exactly the name's type (a literal counts as its
-type: `k = 0` is an int64). When that holds, the SSA typing could not differ: every version
-would get the type of its own assignment, which is the name's type, and phis would join
-equal types. (The literal's own type differs under SSA only for the uses it reaches
-directly; an overload that prefers a literal computes the same with the int.) When it does
-not hold, or typing fails (a name that holds an array in the forward sweep and a float in
-the adjoint sweep), or any pass raises, the first pipeline stops with a Numba error
-(`_FirstTry`), and Numba's `_compile_core` runs the second one: Numba's default pipeline, from
-the bytecode again (its first pass translates it anew), exactly as `numba.njit` without
+`k = x[i]` in another make `k` a float64 everywhere, where SSA would keep the int; and the
+unification flows backwards through copies, into names assigned once (`y = n + 0; k = y`
+makes `y` a float too). So right after typing, `_SameTypes` checks that no assignment was
+widened: every assignment, temporaries and single ones included, must produce exactly the
+type its target has (a literal counts as its type: `k = 0` is an int64; an argument, the
+type passed). When that holds, the SSA typing could not differ: every version would get the
+type of its own assignment, which is the name's type, phis would join equal types, and
+every use would see the type it sees now. (The literal's own type differs under SSA only
+for the uses it reaches directly; an overload that prefers a literal computes the same with
+the int.) When it does not hold, or typing fails (a name that holds an array in the forward
+sweep and a float in the adjoint sweep), or any pass raises, the first pipeline stops with
+a Numba error (`_FirstTry`), and Numba's `_compile_core` runs the second one: Numba's
+default pipeline, from the bytecode again (its first pass translates it anew), with what the
+first one left in the state forgotten (`_WithSSA`), exactly as `numba.njit` without
 `Compiler`. A program that compiles in neither raises the default pipeline's error.
 """
 
@@ -37,7 +40,7 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipeline
 from numba.core.compiler_machinery import AnalysisPass, FunctionPass, PassManager, register_pass
 
 FAST = "zymo_without_ssa"  # the first pipeline's name (in a compile result's "pipeline_times")
-_DECLARED = "zymo_declared_return_type"  # the state's return type before any pipeline ran
+_DECLARED = "zymo_declared"  # (return type, code library) of the state before any pipeline ran
 
 
 class Widened(errors.TypingError):
@@ -46,7 +49,8 @@ class Widened(errors.TypingError):
 
 @register_pass(mutates_CFG=False, analysis_only=False)
 class _NoSSA(FunctionPass):
-    """Tell the passes that look at it (literal propagation) that the IR is not in SSA form."""
+    """In place of `ReconstructSSA`: tell the passes after it (literal propagation) that the
+    IR is not in SSA form."""
 
     _name = "zymo_no_ssa"
 
@@ -64,7 +68,8 @@ class _WithSSA(FunctionPass):
     first pipeline left in the shared state forgotten: its error (Numba's dispatcher raises a
     recorded one even after a later pipeline succeeded) and its typing, the return type
     above all (type inference takes a return type already in the state as declared: the
-    first pipeline's, perhaps widened, would be forced on the program)."""
+    first pipeline's, perhaps widened, would be forced on the program), and its code library
+    (one it finalized cannot take the second pipeline's code; with None, lowering makes one)."""
 
     _name = "zymo_with_ssa"
 
@@ -74,7 +79,7 @@ class _WithSSA(FunctionPass):
     def run_pass(self, state: Any) -> bool:
         state.flags.enable_ssa = True
         state.status.fail_reason = None
-        state.return_type = state[_DECLARED]
+        state.return_type, state.library = state[_DECLARED]
         state.typemap = state.calltypes = None
         return False
 
@@ -89,7 +94,7 @@ def _type_of(value: Any, state: Any) -> Any:
     if isinstance(value, ir.Arg):
         return state.args[value.index]
     if not isinstance(value, ir.Expr):
-        return None  # globals, free variables: never assigned twice in generated code
+        return None
     sig = state.calltypes.get(value)
     if sig is not None:  # calls, operators, subscripts
         return sig.return_type
@@ -97,11 +102,17 @@ def _type_of(value: Any, state: Any) -> Any:
         items = [typemap.get(v.name) for v in value.items]
         return None if None in items else types.BaseTuple.from_types(items)
     base = typemap.get(value.value.name) if value.op in ("cast", "getattr", "static_getitem", "pair_first",
-                                                         "pair_second") else None
+                                                         "pair_second", "exhaust_iter") else None
     if base is None:
         return None
     if value.op == "cast":
         return base
+    if value.op == "exhaust_iter":  # as Numba's `ExhaustIterConstraint` types it
+        if isinstance(base, types.BaseTuple):
+            return base if len(base) == value.count else None
+        if isinstance(base, types.IterableType):
+            return types.UniTuple(base.iterator_type.yield_type, value.count)
+        return None
     if value.op == "getattr":
         return state.typingctx.resolve_getattr(base, value.attr)
     if value.op == "pair_first":
@@ -115,7 +126,13 @@ def _type_of(value: Any, state: Any) -> Any:
 
 @register_pass(mutates_CFG=False, analysis_only=True)
 class _SameTypes(AnalysisPass):
-    """Raise `Widened` if typing without SSA widened an assignment (module contract)."""
+    """Raise `Widened` if typing without SSA widened an assignment (module contract): every
+    assignment, temporaries and single ones included, since unification also flows backwards
+    through copies (`y = n + 0; a = y`, `a` later a float: `y` becomes a float too, and
+    `a = y` then produces exactly `a`'s type); an argument's type is the one passed (a name
+    that also holds a strided view would make a C-contiguous argument's layout 'A'). An
+    assignment whose type is not known here counts as widened, except a container display
+    (`[]`, `{}`), which typing refines by its uses in either pipeline alike."""
 
     _name = "zymo_same_types"
 
@@ -123,19 +140,17 @@ class _SameTypes(AnalysisPass):
         AnalysisPass.__init__(self)
 
     def run_pass(self, state: Any) -> bool:
-        assigned: dict[str, list[Any]] = {}
         for block in state.func_ir.blocks.values():
             for stmt in block.body:
-                if isinstance(stmt, ir.Assign) and not stmt.target.is_temp:
-                    assigned.setdefault(stmt.target.name, []).append(stmt.value)
-        for name, values in assigned.items():
-            if len(values) == 1:
-                continue
-            want = types.unliteral(state.typemap[name])
-            for value in values:
+                if not isinstance(stmt, ir.Assign) or isinstance(stmt.value, (ir.Global, ir.FreeVar)):
+                    continue
+                value = stmt.value
+                if isinstance(value, ir.Expr) and value.op in ("build_list", "build_map", "build_set"):
+                    continue
+                want = types.unliteral(state.typemap[stmt.target.name])
                 got = _type_of(value, state)
                 if got is None or types.unliteral(got) != want:
-                    raise Widened(f"without SSA, {name!r} would be {want} where it is assigned {got}")
+                    raise Widened(f"without SSA, {stmt.target.name!r} would be {want} where it is assigned {got}")
         return False
 
 
@@ -160,18 +175,19 @@ class Compiler(CompilerBase):
     that stops, Numba's default nopython pipeline (module contract)."""
 
     def define_pipelines(self) -> list[PassManager]:
-        self.state[_DECLARED] = self.state.return_type  # None unless a signature declares it
+        self.state[_DECLARED] = (self.state.return_type, self.state.library)  # None, None unless given
         default = DefaultPassBuilder.define_nopython_pipeline(self.state)
-        if not any(pass_ is up.FixupArgs for pass_, _ in default.passes):
-            return [default]  # compiling given IR, not bytecode: nothing to translate anew
+        if not any(pass_ is up.FixupArgs for pass_, _ in default.passes) or not any(
+                pass_ is up.ReconstructSSA for pass_, _ in default.passes):
+            return [default]  # compiling given IR (nothing to translate anew), or without SSA anyway
         fast = _FirstTry(FAST)
         again = PassManager(default.pipeline_name)
         for pass_, what in default.passes:
-            if pass_ is not up.ReconstructSSA:
-                fast.add_pass(pass_, what)
+            # SSA is turned off where it would be built, so that the passes before (and
+            # a `with` block's lifting, which compiles the function again) see Numba's flags
+            fast.add_pass(_NoSSA if pass_ is up.ReconstructSSA else pass_, what)
             again.add_pass(pass_, what)
             if pass_ is up.FixupArgs:  # right after the bytecode is translated
-                fast.add_pass(_NoSSA, "typing without SSA")
                 again.add_pass(_WithSSA, "typing with SSA")
             elif pass_ is tp.NopythonTypeInference:
                 fast.add_pass(_SameTypes, "no assignment widened")
