@@ -679,6 +679,25 @@ def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
     assert changed["misses"] >= 1 and changed["hits"] == 0
 
 
+def test_the_disk_cache_stamp_reads_every_module_generated_code_depends_on(monkeypatch):
+    """The generated module's hash covers zymo's runtime: every Numba shim, intrinsic and the
+    compiler pipeline (a change to any must never reuse machine code Numba cached for it).
+    `numba_inline.py`, the intrinsics, was once missing."""
+    from zymo.codegen import numba_
+
+    read, real = [], Path.read_bytes
+
+    def reading(self):
+        read.append(self.resolve())
+        return real(self)
+    monkeypatch.setattr(Path, "read_bytes", reading)
+    numba_._stamp()
+    codegen = Path(numba_.__file__).resolve().parent
+    rules = codegen.parent / "rules"
+    needed = set(codegen.glob("numba*.py")) | {rules / "runtime.py", rules / "linalg_rt.py", rules / "second_rt.py"}
+    assert needed <= set(read), sorted(str(p.name) for p in needed - set(read))
+
+
 def issue7_ufuncs(x, y):
     z = np.maximum(x, y) + np.arctan2(y, x) + np.log1p(x * x)
     z += np.hypot(x, y)
