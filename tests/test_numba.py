@@ -698,6 +698,45 @@ def test_the_disk_cache_stamp_reads_every_module_generated_code_depends_on(monke
     assert needed <= set(read), sorted(str(p.name) for p in needed - set(read))
 
 
+def collector_seen(x):
+    return np.sum(x * x)
+
+
+def test_the_garbage_collector_is_paused_while_compiling_and_restored(monkeypatch):
+    """zymo's transform and Numba compile run with the cyclic collector paused (a compile
+    allocates enough to trigger full collections); it runs again after, also after a failed
+    compile, and stays off if the user had turned it off."""
+    import gc
+
+    from zymo.codegen import numba_
+
+    seen, real, real_ids = [], numba_.compile_numba, numba_._fresh_numba_ids
+
+    def spying(*a, **kw):  # zymo's transform
+        seen.append(gc.isenabled())
+        return real(*a, **kw)
+
+    def compiling():  # Numba's compile, at the first call
+        seen.append(gc.isenabled())
+        real_ids()
+    monkeypatch.setattr(numba_, "compile_numba", spying)
+    monkeypatch.setattr(numba_, "_fresh_numba_ids", compiling)
+    assert gc.isenabled()
+    x = np.array([1.0, 2.0, 3.0])
+    (g,) = zymo.gradient(Reverse, collector_seen, x, numba=True)
+    np.testing.assert_allclose(g, 2 * x)
+    assert seen == [False, False] and gc.isenabled()
+    with pytest.raises(ZymoNumbaError):
+        zymo.gradient(Reverse, batched_matmul, *_batched_args(), numba=True)  # Numba refuses np.matmul of 3-d
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        zymo.gradient(Reverse, collector_seen, 2.0 * x, numba=True)  # a new entry: compiles again
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def issue7_ufuncs(x, y):
     z = np.maximum(x, y) + np.arctan2(y, x) + np.log1p(x * x)
     z += np.hypot(x, y)

@@ -28,7 +28,7 @@ from .analysis.types import type_of_value
 from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
                           DuplicatedNoNeed, Mode)
 from .codegen.numba_ import tape_in as numba_tape_in
-from .codegen.python import compile_source
+from .codegen.python import compile_source, paused_collector
 from .errors import ZymoUsageError, ZymoWarning
 from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
@@ -339,6 +339,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     return comp, norm, leaves, all_values
 
 
+@paused_collector()  # the transform allocates a great deal (`codegen.python.paused_collector`)
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
              captured_objs: list, backend: str = "python", width: int = 1, dims: list | None = None,
              no_need: frozenset = frozenset()) -> Compiled:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import Loc, ZymoSourceError
+from .python import paused_collector
 
 _HEADER = '''"""zymo: {what}. Generated code; the file name is the hash of its contents."""
 import math
@@ -71,6 +72,7 @@ def quick_compile():
     instead: the error is still raised on a mismatch, only its text is shorter. Numba's
     messages are also built without colours meanwhile (`_plain_messages`). The swaps are
     scoped to zymo's own first calls, so the user's `njit` code keeps Numba's messages.
+    Python's cyclic garbage collector is paused meanwhile (`python.paused_collector`).
     """
     from numba.core import errors
     from numba.np import arrayobj
@@ -84,7 +86,8 @@ def quick_compile():
             errors._termcolor_inst = _plain_messages()
         _QUICK.append(None)
     try:
-        yield
+        with paused_collector():
+            yield
     finally:
         with _QUICK_LOCK:
             _QUICK.pop()
