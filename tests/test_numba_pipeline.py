@@ -6,6 +6,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 from helpers import check, fd_grad, zymo_grad
+from test_array_caches import appended_each_time
 from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
@@ -138,12 +139,9 @@ def test_loop_derivatives_compile_without_ssa_in_both_modes():
 
 
 def grown_each_time(x):
-    h = x
-    acc = 0.0
-    for k in range(3):
-        h = np.concatenate((h, h[:1] * 0.5))
-        acc += np.sum(np.sin(h)) * (k + 1.0)
-    return acc
+    """`test_array_caches.appended_each_time`, under a function of its own: compiled here
+    (in this module's fresh cache directory), not loaded from another test's entry."""
+    return appended_each_time(x)
 
 
 def test_a_derivative_whose_names_change_type_falls_back_and_is_right():

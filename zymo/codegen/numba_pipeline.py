@@ -162,11 +162,9 @@ class _FirstTry(PassManager):
     def run(self, state: Any) -> None:
         try:
             super().run(state)
-        except errors.NumbaError:
+        except (errors.NumbaError, _EarlyPipelineCompletion):  # the latter: Numba's own control flow
             raise
         except Exception as exc:  # not BaseException: an interrupt still stops the compile
-            if isinstance(exc, _EarlyPipelineCompletion):  # Numba's own control flow
-                raise
             raise errors.CompilerError(f"zymo's pipeline without SSA failed: {type(exc).__name__}: {exc}") from exc
 
 
