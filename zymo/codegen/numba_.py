@@ -128,12 +128,12 @@ def _stamp() -> str:
     import numpy
 
     from ..rules import linalg_rt, runtime, second_rt
-    from . import (numba_accumulate, numba_elementwise, numba_indexing, numba_inline, numba_linalg, numba_np,
-                   numba_pipeline, numba_rt, numba_shape)
+    from . import (numba_accumulate, numba_elementwise, numba_indexing, numba_inline, numba_linalg, numba_lowering,
+                   numba_np, numba_pipeline, numba_rt, numba_shape)
 
     h = hashlib.sha256()
     for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing,
-                numba_accumulate, numba_elementwise, numba_inline, numba_pipeline):
+                numba_accumulate, numba_elementwise, numba_inline, numba_lowering, numba_pipeline):
         h.update(Path(mod.__file__).read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
@@ -705,7 +705,7 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = So
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
     digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
     body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
-        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler)({n})\n" for n in names)
+        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True)({n})\n" for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)

@@ -39,6 +39,8 @@ from numba.core import untyped_passes as up
 from numba.core.compiler import CompilerBase, DefaultPassBuilder, _EarlyPipelineCompletion
 from numba.core.compiler_machinery import AnalysisPass, FunctionPass, PassManager, register_pass
 
+from zymo.codegen import numba_lowering
+
 FAST = "zymo_without_ssa"  # the first pipeline's name (in a compile result's "pipeline_times")
 _DECLARED = "zymo_declared"  # (return type, code library) of the state before any pipeline ran
 
@@ -183,8 +185,9 @@ class Compiler(CompilerBase):
         for pass_, what in default.passes:
             # SSA is turned off where it would be built, so that the passes before (and
             # a `with` block's lifting, which compiles the function again) see Numba's flags
-            fast.add_pass(_NoSSA if pass_ is up.ReconstructSSA else pass_, what)
-            again.add_pass(pass_, what)
+            lowering = numba_lowering.NativeLowering if pass_ is tp.NativeLowering else pass_
+            fast.add_pass(_NoSSA if pass_ is up.ReconstructSSA else lowering, what)
+            again.add_pass(lowering, what)
             if pass_ is up.FixupArgs:  # right after the bytecode is translated
                 again.add_pass(_WithSSA, "typing with SSA")
             elif pass_ is tp.NopythonTypeInference:
