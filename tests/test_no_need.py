@@ -1,9 +1,11 @@
 """`DuplicatedNoNeed` arguments in reverse mode (Enzyme's): the caller does not need the
 argument's primal contents after the call, so the forward sweep leaves out the top-level primal
-statements whose only effect is to write such memory (`Reverse._dead_primal_ops`). The gradient
-is the same as with `Duplicated`, against central differences too; what anyone reads stays: the
-adjoint sweep's operands, memory the caller keeps, the return value of `ReverseWithPrimal`,
-draws of `np.random`, statements in loops.
+statements whose only effect is to write such memory (`Reverse._dead_primal_ops`). Likewise
+`Reverse` (not `ReverseWithPrimal`) does not return the primal value: what computes only that
+is left out, whole loops and branches included. The gradient is the same as with `Duplicated`
+and `ReverseWithPrimal`, against central differences too; what anyone reads stays: the adjoint
+sweep's operands, memory the caller keeps, the return value of `ReverseWithPrimal`, draws of
+`np.random`, `print`, a loop that records anything for the adjoint sweep.
 """
 import numpy as np
 import pytest
@@ -93,7 +95,7 @@ def draws(x, buf):
 def test_what_is_read_afterwards_is_kept():
     """A store the adjoint sweep reads back (`buf * x` needs `buf`), one another store reads
     into memory the caller keeps, the return value `ReverseWithPrimal` returns, a store in a
-    loop, and a draw of `np.random` (it moves the generator) all stay."""
+    loop that the adjoint reads, and a draw of `np.random` (it moves the generator) all stay."""
     x = np.array([0.5, -1.5, 2.0])
     buf, dx = np.zeros(3), np.zeros(3)
     zymo.autodiff(Reverse, squares_read_back, Active, Duplicated(x, dx), DuplicatedNoNeed(buf, np.zeros(3)))
@@ -203,3 +205,117 @@ def test_an_adjoint_that_reads_only_the_shape_leaves_the_store_out(numba):
            "e = _rt.unbroadcast(g * b, c)\n"
            "f = d.ndim + np.sum(a * 0.0)\n")
     assert _shape_only_names(src) == frozenset({"c"})  # `a` and `b` are also read for their contents
+
+
+def penalized(x, w):
+    """A data term, and a penalty on `w` that only adds to the value: a loop nest (gmm's prior)."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(x[i]) * w[i]
+    penalty = 0.0
+    for i in range(w.shape[0]):
+        acc = 0.0
+        for j in range(i + 1):
+            acc = acc + w[j] * w[j]
+        penalty = penalty + acc
+    return s + 0.5 * penalty
+
+
+def penalized_root(x, w):
+    """`penalized` with a root of each partial sum: the adjoint reads the sums, so the forward
+    sweep computes and caches them, and the loop nest stays."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(x[i]) * w[i]
+    penalty = 0.0
+    for i in range(w.shape[0]):
+        acc = 0.0
+        for j in range(i + 1):
+            acc = acc + w[j] * w[j]
+        penalty = penalty + np.sqrt(acc)
+    return s + 0.5 * penalty
+
+
+def penalized_into(x, w, out):
+    """`penalized`, with each partial sum of the penalty also stored into the caller's `out`."""
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(x[i]) * w[i]
+    penalty = 0.0
+    for i in range(w.shape[0]):
+        acc = 0.0
+        for j in range(i + 1):
+            acc = acc + w[j] * w[j]
+        out[i] = acc
+        penalty = penalty + acc
+    return s + 0.5 * penalty
+
+
+def talkative(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        print("term", i)
+        total = total + x[i] * x[i]
+    count = 0
+    for i in range(x.shape[0]):
+        print("again", i)
+        count = count + 1
+    return total + count
+
+
+def _loops(src: str) -> int:
+    return sum(line.lstrip().startswith("for ") for line in src.splitlines())
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+@pytest.mark.parametrize("penalized, left_out", [(penalized, 2), (penalized_root, 0)], ids=["sum", "root"])
+def test_reverse_leaves_out_a_loop_nest_that_only_computes_the_value(numba, penalized, left_out):
+    """`Reverse` does not return the value: the forward sweep leaves out the penalty's loop
+    nest (the adjoint sweep recomputes the squares it needs), unless the adjoint reads what
+    the nest computes. The gradient equals `ReverseWithPrimal`'s, which keeps the nest, and
+    central differences'; `ReverseWithPrimal` after `Reverse` gets its own program."""
+    pytest.importorskip("numba") if numba else None
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal(5), rng.random(5) + 0.5
+    dx, dw = np.zeros(5), np.zeros(5)
+    zymo.autodiff(Reverse, penalized, Active, Duplicated(x, dx), Duplicated(w, dw), numba=numba)
+    ex, ew = np.zeros(5), np.zeros(5)
+    (_, value) = zymo.autodiff(ReverseWithPrimal, penalized, Active, Duplicated(x, ex), Duplicated(w, ew),
+                               numba=numba)
+    assert value == pytest.approx(penalized(x, w), rel=1e-14)
+    np.testing.assert_allclose(dx, ex, rtol=1e-14)
+    np.testing.assert_allclose(dw, ew, rtol=1e-14)
+    fx, fw = fd_grad(penalized, [x, w])
+    np.testing.assert_allclose(dx, fx, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dw, fw, rtol=1e-6, atol=1e-8)
+    assert np.abs(dw).max() > 0.1 and np.abs(dx).max() > 0.1
+    ann = (Duplicated(x, np.zeros(5)), Duplicated(w, np.zeros(5)))
+    lean = zymo.generated_code(Reverse, penalized, Active, *ann)
+    full = zymo.generated_code(ReverseWithPrimal, penalized, Active, *ann)
+    assert _loops(lean) == _loops(full) - left_out
+    assert ("penalty" in lean.split("# adjoint sweep")[0]) == (left_out == 0)
+
+
+def test_a_loop_that_writes_memory_the_caller_keeps_stays():
+    rng = np.random.default_rng(12)
+    x, w = rng.standard_normal(4), rng.random(4) + 0.5
+    out, dx, dw = np.zeros(4), np.zeros(4), np.zeros(4)
+    zymo.autodiff(Reverse, penalized_into, Active, Duplicated(x, dx), Duplicated(w, dw),
+                  Duplicated(out, np.zeros(4)))
+    want = np.zeros(4)
+    penalized_into(x, w, want)
+    np.testing.assert_array_equal(out, want)
+    fx, fw, _ = fd_grad(penalized_into, [x, w, np.zeros(4)], cotangents=[None, None, np.zeros(4)])
+    np.testing.assert_allclose(dw, fw, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dx, fx, rtol=1e-6, atol=1e-8)
+
+
+def test_print_stays_in_the_forward_sweep(capsys):
+    """A loop that only prints and counts computes nothing the gradient needs; it stays, as
+    the user's output."""
+    x = np.array([0.5, -1.0, 2.0])
+    dx = np.zeros(3)
+    zymo.autodiff(Reverse, talkative, Active, Duplicated(x, dx))
+    np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
+    printed = capsys.readouterr().out
+    assert printed.count("term") == 3 and printed.count("again") == 3

@@ -12,7 +12,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
+from zymo import Active, Const, Duplicated, Reverse, ReverseWithPrimal  # noqa: E402
 from zymo.codegen import numba_elementwise as ew  # noqa: E402
 from zymo.codegen import numba_rt  # noqa: E402
 from zymo.codegen.numba_ import numba_source  # noqa: E402
@@ -308,8 +308,9 @@ def test_gm3_like_program_is_rewritten_and_matches_python_and_finite_differences
                       numba=numba_)
         return dr
 
-    src = numba_source(zymo.generated_code(Reverse, gm3_like, Active, Duplicated(r, np.zeros_like(r)), Const(w),
-                                           Const(np.zeros_like(r)), Const(p)))
+    # with the primal value: `Reverse` leaves out the sums that only the value needs
+    src = numba_source(zymo.generated_code(ReverseWithPrimal, gm3_like, Active, Duplicated(r, np.zeros_like(r)),
+                                           Const(w), Const(np.zeros_like(r)), Const(p)))
     for call in ("_rt.ew_set(", "_rt.ew_sum(", "_rt.ew_new("):
         assert call in src
     fast, slow = grad(True), grad(False)

@@ -323,7 +323,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width,
-            (frozenset(no_need), mode.with_primal) if no_need else None)
+            frozenset(no_need), mode.with_primal)  # Reverse leaves out what only the value needs
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = _COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:

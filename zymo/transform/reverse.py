@@ -218,7 +218,7 @@ class Reverse:
         # the adjoint sweep first: it decides what the forward sweep must record
         rev = self.rev_block(fn.body, top=True)
         self._plan_caches()
-        if self.no_need and not split:
+        if (self.no_need or not self.need_return) and not split:
             self.dead = self._dead_primal_ops(_shape_only_names(rev.source()))
         fwd = Writer()
         for v, role in self.cache_at_start:
@@ -232,7 +232,7 @@ class Reverse:
             splice(pre, fwd)
             fwd = pre
         ret_args = fn.body.ops[-1].args
-        rets = ", ".join(n(v) if self.need_return or not self.no_need else "None" for v in ret_args)
+        rets = ", ".join(n(v) if self.need_return or split else "None" for v in ret_args)
         rets = f"({rets}{',' if len(ret_args) == 1 else ''})"
         lanes = []
         for _ in n.lanes():
@@ -761,9 +761,12 @@ class Reverse:
         view's shadow) is read. The adjoint sweep reads a value's memory unless it names it only
         for its shape or dtype (`shape_only`, `_shape_only_names`: `np.sum(out)`'s adjoint
         `_rt.expand_reduced(g, out, None, False)` needs `out`, not what it holds). Only ops of
-        known rules are left out: never `np.random` (a draw moves the generator), a user's
-        custom rule or zymo's own helpers. One backward pass over the top level; nothing
-        inside a loop or a branch is left out."""
+        known rules are left out: never `np.random` (a draw moves the generator), `print`, a
+        user's custom rule or zymo's own helpers. One backward pass over the top level: a loop
+        or a branch is left out whole or kept whole (`_droppable_region`). It runs when the
+        caller passes `DuplicatedNoNeed` memory or does not take the return value (`Reverse`,
+        not `ReverseWithPrimal`): then what computes only the return value is left out, as
+        Enzyme leaves it out (`gmm_objective`'s prior term, a loop nest)."""
         fn, act = self.fn, self.act
         live_vals = {vid for vid, role in self.needed if role == "p"}
         live_roots: set = set()
@@ -805,12 +808,14 @@ class Reverse:
     def _droppable(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
         """Whether top-level `op` has no effect anyone reads (`_dead_primal_ops`)."""
         act, k = self.act, op.kind
+        if k in ("for", "while", "if"):
+            return self._droppable_region(op, live_vals, live_roots, unknown)
         if k not in ("const", "getitem", "setitem", "prim"):
             return False
         if k == "prim":
             key = op.attrs["key"]
             rule = lookup(key)
-            if key.startswith("numpy.random") or not (
+            if key.startswith("numpy.random") or key in _EFFECTS or not (
                     "." not in key or key.split(".")[0] in ("numpy", "math", "builtins")):
                 return False
         for r in op.results:
@@ -827,6 +832,34 @@ class Reverse:
         if target is not None:
             roots = act.roots.get(target.id)
             if unknown or not roots or roots & live_roots or not isinstance(target.type, T.Array):
+                return False
+        return True
+
+    def _droppable_region(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
+        """Whether a loop or branch has no effect anyone reads: none of its results is read
+        afterwards, the forward sweep records nothing in it for the adjoint sweep (no cache, no
+        trip count, no snapshot), every op inside is one `_droppable` would leave out at the
+        top level and makes no memory with a shadow, and every value made inside that the
+        adjoint sweep uses it writes itself (a constant, a loop index, a recomputed number)."""
+        if any(r.id in live_vals for r in op.results):
+            return False
+        inner_ops = [op, *(inner for region in op.regions for inner in walk(region))]
+        for inner in inner_ops:
+            if (id(inner) in self.trips or self.cache_at_loop.get(id(inner)) or self.reserve_at_loop.get(id(inner))
+                    or (inner is not op and (self.snap_pre.get(id(inner)) or self.snap_post.get(id(inner))))):
+                return False
+            made = [a for region in inner.regions for a in region.args]
+            if inner is not op:
+                made += inner.results
+            for v in made:
+                if v.id in live_vals and not v.is_const and v.id not in self.recomputed and not self._remat(v, "p"):
+                    return False
+                if (T.is_memory(v.type) and self.act.is_active(v)) or v.id in self.shape_needed:
+                    return False
+            if inner.kind in ("for", "while", "if", "condition", "yield"):
+                continue  # the ops of its regions are checked on their own
+            if inner is not op and not self._droppable(inner, live_vals - {r.id for r in inner.results}, live_roots,
+                                                       unknown):
                 return False
         return True
 
@@ -866,6 +899,8 @@ class Reverse:
     def fwd_op(self, op: Op, w: Writer, primal: bool = True) -> None:
         n, act, e = self.namer, self.act, Emitter(self.namer, w)
         k = op.kind
+        if op.regions and not primal:  # a loop or branch left out whole (`_droppable_region`)
+            return
         if k in ("const", "getitem", "setitem", "prim"):
             if primal:
                 e.primal(op)
@@ -1613,6 +1648,9 @@ def reverse(fn: Function, act: Activity, seed_return: bool = True,
         src, names, params = rev.run(split)
     return src, names, params, rev
 
+
+# rules whose call is an effect of its own (output), never left out of the forward sweep
+_EFFECTS = frozenset({"builtins.print"})
 
 # zymo's helpers and NumPy's functions that read only the shape and dtype of one argument
 _SHAPE_ARGS = {("_rt", "expand_reduced"): 1, ("_rt", "unbroadcast"): 1, ("_rt", "as_tangent"): 1,
