@@ -2,11 +2,14 @@
 argument's primal contents after the call, so the forward sweep leaves out the top-level primal
 statements whose only effect is to write such memory (`Reverse._dead_primal_ops`). Likewise
 `Reverse` (not `ReverseWithPrimal`) does not return the primal value: what computes only that
-is left out, whole loops and branches included. The gradient is the same as with `Duplicated`
+is left out, whole loops and branches included, where it cannot raise (an index out of
+range raises in Python, not under Numba). The gradient is the same as with `Duplicated`
 and `ReverseWithPrimal`, against central differences too; what anyone reads stays: the adjoint
 sweep's operands, memory the caller keeps, the return value of `ReverseWithPrimal`, draws of
 `np.random`, `print`, a loop that records anything for the adjoint sweep.
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -267,13 +270,15 @@ def _loops(src: str) -> int:
     return sum(line.lstrip().startswith("for ") for line in src.splitlines())
 
 
-@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
-@pytest.mark.parametrize("penalized, left_out", [(penalized, 2), (penalized_root, 0)], ids=["sum", "root"])
+@pytest.mark.parametrize("numba, penalized, left_out", [
+    (True, penalized, 2), (True, penalized_root, 0), (False, penalized, 0)], ids=["numba", "numba-root", "python"])
 def test_reverse_leaves_out_a_loop_nest_that_only_computes_the_value(numba, penalized, left_out):
-    """`Reverse` does not return the value: the forward sweep leaves out the penalty's loop
-    nest (the adjoint sweep recomputes the squares it needs), unless the adjoint reads what
-    the nest computes. The gradient equals `ReverseWithPrimal`'s, which keeps the nest, and
-    central differences'; `ReverseWithPrimal` after `Reverse` gets its own program."""
+    """`Reverse` does not return the value: under Numba the forward sweep leaves out the
+    penalty's loop nest (the adjoint sweep recomputes the squares it needs), unless the adjoint
+    reads what the nest computes. In Python the nest stays: its reads could raise an
+    `IndexError`, which a derivative must raise as the primal does. The gradient equals
+    `ReverseWithPrimal`'s, which keeps the nest, and central differences'; `ReverseWithPrimal`
+    after `Reverse` gets its own program."""
     pytest.importorskip("numba") if numba else None
     rng = np.random.default_rng(11)
     x, w = rng.standard_normal(5), rng.random(5) + 0.5
@@ -290,8 +295,8 @@ def test_reverse_leaves_out_a_loop_nest_that_only_computes_the_value(numba, pena
     np.testing.assert_allclose(dw, fw, rtol=1e-6, atol=1e-8)
     assert np.abs(dw).max() > 0.1 and np.abs(dx).max() > 0.1
     ann = (Duplicated(x, np.zeros(5)), Duplicated(w, np.zeros(5)))
-    lean = zymo.generated_code(Reverse, penalized, Active, *ann)
-    full = zymo.generated_code(ReverseWithPrimal, penalized, Active, *ann)
+    lean = zymo.generated_code(Reverse, penalized, Active, *ann, numba=numba)
+    full = zymo.generated_code(ReverseWithPrimal, penalized, Active, *ann, numba=numba)
     assert _loops(lean) == _loops(full) - left_out
     assert ("penalty" in lean.split("# adjoint sweep")[0]) == (left_out == 0)
 
@@ -319,3 +324,39 @@ def test_print_stays_in_the_forward_sweep(capsys):
     np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
     printed = capsys.readouterr().out
     assert printed.count("term") == 3 and printed.count("again") == 3
+
+
+def raises_in_the_value(x, c):
+    """The value reads `c` out of range (and takes a root of a negative number); the gradient
+    with respect to `x` does not need either."""
+    s = 0.0
+    for i in range(c.shape[0]):
+        s = s + math.sqrt(c[i + 1])
+    return np.sum(x * x) + s
+
+
+def test_an_error_only_the_value_would_raise_is_raised_in_python():
+    x, c = np.array([0.3, -0.7, 1.1]), np.array([0.4, 1.3, 0.8])
+    with pytest.raises(IndexError):
+        raises_in_the_value(x, c)
+    with pytest.raises(IndexError):
+        zymo.autodiff(Reverse, raises_in_the_value, Active, Duplicated(x, np.zeros(3)), Const(c))
+    c_neg = np.array([0.4, -1.3, 0.8, 0.5])
+    with pytest.raises(ValueError, match="math domain"):
+        zymo.autodiff(Reverse, raises_in_the_value, Active, Duplicated(x, np.zeros(3)), Const(c_neg))
+
+
+def top_level_errors(x, k):
+    q = 10 // k  # ZeroDivisionError for k = 0, in Python and in Numba
+    return np.sum(x * x) + q
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_an_integer_division_by_zero_in_the_value_is_raised(numba):
+    pytest.importorskip("numba") if numba else None
+    x = np.array([0.3, -0.7, 1.1])
+    with pytest.raises(ZeroDivisionError):
+        zymo.autodiff(Reverse, top_level_errors, Active, Duplicated(x, np.zeros(3)), Const(0), numba=numba)
+    dx = np.zeros(3)
+    zymo.autodiff(Reverse, top_level_errors, Active, Duplicated(x, dx), Const(3), numba=numba)
+    np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)

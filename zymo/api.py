@@ -323,7 +323,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width,
-            frozenset(no_need), mode.with_primal)  # Reverse leaves out what only the value needs
+            frozenset(no_need), mode.with_primal and not (mode.forward or mode.split))  # Reverse: `_dead_primal_ops`
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = _COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:
@@ -359,7 +359,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         internal = frozenset(k for k, p in enumerate(ir.params) if not active[k] and act.is_active(p))
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
                                                  split=mode.split, width=width, dims=dims, internal=internal,
-                                                 no_need=no_need, need_return=mode.with_primal)
+                                                 no_need=no_need, need_return=mode.with_primal,
+                                                 numba=backend != "python")
         name = names if mode.split else names[0]
         generator, namer = rev, rev.namer
         numbers = namer.numbers()
@@ -869,14 +870,16 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     return tuple(out)
 
 
-def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
-    """The Python source of the derivative program `autodiff` would run for these arguments.
+def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any, numba: Any = False) -> str:
+    """The Python source of the derivative program `autodiff(..., numba=numba)` would run for
+    these arguments (by default, the Python backend's).
 
-    The Numba backend compiles this same source, with accumulations of product adjoints
+    The Numba backend compiles the source it is given, with accumulations of product adjoints
     (`d += _rt.dot_vjp_a(...)`) and elementwise statements (`d += s * a`, `d[...] = e`,
     `np.sum(e)`, ufuncs with `out=`) written as calls of intrinsics that loop in place
-    (`numba_.numba_source`)."""
-    comp, *_ = _prepare(mode, f, ret_activity, args, False)
+    (`numba_.numba_source`). Its source may leave out more of what only `Reverse`'s unused
+    return value needs: under Numba an array read and a `math` function never raise."""
+    comp, *_ = _prepare(mode, f, ret_activity, args, numba)
     return comp.source
 
 

@@ -58,11 +58,13 @@ _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed wi
 
 class Reverse:
     def __init__(self, fn: Function, act: Activity, seed_return: bool, width: int = 1, dims=None,
-                 internal: frozenset = frozenset(), no_need: frozenset = frozenset(), need_return: bool = True):
+                 internal: frozenset = frozenset(), no_need: frozenset = frozenset(), need_return: bool = True,
+                 numba: bool = False):
         self.fn, self.act, self.seed_return = fn, act, seed_return
         # parameters whose primal contents the caller does not need after the call
         # (`DuplicatedNoNeed`), and whether it needs the primal return value (`_dead_primal_ops`)
         self.no_need, self.need_return = no_need, need_return
+        self.numba = numba  # the program computes as Numba does (no bounds checks, no math domain errors)
         self.dead: set[int] = set()  # top-level primal ops the forward sweep leaves out
         self.internal = internal  # parameter indices whose shadows are zeros at entry (`zero_shadows`)
         self.extents = Extents(fn, dims)  # which adjoints need no sum over broadcast dimensions
@@ -808,6 +810,8 @@ class Reverse:
     def _droppable(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
         """Whether top-level `op` has no effect anyone reads (`_dead_primal_ops`)."""
         act, k = self.act, op.kind
+        if not self.no_need and not self._cannot_raise(op):  # only `DuplicatedNoNeed` gives up errors
+            return False
         if k in ("for", "while", "if"):
             return self._droppable_region(op, live_vals, live_roots, unknown)
         if k not in ("const", "getitem", "setitem", "prim"):
@@ -835,6 +839,39 @@ class Reverse:
                 return False
         return True
 
+    def _cannot_raise(self, op: Op) -> bool:
+        """Whether `op` (not what its regions hold) never raises, as the program computes: a
+        constant, arithmetic and comparisons of numbers, a branch, a `for` loop with a constant
+        nonzero step; under Numba (no bounds checks, math domain errors give nan, divisions of
+        numbers are IEEE's) also an array read or a store of a number at integer indices, and
+        the functions of `math` and NumPy's elementwise ones on numbers. So `Reverse`, which
+        leaves out what only the return value needs, keeps whatever could raise (an index out of
+        range in Python, a domain error, a shape mismatch): a call that raises in the primal
+        raises in its derivative too."""
+        k, args = op.kind, op.args
+        numbers = all(isinstance(a.type, T.Scalar) for a in args)
+        if k in ("const", "if"):
+            return True
+        if k == "for":
+            step = args[2]
+            return step.is_const and isinstance(step.const, int) and step.const != 0
+        if k == "prim":
+            key = op.attrs["key"]
+            if not numbers or "out" in op.attrs:
+                return False
+            if key in _SAFE_OPS:
+                return True
+            return self.numba and (key == "truediv" or key.startswith("math.") and key in _NUMBA_SAFE_MATH
+                                   or key.startswith("numpy.") and lookup(key).elementwise
+                                   and all(T.is_float(a.type) for a in args))
+        if k in ("getitem", "setitem") and self.numba:
+            base = args[0]
+            index = args[1:] if k == "getitem" else args[2:]
+            value_ok = k == "getitem" or isinstance(args[1].type, T.Scalar)
+            return (isinstance(base.type, T.Array) and value_ok and not indexing.is_advanced(op)
+                    and len(index) == base.type.ndim and all(v.type == T.INT for v in index))
+        return False
+
     def _droppable_region(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
         """Whether a loop or branch has no effect anyone reads: none of its results is read
         afterwards, the forward sweep records nothing in it for the adjoint sweep (no cache, no
@@ -857,6 +894,8 @@ class Reverse:
                 if (T.is_memory(v.type) and self.act.is_active(v)) or v.id in self.shape_needed:
                     return False
             if inner.kind in ("for", "while", "if", "condition", "yield"):
+                if inner is not op and not self.no_need and inner.kind in ("for", "while") and not self._cannot_raise(inner):
+                    return False
                 continue  # the ops of its regions are checked on their own
             if inner is not op and not self._droppable(inner, live_vals - {r.id for r in inner.results}, live_roots,
                                                        unknown):
@@ -1630,7 +1669,8 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
             split: bool = False, width: int = 1, dims=None, internal: frozenset = frozenset(),
-            no_need: frozenset = frozenset(), need_return: bool = True) -> tuple[str, list[str], list[int], "Reverse"]:
+            no_need: frozenset = frozenset(), need_return: bool = True,
+            numba: bool = False) -> tuple[str, list[str], list[int], "Reverse"]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
     satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
@@ -1640,8 +1680,10 @@ def reverse(fn: Function, act: Activity, seed_return: bool = True,
     whose shadows the caller passes as fresh zeros (`Reverse.zero_shadows`). `no_need`: the
     parameters whose primal contents the caller does not need after the call, and
     `need_return`: whether it takes the primal return value (combined mode only): the forward
-    sweep leaves out what only they would have read (`Reverse._dead_primal_ops`)."""
-    rev = Reverse(fn, act, seed_return, width, dims, internal, no_need, need_return)
+    sweep leaves out what only they would have read (`Reverse._dead_primal_ops`); without
+    `no_need`, only what cannot raise (`Reverse._cannot_raise`), which depends on whether the
+    program computes as Numba does (`numba`) or as Python does."""
+    rev = Reverse(fn, act, seed_return, width, dims, internal, no_need, need_return, numba)
     src, names, params = rev.run(split)
     if rev.dead and _names_a_dead_value(rev, src):  # a reference the analysis did not see: keep all
         rev = Reverse(fn, act, seed_return, width, dims, internal)
@@ -1651,6 +1693,14 @@ def reverse(fn: Function, act: Activity, seed_return: bool = True,
 
 # rules whose call is an effect of its own (output), never left out of the forward sweep
 _EFFECTS = frozenset({"builtins.print"})
+
+# rules that never raise on numbers (ints are Python's or Numba's, floats IEEE's)
+_SAFE_OPS = frozenset({"add", "sub", "mul", "neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "not",
+                       "builtins.abs", "builtins.min", "builtins.max"})
+# `math` functions that Numba computes without raising (nan or inf where Python raises)
+_NUMBA_SAFE_MATH = frozenset({"math.exp", "math.log", "math.log1p", "math.expm1", "math.sqrt", "math.sin", "math.cos",
+                              "math.tan", "math.tanh", "math.sinh", "math.cosh", "math.atan", "math.asin", "math.acos",
+                              "math.atan2", "math.hypot", "math.fabs", "math.pow", "math.log10", "math.log2"})
 
 # zymo's helpers and NumPy's functions that read only the shape and dtype of one argument
 _SHAPE_ARGS = {("_rt", "expand_reduced"): 1, ("_rt", "unbroadcast"): 1, ("_rt", "as_tangent"): 1,
