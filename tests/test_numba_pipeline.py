@@ -10,7 +10,7 @@ from test_array_caches import appended_each_time
 from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
-from zymo.codegen.numba_pipeline import FAST, Compiler
+from zymo.codegen.numba_pipeline import FAST, Compiler, _nothing_to_inline
 
 
 def pipeline_of(dispatcher):
@@ -227,3 +227,39 @@ def test_a_failure_after_the_first_pipeline_finalized_its_code_falls_back(monkey
     fast = numba.njit(pipeline_class=Compiler)(running_sum)
     assert fast(x, 7) == (float(np.sum(x * x)), 7)
     assert pipeline_of(fast) == "nopython"
+
+
+def with_a_closure(x, n):
+    scale = 2.0
+
+    def f(v):
+        return v * scale
+
+    s = 0.0
+    for i in range(n):
+        s = s + f(x[i])
+    return s
+
+
+def with_a_comprehension(x, n):
+    squares = np.array([x[i] * x[i] for i in range(n)])
+    return squares.sum()
+
+
+def untyped_ir(f):
+    from numba.core import compiler
+
+    return compiler.run_frontend(f)
+
+
+@pytest.mark.parametrize("f, nothing", [(running_sum, True), (loop_sums, True), (with_a_closure, False),
+                                        (with_a_comprehension, False)])
+def test_closures_and_comprehensions_are_still_inlined(f, nothing):
+    """`InlineClosureLikes` is skipped only where it has nothing to do; a closure and an array
+    comprehension still compile (Numba cannot type a closure it has not inlined)."""
+    assert _nothing_to_inline(untyped_ir(f)) is nothing
+    x = np.linspace(0.5, 2.0, 7)
+    args = (x, x) if f is loop_sums else (x, 7)
+    fast = numba.njit(pipeline_class=Compiler)(f)
+    assert fast(*args) == pytest.approx(numba.njit(f)(*args), rel=1e-15)
+    assert fast(*args) == pytest.approx(f(*args), rel=1e-12)
