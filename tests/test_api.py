@@ -216,3 +216,28 @@ def test_two_lambdas_on_one_line():
     pair = (lambda a: a + 1.0, lambda b: b * b * 5.0)
     assert zymo.gradient(Reverse, pair[1], 3.0) == (pytest.approx(30.0),)
     assert zymo.gradient(Reverse, pair[0], 3.0) == (pytest.approx(1.0),)
+
+
+def _weighted(x, w, s):
+    return s * np.sum(np.sin(x) * w)
+
+
+def test_gradient_with_primal_returns_the_value_too():
+    """`zymo.gradient(ReverseWithPrimal, ...)` returns `(gradient, value)` (as Enzyme's); the
+    gradient equals `Reverse`'s and central differences'; `ForwardWithPrimal` is refused."""
+    from helpers import fd_grad
+
+    x, w = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, -2.0])
+    (gx, gw, gs), value = zymo.gradient(zymo.ReverseWithPrimal, _weighted, x, w, 0.7)
+    assert value == pytest.approx(_weighted(x, w, 0.7), rel=1e-15)
+    plain = zymo.gradient(zymo.Reverse, _weighted, x, w, 0.7)
+    np.testing.assert_allclose(gx, plain[0], rtol=1e-15)
+    np.testing.assert_allclose(gw, plain[1], rtol=1e-15)
+    assert gs == pytest.approx(plain[2], rel=1e-15)
+    fx, fw, fs = fd_grad(_weighted, [x, w, 0.7])
+    np.testing.assert_allclose(gx, fx, rtol=1e-6)
+    np.testing.assert_allclose(gw, fw, rtol=1e-6)
+    assert gs == pytest.approx(fs, rel=1e-6)
+    assert abs(gs) > 0.1
+    with pytest.raises(zymo.ZymoUsageError, match="ReverseWithPrimal"):
+        zymo.gradient(zymo.ForwardWithPrimal, _weighted, x, w, 0.7)

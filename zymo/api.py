@@ -829,8 +829,12 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
     """The gradient of scalar `f` with respect to every argument, shadows allocated for you.
 
     Floats give floats, arrays arrays, tuples tuples. `mode` is `Reverse` (one
-    reverse sweep) or `Forward` (batched forward sweeps, 8 input elements per call).
+    reverse sweep) or `Forward` (batched forward sweeps, 8 input elements per call);
+    `ReverseWithPrimal` returns `(gradient, value)`, as Enzyme's `gradient` does.
     """
+    if mode.forward and mode.with_primal:
+        raise ZymoUsageError("gradient takes Forward, Reverse or ReverseWithPrimal (which also returns the value), "
+                             f"not {mode}")
     if mode.forward:
         return _gradient_forward(f, args, numba)
     annotated = []
@@ -846,8 +850,9 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
         else:
             shadows.append(None)
             annotated.append(Const(a))
-    (derivs,) = autodiff(mode, f, Active, *annotated, numba=numba)
-    return tuple(d if s is None else s for d, s in zip(derivs, shadows))
+    derivs, *value = autodiff(mode, f, Active, *annotated, numba=numba)
+    grads = tuple(d if s is None else s for d, s in zip(derivs, shadows))
+    return (grads, value[0]) if mode.with_primal else grads
 
 
 def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
