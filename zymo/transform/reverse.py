@@ -768,7 +768,8 @@ class Reverse:
         or a branch is left out whole or kept whole (`_droppable_region`). It runs when the
         caller passes `DuplicatedNoNeed` memory or does not take the return value (`Reverse`,
         not `ReverseWithPrimal`): then what computes only the return value is left out, as
-        Enzyme leaves it out (`gmm_objective`'s prior term, a loop nest)."""
+        Enzyme leaves it out (`gmm_objective`'s prior term, a loop nest), but without
+        `DuplicatedNoNeed` only what cannot raise (`_cannot_raise`)."""
         fn, act = self.fn, self.act
         live_vals = {vid for vid, role in self.needed if role == "p"}
         live_roots: set = set()
