@@ -360,3 +360,22 @@ def test_an_integer_division_by_zero_in_the_value_is_raised(numba):
     dx = np.zeros(3)
     zymo.autodiff(Reverse, top_level_errors, Active, Duplicated(x, dx), Const(3), numba=numba)
     np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
+
+
+def test_the_guard_sees_values_made_inside_a_loop_left_out():
+    """`_names_a_dead_value` (which rebuilds the program keeping everything if its text still
+    names what was left out) looks inside a loop left out whole, not only at its results."""
+    pytest.importorskip("numba")
+    from zymo.ir.core import walk
+    from zymo.transform.reverse import _names_a_dead_value
+
+    x, w = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, 2.0])
+    comp, *_ = zymo.api._prepare(Reverse, penalized, Active, (Duplicated(x, np.zeros(3)), Duplicated(w, np.zeros(3))),
+                                 True)
+    rev = comp.generator
+    regions = [op for op in rev.fn.body.ops if id(op) in rev.dead and op.regions]
+    assert len(regions) == 1  # the penalty's loop nest
+    used = {vid for vid, _ in rev.needed}
+    inner = [r for op in walk(regions[0].regions[0]) for r in op.results if not r.is_const and r.id not in used]
+    assert inner and not _names_a_dead_value(rev, comp.source)
+    assert _names_a_dead_value(rev, comp.source + f"\n    print({rev.namer(inner[0])})")

@@ -1734,9 +1734,17 @@ def _shape_only_names(src: str) -> frozenset[str]:
 
 
 def _names_a_dead_value(rev: Reverse, src: str) -> bool:
-    """Whether the program names a result of an op its forward sweep left out (a guard on
-    `_dead_primal_ops`: every result's name is its own, so a mention is a use; a constant's
-    is its literal)."""
+    """Whether the program names a result of an op its forward sweep left out, or a value made
+    inside a loop or branch it left out whole that the adjoint sweep does not write itself (a
+    guard on `_dead_primal_ops`: every result's name is its own, so a mention is a use; a
+    constant's is its literal)."""
     dead = [r for op in walk(rev.fn.body) if id(op) in rev.dead for r in op.results if not r.is_const]
+    used = {vid for vid, _ in rev.needed}
+    for op in rev.fn.body.ops:  # what a loop or branch left out whole made, unless the adjoint writes it
+        if id(op) in rev.dead and op.regions:
+            for region in op.regions:
+                made = [*region.args, *(r for inner in walk(region) for r in inner.results),
+                        *(a for inner in walk(region) for rg in inner.regions for a in rg.args)]
+                dead += [v for v in made if not v.is_const and v.id not in used]
     return any(re.search(rf"(?<![\w.]){re.escape(rev.namer(r))}(?!\w)", src) for r in dead)
 
