@@ -210,11 +210,16 @@ def test_an_adjoint_that_reads_only_the_shape_leaves_the_store_out(numba):
     assert _shape_only_names(src) == frozenset({"c"})  # `a` and `b` are also read for their contents
 
 
-def penalized(x, w):
-    """A data term, and a penalty on `w` that only adds to the value: a loop nest (gmm's prior)."""
+def data_term(x, w):
     s = 0.0
     for i in range(x.shape[0]):
         s = s + np.sin(x[i]) * w[i]
+    return s
+
+
+def penalized(x, w):
+    """A data term, and a penalty on `w` that only adds to the value: a loop nest (gmm's prior)."""
+    s = data_term(x, w)
     penalty = 0.0
     for i in range(w.shape[0]):
         acc = 0.0
@@ -227,9 +232,7 @@ def penalized(x, w):
 def penalized_root(x, w):
     """`penalized` with a root of each partial sum: the adjoint reads the sums, so the forward
     sweep computes and caches them, and the loop nest stays."""
-    s = 0.0
-    for i in range(x.shape[0]):
-        s = s + np.sin(x[i]) * w[i]
+    s = data_term(x, w)
     penalty = 0.0
     for i in range(w.shape[0]):
         acc = 0.0
@@ -241,9 +244,7 @@ def penalized_root(x, w):
 
 def penalized_into(x, w, out):
     """`penalized`, with each partial sum of the penalty also stored into the caller's `out`."""
-    s = 0.0
-    for i in range(x.shape[0]):
-        s = s + np.sin(x[i]) * w[i]
+    s = data_term(x, w)
     penalty = 0.0
     for i in range(w.shape[0]):
         acc = 0.0
