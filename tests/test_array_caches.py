@@ -246,7 +246,7 @@ def test_nested_for_loops_with_a_branch():
     src = zymo.generated_code(Reverse, nested_branch, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(c))
     # `A.shape[1]` is read before the loops (`hoist_sizes`): each cache is allocated once, for
     # the whole nest, with the inner loop's trip count written out
-    assert "_rt.grow(" not in src and "np.empty(_trips * (n if n > 0 else 0), np.float64)" in src
+    assert "_rt.grow(" not in src and "np.empty(_trips * _rt.clamp0(n), np.float64)" in src
     dA = np.zeros_like(A)
     zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA), Const(c), numba=True)
     dA_py = np.zeros_like(A)
@@ -299,7 +299,7 @@ def test_room_for_a_nest_is_made_where_its_trip_counts_are_known():
     check(triangle_in_while, [A.copy(), 2], const=(1,))
     src = zymo.generated_code(Reverse, triangle_in_while, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(2))
     # the nest in the while loop: one check for both loops, before the outer one
-    assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * (n_1 if n_1 > 0 else 0))" in src
+    assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * _rt.clamp0(n_1))" in src
     # the triangle: its inner loop's bound is the outer index, so room is made at the inner loop
     assert "_cache_cos = _rt.grow(_cache_cos, _k_cos + _trips_" in src
     for numba in (True, False):

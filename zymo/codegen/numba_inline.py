@@ -8,6 +8,8 @@ in the generated source already):
   ints, a NumPy scalar type or dtype): a C-ordered array;
 - `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
   Numba uses as an index without first adding the extent to a negative one (`numba_.nonneg_indices`);
+- `clamp0(n)`: `rules.runtime.clamp0`, an int `n` or 0 where it is negative, as one select: a
+  conditional expression would be three more blocks for Numba and LLVM (a trip count);
 - `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
@@ -139,6 +141,20 @@ def nonneg(typingctx, i):
     def codegen(context, builder, signature, args):
         return context.cast(builder, args[0], i, types.uint64)
     return types.uint64(i), codegen
+
+
+@intrinsic
+def clamp0(typingctx, n):
+    """`rt.clamp0(n)` of an int or bool `n` (module contract)."""
+    if not isinstance(n, (types.Integer, types.Boolean)):
+        return None
+    res = types.unliteral(n) if isinstance(n, types.Integer) else types.intp
+
+    def codegen(context, builder, signature, args):
+        v = context.cast(builder, args[0], n, res)
+        zero = ir.Constant(v.type, 0)
+        return builder.select(builder.icmp_signed(">", v, zero), v, zero)
+    return res(n), codegen
 
 
 @intrinsic

@@ -158,6 +158,11 @@ def reuse_list(tape, slot):
     return []
 
 
+def clamp0(n):
+    """`n`, or 0 where `n` is negative: a trip count written out (`transform.emit.trip_count`)."""
+    return n if n > 0 else 0
+
+
 def trip(start, stop, step):
     """The number of iterations of `range(start, stop, step)`."""
     if step > 0:

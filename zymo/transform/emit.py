@@ -158,11 +158,19 @@ def span(lo: str, hi: str) -> str:
     return hi if lo == "0" else f"{hi} + {lo[1:]}" if lo.startswith("-") else f"{hi} - {lo}"
 
 
+def range_args(start: str, stop: str, step: str) -> str:
+    """The arguments of `range(start, stop, step)` as written: without a step of 1, and
+    without a start of 0 then (fewer statements for Numba to type and lower)."""
+    if step != "1":
+        return f"{start}, {stop}, {step}"
+    return stop if start == "0" else f"{start}, {stop}"
+
+
 def trip_count(start: str, stop: str, step: str) -> str:
     """The number of iterations of `range(start, stop, step)`, as an expression.
 
     With a constant step and operands that are names or integers it is written out
-    (`n_1 - i if n_1 > i else 0`): a call of `_rt.trip` costs Numba a compile of its own in
+    (`_rt.clamp0(n_1 - i)`): a call of `_rt.trip` costs Numba a compile of its own in
     every new process, and a typing of each call. Otherwise, `_rt.trip(...)`."""
     def simple(x: str) -> bool:
         return x.isidentifier() or x.lstrip("-").isdigit()
@@ -176,9 +184,10 @@ def trip_count(start: str, stop: str, step: str) -> str:
     if lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
         return str(max(0, (int(hi) - int(lo) + abs(k) - 1) // abs(k)))
     count = span(lo, hi) if abs(k) == 1 else f"({span(lo, hi)} + {abs(k) - 1}) // {abs(k)}"
-    # a conditional expression, not `max`: Numba compiles `max` of two ints as a function of
-    # its own (0.05-0.08 s in a new process). Reversed loops of step 1 need no count at all.
-    return f"({count} if {hi} > {lo} else 0)"
+    # `_rt.clamp0`, not `max`: Numba compiles `max` of two ints as a function of its own
+    # (0.05-0.08 s in a new process), where `clamp0` is one select (`numba_inline`). Reversed
+    # loops of step 1 need no count at all.
+    return f"_rt.clamp0({count})"
 
 
 def _const(c: Any) -> str:

@@ -26,7 +26,7 @@ from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
-from .emit import Emitter, assign_all, zero
+from .emit import Emitter, assign_all, range_args, zero
 
 
 class Forward:
@@ -187,7 +187,7 @@ class Forward:
         iv, carries = body.args[0], body.args[1:]
         self._assign(carries, op.args[3:])
         start, stop, step = (n(v) for v in op.args[:3])
-        with self.w.indent(f"for {n(iv)} in range({start}, {stop}, {step}):"):
+        with self.w.indent(f"for {n(iv)} in range({range_args(start, stop, step)}):"):
             self.block(body)
         self._assign(op.results, carries)
 

@@ -46,7 +46,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
-from .emit import Emitter, assign_all, span, trip_count
+from .emit import Emitter, assign_all, range_args, span, trip_count
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
@@ -993,7 +993,7 @@ class Reverse:
                     cache, k, need = self._cache_name(v, role), self._counter(v), self._nest_trips(v, trips)
                     with w.indent(f"if {k} + {need} > {cache}.shape[0]:"):
                         w(f"{cache} = _rt.grow({cache}, {k} + {need})")
-            with w.indent(f"for {n(body.args[0])} in range({a}, {b}, {s}):"):
+            with w.indent(f"for {n(body.args[0])} in range({range_args(a, b, s)}):"):
                 self.fwd_block(body, w)
                 self._fwd_assign(w, body.args[1:], body.ops[-1].args)
             self._fwd_assign(w, op.results, body.args[1:])
