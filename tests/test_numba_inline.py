@@ -279,6 +279,25 @@ def _grow1(buf, need):
     return numba_rt.grow(buf, need)
 
 
+@numba.njit
+def _clamp0(n):
+    return numba_rt.clamp0(n)
+
+
+@pytest.mark.parametrize("n", [-5, -1, 0, 1, 7, np.int32(-3), np.int32(4), np.uint8(200), True, False])
+def test_clamp0_is_the_helper(n):
+    """`_rt.clamp0`, the trip count written out: `n`, or 0 where `n` is negative, an int of
+    `n`'s type (a bool counts as an int)."""
+    got = _clamp0(n)
+    assert got == rt.clamp0(n) == max(int(n), 0)
+    assert isinstance(got, int)
+
+
+def test_clamp0_refuses_a_float():
+    with pytest.raises(numba.core.errors.TypingError):
+        _clamp0(1.5)
+
+
 def test_grow_copies_its_entries():
     buf = np.arange(3.0)
     for need, size in ((0, 7), (12, 12)):

@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 
 numba = pytest.importorskip("numba")
+literal_unroll = numba.literal_unroll  # a global of its own: Numba looks for it by value
 
 from helpers import check, fd_grad, zymo_grad
 from test_array_caches import appended_each_time
 from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
-from zymo.codegen.numba_pipeline import FAST, Compiler, _nothing_to_inline
+from zymo.codegen.numba_pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
 
 
 def pipeline_of(dispatcher):
@@ -263,3 +264,140 @@ def test_closures_and_comprehensions_are_still_inlined(f, nothing):
     fast = numba.njit(pipeline_class=Compiler)(f)
     assert fast(*args) == pytest.approx(numba.njit(f)(*args), rel=1e-15)
     assert fast(*args) == pytest.approx(f(*args), rel=1e-12)
+
+
+def repeated_products(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + x[i] * x[i] + x[i] * 2.0 - x[i] * x[i] * 0.5
+    return s
+
+
+def test_each_call_is_typed_once_per_argument_types(monkeypatch):
+    """Typing resolves `x[i]` and `float * float` once each (`_MemoTyping`), where Numba's
+    default pipeline resolves them at every call site; the result is typed and computes as
+    `njit`'s."""
+    from numba.core.typing.context import BaseContext
+
+    real = BaseContext.resolve_function_type
+    resolved = {}
+
+    def counting(self, func, args, kws):
+        sig = real(self, func, args, kws)
+        if sig is not None:
+            key = (func, tuple(args), tuple(sorted(kws.items())))
+            resolved[key] = resolved.get(key, 0) + 1
+        return sig
+
+    monkeypatch.setattr(BaseContext, "resolve_function_type", counting)
+    x = np.linspace(0.5, 2.0, 7)
+    fast = numba.njit(pipeline_class=Compiler)(repeated_products)
+    got = fast(x, 7)
+    assert pipeline_of(fast) == FAST
+    assert resolved and max(resolved.values()) == 1, resolved
+    resolved.clear()
+    assert got == numba.njit(repeated_products)(x, 7) == pytest.approx(repeated_products(x, 7), rel=1e-15)
+    assert max(resolved.values()) > 1  # the default pipeline: once per call site and round
+
+
+class _Counting:
+    """A typing context that counts resolutions; `None` for the function "unknown"."""
+
+    target = "cpu"
+
+    def __init__(self):
+        self.calls = []
+
+    def resolve_function_type(self, func, args, kws):
+        self.calls.append(func)
+        return None if func == "unknown" else (func, tuple(args), dict(kws))
+
+
+def test_memo_typing_remembers_successes_only():
+    ctx = _Counting()
+    memo = _MemoTyping(ctx)
+    f64 = numba.types.float64
+    first = memo.resolve_function_type("mul", (f64, f64), {})
+    assert memo.resolve_function_type("mul", [f64, f64], {}) is first  # a list of args: the same key
+    assert memo.resolve_function_type("mul", (f64, numba.types.int64), {}) != first
+    assert memo.resolve_function_type("mul", (f64, f64), {"out": f64}) != first
+    assert ctx.calls == ["mul", "mul", "mul"]
+    assert memo.resolve_function_type("unknown", (f64,), {}) is None
+    assert memo.resolve_function_type("unknown", (f64,), {}) is None
+    assert ctx.calls.count("unknown") == 2  # a failure is resolved again (Numba replays its own)
+    assert memo.target == "cpu"  # everything else is the context's
+
+
+def test_memo_typing_resolves_dispatcher_calls_every_time():
+    ctx = _Counting()
+    memo = _MemoTyping(ctx)
+    disp = numba.types.Dispatcher(numba.njit(lambda v: v))
+    for _ in range(2):
+        memo.resolve_function_type(disp, (numba.types.float64,), {})
+    assert ctx.calls == [disp, disp]
+
+
+def unrolled(x, t):
+    s = 0.0
+    for v in literal_unroll(t):  # an array of floats, one of ints, a tuple
+        s += v[0] + v[-1]
+    return s + x[0]
+
+
+def array_expression(a, b, c):
+    return np.sum(a * b + c) + a[1]
+
+
+@pytest.mark.parametrize("f", [unrolled, array_expression])
+def test_programs_the_rewrites_change_compute_as_njit(f):
+    """Where a rewrite applies before typing (`x[0]` to a static subscript, with `literal_unroll`,
+    which reads the variable lifetimes `_GenericRewrites` leaves invalid) or after it (an array
+    expression, `_NopythonRewrites`), the program computes as under `njit`."""
+    x = np.linspace(0.5, 2.0, 5)
+    args = (x, (x * 2, np.arange(3), (4.5, 0.25))) if f is unrolled else (x, x + 1, x * 3)
+    fast = numba.njit(pipeline_class=Compiler)(f)
+    assert fast(*args) == numba.njit(f)(*args) == pytest.approx(f(*args), rel=1e-14)
+
+
+def nested_sums(x, w):
+    """`loop_sums` under a function of its own (compiled here, not found in zymo's caches)."""
+    total = 0.0
+    for i in range(x.shape[0]):
+        acc = 0.0
+        for j in range(w.shape[0]):
+            if x[i] > w[j]:
+                acc = acc + np.sin(x[i] * w[j])
+        total = total + acc * acc
+    return total
+
+
+def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
+    """Where no rewrite after typing applied, `_IRLegalization` puts back the `del`s
+    `_NopythonRewrites` placed; Numba's own legalization of the same IR places the same."""
+    from numba.core import ir, ir_utils
+
+    from zymo.codegen import numba_pipeline as npl
+
+    def layout(func_ir):
+        return {label: [("del", s.value) if isinstance(s, ir.Del) else id(s) for s in block.body]
+                for label, block in func_ir.blocks.items()}
+
+    seen = []
+    real = npl._IRLegalization.run_pass
+
+    def checking(self, state):
+        reused = state.get(npl._DELS) is not None
+        out = real(self, state)
+        ours = layout(state.func_ir)
+        ir_utils.remove_dels(state.func_ir.blocks)
+        ir_utils.check_and_legalize_ir(state.func_ir, flags=state.flags)
+        seen.append((reused, ours == layout(state.func_ir), sum(k[0] == "del" for b in ours.values() for k in b
+                                                                if isinstance(k, tuple))))
+        return out
+
+    monkeypatch.setattr(npl._IRLegalization, "run_pass", checking)
+    x, w = np.linspace(-1.0, 1.0, 6), np.linspace(-0.5, 0.7, 4)
+    g = zymo_grad(nested_sums, [x.copy(), w.copy()], numba=True)
+    np.testing.assert_allclose(g[0], fd_grad(nested_sums, [x, w])[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g[1], zymo_grad(nested_sums, [x.copy(), w.copy()], numba=False)[1], rtol=1e-12)
+    assert seen and all(reused and same and dels > 20 for reused, same, dels in seen), seen

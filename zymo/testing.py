@@ -950,6 +950,12 @@ def _t_trip(fn):
     return trip
 
 
+def _t_clamp0(fn):
+    def clamp0(x):
+        return x * fn(x.shape[0] - 2) + x * fn(1 - x.shape[0])
+    return clamp0
+
+
 # views
 def _t_view(fn):
     def view(x, w):
@@ -1405,6 +1411,8 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
     elif key == "zymo.trip":
         b.add(_t_trip, ((5,),), ALL, fn=_rt.trip)
         b.add(_t_after_loop, ((5,),), ALL)
+    elif key == "zymo.clamp0":
+        b.add(_t_clamp0, ((5,),), ALL, fn=_rt.clamp0)
     elif key == "zymo.check_bound":
         b.add(_t_after_loop, ((5,),), ALL)
     elif key in ("numpy.matmul", "matmul", "numpy.dot"):

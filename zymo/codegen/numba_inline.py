@@ -152,6 +152,8 @@ def clamp0(typingctx, n):
 
     def codegen(context, builder, signature, args):
         v = context.cast(builder, args[0], n, res)
+        if not (isinstance(res, types.Integer) and res.signed):  # never negative
+            return v
         zero = ir.Constant(v.type, 0)
         return builder.select(builder.icmp_signed(">", v, zero), v, zero)
     return res(n), codegen

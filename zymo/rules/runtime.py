@@ -160,7 +160,7 @@ def reuse_list(tape, slot):
 
 def clamp0(n):
     """`n`, or 0 where `n` is negative: a trip count written out (`transform.emit.trip_count`)."""
-    return n if n > 0 else 0
+    return max(0, n)
 
 
 def trip(start, stop, step):
