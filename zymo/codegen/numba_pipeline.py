@@ -28,9 +28,19 @@ default pipeline, from the bytecode again (its first pass translates it anew), w
 first one left in the state forgotten (`_WithSSA`), exactly as `numba.njit` without
 `Compiler`. A program that compiles in neither raises the default pipeline's error.
 
-The first pipeline also skips Numba's `InlineClosureLikes` where it would leave the IR as it
-is (`_nothing_to_inline`: no closure, list display, `reduce` or stencil, one scope), as in
-every generated program; where there is something to inline, Numba's pass runs.
+The first pipeline also leaves out work whose result it would not use, each pass keeping
+Numba's behaviour where its shortcut does not hold:
+- `InlineClosureLikes` is skipped where it would leave the IR as it is (`_nothing_to_inline`:
+  no closure, list display, `reduce` or stencil, one scope), as in every generated program;
+- type inference resolves each call once per function and argument types (`_MemoTyping`),
+  where Numba resolves it at every call site and every round (the result is the same);
+- a `PostProcessor` run (CFG canonicalization, variable lifetimes, `del` placement: 9-11 ms
+  each on `gmm_objective`'s gradient, six per compile) is skipped where the IR it would
+  process is the one the previous run processed: after the rewrites when none applied
+  (`_GenericRewrites`, `_NopythonRewrites`), when stripping phis finds none (`_StripPhis`),
+  and for legalization, whose `del`s are those `_NopythonRewrites` placed on the same IR
+  (`_IRLegalization`). After rewrites before typing that keep every block's successors, the
+  lifetimes are invalidated rather than recomputed (`_GenericRewrites`).
 """
 
 from __future__ import annotations
