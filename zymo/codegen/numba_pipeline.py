@@ -357,8 +357,9 @@ class _IRLegalization(tp.IRLegalization):
 
 @register_pass(mutates_CFG=True, analysis_only=False)
 class _StripPhis(tp.PreLowerStripPhis):
-    """Numba's `PreLowerStripPhis`, where the IR has a phi node (never, without SSA) or is a
-    generator's; otherwise only its refresh of the definitions. Its `PostProcessor` run would
+    """Numba's `PreLowerStripPhis`, where the IR has a phi node (never, without SSA), is a
+    generator's, or is compiled `parallel=True` (which also simplifies variables defined on
+    some paths only); otherwise only its refresh of the definitions. Its `PostProcessor` run would
     canonicalize an unchanged CFG and compute variable lifetimes that no pass reads before
     `_NopythonRewrites` computes them anew (nopython lowering reads the `del`s that
     `IRLegalization` puts in, not the lifetimes)."""
@@ -367,7 +368,7 @@ class _StripPhis(tp.PreLowerStripPhis):
 
     def run_pass(self, state: Any) -> bool:
         func_ir = state.func_ir
-        if func_ir.generator_info is not None or any(
+        if func_ir.generator_info is not None or state.flags.auto_parallel.enabled or any(
                 isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr) and stmt.value.op == "phi"
                 for block in func_ir.blocks.values() for stmt in block.body):
             return super().run_pass(state)
