@@ -24,7 +24,7 @@ numba = pytest.importorskip("numba")
 
 import zymo  # noqa: E402
 import zymo.api  # noqa: E402
-from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
+from zymo import Active, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
@@ -1186,6 +1186,53 @@ def std_of(x):
 
 SINGULAR = [(sqrt_at, [0.0, 0.0]), (sqrt_at, [0.0, 1.0]), (ratio, [0.0, 2.0]), (ratio, [0.0, 0.0]),
             (loop_of_roots, [0.0, 1.0, 4.0]), (mean_of, []), (std_of, [1.5])]
+
+
+def root_of_shifted(t):
+    return math.sqrt(t - 2.0) + 0.5 * t
+
+
+def root_of_nothing(t):
+    return math.sqrt(t * 0.0) * 3.0 + t
+
+
+def reciprocal_of_shifted(t):
+    return 1.0 / (t - 2.0)
+
+
+@pytest.mark.parametrize("backend", [False, True], ids=["python", "numba"])
+def test_derivatives_of_python_floats_divide_as_ieee(backend):
+    """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`) in both backends:
+    at a Python float where `math.sqrt`'s derivative is infinite the gradient is inf (and
+    nan where it meets a zero factor), as NumPy, JAX and the compiled derivative give it; the
+    Python backend raised `ZeroDivisionError` in code the user never wrote. The primal's own
+    division by zero still raises in the Python backend, as the user's Python does (the
+    compiled program divides all numbers as IEEE division: `ieee_divisions`)."""
+    for mode in (Reverse, Forward):
+        (g,) = zymo.gradient(mode, root_of_shifted, 2.0, numba=backend)
+        assert g == math.inf
+        (g,) = zymo.gradient(mode, root_of_nothing, 2.0, numba=backend)
+        assert math.isnan(g)
+        (g,) = zymo.gradient(mode, root_of_shifted, 3.0, numba=backend)  # away from 0: finite, right
+        assert g == pytest.approx(0.5 / math.sqrt(1.0) + 0.5, rel=1e-14)
+        assert g == pytest.approx(fd_grad(root_of_shifted, [np.float64(3.0)])[0], rel=1e-7)
+    if backend:  # the compiled program divides numbers as NumPy divides an array's elements
+        (g,) = zymo.gradient(Reverse, reciprocal_of_shifted, 2.0, numba=backend)
+        assert g == -math.inf
+    else:
+        with pytest.raises(ZeroDivisionError):
+            zymo.gradient(Reverse, reciprocal_of_shifted, 2.0, numba=backend)
+
+
+def test_second_order_through_ieee_divisions():
+    """zymo's reverse program of `math.sqrt` divides by `_rt.fdiv`; forward mode over it (the
+    Hessian) differentiates that division by its own rule: against the closed form."""
+    t = 3.0
+    want = -0.25 * (t - 2.0) ** -1.5
+    assert zymo.hessian(root_of_shifted, t) == pytest.approx(want, rel=1e-12)
+    assert zymo.hessian(root_of_shifted, t) == pytest.approx(
+        (zymo.gradient(Reverse, root_of_shifted, t + 1e-5)[0] - zymo.gradient(Reverse, root_of_shifted, t - 1e-5)[0])
+        / 2e-5, rel=1e-6)
 
 
 @pytest.mark.parametrize("f, x", SINGULAR, ids=lambda a: getattr(a, "__name__", str(a)))

@@ -571,7 +571,7 @@ DOMAINS: dict[str, tuple[Domain, ...]] = {
     "log": (POS,), "log2": (POS,), "log10": (POS,), "sqrt": (POS,), "log1p": (Domain(-0.5, 2.0),),
     "asin": (Domain(-0.9, 0.9),), "acos": (Domain(-0.9, 0.9),), "tan": (Domain(-1.2, 1.2),),
     "abs": (NONZERO,), "fabs": (NONZERO,), "absolute": (NONZERO,), "sign": (NONZERO,),
-    "truediv": (ANY, NONZERO), "divide": (ANY, NONZERO),
+    "truediv": (ANY, NONZERO), "divide": (ANY, NONZERO), "fdiv": (ANY, NONZERO),
     "mod": (Domain(2.6, 3.9), Domain(2.0, 2.5)),  # x / y in (1.04, 1.95): x // y == 1, no jump
     "floordiv": (Domain(2.6, 3.9), Domain(2.0, 2.5)),
     "pow": (Domain(0.3, 2.0), Domain(-1.5, 2.5)), "power": (Domain(0.3, 2.0), Domain(-1.5, 2.5)),
@@ -1411,6 +1411,10 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
     elif key == "zymo.trip":
         b.add(_t_trip, ((5,),), ALL, fn=_rt.trip)
         b.add(_t_after_loop, ((5,),), ALL)
+    elif key == "zymo.fdiv":
+        for p in [((), ()), ((5,), (5,)), ((3, 4), (4,))]:
+            b.add(_t_call2, p, ALL, fn=_rt.fdiv)
+        b.add(_t_loop2, ((), ()), ALL, fn=_rt.fdiv)
     elif key == "zymo.clamp0":
         b.add(_t_clamp0, ((5,),), ALL, fn=_rt.clamp0)
     elif key == "zymo.check_bound":

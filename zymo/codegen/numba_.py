@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import Loc, ZymoSourceError
+from ..transform.emit import IEEEDivisions, zero_divisor
 from .python import paused_collector
 
 _HEADER = '''"""zymo: {what}. Generated code; the file name is the hash of its contents."""
@@ -582,19 +583,54 @@ def fresh_lists(src: str) -> str:
     return _REUSE_LIST.sub(r"\1_rt.List()", src) if "_rt.reuse_list(" in src else src
 
 
-def _zero_divisor(e: ast.expr) -> bool:
-    """Whether `e` may be zero: anything but a nonzero number written out."""
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
-        e = e.operand
-    return not (isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and e.value != 0)
-
-
-class _Divisions(ast.NodeTransformer):
-    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+class _PlainDivisions(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
-        if isinstance(node.op, ast.Div) and _zero_divisor(node.right):
-            return _rt_call("fdiv", node.left, node.right)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+                and f.attr == "fdiv" and len(node.args) == 2 and not node.keywords):
+            return ast.copy_location(ast.BinOp(node.args[0], ast.Div(), node.args[1]), node)
         return node
+
+
+def plain_divisions(src: str) -> str:
+    """`_rt.fdiv(a, b)` (the IEEE divisions of derivative rules of numbers) -> `a / b`, for
+    the rewrites that follow, which read `/` as the elementwise division their intrinsics
+    compute as IEEE division (`dt += _rt.fdiv(g, s) * e`, `e` an array, is one loop), and
+    `ieee_divisions`, which writes `_rt.fdiv` back wherever the rest of the statement is
+    left to Numba. Outermost calls, rewritten in place on their lines."""
+    if "_rt.fdiv(" not in src:
+        return src
+    lines = src.split("\n")
+    edits: list[tuple[int, int, int, str]] = []
+
+    def edit(node: ast.expr, parens: bool) -> bool:
+        if node.lineno != node.end_lineno or "_rt.fdiv(" not in ast.unparse(node):
+            return False
+        text = ast.unparse(_PlainDivisions().visit(copy.deepcopy(node)))
+        edits.append((node.lineno, node.col_offset, node.end_col_offset, f"({text})" if parens else text))
+        return True
+
+    class Outermost(ast.NodeVisitor):
+        def generic_visit(self, node: ast.AST) -> None:
+            # a statement's whole value needs no parentheses; a call elsewhere may
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) and node.value is not None:
+                for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                    if target is not None:
+                        self.visit(target)
+                if not edit(node.value, parens=False):
+                    self.visit(node.value)
+                return
+            super().generic_visit(node)
+
+        def visit_Call(self, node: ast.Call) -> None:
+            if not edit(node, parens=True):
+                super().generic_visit(node)
+
+    Outermost().visit(ast.parse(src))
+    for line, col, end, text in sorted(edits, reverse=True):  # right to left within a line
+        lines[line - 1] = lines[line - 1][:col] + text + lines[line - 1][end:]
+    return "\n".join(lines)
 
 
 def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
@@ -612,22 +648,22 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
     edits: list[tuple[int, int, int, str]] = []
 
     def divides(e: ast.AST) -> bool:
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and _zero_divisor(n.right)
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and zero_divisor(n.right)
                    for n in ast.walk(e))
 
     class Outermost(ast.NodeVisitor):
         def visit_BinOp(self, node: ast.BinOp) -> None:
             if node.lineno == node.end_lineno and divides(node):
-                text = ast.unparse(_Divisions().visit(copy.deepcopy(node)))
+                text = ast.unparse(IEEEDivisions().visit(copy.deepcopy(node)))
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:
                 self.generic_visit(node)
 
         def visit_AugAssign(self, node: ast.AugAssign) -> None:
             if (isinstance(node.op, ast.Div) and isinstance(node.target, ast.Name) and node.target.id in floats
-                    and _zero_divisor(node.value) and node.lineno == node.end_lineno):
+                    and zero_divisor(node.value) and node.lineno == node.end_lineno):
                 name = node.target.id
-                value = _Divisions().visit(copy.deepcopy(node.value))
+                value = IEEEDivisions().visit(copy.deepcopy(node.value))
                 text = f"{name} = {ast.unparse(_rt_call('fdiv', ast.Name(name, ast.Load()), value))}"
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:
@@ -662,12 +698,12 @@ class SourceFacts:
 
 
 def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
-    """The source Numba compiles: `src` after `whole_views`, `fresh_lists`,
+    """The source Numba compiles: `src` after `plain_divisions`, `whole_views`, `fresh_lists`,
     `accumulating_products`, `elementwise_statements` (loops in place of temporaries and
     array expressions), `ieee_divisions` and `nonneg_indices` (the Python backend, and second
     order, run `src` as it is). Statements of names that hold only floats or only numbers
     (`facts`) are left as they are (nothing to gain; an intrinsic costs compile time)."""
-    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(src))),
+    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
                                        facts.floats | facts.numbers)
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 

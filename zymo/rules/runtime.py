@@ -158,6 +158,18 @@ def reuse_list(tape, slot):
     return []
 
 
+def fdiv(a, b):
+    """`a / b`, where a zero divisor gives inf or nan as IEEE (NumPy's) division does, not
+    Python's `ZeroDivisionError`: what derivative rules of numbers divide with
+    (`transform.emit.IEEEDivisions`). Arrays divide as NumPy divides them."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.true_divide(a, b)
+        return q.item() if isinstance(q, np.generic) else q
+
+
 def clamp0(n):
     """`n`, or 0 where `n` is negative: a trip count written out (`transform.emit.trip_count`)."""
     return max(0, n)

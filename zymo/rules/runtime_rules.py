@@ -97,6 +97,14 @@ class grow_stack(Rule, key="zymo.rt.grow_stack", fn=_rt.grow_stack, call="_rt.gr
     def vjp_buf(g, ans, buf, row, need): return g[:buf.shape[0]]
 
 
+class fdiv(Rule, key="zymo.fdiv", fn=_rt.fdiv, call="_rt.fdiv", elementwise=True):
+    """IEEE division (rules of numbers divide with it): a quotient's derivatives, IEEE too."""
+    def jvp_a(t, ans, a, b): return _rt.fdiv(t, b)
+    def jvp_b(t, ans, a, b): return -_rt.fdiv(t * ans, b)
+    def vjp_a(g, ans, a, b): return _rt.fdiv(g, b)
+    def vjp_b(g, ans, a, b): return -_rt.fdiv(g * ans, b)
+
+
 class reduced_count(Rule, key="zymo.rt.reduced_count", fn=_rt.reduced_count, call="_rt.reduced_count",
                     nondiff=True): pass
 

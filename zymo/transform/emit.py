@@ -3,7 +3,8 @@
 Contract: `Emitter` turns argument trees into expressions, writes the primal
 statement of each non-region op exactly as the user's code computes it, and
 inlines a rule's jvp/vjp body with the op's arguments substituted
-(`rule_expr`). Both transforms (forward, reverse) write through it, so the
+(`rule_expr`; in a rule of numbers, a division by what may be zero is `_rt.fdiv`, IEEE
+division). Both transforms (forward, reverse) write through it, so the
 primal part of every derivative program is the same code.
 """
 from __future__ import annotations
@@ -102,7 +103,11 @@ class Emitter:
         for g in ir.names - set(ir.params):
             if g not in _GEN_GLOBALS:
                 raise AssertionError(f"rule {rule.key} uses {g}; rules may only use np, math, _rt and builtins")
-        return _substitute(ir.expr, subst)
+        # a rule of numbers divides as IEEE division: the derivative of `math.sqrt` at 0 is inf
+        # (times the adjoint) as NumPy, JAX and the Numba backend give it, where Python floats
+        # would raise in the derivative the primal never computes; arrays divide so already
+        numbers = not any(T.is_memory(v.type) for v in (*op.args, *op.results))
+        return _substitute(ir.expr, subst, ieee=numbers)
 
     def bind(self, rule: type[Rule], op: Op, name=None) -> dict[str, str]:
         """Rule parameter name -> argument expression, for the op's call."""
@@ -249,9 +254,30 @@ class _Fold(ast.NodeTransformer):
         return node
 
 
-def _substitute(expr: ast.expr, subst: dict[str, str]) -> str:
+def _substitute(expr: ast.expr, subst: dict[str, str], ieee: bool = False) -> str:
     import copy
 
     parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
     new = _Fold().visit(_Sub(parsed).visit(copy.deepcopy(expr)))
+    if ieee:
+        new = IEEEDivisions().visit(new)
     return ast.unparse(new)
+
+
+def zero_divisor(e: ast.expr) -> bool:
+    """Whether expression `e` may be zero: anything but a nonzero number written out."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return not (isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and e.value != 0)
+
+
+class IEEEDivisions(ast.NodeTransformer):
+    """`a / b` -> `_rt.fdiv(a, b)` wherever `b` may be zero (`zero_divisor`): IEEE division,
+    NumPy's, where Python (and Numba) divide numbers raising `ZeroDivisionError`."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Div) and zero_divisor(node.right):
+            fdiv = ast.Attribute(ast.Name("_rt", ast.Load()), "fdiv", ast.Load())
+            return ast.copy_location(ast.Call(fdiv, [node.left, node.right], []), node)
+        return node
