@@ -241,3 +241,23 @@ def test_gradient_with_primal_returns_the_value_too():
     assert abs(gs) > 0.1
     with pytest.raises(zymo.ZymoUsageError, match="ReverseWithPrimal"):
         zymo.gradient(zymo.ForwardWithPrimal, _weighted, x, w, 0.7)
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward])
+def test_gradient_takes_const_arguments(mode):
+    """`zymo.gradient(mode, f, x, Const(w), Const(s))`: `w` and `s` are not differentiated and
+    their entries are None (as in Enzyme's `gradient`); `x`'s gradient is the one with `w`
+    and `s` plain, and central differences'. Other annotations are refused with a usage
+    error, and so is an annotation of an annotation (both once failed deep in the frontend)."""
+    from helpers import fd_grad
+
+    x, w = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, -2.0])
+    gx, gw, gs = zymo.gradient(mode, _weighted, x, Const(w), Const(0.7))
+    assert gw is None and gs is None
+    np.testing.assert_allclose(gx, zymo.gradient(mode, _weighted, x, w, 0.7)[0], rtol=1e-13)
+    np.testing.assert_allclose(gx, fd_grad(_weighted, [x, w, 0.7])[0], rtol=1e-6)
+    assert np.abs(gx).max() > 0.1
+    with pytest.raises(zymo.ZymoUsageError, match="gradient makes the shadows itself"):
+        zymo.gradient(mode, _weighted, Duplicated(x, np.zeros(3)), w, 0.7)
+    with pytest.raises(zymo.ZymoUsageError, match="an annotation of an annotation"):
+        zymo.autodiff(Reverse, _weighted, Active, Duplicated(x, np.zeros(3)), Const(Const(w)), Active(0.7))

@@ -246,7 +246,7 @@ def test_nested_for_loops_with_a_branch():
     src = zymo.generated_code(Reverse, nested_branch, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(c))
     # `A.shape[1]` is read before the loops (`hoist_sizes`): each cache is allocated once, for
     # the whole nest, with the inner loop's trip count written out
-    assert "_rt.grow(" not in src and "np.empty(_trips * _rt.clamp0(n), np.float64)" in src
+    assert "_rt.grow(" not in src and "np.empty(_trips * _rt.span(0, n), np.float64)" in src
     dA = np.zeros_like(A)
     zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA), Const(c), numba=True)
     dA_py = np.zeros_like(A)
@@ -299,7 +299,7 @@ def test_room_for_a_nest_is_made_where_its_trip_counts_are_known():
     check(triangle_in_while, [A.copy(), 2], const=(1,))
     src = zymo.generated_code(Reverse, triangle_in_while, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(2))
     # the nest in the while loop: one check for both loops, before the outer one
-    assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * _rt.clamp0(n_1))" in src
+    assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * _rt.span(0, n_1))" in src
     # the triangle: its inner loop's bound is the outer index, so room is made at the inner loop
     assert "_cache_cos = _rt.grow(_cache_cos, _k_cos + _trips_" in src
     for numba in (True, False):
@@ -375,6 +375,23 @@ def test_arrays_whose_shape_changes_around_a_loop_are_cached_in_lists(f, make):
     tape, _ = fwd(*shadow)
     rev(*shadow, 1.0, tape)
     assert_tree_close([shadow[0].dval], [g], rtol=1e-12, atol=1e-14)
+    assert np.abs(g).max() > 0.1
+
+
+def test_a_shadow_the_adjoint_sweep_makes_is_not_allocated_in_the_loop():
+    """`np.sum(np.sin(h))`'s adjoint is a number the adjoint sweep writes itself, never the
+    forward sweep's zeros: the forward sweep allocated `dsin = np.zeros_like(sin)` in every
+    iteration all the same (`Reverse._made_by_adjoint`). The shadows the adjoint does read
+    (`dconcatenate`, `dt_2`) are still allocated and cached. Both backends against central
+    differences."""
+    x = np.random.default_rng(5).random(4)
+    src = zymo.generated_code(Reverse, appended_each_time, Active, Duplicated(x, np.zeros_like(x)))
+    forward = src.split("# adjoint sweep")[0]
+    assert "dsin" not in forward and "= np.zeros_like(concatenate)" in forward and "_cache_dt.append(" in forward
+    want = fd_grad(appended_each_time, [x])
+    for numba in (False, True):
+        (g,) = zymo.gradient(Reverse, appended_each_time, x.copy(), numba=numba)
+        assert_tree_close([g], want, rtol=1e-6, atol=1e-8)
     assert np.abs(g).max() > 0.1
 
 

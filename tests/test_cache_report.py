@@ -39,7 +39,7 @@ def test_loop_that_overwrites_its_input_caches_one_value_per_iteration():
     src = zymo.generated_code(Reverse, sumsq_inplace, Active, Duplicated(x.copy(), np.zeros(6)))
     # exactly one cache: n floats, allocated once at the loop's entry with its trip count
     assert src.count("np.empty(") == 1 and "np.empty(_trips, np.float64)" in src
-    assert "_trips = _rt.clamp0(n)" in src
+    assert "_trips = _rt.span(0, n)" in src
     assert src.count("+= 1") == 1 and src.count("-= 1") == 1
     assert "allocated once at the loop's entry" in rep
     assert "this call: 6 entries, 48 bytes" in rep  # n floats, measured on a copy of the call

@@ -496,6 +496,64 @@ def test_for_range_bounds_from_int_args():
     (d,) = zymo.autodiff(Reverse, range_bounds_from_args, Active, Duplicated(x.copy(), np.zeros(6)), 2, 5)
 
 
+def range_by_two(x, a, b):
+    s = 0.0
+    for i in range(a, b, 2):
+        s = np.sin(s + x[i])
+    return s
+
+
+def range_back(x, a, b):
+    s = 0.0
+    for i in range(b, a, -1):
+        s = np.sin(s + x[i])
+    for i in range(a, b):
+        s = s * x[i]
+    return s
+
+
+@pytest.mark.parametrize("fn", [range_by_two, range_back], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("bounds", [(5, 1), (1, 5), (2, 2)], ids=str)
+@pytest.mark.parametrize("kind", [np.uint64, np.uint8, int])
+def test_for_range_unsigned_and_empty_bounds(fn, bounds, kind):
+    """Loop bounds of unsigned type: `b - a` wraps round where `b < a` (2**64 - 4), so the
+    trip counts and reversed loops compare before they subtract (`_rt.span`). Empty loops give
+    zeros, the others match central differences; both modes, both backends."""
+    a, b = (kind(v) for v in bounds)
+    x = arr(8)
+    check(fn, [x, a, b], const=[1, 2])
+    for numba in (False, True):
+        dx = np.zeros(8)
+        zymo.autodiff(Reverse, fn, Active, Duplicated(x.copy(), dx), Const(a), Const(b), numba=numba)
+        want = np.zeros(8)
+        zymo.autodiff(Reverse, fn, Active, Duplicated(x.copy(), want), Const(int(a)), Const(int(b)), numba=False)
+        np.testing.assert_allclose(dx, want, rtol=1e-13, atol=1e-15)
+        assert (np.abs(dx).max() > 0.1) == (bounds == (1, 5))
+
+
+def loop_count_of_a_bool(x, flag):
+    y = x.copy()
+    s = 0.0
+    for i in range(flag):
+        y[i] = np.sin(y[i]) * y[i + 1]
+        s = s + y[i] * y[i]
+    return s + np.sum(y)
+
+
+def test_for_range_of_a_bool():
+    """`range(True)`: one iteration; its cache is sized by a trip count that is an int, not
+    the bool (`np.empty(True)` raises)."""
+    x = arr(4)
+    check(loop_count_of_a_bool, [x, True], const=[1])
+    for numba in (False, True):
+        dx = np.zeros(4)
+        zymo.autodiff(Reverse, loop_count_of_a_bool, Active, Duplicated(x.copy(), dx), Const(True), numba=numba)
+        want = np.zeros(4)
+        zymo.autodiff(Reverse, loop_count_of_a_bool, Active, Duplicated(x.copy(), want), Const(1), numba=False)
+        np.testing.assert_allclose(dx, want, rtol=1e-13)
+        assert np.abs(dx).max() > 0.1
+
+
 def loop_over_tuple(x, y):
     s = 0.0
     for v in (x, y, x * y, 2.0):

@@ -280,22 +280,26 @@ def _grow1(buf, need):
 
 
 @numba.njit
-def _clamp0(n):
-    return numba_rt.clamp0(n)
+def _span(lo, hi):
+    return numba_rt.span(lo, hi)
 
 
-@pytest.mark.parametrize("n", [-5, -1, 0, 1, 7, np.int32(-3), np.int32(4), np.uint8(200), True, False])
-def test_clamp0_is_the_helper(n):
-    """`_rt.clamp0`, the trip count written out: `n`, or 0 where `n` is negative, an int of
-    `n`'s type (a bool counts as an int)."""
-    got = _clamp0(n)
-    assert got == rt.clamp0(n) == max(int(n), 0)
-    assert isinstance(got, int)
+@pytest.mark.parametrize("lo, hi", [(0, 5), (0, -5), (3, 3), (2, 7), (7, 2), (-4, 1), (np.uint64(5), np.uint64(1)),
+                                    (np.uint64(1), np.uint64(5)), (np.uint8(200), np.int64(3)), (np.int32(-3), np.uint8(4)),
+                                    (False, True), (True, False)])
+def test_span_is_the_helper(lo, hi):
+    """`_rt.span(lo, hi)`, a trip count written out: `hi - lo`, or 0 where `hi <= lo`, an int;
+    compared before subtracting, so unsigned bounds do not wrap round (`np.uint64(1) -
+    np.uint64(5)` is 2**64 - 4)."""
+    got = _span(lo, hi)
+    want = max(int(hi) - int(lo), 0)
+    assert got == rt.span(lo, hi) == want
+    assert type(got) is int and type(rt.span(lo, hi)) is int
 
 
-def test_clamp0_refuses_a_float():
+def test_span_refuses_a_float():
     with pytest.raises(numba.core.errors.TypingError):
-        _clamp0(1.5)
+        _span(0, 1.5)
 
 
 def test_grow_copies_its_entries():

@@ -1,5 +1,7 @@
 """zymo's Numba pipeline (`codegen/numba_pipeline.py`): typing without SSA only where it types
 the program as Numba's default pipeline does; otherwise the default pipeline runs."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -145,16 +147,34 @@ def grown_each_time(x):
     return appended_each_time(x)
 
 
-def test_a_derivative_whose_names_change_type_falls_back_and_is_right():
-    """The adjoint of `np.sin(h)` is an array in the forward sweep (the shadow allocated with
-    it) and a float in the adjoint sweep (the seed of `np.sum`): the default pipeline types it."""
+def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
+    """A derivative the first pipeline refuses compiles with Numba's default pipeline and
+    computes the same. The refusal is forced (`_SameTypes` widening every assignment): zymo's
+    programs now type the same without SSA (the last that did not, the shadow of `np.sin(h)`
+    here, an array in the forward sweep and a number in the adjoint sweep, is no longer
+    allocated in the forward sweep: `Reverse._made_by_adjoint`)."""
+    from zymo.codegen import numba_pipeline
+
     x = np.random.default_rng(3).random(4)
+    fast = zymo_grad(grown_each_time, [x.copy()], numba=True)
+    (entry,) = numba_entries(grown_each_time)
+    assert pipeline_of(entry.fn) == FAST
+
+    def widened(self, state):
+        raise numba_pipeline.Widened("forced by the test")
+
+    monkeypatch.setattr(numba_pipeline._SameTypes, "run_pass", widened)
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))  # compiled anew: not from disk,
+    for name in [m for m in sys.modules if m.startswith("zymo_generated_")]:  # nor from memory
+        monkeypatch.delitem(sys.modules, name)
+    zymo.api.cache_clear()
     g = zymo_grad(grown_each_time, [x.copy()], numba=True)
+    entries = [e for e in numba_entries(grown_each_time) if pipeline_of(e.fn) == "nopython"]
+    assert entries, "the default pipeline compiled it"
+    np.testing.assert_allclose(g[0], fast[0], rtol=1e-15)
     np.testing.assert_allclose(g[0], fd_grad(grown_each_time, [x])[0], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(g[0], zymo_grad(grown_each_time, [x.copy()], numba=False)[0], rtol=1e-12)
     assert np.max(np.abs(g[0])) > 0.1
-    (entry,) = numba_entries(grown_each_time)
-    assert pipeline_of(entry.fn) == "nopython"
 
 
 def test_an_internal_error_of_the_first_pipeline_falls_back(monkeypatch):
@@ -401,3 +421,19 @@ def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
     np.testing.assert_allclose(g[0], fd_grad(nested_sums, [x, w])[0], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(g[1], zymo_grad(nested_sums, [x.copy(), w.copy()], numba=False)[1], rtol=1e-12)
     assert seen and all(reused and same and dels > 20 for reused, same, dels in seen), seen
+
+
+def doubled_in_a_loop(x, n):
+    y = x.copy()
+    for i in range(n):
+        y = y * 2 + 1
+    return y
+
+
+def test_parallel_compiles_with_numbas_pipeline():
+    """`parallel=True` takes Numba's default pipeline: its passes rely on SSA (without it,
+    `y = y * 2 + 1` in a loop computed the first iteration only)."""
+    x = np.linspace(0.1, 2.0, 6)
+    fast = numba.njit(parallel=True, pipeline_class=Compiler)(doubled_in_a_loop)
+    np.testing.assert_array_equal(fast(x, 3), doubled_in_a_loop(x, 3))
+    assert pipeline_of(fast) != FAST

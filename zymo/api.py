@@ -105,6 +105,9 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
         where = f"argument {k}"
         if isinstance(a, type) and issubclass(a, Annotation):
             raise ZymoUsageError(f"{where}: annotate a value, e.g. {a.__name__}(x), not the class {a.__name__}")
+        if isinstance(a, Annotation) and isinstance(getattr(a, "val", None), Annotation):
+            raise ZymoUsageError(f"{where}: {type(a).__name__}({type(a.val).__name__}(...)): an annotation of an "
+                                 "annotation; annotate the value once")
         if isinstance(a, BatchDuplicated):
             for lane, d in enumerate(a.dvals):
                 check_shadow(a.val, d, f"{where} (shadow {lane + 1})")
@@ -828,19 +831,28 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
 def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
     """The gradient of scalar `f` with respect to every argument, shadows allocated for you.
 
-    Floats give floats, arrays arrays, tuples tuples. `mode` is `Reverse` (one
+    Floats give floats, arrays arrays, tuples tuples; an argument passed as `Const(x)` is not
+    differentiated (its entry is None), as in Enzyme's `gradient`. `mode` is `Reverse` (one
     reverse sweep) or `Forward` (batched forward sweeps, 8 input elements per call);
     `ReverseWithPrimal` returns `(gradient, value)`, as Enzyme's `gradient` does.
     """
     if mode.forward and mode.with_primal:
         raise ZymoUsageError("gradient takes Forward, Reverse or ReverseWithPrimal (which also returns the value), "
                              f"not {mode}")
+    for k, a in enumerate(args):
+        if isinstance(a, Annotation) and not isinstance(a, Const):
+            raise ZymoUsageError(f"argument {k}: gradient makes the shadows itself: pass the value as it is, or "
+                                 f"Const(x) for an argument it does not differentiate, not {type(a).__name__}(...) "
+                                 "(zymo.autodiff takes annotated arguments)")
     if mode.forward:
         return _gradient_forward(f, args, numba)
     annotated = []
     shadows = []
     for a in args:
-        if _has_memory_leaf(a):
+        if isinstance(a, Const):  # its entry of the gradient is None
+            shadows.append(None)
+            annotated.append(a)
+        elif _has_memory_leaf(a):
             s = make_zero(a)
             shadows.append(s)
             annotated.append(Duplicated(a, s))
@@ -859,8 +871,12 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 
     out = []
+    const = [isinstance(a, Const) for a in args]
+    args = tuple(a.val if c else a for a, c in zip(args, const))
     for k, a in enumerate(args):
-        if isinstance(a, np.ndarray):
+        if const[k]:
+            out.append(None)
+        elif isinstance(a, np.ndarray):
             from .derivatives import forward_columns
 
             g, _ = forward_columns(f, list(args), k, None, numba)  # batched, 8 tangents per call

@@ -950,10 +950,10 @@ def _t_trip(fn):
     return trip
 
 
-def _t_clamp0(fn):
-    def clamp0(x):
-        return x * fn(x.shape[0] - 2) + x * fn(1 - x.shape[0])
-    return clamp0
+def _t_span(fn):
+    def span(x):
+        return x * fn(2, x.shape[0]) + x * fn(x.shape[0], 1)
+    return span
 
 
 # views
@@ -1415,8 +1415,8 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
         for p in [((), ()), ((5,), (5,)), ((3, 4), (4,))]:
             b.add(_t_call2, p, ALL, fn=_rt.fdiv)
         b.add(_t_loop2, ((), ()), ALL, fn=_rt.fdiv)
-    elif key == "zymo.clamp0":
-        b.add(_t_clamp0, ((5,),), ALL, fn=_rt.clamp0)
+    elif key == "zymo.span":
+        b.add(_t_span, ((5,),), ALL, fn=_rt.span)
     elif key == "zymo.check_bound":
         b.add(_t_after_loop, ((5,),), ALL)
     elif key in ("numpy.matmul", "matmul", "numpy.dot"):

@@ -8,8 +8,9 @@ in the generated source already):
   ints, a NumPy scalar type or dtype): a C-ordered array;
 - `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
   Numba uses as an index without first adding the extent to a negative one (`numba_.nonneg_indices`);
-- `clamp0(n)`: `rules.runtime.clamp0`, an int `n` or 0 where it is negative, as one select: a
-  conditional expression would be three more blocks for Numba and LLVM (a trip count);
+- `span(lo, hi)`: `rules.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
+  (unsigned bounds do not wrap), as one select: a conditional expression would be three more
+  blocks for Numba and LLVM (a trip count);
 - `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
@@ -144,19 +145,15 @@ def nonneg(typingctx, i):
 
 
 @intrinsic
-def clamp0(typingctx, n):
-    """`rt.clamp0(n)` of an int or bool `n` (module contract)."""
-    if not isinstance(n, (types.Integer, types.Boolean)):
+def span(typingctx, lo, hi):
+    """`rt.span(lo, hi)` of ints or bools (module contract)."""
+    if not all(isinstance(t, (types.Integer, types.Boolean)) for t in (lo, hi)):
         return None
-    res = types.unliteral(n) if isinstance(n, types.Integer) else types.intp
 
     def codegen(context, builder, signature, args):
-        v = context.cast(builder, args[0], n, res)
-        if not (isinstance(res, types.Integer) and res.signed):  # never negative
-            return v
-        zero = ir.Constant(v.type, 0)
-        return builder.select(builder.icmp_signed(">", v, zero), v, zero)
-    return res(n), codegen
+        a, b = (context.cast(builder, v, types.unliteral(t), types.intp) for v, t in zip(args, (lo, hi)))
+        return builder.select(builder.icmp_signed(">", b, a), builder.sub(b, a), ir.Constant(a.type, 0))
+    return types.intp(lo, hi), codegen
 
 
 @intrinsic

@@ -358,8 +358,8 @@ class _IRLegalization(tp.IRLegalization):
 @register_pass(mutates_CFG=True, analysis_only=False)
 class _StripPhis(tp.PreLowerStripPhis):
     """Numba's `PreLowerStripPhis`, where the IR has a phi node (never, without SSA), is a
-    generator's, or is compiled `parallel=True` (which also simplifies variables defined on
-    some paths only); otherwise only its refresh of the definitions. Its `PostProcessor` run would
+    generator's (or is compiled `parallel=True`, which `Compiler` leaves to Numba's pipeline);
+    otherwise only its refresh of the definitions. Its `PostProcessor` run would
     canonicalize an unchanged CFG and compute variable lifetimes that no pass reads before
     `_NopythonRewrites` computes them anew (nopython lowering reads the `del`s that
     `IRLegalization` puts in, not the lifetimes)."""
@@ -404,8 +404,11 @@ class Compiler(CompilerBase):
         self.state[_DECLARED] = (self.state.return_type, self.state.library)  # None, None unless given
         default = DefaultPassBuilder.define_nopython_pipeline(self.state)
         if not any(pass_ is up.FixupArgs for pass_, _ in default.passes) or not any(
-                pass_ is up.ReconstructSSA for pass_, _ in default.passes):
-            return [default]  # compiling given IR (nothing to translate anew), or without SSA anyway
+                pass_ is up.ReconstructSSA for pass_, _ in default.passes) or self.state.flags.auto_parallel.enabled:
+            # compiling given IR (nothing to translate anew), without SSA anyway, or
+            # `parallel=True`, whose passes rely on SSA (an array expression assigned to the
+            # name it reads in a loop computed the first iteration only; zymo never asks for it)
+            return [default]
         fast = _FirstTry(FAST)
         again = PassManager(default.pipeline_name)
         for pass_, what in default.passes:

@@ -20,7 +20,7 @@ from ..rules import runtime as rt
 from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
 from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv  # noqa: F401  (`numba_.elementwise_statements`, `ieee_divisions`)
 from .numba_accumulate import product as _product
-from .numba_inline import acc_extreme, clamp0, empty, ew_max, ew_min, grow, grow_stack, nonneg, zeros  # noqa: F401  (`numba_`)
+from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, span, zeros  # noqa: F401  (`numba_`)
 from . import numba_np as nnp
 from .numba_np import _literal, _none
 

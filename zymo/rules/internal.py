@@ -21,7 +21,7 @@ class dim(Rule, key="zymo.dim", fn=_dim, template="{0}.shape[{1}]", nondiff=True
 class or_(Rule, key="zymo.or", fn=_or, template="({0} or {1})", nondiff=True): pass
 class and_(Rule, key="zymo.and", fn=_and, template="({0} and {1})", nondiff=True): pass
 class trip(Rule, key="zymo.trip", fn=_rt.trip, call="_rt.trip", nondiff=True): pass
-class clamp0(Rule, key="zymo.clamp0", fn=_rt.clamp0, call="_rt.clamp0", nondiff=True): pass
+class span(Rule, key="zymo.span", fn=_rt.span, call="_rt.span", nondiff=True): pass
 class check_bound(Rule, key="zymo.check_bound", fn=_rt.check_bound, call="_rt.check_bound", nondiff=True): pass
 
 

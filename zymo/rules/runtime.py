@@ -170,9 +170,10 @@ def fdiv(a, b):
         return q.item() if isinstance(q, np.generic) else q
 
 
-def clamp0(n):
-    """`n`, or 0 where `n` is negative: a trip count written out (`transform.emit.trip_count`)."""
-    return max(0, n)
+def span(lo, hi):
+    """`hi - lo` as an int, or 0 where `hi <= lo`: compared before subtracting, so unsigned
+    bounds never wrap (a trip count written out: `transform.emit.trip_count`)."""
+    return int(hi - lo) if hi > lo else 0
 
 
 def trip(start, stop, step):

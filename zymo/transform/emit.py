@@ -159,8 +159,10 @@ _NEG = re.compile(r"\(-\d+\)")
 
 
 def span(lo: str, hi: str) -> str:
-    """`hi - lo` as an expression of two names or integer literals (`hi` when `lo` is 0)."""
-    return hi if lo == "0" else f"{hi} + {lo[1:]}" if lo.startswith("-") else f"{hi} - {lo}"
+    """The argument of `range` for `hi - lo` iterations, none where `hi <= lo` (`lo`, `hi`
+    names or integer literals): `hi` when `lo` is 0, else `_rt.span(lo, hi)`, which compares
+    before it subtracts (unsigned bounds would wrap round to a huge count)."""
+    return hi if lo == "0" else f"_rt.span({lo}, {hi})"
 
 
 def range_args(start: str, stop: str, step: str) -> str:
@@ -175,7 +177,7 @@ def trip_count(start: str, stop: str, step: str) -> str:
     """The number of iterations of `range(start, stop, step)`, as an expression.
 
     With a constant step and operands that are names or integers it is written out
-    (`_rt.clamp0(n_1 - i)`): a call of `_rt.trip` costs Numba a compile of its own in
+    (`_rt.span(i, n_1)`): a call of `_rt.trip` costs Numba a compile of its own in
     every new process, and a typing of each call. Otherwise, `_rt.trip(...)`."""
     def simple(x: str) -> bool:
         return x.isidentifier() or x.lstrip("-").isdigit()
@@ -188,11 +190,11 @@ def trip_count(start: str, stop: str, step: str) -> str:
     lo, hi = (start, stop) if k > 0 else (stop, start)
     if lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
         return str(max(0, (int(hi) - int(lo) + abs(k) - 1) // abs(k)))
-    count = span(lo, hi) if abs(k) == 1 else f"({span(lo, hi)} + {abs(k) - 1}) // {abs(k)}"
-    # `_rt.clamp0`, not `max`: Numba compiles `max` of two ints as a function of its own
-    # (0.05-0.08 s in a new process), where `clamp0` is one select (`numba_inline`). Reversed
-    # loops of step 1 need no count at all.
-    return f"_rt.clamp0({count})"
+    # `_rt.span`, not `max`: Numba compiles `max` of two ints as a function of its own
+    # (0.05-0.08 s in a new process), where `span` is one select (`numba_inline`); nor a
+    # conditional expression (three blocks). Reversed loops of step 1 need no count at all.
+    count = f"_rt.span({lo}, {hi})"
+    return count if abs(k) == 1 else f"({count} + {abs(k) - 1}) // {abs(k)}"
 
 
 def _const(c: Any) -> str:

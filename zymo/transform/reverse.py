@@ -504,6 +504,14 @@ class Reverse:
     def _adjoint_alloc_uncached(self, v: Value) -> bool:
         return self._cached(v) and self.shapes.fixed(v) and self._private_temporary(v)
 
+    def _made_by_adjoint(self, v: Value) -> bool:
+        """Whether loop temporary `v`'s shadow is one the forward sweep need not allocate: the
+        adjoint sweep never restores it (not `needed`: it writes the shadow before any read,
+        as a first accumulation or a reduction's adjoint kept as a number) and nothing in the
+        forward sweep refers to it (`_private_temporary`). Known only once the adjoint sweep
+        is written, as the forward sweep is."""
+        return self._cached(v) and (v.id, "d") not in self.needed and self._private_temporary(v)
+
     def _lazy(self, v: Value) -> bool:
         """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the adjoint sweep
         creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
@@ -955,7 +963,7 @@ class Reverse:
                             if rule.maybe_view:
                                 expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {dx}, True)"
                             w(f"{n.d(r)} = {expr}")
-                        elif self._lazy(r):
+                        elif self._lazy(r) or self._made_by_adjoint(r):
                             pass  # created by the adjoint sweep
                         elif self._adjoint_alloc(r):
                             if n.lane == 0 and r.id in self.shape_needed:
@@ -1430,17 +1438,24 @@ class Reverse:
         iv = self.namer(body.args[0])
         # the iterations backwards, as a count up: `range` with a negative step keeps LLVM from
         # proving the index non-negative (bounds wraparound stays in the loop; ~10% on gmm).
-        # With step 1 the count is `range(stop - start)` (empty when negative) and the index
-        # `stop - 1 - _r`: no trip count to compute, and LLVM sees `_r < stop - start`
-        # directly (a count behind a conditional expression cost gmm's adjoint 15%).
+        # With step 1 the count is `range(stop)` from 0, else `range(_rt.span(start, stop))`
+        # (one select; unsigned bounds do not wrap), and the index `stop - 1 - _r`: LLVM sees
+        # `_r < stop - start` directly (a count behind a conditional expression, three blocks
+        # in Numba's IR, cost gmm's adjoint 15%).
         r = self.namer.fresh("_r")
         if step == "1":
             head, index = f"for {r} in range({span(start, stop)}):", f"{iv} = {stop} - 1 - {r}"
         else:
             trip = self.namer.fresh("_n")
             w(f"{trip} = {trip_count(start, stop, step)}")
-            back = f"({trip} - 1 - {r}) * {step}"
-            head, index = f"for {r} in range({trip}):", f"{iv} = {back}" if start == "0" else f"{iv} = {start} + {back}"
+            down = step.startswith("(-") and step[2:-1].isdigit() or step.startswith("-") and step[1:].isdigit()
+            if down and start != "0":  # `start - k * |step|`: an unsigned start minus a positive int
+                back = f"({trip} - 1 - {r}) * {step.strip('()')[1:]}"
+                index = f"{iv} = {start} - {back}"
+            else:
+                back = f"({trip} - 1 - {r}) * {step}"
+                index = f"{iv} = {back}" if start == "0" else f"{iv} = {start} + {back}"
+            head = f"for {r} in range({trip}):"
         with w.indent(head):
             w(index)
             splice(w, inner)
