@@ -162,6 +162,9 @@ def span(lo: str, hi: str) -> str:
     """The argument of `range` for `hi - lo` iterations, none where `hi <= lo` (`lo`, `hi`
     names or integer literals): `hi` when `lo` is 0, else `_rt.span(lo, hi)`, which compares
     before it subtracts (unsigned bounds would wrap round to a huge count)."""
+    a, b = (x[1:-1] if _NEG.fullmatch(x) else x for x in (lo, hi))  # `(-1)`
+    if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
+        return str(max(0, int(b) - int(a)))
     return hi if lo == "0" else f"_rt.span({lo}, {hi})"
 
 

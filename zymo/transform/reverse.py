@@ -1450,7 +1450,8 @@ class Reverse:
             w(f"{trip} = {trip_count(start, stop, step)}")
             down = step.startswith("(-") and step[2:-1].isdigit() or step.startswith("-") and step[1:].isdigit()
             if down and start != "0":  # `start - k * |step|`: an unsigned start minus a positive int
-                back = f"({trip} - 1 - {r}) * {step.strip('()')[1:]}"
+                k = step.strip("()")[1:]
+                back = f"({trip} - 1 - {r})" + ("" if k == "1" else f" * {k}")
                 index = f"{iv} = {start} - {back}"
             else:
                 back = f"({trip} - 1 - {r}) * {step}"
