@@ -1200,9 +1200,18 @@ def reciprocal_of_shifted(t):
     return 1.0 / (t - 2.0)
 
 
+def power_of_shifted(t):
+    return (t - 2.0) ** 0.5 + 0.5 * t
+
+
+def negative_power_of_shifted(t):
+    return (t - 2.0) ** -1.0
+
+
 @pytest.mark.parametrize("backend", [False, True], ids=["python", "numba"])
 def test_derivatives_of_python_floats_divide_as_ieee(backend):
-    """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`) in both backends:
+    """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`, and raise to powers
+    as NumPy does, `_rt.fpow`) in both backends:
     at a Python float where `math.sqrt`'s derivative is infinite the gradient is inf (and
     nan where it meets a zero factor), as NumPy, JAX and the compiled derivative give it; the
     Python backend raised `ZeroDivisionError` in code the user never wrote. The primal's own
@@ -1211,6 +1220,10 @@ def test_derivatives_of_python_floats_divide_as_ieee(backend):
     for mode in (Reverse, Forward):
         (g,) = zymo.gradient(mode, root_of_shifted, 2.0, numba=backend)
         assert g == math.inf
+        (g,) = zymo.gradient(mode, power_of_shifted, 2.0, numba=backend)  # `0.0 ** -0.5` (`_rt.fpow`)
+        assert g == math.inf
+        (g,) = zymo.gradient(mode, power_of_shifted, 3.0, numba=backend)
+        assert g == pytest.approx(fd_grad(power_of_shifted, [np.float64(3.0)])[0], rel=1e-7)
         (g,) = zymo.gradient(mode, root_of_nothing, 2.0, numba=backend)
         assert math.isnan(g)
         (g,) = zymo.gradient(mode, root_of_shifted, 3.0, numba=backend)  # away from 0: finite, right
@@ -1222,14 +1235,18 @@ def test_derivatives_of_python_floats_divide_as_ieee(backend):
     else:
         with pytest.raises(ZeroDivisionError):
             zymo.gradient(Reverse, reciprocal_of_shifted, 2.0, numba=backend)
+        with pytest.raises(ZeroDivisionError):  # the primal's own power of zero
+            zymo.gradient(Reverse, negative_power_of_shifted, 2.0, numba=backend)
 
 
 def test_second_order_through_ieee_divisions():
-    """zymo's reverse program of `math.sqrt` divides by `_rt.fdiv`; forward mode over it (the
-    Hessian) differentiates that division by its own rule: against the closed form."""
+    """zymo's reverse program of `math.sqrt` divides by `_rt.fdiv`, of `t ** 0.5` raises to a
+    power by `_rt.fpow`; forward mode over it (the Hessian) differentiates those by their own
+    rules: against the closed form."""
     t = 3.0
     want = -0.25 * (t - 2.0) ** -1.5
     assert zymo.hessian(root_of_shifted, t) == pytest.approx(want, rel=1e-12)
+    assert zymo.hessian(power_of_shifted, t) == pytest.approx(want, rel=1e-12)  # through `_rt.fpow`
     assert zymo.hessian(root_of_shifted, t) == pytest.approx(
         (zymo.gradient(Reverse, root_of_shifted, t + 1e-5)[0] - zymo.gradient(Reverse, root_of_shifted, t - 1e-5)[0])
         / 2e-5, rel=1e-6)

@@ -572,6 +572,7 @@ DOMAINS: dict[str, tuple[Domain, ...]] = {
     "asin": (Domain(-0.9, 0.9),), "acos": (Domain(-0.9, 0.9),), "tan": (Domain(-1.2, 1.2),),
     "abs": (NONZERO,), "fabs": (NONZERO,), "absolute": (NONZERO,), "sign": (NONZERO,),
     "truediv": (ANY, NONZERO), "divide": (ANY, NONZERO), "fdiv": (ANY, NONZERO),
+    "fpow": (Domain(0.3, 2.0), Domain(-1.5, 2.5)),
     "mod": (Domain(2.6, 3.9), Domain(2.0, 2.5)),  # x / y in (1.04, 1.95): x // y == 1, no jump
     "floordiv": (Domain(2.6, 3.9), Domain(2.0, 2.5)),
     "pow": (Domain(0.3, 2.0), Domain(-1.5, 2.5)), "power": (Domain(0.3, 2.0), Domain(-1.5, 2.5)),
@@ -1411,10 +1412,11 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
     elif key == "zymo.trip":
         b.add(_t_trip, ((5,),), ALL, fn=_rt.trip)
         b.add(_t_after_loop, ((5,),), ALL)
-    elif key == "zymo.fdiv":
+    elif key in ("zymo.fdiv", "zymo.fpow"):
+        fn = _rt.fdiv if key == "zymo.fdiv" else _rt.fpow
         for p in [((), ()), ((5,), (5,)), ((3, 4), (4,))]:
-            b.add(_t_call2, p, ALL, fn=_rt.fdiv)
-        b.add(_t_loop2, ((), ()), ALL, fn=_rt.fdiv)
+            b.add(_t_call2, p, ALL, fn=fn)
+        b.add(_t_loop2, ((), ()), ALL, fn=fn)
     elif key == "zymo.span":
         b.add(_t_span, ((5,),), ALL, fn=_rt.span)
     elif key == "zymo.check_bound":

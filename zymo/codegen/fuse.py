@@ -75,7 +75,7 @@ _PURE_NP = {
     **dict.fromkeys(["zeros_like", "empty_like", "ones_like", "full_like"], 1),
 }
 # zymo runtime helpers that return new values (or an argument unchanged) and write nothing
-_RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv"}
+_RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"}
 
 
 # product adjoints: pure in the Python source, kept as their own accumulations (contract)

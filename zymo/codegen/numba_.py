@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 from ..errors import Loc, ZymoSourceError
 from ..transform.emit import IEEEDivisions, zero_divisor
+from ..transform.emit import rt_call as _rt_call
 from .python import paused_collector
 
 _HEADER = '''"""zymo: {what}. Generated code; the file name is the hash of its contents."""
@@ -375,10 +376,6 @@ def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple]
     return text, xs, ast.unparse(_Rename().visit(ast.parse(ast.unparse(call), mode="eval")))
 
 
-def _rt_call(fn: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), fn, ast.Load()), list(args), [])
-
-
 _EXTREMES = {"max": "ew_max", "amax": "ew_max", "min": "ew_min", "amin": "ew_min"}
 
 
@@ -588,24 +585,29 @@ class _PlainDivisions(ast.NodeTransformer):
         self.generic_visit(node)
         f = node.func
         if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
-                and f.attr == "fdiv" and len(node.args) == 2 and not node.keywords):
-            return ast.copy_location(ast.BinOp(node.args[0], ast.Div(), node.args[1]), node)
+                and f.attr in _PLAIN and len(node.args) == 2 and not node.keywords):
+            return ast.copy_location(ast.BinOp(node.args[0], _PLAIN[f.attr](), node.args[1]), node)
         return node
 
 
+_PLAIN = {"fdiv": ast.Div, "fpow": ast.Pow}  # the IEEE arithmetic of rules of numbers, as operators
+
+
 def plain_divisions(src: str) -> str:
-    """`_rt.fdiv(a, b)` (the IEEE divisions of derivative rules of numbers) -> `a / b`, for
-    the rewrites that follow, which read `/` as the elementwise division their intrinsics
-    compute as IEEE division (`dt += _rt.fdiv(g, s) * e`, `e` an array, is one loop), and
-    `ieee_divisions`, which writes `_rt.fdiv` back wherever the rest of the statement is
-    left to Numba. Outermost calls, rewritten in place on their lines."""
-    if "_rt.fdiv(" not in src:
+    """`_rt.fdiv(a, b)` and `_rt.fpow(a, b)` (the IEEE arithmetic of derivative rules of
+    numbers) -> `a / b` and `a ** b`, for the rewrites that follow, which read `/` as the
+    elementwise division their intrinsics compute as IEEE division (`dt += _rt.fdiv(g, s) * e`,
+    `e` an array, is one loop), and `ieee_divisions`, which writes `_rt.fdiv` back wherever the
+    rest of the statement is left to Numba (whose `**` of numbers gives inf at a zero base
+    already). Outermost calls, rewritten in place on their lines."""
+    if "_rt.fdiv(" not in src and "_rt.fpow(" not in src:
         return src
     lines = src.split("\n")
     edits: list[tuple[int, int, int, str]] = []
 
     def edit(node: ast.expr, parens: bool) -> bool:
-        if node.lineno != node.end_lineno or "_rt.fdiv(" not in ast.unparse(node):
+        text = ast.unparse(node)
+        if node.lineno != node.end_lineno or ("_rt.fdiv(" not in text and "_rt.fpow(" not in text):
             return False
         text = ast.unparse(_PlainDivisions().visit(copy.deepcopy(node)))
         edits.append((node.lineno, node.col_offset, node.end_col_offset, f"({text})" if parens else text))

@@ -170,6 +170,18 @@ def fdiv(a, b):
         return q.item() if isinstance(q, np.generic) else q
 
 
+def fpow(a, b):
+    """`a ** b`, where a zero base and a negative exponent give inf as NumPy's power does, not
+    Python's `ZeroDivisionError`: what derivative rules of numbers raise to powers with
+    (`transform.emit.IEEEDivisions`). Arrays compute as NumPy computes them."""
+    try:
+        return a ** b
+    except ZeroDivisionError:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.power(np.float64(a), b)
+        return q.item() if isinstance(q, np.generic) else q
+
+
 def span(lo, hi):
     """`hi - lo` as an int, or 0 where `hi <= lo`: compared before subtracting, so unsigned
     bounds never wrap (a trip count written out: `transform.emit.trip_count`)."""

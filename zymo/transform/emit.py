@@ -3,8 +3,8 @@
 Contract: `Emitter` turns argument trees into expressions, writes the primal
 statement of each non-region op exactly as the user's code computes it, and
 inlines a rule's jvp/vjp body with the op's arguments substituted
-(`rule_expr`; in a rule of numbers, a division by what may be zero is `_rt.fdiv`, IEEE
-division). Both transforms (forward, reverse) write through it, so the
+(`rule_expr`; in a rule of numbers, a division by what may be zero is `_rt.fdiv` and a
+power whose exponent may be negative `_rt.fpow`: IEEE arithmetic). Both transforms (forward, reverse) write through it, so the
 primal part of every derivative program is the same code.
 """
 from __future__ import annotations
@@ -103,9 +103,10 @@ class Emitter:
         for g in ir.names - set(ir.params):
             if g not in _GEN_GLOBALS:
                 raise AssertionError(f"rule {rule.key} uses {g}; rules may only use np, math, _rt and builtins")
-        # a rule of numbers divides as IEEE division: the derivative of `math.sqrt` at 0 is inf
-        # (times the adjoint) as NumPy, JAX and the Numba backend give it, where Python floats
-        # would raise in the derivative the primal never computes; arrays divide so already
+        # a rule of numbers divides (and raises to a power) as IEEE arithmetic: the derivative
+        # of `math.sqrt` or `t ** 0.5` at 0 is inf (times the adjoint) as NumPy, JAX and the
+        # Numba backend give it, where Python floats would raise in the derivative the primal
+        # never computes; arrays compute so already
         numbers = not any(T.is_memory(v.type) for v in (*op.args, *op.results))
         return _substitute(ir.expr, subst, ieee=numbers)
 
@@ -265,7 +266,7 @@ def _substitute(expr: ast.expr, subst: dict[str, str], ieee: bool = False) -> st
     parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
     new = _Fold().visit(_Sub(parsed).visit(copy.deepcopy(expr)))
     if ieee:
-        new = IEEEDivisions().visit(new)
+        new = IEEEDivisions(powers=True).visit(new)
     return ast.unparse(new)
 
 
@@ -276,13 +277,29 @@ def zero_divisor(e: ast.expr) -> bool:
     return not (isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and e.value != 0)
 
 
+def negative_power(e: ast.expr) -> bool:
+    """Whether exponent `e` may be negative: anything but a number >= 0 written out."""
+    return not (isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and e.value >= 0)
+
+
 class IEEEDivisions(ast.NodeTransformer):
     """`a / b` -> `_rt.fdiv(a, b)` wherever `b` may be zero (`zero_divisor`): IEEE division,
-    NumPy's, where Python (and Numba) divide numbers raising `ZeroDivisionError`."""
+    NumPy's, where Python (and Numba) divide numbers raising `ZeroDivisionError`. With
+    `powers`, also `a ** b` -> `_rt.fpow(a, b)` wherever `b` may be negative: Python raises
+    `ZeroDivisionError` for `0.0 ** -0.5`, NumPy (and Numba) give inf."""
+
+    def __init__(self, powers: bool = False) -> None:
+        self.powers = powers
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
         self.generic_visit(node)
         if isinstance(node.op, ast.Div) and zero_divisor(node.right):
-            fdiv = ast.Attribute(ast.Name("_rt", ast.Load()), "fdiv", ast.Load())
-            return ast.copy_location(ast.Call(fdiv, [node.left, node.right], []), node)
+            return ast.copy_location(rt_call("fdiv", node.left, node.right), node)
+        if self.powers and isinstance(node.op, ast.Pow) and negative_power(node.right):
+            return ast.copy_location(rt_call("fpow", node.left, node.right), node)
         return node
+
+
+def rt_call(fn: str, *args: ast.expr) -> ast.Call:
+    """The call `_rt.<fn>(*args)` as an AST node."""
+    return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), fn, ast.Load()), list(args), [])
