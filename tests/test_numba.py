@@ -1208,6 +1208,10 @@ def negative_power_of_shifted(t):
     return (t - 2.0) ** -1.0
 
 
+def math_power_of_shifted(t):
+    return math.pow(t - 2.0, 0.5) + 0.5 * t
+
+
 @pytest.mark.parametrize("backend", [False, True], ids=["python", "numba"])
 def test_derivatives_of_python_floats_divide_as_ieee(backend):
     """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`, and raise to powers
@@ -1224,6 +1228,8 @@ def test_derivatives_of_python_floats_divide_as_ieee(backend):
         assert g == math.inf
         (g,) = zymo.gradient(mode, power_of_shifted, 3.0, numba=backend)
         assert g == pytest.approx(fd_grad(power_of_shifted, [np.float64(3.0)])[0], rel=1e-7)
+        (g,) = zymo.gradient(mode, math_power_of_shifted, 2.0, numba=backend)  # `math.pow`'s rule
+        assert g == math.inf
         (g,) = zymo.gradient(mode, root_of_nothing, 2.0, numba=backend)
         assert math.isnan(g)
         (g,) = zymo.gradient(mode, root_of_shifted, 3.0, numba=backend)  # away from 0: finite, right
