@@ -261,3 +261,26 @@ def test_gradient_takes_const_arguments(mode):
         zymo.gradient(mode, _weighted, Duplicated(x, np.zeros(3)), w, 0.7)
     with pytest.raises(zymo.ZymoUsageError, match="an annotation of an annotation"):
         zymo.autodiff(Reverse, _weighted, Active, Duplicated(x, np.zeros(3)), Const(Const(w)), Active(0.7))
+    with pytest.raises(zymo.ZymoUsageError, match="not the class Const"):
+        zymo.gradient(mode, _weighted, x, Const, 0.7)
+
+
+def _quadratic(x, a, s):
+    return s * np.sum(a * x * x * x)
+
+
+def test_second_order_and_jacobians_take_const_constants():
+    """The arguments after `x` of `hessian`, `hvp`, `jacobian` and `gradient_forward` are
+    constants: `Const(c)` is `c` (it was refused as an annotation of an annotation); another
+    annotation is refused with a usage error."""
+    x, a = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    h = zymo.hessian(_quadratic, x, Const(a), Const(2.0))
+    np.testing.assert_allclose(h, np.diag(2.0 * 6.0 * a * x), rtol=1e-13)
+    np.testing.assert_allclose(h, zymo.hessian(_quadratic, x, a, 2.0), rtol=1e-15)
+    v = np.array([1.0, 0.5, -1.0])
+    np.testing.assert_allclose(zymo.hvp(_quadratic, x, v, Const(a), 2.0), h @ v, rtol=1e-13)
+    g = zymo.gradient_forward(_quadratic, x, Const(a), 2.0)
+    np.testing.assert_allclose(g, 2.0 * 3.0 * a * x * x, rtol=1e-13)
+    np.testing.assert_allclose(zymo.jacobian(Reverse, lambda y, b: y * b, x, Const(a)), np.diag(a), rtol=1e-15)
+    with pytest.raises(zymo.ZymoUsageError, match="constant argument 1"):
+        zymo.hessian(_quadratic, x, Duplicated(a, np.zeros(3)), 2.0)

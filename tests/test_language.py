@@ -531,6 +531,34 @@ def test_for_range_unsigned_and_empty_bounds(fn, bounds, kind):
         assert (np.abs(dx).max() > 0.1) == (bounds == (1, 5))
 
 
+def triangle_back(x, n):
+    s = 0.0
+    for i in range(n):
+        for k in range(i, i - 2, -1):  # k = i, i - 1 (x[-1] at i = 0)
+            s = np.sin(s + x[k] * x[i])
+    for j in range(n - 1, -1, -1):
+        s = s * 0.5 + x[j]
+    return s
+
+
+@pytest.mark.parametrize("kind", [np.uint64, np.uint8, np.int32, int])
+def test_loop_indices_are_python_ints_under_unsigned_bounds(kind):
+    """`range(n)` gives the primal Python ints whatever `n` is; the adjoint sweep's index
+    `n - 1 - _r` of an unsigned `n` was unsigned, and the inner loop's bound `i - 2` wrapped
+    round at `i = 0` (its adjoint skipped: a wrong gradient without an error). Bounds that may
+    be unsigned are read through `int` (`Reverse._signed`); `_rt.span` and `_rt.trip` count in
+    Python ints. Both backends and modes, against the int bounds' gradient and differences."""
+    x = arr(8)
+    n = kind(5)
+    check(triangle_back, [x, n], const=[1])
+    want = zymo.gradient(Reverse, triangle_back, x.copy(), Const(5), numba=False)[0]
+    for numba in (False, True):
+        for mode in (Reverse, Forward):
+            (g,) = zymo.gradient(mode, triangle_back, x.copy(), Const(n), numba=numba)[:1]
+            np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-14)
+    assert np.abs(want).max() > 0.1
+
+
 def loop_count_of_a_bool(x, flag):
     y = x.copy()
     s = 0.0

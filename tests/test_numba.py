@@ -24,7 +24,7 @@ numba = pytest.importorskip("numba")
 
 import zymo  # noqa: E402
 import zymo.api  # noqa: E402
-from zymo import Active, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
+from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views  # noqa: E402
 from zymo.config import set_numba  # noqa: E402
 from zymo.frontend.source import unwrap  # noqa: E402
@@ -1243,6 +1243,25 @@ def test_derivatives_of_python_floats_divide_as_ieee(backend):
             zymo.gradient(Reverse, reciprocal_of_shifted, 2.0, numba=backend)
         with pytest.raises(ZeroDivisionError):  # the primal's own power of zero
             zymo.gradient(Reverse, negative_power_of_shifted, 2.0, numba=backend)
+
+
+def scaled_by_sigma(x, σ):
+    return math.sqrt(σ) * np.sum(x * x) / σ
+
+
+def test_names_beyond_ascii_compile():
+    """The Numba backend's rewrites of the source cut lines at the AST's columns, which count
+    UTF-8 bytes: a name like `σ` shifted them (a `NameError` or `SyntaxError` from the cut).
+    Both modes against the Python backend and central differences."""
+    x = np.array([1.0, 2.0])
+    for numba in (False, True):
+        dx = np.zeros(2)
+        (_, dsigma), = zymo.autodiff(Reverse, scaled_by_sigma, Active, Duplicated(x.copy(), dx), Active(2.0), numba=numba)
+        assert dsigma == pytest.approx(-0.5 * 2.0 ** -1.5 * 5.0, rel=1e-13)
+        np.testing.assert_allclose(dx, 2 * x / math.sqrt(2.0), rtol=1e-13)
+        (t,) = zymo.autodiff(Forward, scaled_by_sigma, Duplicated, Const(x.copy()), Duplicated(2.0, 1.0), numba=numba)
+        assert t == pytest.approx(dsigma, rel=1e-13)
+    assert dsigma == pytest.approx(fd_grad(scaled_by_sigma, [x, np.float64(2.0)])[1], rel=1e-7)
 
 
 def test_second_order_through_ieee_divisions():

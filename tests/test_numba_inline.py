@@ -297,6 +297,22 @@ def test_span_is_the_helper(lo, hi):
     assert type(got) is int and type(rt.span(lo, hi)) is int
 
 
+@numba.njit
+def _helpers_as_written(a, b, lo, hi):
+    return rt.fdiv(a, b), rt.fpow(a, -0.5), rt.span(lo, hi)
+
+
+def test_the_python_helpers_compile_as_written():
+    """`rules.runtime.fdiv`, `fpow` and `span`, reached as the Python functions (as where zymo
+    compiles a reverse program as written, to say why a second order failed), compile with
+    Numba: IEEE results, as the Python helpers give them."""
+    got = _helpers_as_written(0.0, 0.0, np.uint64(5), np.uint64(1))
+    want = (rt.fdiv(0.0, 0.0), rt.fpow(0.0, -0.5), rt.span(np.uint64(5), np.uint64(1)))
+    assert np.isnan(got[0]) and np.isnan(want[0])
+    assert got[1:] == want[1:] == (np.inf, 0)
+    assert _helpers_as_written(3.0, 2.0, 1, 4) == (rt.fdiv(3.0, 2.0), rt.fpow(3.0, -0.5), 3) == (1.5, 3.0 ** -0.5, 3)
+
+
 def test_span_refuses_a_float():
     with pytest.raises(numba.core.errors.TypingError):
         _span(0, 1.5)

@@ -840,6 +840,8 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
         raise ZymoUsageError("gradient takes Forward, Reverse or ReverseWithPrimal (which also returns the value), "
                              f"not {mode}")
     for k, a in enumerate(args):
+        if isinstance(a, type) and issubclass(a, Annotation):
+            raise ZymoUsageError(f"argument {k}: annotate a value, e.g. Const(x), not the class {a.__name__}")
         if isinstance(a, Annotation) and not isinstance(a, Const):
             raise ZymoUsageError(f"argument {k}: gradient makes the shadows itself: pass the value as it is, or "
                                  f"Const(x) for an argument it does not differentiate, not {type(a).__name__}(...) "

@@ -46,6 +46,18 @@ def _check_x(x: Any, what: str) -> np.ndarray | float:
     raise ZymoUsageError(f"{what}: x must be a float array or a float, not {type(x).__name__}")
 
 
+def _constants(consts: tuple) -> tuple:
+    """The values of the constant arguments: `Const(c)` is `c` (a constant either way); another
+    annotation is refused (these functions make the shadows themselves)."""
+    from .annotations import Annotation
+
+    for k, c in enumerate(consts):
+        if isinstance(c, Annotation) and not isinstance(c, Const):
+            raise ZymoUsageError(f"constant argument {k + 1}: the arguments after x are constants; pass the value "
+                                 f"as it is or as Const(c), not {type(c).__name__}(...)")
+    return tuple(c.val if isinstance(c, Const) else c for c in consts)
+
+
 def _copies(consts: tuple) -> list:
     return [np.copy(c) if isinstance(c, np.ndarray) else c for c in consts]
 
@@ -83,6 +95,7 @@ def _as_output(y: Any, what: str) -> Any:
 def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
              numba: Any = None) -> Any:
     """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`."""
+    consts = _constants(consts)
     if not isinstance(mode, Mode) or mode.split:
         raise ZymoUsageError("jacobian takes Forward or Reverse")
     x = _check_x(x, "jacobian")
@@ -309,6 +322,7 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
 
 def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> tuple:
     """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program."""
+    consts = _constants(consts)
     x = _check_x(x, "hvp")
     if isinstance(x, float):
         return _scalar_second(f, x, consts, numba, float(v))
@@ -329,6 +343,7 @@ def hvp(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> Any:
 def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
     """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
     vectors, `chunk` lanes per call."""
+    consts = _constants(consts)
     x = _check_x(x, "hessian")
     if isinstance(x, float):
         return _scalar_second(f, x, consts, numba, 1.0)[0]

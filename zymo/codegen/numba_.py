@@ -153,8 +153,8 @@ def _alone(node: ast.stmt, lines: list[str]) -> bool:
     if node.lineno != node.end_lineno:
         return False
     line = lines[node.lineno - 1]
-    rest = line[node.end_col_offset:].strip()
-    return not line[:node.col_offset].strip() and (not rest or rest.startswith("#"))
+    rest = _after(line, node.end_col_offset).strip()
+    return not _before(line, node.col_offset).strip() and (not rest or rest.startswith("#"))
 
 
 def accumulating_products(src: str) -> str:
@@ -175,7 +175,7 @@ def accumulating_products(src: str) -> str:
             d = node.target.id
             args = ", ".join(ast.unparse(a) for a in node.value.args)
             line = lines[node.lineno - 1]
-            lines[node.lineno - 1] = f"{line[:node.col_offset]}{d} = _rt.acc_{f.attr}({d}, {args}){line[node.end_col_offset:]}"
+            lines[node.lineno - 1] = _splice(line, node.col_offset, node.end_col_offset, f"{d} = _rt.acc_{f.attr}({d}, {args})")
     return "\n".join(lines)
 
 
@@ -541,8 +541,8 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
                 new = _statement(child, in_loop, floats)
                 if new is not None:
                     line = lines[child.lineno - 1]
-                    lines[child.lineno - 1] = (line[:child.col_offset] + ast.unparse(ast.fix_missing_locations(new))
-                                               + line[child.end_col_offset:])
+                    lines[child.lineno - 1] = _splice(line, child.col_offset, child.end_col_offset,
+                                                      ast.unparse(ast.fix_missing_locations(new)))
                     continue
             visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
 
@@ -563,7 +563,7 @@ def whole_views(src: str) -> str:
              and n.lineno == n.end_lineno]
     for n in sorted(found, key=lambda n: (n.lineno, -n.col_offset)):
         line = lines[n.lineno - 1]
-        lines[n.lineno - 1] = line[:n.col_offset] + n.value.id + line[n.end_col_offset:]
+        lines[n.lineno - 1] = _splice(line, n.col_offset, n.end_col_offset, n.value.id)
     return "\n".join(lines)
 
 
@@ -631,7 +631,7 @@ def plain_divisions(src: str) -> str:
 
     Outermost().visit(ast.parse(src))
     for line, col, end, text in sorted(edits, reverse=True):  # right to left within a line
-        lines[line - 1] = lines[line - 1][:col] + text + lines[line - 1][end:]
+        lines[line - 1] = _splice(lines[line - 1], col, end, text)
     return "\n".join(lines)
 
 
@@ -673,7 +673,7 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
 
     Outermost().visit(ast.parse(src))
     for line, col, end, text in sorted(edits, reverse=True):  # right to left within a line
-        lines[line - 1] = lines[line - 1][:col] + text + lines[line - 1][end:]
+        lines[line - 1] = _splice(lines[line - 1], col, end, text)
     return "\n".join(lines)
 
 
@@ -697,6 +697,21 @@ class SourceFacts:
     ints: frozenset[str] = frozenset()
     arrays: frozenset[str] = frozenset()
     nonneg: frozenset[str] = frozenset()
+
+
+def _before(line: str, col: int) -> str:
+    """`line` up to `col`, an AST column: a count of UTF-8 bytes, not of characters."""
+    return line.encode()[:col].decode()
+
+
+def _after(line: str, col: int) -> str:
+    """`line` from AST column `col` (UTF-8 bytes) on."""
+    return line.encode()[col:].decode()
+
+
+def _splice(line: str, col: int, end: int, text: str) -> str:
+    """`line` with AST columns `col` to `end` (UTF-8 bytes: a name may be `σ`) replaced by `text`."""
+    return _before(line, col) + text + _after(line, end)
 
 
 def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
@@ -726,7 +741,7 @@ def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> 
                       if isinstance(k, ast.Name) and k.id in nonneg]
     for line, col, end in sorted(edits, reverse=True):  # right to left within a line
         text = lines[line - 1]
-        lines[line - 1] = f"{text[:col]}_rt.nonneg({text[col:end]}){text[end:]}"
+        lines[line - 1] = _splice(text, col, end, f"_rt.nonneg({_after(_before(text, end), col)})")
     return "\n".join(lines)
 
 

@@ -28,6 +28,23 @@ for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`numba_
     register_jitable(_fn)
 
 
+# the IEEE arithmetic of rules of numbers and the trip counts, reached as the Python helpers
+# (`zymo.rules.runtime`) where a program is compiled as written (second order's primal check)
+@overload(rt.fdiv)
+def _fdiv(a, b):
+    return lambda a, b: fdiv(a, b)
+
+
+@overload(rt.fpow)
+def _fpow(a, b):
+    return lambda a, b: a ** b
+
+
+@overload(rt.span)
+def _span(lo, hi):
+    return lambda lo, hi: span(lo, hi)
+
+
 def raise_shape_mismatch(src_shapes, index_shape):
     """Stands in for Numba's `raise_with_shape_context` while zymo compiles (`numba_.quick_compile`)."""
     raise ValueError("cannot assign slice from input of different size")

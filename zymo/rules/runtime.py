@@ -185,11 +185,13 @@ def fpow(a, b):
 def span(lo, hi):
     """`hi - lo` as an int, or 0 where `hi <= lo`: compared before subtracting, so unsigned
     bounds never wrap (a trip count written out: `transform.emit.trip_count`)."""
-    return int(hi - lo) if hi > lo else 0
+    return int(hi) - int(lo) if hi > lo else 0
 
 
 def trip(start, stop, step):
-    """The number of iterations of `range(start, stop, step)`."""
+    """The number of iterations of `range(start, stop, step)` (as Python ints, as `range`
+    reads its bounds: unsigned NumPy ints would wrap round below zero)."""
+    start, stop, step = int(start), int(stop), int(step)
     if step > 0:
         return max(0, (stop - start + step - 1) // step)
     return max(0, (start - stop - step - 1) // (-step))
