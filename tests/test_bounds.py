@@ -8,7 +8,7 @@ import pytest
 
 import zymo
 from zymo import Active, Duplicated, Reverse
-from zymo.analysis.bounds import NonNegative
+from zymo.analysis.bounds import NeverUnsigned, NonNegative
 from zymo.ir.core import walk
 
 from helpers import check, fd_grad
@@ -47,6 +47,22 @@ def test_which_indices_are_never_negative():
     # x[i + 1], x[n - 1 - i], x[i - 1], x[(...) % 4], then x[k] and x[j - 1]
     assert by_expr["x"] == [[True], [True], [False], [True], [False], [False]]
     # A[r, r - q - 1], A[q, ... - r * m]
+    assert by_expr["A"] == [[True, True], [True, False]]
+
+
+def test_which_ints_are_never_unsigned():
+    """`NeverUnsigned`: sizes, literals, loop variables over them and their arithmetic are
+    Python's (or Numba's signed) ints; a parameter (`m`), an int read from memory, a `while`
+    counter carried by the loop, and anything computed from them may be an unsigned NumPy int."""
+    fn = zymo.ir(indices, np.ones(6), np.ones((4, 4)), 0)
+    nu = NeverUnsigned(fn)
+    by_expr = {}
+    for op in walk(fn.body):
+        if op.kind == "getitem" and op.args[0].hint in ("x", "A"):
+            by_expr.setdefault(op.args[0].hint, []).append([nu(v) for v in op.args[1:] if str(v.type) == "int"])
+    # x[i + 1], x[n - 1 - i], x[i - 1], x[(...) % 4]; x[k] (a while loop's carry); x[j - 1]
+    assert by_expr["x"] == [[True], [True], [True], [True], [False], [True]]
+    # A[r, r - q - 1], A[q, ... - r * m]: `m` is a parameter
     assert by_expr["A"] == [[True, True], [True, False]]
 
 

@@ -17,6 +17,11 @@ its upper bound first. Atoms and their bounds:
   with a constant `c > 0` is.
 Anything else (a `while` loop's counter, a value from memory, a parameter) is unknown, and
 the answer is False. Substitutions are bounded, so the analysis always ends.
+
+`NeverUnsigned(fn)(v)` is True only when the int `v` is never an unsigned NumPy int (whose
+arithmetic wraps round below zero where Python's `range` gives the primal ints): a literal, a
+size (a dimension, `len`, `np.size`, a trip count), the variable of a loop over such bounds,
+and `+ - * // %` and negation of these. A parameter or a value from memory may be unsigned.
 """
 from __future__ import annotations
 
@@ -26,15 +31,48 @@ from ..ir.types import INT, Array
 _STEPS = 8  # upper bounds substituted, at most, per question
 
 
+def _definitions(fn: Function) -> tuple[dict, dict]:
+    """(value id -> the op that makes it, loop variable id -> its `for` op) of `fn`."""
+    def_op, loop = {}, {}
+    for op in walk(fn.body):
+        for r in op.results:
+            def_op[r.id] = op
+        if op.kind == "for":
+            loop[op.regions[0].args[0].id] = op
+    return def_op, loop
+
+
+_SIZES = frozenset({"zymo.dim", "builtins.len", "numpy.size", "zymo.trip", "zymo.span"})
+_INT_ARITHMETIC = frozenset({"add", "sub", "mul", "floordiv", "mod", "neg", "pos"})
+
+
+class NeverUnsigned:
+    def __init__(self, fn: Function):
+        self.def_op, self.loop = _definitions(fn)
+        self.memo: dict[int, bool] = {}
+
+    def __call__(self, v: Value) -> bool:
+        if v.id not in self.memo:
+            self.memo[v.id] = False  # a cycle through a loop's own bounds proves nothing
+            self.memo[v.id] = self._uncached(v)
+        return self.memo[v.id]
+
+    def _uncached(self, v: Value) -> bool:
+        if v.is_const:
+            return isinstance(v.const, (int, bool))
+        loop = self.loop.get(v.id)
+        if loop is not None:
+            return all(self(a) for a in loop.args[:3])
+        op = self.def_op.get(v.id)
+        if op is None or op.kind != "prim" or op.results != [v]:
+            return False  # a parameter, a loop's carry, a branch's result
+        key = op.attrs["key"]
+        return key in _SIZES or (key in _INT_ARITHMETIC and all(self(a) for a in op.args))
+
+
 class NonNegative:
     def __init__(self, fn: Function):
-        self.def_op = {}
-        self.loop = {}  # induction variable id -> its `for` op
-        for op in walk(fn.body):
-            for r in op.results:
-                self.def_op[r.id] = op
-            if op.kind == "for":
-                self.loop[op.regions[0].args[0].id] = op
+        self.def_op, self.loop = _definitions(fn)  # the latter: induction variable id -> its `for` op
         self.values: dict[int, Value] = {}
         self.memo: dict[int, bool] = {}
 

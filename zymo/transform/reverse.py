@@ -37,10 +37,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.activity import Activity
+from ..analysis.bounds import NeverUnsigned
 from ..analysis.extents import Extents
 from ..analysis.overwrite import Overwrites
 from ..analysis.shapes import FixedShapes
-from ..codegen.naming import Namer, literal
+from ..codegen.naming import Namer
 from ..codegen.writer import Writer, splice
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
@@ -54,11 +55,6 @@ if TYPE_CHECKING:
 
 _CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recomputed rather than cached
 _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed with (`_top_remat`)
-
-
-# ints that are never unsigned (`Reverse._signed`): sizes, and arithmetic of such ints
-_SIZES = frozenset({"zymo.dim", "builtins.len", "numpy.size", "zymo.trip", "zymo.span"})
-_INT_ARITHMETIC = frozenset({"add", "sub", "mul", "floordiv", "mod", "neg", "pos"})
 
 
 class Reverse:
@@ -92,7 +88,7 @@ class Reverse:
         self.blocks_of_op: dict[int, Block] = {}
         self.why: dict[int, tuple] = {}        # snapshot id -> (op, array, writer, after op?)
         self.def_op: dict[int, Op] = {}        # value id -> the op (or loop) that defines it
-        self._signed_memo: dict[int, bool] = {}  # `_signed`
+        self.never_unsigned = NeverUnsigned(fn)  # ints a reversed loop may use as they are
         self.overwrites = Overwrites(fn, act)
         self.shapes = FixedShapes(fn)
         self.shape_needed: set[int] = set()    # values whose shape the adjoint sweep reads
@@ -1450,19 +1446,18 @@ class Reverse:
         # in Numba's IR, cost gmm's adjoint 15%).
         r = self.namer.fresh("_r")
         # the index is a Python int, as `range` gives it to the primal: a bound that may be an
-        # unsigned NumPy int (`_signed`) is read through `int` first (`n - 1 - _r` of a uint64
+        # unsigned NumPy int (`NeverUnsigned`) is read through `int` first (`n - 1 - _r` of a uint64
         # `n` is a uint64, and `i - 2` then wraps round where the primal's `i - 2` is -2)
-        lo, hi = (self._signed_name(v, text, w) for v, text in zip(op.args[:2], (start, stop)))
         if step == "1":
+            hi = self._signed_name(op.args[1], stop, w)
             head, index = f"for {r} in range({span(start, stop)}):", f"{iv} = {hi} - 1 - {r}"
         else:
-            start = lo
+            start = self._signed_name(op.args[0], start, w)
             trip = self.namer.fresh("_n")
             w(f"{trip} = {trip_count(start, stop, step)}")
-            down = step.startswith("(-") and step[2:-1].isdigit() or step.startswith("-") and step[1:].isdigit()
-            if down and start != "0":  # `start - k * |step|`: an unsigned start minus a positive int
-                k = step.strip("()")[1:]
-                back = f"({trip} - 1 - {r})" + ("" if k == "1" else f" * {k}")
+            k = op.args[2].const if op.args[2].is_const and isinstance(op.args[2].const, int) else None
+            if k is not None and k < 0 and start != "0":  # `start - |k| * j`: no negative int added
+                back = f"({trip} - 1 - {r})" + ("" if k == -1 else f" * {-k}")
                 index = f"{iv} = {start} - {back}"
             else:
                 back = f"({trip} - 1 - {r}) * {step}"
@@ -1475,36 +1470,12 @@ class Reverse:
 
     def _signed_name(self, v: Value, text: str, w: Writer) -> str:
         """`text` (the name of int `v`), or a name for `int(text)` written by `w` where `v` may
-        be unsigned (`_signed`)."""
-        if self._signed(v):
+        be unsigned (`analysis.bounds.NeverUnsigned`)."""
+        if self.never_unsigned(v):
             return text
         name = self.namer.fresh(f"{text}_int" if text.isidentifier() else "_bound")
         w(f"{name} = int({text})")
         return name
-
-    def _signed(self, v: Value) -> bool:
-        """Whether int `v` is never an unsigned NumPy int: a literal, a size (a shape's extent,
-        `len`, `np.size`, a trip count), the index of a loop over such bounds, or `+ - * // %`
-        and negation of these. An argument, an array's element or anything else may be (an
-        `np.uint64` bound, whose arithmetic wraps round below zero)."""
-        memo = self._signed_memo.get(v.id)
-        if memo is None:
-            self._signed_memo[v.id] = False  # a loop index's bounds may be computed from it
-            memo = self._signed_memo[v.id] = self._signed_uncached(v)
-        return memo
-
-    def _signed_uncached(self, v: Value) -> bool:
-        if literal(v) is not None:
-            return True
-        op = self.def_op.get(v.id)
-        if op is None:
-            return False  # an argument
-        if op.kind == "for":
-            return v is op.regions[0].args[0] and all(self._signed(a) for a in op.args[:3])
-        if op.kind != "prim" or op.results != [v]:
-            return False
-        key = op.attrs["key"]
-        return key in _SIZES or (key in _INT_ARITHMETIC and all(self._signed(a) for a in op.args))
 
     def rev_while(self, op: Op, w: Writer) -> None:
         cond, body = op.regions
