@@ -869,6 +869,11 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
     return (grads, value[0]) if mode.with_primal else grads
 
 
+def _not_scalar(f: Callable) -> ZymoUsageError:
+    return ZymoUsageError(f"gradient: {getattr(f, '__name__', f)} must return one float; for an array result "
+                          "use zymo.jacobian (or autodiff with a Duplicated output)")
+
+
 def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 
@@ -882,11 +887,15 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
             from .derivatives import forward_columns
 
             g, _ = forward_columns(f, list(args), k, None, numba)  # batched, 8 tangents per call
+            if np.size(g) != a.size:
+                raise _not_scalar(f)
             out.append(g.reshape(a.shape))
         elif isinstance(a, (float, np.floating)):
             copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
             annotated = [Const(c) if j != k else Duplicated(c, 1.0) for j, c in enumerate(copies)]
             (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
+            if np.ndim(d) != 0:
+                raise _not_scalar(f)
             out.append(float(d))
         else:
             out.append(None)

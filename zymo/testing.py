@@ -63,6 +63,7 @@ size of the terms of the dot products; primal results 1e-10 and 1e-5.
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import importlib.util
 import inspect
@@ -1104,6 +1105,34 @@ def _t_expr(src: str, nargs: int, label: str) -> Callable:
     return mod.make
 
 
+def keyword_form(src: str, fn: Any) -> str | None:
+    """`src` with every call `fn(a, b, c)` written `fn(a, name_b=b, name_c=c)`: the arguments
+    after the first passed by the primal's own parameter names (None when no call changes).
+    Rules bind arguments by the primal's signature; these cases check that they do."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    tree = ast.parse(textwrap.dedent(src))
+    changed = False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fn"):
+            continue
+        if any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) < 2:
+            continue
+        keep = 1
+        while keep < len(node.args) and (keep >= len(params) or
+                                         params[keep].kind != inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            keep += 1
+        if keep >= len(node.args) or any(p.kind != inspect.Parameter.POSITIONAL_OR_KEYWORD
+                                         for p in params[keep:len(node.args)]):
+            continue
+        node.keywords = [ast.keyword(params[i].name, a) for i, a in enumerate(node.args) if i >= keep] + node.keywords
+        node.args = node.args[:keep]
+        changed = True
+    return ast.unparse(tree) if changed else None
+
+
 def _special_arg(spec: tuple, dtype: str, rng: np.random.Generator) -> Any:
     """Arguments rule cases describe by kind rather than shape:
     ("spd", n) symmetric positive definite; ("sym", n) symmetric with eigenvalues at least
@@ -1325,6 +1354,13 @@ def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: i
         return cases
     for entry in rule.cases:
         b.add_expr(entry[0], entry[1], entry[2] if len(entry) > 2 else None)
+    for entry in rule.cases:  # the same calls with their arguments passed by keyword (float64)
+        special = getattr(rule, "unpack_first", None) or getattr(rule, "inplace_arg", None) is not None
+        src = None if special else keyword_form(entry[0], fn)
+        if src is not None:
+            opts = dict(entry[2]) if len(entry) > 2 and entry[2] else {}
+            opts.update(dtypes=("float64",), name="kw")
+            b.add_expr(src, entry[1], opts)
     declared = len(b.cases)
     mod = key.split(".")[0] if "." in key else ""
     ALL = ("float64", "float32")

@@ -297,6 +297,9 @@ class ExprLowering:
         key = rule_for_callable(fn)
         if key is not None:
             rule = lookup(key)
+            if not (rule.parts or getattr(rule, "via", None) or rule.nondiff or rule.alloc) and \
+                    (rule.jvps() or rule.vjps()):
+                pos, kw = rule.binding().canonical(pos, kw)
             if getattr(rule, "unpack_first", None):
                 pos = self.unpack_first(rule, pos, node)
             self.check_rule(rule, pos, kw, node)
@@ -387,7 +390,19 @@ class ExprLowering:
         return acc
 
     def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
-        """Refuse, at the user's line, a call the rule says it cannot differentiate."""
+        """Refuse, at the user's line, a call the rule says it cannot differentiate, or one
+        passing an argument the rule has no parameter for (`np.sum(x, where=m)`)."""
+        # the parts of eigh take eigh's arguments: bind them by one that has a derivative
+        sig_rule = next((r for r in map(lookup, rule.parts) if r.jvps() or r.vjps()), rule) if rule.parts else rule
+        if not (rule.nondiff or rule.alloc or getattr(rule, "via", None)):
+            unbound = sig_rule.binding().unbound([const_value(v) for v in pos],
+                                                 {k: const_value(v) for k, v in kw.items()})
+            if unbound:
+                args = ", ".join(f"{u}=" if u in kw else u for u in unbound)
+                raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key} with {args}", node,
+                                 why=f"zymo's rule for {rule.key} takes {', '.join(sig_rule.binding().params)}; "
+                                     f"{args} would change the derivative",
+                                 hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
         why = rule.check(list(pos), dict(kw))
         if why:
             raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,

@@ -54,10 +54,10 @@ class mod(Rule, key="mod", fn=operator.mod, template="{0} % {1}", **_P):
 
 
 class pow_(Rule, key="pow", fn=operator.pow, template="{0} ** {1}", **_P):
-    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
-    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
+    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1 + (y == 0))
+    def jvp_y(t, ans, x, y): return t * ans * np.log(x + (x == 0))
+    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1 + (y == 0))
+    def vjp_y(g, ans, x, y): return g * ans * np.log(x + (x == 0))
 
 
 class neg(Rule, key="neg", fn=operator.neg, template="-{0}", **_P):

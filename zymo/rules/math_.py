@@ -106,10 +106,10 @@ class hypot(Rule, key="math.hypot", fn=math.hypot):
 class pow_(Rule, key="math.pow", fn=math.pow):
     """NumPy's arithmetic in the derivatives, as for every rule of numbers (`_rt.fpow`, `np.log`):
     at `x = 0` they are inf (or nan), where `math.pow(0.0, -0.5)` and `math.log(0.0)` raise."""
-    def jvp_x(t, ans, x, y): return t * y * _rt.fpow(x, y - 1.0)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
-    def vjp_x(g, ans, x, y): return g * y * _rt.fpow(x, y - 1.0)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
+    def jvp_x(t, ans, x, y): return t * y * _rt.fpow(x, y - 1.0 + (y == 0))
+    def jvp_y(t, ans, x, y): return t * ans * np.log(x + (x == 0))
+    def vjp_x(g, ans, x, y): return g * y * _rt.fpow(x, y - 1.0 + (y == 0))
+    def vjp_y(g, ans, x, y): return g * ans * np.log(x + (x == 0))
 
 
 class fabs(Rule, key="math.fabs", fn=math.fabs):

@@ -34,6 +34,13 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
 - `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
   message (an argument combination the rule does not differentiate, such as
   `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
+- Arguments are bound by the primal's own signature (`Rule.binding`): a call's
+  positional and keyword arguments name the primal's parameters (`np.clip(x,
+  a_min=0.1)`), which map to the rule's parameters by name, else by position
+  (`a_min` is `clip`'s second parameter, the rule's `lo`), else through
+  `aliases` (a dict, primal keyword -> rule parameter: NumPy 2's `min=`/`max=`).
+  A differentiable rule refuses an argument it has no parameter for unless it is
+  in `INERT` (it does not change the derivative) or equals the primal's default.
 """
 from __future__ import annotations
 
@@ -64,6 +71,7 @@ class Rule:
     parts: ClassVar[tuple[str, ...]] = ()
     part_of: ClassVar[str | None] = None
     cases: ClassVar[tuple] = ()
+    aliases: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
                           template: str | None = None, register: bool = True, **flags: Any):
@@ -76,7 +84,7 @@ class Rule:
         cls.template = template
         for name, value in flags.items():
             if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
-                            "parts", "cases", "part_of"):
+                            "parts", "cases", "part_of", "aliases"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:
@@ -119,6 +127,11 @@ class Rule:
         return sig.replace(parameters=list(sig.parameters.values())[2:])
 
     @classmethod
+    def binding(cls) -> "Binding":
+        """How a call's arguments, named as the primal names them, map to the rule's parameters."""
+        return _derived(cls, "binding", lambda: Binding(cls))
+
+    @classmethod
     def diff_params(cls) -> list[str]:
         return [p for p in cls.signature().parameters if p in cls.vjps() or p in cls.jvps()]
 
@@ -137,6 +150,103 @@ class Rule:
         if mod == "builtins":
             return name
         raise TypeError(f"rule {cls.key}: give call=")
+
+
+# keyword arguments that never change a derivative: result dtype and casting (the rule
+# computes in the result's dtype), subclass passing, einsum's contraction order
+INERT = frozenset({"dtype", "casting", "subok", "optimize"})
+
+
+class Binding:
+    """A rule's parameters for the arguments of a call written against the primal.
+
+    `param(i)` is the rule parameter that the call's i-th positional argument binds,
+    `keyword(k)` the one keyword `k` binds; None where the rule has no such parameter
+    (`out=`, `where=`, `initial=` of `np.sum`, whose rule is `sum(x, axis, keepdims)`)."""
+
+    def __init__(self, rule: type[Rule]):
+        params = list(rule.signature().parameters)
+        self.params = params
+        try:
+            sig = inspect.signature(rule.fn) if rule.fn is not None else None
+        except (TypeError, ValueError):
+            sig = None
+        if sig is None:  # builtins without a signature: the rule's own names and order
+            self.positional: list[str] = list(params)
+            self.by_keyword = [False] * len(params)
+            self.varpos = False
+            self.defaults: dict[str, Any] = {}
+            self.by_name = {p: p for p in params}
+        else:
+            ps = sig.parameters.values()
+            kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            self.positional = [p.name for p in ps if p.kind in kinds]
+            self.by_keyword = [p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD for p in ps if p.kind in kinds]
+            self.varpos = any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in ps)
+            self.defaults = {p.name: p.default for p in ps if p.default is not inspect.Parameter.empty}
+            names = [p.name for p in ps]
+            by_name: dict[str, str] = {p: p for p in params if p in names}
+            taken = set(by_name)
+            for i, p in enumerate(params):  # the rest by position: clip's (a, a_min, a_max) is (x, lo, hi)
+                if p not in taken and i < len(self.positional) and self.positional[i] not in taken:
+                    by_name[self.positional[i]] = p
+            self.by_name = by_name
+        self.aliases = dict(rule.aliases)
+        for k, p in rule.aliases.items():
+            if p not in params:
+                raise TypeError(f"rule {rule.key}: alias {k} -> {p}, which is not a parameter")
+            self.by_name[k] = p
+
+    def param(self, i: int) -> str | None:
+        if i < len(self.positional):
+            return self.by_name.get(self.positional[i])
+        if self.varpos and i < len(self.params):  # np.einsum(subscripts, *operands)
+            return self.params[i]
+        return None
+
+    def keyword(self, k: str) -> str | None:
+        return self.by_name.get(k)
+
+    def canonical(self, pos: list, kw: dict) -> tuple[list, dict]:
+        """The call with keywords that name the next positional parameters moved into place
+        (`solve_triangular(a, b=y, lower=True)` -> `(a, y, lower=True)`), as NumPy binds them:
+        rules' `check` and the printed call see one form."""
+        pos, kw = list(pos), self.renamed(kw)
+        while len(pos) < len(self.positional) and self.by_keyword[len(pos)] and \
+                self.positional[len(pos)] in kw and self.positional[len(pos)] != "out":
+            pos.append(kw.pop(self.positional[len(pos)]))
+        return pos, kw
+
+    def unbound(self, pos: list, kw: dict) -> list[str]:
+        """The primal's names of the arguments given (`pos`, `kw`: Python constants or
+        NOT_CONST) that no rule parameter takes, other than `out` and those in `INERT` or
+        at the primal's default value."""
+        given = [(self.positional[i] if i < len(self.positional) else f"argument {i + 1}", v, self.param(i))
+                 for i, v in enumerate(pos)]
+        given += [(k, v, self.keyword(k)) for k, v in kw.items()]
+        out = []
+        for name, v, param in given:
+            if param is not None or name == "out" or name in INERT:
+                continue
+            if name in self.defaults and v is not NOT_CONST and _same(v, self.defaults[name]):
+                continue
+            if name == "where" and v is True:  # a ufunc's or reduction's where=True selects everything
+                continue
+            out.append(name)
+        return out
+
+    def renamed(self, kw: dict) -> dict:
+        """`kw` with aliases written as the primal's positional name of the same parameter
+        (`np.clip(x, min=lo)` -> `a_min=lo`), so that `canonical` can pass them by position."""
+        back = {p: n for n, p in self.by_name.items() if n in self.positional}
+        return {back.get(self.by_name[k], k) if k in self.aliases else k: v for k, v in kw.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 (an array default compares elementwise)
+        return False
 
 
 class InlineRule:

@@ -53,7 +53,11 @@ def as_shape(t, y):
 
 
 def expand_reduced(g, x, axis, keepdims):
-    """Broadcast the adjoint `g` of a reduction of `x` over `axis` back to `x`'s shape."""
+    """Broadcast the adjoint `g` of a reduction of `x` over `axis` back to `x`'s shape (a
+    read-only view); for a number `x` (`np.sum(np.mean(a))`), a number, which an adjoint
+    accumulates into by rebinding."""
+    if np.ndim(x) == 0:
+        return np.asarray(g)[()]
     if axis is None:
         return np.broadcast_to(np.asarray(g), np.shape(x))
     if not keepdims:

@@ -107,10 +107,10 @@ class fdiv(Rule, key="zymo.fdiv", fn=_rt.fdiv, call="_rt.fdiv", elementwise=True
 
 class fpow(Rule, key="zymo.fpow", fn=_rt.fpow, call="_rt.fpow", elementwise=True):
     """A power as NumPy computes it (rules of numbers raise to powers with it): `pow`'s rule."""
-    def jvp_a(t, ans, a, b): return t * b * _rt.fpow(a, b - 1)
-    def jvp_b(t, ans, a, b): return t * ans * np.log(a)
-    def vjp_a(g, ans, a, b): return g * b * _rt.fpow(a, b - 1)
-    def vjp_b(g, ans, a, b): return g * ans * np.log(a)
+    def jvp_a(t, ans, a, b): return t * b * _rt.fpow(a, b - 1 + (b == 0))
+    def jvp_b(t, ans, a, b): return t * ans * np.log(a + (a == 0))
+    def vjp_a(g, ans, a, b): return g * b * _rt.fpow(a, b - 1 + (b == 0))
+    def vjp_b(g, ans, a, b): return g * ans * np.log(a + (a == 0))
 
 
 class reduced_count(Rule, key="zymo.rt.reduced_count", fn=_rt.reduced_count, call="_rt.reduced_count",

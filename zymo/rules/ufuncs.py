@@ -205,18 +205,18 @@ class divide(Rule, key="numpy.divide", fn=np.divide, **_U):
 
 
 class power(Rule, key="numpy.power", fn=np.power, **_U):
-    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(x)
-    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(x)
+    def jvp_x(t, ans, x, y): return t * y * x ** (y - 1 + (y == 0))
+    def jvp_y(t, ans, x, y): return t * ans * np.log(x + (x == 0))
+    def vjp_x(g, ans, x, y): return g * y * x ** (y - 1 + (y == 0))
+    def vjp_y(g, ans, x, y): return g * ans * np.log(x + (x == 0))
 
 
 class float_power(Rule, key="numpy.float_power", fn=np.float_power, **_U):
     """Computes in float64 whatever the operands' dtype (as NumPy does)."""
-    def jvp_x(t, ans, x, y): return t * y * np.float_power(x, y - 1)
-    def jvp_y(t, ans, x, y): return t * ans * np.log(np.float_power(x, 1.0))
-    def vjp_x(g, ans, x, y): return g * y * np.float_power(x, y - 1)
-    def vjp_y(g, ans, x, y): return g * ans * np.log(np.float_power(x, 1.0))
+    def jvp_x(t, ans, x, y): return t * y * np.float_power(x, y - 1 + (y == 0))
+    def jvp_y(t, ans, x, y): return t * ans * np.log(np.float_power(x + (x == 0), 1.0))
+    def vjp_x(g, ans, x, y): return g * y * np.float_power(x, y - 1 + (y == 0))
+    def vjp_y(g, ans, x, y): return g * ans * np.log(np.float_power(x + (x == 0), 1.0))
 
 
 class arctan2(Rule, key="numpy.arctan2", fn=np.arctan2, **_U):
@@ -306,7 +306,10 @@ _CLIP = {"dom": "clip"}
 class clip(Rule, key="numpy.clip", fn=np.clip, elementwise=True, cases=(
         ("fn(x, -0.5, 0.7)", ((3, 4),), _CLIP), ("fn(x, -0.5, 0.7)", ((),), _CLIP),
         ("fn(x, y, z)", ((5,), (5,), (5,)), _CLIP), ("fn(x, y, 0.9)", ((3, 4), (4,)), _CLIP),
-        ("fn(x, None, z)", ((5,), (), ()), _CLIP), ("fn(x * x, y, None) * x", ((5,), ()), _CLIP))):
+        ("fn(x, None, z)", ((5,), (), ()), _CLIP), ("fn(x * x, y, None) * x", ((5,), ()), _CLIP),
+        ("fn(x, a_min=-0.5, a_max=0.7)", ((3, 4),), _CLIP), ("fn(x, a_min=None, a_max=0.7)", ((5,),), _CLIP), ("fn(x, max=0.7)", ((5,),), _CLIP),
+        ("fn(x, min=y, max=z)", ((5,), (), ()), _CLIP), ("x.clip(min=-0.5) * y", ((5,), (5,)), _CLIP),
+        ("x.clip(max=y)", ((5,), ()), _CLIP)), aliases={"min": "lo", "max": "hi"}):
     """Inside [lo, hi] (bounds included) the derivative goes to x; beyond a bound to it."""
     def jvp_x(t, ans, x, lo, hi): return t * _rt.clip_inside(x, lo, hi)
     def jvp_lo(t, ans, x, lo, hi): return t * (x < lo)

@@ -112,25 +112,21 @@ class Emitter:
 
     def bind(self, rule: type[Rule], op: Op, name=None) -> dict[str, str]:
         """Rule parameter name -> argument expression, for the op's call."""
-        params = list(rule.signature().parameters)
-        out: dict[str, str] = {}
-        for p, t in zip(params, op.attrs["pos"]):
-            out[p] = self.tree(t, op, name)
-        for k, t in op.attrs["kw"]:
-            out[k] = self.tree(t, op, name)
-        return out
+        return {p: self.tree(t, op, name) for p, t in _bound(rule, op)}
 
     def arg_values(self, rule: type[Rule], op: Op) -> dict[str, Value]:
         """Rule parameter name -> the IR value passed for it (plain value args only)."""
-        params = list(rule.signature().parameters)
-        out: dict[str, Value] = {}
-        for p, t in zip(params, op.attrs["pos"]):
-            if t[0] == "v":
-                out[p] = op.args[t[1]]
-        for k, t in op.attrs["kw"]:
-            if t[0] == "v":
-                out[k] = op.args[t[1]]
-        return out
+        return {p: op.args[t[1]] for p, t in _bound(rule, op) if t[0] == "v"}
+
+
+def _bound(rule: type[Rule], op: Op) -> list[tuple[str, Any]]:
+    """(rule parameter, argument tree) of the op's call, bound by the primal's signature
+    (`np.clip(x, a_min=lo)` gives `lo` to the rule's `lo`); arguments the rule has no
+    parameter for (the frontend refused those that matter) are left out."""
+    b = rule.binding()
+    pairs = [(b.param(i), t) for i, t in enumerate(op.attrs["pos"])]
+    pairs += [(b.keyword(k), t) for k, t in op.attrs["kw"]]
+    return [(p, t) for p, t in pairs if p is not None]
 
 
 def zero(v: Value, name: str) -> str:
@@ -254,10 +250,23 @@ class _Fold(ast.NodeTransformer):
                     and child.right.value == 1):
                 setattr(node, side, child.left)
         a, b = node.left, node.right
-        if (type(node.op) in self._OPS and isinstance(a, ast.Constant) and isinstance(b, ast.Constant)
-                and type(a.value) is int and type(b.value) is int):
+        if type(node.op) in self._OPS and _number(a) and _number(b):
             return ast.copy_location(ast.Constant(self._OPS[type(node.op)](a.value, b.value)), node)
         return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        """`2 == 0` -> `False` (the zero-exponent guard `y - 1 + (y == 0)` of a literal power)."""
+        self.generic_visit(node)
+        if (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) and _number(node.left)
+                and _number(node.comparators[0])):
+            same = node.left.value == node.comparators[0].value  # type: ignore[attr-defined]
+            return ast.copy_location(ast.Constant(same == isinstance(node.ops[0], ast.Eq)), node)
+        return node
+
+
+def _number(e: ast.expr) -> bool:
+    """A literal int, bool or float: arithmetic on two of them is folded as Python computes it."""
+    return isinstance(e, ast.Constant) and type(e.value) in (int, bool, float)
 
 
 def _substitute(expr: ast.expr, subst: dict[str, str], ieee: bool = False) -> str:
