@@ -10,6 +10,7 @@ are inlined (Numba dispatchers through `py_func`). Anything else raises
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from typing import Any
 
@@ -20,8 +21,8 @@ from ..ir import types as T
 from ..ir.core import Value
 from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
-from . import fence, objects
-from .bindings import LocalFn, S
+from . import fence, objects, signature
+from .bindings import LocalFn, Partial, S
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -72,7 +73,13 @@ class ExprLowering:
                          node, hint="use a tuple, or preallocate an array with np.zeros/np.empty")
 
     def expr_Lambda(self, node: ast.Lambda) -> Any:
-        return LocalFn(node, self.frame, [self.expr(d) for d in node.args.defaults])
+        return self.local_fn(node)
+
+    def local_fn(self, node: ast.FunctionDef | ast.Lambda) -> LocalFn:
+        """A function defined in the function: its defaults are evaluated here, as Python does."""
+        a = node.args
+        kw_defaults = {p.arg: self.expr(d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+        return LocalFn(node, self.frame, [self.expr(d) for d in a.defaults], kw_defaults)
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.truth(self.expr(node.test), node.test)
@@ -268,13 +275,23 @@ class ExprLowering:
         callee = self.expr(node.func)
         joins = isinstance(callee, S) and getattr(_rule_of(callee.obj), "via", None)
         # np.concatenate([a, b]): a list literal of arrays is taken as a tuple
-        pos = [tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a)
-               for a in node.args]
-        kw = {}
+        def err(msg: str) -> Exception:
+            return self.error(UnsupportedCall, msg, node, hint="unpack a tuple or a dict with constant keys")
+
+        pos: list = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):  # f(*t)
+                pos.extend(signature.spread_tuple(self.expr(a.value), err))
+            else:
+                pos.append(tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a))
+        kw: dict = {}
         for k in node.keywords:
-            if k.arg is None:
-                raise self.error(UnsupportedSyntax, "**kwargs in calls is not supported", node)
-            kw[k.arg] = self.expr(k.value)
+            items = {k.arg: self.expr(k.value)} if k.arg is not None else signature.spread_dict(
+                self.expr(k.value), lambda key, v: self.capture(v, lambda: v, key, node), err)
+            for name, v in items.items():
+                if name in kw:
+                    raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
+                kw[name] = v
         return self.call(callee, pos, kw, node)
 
     def call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
@@ -283,6 +300,16 @@ class ExprLowering:
             return self.method(callee, pos, kw, node)
         if isinstance(callee, LocalFn):
             return self.inline(callee, pos, kw, node)
+        if isinstance(callee, S) and isinstance(callee.obj, functools.partial):  # a global partial object
+            p = callee.obj
+            callee = Partial(S(p.func), tuple(self.capture(a, lambda a=a: a, "partial", node) for a in p.args),
+                             {k: self.capture(v, lambda v=v: v, k, node) for k, v in p.keywords.items()})
+        if isinstance(callee, Partial):
+            return self.call(callee.fn, list(callee.pos) + pos, {**callee.kw, **kw}, node)
+        if isinstance(callee, S) and callee.obj is functools.partial:  # functools.partial(f, a, k=b)
+            if not pos:
+                raise self.error(ZymoSourceError, "functools.partial needs a function", node)
+            return Partial(pos[0], tuple(pos[1:]), dict(kw))
         if isinstance(callee, objects.Bound):  # a method: `self` is the first argument
             return self.inline(callee.fn, [callee.self_] + pos, kw, node)
         if isinstance(callee, S) and isinstance(callee.obj, types.MethodType) and \
@@ -483,20 +510,12 @@ class ExprLowering:
                              "zymo inlines calls, so recursion has no bottom",
                              "rewrite the recursion as a loop")
         fence.check(fnode, file, name)
-        params = [a.arg for a in fnode.args.args]
-        if len(pos) > len(params):
-            raise self.error(ZymoSourceError, f"{name}() takes {len(params)} arguments, {len(pos)} given", node)
-        bound = dict(zip(params, pos))
-        for k, v in kw.items():
-            if k not in params or k in bound:
-                raise self.error(ZymoSourceError, f"{name}() got an unexpected or repeated argument {k!r}", node)
-            bound[k] = v
-        first_default = len(params) - len(defaults)
-        for i, p in enumerate(params):
-            if p not in bound:
-                if i < first_default:
-                    raise self.error(ZymoSourceError, f"{name}() missing argument {p!r}", node)
-                bound[p] = defaults[i - first_default]
+        if isinstance(fn, LocalFn):
+            kw_defaults = fn.kw_defaults
+        else:
+            kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (fn.__kwdefaults__ or {}).items()}
+        bound = signature.bind(fnode.args, name, pos, kw, defaults, kw_defaults,
+                               lambda msg: self.error(ZymoSourceError, msg, node))
         caller = self.frame
         frame = Frame(name, file, src, parent)
         from .lower import nonlocal_names

@@ -42,7 +42,8 @@ _REFUSED: dict[type, tuple[str, str, str]] = {
     ast.Set: ("set", "sets cannot be differentiated", "use a tuple"),
     ast.JoinedStr: ("f-string", "strings are not supported in differentiated code",
                     "move formatting out of the function"),
-    ast.Starred: ("*args unpacking", "star unpacking is not supported yet", "pass arguments explicitly"),
+    ast.Starred: ("starred assignment", "star unpacking outside a call's arguments is not supported yet",
+                  "index the tuple instead (first, rest = t[0], t[1:])"),
     ast.Match: ("match", "match statements are not supported yet", "use if/elif"),
     ast.NamedExpr: ("walrus operator (:=)", "assignment expressions are not supported",
                     "assign in a separate statement"),
@@ -51,18 +52,15 @@ _REFUSED: dict[type, tuple[str, str, str]] = {
 
 
 def check(node: ast.AST, file: str, func: str) -> None:
-    args = node.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-        raise UnsupportedSyntax(
-            f"{func}: *args, **kwargs and keyword-only parameters are not supported yet",
-            Loc(file, node.lineno, node.col_offset, func),
-            hint="use ordinary positional parameters (defaults are fine)",
-        )
     body = node.body if isinstance(node.body, list) else [node.body]
     for stmt in body:
+        # `f(*t)` is a call's argument expansion; any other `*x` (`a, *b = t`) is refused
+        spread = {id(a) for sub in ast.walk(stmt) if isinstance(sub, ast.Call) for a in sub.args}
         for sub in ast.walk(stmt):
             # nested defs are checked when they are called
             if isinstance(sub, (ast.FunctionDef, ast.Lambda)):
+                continue
+            if isinstance(sub, ast.Starred) and id(sub) in spread:
                 continue
             entry = _REFUSED.get(type(sub))
             if entry is not None:

@@ -29,7 +29,7 @@ from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
-from . import fence, objects
+from . import fence, objects, signature
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .expr import ExprLowering
@@ -76,23 +76,24 @@ class Lowerer(ExprLowering):
         frame = Frame(src.fn.__name__, src.file, src, None, nonlocals=nonlocal_names(node))
         self.frame = frame
         self.inlining.append(src.fn)
-        params = node.args.args
-        defaults = list(src.fn.__defaults__ or ())
-        if len(args) > len(params):
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args]
+        if len(args) > len(params) and a.vararg is None:
             raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given")
         structure = []
         body = self.b.push(Block())
-        for i, p in enumerate(params):
-            if i < len(args):
-                binding, tree = self._param_binding(args[i], p.arg)
-                structure.append(tree)
-            else:
-                k = i - (len(params) - len(defaults))
-                if k < 0:
-                    raise ZymoSourceError(f"{frame.name}: missing argument {p.arg!r}")
-                obj = defaults[k]
-                binding = self.capture(obj, lambda obj=obj: obj, p.arg, node)
-            frame.env[p.arg] = binding
+        pos = []
+        for i, obj in enumerate(args):  # `*args` parameters are named after the vararg: args_0, args_1
+            binding, tree = self._param_binding(obj, params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}")
+            structure.append(tree)
+            pos.append(binding)
+        raw = src.fn.__defaults__ or ()
+        first = len(params) - len(raw)  # defaults of the parameters not given are captured (data: parameters)
+        defaults = [self.capture(d, lambda d=d: d, params[first + k], node) if first + k >= len(args) else None
+                    for k, d in enumerate(raw)]
+        kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (src.fn.__kwdefaults__ or {}).items()}
+        frame.env.update(signature.bind(a, frame.name, pos, {}, defaults, kw_defaults,
+                                        lambda msg: ZymoSourceError(msg, self.loc(node))))
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
         self.lower_body(node)
         result = frame.env.get(frame.retval, S(None))
@@ -268,8 +269,7 @@ class Lowerer(ExprLowering):
         if s.decorator_list:
             raise self.error(UnsupportedSyntax, "decorated nested functions are not supported", s,
                              hint="define the function at module level")
-        defaults = [self.expr(d) for d in s.args.defaults]
-        self.frame.env[s.name] = LocalFn(s, self.frame, defaults)
+        self.frame.env[s.name] = self.local_fn(s)
 
     def stmt_Return(self, s: ast.Return) -> None:
         f = self.frame

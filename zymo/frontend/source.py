@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import keyword
+import linecache
 import textwrap
 import types
 from dataclasses import dataclass
@@ -20,6 +22,33 @@ from ..errors import Loc, ZymoSourceError
 
 _MISSING = object()
 _CACHE: dict[Any, "FunctionSource"] = {}
+
+
+_WRAPPERS: dict[int, tuple[Any, types.FunctionType]] = {}
+
+
+def rule_wrapper(fn: Any) -> types.FunctionType | None:
+    """A Python function that calls `fn`, a callable zymo has a rule for but no source of
+    (`np.sin`, `np.linalg.det`, `math.exp`, `operator.mul`): `def sin(*args, **kwargs):
+    return fn(*args, **kwargs)`, its text registered with `linecache` so that it reads like
+    any function (`zymo.gradient(Reverse, np.sin, x)`, as JAX and autograd allow)."""
+    from ..rules.registry import rule_for_callable
+
+    hit = _WRAPPERS.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    if rule_for_callable(fn) is None:
+        return None
+    name = getattr(fn, "__name__", "") or "fn"
+    name = name if name.isidentifier() and not keyword.iskeyword(name) else "fn_"
+    file = f"<zymo: {getattr(fn, '__module__', None) or 'builtins'}.{name}>"
+    text = f"def {name}(*args, **kwargs):\n    return fn(*args, **kwargs)\n"
+    linecache.cache[file] = (len(text), None, text.splitlines(True), file)
+    scope: dict[str, Any] = {"fn": fn}
+    exec(compile(text, file, "exec"), scope)  # noqa: S102 (our own two lines)
+    wrapper = scope[name]
+    _WRAPPERS[id(fn)] = (fn, wrapper)
+    return wrapper
 
 
 def unwrap(fn: Any) -> Any:
@@ -39,6 +68,8 @@ class FunctionSource:
     @staticmethod
     def of(fn: Any) -> "FunctionSource":
         fn = unwrap(fn)
+        if not isinstance(fn, types.FunctionType):
+            fn = rule_wrapper(fn) or fn
         if not isinstance(fn, types.FunctionType):
             raise ZymoSourceError(
                 f"zymo can only differentiate Python functions, not {type(fn).__name__}",
