@@ -491,3 +491,10 @@ def test_augmented_assignment_to_a_list_is_refused_not_dropped():
         zymo.autodiff(Reverse, extends_a_list_argument, Active, dup(x), Const([1.0]), Const([2.0, 3.0]))
     assert_points_at(info.value, extends_a_list_argument)
     assert "a = a + b" in str(info.value)
+
+
+def test_a_read_only_shadow_is_refused_naming_the_argument():
+    x = np.ones(3)
+    dx = np.broadcast_to(np.zeros(1), (3,))
+    with pytest.raises(zymo.ZymoUsageError, match="argument 0: the shadow is a read-only array"):
+        zymo.autodiff(Reverse, np.sum, Active, Duplicated(x, dx))
