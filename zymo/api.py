@@ -116,7 +116,7 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                     f"{where}: in reverse mode a float cannot be BatchDuplicated (its shadows are "
                     "immutable); use Active(x), whose derivative comes back once per lane"
                 )
-            norm.append((a.val, a.dvals, "batch"))
+            norm.append((data.as_rows(a.val), tuple(data.as_rows(d) for d in a.dvals), "batch"))
         elif isinstance(a, Duplicated):
             check_shadow(a.val, a.dval, where)
             if not mode.forward and _has_float_leaf(a.val):
@@ -125,7 +125,7 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                     "use Active(x) (for a tuple, namedtuple or frozen dataclass holding floats and arrays, "
                     "pass the floats separately or use a mutable class)"
                 )
-            norm.append((a.val, a.dval, "dup"))
+            norm.append((data.as_rows(a.val), data.as_rows(a.dval), "dup"))
         elif isinstance(a, Active):
             if mode.forward:
                 raise ZymoUsageError(
@@ -139,11 +139,11 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                 )
             norm.append((a.val, None, "active"))
         elif isinstance(a, Const):
-            norm.append((a.val, None, "const"))
+            norm.append((data.as_rows(a.val), None, "const"))
         elif isinstance(a, Annotation):
             raise ZymoUsageError(f"{where}: {type(a).__name__} is not supported yet")
         else:
-            norm.append((a, None, "const"))
+            norm.append((data.as_rows(a), None, "const"))
     return norm
 
 
