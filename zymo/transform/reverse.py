@@ -1101,7 +1101,17 @@ class Reverse:
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            if first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
+            if (first[0] == "acc" and first[1] is body and v.type.ndim > 0 and vid not in self.deferred
+                    and all(r[0] in ("def", "acc") for r in refs[1:]) and any(r[0] == "acc" for r in refs[1:])
+                    and _fresh_array_expr(first[3])):
+                # several contributions, the first a new array (`_rt.unbroadcast(y * -g, z)`): it
+                # becomes the shadow (a copy only if its shape or dtype is not the shadow's), the
+                # others add into it, where zeros and one more pass were written before
+                line = body.lines[first[2]]
+                indent = line[:len(line) - len(line.lstrip())]
+                body.lines[first[2]] = f"{indent}{name} = _rt.as_shape({first[3]}, {self.namer(v)})"
+                self.needed.add((vid, "p"))
+            elif first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
                 expr = first[3]
@@ -1742,6 +1752,23 @@ _SHAPE_ARGS = {("_rt", "expand_reduced"): 1, ("_rt", "unbroadcast"): 1, ("_rt", 
                ("_rt", "as_shape"): 1, ("_rt", "reduced_count"): 0, ("np", "zeros_like"): 0,
                ("np", "empty_like"): 0, ("np", "ones_like"): 0, ("np", "shape"): 0, ("np", "ndim"): 0}
 _SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "size"})
+
+
+def _fresh_array_expr(expr: str) -> bool:
+    """Whether `expr` (an adjoint contribution) evaluates to memory nothing else holds: an
+    arithmetic expression, possibly summed back to an operand's shape by `_rt.unbroadcast`
+    (which returns a new array or the one it was given). A name, a view or a helper's result
+    may be shared, and a shadow adopting it would be written in place by later contributions."""
+    import ast
+
+    try:
+        e = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return False
+    if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == "_rt" and e.func.attr == "unbroadcast" and len(e.args) == 2):
+        e = e.args[0]
+    return isinstance(e, (ast.BinOp, ast.UnaryOp))
 
 
 def _shape_only_names(src: str) -> frozenset[str]:
