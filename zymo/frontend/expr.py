@@ -155,6 +155,10 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in _CMP_FOLD and all(isinstance(v, Value) and v.is_const for v in (left, right)):
+                # two compile-time constants (x.ndim == 1, a global int): decided now, so a check
+                # such as `assert x.ndim == 1` leaves no dead branch to lower
+                r = self.b.const(bool(_CMP_FOLD[key](left.const, right.const)), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
                 # static values (strings held by records, None): decided at compile time
                 r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
@@ -495,6 +499,8 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
+        if frame.env.get("$raised") is True:  # the callee raises on every path (flow.RAISED)
+            caller.env["$raised"] = True
         return frame.env.get(frame.retval, S(None))
 
 
@@ -511,6 +517,9 @@ class _Method:
 def _hint(key: str) -> str:
     return key.split(".")[-1]
 
+
+_CMP_FOLD = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+             "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}

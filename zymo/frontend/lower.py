@@ -30,6 +30,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from . import fence, objects
+from .flow import RAISED, FlowLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .expr import ExprLowering
@@ -57,7 +58,7 @@ class Frame:
         self.ret, self.retval = f"$ret{n}", f"$retval{n}"
 
 
-class Lowerer(ExprLowering):
+class Lowerer(FlowLowering, ExprLowering):
     def __init__(self) -> None:
         self.b = Builder()
         self.frame: Frame | None = None
@@ -67,6 +68,12 @@ class Lowerer(ExprLowering):
         self.array_converts: list[tuple[str, str, Loc]] = []  # (from dtype, to dtype, loop line)
         self.params: list[Value] = []
         self.frozen: list[tuple[Callable[[], Any], Any]] = []  # (resolver, value) of constant globals
+        self.trying: list = []  # try statements being lowered, innermost last (flow.py)
+        self.try_top = False  # lowering a raise at the top level of the innermost try body
+        self.errstates: list = []  # np.errstate blocks being lowered: (enter value, key)
+        self.uses_errstate = False
+        self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
+        self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
 
     # -- entry ---------------------------------------------------------------
     def lower_function(self, fn: Any, args: tuple, names: list[str] | None = None) -> Function:
@@ -79,7 +86,7 @@ class Lowerer(ExprLowering):
         params = node.args.args
         defaults = list(src.fn.__defaults__ or ())
         if len(args) > len(params):
-            raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given")
+            raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given", self.loc(node))
         structure = []
         body = self.b.push(Block())
         for i, p in enumerate(params):
@@ -89,7 +96,7 @@ class Lowerer(ExprLowering):
             else:
                 k = i - (len(params) - len(defaults))
                 if k < 0:
-                    raise ZymoSourceError(f"{frame.name}: missing argument {p.arg!r}")
+                    raise ZymoSourceError(f"{frame.name}: missing argument {p.arg!r}", self.loc(node))
                 obj = defaults[k]
                 binding = self.capture(obj, lambda obj=obj: obj, p.arg, node)
             frame.env[p.arg] = binding
@@ -108,6 +115,8 @@ class Lowerer(ExprLowering):
             captured=captured,
             frozen=self.frozen,
             result_template=result,
+            python_only=[(why, loc) for why, loc in self.python_only if why],
+            errstate=self.uses_errstate,
         )
         return f
 
@@ -197,6 +206,8 @@ class Lowerer(ExprLowering):
     def stmts(self, stmts: list[ast.stmt]) -> None:
         for i, s in enumerate(stmts):
             self.stmt(s)
+            if self.frame.env.get(RAISED) is True:
+                return  # everything after a raise is dead
             if may_exit(s):
                 cond = self.exit_flags(s)
                 if cond is True:
@@ -243,9 +254,6 @@ class Lowerer(ExprLowering):
 
     def stmt_Nonlocal(self, s: ast.Nonlocal) -> None:
         pass  # the frame's `nonlocals` route assignments to the closure cell
-
-    def stmt_Assert(self, s: ast.Assert) -> None:
-        pass  # asserts are not evaluated (as under `python -O`)
 
     def stmt_Expr(self, s: ast.Expr) -> None:
         if isinstance(s.value, ast.Constant):
@@ -436,6 +444,12 @@ class Lowerer(ExprLowering):
             envs.append(f.env)
             blocks.append(blk)
         f.env = dict(pre)
+        if self.merge_raised(envs, blocks, pre, node):  # both branches raise
+            for blk in blocks:
+                blk.ops.append(Op("yield", [], [], self.loc(node)))
+            self.b.emit(Op("if", [cond], [], self.loc(node), regions=blocks))
+            f.env[RAISED] = True
+            return
         names = sorted({n for e in envs for n in e if e.get(n) is not pre.get(n)})
         yields: list[list[Value]] = [[], []]
         templates = {}
@@ -519,9 +533,34 @@ class Lowerer(ExprLowering):
 
     # -- loops ---------------------------------------------------------------
     def stmt_While(self, s: ast.While) -> None:
+        self.last_broke = None
         self.lower_loop(s, kind="while", test=s.test)
+        self.loop_else(s)
 
     def stmt_For(self, s: ast.For) -> None:
+        self.last_broke = None
+        self.lower_for(s)
+        self.loop_else(s)
+
+    def loop_else(self, s: ast.For | ast.While) -> None:
+        """A loop's `else` clause: it runs when the loop ended without `break` (or `return`):
+        under `if not (broke or returned)` with the loop's break flag."""
+        if not s.orelse:
+            return
+        f = self.frame
+        flags = [b for b in (self.last_broke, f.env.get(f.ret)) if isinstance(b, Value)]
+        if any(b.is_const and b.const for b in flags):
+            return
+        flags = [b for b in flags if not b.is_const]
+        if not flags:
+            self.stmts(s.orelse)
+            return
+        cond = flags[0]
+        for v in flags[1:]:
+            cond = self.b.prim("zymo.or", [cond, v], {}, self.loc(s), "exit")
+        self.lower_if(self.not_(cond, s), lambda: self.stmts(s.orelse), lambda: None, s)
+
+    def lower_for(self, s: ast.For) -> None:
         it = s.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
             fn = self.lookup(it.func.id, it.func)
@@ -648,7 +687,7 @@ class Lowerer(ExprLowering):
             one(0)
         finally:
             f.loops.pop()
-            f.env.pop(brk, None)
+            self.last_broke = f.env.pop(brk, None)
 
     def lower_range_loop(self, s: ast.For, bounds: list[Value], bind: Callable[[Value], None]) -> None:
         if contains(s.body, (ast.Break,), loops=False) or contains(s.body, (ast.Return,), loops=True):
@@ -734,7 +773,7 @@ class Lowerer(ExprLowering):
             for n in unbound_targets:
                 if n in carried:
                     f.env[n] = Guarded(f.env[n], guard_bounds)
-        f.env.pop(brk, None)
+        self.last_broke = f.env.pop(brk, None)
 
     def _loop_attempt(self, s, kind, test, bounds, bind, test_fn, body_fn, carried, templates, init,
                       types, assigned, brk, cont, unbound_targets):
@@ -858,6 +897,7 @@ def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
         if isinstance(n, (ast.FunctionDef, ast.Lambda)):
             continue
         if isinstance(n, (ast.For, ast.While)) and not loops:
+            stack.extend(n.orelse)  # an else clause runs after the loop: its break is the outer loop's
             continue
         stack.extend(ast.iter_child_nodes(n))
     return False
@@ -867,7 +907,8 @@ def may_exit(s: ast.stmt) -> bool:
     if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
         return True
     if isinstance(s, (ast.For, ast.While)):
-        return contains(s.body, (ast.Return,), loops=True)
+        return contains(s.body + s.orelse, (ast.Return,), loops=True) or contains(
+            s.orelse, (ast.Break, ast.Continue), loops=False)
     return contains([s], (ast.Return,), loops=True) or contains([s], (ast.Break, ast.Continue), loops=False)
 
 

@@ -146,7 +146,8 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
     for node in ast.walk(mod):
         if isinstance(node, ast.Lambda):
             return node
-    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source")
+    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source",
+                          Loc(fn.__code__.co_filename, want_line, 0, fn.__name__))
 
 
 def _within(inner: ast.AST, outer: ast.AST) -> bool:
