@@ -348,6 +348,32 @@ def test_an_exception_no_handler_catches_comes_through():
     assert grad(primal_error_not_caught, 4.0, 0.0) == (1.0, 0.0)
 
 
+def try_in_a_loop(x, d):
+    s = 0.0
+    for i in range(x.shape[0]):
+        try:
+            s = s + float(x[i]) / float(d[i])  # Python floats: ZeroDivisionError, as the user's code
+        except ZeroDivisionError:
+            s = s - x[i] * x[i]
+    return s
+
+
+def test_a_try_in_a_loop_replays_each_iterations_path():
+    x, d = np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.0, 4.0])
+    check(try_in_a_loop, [x, d], const=(1,))
+    np.testing.assert_allclose(grad(try_in_a_loop, x, Const(d))[0], [0.5, -4.0, 0.25])
+    d = np.array([0.0, 1.0, 0.0])
+    np.testing.assert_allclose(grad(try_in_a_loop, x, Const(d))[0], [-2.0, 1.0, -6.0])
+
+
+def random_in_try(x):
+    try:
+        y = x * np.random.standard_normal()  # <-
+    except ValueError:
+        y = x
+    return y
+
+
 def handler_reads_the_exception(x):
     try:
         y = math.sqrt(x)
@@ -382,7 +408,8 @@ def return_in_finally(x):
 
 
 @pytest.mark.parametrize("fn,args", [(handler_reads_the_exception, (1.0,)), (caught_indexing, (np.ones(2), 5)),
-                                     (caught_in_a_loop, (np.ones(3),)), (return_in_finally, (1.0,))])
+                                     (caught_in_a_loop, (np.ones(3),)), (return_in_finally, (1.0,)),
+                                     (random_in_try, (1.0,))])
 def test_try_forms_zymo_cannot_follow_are_refused(fn, args):
     with pytest.raises(zymo.UnsupportedSyntax) as info:
         grad(fn, *args)

@@ -447,7 +447,9 @@ class ExprLowering:
                     return self.b.prim("numpy.absolute", [x], {}, loc)
                 raise self.error(ZymoTypeError, f"{fn.__name__}() of an array", node)
             x = self.as_value(x, node)
-            if fn is float and x.type == T.F64:
+            if fn is float and x.type == T.F64 and not getattr(self, "trying", None):
+                # (kept in a try body: a Python float divides by zero with ZeroDivisionError,
+                # a NumPy float with inf, and the probe must see what the user's code sees)
                 return x
             return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
         if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):

@@ -46,7 +46,7 @@ RAISED = "$raised"  # env key: the current path has raised (everything after is 
 _SAFE_NUMBERS = frozenset({"add", "sub", "mul", "neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "not",
                            "builtins.abs", "builtins.min", "builtins.max", "builtins.float", "builtins.bool"})
 _SAFE_ALWAYS = frozenset({"zymo.dim", "zymo.or", "zymo.and", "zymo.trip", "zymo.span", "numpy.shape",
-                          "builtins.len"})
+                          "builtins.len", "builtins.print"})
 
 
 @dataclass
@@ -306,6 +306,12 @@ class FlowLowering:
         self.b.block.ops.extend(ops[:j])
         op = ops[j]
         loc = self.loc(s)
+        key = op.attrs["key"]
+        if key.startswith(("numpy.random.", "inactive.")):
+            raise UnsupportedSyntax(
+                f"a handler of this try may catch an error of {key.split('.', 1)[1]}, which has effects",
+                op.loc, "zymo finds the path a try takes by calling the function once more first: a random "
+                "draw or a function marked inactive would run twice", "call it before the try statement")
         attrs = {k: v for k, v in op.attrs.items() if k != "out"}
         attrs["key"] = checks.probe_key(op.attrs["key"], ctx.classes())
         self.python_only.append((checks.python_only(attrs["key"]), loc))
