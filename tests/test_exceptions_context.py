@@ -110,6 +110,14 @@ def test_a_function_made_by_exec_is_refused_saying_so():
     assert "<string>" in msg and "exec" in msg and "Hint:" in msg
 
 
+def test_a_function_compiled_under_another_files_name_is_refused_saying_so():
+    ns: dict = {}
+    exec(compile("def made(x):\n    return x * x\n", __file__, "exec"), ns)  # not this file's text
+    with pytest.raises(zymo.ZymoSourceError) as info:
+        zymo.autodiff(Reverse, ns["made"], Active, Active(3.0))
+    assert THIS_FILE in str(info.value) and "exec" in str(info.value)
+
+
 # ============================================================================
 # 2. raise and assert: input checks that run in the primal
 # ============================================================================
