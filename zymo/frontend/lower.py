@@ -6,13 +6,19 @@ parameters: `Function.attrs["captured"]`). It
 - turns names into SSA values; `if`, `for` and `while` carry what they change;
 - lowers `break`, `continue` and early `return` to boolean flags: the statements
   after one that may exit run under `if not flag`; loops that may break or
-  return become `while` loops that test the flag;
+  return become `while` loops that test the flag; a loop's `else` clause runs
+  under `if not (broke or returned)`;
+- lowers `raise`, `assert`, `try` and `with` as `flow.py` says (after a raise
+  the path is dead: `stmts` stops and `lower_if` merges the other branch alone);
 - inlines calls to user functions and nested functions (a call is lowered in
   the caller, with the callee's own globals and closure), refusing recursion;
 - unrolls iteration over tuples (their length is known); iterates arrays and
   lists with an index;
 - raises `ZymoSourceError` subclasses naming the user's file and line for
-  everything it does not accept.
+  everything it does not accept;
+- records in `Function.attrs` `python_only` (`[(why, loc)]`: constructs the Numba
+  backend cannot compile, whose derivatives the API runs as Python) and `errstate`
+  (the function has `with np.errstate(...)` blocks).
 Expressions and calls are lowered by `ExprLowering` (expr.py).
 """
 from __future__ import annotations
@@ -208,9 +214,11 @@ class Lowerer(FlowLowering, ExprLowering):
 
     def stmts(self, stmts: list[ast.stmt]) -> None:
         for i, s in enumerate(stmts):
-            self.stmt(s)
             if self.frame.env.get(RAISED) is True:
                 return  # everything after a raise is dead
+            self.stmt(s)
+            if self.frame.env.get(RAISED) is True:
+                return
             if may_exit(s):
                 cond = self.exit_flags(s)
                 if cond is True:
