@@ -590,3 +590,31 @@ def test_an_error_in_a_loop_else_names_its_line():
     with pytest.raises(zymo.UnsupportedSyntax) as info:
         grad(comprehension_in_loop_else, 1.0)
     assert_points_at(info.value, comprehension_in_loop_else)
+
+
+def branches_in_try(A, b, flag):
+    try:
+        if np.linalg.det(A) > 0.5:
+            y = np.linalg.solve(A, b)
+        else:
+            y = 3.0 * b
+        assert abs(np.linalg.det(A)) > 1e-12, "singular"
+    except np.linalg.LinAlgError:
+        y = -b
+    except AssertionError:
+        y = b * b
+    if flag:
+        y = y * 2.0
+    return np.sum(y * b)
+
+
+def test_branches_and_asserts_in_a_try_body():
+    A = np.array([[2.0, 0.5], [0.3, 1.5]])
+    b = np.array([1.0, -2.0])
+    check(branches_in_try, [A, b, True], const=(2,))
+    np.testing.assert_allclose(grad(branches_in_try, Const(A), b, Const(False))[1],
+                               np.linalg.solve(A, b) + np.linalg.solve(A.T, b))
+    small = np.array([[0.5, 0.0], [0.0, 0.5]])  # det 0.25: the else branch
+    np.testing.assert_allclose(grad(branches_in_try, Const(small), b, Const(False))[1], 6.0 * b)
+    singular = np.array([[1.0, 1.0], [1.0, 1.0]])  # det 0: the else branch, then the assert fails, caught
+    np.testing.assert_allclose(grad(branches_in_try, Const(singular), b, Const(False))[1], 3.0 * b * b)

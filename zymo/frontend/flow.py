@@ -63,10 +63,11 @@ class TryCtx:
                 return k
         return None
 
-    def may_catch(self, raisable: tuple[type, ...]) -> bool:
-        """Whether some handler may catch an exception of a class in `raisable` (or a subclass)."""
+    def may_catch(self, raisable: tuple[type, ...], library: bool = False) -> bool:
+        """Whether some handler may catch an exception of a class in `raisable` (or a subclass);
+        `library`: raised by NumPy's or math's code, which raises no `AssertionError`."""
         return any(issubclass(r, h) or issubclass(h, r) for classes, _ in self.handlers for h in classes
-                   for r in raisable)
+                   for r in raisable if not (library and issubclass(h, AssertionError)))
 
     def classes(self) -> tuple[tuple[type, ...], ...]:
         return tuple(c for c, _ in self.handlers)
@@ -249,42 +250,57 @@ class FlowLowering:
         def go_on() -> None:
             self.try_seq(ctx, rest, orelse, node)
         if isinstance(s, ast.Assert) and not sys.flags.optimize:
-            cond = self.truth(self.expr(s.test), s.test)
+            ops, _, cond = self.scratch(lambda: self.truth(self.expr(s.test), s.test))
+            self.refuse_nested(ctx, ops)
             args = [self.constant(s.msg, "an assert's message")] if s.msg is not None else []
-            if cond is True:
-                go_on()
-                return
-            fail = lambda: self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))  # noqa: E731
-            if cond is False:
-                fail()
-                return
-            self.lower_if(cond, go_on, fail, s)
+
+            def check() -> None:
+                fail = lambda: self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))  # noqa: E731
+                if cond is True or cond is False:
+                    (go_on if cond else fail)()
+                    return
+                self.lower_if(cond, go_on, fail, s)
+            self.emit_probed(ctx, ops, s, check)
             return
         if isinstance(s, ast.Raise):
             cls, args = self.exception_of(s)
             self.at_top(lambda: self.stmt_Raise_of(cls, args, s))
             return
-        if isinstance(s, ast.If) and (self.catches_raise(ctx, s) or any(
-                isinstance(n, ast.Call) for st in s.body + s.orelse for n in ast.walk(st))):
-            # the rest of the body is lowered in each branch (a call in a branch may be caught)
-            cond = self.truth(self.expr(s.test), s.test)
-            self.lower_if(cond, lambda: self.try_seq(ctx, s.body + rest, orelse, node),
-                          lambda: self.try_seq(ctx, s.orelse + rest, orelse, node), s)
+        if isinstance(s, ast.If):
+            if not self.catches_raise(ctx, s):
+                ops, post, _ = self.scratch(lambda: self.stmt(s))
+                if not any(op.regions and self.raises_inside(ctx, op) for op in ops):
+                    self.emit_probed(ctx, ops, s, lambda: self.go_on_after(s, post, go_on))
+                    return
+            # a branch may raise what a handler catches: the rest of the body in each branch
+            ops, _, cond = self.scratch(lambda: self.truth(self.expr(s.test), s.test))
+            self.refuse_nested(ctx, ops)
+            self.emit_probed(ctx, ops, s, lambda: self.lower_if(
+                cond, lambda: self.try_seq(ctx, s.body + rest, orelse, node),
+                lambda: self.try_seq(ctx, s.orelse + rest, orelse, node), s))
             return
         # an ordinary statement: lowered apart, then its ops that may raise a caught exception probed
+        ops, post, _ = self.scratch(lambda: self.stmt(s))
+        self.refuse_nested(ctx, ops)
+        self.emit_probed(ctx, ops, s, lambda: self.go_on_after(s, post, go_on))
+
+    def scratch(self, fn: Callable[[], Any]) -> tuple[list[Op], dict, Any]:
+        """Lower `fn()` into a block of its own: (its ops, the env after it, its value); the env is
+        left as it was before."""
         f = self.frame
         pre = dict(f.env)
         blk = self.b.push(Block())
         try:
-            self.stmt(s)
+            out = fn()
         finally:
             self.b.pop()
         post = f.env
         f.env = pre
-        for op in blk.ops:
-            if op.regions:
-                self.refuse_nested(ctx, op)
-        self.emit_probed(ctx, blk.ops, post, s, go_on)
+        return blk.ops, post, out
+
+    def go_on_after(self, s: ast.stmt, post: dict, go_on: Callable[[], None]) -> None:
+        self.frame.env = post
+        self.continue_after(s, go_on)
 
     def at_top(self, fn: Callable[[], None]) -> None:
         saved, self.try_top = self.try_top, True
@@ -293,15 +309,15 @@ class FlowLowering:
         finally:
             self.try_top = saved
 
-    def emit_probed(self, ctx: TryCtx, ops: list[Op], post: dict, s: ast.stmt, go_on: Callable[[], None]) -> None:
-        f = self.frame
+    def emit_probed(self, ctx: TryCtx, ops: list[Op], s: ast.stmt, then: Callable[[], None]) -> None:
+        """Emit `ops`, each op that may raise what `ctx` catches preceded by its probe and the
+        ops after it, then `then()`, under `if code == 0` (the handlers under the other branch)."""
         for j, op in enumerate(ops):
             if self.may_raise(ctx, op):
                 break
         else:
             self.b.block.ops.extend(ops)
-            f.env = post
-            self.continue_after(s, go_on)
+            then()
             return
         self.b.block.ops.extend(ops[:j])
         op = ops[j]
@@ -313,16 +329,16 @@ class FlowLowering:
                 op.loc, "zymo finds the path a try takes by calling the function once more first: a random "
                 "draw or a function marked inactive would run twice", "call it before the try statement")
         attrs = {k: v for k, v in op.attrs.items() if k != "out"}
-        attrs["key"] = checks.probe_key(op.attrs["key"], ctx.classes())
+        attrs["key"] = checks.probe_key(key, ctx.classes())
         self.python_only.append((checks.python_only(attrs["key"]), loc))
         code = Value(T.INT, "caught")
         self.b.emit(Op("prim", list(op.args), [code], op.loc, attrs))
         ok = self.b.prim("eq", [code, 0], {}, loc, "ok")
 
-        def then() -> None:
+        def go() -> None:
             self.b.emit(op)
-            self.emit_probed(ctx, ops[j + 1:], post, s, go_on)
-        self.lower_if(ok, then, lambda: self.dispatch(ctx, code, s), s)
+            self.emit_probed(ctx, ops[j + 1:], s, then)
+        self.lower_if(ok, go, lambda: self.dispatch(ctx, code, s), s)
 
     def dispatch(self, ctx: TryCtx, code: Value, s: ast.AST, k: int = 0) -> None:
         """The handlers, chosen by the probe's `code` (1-based; never 0 here)."""
@@ -388,19 +404,27 @@ class FlowLowering:
             linalg = key.startswith(("numpy.linalg.", "scipy.linalg.")) or not key.startswith(
                 ("numpy.", "math.", "builtins.", "zymo.", "scipy.")) and "." in key
             raisable = (np.linalg.LinAlgError,) if linalg else ()
-        return ctx.may_catch(raisable)
+        return ctx.may_catch(raisable, library=key.startswith(("numpy.", "math.", "scipy.")) or "." not in key)
 
-    def refuse_nested(self, ctx: TryCtx, op: Op) -> None:
+    def raises_inside(self, ctx: TryCtx, op: Op) -> Op | None:
+        """The first op inside `op`'s regions that may raise what `ctx` catches (or None)."""
         from ..ir.core import walk
 
         for region in op.regions:
             for inner in walk(region):
                 if inner.kind in ("prim", "getitem", "setitem") and self._quiet_may_raise(ctx, inner):
-                    raise UnsupportedSyntax(
-                        "a handler of this try may catch an error raised inside a loop or a branch of the try body",
-                        inner.loc, "zymo records which path a try takes only for calls at the top level of "
-                        "the try body's statements", "compute the call in a statement of its own in the try body, "
-                        "outside the loop, or move the try into the loop body")
+                    return inner
+        return None
+
+    def refuse_nested(self, ctx: TryCtx, ops: list[Op]) -> None:
+        for op in ops:
+            inner = self.raises_inside(ctx, op) if op.regions else None
+            if inner is not None:
+                raise UnsupportedSyntax(
+                    "a handler of this try may catch an error raised inside a loop or a branch of the try body",
+                    inner.loc, "zymo records which path a try takes only for calls at the top level of "
+                    "the try body's statements (and of its if statements)", "compute the call in a statement of "
+                    "its own in the try body, outside the loop, or move the try into the loop body")
 
     def _quiet_may_raise(self, ctx: TryCtx, op: Op) -> bool:
         try:
