@@ -78,7 +78,7 @@ def raise_key(cls: type, nargs: int) -> str:
     ident = ("raise", cls, nargs)
     if ident not in _KEYS:
         expr, numba_ok = class_expr(cls)
-        args = ", ".join("{%d}" % k for k in range(nargs))
+        args = ", ".join(f"{{{k}}}" for k in range(nargs))
 
         def fn(*a: Any) -> None:
             raise cls(*a)
@@ -97,7 +97,7 @@ def probe_key(rule_key: str, handlers: tuple[tuple[type, ...], ...]) -> str:
         def probe(*a: Any, **kw: Any) -> int:
             try:
                 inner(*a, **kw)
-            except BaseException as exc:  # noqa: BLE001  (matched below, re-raised otherwise)
+            except BaseException as exc:  # matched below, re-raised otherwise
                 for k, classes in enumerate(handlers):
                     if isinstance(exc, classes):
                         return k + 1

@@ -8,7 +8,7 @@ parameters: `Function.attrs["captured"]`). It
   after one that may exit run under `if not flag`; loops that may break or
   return become `while` loops that test the flag; a loop's `else` clause runs
   under `if not (broke or returned)`;
-- lowers `raise`, `assert`, `try` and `with` as `flow.py` says (after a raise
+- lowers `raise`, `assert` and `try` as `flow.py` says, `with` as `managers.py` says (after a raise
   the path is dead: `stmts` stops and `lower_if` merges the other branch alone);
 - inlines calls to user functions and nested functions (a call is lowered in
   the caller, with the callee's own globals and closure), refusing recursion;
@@ -37,6 +37,7 @@ from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from . import fence, objects
 from .flow import RAISED, FlowLowering
+from .managers import WithLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .expr import ExprLowering
@@ -64,7 +65,7 @@ class Frame:
         self.ret, self.retval = f"$ret{n}", f"$retval{n}"
 
 
-class Lowerer(FlowLowering, ExprLowering):
+class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def __init__(self) -> None:
         self.b = Builder()
         self.frame: Frame | None = None
