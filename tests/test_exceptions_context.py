@@ -383,6 +383,14 @@ def random_in_try(x):
     return y
 
 
+def in_place_in_try(x, y):
+    try:
+        x += y  # <-
+    except ValueError:
+        x[0] = 0.0
+    return np.sum(x)
+
+
 def handler_reads_the_exception(x):
     try:
         y = math.sqrt(x)
@@ -418,7 +426,7 @@ def return_in_finally(x):
 
 @pytest.mark.parametrize("fn,args", [(handler_reads_the_exception, (1.0,)), (caught_indexing, (np.ones(2), 5)),
                                      (caught_in_a_loop, (np.ones(3),)), (return_in_finally, (1.0,)),
-                                     (random_in_try, (1.0,))])
+                                     (random_in_try, (1.0,)), (in_place_in_try, (np.ones(2), np.ones(2)))])
 def test_try_forms_zymo_cannot_follow_are_refused(fn, args):
     with pytest.raises(zymo.UnsupportedSyntax) as info:
         grad(fn, *args)

@@ -324,7 +324,13 @@ class FlowLowering:
                 f"a handler of this try may catch an error of {key.split('.', 1)[1]}, which has effects",
                 op.loc, "zymo finds the path a try takes by calling the function once more first: a random "
                 "draw or a function marked inactive would run twice", "call it before the try statement")
-        attrs = {k: v for k, v in op.attrs.items() if k != "out"}
+        if "out" in op.attrs:
+            raise UnsupportedSyntax(
+                "a handler of this try may catch an error of a call that writes into an array (out= or +=)",
+                op.loc, "zymo finds the path a try takes by calling the function once more first, and "
+                "cannot do that without writing the array twice", "compute a new array in the try body "
+                "(y = a + b) and write it after the try statement, or catch a narrower exception")
+        attrs = dict(op.attrs)
         attrs["key"] = checks.probe_key(key, ctx.classes())
         self.python_only.append((checks.python_only(attrs["key"]), loc))
         code = Value(T.INT, "caught")
