@@ -198,6 +198,42 @@ def test_raise_and_assert_compile_under_numba():
     assert all("raise ValueError('n must be positive')" in c.source for c in entries)
 
 
+def fail(what):
+    raise ValueError("bad input")
+
+
+def checks_through_a_callee(x):
+    if x[0] > 0.0:
+        fail(1)
+    return np.sum(x * x * x)
+
+
+@pytest.mark.parametrize("policy", BACKENDS)
+def test_a_callee_that_always_raises(policy):
+    numba_or_skip(policy)
+    x = np.array([-1.0, 2.0])
+    check(checks_through_a_callee, [x])
+    np.testing.assert_allclose(grad(checks_through_a_callee, x)[0], 3.0 * x * x)
+    with pytest.raises(ValueError, match="bad input"):
+        grad(checks_through_a_callee, -x)
+
+
+def test_asserts_are_not_evaluated_under_python_O(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "optimized.py"
+    script.write_text("import numpy as np\nimport zymo\n\n\n"
+                      "def f(x):\n    assert x.ndim == 2, 'never checked'\n    return np.sum(x * x)\n\n\n"
+                      "print(zymo.gradient(zymo.Reverse, f, np.ones(2))[0].tolist())\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(zymo.__file__)))
+    env = dict(os.environ, PYTHONPATH=root, ZYMO_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[2.0, 2.0]"
+
+
 class InputError(Exception):
     pass
 

@@ -22,6 +22,7 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects
 from .bindings import LocalFn, S
+from .flow import RAISED
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -501,8 +502,8 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
-        if frame.env.get("$raised") is True:  # the callee raises on every path (flow.RAISED)
-            caller.env["$raised"] = True
+        if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
+            caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
 
 
