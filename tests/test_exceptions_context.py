@@ -530,6 +530,27 @@ def test_errstate_in_a_njit_function_compiles_without_it():
     assert any(c.backend == "always" for c in entries)
 
 
+def test_errstate_raise_keeps_python_under_numba():
+    pytest.importorskip("numba")
+    set_numba("prefer")
+    x = np.array([1.0, 2.0])
+    with pytest.warns(zymo.ZymoWarning, match="FloatingPointError"):
+        np.testing.assert_allclose(grad(raises_in_errstate, x)[0], 1.0 / x)
+    with pytest.raises(FloatingPointError):
+        grad(raises_in_errstate, np.array([0.0, 1.0]))
+
+
+def nothing_managed(x):
+    with contextlib.nullcontext():
+        y = x * x
+    return y
+
+
+def test_nullcontext():
+    check(nothing_managed, [1.5])
+    assert grad(nothing_managed, 1.5) == (3.0,)
+
+
 def test_contextlib_suppress_is_a_try():
     out = check(suppressed, [1.5, 2.0])
     np.testing.assert_allclose(out["grad"], [1.5, -1.5 ** 2 / 4.0])

@@ -15,7 +15,7 @@ keeps what is not NumPy's, math's or a builtin's, and `_cannot_raise` is False f
   body's raising ops are preceded by their probe (they run twice). Python only.
 - `errstate_enter_key(settings)`: `np.seterr(<settings>)`, returning the previous settings;
   `ERRSTATE_EXIT`: `np.seterr(**<previous>)`. The Numba backend drops both (compiled code
-  never warns: `codegen.numba_.drop_errstate`). Reverse mode runs the adjoint of the body
+  never warns: `codegen.numba_.drop_errstate`); settings with 'raise' are Python only. Reverse mode runs the adjoint of the body
   under the same settings (`Reverse.rev_prim` writes them back in the adjoint sweep).
 
 These rules live here and not in `zymo/rules/` because they are made by the frontend per use;
@@ -118,8 +118,10 @@ def errstate_enter_key(settings: tuple[tuple[str, str], ...]) -> str:
     ident = ("errstate", settings)
     if ident not in _KEYS:
         text = ", ".join(f"{k}={v!r}" for k, v in settings)
-        _KEYS[ident] = _register(f"zymo.errstate.enter#{len(_KEYS)}", T.INT, fn=lambda: np.seterr(**dict(settings)),
-                                 template=f"np.seterr({text})")
+        why = ("np.errstate(... 'raise') makes NumPy raise FloatingPointError, which compiled code never does"
+               if any(v == "raise" for _, v in settings) else None)
+        _KEYS[ident] = _register(f"zymo.errstate.enter#{len(_KEYS)}", T.INT, why,
+                                 fn=lambda: np.seterr(**dict(settings)), template=f"np.seterr({text})")
     return _KEYS[ident]
 
 

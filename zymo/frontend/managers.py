@@ -5,9 +5,11 @@ Contract (a mixin of `Lowerer`, with `flow.FlowLowering`):
   before its body and `np.seterr(**previous)` after it (`checks.errstate_enter_key`,
   `checks.ERRSTATE_EXIT`; also before a `raise` inside it, `FlowLowering.raise_`), and marks
   the function (`uses_errstate`: the API restores the caller's state if an exception leaves
-  a block; reverse mode runs the body's adjoint under the same settings).
-- `warnings.catch_warnings()` (no arguments) lowers its body as if there were no `with`:
-  zymo lowers no call that changes warning filters, so the manager changes nothing.
+  a block; reverse mode runs the body's adjoint under the same settings). Settings with
+  'raise' keep the derivative on Python (compiled code never raises FloatingPointError).
+- `warnings.catch_warnings()` and `contextlib.nullcontext()` (no arguments) lower their body
+  as if there were no `with`: zymo lowers no call that changes warning filters, so the
+  manager changes nothing the derivative computes.
 - `contextlib.suppress(E, ...)` is `try: body except (E, ...): pass` (`lower_try`).
 - Refused, with the line and a hint: `as` targets, any other manager (unknown objects,
   values the function computes), `np.errstate` with positional or `call=` settings,
@@ -52,6 +54,9 @@ class WithLowering:
                                                              col_offset=s.col_offset)] if rest else s.body, [], s)
         else:  # errstate
             key = checks.errstate_enter_key(arg)
+            why = checks.python_only(key)
+            if why:
+                self.python_only.append((why, loc))
             enter = self.b.prim(key, [], {}, loc, "errstate")
             self.errstates.append((enter, key))
             try:
@@ -86,12 +91,15 @@ class WithLowering:
                                  "it would change the warning filters, which the derivative program does not "
                                  "run under", "use warnings.catch_warnings() without arguments, or np.errstate")
             return "plain", None
+        if obj is contextlib.nullcontext and call is not None and not call.args and not call.keywords:
+            return "plain", None
         if obj is contextlib.suppress and call is not None:
             classes = []
             for a in call.args:
                 b = self.expr(a)
                 if not (isinstance(b, S) and isinstance(b.obj, type) and issubclass(b.obj, BaseException)):
-                    raise self.error(UnsupportedSyntax, "contextlib.suppress needs exception classes", node)
+                    raise self.error(UnsupportedSyntax, "contextlib.suppress needs exception classes", node,
+                                     hint="name the classes: contextlib.suppress(ZeroDivisionError)")
                 classes.append(b.obj)
             return "suppress", tuple(classes)
         what = "a value the function computes" if isinstance(target, Value) or obj is None else repr(obj)
