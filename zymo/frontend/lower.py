@@ -81,6 +81,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.uses_errstate = False
         self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
         self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
+        self.current: ast.stmt | None = None  # the statement being lowered (`loc` of nodes without a line)
 
     # -- entry ---------------------------------------------------------------
     def lower_function(self, fn: Any, args: tuple, names: list[str] | None = None) -> Function:
@@ -147,7 +148,11 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     # -- helpers -------------------------------------------------------------
     def loc(self, node: ast.AST) -> Loc:
+        """Where `node` is; a node without a position of its own (a `with` item, the arguments
+        of a def) is at the statement being lowered, so that every error names a line."""
         f = self.frame
+        if getattr(node, "lineno", None) is None:
+            node = self.current or node
         return Loc(f.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), f.name)
 
     def error(self, cls, msg: str, node: ast.AST, why: str = "", hint: str = ""):
@@ -258,8 +263,13 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def stmt(self, s: ast.stmt) -> None:
         m = getattr(self, "stmt_" + type(s).__name__, None)
         if m is None:
-            raise self.error(UnsupportedSyntax, f"{type(s).__name__} statements are not supported", s)
-        m(s)
+            raise self.error(UnsupportedSyntax, f"{type(s).__name__} statements are not supported", s,
+                             hint="rewrite it with assignments, if, for and while")
+        outer, self.current = self.current, s
+        try:
+            m(s)
+        finally:
+            self.current = outer
 
     def stmt_Pass(self, s: ast.Pass) -> None:
         pass
