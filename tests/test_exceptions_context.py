@@ -684,3 +684,22 @@ def test_branches_and_asserts_in_a_try_body():
     np.testing.assert_allclose(grad(branches_in_try, Const(small), b, Const(False))[1], 6.0 * b)
     singular = np.array([[1.0, 1.0], [1.0, 1.0]])  # det 0: the else branch, then the assert fails, caught
     np.testing.assert_allclose(grad(branches_in_try, Const(singular), b, Const(False))[1], 3.0 * b * b)
+
+
+# ============================================================================
+# second order
+# ============================================================================
+
+def solve_scaled(b):
+    return solve_or_fallback(np.eye(2) * 2.0, b)
+
+
+def test_second_order_through_checks_and_refused_through_try_and_errstate():
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(zymo.hessian(checks_through_a_callee, -x), np.diag(-6.0 * x))
+    with pytest.raises(ValueError, match="bad input"):
+        zymo.hessian(checks_through_a_callee, x)
+    for fn, what in ((solve_scaled, "try/except"), (logs_quietly, r"np\.errstate")):
+        with pytest.raises(zymo.UnsupportedSyntax, match=what) as info:
+            zymo.hessian(fn, x)
+        assert info.value.loc.line > 0 and "Hint:" in str(info.value)
