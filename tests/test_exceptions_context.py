@@ -703,3 +703,20 @@ def test_second_order_through_checks_and_refused_through_try_and_errstate():
         with pytest.raises(zymo.UnsupportedSyntax, match=what) as info:
             zymo.hessian(fn, x)
         assert info.value.loc.line > 0 and "Hint:" in str(info.value)
+
+
+def overflow_guarded(x, big):
+    with np.errstate(over="raise"):
+        try:
+            y = x * big
+        except FloatingPointError:
+            y = -x
+    return y * x
+
+
+def test_a_floating_point_error_from_numbers_is_caught():
+    big = np.float64(1e308)
+    assert overflow_guarded(np.float64(3.0), big) == -9.0
+    (g,) = grad(overflow_guarded, np.float64(3.0), Const(big))[:1]
+    assert g == -6.0
+    np.testing.assert_allclose(grad(overflow_guarded, np.float64(3.0), Const(np.float64(2.0)))[0], 12.0)

@@ -38,9 +38,11 @@ from .bindings import S
 
 RAISED = "$raised"  # env key: the current path has raised (everything after is dead)
 
-# rules that never raise on numbers (as `transform.reverse._SAFE_OPS`), and zymo's helpers that never raise
-_SAFE_NUMBERS = frozenset({"add", "sub", "mul", "neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "not",
+# rules that never raise on numbers (as `transform.reverse._SAFE_OPS`), and zymo's helpers that never raise;
+# `+ - *` of NumPy numbers raise FloatingPointError on overflow under np.errstate(over="raise")
+_SAFE_NUMBERS = frozenset({"neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "not",
                            "builtins.abs", "builtins.min", "builtins.max", "builtins.float", "builtins.bool"})
+_ARITHMETIC = frozenset({"add", "sub", "mul"})
 _SAFE_ALWAYS = frozenset({"zymo.dim", "zymo.or", "zymo.and", "zymo.trip", "zymo.span", "numpy.shape",
                           "builtins.len", "builtins.print"})
 
@@ -399,7 +401,8 @@ class FlowLowering:
         key = op.attrs["key"]
         if key.startswith("zymo.raise.") or checks.is_errstate(key) or key in _SAFE_ALWAYS:
             return False
-        if key in _SAFE_NUMBERS and all(isinstance(a.type, T.Scalar) for a in op.args):
+        if all(isinstance(a.type, T.Scalar) for a in op.args) and (
+                key in _SAFE_NUMBERS or key in _ARITHMETIC and not ctx.may_catch((FloatingPointError,))):
             return False
         raisable: tuple[type, ...] = (Exception,)
         if all(issubclass(c, np.linalg.LinAlgError) for cs in ctx.classes() for c in cs):
