@@ -435,12 +435,48 @@ def handler_reads_the_exception(x):
     return y
 
 
-def caught_indexing(x, k):
+def caught_slice(x, k):
     try:
-        y = x[k]  # <-
+        y = np.sum(x[k:])  # <-
     except IndexError:
         y = 0.0
     return y
+
+
+def caught_indexing(x, k):
+    try:
+        y = x[k]
+    except IndexError:
+        y = -x[0]
+    return y * x[1]
+
+
+def skips_bad_elements(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        try:
+            v = math.log(x[i])
+        except ValueError:
+            if i == 0:
+                continue
+            break
+        s = s + v * x[i]
+    else:
+        s = s * 2.0
+    return s
+
+
+def test_a_caught_index_error_and_handlers_that_continue_or_break():
+    x = np.array([1.5, 2.0, 3.0])
+    check(caught_indexing, [x, 2], const=(1,))
+    np.testing.assert_allclose(grad(caught_indexing, x, Const(2))[0], [0.0, 3.0, 2.0])
+    check(caught_indexing, [x, 7], const=(1,))
+    np.testing.assert_allclose(grad(caught_indexing, x, Const(7))[0], [-2.0, -1.5, 0.0])
+    for x, expect in ((np.array([1.5, 2.0, 3.0]), 2.0 * (np.log([1.5, 2.0, 3.0]) + 1.0)),
+                      (np.array([-1.0, 2.0, -3.0, 4.0]), [0.0, np.log(2.0) + 1.0, 0.0, 0.0]),
+                      (np.array([1.5, -2.0, 3.0]), [np.log(1.5) + 1.0, 0.0, 0.0])):
+        check(skips_bad_elements, [x])
+        np.testing.assert_allclose(grad(skips_bad_elements, x)[0], expect)
 
 
 def caught_in_a_loop(x):
@@ -460,7 +496,7 @@ def return_in_finally(x):
         return y  # <-  # noqa: B012
 
 
-@pytest.mark.parametrize("fn,args", [(handler_reads_the_exception, (1.0,)), (caught_indexing, (np.ones(2), 5)),
+@pytest.mark.parametrize("fn,args", [(handler_reads_the_exception, (1.0,)), (caught_slice, (np.ones(2), 5)),
                                      (caught_in_a_loop, (np.ones(3),)), (return_in_finally, (1.0,)),
                                      (random_in_try, (1.0,)), (in_place_in_try, (np.ones(2), np.ones(2)))])
 def test_try_forms_zymo_cannot_follow_are_refused(fn, args):
@@ -720,3 +756,20 @@ def test_a_floating_point_error_from_numbers_is_caught():
     (g,) = grad(overflow_guarded, np.float64(3.0), Const(big))[:1]
     assert g == -6.0
     np.testing.assert_allclose(grad(overflow_guarded, np.float64(3.0), Const(np.float64(2.0)))[0], 12.0)
+
+
+def uses_a_value_bound_before_a_break(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0.0:
+            v = x[i] * 2.0
+        else:
+            break
+        s = s + v * x[i]
+    return s
+
+
+def test_a_name_bound_in_the_branch_that_does_not_exit():
+    x = np.array([1.0, 2.0, -1.0, 3.0])
+    check(uses_a_value_bound_before_a_break, [x])
+    np.testing.assert_allclose(grad(uses_a_value_bound_before_a_break, x)[0], [4.0, 8.0, 0.0, 0.0])

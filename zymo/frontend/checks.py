@@ -9,8 +9,8 @@ keeps what is not NumPy's, math's or a builtin's, and `_cannot_raise` is False f
 - `raise_key(cls, n)`: a statement `raise <cls>(<n constant arguments>)`, no result. The class
   is written by name for builtins, as `np.<path>` for NumPy's (both compile under Numba), and
   through `_rt.USER[k]` otherwise (Python only: `python_only(key)` says why).
-- `probe_key(rule key, handler classes)`: calls the rule's primal function on the op's
-  arguments (without `out=`) and returns an int: 0 when it returns, k when it raises an
+- `probe_key(rule key, handler classes)`: calls the rule's primal function (or reads
+  `obj[index]`, for the key "getitem") on the op's arguments and returns an int: 0 when it returns, k when it raises an
   exception the k-th handler (1-based) catches; other exceptions propagate unchanged. A try
   body's raising ops are preceded by their probe (they run twice). Python only.
 - `errstate_enter_key(settings)`: `np.seterr(<settings>)`, returning the previous settings;
@@ -89,10 +89,15 @@ def raise_key(cls: type, nargs: int) -> str:
     return _KEYS[ident]
 
 
+def _getitem(obj: Any, index: Any) -> Any:
+    return obj[index]
+
+
 def probe_key(rule_key: str, handlers: tuple[tuple[type, ...], ...]) -> str:
+    """(`rule_key` "getitem": a read `obj[index]`, the index a tuple without slices.)"""
     ident = ("probe", rule_key, handlers)
     if ident not in _KEYS:
-        inner = REGISTRY[rule_key].fn
+        inner = _getitem if rule_key == "getitem" else REGISTRY[rule_key].fn
 
         def probe(*a: Any, **kw: Any) -> int:
             try:

@@ -14,9 +14,10 @@ Contract (a mixin of `Lowerer`, which provides `b`, `frame`, `expr`, `stmts`, `l
   the handlers (dispatched on the code) under the other branch, each in the env of the point
   where the exception happened. A `raise` the try catches, at the body's top level or in its
   `if`s, takes its handler directly. `finally` runs after the whole statement (on the paths
-  that do not raise out of it). Refused, with the line and a hint: a catching handler around
-  indexing or around a call inside a loop, a bare `raise`, `except ... as e` that reads `e`,
-  `return`/`break`/`continue` in `finally`.
+  that do not raise out of it). A read `x[i]` is probed as `obj[index]`. Refused, with the
+  line and a hint: a catching handler around an item assignment, a read with a slice, a call
+  inside a loop, a call writing into an array or with effects (random, `inactive`), a bare
+  `raise`, `except ... as e` that reads `e`, `return`/`break`/`continue` in `finally`.
 `with` statements are `managers.py`'s (`contextlib.suppress` lowers through `lower_try`).
 """
 from __future__ import annotations
@@ -69,6 +70,18 @@ class TryCtx:
 
     def classes(self) -> tuple[tuple[type, ...], ...]:
         return tuple(c for c, _ in self.handlers)
+
+
+def _tags(tree: tuple) -> set[str]:
+    """The kinds of node in an argument tree ("v", "c", "t", "s")."""
+    out = {tree[0]}
+    if tree[0] == "t":
+        for t in tree[1]:
+            out |= _tags(t)
+    elif tree[0] == "s":
+        for t in tree[1:]:
+            out |= _tags(t)
+    return out
 
 
 class FlowLowering:
@@ -320,7 +333,17 @@ class FlowLowering:
         self.b.block.ops.extend(ops[:j])
         op = ops[j]
         loc = self.loc(s)
-        key = op.attrs["key"]
+        if op.kind == "getitem":
+            index = op.attrs["index"]
+            if "s" in _tags(index):
+                raise UnsupportedSyntax(
+                    "a handler of this try may catch an error of a read with a slice", op.loc,
+                    "zymo records which path a try takes by reading once more first, as a call, which a "
+                    "slice cannot be passed to", "read the slice before the try, or catch a narrower exception")
+            probe_attrs = {"key": checks.probe_key("getitem", ctx.classes()), "pos": (("v", 0), index), "kw": ()}
+        else:
+            probe_attrs = None
+        key = op.attrs["key"] if op.kind == "prim" else "getitem"
         if key.startswith(("numpy.random.", "inactive.")):
             raise UnsupportedSyntax(
                 f"a handler of this try may catch an error of {key.split('.', 1)[1]}, which has effects",
@@ -332,8 +355,7 @@ class FlowLowering:
                 op.loc, "zymo finds the path a try takes by calling the function once more first, and "
                 "cannot do that without writing the array twice", "compute a new array in the try body "
                 "(y = a + b) and write it after the try statement, or catch a narrower exception")
-        attrs = dict(op.attrs)
-        attrs["key"] = checks.probe_key(key, ctx.classes())
+        attrs = probe_attrs or dict(op.attrs, key=checks.probe_key(key, ctx.classes()))
         self.python_only.append((checks.python_only(attrs["key"]), loc))
         code = Value(T.INT, "caught")
         self.b.emit(Op("prim", list(op.args), [code], op.loc, attrs))
@@ -363,7 +385,7 @@ class FlowLowering:
             if cond is True:
                 return
             if cond is not None:
-                self.lower_if(self.not_(cond, s), go_on, lambda: None, s)
+                self.lower_if(self.not_(cond, s), go_on, self.mark_exited, s)
                 return
         go_on()
 
@@ -389,12 +411,14 @@ class FlowLowering:
         k = op.kind
         if k == "const":
             return False
-        if k in ("getitem", "setitem"):
+        if k == "getitem":
+            return ctx.may_catch((IndexError, TypeError))  # probed as a read (`emit_probed`)
+        if k == "setitem":
             if ctx.may_catch((IndexError, ValueError, TypeError)):
-                raise UnsupportedSyntax("a handler of this try may catch an error of indexing", op.loc,
-                                        "zymo records which path a try takes only around calls",
-                                        "index outside the try, or catch a narrower exception "
-                                        "(np.linalg.LinAlgError)")
+                raise UnsupportedSyntax("a handler of this try may catch an error of an item assignment", op.loc,
+                                        "zymo records which path a try takes by running a call or a read once "
+                                        "more first, and cannot write the array twice", "assign outside the try, "
+                                        "or catch a narrower exception (np.linalg.LinAlgError)")
             return False
         if k != "prim":
             return False

@@ -81,6 +81,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.uses_errstate = False
         self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
         self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
+        self.unrolling = 0  # depth of unrolled loops being lowered (`merge_exited`)
+        self.exited_envs: list[dict] = []  # envs after an if whose branches all exit (`exited`)
         self.current: ast.stmt | None = None  # the statement being lowered (`loc` of nodes without a line)
 
     # -- entry ---------------------------------------------------------------
@@ -232,7 +234,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                 if cond is not None:
                     rest = stmts[i + 1:]
                     if rest:
-                        self.lower_if(self.not_(cond, s), lambda r=rest: self.stmts(r), lambda: None, s)
+                        self.lower_if(self.not_(cond, s), lambda r=rest: self.stmts(r), self.mark_exited, s)
                     return
 
     def exit_flags(self, node: ast.AST) -> Any:
@@ -466,6 +468,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             envs.append(f.env)
             blocks.append(blk)
         f.env = dict(pre)
+        was_raised = [e.get(RAISED) is True for e in envs]
+        self.merge_exited(envs, blocks, pre, node)
         if self.merge_raised(envs, blocks, pre, node):  # both branches raise
             for blk in blocks:
                 blk.ops.append(Op("yield", [], [], self.loc(node)))
@@ -502,6 +506,44 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         for n, (template, count) in templates.items():
             vals = [next(it) for _ in range(count)]
             f.env[n] = rebuild(template, vals)
+        if all(raised or self.exited(e) for raised, e in zip(was_raised, envs)):
+            self.exited_envs.append(f.env)
+
+    def merge_exited(self, envs: list[dict], blocks: list[Block], pre: dict, node: ast.AST) -> None:
+        """A branch that certainly returns, breaks or continues (its flag is the constant True)
+        gives a name the other branch binds first (one unbound before the if) a placeholder:
+        what runs after the if on its path is skipped (`stmts`), and such a name is not carried
+        out of a lowered loop, so the placeholder is never read (`for ...: try: v = f(x)
+        except E: continue` reads `v` after the try). Not in an unrolled loop, whose iterations
+        share one env (a later read there would be Python's NameError)."""
+        if self.unrolling:
+            return
+        for k in (0, 1):
+            dead, live = envs[k], envs[1 - k]
+            if dead.get(RAISED) is True or not self.exited(dead):
+                continue
+            self.b.push(blocks[k])
+            try:
+                for n, b in live.items():
+                    if n not in pre and n not in dead and not n.startswith("$") and isinstance(b, (Value, tuple)):
+                        try:
+                            dead[n] = self.placeholder(b, node)
+                        except ZymoTypeError:
+                            pass  # (a list: stays undefined on this path)
+            finally:
+                self.b.pop()
+
+    def mark_exited(self) -> None:
+        """The current path has returned, broken or continued (the other branch of `if not exit`)."""
+        self.exited_envs.append(self.frame.env)
+
+    def exited(self, env: dict) -> bool:
+        """Whether the path of `env` certainly returned, broke or continued (a flag is the
+        constant True, or both branches of the if that made `env` exited or raised)."""
+        f = self.frame
+        flags = [f.ret] + (list(f.loops[-1]) if f.loops else [])
+        return any(isinstance(env.get(n), Value) and env[n].is_const and env[n].const is True for n in flags) \
+            or any(e is env for e in self.exited_envs)
 
     def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
         """Record the values of `name` leaving each branch; returns (template, count)."""
@@ -705,9 +747,11 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             else:
                 self.lower_if(self.not_(stop, s), lambda: one(k + 1), lambda: None, s)
 
+        self.unrolling += 1
         try:
             one(0)
         finally:
+            self.unrolling -= 1
             f.loops.pop()
             self.last_broke = f.env.pop(brk, None)
 
