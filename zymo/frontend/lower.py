@@ -82,7 +82,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
         self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
         self.unrolling = 0  # depth of unrolled loops being lowered (`merge_exited`)
-        self.exited_envs: list[dict] = []  # envs after an if whose branches all exit (`exited`)
+        self.exited_envs: dict[int, dict] = {}  # id -> env of a path that certainly exited (`exited`)
         self.current: ast.stmt | None = None  # the statement being lowered (`loc` of nodes without a line)
 
     # -- entry ---------------------------------------------------------------
@@ -507,7 +507,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             vals = [next(it) for _ in range(count)]
             f.env[n] = rebuild(template, vals)
         if all(raised or self.exited(e) for raised, e in zip(was_raised, envs)):
-            self.exited_envs.append(f.env)
+            self.exited_envs[id(f.env)] = f.env
 
     def merge_exited(self, envs: list[dict], blocks: list[Block], pre: dict, node: ast.AST) -> None:
         """A branch that certainly returns, breaks or continues (its flag is the constant True)
@@ -535,7 +535,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     def mark_exited(self) -> None:
         """The current path has returned, broken or continued (the other branch of `if not exit`)."""
-        self.exited_envs.append(self.frame.env)
+        self.exited_envs[id(self.frame.env)] = self.frame.env
 
     def exited(self, env: dict) -> bool:
         """Whether the path of `env` certainly returned, broke or continued (a flag is the
@@ -543,7 +543,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         f = self.frame
         flags = [f.ret] + (list(f.loops[-1]) if f.loops else [])
         return any(isinstance(env.get(n), Value) and env[n].is_const and env[n].const is True for n in flags) \
-            or any(e is env for e in self.exited_envs)
+            or self.exited_envs.get(id(env)) is env
 
     def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
         """Record the values of `name` leaving each branch; returns (template, count)."""
