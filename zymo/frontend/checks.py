@@ -52,6 +52,15 @@ def _register(key: str, result: T.Type, python_why: str | None = None, **spec: A
     return key
 
 
+def _fresh(key: str) -> str:
+    """`key`, or `key#k` for the first k that no rule has yet (two uses that print alike)."""
+    out, k = key, 1
+    while out in REGISTRY:
+        k += 1
+        out = f"{key}#{k}"
+    return out
+
+
 def _slot(obj: Any) -> int:
     _rt.USER.append(obj)
     return len(_rt.USER) - 1
@@ -84,8 +93,9 @@ def raise_key(cls: type, nargs: int) -> str:
             raise cls(*a)
         why = None if numba_ok else (f"it raises {cls.__qualname__}, a class the generated Numba module "
                                      "cannot name (only builtin and NumPy exceptions)")
-        _KEYS[ident] = _register(f"zymo.raise.{cls.__module__}.{cls.__qualname__}/{nargs}#{len(_KEYS)}",
-                                 T.NONE, why, fn=fn, template=f"raise {expr}({args})")
+        name = expr if numba_ok else f"{cls.__module__}.{cls.__qualname__}"
+        _KEYS[ident] = _register(_fresh(f"zymo.raise.{name}/{nargs}"), T.NONE, why, fn=fn,
+                                 template=f"raise {expr}({args})")
     return _KEYS[ident]
 
 
@@ -109,7 +119,7 @@ def probe_key(rule_key: str, handlers: tuple[tuple[type, ...], ...]) -> str:
                 raise
             return 0
         slot = _slot(probe)
-        _KEYS[ident] = _register(f"zymo.try.{rule_key}#{len(_KEYS)}", T.INT,
+        _KEYS[ident] = _register(_fresh(f"zymo.try.{rule_key}"), T.INT,
                                  "a try/except needs Python's exception handling to find the path taken",
                                  fn=probe, call=f"_rt.USER[{slot}]")
     return _KEYS[ident]
@@ -125,7 +135,7 @@ def errstate_enter_key(settings: tuple[tuple[str, str], ...]) -> str:
         text = ", ".join(f"{k}={v!r}" for k, v in settings)
         why = ("np.errstate(... 'raise') makes NumPy raise FloatingPointError, which compiled code never does"
                if any(v == "raise" for _, v in settings) else None)
-        _KEYS[ident] = _register(f"zymo.errstate.enter#{len(_KEYS)}", T.INT, why,
+        _KEYS[ident] = _register(f"zymo.errstate.enter({text})", T.INT, why,
                                  fn=lambda: np.seterr(**dict(settings)), template=f"np.seterr({text})")
     return _KEYS[ident]
 
