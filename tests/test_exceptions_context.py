@@ -234,6 +234,20 @@ def test_asserts_are_not_evaluated_under_python_O(tmp_path):
     assert out.stdout.strip() == "[2.0, 2.0]"
 
 
+def raises_a_numpy_class(x):
+    if x[0] < 0.0:
+        raise np.linalg.LinAlgError("negative pivot")
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize("policy", BACKENDS)
+def test_a_numpy_exception_class(policy):
+    numba_or_skip(policy)
+    np.testing.assert_allclose(grad(raises_a_numpy_class, np.array([1.0, 2.0]))[0], [2.0, 4.0])
+    with pytest.raises(np.linalg.LinAlgError, match="negative pivot"):
+        grad(raises_a_numpy_class, np.array([-1.0, 2.0]))
+
+
 class InputError(Exception):
     pass
 
