@@ -182,7 +182,7 @@ class FlowLowering:
                 try:
                     for n in set(live) | set(dead):
                         if live.get(n) is not pre.get(n):
-                            dead[n] = self.placeholder(live[n], node) if n in live else None
+                            dead[n] = self._stand_in(live[n], n, node) if n in live else None
                         elif dead.get(n) is not pre.get(n):
                             dead[n] = pre.get(n)
                     for n in [n for n, v in dead.items() if v is None]:
@@ -190,6 +190,17 @@ class FlowLowering:
                 finally:
                     self.b.pop()
         return False
+
+    def _stand_in(self, like: Any, name: str, node: ast.AST) -> Any:
+        """A value of `like`'s type on a path that raised (never read), or, for what has no
+        placeholder (a list), the name left undefined there."""
+        from ..errors import ZymoTypeError
+        from .bindings import Poison
+
+        try:
+            return self.placeholder(like, node)
+        except ZymoTypeError:
+            return Poison(name, f"{name} is not assigned on every path")
 
     # -- try ------------------------------------------------------------------------
     def stmt_Try(self, s: ast.Try) -> None:
