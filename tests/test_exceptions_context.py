@@ -248,6 +248,24 @@ def test_a_numpy_exception_class(policy):
         grad(raises_a_numpy_class, np.array([-1.0, 2.0]))
 
 
+def try_catching_its_own_raise(x):
+    try:
+        if x[0] < 0.0:
+            raise ValueError("negative")
+        y = x * 2.0
+    except ValueError:
+        y = -x
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize("policy", BACKENDS)
+def test_a_try_that_catches_only_its_own_raise_compiles(policy):
+    numba_or_skip(policy)
+    for x, expect in ((np.array([1.0, 2.0]), [4.0, 8.0]), (np.array([-1.0, 2.0]), [2.0, -4.0])):
+        check(try_catching_its_own_raise, [x])
+        np.testing.assert_allclose(grad(try_catching_its_own_raise, x)[0], expect)
+
+
 class InputError(Exception):
     pass
 

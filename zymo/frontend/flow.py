@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import UnsupportedSyntax
 from ..ir import types as T
 from ..ir.core import Block, Op, Value
+from ..rules.registry import REGISTRY
 from . import checks
 from .bindings import S
 
@@ -437,9 +438,14 @@ class FlowLowering:
         if key.startswith("zymo.raise.") or checks.is_errstate(key) or key in _SAFE_ALWAYS:
             return False
         if all(isinstance(a.type, T.Scalar) for a in op.args) and (
-                key in _SAFE_NUMBERS or key in _ARITHMETIC and not ctx.may_catch((FloatingPointError,))):
+                key in _SAFE_NUMBERS or key in _ARITHMETIC and not ctx.may_catch((FloatingPointError, RuntimeWarning))):
             return False
         raisable: tuple[type, ...] = (Exception,)
+        rule = REGISTRY.get(key)
+        if rule is not None and rule.elementwise and sum(isinstance(a.type, T.Array) for a in op.args) == 1:
+            # one array and numbers: no shapes to mismatch; NumPy's error state may raise, or a
+            # warnings filter turn its RuntimeWarning into an error
+            raisable = (FloatingPointError, RuntimeWarning)
         if all(issubclass(c, np.linalg.LinAlgError) for cs in ctx.classes() for c in cs):
             linalg = key.startswith(("numpy.linalg.", "scipy.linalg.")) or not key.startswith(
                 ("numpy.", "math.", "builtins.", "zymo.", "scipy.")) and "." in key
