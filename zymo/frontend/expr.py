@@ -23,6 +23,7 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects, signature
 from .bindings import LocalFn, Partial, S
+from .flow import RAISED
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -162,6 +163,10 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in _CMP_FOLD and all(isinstance(v, Value) and v.is_const for v in (left, right)):
+                # two compile-time constants (x.ndim == 1, a global int): decided now, so a check
+                # such as `assert x.ndim == 1` leaves no dead branch to lower
+                r = self.b.const(bool(_CMP_FOLD[key](left.const, right.const)), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
                 # static values (strings held by records, None): decided at compile time
                 r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
@@ -485,7 +490,9 @@ class ExprLowering:
                     return self.b.prim("numpy.absolute", [x], {}, loc)
                 raise self.error(ZymoTypeError, f"{fn.__name__}() of an array", node)
             x = self.as_value(x, node)
-            if fn is float and x.type == T.F64:
+            if fn is float and x.type == T.F64 and not getattr(self, "trying", None):
+                # (kept in a try body: a Python float divides by zero with ZeroDivisionError,
+                # a NumPy float with inf, and the probe must see what the user's code sees)
                 return x
             return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
         if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):
@@ -529,6 +536,8 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
+        if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
+            caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
 
 
@@ -545,6 +554,9 @@ class _Method:
 def _hint(key: str) -> str:
     return key.split(".")[-1]
 
+
+_CMP_FOLD = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+             "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}

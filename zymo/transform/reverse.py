@@ -1249,6 +1249,8 @@ class Reverse:
         if rule.nondiff:
             if out is not None and act.is_active(out):
                 w(f"{self.use_d(out)}[...] = 0.0")
+            if op.attrs["key"].startswith("zymo.errstate."):
+                self._rev_errstate(op, w)
             return
         target = out if out is not None else (op.results[0] if op.results else None)
         if target is None or not act.is_active(target):
@@ -1286,6 +1288,16 @@ class Reverse:
             self._accumulate_vjp(rule, p, v, g, op, target, w, fresh=zero_after is None)
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
+
+    def _rev_errstate(self, op: Op, w: Writer) -> None:
+        """The adjoint of a `with np.errstate(...)` block runs under the same settings: the
+        adjoint sweep meets the block's exit first (and sets them, keeping the state it finds
+        in a name of its own), then the block's ops, then its entry (and restores that state)."""
+        if op.attrs["key"] == "zymo.errstate.exit":
+            enter_key = op.attrs["pos"][1][1]
+            w(f"_errstate_{self.namer(op.args[0])} = {lookup(enter_key).template}")
+        else:
+            w(f"np.seterr(**_errstate_{self.namer(op.results[0])})")
 
     def _accumulate_vjp(self, rule, p: str, v: Value, g: str, op: Op, target: Value, w: Writer,
                         fresh: bool) -> None:
