@@ -489,40 +489,80 @@ def tensordot_subscripts(na, nb, axes):
     return "".join(la) + "," + "".join(lb) + "->" + "".join(out)
 
 
-def _einsum_parts(subscripts, n):
+def einsum_expand(subscripts, shapes):
+    """The operands' and the output's subscripts of `np.einsum(subscripts, *operands)` for
+    operands of `shapes`, written out: spaces dropped, the implicit output made explicit
+    (the labels used once, in alphabetical order, after the ellipsis' dimensions) and each
+    ellipsis replaced by letters of its own, right-aligned as NumPy broadcasts them."""
     s = subscripts.replace(" ", "")
     if "->" in s:
-        ins, out = s.split("->")
-        ins = ins.split(",")
+        ins_s, out = s.split("->")
     else:
-        ins = s.split(",")
-        letters = "".join(ins)
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return ins[:n], out
+        ins_s, out = s, None
+    ins = ins_s.split(",")
+    if out is None:
+        letters = ins_s.replace(".", "").replace(",", "")
+        once = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        out = ("..." if "..." in ins_s else "") + once
+    free = [c for c in _LETTERS if c not in s]
+    nell = max([len(sh) - (len(spec) - 3) for spec, sh in zip(ins, shapes) if "..." in spec] or [0])
+    ell = "".join(free[:nell])
+    ins = [spec.replace("...", ell[nell - (len(sh) - (len(spec) - 3)):]) if "..." in spec else spec
+           for spec, sh in zip(ins, shapes)]
+    return ins, out.replace("...", ell)
 
 
-def einsum_jvp(subscripts, k, t, a, b=None, c=None):
-    """Tangent of `np.einsum(subscripts, a, b, c)` along operand `k` (linear in each operand)."""
-    ops = [o for o in (a, b, c) if o is not None]
+def einsum_is_view(subscripts, ndims):
+    """Whether `np.einsum(subscripts, x)` is a view of `x` (for operands of `ndims`
+    dimensions): one operand of at least one dimension whose labels all reach the output,
+    in any order (a permutation, a diagonal when a label repeats). NumPy copies when a label
+    is summed (`'ij->i'`, the trace `'ii'`)."""
+    if len(ndims) != 1 or ndims[0] < 1 or subscripts.count(",") != 0:
+        return False
+    ins, out = einsum_expand(subscripts, [(1,) * ndims[0]])
+    return set(ins[0]) == set(out) and len(set(out)) == len(out)
+
+
+def einsum_jvp(subscripts, k, t, *ops):
+    """Tangent of `np.einsum(subscripts, *ops)` along operand `k` (linear in each operand)."""
+    ops = [o for o in ops if o is not None]
     ops[k] = t
     return np.einsum(subscripts, *ops)
 
 
-def einsum_vjp(g, subscripts, k, a, b=None, c=None):
-    """Adjoint of operand `k` of `np.einsum(subscripts, a, b, c)`: the einsum of the result's
-    adjoint with the other operands, broadcast over indices only operand `k` has."""
-    ops = [o for o in (a, b, c) if o is not None]
-    ins, out = _einsum_parts(subscripts, len(ops))
-    mine = ins[k]
+def _unique(s):
+    return "".join(c for i, c in enumerate(s) if c not in s[:i])
+
+
+def einsum_vjp(g, subscripts, k, *ops):
+    """Adjoint of operand `k` of `np.einsum(subscripts, *ops)`: the einsum of the result's
+    adjoint with the other operands, broadcast along the labels only operand `k` has (and
+    its length-1 dimensions the others broadcast), placed on the diagonal where a label
+    repeats within the operand (`'ii->i'`, `'ii'`)."""
+    ops = [o for o in ops if o is not None]
+    shapes = [np.shape(o) for o in ops]
+    ins, out = einsum_expand(subscripts, shapes)
+    mine, shape = ins[k], shapes[k]
+    size = {}
+    for spec, sh in zip(ins, shapes):
+        for ch, n in zip(spec, sh):
+            size[ch] = max(size.get(ch, 1), n)
     others = [ins[i] for i in range(len(ops)) if i != k]
     have = set(out).union(*others) if others else set(out)
-    keep = "".join(ch for ch in mine if ch in have)
+    mysize = dict(zip(mine, shape))
+    uniq = _unique(mine)
+    keep = "".join(ch for ch in uniq if ch in have and not (mysize[ch] == 1 and size[ch] > 1))
     r = np.einsum(",".join([out] + others) + "->" + keep, g, *[ops[i] for i in range(len(ops)) if i != k])
-    # indices summed over in operand k alone: the adjoint is constant along them
-    shape = np.shape(ops[k])
-    full = [shape[i] if ch in have else 1 for i, ch in enumerate(mine)]
-    r = np.reshape(r, full)
-    return np.broadcast_to(r, shape).astype(np.result_type(g, ops[k]), copy=True) if r.shape != shape else r
+    dtype = np.result_type(g, ops[k])
+    r = np.reshape(r, [mysize[ch] if ch in keep else 1 for ch in uniq])
+    if uniq == mine:
+        return np.broadcast_to(r, shape).astype(dtype, copy=True) if r.shape != shape else r.astype(dtype)
+    res = np.zeros(shape, dtype)
+    # the diagonal of res that the operand's repeated labels select: one stride per label, the sum of its axes'
+    strides = [sum(res.strides[i] for i, c in enumerate(mine) if c == ch) for ch in uniq]
+    diag = np.lib.stride_tricks.as_strided(res, [mysize[ch] for ch in uniq], strides)
+    diag[...] = r
+    return res
 
 
 def concat2(a, b, axis=0):

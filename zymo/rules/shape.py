@@ -159,35 +159,112 @@ class tensordot(Rule, key="numpy.tensordot", fn=np.tensordot, cases=(
         return _rt.einsum_vjp(g, _rt.tensordot_subscripts(np.ndim(a), np.ndim(b), axes), 1, a, b, None)
 
 
+_EINSUM_KW = ("optimize",)
+
+
+def _einsum_check(pos, kw):
+    extra = sorted(set(kw) - set(_EINSUM_KW))
+    if extra:
+        return f"np.einsum with {', '.join(extra)}= is not supported (only optimize=, which the derivative ignores)"
+    s = const_value(pos[0]) if pos else None
+    if not isinstance(s, str):
+        return ("np.einsum needs its subscripts as a string constant (the operand-list form "
+                "einsum(a, [0, 1], ...) is not supported)")
+    if len(pos) - 1 > _EINSUM_MAX:
+        return (f"np.einsum of more than {_EINSUM_MAX} operands is not supported; split it into several calls")
+    if len(pos) < 2:
+        return "np.einsum needs at least one operand"
+    return None
+
+
+_EINSUM_MAX = 6
+
+
+def einsum_specialize(pos, kw):
+    """`numpy.einsum_view` where the constant subscripts make NumPy return a view of the one
+    operand (a permutation of its axes or a diagonal, `'ji'`, `'ii->i'`, `'...ij->...ji'`)."""
+    s = const_value(pos[0]) if pos else None
+    if not isinstance(s, str) or len(pos) != 2:
+        return None
+    nd = getattr(getattr(pos[1], "type", None), "ndim", None)
+    if nd is None or not _rt.einsum_is_view(s, [nd]):
+        return None
+    return "numpy.einsum_view"
+
+
 class einsum(Rule, key="numpy.einsum", fn=np.einsum, cases=(
         ("fn('ij,jk->ik', x, y)", ((3, 4), (4, 2))), ("fn('i,i', x, y)", ((4,), (4,))),
         ("fn('ij->j', x)", ((3, 4),)), ("fn('ij,j,i->', x, y, z)", ((3, 4), (4,), (3,))),
         ("fn('bij,bjk->bik', x, y)", ((2, 3, 4), (2, 4, 5))), ("fn('ij,kl->ijkl', x, y)", ((2, 3), (2, 2))),
-        ("fn('ij', x)", ((3, 4),)), ("fn('ji', x) * y", ((3, 4), (4, 3))), ("fn('ij,ij->i', x, x)", ((3, 4),)),
-        ("fn('i,j->ij', x, y) * fn('ij->i', z)[:, None]", ((3,), (4,), (3, 4))))):
-    """Up to three operands; no ellipsis, no index repeated within one operand."""
-    def jvp_a(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 0, t, a, b, c)
-    def jvp_b(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 1, t, a, b, c)
-    def jvp_c(t, ans, subscripts, a, b=None, c=None): return _rt.einsum_jvp(subscripts, 2, t, a, b, c)
-    def vjp_a(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 0, a, b, c)
-    def vjp_b(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 1, a, b, c)
-    def vjp_c(g, ans, subscripts, a, b=None, c=None): return _rt.einsum_vjp(g, subscripts, 2, a, b, c)
+        ("fn('ij,ij->i', x, x)", ((3, 4),)),
+        ("fn('i,j->ij', x, y) * fn('ij->i', z)[:, None]", ((3,), (4,), (3, 4))),
+        # ellipses (broadcast batch dimensions included), implicit outputs
+        ("fn('...ij,...jk->...ik', x, y)", ((2, 3, 4), (2, 4, 5))),
+        ("fn('...ij,...jk->...ik', x, y)", ((2, 3, 4), (4, 5))),
+        ("fn('...ij,...jk', x, y)", ((3, 4), (1, 4, 2))), ("fn('i...->...', x)", ((3, 4),)),
+        ("fn('...i,...i', x, y)", ((2, 3), (3,))),
+        # labels repeated within an operand: traces and diagonals that are sums or products
+        ("fn('ii', x)", ((3, 3),)), ("fn('ii->', x)", ((4, 4),)), ("fn('ii,i->i', x, y)", ((3, 3), (3,))),
+        ("fn('iij->j', x)", ((3, 3, 2),)), ("fn('ij,jj->i', x, y)", ((2, 3), (3, 3))),
+        ("fn('...ii->...', x)", ((2, 3, 3),)),
+        # four to six operands, optimize= (accepted, ignored by the derivative)
+        ("fn('ij,jk,kl,l->i', x, y, z, w)", ((2, 3), (3, 4), (4, 2), (2,))),
+        ("fn('i,i,i,i,i->', x, y, x, y, x)", ((3,), (3,))),
+        ("fn('ij,jk->ik', x, y, optimize=True)", ((3, 4), (4, 2))),
+        ("fn('ij,jk,kl->il', x, y, z, optimize='greedy')", ((2, 3), (3, 4), (4, 2))),
+        ("fn('i,i->', x, y, optimize=False)", ((4,), (4,))))):
+    """Any number of operands up to six, ellipses, labels repeated within an operand (traces,
+    diagonals), implicit outputs and `optimize=` (ignored by the derivative). A call that
+    returns a view of its operand (one operand, every label kept) is lowered to
+    `numpy.einsum_view` instead (`einsum_specialize`)."""
+    def jvp_a(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 0, t, a, b, c, d, e, f)
+    def jvp_b(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 1, t, a, b, c, d, e, f)
+    def jvp_c(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 2, t, a, b, c, d, e, f)
+    def jvp_d(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 3, t, a, b, c, d, e, f)
+    def jvp_e(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 4, t, a, b, c, d, e, f)
+    def jvp_f(t, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_jvp(subscripts, 5, t, a, b, c, d, e, f)
+    def vjp_a(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 0, a, b, c, d, e, f)
+    def vjp_b(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 1, a, b, c, d, e, f)
+    def vjp_c(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 2, a, b, c, d, e, f)
+    def vjp_d(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 3, a, b, c, d, e, f)
+    def vjp_e(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 4, a, b, c, d, e, f)
+    def vjp_f(g, ans, subscripts, a, b=None, c=None, d=None, e=None, f=None):
+        return _rt.einsum_vjp(g, subscripts, 5, a, b, c, d, e, f)
 
     @classmethod
     def check(cls, pos, kw):
-        if kw:
-            return f"np.einsum with keyword arguments ({', '.join(kw)}) is not supported"
-        s = const_value(pos[0]) if pos else None
-        if not isinstance(s, str):
-            return "np.einsum needs its subscripts as a string constant"
-        if len(pos) > 4:
-            return "np.einsum of more than three operands is not supported; split it into several calls"
-        if "." in s:
-            return "np.einsum with an ellipsis is not supported; write the indices out"
-        ins = s.split("->")[0].split(",")
-        if any(len(set(op.strip())) != len(op.strip()) for op in ins):
-            return "np.einsum with an index repeated within one operand (a diagonal) is not supported"
-        return None
+        return _einsum_check(pos, kw)
+
+    @classmethod
+    def specialize(cls, pos, kw):
+        return einsum_specialize(pos, kw)
+
+
+class einsum_view(Rule, key="numpy.einsum_view", fn=np.einsum, call="np.einsum", **_V, cases=(
+        ("fn('ji', x) * y", ((3, 4), (4, 3))), ("fn('ij', x) * y", ((3, 4), (3, 4))),
+        ("fn('ij->ji', x, optimize=True) * y", ((3, 4), (4, 3))), ("fn('ii->i', x) * y", ((3, 3), (3,))),
+        ("fn('...ij->...ji', x) * y", ((2, 3, 4), (2, 4, 3))), ("fn('i', x) * y", ((4,), (4,))),
+        ("fn('iji->ij', x) * y", ((3, 2, 3), (3, 2))),
+        ("z = np.copy(x)\nv = fn('ji', z)\nv[1, 0] = v[1, 0] * v[0, 1]\nreturn z * y", ((3, 4), (3, 4))),
+        ("z = np.copy(x)\nv = fn('ii->i', z)\nv[0] = v[1] * v[2]\nreturn z * y", ((3, 3), (3, 3))))):
+    """`np.einsum` of one operand that keeps every label: NumPy returns a writable view of the
+    operand (its axes permuted, a diagonal where a label repeats), so this is a `view` rule:
+    the shadow is the same einsum of the operand's shadow. The frontend's call is lowered to
+    `numpy.einsum` and renamed to this key from its constant subscripts (`einsum_specialize`,
+    applied by `zymo.ir.specialize`)."""
+    def jvp_a(t, ans, subscripts, a, optimize=False): return np.einsum(subscripts, t)
+    def vjp_a(g, ans, subscripts, a, optimize=False): return _rt.einsum_vjp(g, subscripts, 0, a)
 
 
 class concat2(Rule, key="zymo.concat2", fn=_rt.concat2, call="_rt.concat2", cases=(
