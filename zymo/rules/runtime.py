@@ -412,14 +412,26 @@ def repeat_vjp(g, x, repeats, axis):
     return np.reshape(out, np.shape(x))
 
 
-def diagonal(x, offset=0, axis1=0, axis2=1):
-    """`np.diagonal` as fresh, writable memory."""
-    return np.array(np.diagonal(x, offset, axis1, axis2))
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """`np.diagonal(a, offset, axis1, axis2)`: NumPy's read-only view of the diagonal (the
+    Numba backend's twin returns a view of 2-d arrays too, `numba_shape._diagonal`)."""
+    return np.diagonal(a, offset, axis1, axis2)
 
 
-def diag(x, k=0):
-    """`np.diag`, with the diagonal of a matrix copied."""
-    return np.array(np.diag(x, k))
+def diagonal_view(x, offset=0, axis1=0, axis2=1):
+    """A writable view of the diagonal `np.diagonal(x, offset, axis1, axis2)` reads (the
+    diagonal last): the shadow of a diagonal, which adjoints accumulate into."""
+    v = np.moveaxis(x, (axis1, axis2), (-2, -1))
+    i0, j0 = max(-offset, 0), max(offset, 0)
+    m = max(0, min(v.shape[-2] - i0, v.shape[-1] - j0))
+    v = v[..., i0:, j0:]
+    return np.lib.stride_tricks.as_strided(v, v.shape[:-2] + (m,), v.strides[:-2] + (v.strides[-2] + v.strides[-1],))
+
+
+def diag(v, k=0):
+    """`np.diag(v, k)`: of a vector a new matrix, of a matrix NumPy's read-only view of its
+    diagonal (rule `numpy.diag_view`)."""
+    return np.diag(v, k)
 
 
 def _diag_index(n1, n2, offset):

@@ -1,16 +1,24 @@
 """Rules for NumPy's shape and indexing functions and tensor products.
 
-Contract: `view` rules (swapaxes, moveaxis, squeeze, expand_dims, flip) return a
-view of their first argument; their shadow is the same view of its shadow, so
-writes through the view reach the base (their jvp body, applied to the base's
-shadow, builds that view). Functions NumPy answers with a *read-only* view
-(`broadcast_to`, `diagonal`, `diag` of a matrix) are called through `_rt`
-helpers that return a copy, so the result is fresh memory with a shadow of its
-own. `ravel` is a view or a copy as NumPy decides (`maybe_view`). `einsum`
-takes one to three operands without ellipses or repeated indices within an
-operand; `tensordot` is differentiated as the einsum it equals. Joining arrays
-(`concatenate`, `stack`, `hstack`, `vstack`) is lowered by the frontend to a
-chain of `zymo.concat2` (see `frontend/expr.py`).
+Contract: `view` rules (swapaxes, moveaxis, squeeze, expand_dims, flip, einsum_view,
+diagonal, diag_view) return a view of their first array argument; their shadow is the
+same view of its shadow, so writes through the view reach the base (their jvp body,
+applied to the base's shadow, builds that view). `diagonal` and `diag` of a matrix are
+NumPy's read-only views: view rules whose shadow is a writable view of the base's shadow
+(`_rt.diagonal_view`). `broadcast_to` is called through an `_rt` helper that returns a
+copy, because its shadow cannot be a view (the adjoints of the repeated elements must add
+up): a write to its base while the copy is still read is refused at lowering time
+(`broadcast_to.specialize`). `ravel` is a view or a copy as NumPy decides (`maybe_view`).
+
+A rule whose calls are views or copies depending on constant arguments declares
+`specialize(pos, kw)`, returning the key of the rule to use instead (or None):
+`zymo.ir.specialize` applies it right after lowering. `np.einsum` of one operand that keeps
+every label (`'ji'`, `'ii->i'`, `'...ij->...ji'`) is NumPy's (writable) view of it:
+`numpy.einsum_view`; every other einsum is fresh memory (`numpy.einsum`: up to six operands,
+ellipses, labels repeated within an operand, implicit outputs, `optimize=` ignored).
+`np.diag` of a matrix is `numpy.diag_view`. `tensordot` is differentiated as the einsum it
+equals. Joining arrays (`concatenate`, `stack`, `hstack`, `vstack`) is lowered by the
+frontend to a chain of `zymo.concat2` (see `frontend/expr.py`).
 """
 from __future__ import annotations
 
@@ -109,19 +117,40 @@ class repeat(Rule, key="numpy.repeat", fn=np.repeat, cases=(
 
 
 class diag(Rule, key="numpy.diag", fn=np.diag, call="_rt.diag", cases=(
-        ("fn(x) * y", ((4,), (4, 4))), ("fn(x, 1) * y", ((3,), (4, 4))), ("fn(x) * y", ((3, 4), (3,))),
-        ("fn(x, -1) * y", ((4, 4), (3,))))):
-    """`np.diag` of a matrix is a copy of its diagonal (NumPy's is a read-only view)."""
-    def jvp_x(t, ans, x, k=0): return _rt.diag(t, k)
-    def vjp_x(g, ans, x, k=0): return _rt.diag_vjp(g, x, k)
+        ("fn(x) * y", ((4,), (4, 4))), ("fn(x, 1) * y", ((3,), (4, 4))), ("fn(x, k=-2) * y", ((3,), (5, 5))),
+        ("fn(v=x, k=1) * y", ((2,), (3, 3))))):
+    """`np.diag` of a vector: a new matrix. Of a matrix NumPy returns a read-only view of the
+    diagonal: that call is lowered to `numpy.diag_view` (`specialize`)."""
+    def jvp_v(t, ans, v, k=0): return _rt.diag(t, k)
+    def vjp_v(g, ans, v, k=0): return _rt.diag_vjp(g, v, k)
+
+    @classmethod
+    def specialize(cls, pos, kw):
+        v = pos[0] if pos else kw.get("v")
+        return "numpy.diag_view" if getattr(getattr(v, "type", None), "ndim", 1) == 2 else None
 
 
-class diagonal(Rule, key="numpy.diagonal", fn=np.diagonal, call="_rt.diagonal", cases=(
+class diag_view(Rule, key="numpy.diag_view", fn=np.diag, call="_rt.diag", view=True, cases=(
+        ("fn(x) * y", ((3, 4), (3,))), ("fn(x, -1) * y", ((4, 4), (3,))), ("fn(x, k=1) * y", ((3, 3), (2,))),
+        ("z = np.copy(x)\nd = fn(z)\nz[1, 1] = z[0, 1] * 2.0\nreturn d * y", ((3, 3), (3,))),
+        ("z = np.copy(x)\nd = fn(z, 1)\nz[0] = z[0] * z[2]\nreturn np.sum(d * y) * z", ((3, 3), (2,))))):
+    """`np.diag` of a matrix: NumPy's read-only view of its k-th diagonal (later writes to
+    the matrix show through it), called as `_rt.diag`; the shadow is the writable
+    diagonal view of the matrix's shadow."""
+    def jvp_v(t, ans, v, k=0): return _rt.diagonal_view(t, k)
+    def vjp_v(g, ans, v, k=0): return _rt.diagonal_vjp(g, v, k)
+
+
+class diagonal(Rule, key="numpy.diagonal", fn=np.diagonal, call="_rt.diagonal", view=True, cases=(
         ("fn(x) * y", ((3, 4), (3,))), ("fn(x, 1) * y", ((4, 4), (3,))), ("x.diagonal() * y", ((4, 3), (3,))),
-        ("fn(x, 0, 1, 2) * y", ((2, 3, 3), (2, 3))))):
-    """A copy of the diagonal (NumPy's is a read-only view)."""
-    def jvp_x(t, ans, x, offset=0, axis1=0, axis2=1): return _rt.diagonal(t, offset, axis1, axis2)
-    def vjp_x(g, ans, x, offset=0, axis1=0, axis2=1): return _rt.diagonal_vjp(g, x, offset, axis1, axis2)
+        ("fn(x, 0, 1, 2) * y", ((2, 3, 3), (2, 3))), ("fn(x, offset=-1, axis1=1, axis2=0) * y", ((3, 4), (3,))),
+        ("fn(a=x, axis1=0, axis2=2) * y", ((3, 2, 3), (2, 3))),
+        ("z = np.copy(x)\nd = fn(z)\nz[0, 0] = z[1, 0] * 3.0\nreturn d * y", ((3, 3), (3,))),
+        ("z = np.copy(x)\nd = fn(z, 0, 1, 2)\nz[0] = z[1] * z[0]\nreturn np.sum(d * y) * z", ((2, 3, 3), (2, 3))))):
+    """NumPy's read-only view of the diagonal (later writes to `a` show through it): a view
+    rule whose shadow is the writable diagonal view of `a`'s shadow (`_rt.diagonal_view`)."""
+    def jvp_a(t, ans, a, offset=0, axis1=0, axis2=1): return _rt.diagonal_view(t, offset, axis1, axis2)
+    def vjp_a(g, ans, a, offset=0, axis1=0, axis2=1): return _rt.diagonal_vjp(g, a, offset, axis1, axis2)
 
 
 class trace(Rule, key="numpy.trace", fn=np.trace, cases=(
