@@ -78,3 +78,129 @@ def test_einsum_is_view_matches_numpy(subscripts, shapes):
     ops = [np.ones(s) for s in shapes]
     r = np.einsum(subscripts, *ops)
     assert _rt.einsum_is_view(subscripts, [len(s) for s in shapes]) == bool(np.shares_memory(r, ops[0]))
+
+
+# -- every rule's flags against what its function returns --------------------------------------
+
+from zymo import testing  # noqa: E402
+from zymo.rules.runtime_rules import ALIASING_HELPERS  # noqa: E402
+
+# rules no case calls as a function (their shares_memory is checked another way, or they
+# have no array result): reason
+NOT_CALLED = {
+    "numpy.add.at": "updates its first argument in place (inplace_arg), returns None",
+    "numpy.copy_flat": "called as x.flatten(): checked in test_flatten_is_a_copy",
+    "builtins.float": "numbers only", "zymo.as_dtype": "a conversion generated code makes (astype: a copy)",
+    "zymo.check_bound": "no result",
+    "scipy.linalg.cho_solve": "takes its factor as a tuple: checked in test_factor_solves_are_fresh",
+    "scipy.linalg.lu_solve": "takes its factor as a tuple: checked in test_factor_solves_are_fresh",
+}
+# NumPy's function returns a view, the rule's callee a copy on purpose: why that is safe
+COPIES_OF_VIEWS = {
+    "numpy.broadcast_to": "a broadcast shadow cannot be a view; a write to the base while the copy is "
+                          "read is refused at lowering time (test_broadcast_to_then_write_is_refused)",
+}
+
+
+def _callee(rule):
+    import math
+    env = {"np": np, "math": math, "_rt": _rt}
+    if rule.template:
+        n = rule.template.count("{")
+        names = [f"a{i}" for i in range(n)]
+        return eval(f"lambda {', '.join(names)}: " + rule.template.format(*names), env)
+    try:
+        return eval(rule.callee(), env)
+    except Exception:
+        return rule.fn
+
+
+def _arrays(x):
+    if isinstance(x, np.ndarray):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [a for e in x for a in _arrays(e)]
+    return []
+
+
+def _calls(key, impl):
+    """(args, kwargs, result) of each call of `impl` in place of the rule's function, over the
+    rule's float64 cases run as plain Python (the cases' closures rebound to a recorder)."""
+    rule = REGISTRY[key]
+    out = []
+    for c in testing.rule_cases(key, dtypes=("float64",)):
+        cells = [cell for cell in (c.fn.__closure__ or ()) if cell.cell_contents is rule.fn]
+        if not cells:
+            continue
+
+        def recorder(*a, **k):
+            r = impl(*a, **k)
+            out.append((c.name, a, k, r))
+            return r
+        for cell in cells:
+            cell.cell_contents = recorder
+        try:
+            with np.errstate(all="ignore"):
+                c.fn(*[np.copy(a) if isinstance(a, np.ndarray) else a for a in c.args])
+        finally:
+            for cell in cells:
+                cell.cell_contents = rule.fn
+    return out
+
+
+def _sharing(rule, a, k, r):
+    """For each array argument (not an `out=` buffer): whether the result shares its memory."""
+    outs = [k["out"]] if k.get("out") is not None else []
+    nin = getattr(rule.fn, "nin", 2)
+    if rule.out and len(a) > nin:
+        outs += _arrays(a[nin:])
+        a = a[:nin]
+    ins = [x for x in _arrays(list(a) + [v for n, v in k.items() if n != "out"]) if not any(x is o for o in outs)]
+    res = [x for x in _arrays(r) if not any(x is o for o in outs)]
+    return [any(np.shares_memory(o, x) for o in res) for x in ins]
+
+
+def _rule_keys():
+    return sorted(k for k in REGISTRY if not getattr(REGISTRY[k], "user", False)
+                  and not getattr(REGISTRY[k], "part_of", None) and not getattr(REGISTRY[k], "via", None))
+
+
+@pytest.mark.parametrize("key", _rule_keys())
+def test_flags_say_whether_the_result_shares_memory(key):
+    """view: the result shares the first array argument's memory; maybe_view: either;
+    anything else (alloc, plain): fresh memory, sharing no argument's. Checked for the
+    function generated code calls (the rule's callee) and for NumPy's own function, which
+    the user's program means."""
+    rule = REGISTRY[key]
+    if key in NOT_CALLED or key in ALIASING_HELPERS:
+        pytest.skip(NOT_CALLED.get(key, "an adjoint helper whose result generated code consumes at once"))
+    seen = 0
+    for which, impl in (("callee", _callee(rule)), ("function", rule.fn)):
+        for name, a, k, r in _calls(key, impl):
+            share = _sharing(rule, a, k, r)
+            seen += 1
+            where = f"{key} ({which}) in case {name}: sharing {share}"
+            if rule.view:
+                assert share and share[0], "a view rule whose result is not a view: " + where
+            elif rule.maybe_view:
+                continue
+            elif which == "function" and key in COPIES_OF_VIEWS:
+                continue
+            else:
+                assert not any(share), "a rule flagged as fresh memory whose result shares an argument's: " + where
+    assert seen, f"no case of {key} calls its function: add one, or list it in NOT_CALLED"
+
+
+def test_flatten_is_a_copy():
+    x = np.ones((2, 3))
+    assert not np.shares_memory(_rt.flatten(x), x)
+
+
+def test_factor_solves_are_fresh():
+    import scipy.linalg
+    a = np.array([[4.0, 1.0], [1.0, 3.0]])
+    b = np.array([1.0, 2.0])
+    c, lower = scipy.linalg.cho_factor(a)
+    assert not any(np.shares_memory(_rt.cho_solve(c, lower, b), x) for x in (c, b))
+    lu, piv = scipy.linalg.lu_factor(a)
+    assert not any(np.shares_memory(_rt.lu_solve(lu, piv, b), x) for x in (lu, b))
