@@ -204,3 +204,58 @@ def test_factor_solves_are_fresh():
     assert not any(np.shares_memory(_rt.cho_solve(c, lower, b), x) for x in (c, b))
     lu, piv = scipy.linalg.lu_factor(a)
     assert not any(np.shares_memory(_rt.lu_solve(lu, piv, b), x) for x in (lu, b))
+
+
+# -- np.broadcast_to: a copy, so a later write to its base is refused ---------------------------
+
+
+def bt_write_after_read(x, y):
+    b = np.broadcast_to(x, (3, 4))
+    s = np.sum(b * y)
+    x[0] = 2.0 * x[1]
+    return s + np.sum(x)
+
+
+def bt_read_after_write(x, y):
+    b = np.broadcast_to(x, (3, 4))
+    x[0] = 2.0 * x[1]
+    return np.sum(b * y)
+
+
+def bt_in_loop_ok(x, y):
+    s = 0.0
+    for i in range(3):
+        b = np.broadcast_to(x, (3, 4))
+        s = s + np.sum(b * y)
+        x[i] = x[i] * 0.5
+    return s
+
+
+def bt_loop_reads_after_write(x, y):
+    b = np.broadcast_to(x, (3, 4))
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(b[i] * y[i])
+        x[i] = x[i] * 0.5
+    return s
+
+
+def bt_write_through(x, y):
+    b = np.broadcast_to(x, (3, 4))
+    b[0, 0] = 1.0
+    return np.sum(b * y)
+
+
+def test_broadcast_to_copy_then_write_is_right():
+    rng = np.random.default_rng(0)
+    check(bt_write_after_read, [rng.normal(size=4), rng.normal(size=(3, 4))])
+    check(bt_in_loop_ok, [rng.normal(size=4), rng.normal(size=(3, 4))])
+
+
+@pytest.mark.parametrize("f", [bt_read_after_write, bt_loop_reads_after_write, bt_write_through])
+def test_broadcast_to_then_write_is_refused(f):
+    """NumPy's broadcast_to is a view: a read after a write to the base sees the write, zymo's
+    copy would not; refused with the lines named, never a wrong number."""
+    x, y = np.arange(4.0), np.ones((3, 4))
+    with pytest.raises(ZymoError, match="broadcast_to"):
+        zymo.gradient(Reverse, f, x.copy(), y)

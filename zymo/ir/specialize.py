@@ -46,4 +46,76 @@ def specialize(fn: Function) -> Function:
         if key is not None and key != op.attrs["key"]:
             lookup(key)
             op.attrs["key"] = key
+    check_copies_of_views(fn)
     return fn
+
+
+# -- copies of views -------------------------------------------------------------------------
+
+
+def _ordered(block, loops=()):
+    """(op, enclosing loops) for every op of `block` and its regions, in program order."""
+    for op in block.ops:
+        yield op, loops
+        inner = loops + (op,) if op.kind in ("for", "while") else loops
+        for region in op.regions:
+            yield from _ordered(region, inner)
+
+
+def check_copies_of_views(fn: Function) -> None:
+    """Refuse a write to the base of a rule's copy of NumPy's read-only view (`copies_view`:
+    `np.broadcast_to`) while the copy is still read after it: NumPy's view would show the
+    write, zymo's copy would not. Aliasing comes from the activity analysis' memory roots
+    (parameters taken as possibly aliasing each other)."""
+    from ..analysis.activity import analyze
+    from ..errors import UnsupportedCall
+    from . import types as T
+
+    order = list(_ordered(fn.body))
+    sites = [(i, op) for i, (op, _) in enumerate(order)
+             if op.kind == "prim" and getattr(lookup(op.attrs["key"]), "copies_view", False) and op.results]
+    if not sites:
+        return
+    act = analyze(fn, [False] * len(fn.params), [0] * len(fn.params))
+    roots = lambda v: act.roots.get(v.id, frozenset())  # noqa: E731
+    for i0, op in sites:
+        base = next((a for a in op.args if T.is_memory(a.type)), None)
+        if base is None:
+            continue
+        derived = {op.results[0].id}
+        uses, escapes, writes_through = [], False, False
+        for i, (o, _) in enumerate(order[i0 + 1:], i0 + 1):
+            if not any(a.id in derived for a in o.args):
+                continue
+            uses.append(i)
+            if o.kind == "getitem" and T.is_memory(o.results[0].type) or (
+                    o.kind == "prim" and (lookup(o.attrs["key"]).view or lookup(o.attrs["key"]).maybe_view)
+                    and o.args[0].id in derived):
+                derived.update(r.id for r in o.results)
+            elif o.kind == "setitem" and o.args[0].id in derived:
+                writes_through = True
+            elif o.kind in ("yield", "return", "for", "while", "if", "condition") or o.kind == "setitem":
+                escapes = True
+        if writes_through:
+            raise UnsupportedCall(f"a write into the result of {op.attrs['key']}", op.loc,
+                                  why="NumPy returns a read-only view here; zymo computes a copy",
+                                  hint="write into np.array(np.broadcast_to(...)) (a copy) instead")
+        loops0 = order[i0][1]
+        for iw, (w, wloops) in enumerate(order):
+            target = w.args[0] if w.kind == "setitem" else (
+                w.args[w.attrs["out"]] if w.kind == "prim" and "out" in w.attrs else None)
+            if target is None or not (roots(target) & roots(base)):
+                continue
+            if iw < i0:
+                # before the call: only in a loop that runs both, and then only a result carried
+                # into the next iteration sees the write stale
+                stale = escapes and any(l in loops0 for l in wloops)
+            else:
+                stale = escapes or any(iu > iw or any(l in order[iu][1] and l not in loops0 for l in wloops)
+                                       for iu in uses)
+            if stale:
+                raise UnsupportedCall(
+                    f"{op.attrs['key']} of an array written while the result is still read", w.loc,
+                    why=f"NumPy's {op.attrs['key'].split('.')[-1]} (line {op.loc.line}) is a view, which shows "
+                        "later writes to its base; zymo differentiates a copy",
+                    hint="read the result before writing to its base, or broadcast a copy of the base")

@@ -8,7 +8,7 @@ NumPy's read-only views: view rules whose shadow is a writable view of the base'
 (`_rt.diagonal_view`). `broadcast_to` is called through an `_rt` helper that returns a
 copy, because its shadow cannot be a view (the adjoints of the repeated elements must add
 up): a write to its base while the copy is still read is refused at lowering time
-(`broadcast_to.specialize`). `ravel` is a view or a copy as NumPy decides (`maybe_view`).
+(`zymo.ir.specialize.check_copies_of_views`). `ravel` is a view or a copy as NumPy decides (`maybe_view`).
 
 A rule whose calls are views or copies depending on constant arguments declares
 `specialize(pos, kw)`, returning the key of the rule to use instead (or None):
@@ -90,7 +90,11 @@ class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", c
 class broadcast_to(Rule, key="numpy.broadcast_to", fn=np.broadcast_to, call="_rt.broadcast_to", cases=(
         ("fn(x, (3, 4)) * y", ((4,), (3, 4))), ("fn(x, (2, 3, 4)) * y", ((3, 1), (2, 3, 4))),
         ("fn(x, (3,)) * y", ((), (3,))))):
-    """A copy (NumPy's result is a read-only view)."""
+    """A copy (NumPy's result is a read-only view, whose shadow could not be a view: the
+    adjoints of the repeated elements must add up). A write to the base while the copy is
+    still read is refused at lowering time (`zymo.ir.specialize.check_copies_of_views`)."""
+    copies_view = True
+
     def jvp_x(t, ans, x, shape): return _rt.broadcast_to(t, shape)
     def vjp_x(g, ans, x, shape): return _rt.unbroadcast(g, x)
 
