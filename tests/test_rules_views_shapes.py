@@ -177,8 +177,18 @@ def test_flags_say_whether_the_result_shares_memory(key):
     seen = 0
     for which, impl in (("callee", _callee(rule)), ("function", rule.fn)):
         for name, a, k, r in _calls(key, impl):
-            share = _sharing(rule, a, k, r)
             seen += 1
+            if rule.parts:  # a tuple (or list) of results: each part's own flags
+                assert len(r) == len(rule.parts), f"{key}: {len(r)} results for {len(rule.parts)} parts"
+                for part, rk in zip(rule.parts, r):
+                    p = REGISTRY[part]
+                    share = _sharing(rule, a, k, rk)
+                    if p.view:
+                        assert share and share[0], f"{part} is flagged as a view but is not ({name})"
+                    elif not p.maybe_view:
+                        assert not any(share), f"{part} is flagged as fresh memory but shares ({name})"
+                continue
+            share = _sharing(rule, a, k, r)
             where = f"{key} ({which}) in case {name}: sharing {share}"
             if rule.view:
                 assert share and share[0], "a view rule whose result is not a view: " + where
