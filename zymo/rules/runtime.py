@@ -376,9 +376,9 @@ def flatten(x):
     return np.array(np.ravel(x))
 
 
-def broadcast_to(x, shape):
+def broadcast_to(array, shape):
     """`np.broadcast_to` as fresh, writable memory."""
-    return np.array(np.broadcast_to(x, shape))
+    return np.array(np.broadcast_to(array, shape))
 
 
 def negate(shift):

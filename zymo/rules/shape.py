@@ -31,26 +31,29 @@ _V = dict(view=True)
 
 
 class swapaxes(Rule, key="numpy.swapaxes", fn=np.swapaxes, **_V, cases=(
+        ("fn(a=x, axis1=1, axis2=0) * y", ((3, 4), (4, 3))),
         ("np.sum(fn(x, 0, 1) * y)", ((3, 4), (4, 3))), ("np.sum(x.swapaxes(0, 2) * y)", ((2, 3, 4), (4, 3, 2))),
         ("z = np.copy(x)\nv = fn(z, 0, 1)\nv[1, 0] = v[1, 0] * v[0, 1]\nreturn z * y", ((3, 4), (3, 4))))):
-    def jvp_x(t, ans, x, axis1, axis2): return np.swapaxes(t, axis1, axis2)
-    def vjp_x(g, ans, x, axis1, axis2): return np.swapaxes(g, axis1, axis2)
+    def jvp_a(t, ans, a, axis1, axis2): return np.swapaxes(t, axis1, axis2)
+    def vjp_a(g, ans, a, axis1, axis2): return np.swapaxes(g, axis1, axis2)
 
 
 class moveaxis(Rule, key="numpy.moveaxis", fn=np.moveaxis, **_V, cases=(
+        ("fn(a=x, source=(0, 1), destination=(1, 0)) * y", ((2, 3), (3, 2))), ("fn(x, source=-1, destination=0) * y", ((2, 3, 4), (4, 2, 3))),
         ("np.sum(fn(x, 0, -1) * y)", ((2, 3, 4), (3, 4, 2))),
         ("z = np.copy(x)\nv = fn(z, 1, 0)\nv[0, 1] = v[0, 1] * 3.0\nreturn z * y", ((3, 4), (3, 4))))):
-    def jvp_x(t, ans, x, source, destination): return np.moveaxis(t, source, destination)
-    def vjp_x(g, ans, x, source, destination): return np.moveaxis(g, destination, source)
+    def jvp_a(t, ans, a, source, destination): return np.moveaxis(t, source, destination)
+    def vjp_a(g, ans, a, source, destination): return np.moveaxis(g, destination, source)
 
 
 class squeeze(Rule, key="numpy.squeeze", fn=np.squeeze, **_V, cases=(
+        ("fn(a=x, axis=-1) * y", ((4, 1), (4,))),
         ("np.sum(fn(x, 1) * y)", ((3, 1, 4), (3, 4))), ("np.sum(fn(x, axis=0) * y)", ((1, 4), (4,))),
         ("np.sum(x.squeeze(0) * y)", ((1, 5), (5,))), ("np.sum(fn(x, (0, 2)) * y)", ((1, 5, 1), (5,))))):
     """Only with `axis` given: zymo types arrays by their number of dimensions, which
     `np.squeeze(x)` would make depend on the shape."""
-    def jvp_x(t, ans, x, axis=None): return np.squeeze(t, axis)
-    def vjp_x(g, ans, x, axis=None): return np.reshape(g, np.shape(x))
+    def jvp_a(t, ans, a, axis=None): return np.squeeze(t, axis)
+    def vjp_a(g, ans, a, axis=None): return np.reshape(g, np.shape(a))
 
     @classmethod
     def check(cls, pos, kw):
@@ -61,23 +64,26 @@ class squeeze(Rule, key="numpy.squeeze", fn=np.squeeze, **_V, cases=(
 
 
 class expand_dims(Rule, key="numpy.expand_dims", fn=np.expand_dims, **_V, cases=(
+        ("fn(a=x, axis=(0, 2)) * y", ((3,), (1, 3, 1))),
         ("np.sum(fn(x, 0) * y)", ((3, 4), (2, 3, 4))), ("fn(x, -1) * y", ((5,), (5, 2))),
         ("z = np.copy(x)\nv = fn(z, 1)\nv[2, 0] = v[2, 0] * v[1, 0]\nreturn z * y", ((5,), (5,))))):
-    def jvp_x(t, ans, x, axis): return np.expand_dims(t, axis)
-    def vjp_x(g, ans, x, axis): return np.reshape(g, np.shape(x))
+    def jvp_a(t, ans, a, axis): return np.expand_dims(t, axis)
+    def vjp_a(g, ans, a, axis): return np.reshape(g, np.shape(a))
 
 
 class flip(Rule, key="numpy.flip", fn=np.flip, **_V, cases=(
+        ("fn(m=x, axis=(0, 1)) * y", ((3, 4), (3, 4))),
         ("fn(x) * y", ((5,), (5,))), ("fn(x, 0) * y", ((3, 4), (3, 4))), ("fn(x, axis=1) * y", ((3, 4), (4,))),
         ("z = np.copy(x)\nv = fn(z)\nv[0] = v[0] * v[1]\nreturn z * y", ((5,), (5,))))):
-    def jvp_x(t, ans, x, axis=None): return np.flip(t, axis)
-    def vjp_x(g, ans, x, axis=None): return np.flip(g, axis)
+    def jvp_m(t, ans, m, axis=None): return np.flip(t, axis)
+    def vjp_m(g, ans, m, axis=None): return np.flip(g, axis)
 
 
 class ravel(Rule, key="numpy.ravel", fn=np.ravel, maybe_view=True, cases=(
-        ("fn(x) * y", ((3, 4), (12,))), ("x.ravel() * y", ((3, 4), (12,))), ("fn(x.T) * y", ((3, 4), (12,))))):
-    def jvp_x(t, ans, x): return np.ravel(t)
-    def vjp_x(g, ans, x): return np.reshape(g, np.shape(x))
+        ("fn(x) * y", ((3, 4), (12,))), ("x.ravel() * y", ((3, 4), (12,))), ("fn(x.T) * y", ((3, 4), (12,))),
+        ("fn(x, 'F') * y", ((3, 4), (12,))), ("fn(a=x, order='C') * y", ((2, 3), (6,))))):
+    def jvp_a(t, ans, a, order="C"): return np.ravel(t, order)
+    def vjp_a(g, ans, a, order="C"): return np.reshape(g, np.shape(a), order=order)
 
 
 class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", cases=(
@@ -88,6 +94,7 @@ class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", c
 
 
 class broadcast_to(Rule, key="numpy.broadcast_to", fn=np.broadcast_to, call="_rt.broadcast_to", cases=(
+        ("fn(array=x, shape=(2, 3)) * y", ((3,), (2, 3))),
         ("fn(x, (3, 4)) * y", ((4,), (3, 4))), ("fn(x, (2, 3, 4)) * y", ((3, 1), (2, 3, 4))),
         ("fn(x, (3,)) * y", ((), (3,))))):
     """A copy (NumPy's result is a read-only view, whose shadow could not be a view: the
@@ -95,29 +102,32 @@ class broadcast_to(Rule, key="numpy.broadcast_to", fn=np.broadcast_to, call="_rt
     still read is refused at lowering time (`zymo.ir.specialize.check_copies_of_views`)."""
     copies_view = True
 
-    def jvp_x(t, ans, x, shape): return _rt.broadcast_to(t, shape)
-    def vjp_x(g, ans, x, shape): return _rt.unbroadcast(g, x)
+    def jvp_array(t, ans, array, shape): return _rt.broadcast_to(t, shape)
+    def vjp_array(g, ans, array, shape): return _rt.unbroadcast(g, array)
 
 
 class roll(Rule, key="numpy.roll", fn=np.roll, cases=(
+        ("fn(a=x, shift=-2) * y", ((5,), (5,))), ("fn(x, shift=1, axis=0) * y", ((3, 4), (3, 4))),
         ("fn(x, 2) * y", ((5,), (5,))), ("fn(x, -1, axis=1) * y", ((3, 4), (3, 4))), ("fn(x, 5) * y", ((3, 4), (3, 4))),
         ("fn(x, (1, 2), axis=(0, 1)) * y", ((3, 4), (3, 4))))):
-    def jvp_x(t, ans, x, shift, axis=None): return np.roll(t, shift, axis)
-    def vjp_x(g, ans, x, shift, axis=None): return np.roll(g, _rt.negate(shift), axis)
+    def jvp_a(t, ans, a, shift, axis=None): return np.roll(t, shift, axis)
+    def vjp_a(g, ans, a, shift, axis=None): return np.roll(g, _rt.negate(shift), axis)
 
 
 class tile(Rule, key="numpy.tile", fn=np.tile, cases=(
+        ("fn(A=x, reps=(2, 1)) * y", ((3,), (2, 3))), ("fn(x, reps=2) * y", ((2, 2), (2, 4))),
         ("fn(x, 3) * y", ((4,), (12,))), ("fn(x, (2, 1)) * y", ((3, 4), (6, 4))), ("fn(x, (2, 2)) * y", ((3,), (2, 6))),
         ("fn(x, 2)", ((),)))):
-    def jvp_x(t, ans, x, reps): return np.tile(t, reps)
-    def vjp_x(g, ans, x, reps): return _rt.tile_vjp(g, x, reps)
+    def jvp_A(t, ans, A, reps): return np.tile(t, reps)
+    def vjp_A(g, ans, A, reps): return _rt.tile_vjp(g, A, reps)
 
 
 class repeat(Rule, key="numpy.repeat", fn=np.repeat, cases=(
+        ("fn(a=x, repeats=2, axis=0) * y", ((3,), (6,))), ("fn(x, repeats=3) * y", ((2, 2), (12,))),
         ("fn(x, 2) * y", ((4,), (8,))), ("fn(x, 3, axis=0) * y", ((2, 3), (6, 3))), ("fn(x, 2) * y", ((2, 3), (12,))),
         ("fn(x, np.arange(3), axis=1) * y", ((2, 3), (2, 3))), ("x.repeat(2, axis=1) * y", ((2, 3), (2, 6))))):
-    def jvp_x(t, ans, x, repeats, axis=None): return np.repeat(t, repeats, axis)
-    def vjp_x(g, ans, x, repeats, axis=None): return _rt.repeat_vjp(g, x, repeats, axis)
+    def jvp_a(t, ans, a, repeats, axis=None): return np.repeat(t, repeats, axis)
+    def vjp_a(g, ans, a, repeats, axis=None): return _rt.repeat_vjp(g, a, repeats, axis)
 
 
 class diag(Rule, key="numpy.diag", fn=np.diag, call="_rt.diag", cases=(
@@ -159,9 +169,9 @@ class diagonal(Rule, key="numpy.diagonal", fn=np.diagonal, call="_rt.diagonal", 
 
 class trace(Rule, key="numpy.trace", fn=np.trace, cases=(
         ("fn(x)", ((4, 4),)), ("fn(x, 1)", ((3, 4),)), ("x.trace() * x", ((3, 3),)), ("fn(x, 0, 1, 2) * y", ((2, 3, 3), (2,))))):
-    def jvp_x(t, ans, x, offset=0, axis1=0, axis2=1): return np.trace(t, offset, axis1, axis2)
-    def vjp_x(g, ans, x, offset=0, axis1=0, axis2=1):
-        return _rt.diagonal_vjp(_rt.expand_diag(g, x, offset, axis1, axis2), x, offset, axis1, axis2)
+    def jvp_a(t, ans, a, offset=0, axis1=0, axis2=1): return np.trace(t, offset, axis1, axis2)
+    def vjp_a(g, ans, a, offset=0, axis1=0, axis2=1):
+        return _rt.diagonal_vjp(_rt.expand_diag(g, a, offset, axis1, axis2), a, offset, axis1, axis2)
 
 
 class outer(Rule, key="numpy.outer", fn=np.outer, cases=(
