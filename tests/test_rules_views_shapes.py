@@ -505,3 +505,62 @@ def r_triu_vector(x):
 def test_refused_with_a_reason(f, shape, message):
     with pytest.raises(ZymoError, match=message):
         zymo.gradient(Reverse, f, np.ones(shape))
+
+
+# -- the Numba backend ----------------------------------------------------------------------------
+
+M3 = np.array([[0.3, -0.45, 0.7], [0.2, 0.1, -0.3], [0.5, 0.9, 1.1]])
+X3 = np.array([0.3, -0.45, 0.7])
+
+
+def numba_arrays(x):
+    m = M3 * x
+    out = np.sum(np.cross(x, x * x + 1.0) ** 2) + np.sum(np.kron(m, np.outer(x, x)) ** 2)
+    out += np.sum(np.convolve(x, x * x) ** 2) + np.sum(np.correlate(x, x[:2], 'valid') ** 3)
+    out += np.sum(np.diff(x) ** 3) + np.sum(np.diff(m, axis=0) ** 3)
+    a, b = np.split(m, (1,))
+    out += np.sum(a ** 2) * np.sum(b) + np.sum(np.rollaxis(m, 1) * M3)
+    out += np.sum(np.triu(m) ** 2) + np.sum(np.tril(m, -1) ** 3) + np.sum(np.atleast_2d(x) ** 3)
+    z = np.ndarray((3,))
+    z[:] = x * x
+    return out + np.sum(z * x) + np.sum(np.diagonal(m) ** 3) + np.sum(np.diag(m) * x)
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
+def test_numba_compiles_the_array_rules(mode, tmp_path, monkeypatch):
+    """cross, kron, convolve/correlate, diff, split, rollaxis, triu/tril, atleast_2d, ndarray,
+    diagonal/diag: compiled with numba=True (no fallback), equal to the Python backend."""
+    pytest.importorskip("numba")
+    import warnings
+
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = zymo.gradient(mode, numba_arrays, X3, numba=True)[0]
+    ref = zymo.gradient(mode, numba_arrays, X3, numba=False)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    g_fd = fd_grad(numba_arrays, [X3.copy()], [np.zeros(3)])[0]
+    np.testing.assert_allclose(got, g_fd, rtol=1e-6, atol=1e-6)
+
+
+def numba_pad(x):
+    return np.sum(np.pad(x, 1) ** 3)
+
+
+def numba_gradient(x):
+    return np.sum(np.gradient(x) ** 3)
+
+
+def numba_einsum_view(x):
+    return np.sum(np.einsum('ji', M3 * x) * M3)
+
+
+@pytest.mark.parametrize("f", [numba_pad, numba_gradient, numba_einsum_view], ids=lambda f: f.__name__)
+def test_numba_refuses_what_it_cannot_compile(f, tmp_path, monkeypatch):
+    """Numba has no np.pad, np.gradient or np.einsum: numba=True refuses naming the line."""
+    pytest.importorskip("numba")
+    from zymo.codegen.numba_ import ZymoNumbaError
+
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    with pytest.raises(ZymoNumbaError, match="Numba cannot compile"):
+        zymo.gradient(Reverse, f, X3, numba=True)
