@@ -564,3 +564,30 @@ def test_numba_refuses_what_it_cannot_compile(f, tmp_path, monkeypatch):
     monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
     with pytest.raises(ZymoNumbaError, match="Numba cannot compile"):
         zymo.gradient(Reverse, f, X3, numba=True)
+
+
+# -- second order --------------------------------------------------------------------------------------
+
+
+def so_views(x):
+    m = M3 * x
+    return (np.sum(np.triu(m) ** 3) + np.sum(np.tril(m, -1) ** 3) + np.sum(np.rollaxis(m, 1) ** 3)
+            + np.sum(np.atleast_2d(x) ** 3) + np.sum(np.einsum('ji', m) ** 3))
+
+
+def test_hessian_of_views_and_triangles():
+    x = X3.copy()
+    h = zymo.hessian(so_views, x)
+    fd = np.zeros((3, 3))
+    for j in range(3):
+        e = np.zeros(3)
+        e[j] = 1e-5
+        fd[:, j] = (zymo.gradient(Reverse, so_views, x + e)[0] - zymo.gradient(Reverse, so_views, x - e)[0]) / 2e-5
+    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sum(np.kron(x, x) ** 2), lambda x: np.sum(np.diff(x) ** 3),
+                               lambda x: np.sum(np.diagonal(M3 * x) ** 3)], ids=["kron", "diff", "diagonal"])
+def test_hessian_refused_where_a_helper_has_no_tangent_rule(f):
+    with pytest.raises(ZymoError, match="not supported yet"):
+        zymo.hessian(f, X3.copy())
