@@ -495,12 +495,16 @@ def r_triu_vector(x):
     return np.sum(np.triu(x))
 
 
+def r_ravel_fortran(x):
+    return np.sum(np.ravel(x, 'F') * np.arange(6.0))
+
+
 @pytest.mark.parametrize("f, shape, message", [
     (r_split3, (6,), "two parts"), (r_gradient_2d, (3, 4), "call it once per axis"),
     (r_pad_linear_ramp, (4,), "linear_ramp"), (r_convolve_2d, (3, 3), "1-d arrays only"),
     (r_diff_prepend, (4,), "prepend"), (r_einsum_operand_list, (2, 2), "string constant"),
     (r_atleast_two, (3,), "one array only"), (r_ndarray_buffer, (4,), "buffer="),
-    (r_triu_vector, (4,), "vector"),
+    (r_triu_vector, (4,), "vector"), (r_ravel_fortran, (2, 3), "C order only"),
 ])
 def test_refused_with_a_reason(f, shape, message):
     with pytest.raises(ZymoError, match=message):

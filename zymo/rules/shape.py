@@ -81,9 +81,17 @@ class flip(Rule, key="numpy.flip", fn=np.flip, **_V, cases=(
 
 class ravel(Rule, key="numpy.ravel", fn=np.ravel, maybe_view=True, cases=(
         ("fn(x) * y", ((3, 4), (12,))), ("x.ravel() * y", ((3, 4), (12,))), ("fn(x.T) * y", ((3, 4), (12,))),
-        ("fn(x, 'F') * y", ((3, 4), (12,))), ("fn(a=x, order='C') * y", ((2, 3), (6,))))):
-    def jvp_a(t, ans, a, order="C"): return np.ravel(t, order)
-    def vjp_a(g, ans, a, order="C"): return np.reshape(g, np.shape(a), order=order)
+        ("fn(x, 'C') * y", ((3, 4), (12,))), ("fn(a=x, order='C') * y", ((2, 3), (6,))))):
+    """C order only (`order='F'`, `'A'`, `'K'` are refused: the derivative would ignore them)."""
+    def jvp_a(t, ans, a, order="C"): return np.ravel(t)
+    def vjp_a(g, ans, a, order="C"): return np.reshape(g, np.shape(a))
+
+    @classmethod
+    def check(cls, pos, kw):
+        order = const_value(kw["order"] if "order" in kw else (pos[1] if len(pos) > 1 else "C"))
+        if order != "C":
+            return f"np.ravel with order={order!r} is not supported (C order only)"
+        return None
 
 
 class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", cases=(
