@@ -4,8 +4,10 @@ Contract: importing this module (numba_rt does) registers, with `numba.extending
 on each helper's own function object, Numba versions of `_rt.conv_vjp` (1-d, every mode and
 kind), `_rt.kron_vjp` (operands both 1-d or both 2-d), `_rt.diff_vjp` (1-d, or 2-d along a
 constant axis) and `_rt.cross_vjp` (3-vectors along the last axis, 1-d or 2-d, one operand
-broadcast). `numba_np` wraps `np.diff` (an axis) and `np.cross` (its default axes) for the
-primal and the tangents. Anything else fails at typing with a message the backend reports
+broadcast), `_rt.split_part*`, `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
+primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetric; 1-d and
+2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`numba_np`
+wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`). Anything else fails at typing with a message the backend reports
 (the derivative then runs in Python under the default policy, or `numba=True` refuses).
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
 from ..rules import runtime as rt
+from . import numba_np as nnp
 from .numba_np import _literal, _ndim
 
 
@@ -225,3 +228,223 @@ def _rollaxis_vjp(g, a, axis, start=0):
     perm = rt.rollaxis_perm(_ndim(a), _literal(axis, "axis"), _literal(start, "start"))
     inv = tuple(int(i) for i in _np.argsort(perm))
     return lambda g, a, axis, start=0: _np.transpose(g, inv)
+
+
+# -- np.pad (1-d, 2-d) ---------------------------------------------------------------------------------
+
+
+def _pad_widths(pad_width, nd):
+    """A jitable `pad_width -> (before0, after0, before1, after1)`, chosen from the type of
+    `pad_width` (an int, a pair, a 1-tuple, or one pair per axis); the values are read at run
+    time (Numba keeps no literal values in nested tuples)."""
+    from numba import types as nt
+
+    def ints(t, n):
+        return isinstance(t, nt.BaseTuple) and len(t) == n and all(isinstance(e, nt.Integer) for e in t)
+
+    if isinstance(pad_width, (nt.Integer, int)):
+        return register_jitable(lambda pw: (pw, pw, pw, pw))
+    if ints(pad_width, 1):
+        return register_jitable(lambda pw: (pw[0], pw[0], pw[0], pw[0]))
+    if ints(pad_width, 2):
+        return register_jitable(lambda pw: (pw[0], pw[1], pw[0], pw[1]))
+    if isinstance(pad_width, nt.BaseTuple) and all(ints(e, 2) for e in pad_width):
+        if len(pad_width) == 1:
+            return register_jitable(lambda pw: (pw[0][0], pw[0][1], pw[0][0], pw[0][1]))
+        if len(pad_width) == nd == 2:
+            return register_jitable(lambda pw: (pw[0][0], pw[0][1], pw[1][0], pw[1][1]))
+        if len(pad_width) == nd == 1:
+            return register_jitable(lambda pw: (pw[0][0], pw[0][1], 0, 0))
+    raise TypingError("zymo's Numba backend pads with int pad widths: n, (before, after) or one pair per axis")
+
+
+_PAD = {"constant": 0, "edge": 1, "wrap": 2, "reflect": 3, "symmetric": 4}
+
+
+@register_jitable
+def _pad_src(j, n, before, mode):
+    """The element of an axis of length n that element j of its padding copies (-1: the constant)."""
+    i = j - before
+    if 0 <= i < n:
+        return i
+    if mode == 0:
+        return -1
+    if mode == 1:
+        return 0 if i < 0 else n - 1
+    if mode == 2:
+        return i % n
+    if mode == 3:
+        if n == 1:
+            return 0
+        p = i % (2 * n - 2)
+        return p if p < n else 2 * n - 2 - p
+    p = i % (2 * n)
+    return p if p < n else 2 * n - 1 - p
+
+
+def _pad_impl(array, pad_width, mode, constant_values, scatter):
+    nd = _ndim(array)
+    if nd not in (1, 2):
+        raise TypingError("zymo's Numba backend pads 1-d and 2-d arrays")
+    m = _literal(mode, "mode")
+    if m not in _PAD:
+        raise TypingError(f"zymo's Numba backend pads with modes {', '.join(_PAD)}")
+    return nd, _PAD[m], _pad_widths(pad_width, nd)
+
+
+def _pad_overload(array, pad_width, mode, constant_values):
+    nd, md, widths = _pad_impl(array, pad_width, mode, constant_values, False)
+    from numba import types as nt
+    if not isinstance(constant_values, (nt.Number, nt.Omitted, int, float)) and constant_values is not None:
+        raise TypingError("zymo's Numba backend pads with one constant value")
+    if nd == 1:
+        def impl1(array, pad_width, mode="constant", constant_values=0):
+            b0, a0, b1, a1 = widths(pad_width)
+            n = array.shape[0]
+            out = _np.empty(n + b0 + a0, array.dtype)
+            for j in range(out.shape[0]):
+                s = _pad_src(j, n, b0, md)
+                out[j] = constant_values if s < 0 else array[s]
+            return out
+        return impl1
+
+    def impl2(array, pad_width, mode="constant", constant_values=0):
+        b0, a0, b1, a1 = widths(pad_width)
+        n0, n1 = array.shape
+        out = _np.empty((n0 + b0 + a0, n1 + b1 + a1), array.dtype)
+        for j in range(out.shape[0]):
+            s = _pad_src(j, n0, b0, md)
+            for k in range(out.shape[1]):
+                r = _pad_src(k, n1, b1, md)
+                out[j, k] = constant_values if s < 0 or r < 0 else array[s, r]
+        return out
+    return impl2
+
+
+@overload(rt.pad_jvp, prefer_literal=True)
+def _pad_jvp(t, pad_width, mode):
+    impl = register_jitable(_pad_overload(t, pad_width, mode, 0.0))
+    return lambda t, pad_width, mode: impl(t, pad_width, mode, 0.0)
+
+
+@overload(rt.pad_vjp, prefer_literal=True)
+def _pad_vjp(g, array, pad_width, mode):
+    nd, md, widths = _pad_impl(array, pad_width, mode, 0.0, True)
+    if nd == 1:
+        def impl1(g, array, pad_width, mode):
+            b0, a0, b1, a1 = widths(pad_width)
+            n = array.shape[0]
+            out = _np.zeros(n, g.dtype)
+            for j in range(g.shape[0]):
+                s = _pad_src(j, n, b0, md)
+                if s >= 0:
+                    out[s] += g[j]
+            return out
+        return impl1
+
+    def impl2(g, array, pad_width, mode):
+        b0, a0, b1, a1 = widths(pad_width)
+        n0, n1 = array.shape
+        out = _np.zeros((n0, n1), g.dtype)
+        for j in range(g.shape[0]):
+            s = _pad_src(j, n0, b0, md)
+            for k in range(g.shape[1]):
+                r = _pad_src(k, n1, b1, md)
+                if s >= 0 and r >= 0:
+                    out[s, r] += g[j, k]
+        return out
+    return impl2
+
+
+# -- np.gradient (1-d, or 2-d along a constant axis; a scalar spacing) ---------------------------------
+
+
+@register_jitable
+def _grad_line(f, h, edge, out):
+    n = f.shape[0]
+    for i in range(1, n - 1):
+        out[i] = (f[i + 1] - f[i - 1]) / (2.0 * h)
+    if edge == 1:
+        out[0] = (f[1] - f[0]) / h
+        out[n - 1] = (f[n - 1] - f[n - 2]) / h
+    else:
+        out[0] = (-1.5 * f[0] + 2.0 * f[1] - 0.5 * f[2]) / h
+        out[n - 1] = (1.5 * f[n - 1] - 2.0 * f[n - 2] + 0.5 * f[n - 3]) / h
+
+
+@register_jitable
+def _grad_line_t(g, h, edge, out):
+    n = g.shape[0]
+    for i in range(1, n - 1):
+        out[i + 1] += 0.5 * g[i] / h
+        out[i - 1] -= 0.5 * g[i] / h
+    if edge == 1:
+        out[1] += g[0] / h
+        out[0] -= g[0] / h
+        out[n - 1] += g[n - 1] / h
+        out[n - 2] -= g[n - 1] / h
+    else:
+        out[0] -= 1.5 * g[0] / h
+        out[1] += 2.0 * g[0] / h
+        out[2] -= 0.5 * g[0] / h
+        out[n - 1] += 1.5 * g[n - 1] / h
+        out[n - 2] -= 2.0 * g[n - 1] / h
+        out[n - 3] += 0.5 * g[n - 1] / h
+
+
+def _grad_axis(f, axis, edge_order):
+    ax, edge = _literal(axis, "axis"), _literal(edge_order, "edge_order")
+    nd = _ndim(f)
+    if nd == 1 and ax in (None, 0, -1):
+        return 1, 0, edge
+    if nd == 2 and ax is not None and ax % 2 in (0, 1):
+        return 2, ax % 2, edge
+    raise TypingError("zymo's Numba backend takes np.gradient of a 1-d array, or of a 2-d array along axis=")
+
+
+def _ov_gradient(f, varargs=1.0, axis=None, edge_order=1):
+    nd, ax, edge = _grad_axis(f, axis, edge_order)
+
+    def impl(f, varargs=1.0, axis=None, edge_order=1):
+        out = _np.empty(f.shape, f.dtype)
+        if nd == 1:
+            _grad_line(f, varargs, edge, out)
+        elif ax == 0:
+            for k in range(f.shape[1]):
+                col = _np.ascontiguousarray(f[:, k])
+                res = _np.empty(f.shape[0], f.dtype)
+                _grad_line(col, varargs, edge, res)
+                out[:, k] = res
+        else:
+            for k in range(f.shape[0]):
+                _grad_line(f[k], varargs, edge, out[k])
+        return out
+    return impl
+
+
+@overload(rt.gradient_vjp, prefer_literal=True)
+def _gradient_vjp(g, f, spacing=1.0, axis=None, edge_order=1):
+    nd, ax, edge = _grad_axis(f, axis, edge_order)
+
+    def impl(g, f, spacing=1.0, axis=None, edge_order=1):
+        out = _np.zeros(f.shape, g.dtype)
+        if nd == 1:
+            _grad_line_t(g, spacing, edge, out)
+        elif ax == 0:
+            for k in range(f.shape[1]):
+                res = _np.zeros(f.shape[0], g.dtype)
+                _grad_line_t(_np.ascontiguousarray(g[:, k]), spacing, edge, res)
+                out[:, k] += res
+        else:
+            for k in range(f.shape[0]):
+                _grad_line_t(g[k], spacing, edge, out[k])
+        return out
+    return impl
+
+
+@overload(nnp.pad, prefer_literal=True)
+def _ov_pad(array, pad_width, mode="constant", constant_values=0):
+    return _pad_overload(array, pad_width, mode, constant_values)
+
+
+overload(nnp.gradient, prefer_literal=True)(_ov_gradient)

@@ -10,7 +10,8 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - reductions with `keepdims=` and `max`/`min` along an axis;
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
-  `cross` with its default axes written out; `rollaxis` (a transpose, constant axes).
+  `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad` (constant, edge, wrap, reflect,
+  symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis), which Numba lacks.
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -459,3 +460,16 @@ def _ov_rollaxis(a, axis, start=0):
 
     perm = rollaxis_perm(_ndim(a), _literal(axis, "axis"), _literal(start, "start"))
     return lambda a, axis, start=0: _np.transpose(a, perm)
+
+
+
+# np.pad and np.gradient: Numba has neither; their overloads are registered by numba_arrays
+# (imported with numba_rt, as every Numba-compiled derivative is)
+def pad(array, pad_width, mode="constant", constant_values=0):
+    if mode == "constant":
+        return _np.pad(array, pad_width, mode=mode, constant_values=constant_values)
+    return _np.pad(array, pad_width, mode=mode)
+
+
+def gradient(f, varargs=1.0, axis=None, edge_order=1):
+    return _np.gradient(f, varargs, axis=axis, edge_order=edge_order)
