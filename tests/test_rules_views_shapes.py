@@ -533,6 +533,7 @@ def numba_arrays(x):
     return out + np.sum(z * x) + np.sum(np.diagonal(m) ** 3) + np.sum(np.diag(m) * x)
 
 
+@pytest.mark.slow  # about a minute of Numba compiles per mode on two cores
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 def test_numba_compiles_the_array_rules(mode, tmp_path, monkeypatch):
     """cross, kron, convolve/correlate, diff, split, rollaxis, triu/tril, atleast_2d, ndarray,
@@ -555,13 +556,36 @@ def numba_sp_convolve(x):
     return np.sum(scipy.signal.convolve(x, x * x) ** 2)
 
 
-def numba_einsum_view(x):
-    return np.sum(np.einsum('ji', M3 * x) * M3)
+def numba_einsum_product(x):
+    return np.sum(np.einsum('i,j->ij', x, x) ** 2)
 
 
-@pytest.mark.parametrize("f", [numba_sp_convolve, numba_einsum_view], ids=lambda f: f.__name__)
+def numba_einsum_views(x):
+    m = M3 * x
+    v = np.einsum('ji', m)
+    d = np.einsum('ii->i', m)
+    out = np.sum(v * M3) + np.sum(d ** 3) + np.sum(np.einsum('ij->ij', m, optimize=True) ** 2)
+    m[0, 1] = m[1, 0] * 2.0  # seen through the views
+    return out + np.sum(v ** 3) + np.sum(d * x)
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
+def test_numba_compiles_einsum_views(mode, tmp_path, monkeypatch):
+    """np.einsum of one operand keeping every label is a strided view under Numba too."""
+    pytest.importorskip("numba")
+    import warnings
+
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = zymo.gradient(mode, numba_einsum_views, X3, numba=True)[0]
+    np.testing.assert_allclose(got, zymo.gradient(mode, numba_einsum_views, X3, numba=False)[0], rtol=1e-10)
+    np.testing.assert_allclose(got, fd_grad(numba_einsum_views, [X3.copy()], [np.zeros(3)])[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("f", [numba_sp_convolve, numba_einsum_product], ids=lambda f: f.__name__)
 def test_numba_refuses_what_it_cannot_compile(f, tmp_path, monkeypatch):
-    """Numba compiles neither SciPy nor np.einsum: numba=True refuses, naming the line."""
+    """Numba compiles neither SciPy nor a product einsum: numba=True refuses, naming the line."""
     pytest.importorskip("numba")
     from zymo.codegen.numba_ import ZymoNumbaError
 

@@ -7,7 +7,9 @@ constant axis) and `_rt.cross_vjp` (3-vectors along the last axis, 1-d or 2-d, o
 broadcast), `_rt.split_part*`, `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
 primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetric; 1-d and
 2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`numba_np`
-wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`). Anything else fails at typing with a message the backend reports
+wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`),
+and `np.einsum` where it is a view of one operand (`'ji'`, `'ii->i'`: a strided view built
+from the constant subscripts; other einsums fail at typing: Numba has no einsum). Anything else fails at typing with a message the backend reports
 (the derivative then runs in Python under the default policy, or `numba=True` refuses).
 """
 from __future__ import annotations
@@ -448,3 +450,34 @@ def _ov_pad(array, pad_width, mode="constant", constant_values=0):
 
 
 overload(nnp.gradient, prefer_literal=True)(_ov_gradient)
+
+
+# -- np.einsum of one operand that is a view of it ---------------------------------------------------
+
+
+def _einsum_view_overload(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):
+    from .numba_np import _none
+
+    s = _literal(subscripts, "einsum subscripts")
+    if not all(_none(o) for o in (b, c, d, e, f)) or not isinstance(s, str) or \
+            not rt.einsum_is_view(s, [_ndim(a)]):
+        raise TypingError("zymo's Numba backend takes np.einsum only where it is a view of one operand "
+                          "(e.g. 'ji', 'ii->i'); Numba has no einsum")
+    operands = (a,)
+    nd = _ndim(operands[0])
+    ins, out = rt.einsum_expand(s, [(1,) * nd])
+    groups = [[i for i, c in enumerate(ins[0]) if c == ch] for ch in out]
+    checks = "".join(f"    if a.shape[{g[0]}] != a.shape[{j}]:\n        raise ValueError('einsum: a repeated "
+                     f"label needs equal dimensions')\n" for g in groups for j in g[1:])
+    shape = ", ".join(f"a.shape[{g[0]}]" for g in groups) + ","
+    strides = ", ".join(" + ".join(f"a.strides[{j}]" for j in g) for g in groups) + ","
+    src = (f"def impl(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):\n{checks}"
+           f"    return as_strided(a, shape=({shape}), strides=({strides}))\n")
+    ns = {"as_strided": _as_strided}
+    exec(src, ns)  # noqa: S102  (the indices are computed above from the constant subscripts)
+    return ns["impl"]
+
+
+from numpy.lib.stride_tricks import as_strided as _as_strided  # noqa: E402
+
+overload(nnp.einsum, prefer_literal=True)(_einsum_view_overload)

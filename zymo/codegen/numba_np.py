@@ -11,7 +11,8 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
   `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad` (constant, edge, wrap, reflect,
-  symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis), which Numba lacks.
+  symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis), which Numba lacks; `einsum`
+  only where it is a view of one operand (`numba_arrays`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -473,3 +474,10 @@ def pad(array, pad_width, mode="constant", constant_values=0):
 
 def gradient(f, varargs=1.0, axis=None, edge_order=1):
     return _np.gradient(f, varargs, axis=axis, edge_order=edge_order)
+
+
+def einsum(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):
+    """NumPy's einsum (up to six operands, as zymo's rule); under Numba only a view of one
+    operand (`numba_arrays`)."""
+    ops = [o for o in (a, b, c, d, e, f) if o is not None]
+    return _np.einsum(subscripts, *ops, optimize=optimize)
