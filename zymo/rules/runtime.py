@@ -566,7 +566,9 @@ def einsum_vjp(g, subscripts, k, *ops):
     keep = "".join(ch for ch in uniq if ch in have and not (mysize[ch] == 1 and size[ch] > 1))
     r = np.einsum(",".join([out] + others) + "->" + keep, g, *[ops[i] for i in range(len(ops)) if i != k])
     dtype = np.result_type(g, ops[k])
-    r = np.reshape(r, [mysize[ch] if ch in keep else 1 for ch in uniq])
+    # labels summed in operand k alone, or broadcast from length 1 (here or in another operand),
+    # have length 1 in r: broadcast below
+    r = np.reshape(r, [np.shape(r)[keep.index(ch)] if ch in keep else 1 for ch in uniq])
     if uniq == mine:
         return np.broadcast_to(r, shape).astype(dtype, copy=True) if r.shape != shape else r.astype(dtype)
     res = np.zeros(shape, dtype)

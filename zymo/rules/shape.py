@@ -254,6 +254,7 @@ class einsum(Rule, key="numpy.einsum", fn=np.einsum, cases=(
         ("fn('...ij,...jk->...ik', x, y)", ((2, 3, 4), (4, 5))),
         ("fn('...ij,...jk', x, y)", ((3, 4), (1, 4, 2))), ("fn('i...->...', x)", ((3, 4),)),
         ("fn('...i,...i', x, y)", ((2, 3), (3,))),
+        ("fn('ij,ij->ij', x, y)", ((1, 3), (2, 3))), ("fn('ij,jk->ik', x, y)", ((2, 1), (3, 4))),
         # labels repeated within an operand: traces and diagonals that are sums or products
         ("fn('ii', x)", ((3, 3),)), ("fn('ii->', x)", ((4, 4),)), ("fn('ii,i->i', x, y)", ((3, 3), (3,))),
         ("fn('iij->j', x)", ((3, 3, 2),)), ("fn('ij,jj->i', x, y)", ((2, 3), (3, 3))),
