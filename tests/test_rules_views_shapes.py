@@ -256,13 +256,27 @@ def bt_write_through(x, y):
     return np.sum(b * y)
 
 
+def bt_copied_then_written(x, y):
+    z = np.zeros((3, 4))
+    z[...] = np.broadcast_to(x, (3, 4))  # the values, copied before the write
+    x[0] = 2.0 * x[1]
+    return np.sum(z * y) + np.sum(x)
+
+
+def bt_inplace_through(x, y):
+    b = np.broadcast_to(x, (3, 4))
+    np.multiply(b, 2.0, out=b)
+    return np.sum(b * y)
+
+
 def test_broadcast_to_copy_then_write_is_right():
     rng = np.random.default_rng(0)
     check(bt_write_after_read, [rng.normal(size=4), rng.normal(size=(3, 4))])
     check(bt_in_loop_ok, [rng.normal(size=4), rng.normal(size=(3, 4))])
+    check(bt_copied_then_written, [rng.normal(size=4), rng.normal(size=(3, 4))])
 
 
-@pytest.mark.parametrize("f", [bt_read_after_write, bt_loop_reads_after_write, bt_write_through])
+@pytest.mark.parametrize("f", [bt_read_after_write, bt_loop_reads_after_write, bt_write_through, bt_inplace_through])
 def test_broadcast_to_then_write_is_refused(f):
     """NumPy's broadcast_to is a view: a read after a write to the base sees the write, zymo's
     copy would not; refused with the lines named, never a wrong number."""

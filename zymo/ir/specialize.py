@@ -92,10 +92,12 @@ def check_copies_of_views(fn: Function) -> None:
                     o.kind == "prim" and (lookup(o.attrs["key"]).view or lookup(o.attrs["key"]).maybe_view)
                     and o.args[0].id in derived):
                 derived.update(r.id for r in o.results)
-            elif o.kind == "setitem" and o.args[0].id in derived:
+            elif o.kind == "setitem" and o.args[0].id in derived or (
+                    o.kind == "prim" and "out" in o.attrs and o.args[o.attrs["out"]].id in derived):
                 writes_through = True
-            elif o.kind in ("yield", "return", "for", "while", "if", "condition") or o.kind == "setitem":
-                escapes = True
+            elif o.kind in ("yield", "return", "for", "while", "if", "condition") or (
+                    o.kind == "setitem" and isinstance(o.args[0].type, T.List)):
+                escapes = True  # carried, returned or stored in a list: read at some later time
         if writes_through:
             raise UnsupportedCall(f"a write into the result of {op.attrs['key']}", op.loc,
                                   why="NumPy returns a read-only view here; zymo computes a copy",
