@@ -34,6 +34,7 @@ from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
+from .ir.specialize import specialize
 from .ir.verify import verify
 from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 from .shadows import check_shadow, make_zero, make_zero_
@@ -251,7 +252,7 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = dce(hoist_sizes(cse_numbers(cse_loads(lower(f, values)))))
+        ir = dce(hoist_sizes(cse_numbers(cse_loads(specialize(lower(f, values))))))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
