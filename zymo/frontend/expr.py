@@ -424,6 +424,10 @@ class ExprLowering:
     def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
         """Refuse, at the user's line, a call the rule says it cannot differentiate, or one
         passing an argument the rule has no parameter for (`np.sum(x, where=m)`)."""
+        why = rule.check(list(pos), dict(kw))
+        if why:
+            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
+                             hint="see docs/rules.md for what each rule covers")
         # the parts of eigh take eigh's arguments: bind them by one that has a derivative
         sig_rule = next((r for r in map(lookup, rule.parts) if r.jvps() or r.vjps()), rule) if rule.parts else rule
         if not (rule.nondiff or rule.alloc or getattr(rule, "via", None)):
@@ -435,10 +439,6 @@ class ExprLowering:
                                  why=f"zymo's rule for {rule.key} takes {', '.join(sig_rule.binding().params)}; "
                                      f"{args} would change the derivative",
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
-        why = rule.check(list(pos), dict(kw))
-        if why:
-            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
-                             hint="see docs/rules.md for what each rule covers")
 
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
         key = METHODS[m.name]

@@ -190,6 +190,10 @@ class Binding:
             for i, p in enumerate(params):  # the rest by position: clip's (a, a_min, a_max) is (x, lo, hi)
                 if p not in taken and i < len(self.positional) and self.positional[i] not in taken:
                     by_name[self.positional[i]] = p
+            if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in ps):  # np.pad(..., **kwargs)
+                for p in params:
+                    if p not in by_name.values():
+                        by_name.setdefault(p, p)
             self.by_name = by_name
         self.aliases = dict(rule.aliases)
         for k, p in rule.aliases.items():
