@@ -1,0 +1,153 @@
+"""Helpers of the statistics rules (`rules/statistics.py`); generated code calls them as
+`_rt.<name>` (`runtime.py` re-exports them).
+
+Contract: pure functions of NumPy values. NaN-aware helpers treat NaN entries as absent
+(zero weight, zero derivative). `cov`/`corrcoef` helpers follow NumPy's layout exactly
+(`m` and `y` as rows, transposed when `rowvar=False` unless 1-d, joined, centred, divided
+by N - ddof, the result squeezed); they compute in float64 as NumPy does and cast adjoints
+to their operand's dtype. `fweights`/`aweights` are not covered (the rules refuse them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["nan_count", "nan_centered", "nan_ones", "cov_jvp", "cov_vjp", "corrcoef_jvp", "corrcoef_vjp",
+           "polyder_val", "polyval_vjp_p"]
+
+
+def _fdtype(v):
+    """The float dtype of `v`'s derivatives: its own for float32/float64 arrays and NumPy
+    scalars, float64 for Python numbers and ints (never NumPy's weak-scalar float32)."""
+    return np.result_type(np.asarray(v).dtype, np.float32)
+
+
+def nan_count(a, axis=None, keepdims=False):
+    """How many non-NaN elements each reduction of `a` over `axis` sees, in `a`'s float dtype."""
+    n = np.sum(~np.isnan(a), axis=axis, keepdims=keepdims)
+    return np.asarray(n).astype(_fdtype(a))[()]
+
+
+def nan_centered(a, axis=None):
+    """`a - nanmean(a)` along `axis` (kept), 0 at NaN entries."""
+    with np.errstate(invalid="ignore"):
+        c = a - np.nanmean(a, axis=axis, keepdims=True)
+    return np.where(np.isnan(a), np.zeros_like(c), c)
+
+
+def nan_ones(a):
+    """`a` with NaN entries replaced by 1 (the neutral element of a product)."""
+    return np.where(np.isnan(a), np.ones_like(a), a)
+
+
+# -- np.cov / np.corrcoef ------------------------------------------------------------------
+def _rows(v, rowvar):
+    """`v` as NumPy's cov lays it out: 2-d, variables in rows."""
+    x = np.array(v, dtype=np.float64, ndmin=2)
+    if not rowvar and np.ndim(v) != 1:
+        x = x.T
+    return x
+
+
+def _rows_y(v, rowvar):
+    x = np.array(v, dtype=np.float64, ndmin=2)
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    return x
+
+
+def _joined(m, y, rowvar):
+    x = _rows(m, rowvar)
+    if y is not None:
+        x = np.concatenate((x, _rows_y(y, rowvar)), axis=0)
+    return x
+
+
+def _fact(x, bias, ddof):
+    if ddof is None:
+        ddof = 0 if bias else 1
+    return x.shape[1] - ddof
+
+
+def _centered(x):
+    return x - x.mean(axis=1, keepdims=True)
+
+
+def _cov2(m, y, rowvar, bias, ddof):
+    x = _joined(m, y, rowvar)
+    xc = _centered(x)
+    return xc, xc @ xc.T / _fact(x, bias, ddof), _fact(x, bias, ddof)
+
+
+def cov_jvp(m, y, tm, ty, rowvar=True, bias=False, ddof=None):
+    """Tangent of `np.cov(m, y, rowvar, bias, ddof)` along tangents `tm` of `m` and `ty` of `y`
+    (None: zero)."""
+    xc, _, f = _cov2(m, y, rowvar, bias, ddof)
+    tm = np.zeros(np.shape(m)) if tm is None else tm
+    ty = None if y is None else (np.zeros(np.shape(y)) if ty is None else ty)
+    tc = _centered(_joined(tm, ty, rowvar))
+    return ((tc @ xc.T + xc @ tc.T) / f).squeeze()
+
+
+def _split(gx, m, y, rowvar, which):
+    """The rows of an adjoint of the joined matrix that belong to `m` (which=0) or `y` (1),
+    in that operand's layout, shape and dtype."""
+    nm = _rows(m, rowvar).shape[0]
+    if which == 0:
+        part, v = gx[:nm], m
+        if not rowvar and np.ndim(v) != 1:
+            part = part.T
+    else:
+        part, v = gx[nm:], y
+        if not rowvar and np.array(y, ndmin=2).shape[0] != 1:
+            part = part.T
+    return part.reshape(np.shape(v)).astype(_fdtype(v))
+
+
+def cov_vjp(g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+    """Adjoint of `m` (which=0) or `y` (which=1) in `np.cov`: (G + G^T) Xc / (N - ddof)."""
+    xc, c, f = _cov2(m, y, rowvar, bias, ddof)
+    g = np.reshape(np.asarray(g, np.float64), c.shape)
+    return _split((g + g.T) @ xc / f, m, y, rowvar, which)
+
+
+def _corr_parts(m, y, rowvar):
+    _, c, _ = _cov2(m, y, rowvar, False, None)
+    d = np.diag(c)
+    s = np.sqrt(np.outer(d, d))
+    return c, d, s, c / s
+
+
+def corrcoef_jvp(m, y, tm, ty, rowvar=True):
+    """Tangent of `np.corrcoef` (R = C / sqrt(d_i d_j), d = diag C): dC / s - R (dd_i / d_i +
+    dd_j / d_j) / 2; a single variable's 1.0 has derivative 0."""
+    c, d, s, r = _corr_parts(m, y, rowvar)
+    dc = np.reshape(cov_jvp(m, y, tm, ty, rowvar, False, None), c.shape)
+    q = np.diag(dc) / d
+    return (dc / s - r * (q[:, None] + q[None, :]) / 2.0).squeeze()
+
+
+def corrcoef_vjp(g, m, y=None, rowvar=True, which=0):
+    c, d, s, r = _corr_parts(m, y, rowvar)
+    g = np.reshape(np.asarray(g, np.float64), c.shape)
+    gr = g * r
+    gc = g / s - np.diag((gr.sum(axis=1) + gr.sum(axis=0)) / (2.0 * d))
+    return cov_vjp(gc, m, y, rowvar, False, None, which)
+
+
+# -- np.polyval -----------------------------------------------------------------------------
+def polyder_val(p, x):
+    """The derivative of the polynomial `p` (highest power first) at `x`."""
+    n = np.shape(p)[0]
+    dp = np.asarray(p)[:-1] * np.arange(n - 1, 0, -1).astype(_fdtype(p))
+    return np.polyval(dp, x) if n > 1 else np.zeros_like(np.polyval(p, x))
+
+
+def polyval_vjp_p(g, p, x):
+    """Adjoint of the coefficients: sum(g * x ** (n - 1 - k)) for coefficient k (Horner order)."""
+    n = np.shape(p)[0]
+    out = np.zeros(n, np.result_type(_fdtype(p), _fdtype(g)))
+    pw = np.ones_like(np.asarray(g, out.dtype) * x)
+    for k in range(n - 1, -1, -1):
+        out[k] = np.sum(g * pw)
+        pw = pw * x
+    return out.astype(_fdtype(p))
