@@ -5,14 +5,15 @@ Contract: pure functions of NumPy values. NaN-aware helpers treat NaN entries as
 (zero weight, zero derivative). `cov`/`corrcoef` helpers follow NumPy's layout exactly
 (`m` and `y` as rows, transposed when `rowvar=False` unless 1-d, joined, centred, divided
 by N - ddof, the result squeezed); they compute in float64 as NumPy does and cast adjoints
-to their operand's dtype. `fweights`/`aweights` are not covered (the rules refuse them).
+to their operand's dtype. `fweights`/`aweights` are not covered (the rules refuse them). `lse_*` serve
+`scipy.special.logsumexp` with `b=` (`rules/scipy_.py`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 __all__ = ["nan_count", "nan_centered", "nan_ones", "cov_jvp", "cov_vjp", "corrcoef_jvp", "corrcoef_vjp",
-           "polyder_val", "polyval_vjp_p"]
+           "polyder_val", "polyval_vjp_p", "lse_weights", "lse_vjp"]
 
 
 def _fdtype(v):
@@ -151,3 +152,22 @@ def polyval_vjp_p(g, p, x):
         out[k] = np.sum(g * pw)
         pw = pw * x
     return out.astype(_fdtype(p))
+
+
+# -- scipy.special.logsumexp with b= ----------------------------------------------------------
+def lse_weights(a, b, ans, axis, keepdims, with_b):
+    """exp(a - ans) (times `b` when `with_b`), in the shape `a` and `b` broadcast to: the
+    derivative of logsumexp(a, axis, b) in `a` (with_b) or in `b` (without)."""
+    from .runtime import expand_reduced
+
+    full = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
+    e = np.exp(a - expand_reduced(ans, np.broadcast_to(a, full), axis, keepdims))
+    return e * b if (with_b and b is not None) else e
+
+
+def lse_vjp(g, a, b, ans, axis, keepdims, which):
+    """Adjoint of `a` (which=0) or `b` (1) in logsumexp(a, axis, b, keepdims)."""
+    from .runtime import expand_reduced, unbroadcast
+
+    w = lse_weights(a, b, ans, axis, keepdims, which == 0)
+    return unbroadcast(expand_reduced(g, w, axis, keepdims) * w, a if which == 0 else b)
