@@ -430,3 +430,78 @@ def test_refused_at_the_users_line(f, words):
         zymo.gradient(Reverse, f, X)
     text = str(info.value)
     assert words in text and "test_rules_sorting_stats.py" in text
+
+
+# -- second order: zymo.hessian differentiates the reverse program ----------------------------
+X4 = np.array([0.3, -0.45, 0.7, 0.1])
+MASK4 = np.array([False, True, False, False])
+IDX4 = np.array([[1], [0], [3], [3]])
+DATA4 = np.array([0.1, 0.5, 0.9, 0.3])
+XP4 = np.array([0.0, 0.2, 0.5, 1.0])
+FP4 = np.array([1.0, -1.0, 2.0, 0.5])
+
+
+def h_sort(x):
+    return np.sum(np.sort(np.outer(x, x + 1.0), axis=0) ** 3 * np.arange(1.0, 5.0)) + np.sum(np.sort(x * x) ** 3 * x)
+
+
+def h_partition_take(x):
+    return np.sum(np.partition(x * x, 2) ** 3 * np.arange(1.0, 5.0)) + np.sum(
+        np.take_along_axis(x, np.argsort(x), axis=0) ** 3 * np.arange(1.0, 5.0))
+
+
+def h_put(x):
+    o = np.outer(x, x)
+    np.put_along_axis(o, IDX4, x[:, None] ** 3, axis=1)
+    return np.sum(o ** 2)
+
+
+def h_nan(x):
+    return (np.nansum(np.where(MASK4, np.nan, x * x)) ** 2 + np.nanmean(x * x) ** 2
+            + np.nanvar(np.where(MASK4, np.nan, x * x)) + np.nanstd(x) ** 3
+            + np.sum(np.nanstd(np.outer(x, x), axis=0, ddof=1)) + np.sum(np.nanmax(np.outer(x, x + 0.1), axis=0) ** 2)
+            + np.sum(np.nancumsum(x * x) ** 2))
+
+
+def h_poly_hist(x):
+    return (np.sum(np.polyval(x, x) ** 2) + np.polyval(x * x, 0.7)
+            + np.sum(np.histogram(DATA4, bins=3, range=(0.0, 1.0), weights=x ** 3)[0] ** 2)
+            + np.sum(np.histogram(x, bins=3)[1] ** 3))
+
+
+def fd_hessian(f, x, h=1e-5):
+    cols = []
+    for j in range(x.size):
+        e = np.zeros_like(x)
+        e[j] = h
+        cols.append((zymo.gradient(Reverse, f, x + e)[0] - zymo.gradient(Reverse, f, x - e)[0]) / (2 * h))
+    return np.stack(cols, axis=1)
+
+
+@pytest.mark.parametrize("f", [h_sort, h_partition_take, h_put, h_nan, h_poly_hist], ids=lambda f: f.__name__)
+def test_hessian_matches_fd_of_gradient(f):
+    H = zymo.hessian(f, X4)
+    ref = fd_hessian(f, X4)
+    assert np.max(np.abs(ref)) > 0.5, "vacuous: the Hessian is (nearly) zero"
+    np.testing.assert_allclose(H, ref, rtol=1e-6, atol=1e-7 * np.max(np.abs(ref)))
+    np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
+
+
+def h_interp(x):
+    return np.sum(np.interp(x * x, XP4, FP4) ** 2)
+
+
+def h_cov(x):
+    return np.sum(np.cov(np.outer(x, x + 1.0)) ** 2)
+
+
+def h_lse(x):
+    return logsumexp(x, b=x * x)
+
+
+@pytest.mark.parametrize("f, key", [(h_interp, "numpy.interp"), (h_cov, "numpy.cov"),
+                                    (h_lse, "scipy.special.logsumexp")], ids=["interp", "cov", "logsumexp"])
+def test_second_order_not_covered_is_refused(f, key):
+    with pytest.raises(UnsupportedCall) as info:
+        zymo.hessian(f, X4)
+    assert key in str(info.value) and "test_rules_sorting_stats.py" in str(info.value)

@@ -141,10 +141,10 @@ class put_along_axis(Rule, key="numpy.put_along_axis", fn=_rt.put_along_axis, ca
          {"fn": np.put_along_axis}))):
     """In place: `arr`'s stored places get `values` (the last occurrence of a repeated index)."""
     inplace_arg = 0  # the frontend passes `arr` as out=: the call writes arr's memory
-    def jvp_arr(t, ans, arr, indices, values, axis): return _rt.put_along_axis(t, indices, 0.0, axis)
+    def jvp_arr(t, ans, arr, indices, values, axis): return _rt.stored_along_axis(t, indices, 0.0, axis)
     def jvp_values(t, ans, arr, indices, values, axis):
-        return _rt.put_along_axis(np.zeros_like(arr), indices, t, axis)
-    def vjp_arr(g, ans, arr, indices, values, axis): return _rt.put_along_axis(g, indices, 0.0, axis)
+        return _rt.stored_along_axis(np.zeros_like(arr), indices, t, axis)
+    def vjp_arr(g, ans, arr, indices, values, axis): return _rt.stored_along_axis(g, indices, 0.0, axis)
     def vjp_values(g, ans, arr, indices, values, axis): return _rt.put_along_axis_vjp_values(g, indices, values, axis)
 
     @classmethod
@@ -247,6 +247,75 @@ class histogram_edges(Rule, key="numpy.histogram.bin_edges", fn=_rt.histogram_ed
     def vjp_bins(g, ans, a, bins=10, range=None, density=None, weights=None): return g + np.zeros_like(bins)
 
 
+# -- the helpers' own rules: second order (zymo.hvp differentiates the reverse program) -------
+_I32 = (_C, np.array([[0, 3], [1, 1], [2, 0]]))
+_I33 = (_C, np.array([[1, 3, 1], [0, 0, 2], [2, 2, 2]]))
+
+
+class sort_perm(Rule, key="zymo.rt.sort_perm", fn=_rt.sort_perm, call="_rt.sort_perm", nondiff=True, cases=(
+        ("x[fn(x, -1)] * y", ((5,), (5,))), ("fn(x, 0) * 1.0", ((3, 4),), {"kind": "zero"}),
+        ("np.take_along_axis(x, fn(x, None), None) * y", ((3, 4), (12,))))):
+    """Indices (a permutation): derivative zero by rule."""
+
+
+class match_perm(Rule, key="zymo.rt.match_perm", fn=_rt.match_perm, call="_rt.match_perm", nondiff=True, cases=(
+        ("x[fn(x, np.partition(x, 2), -1)] * y", ((5,), (5,))),
+        ("fn(x, np.sort(x, axis=0), 0) * 1.0", ((3, 4),), {"kind": "zero"}))):
+    """Indices (a permutation): derivative zero by rule."""
+
+
+class take_along_axis_vjp(Rule, key="zymo.rt.take_along_axis_vjp", fn=_rt.take_along_axis_vjp,
+                          call="_rt.take_along_axis_vjp", cases=(
+        ("fn(x, y, z, 1)", ((3, 2), (3, 4), _I32)), ("fn(x, y, z, None)", ((4,), (2, 3), (_C, np.array([5, 0, 5, 3])))),
+        ("fn(x, y, np.argsort(y, axis=0), 0)", ((3, 4), (3, 4))))):
+    """Linear in `g`; `arr` gives only the shape."""
+    def jvp_g(t, ans, g, arr, indices, axis): return _rt.take_along_axis_vjp(t, arr, indices, axis)
+    def vjp_g(gb, ans, g, arr, indices, axis): return np.take_along_axis(gb, indices, axis)
+
+
+class put_along_axis_vjp_values(Rule, key="zymo.rt.put_along_axis_vjp_values", fn=_rt.put_along_axis_vjp_values,
+                                call="_rt.put_along_axis_vjp_values", cases=(
+        ("fn(x, z, y, 1)", ((3, 4), (3, 3), _I33)), ("fn(x, z, y, 0)", ((5,), (), (_C, np.array([4, 0, 4, 2])))),
+        ("fn(x, z, y, None)", ((2, 3), (3,), (_C, np.array([5, 0, 5])))))):
+    """Linear in `g`; `values` gives only the shape. The transpose stores into zeros (the last
+    occurrence of a repeated index is the one the adjoint read)."""
+    def jvp_g(t, ans, g, indices, values, axis): return _rt.put_along_axis_vjp_values(t, indices, values, axis)
+    def vjp_g(gb, ans, g, indices, values, axis): return _rt.stored_along_axis(np.zeros_like(g), indices, gb, axis)
+
+
+class stored_along_axis(Rule, key="zymo.rt.stored_along_axis", fn=_rt.stored_along_axis, call="_rt.stored_along_axis",
+                        cases=(
+        ("fn(x, z, y, 1) * x", ((3, 4), (3, 2), _I32)), ("fn(x, y, 0.0, 1)", ((3, 4), _I33)),
+        ("fn(x, z, y, None)", ((2, 3), (), (_C, np.array([5, 0, 5])))))):
+    """`put_along_axis` on a copy (no argument written): the derivatives' form of it."""
+    def jvp_arr(t, ans, arr, indices, values, axis): return _rt.stored_along_axis(t, indices, 0.0, axis)
+    def jvp_values(t, ans, arr, indices, values, axis):
+        return _rt.stored_along_axis(np.zeros_like(arr), indices, t, axis)
+    def vjp_arr(g, ans, arr, indices, values, axis): return _rt.stored_along_axis(g, indices, 0.0, axis)
+    def vjp_values(g, ans, arr, indices, values, axis): return _rt.put_along_axis_vjp_values(g, indices, values, axis)
+
+
+_DATA = (_C, np.array([[-1.5, 0.3, 1.2], [-0.7, 1.9, 2.5]]))
+
+
+class histogram_vjp_weights(Rule, key="zymo.rt.histogram_vjp_weights", fn=_rt.histogram_vjp_weights,
+                            call="_rt.histogram_vjp_weights", cases=(
+        ("fn(x, z, 4, (-2.0, 2.0), y)", ((4,), (2, 3), _DATA)), ("fn(x, y, 3, None, y)", ((3,), (6,))))):
+    """Linear in `g`; piecewise constant in `a` (each element's bin): derivative 0 there."""
+    def jvp_g(t, ans, g, a, bins=10, range=None, weights=None):
+        return _rt.histogram_vjp_weights(t, a, bins, range, weights)
+    def vjp_g(gb, ans, g, a, bins=10, range=None, weights=None): return _rt.histogram_hist(a, bins, range, None, gb)
+
+
+class histogram_edges_vjp(Rule, key="zymo.rt.histogram_edges_vjp", fn=_rt.histogram_edges_vjp,
+                          call="_rt.histogram_edges_vjp", cases=(
+        ("fn(x, y, 3, None)", ((4,), (5,))), ("fn(x, y, 4, (-1.0, 1.0))", ((5,), (3,))),
+        ("fn(x, y * 0.0 + 1.0, 2, None)", ((3,), (4,))))):
+    """Linear in `g`; piecewise constant in `a` (which elements are the min and max)."""
+    def jvp_g(t, ans, g, a, bins=10, range=None): return _rt.histogram_edges_vjp(t, a, bins, range)
+    def vjp_g(gb, ans, g, a, bins=10, range=None): return _rt.histogram_edges_jvp(gb, a, bins, range)
+
+
 def _register_types() -> None:
     from ..analysis import types as TI
 
@@ -254,6 +323,23 @@ def _register_types() -> None:
     TI.RESULT_TYPES[put_along_axis.key] = _same_as_first
     TI.RESULT_TYPES[take_along_axis.key] = _along_type
     TI.RESULT_TYPES[partition.key] = _partition_type
+    TI.RESULT_TYPES[take_along_axis_vjp.key] = lambda pos, kw: T.Array(_float(pos[0], pos[1]), pos[1].type.ndim)
+    TI.RESULT_TYPES[put_along_axis_vjp_values.key] = lambda pos, kw: pos[2].type
+    TI.RESULT_TYPES[stored_along_axis.key] = _same_as_first
+    TI.RESULT_TYPES[histogram_vjp_weights.key] = _hist_weights_type
+
+
+def _float(*vals) -> str:
+    """The float dtype of derivatives of these values (float32 only if all are)."""
+    dts = {getattr(v.type, "dtype", None) or {"f32": "float32"}.get(getattr(v.type, "kind", ""), "float64")
+           for v in vals if hasattr(v, "type")}
+    return "float32" if dts == {"float32"} else "float64"
+
+
+def _hist_weights_type(pos, kw):
+    a = pos[1]
+    w = kw.get("weights", pos[4] if len(pos) > 4 else None)
+    return T.Array(_float(w) if hasattr(w, "type") else "float64", a.type.ndim)
 
 
 _register_types()

@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = [
     "sort_perm", "match_perm", "along_index", "take_along_axis_vjp", "put_along_axis",
-    "put_along_axis_vjp_values", "interp_dx", "interp_vjp_x", "interp_jvp_xp", "interp_vjp_xp",
+    "put_along_axis_vjp_values", "stored_along_axis", "interp_dx", "interp_vjp_x", "interp_jvp_xp", "interp_vjp_xp",
     "interp_vjp_fp", "interp_zero_if_given", "interp_below", "interp_above", "histogram_hist",
     "histogram_edges", "histogram_vjp_weights", "histogram_edges_jvp", "histogram_edges_vjp",
 ]
@@ -89,6 +89,12 @@ def put_along_axis(arr, indices, values, axis, out=None):
     return out
 
 
+def stored_along_axis(arr, indices, values, axis):
+    """A copy of `arr` with `values` stored along `axis` (the derivatives' functional form of
+    `put_along_axis`, which the frontend treats as writing into its first argument)."""
+    return put_along_axis(arr, indices, values, axis)
+
+
 def put_along_axis_vjp_values(g, indices, values, axis):
     """Adjoint of `values` in `put_along_axis`: `g` read where each value was stored; with a
     repeated index only the value NumPy stored last (the one that stays) gets it, and the
@@ -101,7 +107,8 @@ def put_along_axis_vjp_values(g, indices, values, axis):
     pos = np.full(np.shape(g), -1, np.int64)
     pos[idx] = ids
     read = np.where(pos[idx] == ids, read, np.zeros_like(read))
-    return unbroadcast(read, values)
+    out = unbroadcast(read, values)
+    return out.astype(_fdtype(values)) if np.ndim(values) else _fdtype(values).type(out)
 
 
 # -- np.interp --------------------------------------------------------------------------

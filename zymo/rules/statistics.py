@@ -196,9 +196,9 @@ class polyval(Rule, key="numpy.polyval", fn=np.polyval, cases=(
         ("fn(x, y)", ((4,), (5,))), ("fn(x, y)", ((3,), ())), ("fn(x, y)", ((4,), (3, 2))), ("fn(x, 0.5)", ((4,),)),
         ("fn(x, y)", ((1,), (3,))), ("fn(p=x, x=y)", ((3,), (2, 2))), ("fn(x, x[1:])", ((4,),)))):
     def jvp_p(t, ans, p, x): return np.polyval(t, x) + np.zeros_like(ans)
-    def jvp_x(t, ans, p, x): return t * _rt.polyder_val(p, x)
+    def jvp_x(t, ans, p, x): return t * np.polyval(_rt.polyder_coef(p), x)
     def vjp_p(g, ans, p, x): return _rt.polyval_vjp_p(g, p, x)
-    def vjp_x(g, ans, p, x): return _rt.unbroadcast(g * _rt.polyder_val(p, x), x)
+    def vjp_x(g, ans, p, x): return _rt.unbroadcast(g * np.polyval(_rt.polyder_coef(p), x), x)
 
     @classmethod
     def check(cls, pos, kw):
@@ -207,6 +207,43 @@ class polyval(Rule, key="numpy.polyval", fn=np.polyval, cases=(
         if nd != 1:
             return "np.polyval is differentiable with 1-d coefficients p (not a poly1d, a list or a 2-d array)"
         return None
+
+
+# -- the helpers' own rules: second order (zymo.hvp differentiates the reverse program) -------
+class nan_count(Rule, key="zymo.rt.nan_count", fn=_rt.nan_count, call="_rt.nan_count", nondiff=True, cases=(
+        ("x * fn(x, 0, False)", ((3, 4),)), ("fn(x, None, False) * 1.0", ((5,),), {"kind": "zero"}),
+        ("fn(np.where(y, np.nan, x), 1, True) * x", ((3, 4), _M34)))):
+    """A count: derivative zero by rule."""
+
+
+class nan_centered(Rule, key="zymo.rt.nan_centered", fn=_rt.nan_centered, call="_rt.nan_centered", cases=(
+        ("fn(x, None) * y", ((5,), (5,))), ("fn(x, 0)", ((3, 4),)), ("fn(np.where(z, np.nan, x), 1) * y", ((3, 4), (4,), _M34)),
+        ("fn(np.where(y, np.nan, x), (0, 1))", ((3, 4), _M34)))):
+    """Linear in `a` (a projection onto the non-NaN entries, centred): its own transpose."""
+    def jvp_a(t, ans, a, axis=None): return _rt.nan_centered_lin(t, a, axis)
+    def vjp_a(gb, ans, a, axis=None): return _rt.nan_centered_lin(gb, a, axis)
+
+
+class nan_ones(Rule, key="zymo.rt.nan_ones", fn=_rt.nan_ones, call="_rt.nan_ones", cases=(
+        ("fn(x) * y", ((5,), (5,))), ("fn(np.where(y, np.nan, x))", ((3, 4), _M34)))):
+    def jvp_a(t, ans, a): return np.where(np.isnan(a), 0.0, t)
+    def vjp_a(gb, ans, a): return np.where(np.isnan(a), 0.0, gb)
+
+
+class polyder_coef(Rule, key="zymo.rt.polyder_coef", fn=_rt.polyder_coef, call="_rt.polyder_coef", cases=(
+        ("fn(x) * y", ((4,), (3,))), ("np.polyval(fn(x), y)", ((3,), (2, 2))))):
+    """Linear in `p`."""
+    def jvp_p(t, ans, p): return _rt.polyder_coef(t)
+    def vjp_p(gb, ans, p): return _rt.polyder_coef_t(gb, p)
+
+
+class polyval_vjp_p(Rule, key="zymo.rt.polyval_vjp_p", fn=_rt.polyval_vjp_p, call="_rt.polyval_vjp_p", cases=(
+        ("fn(x, y, z)", ((3,), (4,), (3,))), ("fn(x, y, z)", ((2, 2), (3,), (2, 2))), ("fn(x, y, z)", ((), (3,), ())))):
+    """Linear in `g`; `p` gives only the length; polynomial in `x`."""
+    def jvp_g(t, ans, g, p, x): return _rt.polyval_vjp_p(t, p, x)
+    def jvp_x(t, ans, g, p, x): return _rt.polyval_vjp_p_dx(t, g, p, x)
+    def vjp_g(gb, ans, g, p, x): return np.polyval(gb, x) + np.zeros_like(g)
+    def vjp_x(gb, ans, g, p, x): return _rt.unbroadcast(g * np.polyval(_rt.polyder_coef(gb), x), x)
 
 
 def _register_types() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["nan_count", "nan_centered", "nan_ones", "cov_jvp", "cov_vjp", "corrcoef_jvp", "corrcoef_vjp",
-           "polyder_val", "polyval_vjp_p", "lse_weights", "lse_vjp"]
+           "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "nan_centered_lin", "lse_weights", "lse_vjp"]
 
 
 def _fdtype(v):
@@ -136,11 +136,19 @@ def corrcoef_vjp(g, m, y=None, rowvar=True, which=0):
 
 
 # -- np.polyval -----------------------------------------------------------------------------
-def polyder_val(p, x):
-    """The derivative of the polynomial `p` (highest power first) at `x`."""
+def polyder_coef(p):
+    """The coefficients of the derivative of the polynomial `p` (highest power first; empty
+    for a constant). Linear in `p`."""
     n = np.shape(p)[0]
-    dp = np.asarray(p)[:-1] * np.arange(n - 1, 0, -1).astype(_fdtype(p))
-    return np.polyval(dp, x) if n > 1 else np.zeros_like(np.polyval(p, x))
+    return np.asarray(p)[:-1] * np.arange(n - 1, 0, -1).astype(_fdtype(p))
+
+
+def polyder_coef_t(g, p):
+    """The transpose of `polyder_coef`: the adjoint of `p` given one of its result."""
+    n = np.shape(p)[0]
+    out = np.zeros(n, np.result_type(_fdtype(p), _fdtype(g)))
+    out[:-1] = np.asarray(g) * np.arange(n - 1, 0, -1)
+    return out
 
 
 def polyval_vjp_p(g, p, x):
@@ -152,6 +160,25 @@ def polyval_vjp_p(g, p, x):
         out[k] = np.sum(g * pw)
         pw = pw * x
     return out.astype(_fdtype(p))
+
+
+def polyval_vjp_p_dx(t, g, p, x):
+    """The tangent of `polyval_vjp_p(g, p, x)` along a tangent `t` of `x`: (n-1-k) sum(g t
+    x ** (n-2-k)) for coefficient k."""
+    n = np.shape(p)[0]
+    out = np.zeros(n, np.result_type(_fdtype(p), _fdtype(g), _fdtype(t)))
+    if n > 1:
+        out[:-1] = polyval_vjp_p(g * t, np.asarray(p)[:-1], x) * np.arange(n - 1, 0, -1)
+    return out
+
+
+def nan_centered_lin(t, a, axis=None):
+    """The tangent of `nan_centered(a, axis)` along `t` (linear, symmetric: its own
+    transpose): `t` centred over the non-NaN entries of `a`, 0 at NaN entries."""
+    keep = ~np.isnan(a)
+    tk = np.where(keep, t, np.zeros_like(t))
+    n = np.sum(keep, axis=axis, keepdims=True).astype(_fdtype(a))
+    return np.where(keep, tk - np.sum(tk, axis=axis, keepdims=True) / n, np.zeros_like(tk))
 
 
 # -- scipy.special.logsumexp with b= ----------------------------------------------------------
