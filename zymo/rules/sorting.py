@@ -178,7 +178,7 @@ class interp(Rule, key="numpy.interp", fn=np.interp, cases=(
     def jvp_x(t, ans, x, xp, fp, left=None, right=None, period=None): return t * _rt.interp_dx(x, xp, fp)
     def jvp_xp(t, ans, x, xp, fp, left=None, right=None, period=None): return _rt.interp_jvp_xp(t, x, xp, fp)
     def jvp_fp(t, ans, x, xp, fp, left=None, right=None, period=None):
-        return np.interp(x, xp, t, _rt.interp_zero_if_given(left), _rt.interp_zero_if_given(right))
+        return _rt.interp_jvp_fp(t, x, xp, left, right)
     def jvp_left(t, ans, x, xp, fp, left=None, right=None, period=None): return t * _rt.interp_below(x, xp)
     def jvp_right(t, ans, x, xp, fp, left=None, right=None, period=None): return t * _rt.interp_above(x, xp)
     def vjp_x(g, ans, x, xp, fp, left=None, right=None, period=None): return _rt.interp_vjp_x(g, x, xp, fp)

@@ -16,7 +16,7 @@ import numpy as np
 __all__ = [
     "sort_perm", "match_perm", "along_index", "take_along_axis_vjp", "put_along_axis",
     "put_along_axis_vjp_values", "stored_along_axis", "interp_dx", "interp_vjp_x", "interp_jvp_xp", "interp_vjp_xp",
-    "interp_vjp_fp", "interp_zero_if_given", "interp_below", "interp_above", "histogram_hist",
+    "interp_vjp_fp", "interp_jvp_fp", "interp_zero_if_given", "interp_below", "interp_above", "histogram_hist",
     "histogram_edges", "histogram_vjp_weights", "histogram_edges_jvp", "histogram_edges_vjp",
 ]
 
@@ -149,6 +149,12 @@ def interp_zero_if_given(v):
     """The `left`/`right` argument of interp's tangent in `fp`: None stays None (the end
     value of `fp` is used, so its tangent is), a given value becomes 0."""
     return None if v is None else 0.0
+
+
+def interp_jvp_fp(t, x, xp, left=None, right=None):
+    """Tangent of interp along a tangent `t` of `fp`: interp is linear in `fp`, so it is the
+    interpolation of `t` (0 outside the range where `left`/`right` is given)."""
+    return np.interp(x, xp, t, interp_zero_if_given(left), interp_zero_if_given(right))
 
 
 def interp_below(x, xp):
