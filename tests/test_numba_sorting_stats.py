@@ -65,7 +65,7 @@ def test_sorting_compiles_and_agrees(mode):
     check_family(sorting, mode)
 
 
-@pytest.mark.slow  # cov/corrcoef: 10-20 s of Numba compiles per mode on two cores
+@pytest.mark.slow  # cov/corrcoef: about a minute of Numba compiles per mode on two shared cores
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 def test_statistics_compiles_and_agrees(mode):
     check_family(statistics, mode)
