@@ -505,3 +505,33 @@ def test_second_order_not_covered_is_refused(f, key):
     with pytest.raises(UnsupportedCall) as info:
         zymo.hessian(f, X4)
     assert key in str(info.value) and "test_rules_sorting_stats.py" in str(info.value)
+
+
+# -- every argument by keyword, as NumPy names it -----------------------------------------------
+I2 = np.array([[2, 0, 1, 1], [0, 0, 2, 1]])
+
+
+def kw_sort(x):
+    return np.sum(np.sort(a=x, axis=0, kind="stable") * np.arange(1.0, 13.0).reshape(3, 4)) + np.sum(
+        np.partition(a=x, kth=1, axis=1)[:, 1])
+
+
+def kw_take(x):
+    return np.sum(np.take_along_axis(arr=x, indices=I2, axis=0) ** 2) + np.sum(
+        x[0][np.searchsorted(a=XP, v=x[1], side="left")] * x[2])
+
+
+def kw_interp_hist(x):
+    return np.sum(np.interp(x=x, xp=XP, fp=FP) * x) + np.sum(
+        np.histogram(a=XP, weights=x[0] * x[0], bins=2)[0] * np.arange(2.0))
+
+
+def kw_stats(x):
+    return (np.sum(np.nanmean(a=x, axis=0) ** 2) + np.nanvar(a=x, ddof=1, axis=None)
+            + np.sum(np.cov(m=x, rowvar=False, ddof=0) ** 2) + np.sum(np.polyval(p=x[0], x=x[1]))
+            + logsumexp(a=x[0], b=x[1] * x[1]))
+
+
+@pytest.mark.parametrize("f", [kw_sort, kw_take, kw_interp_hist, kw_stats], ids=lambda f: f.__name__)
+def test_keyword_forms(f):
+    check(f, [np.random.default_rng(1).normal(size=(3, 4)) * 0.8])

@@ -67,8 +67,9 @@ class sort(Rule, key="numpy.sort", fn=np.sort, cases=(
         args = _args(("a", "axis", "kind", "order"), pos, kw)
         if args.get("order") is not None:
             return "np.sort with order= (structured arrays) is not differentiable"
-        if set(kw) - {"axis", "kind", "order", "stable"}:
-            return f"np.sort with {', '.join(sorted(set(kw) - {'axis', 'kind', 'order', 'stable'}))} is not supported"
+        extra = set(kw) - {"a", "axis", "kind", "order", "stable"}
+        if extra:
+            return f"np.sort with {', '.join(sorted(extra))} is not supported"
         if _ndim(args.get("a")) == 0 and const_value(args.get("axis", -1)) is not None:
             return "np.sort of a 0-d array needs axis=None (NumPy refuses it too)"
         return None
@@ -99,19 +100,22 @@ class partition(Rule, key="numpy.partition", fn=np.partition, cases=(
         return None
 
 
+def _arg(pos, kw, k, name, default=None):
+    """Argument `name` (position `k`) of a call as the frontend has it."""
+    return pos[k] if len(pos) > k else kw.get(name, default)
+
+
 def _same_as_first(pos, kw):
-    return pos[0].type
+    return _arg(pos, kw, 0, "arr").type
 
 
 def _along_type(pos, kw):
-    arr = pos[0]
-    axis = kw.get("axis", pos[2] if len(pos) > 2 else -1)
+    arr, axis = _arg(pos, kw, 0, "arr"), _arg(pos, kw, 2, "axis", -1)
     return T.Array(arr.type.dtype, 1) if const_value(axis) is None else arr.type
 
 
 def _partition_type(pos, kw):
-    a = pos[0]
-    axis = kw.get("axis", pos[2] if len(pos) > 2 else -1)
+    a, axis = _arg(pos, kw, 0, "a"), _arg(pos, kw, 2, "axis", -1)
     return T.Array(a.type.dtype, 1) if const_value(axis) is None else a.type
 
 
@@ -216,7 +220,7 @@ class histogram(Rule, key="numpy.histogram", fn=np.histogram,
     @classmethod
     def check(cls, pos, kw):
         args = _args(("a", "bins", "range", "density", "weights"), pos, kw)
-        if set(kw) - {"bins", "range", "density", "weights"}:
+        if set(kw) - {"a", "bins", "range", "density", "weights"}:
             return "np.histogram takes bins=, range=, density= and weights= here"
         if const_value(args.get("density")) not in (None, False):
             return "np.histogram(density=True) is not differentiable in zymo yet; divide by the bin widths yourself"

@@ -42,7 +42,7 @@ def _red_cases(dom=None):
 
 
 class _NanReduction(Rule):
-    allowed = frozenset({"axis", "keepdims"})
+    allowed = frozenset({"a", "axis", "keepdims"})
 
     @classmethod
     def check(cls, pos, kw):
@@ -95,7 +95,7 @@ class nanprod(_NanReduction, key="numpy.nanprod", fn=np.nanprod, cases=_red_case
 
 class nanvar(_NanReduction, key="numpy.nanvar", fn=np.nanvar, cases=_red_cases() + (
         ("fn(x, axis=0, ddof=1)", ((3, 4),)), ("fn(np.where(y, np.nan, x), ddof=1, axis=0)", ((3, 4), _M34)))):
-    allowed = frozenset({"axis", "keepdims", "ddof"})
+    allowed = frozenset({"a", "axis", "keepdims", "ddof"})
     def jvp_a(t, ans, a, axis=None, ddof=0, keepdims=False):
         return np.sum(t * _rt.nan_centered(a, axis), axis=axis, keepdims=keepdims) * (
             2.0 / (_rt.nan_count(a, axis, keepdims) - ddof))
@@ -106,7 +106,7 @@ class nanvar(_NanReduction, key="numpy.nanvar", fn=np.nanvar, cases=_red_cases()
 
 class nanstd(_NanReduction, key="numpy.nanstd", fn=np.nanstd, cases=_red_cases() + (
         ("fn(x, axis=0, ddof=1)", ((3, 4),)), ("fn(np.where(y, np.nan, x), ddof=1, axis=0)", ((3, 4), _M34)))):
-    allowed = frozenset({"axis", "keepdims", "ddof"})
+    allowed = frozenset({"a", "axis", "keepdims", "ddof"})
     def jvp_a(t, ans, a, axis=None, ddof=0, keepdims=False):
         return np.sum(t * _rt.nan_centered(a, axis), axis=axis, keepdims=keepdims) / (
             ans * (_rt.nan_count(a, axis, keepdims) - ddof))
@@ -121,7 +121,7 @@ _SCAN = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)),
 
 
 class _NanScan(_NanReduction):
-    allowed = frozenset({"axis"})
+    allowed = frozenset({"a", "axis"})
 
 
 class nancumsum(_NanScan, key="numpy.nancumsum", fn=np.nancumsum, cases=_SCAN):
