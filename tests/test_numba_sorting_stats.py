@@ -14,11 +14,11 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Forward, Reverse  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
+from test_numba_rules import compiled_with_numba, fd_gradient
 
-from test_numba_rules import compiled_with_numba, fd_gradient  # noqa: E402
+import zymo
+from zymo import Forward, Reverse
+from zymo.codegen.numba_ import ZymoNumbaError
 
 X = np.array([0.3, -0.45, 0.7, 0.1, -1.2])
 XP = np.array([-1.0, 0.0, 0.5, 2.0])

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
+from helpers import autograd_grad, check
 from scipy.special import logsumexp
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedCall
-from helpers import autograd_grad, check
 
 RNG = np.random.default_rng(3)
 X = np.array([0.3, -0.45, 0.7, 0.1, -1.2])
@@ -210,12 +209,12 @@ def test_interp():
 
 
 def hist_weights(w, a):
-    h, e = np.histogram(a, bins=4, range=(-2.0, 2.0), weights=w * w)
+    h, _e = np.histogram(a, bins=4, range=(-2.0, 2.0), weights=w * w)
     return np.sum(h * np.arange(1.0, 5.0))
 
 
 def hist_edges(a):
-    h, e = np.histogram(a, bins=3)
+    _h, e = np.histogram(a, bins=3)
     return np.sum(e * np.arange(1.0, 5.0))
 
 
@@ -367,8 +366,8 @@ def _lse_b_grad(a, b):
 
 
 def test_logsumexp_with_b_matches_autograd():
-    from autograd.scipy.special import logsumexp as alse
     import autograd.numpy as anp
+    from autograd.scipy.special import logsumexp as alse
 
     b = np.array([1.0, 2.0, 0.5, 1.5, 0.2])
 

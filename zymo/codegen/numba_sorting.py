@@ -171,7 +171,7 @@ def _seg(xv, xp):
 
 @register_jitable
 def _slope(xv, xp, fp):
-    j, j1, w, inside = _seg(xv, xp)
+    j, j1, _w, inside = _seg(xv, xp)
     if inside and j1 != j:
         return (fp[j1] - fp[j]) / (xp[j1] - xp[j])
     return 0.0

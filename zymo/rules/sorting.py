@@ -36,7 +36,7 @@ import numpy as np
 
 from ..ir import types as T
 from . import runtime as _rt
-from .registry import BY_CALLABLE, Rule, const_value, NOT_CONST
+from .registry import BY_CALLABLE, NOT_CONST, Rule, const_value
 
 _C = "const"
 

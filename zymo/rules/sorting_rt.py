@@ -14,10 +14,27 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "sort_perm", "match_perm", "along_index", "take_along_axis_vjp", "put_along_axis",
-    "put_along_axis_vjp_values", "stored_along_axis", "interp_dx", "interp_vjp_x", "interp_jvp_xp", "interp_vjp_xp",
-    "interp_vjp_fp", "interp_jvp_fp", "interp_zero_if_given", "interp_below", "interp_above", "histogram_hist",
-    "histogram_edges", "histogram_vjp_weights", "histogram_edges_jvp", "histogram_edges_vjp",
+    "along_index",
+    "histogram_edges",
+    "histogram_edges_jvp",
+    "histogram_edges_vjp",
+    "histogram_hist",
+    "histogram_vjp_weights",
+    "interp_above",
+    "interp_below",
+    "interp_dx",
+    "interp_jvp_fp",
+    "interp_jvp_xp",
+    "interp_vjp_fp",
+    "interp_vjp_x",
+    "interp_vjp_xp",
+    "interp_zero_if_given",
+    "match_perm",
+    "put_along_axis",
+    "put_along_axis_vjp_values",
+    "sort_perm",
+    "stored_along_axis",
+    "take_along_axis_vjp",
 ]
 
 
@@ -134,7 +151,7 @@ def _like(r, x):
 def interp_dx(x, xp, fp):
     """d interp / d x: the slope of the segment `x` lies in (0 outside [xp[0], xp[-1]]); at a
     knot, the slope of the segment to its right (the last segment at xp[-1])."""
-    j, j1, w, inside = _segments(x, xp)
+    j, j1, _w, inside = _segments(x, xp)
     fp = np.asarray(fp, np.float64)
     xp = np.asarray(xp, np.float64)
     span = np.where(j1 == j, 1.0, xp[j1] - xp[j])

@@ -12,8 +12,22 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["nan_count", "nan_centered", "nan_ones", "cov_jvp", "cov_vjp", "corrcoef_jvp", "corrcoef_vjp",
-           "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "nan_centered_lin", "lse_weights", "lse_vjp"]
+__all__ = [
+    "corrcoef_jvp",
+    "corrcoef_vjp",
+    "cov_jvp",
+    "cov_vjp",
+    "lse_vjp",
+    "lse_weights",
+    "nan_centered",
+    "nan_centered_lin",
+    "nan_count",
+    "nan_ones",
+    "polyder_coef",
+    "polyder_coef_t",
+    "polyval_vjp_p",
+    "polyval_vjp_p_dx",
+]
 
 
 def _fdtype(v):
