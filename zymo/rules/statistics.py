@@ -246,12 +246,42 @@ class polyval_vjp_p(Rule, key="zymo.rt.polyval_vjp_p", fn=_rt.polyval_vjp_p, cal
     def vjp_x(gb, ans, g, p, x): return _rt.unbroadcast(g * np.polyval(_rt.polyder_coef(gb), x), x)
 
 
+class cov_vjp(Rule, key="zymo.rt.cov_vjp", fn=_rt.cov_vjp, call="_rt.cov_vjp", cases=(
+        ("fn(x, y, None, True, False, None, 0)", ((3, 3), (3, 5))), ("fn(x, y, z, False, False, None, 1)", ((3, 3), (4, 2), (4,))),
+        ("fn(x, y, z, False, False, None, 0)", ((3, 3), (4, 2), (4,))), ("fn(x, y, None, True, True, None, 0)", ((), (5,))),
+        ("fn(x, y, z, True, False, 2, 0)", ((2, 2), (5,), (5,))))):
+    """Linear in `g` and in the data (through the centred rows): bilinear."""
+    def jvp_g(t, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp(t, m, y, rowvar, bias, ddof, which)
+    def jvp_m(t, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp(g, t, _rt.none_or_zeros(y), rowvar, bias, ddof, which)
+    def jvp_y(t, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp(g, np.zeros_like(m), t, rowvar, bias, ddof, which)
+    def vjp_g(gb, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp_tg(gb, m, y, rowvar, bias, ddof, which)
+    def vjp_m(gb, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp_tx(gb, g, m, y, rowvar, bias, ddof, which, 0)
+    def vjp_y(gb, ans, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+        return _rt.cov_vjp_tx(gb, g, m, y, rowvar, bias, ddof, which, 1)
+
+
 def _register_types() -> None:
     from ..analysis import types as TI
 
     # example arrays (all dimensions 1) would make cov's result a 0-d array
     TI.RESULT_TYPES[cov.key] = _cov_type
     TI.RESULT_TYPES[corrcoef.key] = _cov_type
+    TI.RESULT_TYPES[cov_vjp.key] = _cov_vjp_type
+
+
+def _cov_vjp_type(pos, kw):
+    """The adjoint of `m` (which=0) or `y` (1): that operand's shape, a float dtype."""
+    from .registry import const_value
+
+    which = const_value(pos[6] if len(pos) > 6 else kw.get("which", 0))
+    v = (pos[1] if len(pos) > 1 else kw["m"]) if which == 0 else (pos[2] if len(pos) > 2 else kw["y"])
+    dt = getattr(v.type, "dtype", "float64")
+    return T.Array(dt if dt == "float32" else "float64", v.type.ndim)
 
 
 _register_types()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "cov_vjp_tg",
+    "cov_vjp_tx",
+    "none_or_zeros",
     "corrcoef_jvp",
     "corrcoef_vjp",
     "cov_jvp",
@@ -123,6 +126,27 @@ def cov_vjp(g, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
     xc, c, f = _cov2(m, y, rowvar, bias, ddof)
     g = np.reshape(np.asarray(g, np.float64), c.shape)
     return _split((g + g.T) @ xc / f, m, y, rowvar, which)
+
+
+def none_or_zeros(y):
+    """None for None, else zeros of `y`'s shape (a zero tangent of an optional argument)."""
+    return None if y is None else np.zeros(np.shape(y))
+
+
+def cov_vjp_tg(gb, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
+    """The transpose of `cov_vjp` in `g`: with `gb` in the layout of `m` (which=0) or `y` (1),
+    (E Xc^T + Xc E^T) / (N - ddof) for E the joined rows holding `gb`, i.e. `cov_jvp` along it."""
+    return cov_jvp(m, y, gb if which == 0 else None, gb if which == 1 else None, rowvar, bias, ddof)
+
+
+def cov_vjp_tx(gb, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0, part=0):
+    """The transpose of `cov_vjp` in its data (`m` for part=0, `y` for 1): `cov_vjp` is linear
+    in the joined rows X through Xc, so this is centred((G + G^T) E) / (N - ddof), split."""
+    xc, c, f = _cov2(m, y, rowvar, bias, ddof)
+    gm = np.reshape(np.asarray(g, np.float64), c.shape)
+    em = gb if which == 0 else np.zeros(np.shape(m))
+    ey = None if y is None else (gb if which == 1 else np.zeros(np.shape(y)))
+    return _split(_centered((gm + gm.T) @ _joined(em, ey, rowvar) / f), m, y, rowvar, part)
 
 
 def _corr_parts(m, y, rowvar):
