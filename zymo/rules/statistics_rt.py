@@ -13,19 +13,19 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "cov_vjp_tg",
-    "cov_vjp_tx",
-    "none_or_zeros",
     "corrcoef_jvp",
     "corrcoef_vjp",
     "cov_jvp",
     "cov_vjp",
+    "cov_vjp_tg",
+    "cov_vjp_tx",
     "lse_vjp",
     "lse_weights",
     "nan_centered",
     "nan_centered_lin",
     "nan_count",
     "nan_ones",
+    "none_or_zeros",
     "polyder_coef",
     "polyder_coef_t",
     "polyval_vjp_p",
@@ -142,7 +142,7 @@ def cov_vjp_tg(gb, m, y=None, rowvar=True, bias=False, ddof=None, which=0):
 def cov_vjp_tx(gb, g, m, y=None, rowvar=True, bias=False, ddof=None, which=0, part=0):
     """The transpose of `cov_vjp` in its data (`m` for part=0, `y` for 1): `cov_vjp` is linear
     in the joined rows X through Xc, so this is centred((G + G^T) E) / (N - ddof), split."""
-    xc, c, f = _cov2(m, y, rowvar, bias, ddof)
+    _, c, f = _cov2(m, y, rowvar, bias, ddof)
     gm = np.reshape(np.asarray(g, np.float64), c.shape)
     em = gb if which == 0 else np.zeros(np.shape(m))
     ey = None if y is None else (gb if which == 1 else np.zeros(np.shape(y)))
