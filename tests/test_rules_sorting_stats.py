@@ -341,6 +341,17 @@ def test_cov_of_a_vector_is_its_variance():
     np.testing.assert_allclose(g, 2 * (X - X.mean()) / (X.size - 1))
 
 
+def cov_one_row(m):
+    return np.sum(np.cov(m) * 2.0) + np.sum(np.corrcoef(m.T, rowvar=False))
+
+
+def test_cov_of_a_single_row_matrix():
+    """NumPy squeezes the 1x1 result to 0-d (zymo's type says matrix): the derivative is right."""
+    m = X[None, :]
+    g = grads(cov_one_row, m)
+    np.testing.assert_allclose(g, 4 * (m - m.mean()) / (X.size - 1))
+
+
 def poly(p, x):
     return np.sum(np.polyval(p, x) ** 2)
 

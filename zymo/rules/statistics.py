@@ -13,9 +13,9 @@ Contract:
   positions are dtype and out, which are refused with `where=` and `initial=`).
 - `cov(m, y=None, rowvar=True, bias=False, ddof=None)` and `corrcoef(x, y=None, rowvar=True)`
   follow NumPy's layout (variables in rows, or in columns with `rowvar=False`); the result
-  is float64 (as NumPy computes it), squeezed: a 0-d result for one variable. zymo types
-  a 2-d `m` as giving a matrix, so a 2-d `m` with a single variable is not covered (use a
-  1-d `m`). `fweights`, `aweights` and `dtype` are refused. `corrcoef`'s clipping to
+  is float64 (as NumPy computes it), squeezed: a 0-d result for one variable (zymo types a
+  2-d `m` as giving a matrix; the helpers accept either shape, so a 2-d `m` holding one
+  variable is differentiated all the same in the Python backend). `fweights`, `aweights` and `dtype` are refused. `corrcoef`'s clipping to
   [-1, 1] is taken as inactive (it changes only rounding).
 - `polyval(p, x)`: differentiable in the 1-d coefficients `p` (highest power first) and in
   `x`; a `poly1d` or a 2-d `p` is refused.
