@@ -73,7 +73,8 @@ if _sp is not None:
             ("fn(x, b=y)", ((5,), (5,)), {"dom": "xlogy"}), ("fn(x, axis=1, b=y)", ((3, 4), (4,)), {"dom": "xlogy"}),
             ("fn(x, 0, y, True)", ((3, 4), (3, 4)), {"dom": "xlogy"}),
             ("fn(x, b=y, axis=0, keepdims=True)", ((3, 4), (3, 1)), {"dom": "xlogy"}),
-            ("fn(x, b=y)", ((5,), _LSE_B)), ("fn(a=x, b=y, return_sign=False)", ((2, 3), (2, 3)), {"dom": "xlogy"}))):
+            ("fn(x, b=y)", ((5,), _LSE_B)), ("fn(a=x, b=y, return_sign=False)", ((2, 3), (2, 3)), {"dom": "xlogy"}),
+            ("fn(x, b=y, axis=1)", ((4,), (3, 4)), {"dom": "xlogy"}), ("fn(x, b=y, axis=0)", ((3, 1), (3, 4)), {"dom": "xlogy"}))):
         """With `b=`: log(sum(b * exp(a))); `b` broadcasts against `a` and is differentiable too."""
         def jvp_a(t, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
             return np.sum(t * _rt.lse_weights(a, b, ans, axis, keepdims, True), axis=axis, keepdims=keepdims)
