@@ -320,6 +320,66 @@ class histogram_edges_vjp(Rule, key="zymo.rt.histogram_edges_vjp", fn=_rt.histog
     def vjp_g(gb, ans, g, a, bins=10, range=None): return _rt.histogram_edges_jvp(gb, a, bins, range)
 
 
+_XP = (_C, np.array([-1.5, -0.4, 0.3, 1.6]))
+
+
+class interp_vjp_x(Rule, key="zymo.rt.interp_vjp_x", fn=_rt.interp_vjp_x, call="_rt.interp_vjp_x", cases=(
+        ("fn(x, y, z, w)", ((6,), (6,), _XP, (4,))), ("fn(x, y, z, w)", ((2, 3), (2, 3), _XP, (4,))),
+        ("fn(x, y, z, w)", ((), (), _XP, (4,))), ("fn(x, y, np.sort(z), w)", ((5,), (5,), (4,), (4,)), {"dom": "numpy.amax"}))):
+    """g * slope: linear in `g` and `fp`, piecewise constant in `x`, a quotient in `xp`."""
+    def jvp_g(t, ans, g, x, xp, fp): return _rt.interp_vjp_x(t, x, xp, fp)
+    def jvp_fp(t, ans, g, x, xp, fp): return _rt.interp_vjp_x(g, x, xp, t)
+    def jvp_xp(t, ans, g, x, xp, fp): return _rt.interp_vjp_x(-g * _rt.interp_dx(x, xp, fp), x, xp, t)
+    def vjp_g(gb, ans, g, x, xp, fp): return gb * _rt.interp_dx(x, xp, fp)
+    def vjp_fp(gb, ans, g, x, xp, fp): return _rt.interp_slope_t(g * gb, x, xp, fp)
+    def vjp_xp(gb, ans, g, x, xp, fp): return _rt.interp_slope_t(-g * gb * _rt.interp_dx(x, xp, fp), x, xp, xp)
+
+
+class interp_vjp_fp(Rule, key="zymo.rt.interp_vjp_fp", fn=_rt.interp_vjp_fp, call="_rt.interp_vjp_fp", cases=(
+        ("fn(x, y, z, w, None, None)", ((6,), (6,), _XP, (4,))), ("fn(x, y, z, w, 0.5, None)", ((2, 3), (2, 3), _XP, (4,))),
+        ("fn(x, y, z, w, None, 1.0)", ((), (), _XP, (4,))),
+        ("fn(x, y, np.sort(z), w, None, None)", ((5,), (5,), (4,), (4,)), {"dom": "numpy.amax"}))):
+    """The interpolation weights scattered: linear in `g`, linear in `x` within a segment, a
+    quotient in `xp`; `fp` gives only the shape."""
+    def jvp_g(t, ans, g, x, xp, fp, left, right): return _rt.interp_vjp_fp(t, x, xp, fp, left, right)
+    def jvp_x(t, ans, g, x, xp, fp, left, right): return _rt.interp_slope_t(g * t, x, xp, fp)
+    def jvp_xp(t, ans, g, x, xp, fp, left, right):
+        return _rt.interp_slope_t(-g * _rt.interp_jvp_fp(t, x, xp, 0.0, 0.0), x, xp, fp)
+    def vjp_g(gb, ans, g, x, xp, fp, left, right): return _rt.interp_jvp_fp(gb, x, xp, left, right)
+    def vjp_x(gb, ans, g, x, xp, fp, left, right): return _rt.interp_vjp_x(g, x, xp, gb)
+    def vjp_xp(gb, ans, g, x, xp, fp, left, right):
+        return _rt.interp_vjp_fp(-g * _rt.interp_dx(x, xp, gb), x, xp, xp, 0.0, 0.0)
+
+
+class interp_vjp_xp(Rule, key="zymo.rt.interp_vjp_xp", fn=_rt.interp_vjp_xp, call="_rt.interp_vjp_xp", cases=(
+        ("fn(x, y, z, w)", ((6,), (6,), _XP, (4,))), ("fn(x, y, z, w)", ((2, 3), (2, 3), _XP, (4,))),
+        ("fn(x, y, z, w)", ((), (), _XP, (4,))), ("fn(x, y, np.sort(z), w)", ((5,), (5,), (4,), (4,)), {"dom": "numpy.amax"}))):
+    """-slope * g * weights, scattered: linear in `g` and `fp`, polynomial in `x` within a
+    segment, rational in `xp`."""
+    def jvp_g(t, ans, g, x, xp, fp): return _rt.interp_vjp_xp(t, x, xp, fp)
+    def jvp_fp(t, ans, g, x, xp, fp): return _rt.interp_vjp_xp(g, x, xp, t)
+    def jvp_x(t, ans, g, x, xp, fp): return _rt.interp_slope_t(-g * t * _rt.interp_dx(x, xp, fp), x, xp, xp)
+    def jvp_xp(t, ans, g, x, xp, fp):
+        return _rt.interp_vjp_fp(g * _rt.interp_dx(x, xp, fp) * _rt.interp_dx(x, xp, t), x, xp, xp, 0.0, 0.0) + (
+            _rt.interp_slope_t(g * _rt.interp_dx(x, xp, fp) * _rt.interp_jvp_fp(t, x, xp, 0.0, 0.0), x, xp, xp))
+    def vjp_g(gb, ans, g, x, xp, fp): return _rt.interp_jvp_xp(gb, x, xp, fp)
+    def vjp_fp(gb, ans, g, x, xp, fp): return _rt.interp_slope_t(-g * _rt.interp_jvp_fp(gb, x, xp, 0.0, 0.0), x, xp, fp)
+    def vjp_x(gb, ans, g, x, xp, fp): return _rt.interp_vjp_x(-g * _rt.interp_dx(x, xp, fp), x, xp, gb)
+    def vjp_xp(gb, ans, g, x, xp, fp):
+        return _rt.interp_slope_t(g * _rt.interp_dx(x, xp, fp) * _rt.interp_jvp_fp(gb, x, xp, 0.0, 0.0), x, xp, xp) + (
+            _rt.interp_vjp_fp(g * _rt.interp_dx(x, xp, fp) * _rt.interp_dx(x, xp, gb), x, xp, xp, 0.0, 0.0))
+
+
+class interp_below(Rule, key="zymo.rt.interp_below", fn=_rt.interp_below, call="_rt.interp_below", nondiff=True,
+                   cases=(("fn(x, z) * y", ((6,), (6,), _XP)), ("fn(x, y) * 1.0", ((2, 3), _XP), {"kind": "zero"}))):
+    """A mask: derivative zero by rule."""
+
+
+class interp_above(Rule, key="zymo.rt.interp_above", fn=_rt.interp_above, call="_rt.interp_above", nondiff=True,
+                   cases=(("fn(x, z) * y", ((6,), (6,), _XP)), ("fn(x, y) * 1.0", ((2, 3), _XP), {"kind": "zero"}))):
+    """A mask: derivative zero by rule."""
+
+
 def _register_types() -> None:
     from ..analysis import types as TI
 

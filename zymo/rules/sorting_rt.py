@@ -25,6 +25,7 @@ __all__ = [
     "interp_dx",
     "interp_jvp_fp",
     "interp_jvp_xp",
+    "interp_slope_t",
     "interp_vjp_fp",
     "interp_vjp_x",
     "interp_vjp_xp",
@@ -160,6 +161,20 @@ def interp_dx(x, xp, fp):
 
 def interp_vjp_x(g, x, xp, fp):
     return _like(np.asarray(g * interp_dx(x, xp, fp)).astype(_fdtype(x)), x)
+
+
+def interp_slope_t(c, x, xp, like):
+    """The transpose of "the slope of a knot-value vector at `x`" (`interp_dx(x, xp, v)` is
+    linear in `v`): `c / span` added at each point's upper knot and subtracted at its lower
+    one, inside the range; in `like`'s shape and dtype (second order of interp)."""
+    j, j1, _w, inside = _segments(x, xp)
+    xp64 = np.asarray(xp, np.float64)
+    span = np.where(j1 == j, 1.0, xp64[j1] - xp64[j])
+    q = np.where(inside & (j1 != j), np.broadcast_to(np.asarray(c, np.float64), np.shape(j)) / span, 0.0)
+    out = np.zeros(np.shape(like), np.float64)
+    np.add.at(out, j1, q)
+    np.add.at(out, j, -q)
+    return out.astype(_fdtype(like))
 
 
 def interp_zero_if_given(v):
