@@ -265,6 +265,25 @@ class cov_vjp(Rule, key="zymo.rt.cov_vjp", fn=_rt.cov_vjp, call="_rt.cov_vjp", c
         return _rt.cov_vjp_tx(gb, g, m, y, rowvar, bias, ddof, which, 1)
 
 
+class lse_vjp(Rule, key="zymo.rt.lse_vjp", fn=_rt.lse_vjp, call="_rt.lse_vjp", cases=(
+        ("fn(x, y, z, w, None, False, 0)", ((), (5,), (5,), ())), ("fn(x, y, z, w, None, False, 1)", ((), (5,), (5,), ())),
+        ("fn(x, y, None, z, 1, False, 0)", ((3,), (3, 4), (3,))), ("fn(x, y, z, w, 0, True, 1)", ((1, 4), (3, 4), (3, 1), (1, 4))),
+        ("fn(x, y, z, w, 1, False, 0)", ((3,), (4,), (3, 4), (3,))))):
+    """Adjoint of `a` (which=0) or `b` (1) in logsumexp: linear in `g`, smooth in a, b, ans."""
+    def jvp_g(t, ans, g, a, b, lse, axis, keepdims, which): return _rt.lse_vjp(t, a, b, lse, axis, keepdims, which)
+    def jvp_a(t, ans, g, a, b, lse, axis, keepdims, which):
+        return _rt.lse_vjp_d(g, a, b, lse, axis, keepdims, which, t, None, None)
+    def jvp_b(t, ans, g, a, b, lse, axis, keepdims, which):
+        return _rt.lse_vjp_d(g, a, b, lse, axis, keepdims, which, None, t, None)
+    def jvp_lse(t, ans, g, a, b, lse, axis, keepdims, which):
+        return _rt.lse_vjp_d(g, a, b, lse, axis, keepdims, which, None, None, t)
+    def vjp_g(gb, ans, g, a, b, lse, axis, keepdims, which): return _rt.lse_vjp_t(gb, g, a, b, lse, axis, keepdims, which, 0)
+    def vjp_a(gb, ans, g, a, b, lse, axis, keepdims, which): return _rt.lse_vjp_t(gb, g, a, b, lse, axis, keepdims, which, 1)
+    def vjp_b(gb, ans, g, a, b, lse, axis, keepdims, which): return _rt.lse_vjp_t(gb, g, a, b, lse, axis, keepdims, which, 2)
+    def vjp_lse(gb, ans, g, a, b, lse, axis, keepdims, which):
+        return _rt.lse_vjp_t(gb, g, a, b, lse, axis, keepdims, which, 3)
+
+
 def _register_types() -> None:
     from ..analysis import types as TI
 

@@ -20,6 +20,8 @@ __all__ = [
     "cov_vjp_tg",
     "cov_vjp_tx",
     "lse_vjp",
+    "lse_vjp_d",
+    "lse_vjp_t",
     "lse_weights",
     "nan_centered",
     "nan_centered_lin",
@@ -236,3 +238,48 @@ def lse_vjp(g, a, b, ans, axis, keepdims, which):
 
     w = lse_weights(a, b, ans, axis, keepdims, which == 0)
     return unbroadcast(expand_reduced(g, w, axis, keepdims) * w, a if which == 0 else b)
+
+
+def _lse_w(a, b, ans, axis, keepdims, which):
+    """(e, w, full): exp(a - ans) in the broadcast shape, the weight of `which`'s adjoint
+    (e * b for a, e for b), and that shape."""
+    from .runtime import expand_reduced
+
+    full = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
+    e = np.exp(a - expand_reduced(ans, np.broadcast_to(a, full), axis, keepdims))
+    return e, (e * b if (which == 0 and b is not None) else e), full
+
+
+def lse_vjp_d(g, a, b, ans, axis, keepdims, which, ta, tb, tans):
+    """The tangent of `lse_vjp(g, a, b, ans, ...)` along tangents `ta`, `tb`, `tans` of `a`,
+    `b`, `ans` (None: zero): dw = w (ta - tans) (+ e tb for a's adjoint)."""
+    from .runtime import expand_reduced, unbroadcast
+
+    e, w, full = _lse_w(a, b, ans, axis, keepdims, which)
+    dw = np.zeros(full)
+    if ta is not None:
+        dw = dw + w * ta
+    if tans is not None:
+        dw = dw - w * expand_reduced(tans, dw, axis, keepdims)
+    if tb is not None and which == 0:
+        dw = dw + e * tb
+    return unbroadcast(expand_reduced(g, dw, axis, keepdims) * dw, a if which == 0 else b)
+
+
+def lse_vjp_t(gb, g, a, b, ans, axis, keepdims, which, part):
+    """The transposes of `lse_vjp` (for its rule's tests): the adjoint of `g` (part 0), `a`
+    (1), `b` (2) or `ans` (3) given an adjoint `gb` of its result."""
+    from .runtime import expand_reduced, unbroadcast
+
+    e, w, full = _lse_w(a, b, ans, axis, keepdims, which)
+    q = np.broadcast_to(gb, full) * w
+    if part == 0:
+        return np.sum(q, axis=axis, keepdims=keepdims)
+    q = q * expand_reduced(g, q, axis, keepdims)
+    if part == 1:
+        return unbroadcast(q, a)
+    if part == 2:
+        if which != 0:  # b's adjoint exp(a - ans) does not depend on b
+            return np.zeros(np.shape(b), np.result_type(_fdtype(b), _fdtype(gb)))
+        return unbroadcast(np.broadcast_to(gb, full) * e * expand_reduced(g, q, axis, keepdims), b)
+    return -np.sum(q, axis=axis, keepdims=keepdims)
