@@ -24,6 +24,8 @@ X = np.array([0.3, -0.45, 0.7, 0.1, -1.2])
 XP = np.array([-1.0, 0.0, 0.5, 2.0])
 FP = np.array([1.0, -1.0, 2.0, 0.0])
 IDX = np.array([2, 0, 1, 1, 4])
+IDX_ROWS = np.array([[1, 0, 0, 3, 4], [2, 2, 1, 0, 4], [0, 3, 3, 3, 1]])
+IDX_COLS = np.array([[0, 2, 1, 1, 0]])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -37,6 +39,8 @@ def sorting(x):
     out = np.sum(np.sort(x * x) * np.arange(1.0, 6.0)) + np.sum(np.sort(np.outer(x, x + 1.0)) ** 2)
     out += np.sum(np.take_along_axis(x, np.argsort(x), 0) * x) + np.sum(np.take_along_axis(x, IDX, 0) ** 2)
     out += np.partition(x * x, 1)[1] * 3.0 + np.sum(x[np.searchsorted(XP, x)] * x)
+    m = np.outer(x[:3], x + 1.0)
+    out += np.sum(np.take_along_axis(m, IDX_ROWS, 1) ** 2) + np.sum(np.take_along_axis(m, IDX_COLS, 0) * x)
     return out + np.sum(np.interp(x, XP, FP) * x) + np.interp(x[0] * 2.0, XP, x[1:] * 2.0)
 
 
