@@ -284,6 +284,19 @@ class lse_vjp(Rule, key="zymo.rt.lse_vjp", fn=_rt.lse_vjp, call="_rt.lse_vjp", c
         return _rt.lse_vjp_t(gb, g, a, b, lse, axis, keepdims, which, 3)
 
 
+class corrcoef_vjp(Rule, key="zymo.rt.corrcoef_vjp", fn=_rt.corrcoef_vjp, call="_rt.corrcoef_vjp", cases=(
+        ("fn(x, y, None, True, 0)", ((3, 3), (3, 5))), ("fn(x, y, z, False, 1)", ((3, 3), (4, 2), (4,))),
+        ("fn(x, y, z, False, 0)", ((3, 3), (4, 2), (4,))), ("fn(x, y, z, True, 0)", ((2, 2), (5,), (5,))),
+        ("fn(x, y, None, True, 0)", ((), (5,))))):
+    """Linear in `g`; smooth in the data (through C and the centred rows)."""
+    def jvp_g(t, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp(t, m, y, rowvar, which)
+    def jvp_m(t, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp_d(g, m, y, rowvar, which, t, None)
+    def jvp_y(t, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp_d(g, m, y, rowvar, which, None, t)
+    def vjp_g(gb, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp_t(gb, g, m, y, rowvar, which, 0)
+    def vjp_m(gb, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp_t(gb, g, m, y, rowvar, which, 1)
+    def vjp_y(gb, ans, g, m, y=None, rowvar=True, which=0): return _rt.corrcoef_vjp_t(gb, g, m, y, rowvar, which, 2)
+
+
 def _register_types() -> None:
     from ..analysis import types as TI
 
@@ -291,6 +304,13 @@ def _register_types() -> None:
     TI.RESULT_TYPES[cov.key] = _cov_type
     TI.RESULT_TYPES[corrcoef.key] = _cov_type
     TI.RESULT_TYPES[cov_vjp.key] = _cov_vjp_type
+    TI.RESULT_TYPES[corrcoef_vjp.key] = _corr_vjp_type
+
+
+def _corr_vjp_type(pos, kw):
+    """As `_cov_vjp_type`, for corrcoef_vjp(g, m, y, rowvar, which)."""
+    pos = list(pos[:4]) + [None, None] + list(pos[4:5])
+    return _cov_vjp_type(pos, kw)
 
 
 def _cov_vjp_type(pos, kw):

@@ -15,6 +15,8 @@ import numpy as np
 __all__ = [
     "corrcoef_jvp",
     "corrcoef_vjp",
+    "corrcoef_vjp_d",
+    "corrcoef_vjp_t",
     "cov_jvp",
     "cov_vjp",
     "cov_vjp_tg",
@@ -167,12 +169,67 @@ def corrcoef_jvp(m, y, tm, ty, rowvar=True):
     return (dc / s - r * (q[:, None] + q[None, :]) / 2.0).squeeze()
 
 
+def _corr_gc(g, d, s, r):
+    """The adjoint of C given one `g` of R = C / s: g / s - diag(sum_j (g_ij R_ij + g_ji R_ji) / 2d).
+    Linear in `g`."""
+    gr = g * r
+    return g / s - np.diag((gr.sum(axis=1) + gr.sum(axis=0)) / (2.0 * d))
+
+
+def _corr_gc_t(h, d, s, r):
+    """The transpose of `_corr_gc` in `g`: h / s - R (h_ii / 2d_i + h_jj / 2d_j)."""
+    hd = np.diag(h) / (2.0 * d)
+    return h / s - r * (hd[:, None] + hd[None, :])
+
+
+def _corr_gc_dc(dc, g, c, d, s, r):
+    """The tangent of `_corr_gc(g, ...)` along a tangent `dc` of C (d, s, R follow C)."""
+    u = np.diag(dc) / d
+    dr = dc / s - r * (u[:, None] + u[None, :]) / 2.0
+    q = (g * r).sum(axis=1) + (g * r).sum(axis=0)
+    dq = (g * dr).sum(axis=1) + (g * dr).sum(axis=0)
+    return -g * (u[:, None] + u[None, :]) / (2.0 * s) - np.diag(dq / (2.0 * d) - q * u / (2.0 * d))
+
+
+def _corr_gc_dc_t(h, g, c, d, s, r):
+    """The transpose of `_corr_gc_dc` in `dc`."""
+    hg = h * g / s
+    a = -(hg.sum(axis=1) + hg.sum(axis=0)) / 2.0
+    hh = np.diag(h) / (2.0 * d)
+    p = -(hh[:, None] + hh[None, :]) * g
+    q = (g * r).sum(axis=1) + (g * r).sum(axis=0)
+    pr = (p * r).sum(axis=1) + (p * r).sum(axis=0)
+    return p / s + np.diag(a / d - pr / (2.0 * d) + hh * q / d)
+
+
 def corrcoef_vjp(g, m, y=None, rowvar=True, which=0):
     c, d, s, r = _corr_parts(m, y, rowvar)
     g = np.reshape(np.asarray(g, np.float64), c.shape)
-    gr = g * r
-    gc = g / s - np.diag((gr.sum(axis=1) + gr.sum(axis=0)) / (2.0 * d))
-    return cov_vjp(gc, m, y, rowvar, False, None, which)
+    return cov_vjp(_corr_gc(g, d, s, r), m, y, rowvar, False, None, which)
+
+
+def corrcoef_vjp_d(g, m, y, rowvar, which, tm, ty):
+    """The tangent of `corrcoef_vjp(g, m, y, rowvar, which)` along tangents `tm`, `ty` of the
+    data (None: zero): through C (in the adjoint of C) and through the centred data."""
+    c, d, s, r = _corr_parts(m, y, rowvar)
+    g = np.reshape(np.asarray(g, np.float64), c.shape)
+    dc = np.reshape(cov_jvp(m, y, tm, ty, rowvar, False, None), c.shape)
+    tm = np.zeros(np.shape(m)) if tm is None else tm
+    ty = None if y is None else (np.zeros(np.shape(y)) if ty is None else ty)
+    return (cov_vjp(_corr_gc_dc(dc, g, c, d, s, r), m, y, rowvar, False, None, which)
+            + cov_vjp(_corr_gc(g, d, s, r), tm, ty, rowvar, False, None, which))
+
+
+def corrcoef_vjp_t(gb, g, m, y=None, rowvar=True, which=0, part=0):
+    """The transposes of `corrcoef_vjp` (for its rule's tests): the adjoint of `g` (part 0),
+    of `m` (1) or of `y` (2) given an adjoint `gb` of its result."""
+    c, d, s, r = _corr_parts(m, y, rowvar)
+    h = np.reshape(cov_vjp_tg(gb, m, y, rowvar, False, None, which), c.shape)
+    if part == 0:
+        return _corr_gc_t(h, d, s, r).reshape(np.shape(g))
+    g = np.reshape(np.asarray(g, np.float64), c.shape)
+    return (cov_vjp(_corr_gc_dc_t(h, g, c, d, s, r), m, y, rowvar, False, None, part - 1)
+            + cov_vjp_tx(gb, _corr_gc(g, d, s, r), m, y, rowvar, False, None, which, part - 1))
 
 
 # -- np.polyval -----------------------------------------------------------------------------
