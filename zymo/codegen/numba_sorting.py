@@ -6,7 +6,8 @@ on each helper's own function object, Numba implementations for what Numba compi
 primal: `sort_perm`, `match_perm` and `take_along_axis_vjp` (1-d and 2-d arrays, a constant
 axis or None; stable sorts are Numba's mergesort), the `np.interp` helpers (a 1-d `xp`/`fp`,
 `x` a number or an array of any shape), `nan_count`/`nan_centered`/`nan_ones` over every
-element (`axis=None`: Numba's nan reductions take no axis), and `cov_jvp`/`cov_vjp`/
+element (`axis=None`: Numba's nan reductions take no axis; `nan_centered_lin` and
+`none_or_zeros` for second order), and `cov_jvp`/`cov_vjp`/
 `corrcoef_jvp`/`corrcoef_vjp` (1-d or 2-d `m`, `y` None or an array, constant `rowvar`,
 `bias`, `ddof`). Everything else fails at typing with a message the backend reports
 (`numba=True` raises ZymoNumbaError, the default policy falls back to Python).
@@ -279,6 +280,24 @@ def _ov_interp_vjp_fp(g, x, xp, fp, left, right):
     return impl
 
 
+@overload(rt.interp_slope_t)
+def _ov_interp_slope_t(c, x, xp, like):
+    dt = _fdt(like)
+    flat = _flat_fn(c, x)
+
+    def impl(c, x, xp, like):
+        xf, cf = flat(c, x)
+        out = _np.zeros(like.shape[0], _np.float64)
+        for k in range(xf.shape[0]):
+            j, j1, _w, inside = _seg(xf[k], xp)
+            if inside and j1 != j:
+                q = cf[k] / (xp[j1] - xp[j])
+                out[j1] += q
+                out[j] -= q
+        return out.astype(dt)
+    return impl
+
+
 @overload(rt.interp_jvp_fp)
 def _ov_interp_jvp_fp(t, x, xp, left, right):
     use_left, use_right = _none(left), _none(right)
@@ -365,6 +384,33 @@ def _ov_nan_centered(a, axis=None):
                 of[k] = af[k] - m
         return out
     return impl
+
+
+@overload(rt.nan_centered_lin, prefer_literal=True)
+def _ov_nan_centered_lin(t, a, axis=None):
+    _whole(axis)
+
+    def impl(t, a, axis=None):
+        af, tf = _np.ravel(a), _np.ravel(t)
+        tot, n = 0.0, 0
+        for k in range(af.shape[0]):
+            if not _np.isnan(af[k]):
+                tot += tf[k]
+                n += 1
+        out = _np.zeros_like(t)
+        of = out.reshape(out.size)
+        for k in range(af.shape[0]):
+            if not _np.isnan(af[k]):
+                of[k] = tf[k] - tot / n
+        return out
+    return impl
+
+
+@overload(rt.none_or_zeros)
+def _ov_none_or_zeros(y):
+    if _none(y):
+        return lambda y: None
+    return lambda y: _np.zeros(_np.shape(y))
 
 
 @overload(rt.nan_ones)
