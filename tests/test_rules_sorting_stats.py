@@ -7,7 +7,10 @@ differences; here each function is differentiated inside a small program, with
 other), against a value worked out by hand (a rule returning zeros or the wrong sign
 fails it), and against autograd where autograd differentiates the function (sort,
 partition, logsumexp with b) or an autograd rewrite of it with functions it does
-differentiate. Calls the rules do not cover must be refused at the user's line.
+differentiate; and, where JAX is installed, gradient and Hessian of one function using them
+all against `jax.grad`/`jax.hessian`. Second order (`zymo.hessian`) is checked against
+finite differences of zymo's gradient. Calls the rules do not cover must be refused at the
+user's line.
 """
 from __future__ import annotations
 
@@ -578,3 +581,42 @@ def kw_stats(x):
 @pytest.mark.parametrize("f", [kw_sort, kw_take, kw_interp_hist, kw_stats], ids=lambda f: f.__name__)
 def test_keyword_forms(f):
     check(f, [np.random.default_rng(1).normal(size=(3, 4)) * 0.8])
+
+
+# -- JAX as a second oracle, where it is installed ----------------------------------------------
+def jax_family(x):
+    m = np.outer(x, x + 1.0)[:3]
+    a = np.where(MASK4, np.nan, x)
+    return (np.sum(np.sort(m, axis=0)[-1] * x) + np.sum(np.take_along_axis(m, np.argsort(m, axis=1), axis=1)[:, 0])
+            + np.sum(np.interp(x * 1.5, XP4, FP4 * x) ** 2) + np.sum(np.polyval(x, x * 0.5))
+            + np.nanmean(a) + np.nanvar(a) + np.nanstd(a) + np.sum(np.nancumsum(a) ** 2)
+            + np.sum(np.cov(m) ** 2) + np.sum(np.corrcoef(m, rowvar=False) * 0.5)
+            + np.sum(np.histogram(DATA4, bins=3, range=(0.0, 1.0), weights=x * x)[0] * np.arange(1.0, 4.0))
+            + logsumexp(x, b=x * x + 0.5))
+
+
+def _jax_family(jnp, jsp):
+    def f(x):
+        m = jnp.outer(x, x + 1.0)[:3]
+        a = jnp.where(MASK4, jnp.nan, x)
+        return (jnp.sum(jnp.sort(m, axis=0)[-1] * x)
+                + jnp.sum(jnp.take_along_axis(m, jnp.argsort(m, axis=1), axis=1)[:, 0])
+                + jnp.sum(jnp.interp(x * 1.5, XP4, FP4 * x) ** 2) + jnp.sum(jnp.polyval(x, x * 0.5))
+                + jnp.nanmean(a) + jnp.nanvar(a) + jnp.nanstd(a) + jnp.sum(jnp.nancumsum(a) ** 2)
+                + jnp.sum(jnp.cov(m) ** 2) + jnp.sum(jnp.corrcoef(m, rowvar=False) * 0.5)
+                + jnp.sum(jnp.histogram(DATA4, bins=3, range=(0.0, 1.0), weights=x * x)[0] * jnp.arange(1.0, 4.0))
+                + jsp.logsumexp(x, b=x * x + 0.5))
+    return f
+
+
+def test_gradient_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import jax.scipy.special as jsp
+
+    ref = np.asarray(jax.grad(_jax_family(jnp, jsp))(jnp.asarray(X4)))
+    assert np.max(np.abs(ref)) > 0.5
+    np.testing.assert_allclose(grads(jax_family, X4), ref, rtol=1e-9, atol=1e-12)
+    H = np.asarray(jax.hessian(_jax_family(jnp, jsp))(jnp.asarray(X4)))
+    np.testing.assert_allclose(zymo.hessian(jax_family, X4), H, rtol=1e-8, atol=1e-10 * np.max(np.abs(H)))
