@@ -29,6 +29,9 @@ Contract:
   `bins` is an int and `range` is None (ties at the min or max share equally), and equals
   `bins` when that is an array. Refused: `density=True`, string `bins` ('auto', ...),
   a `range` not known at compile time.
+- Second order: the helpers the adjoints call have rules of their own at the end of this
+  module (`zymo.rt.*`: linear in the adjoint, permutations and masks non-differentiable),
+  so `zymo.hvp`/`zymo.hessian` differentiate through every rule here.
 """
 from __future__ import annotations
 

@@ -15,10 +15,15 @@ Contract:
   follow NumPy's layout (variables in rows, or in columns with `rowvar=False`); the result
   is float64 (as NumPy computes it), squeezed: a 0-d result for one variable (zymo types a
   2-d `m` as giving a matrix; the helpers accept either shape, so a 2-d `m` holding one
-  variable is differentiated all the same in the Python backend). `fweights`, `aweights` and `dtype` are refused. `corrcoef`'s clipping to
-  [-1, 1] is taken as inactive (it changes only rounding).
+  variable is differentiated all the same in the Python backend). `fweights`, `aweights`
+  and `dtype` are refused. `corrcoef`'s clipping to [-1, 1] is taken as inactive (it
+  changes only rounding).
 - `polyval(p, x)`: differentiable in the 1-d coefficients `p` (highest power first) and in
   `x`; a `poly1d` or a 2-d `p` is refused.
+- Second order: the helpers the adjoints call have rules of their own at the end of this
+  module (`zymo.rt.*`), except `nanprod`/`nancumprod`, whose adjoints call `prod`'s and
+  `cumprod`'s helpers (no tangent rules yet: `zymo.hvp` refuses them). The rule for
+  `scipy.special.logsumexp`'s adjoint helper (`zymo.rt.lse_vjp`) lives here too.
 """
 from __future__ import annotations
 
