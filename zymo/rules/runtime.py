@@ -607,6 +607,8 @@ def split_last(g, b, axis):
 
 from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra rules)
 from .second_rt import *  # noqa: E402,F401,F403  (derivatives of helpers: second order)
+from .sorting_rt import *  # noqa: E402,F401,F403  (helpers of the sorting and lookup rules)
+from .statistics_rt import *  # noqa: E402,F401,F403  (helpers of the statistics rules)
 
 
 def linspace_unit(num, endpoint, like):
