@@ -89,6 +89,7 @@ from zymo.rules.runtime_rules import ALIASING_HELPERS  # noqa: E402
 # have no array result): reason
 NOT_CALLED = {
     "numpy.add.at": "updates its first argument in place (inplace_arg), returns None",
+    "numpy.put_along_axis": "updates its first argument in place (out=), returns None",
     "numpy.copy_flat": "called as x.flatten(): checked in test_flatten_is_a_copy",
     "builtins.float": "numbers only", "zymo.as_dtype": "a conversion generated code makes (astype: a copy)",
     "zymo.check_bound": "no result",
@@ -99,6 +100,8 @@ NOT_CALLED = {
 COPIES_OF_VIEWS = {
     "numpy.broadcast_to": "a broadcast shadow cannot be a view; a write to the base while the copy is "
                           "read is refused at lowering time (test_broadcast_to_then_write_is_refused)",
+    "numpy.histogram.bin_edges": "NumPy returns an array `bins` itself; generated code calls _rt.histogram_edges, "
+                                 "which copies",
 }
 
 
@@ -182,9 +185,13 @@ def test_flags_say_whether_the_result_shares_memory(key):
                 assert len(r) == len(rule.parts), f"{key}: {len(r)} results for {len(rule.parts)} parts"
                 for part, rk in zip(rule.parts, r):
                     p = REGISTRY[part]
+                    if which == "callee" and p.call:  # generated code calls the part's own callee
+                        rk = _callee(p)(*a, **k)
                     share = _sharing(rule, a, k, rk)
                     if p.view:
                         assert share and share[0], f"{part} is flagged as a view but is not ({name})"
+                    elif which == "function" and part in COPIES_OF_VIEWS:
+                        continue
                     elif not p.maybe_view:
                         assert not any(share), f"{part} is flagged as fresh memory but shares ({name})"
                 continue
