@@ -620,3 +620,34 @@ def test_gradient_matches_jax():
     np.testing.assert_allclose(grads(jax_family, X4), ref, rtol=1e-9, atol=1e-12)
     H = np.asarray(jax.hessian(_jax_family(jnp, jsp))(jnp.asarray(X4)))
     np.testing.assert_allclose(zymo.hessian(jax_family, X4), H, rtol=1e-8, atol=1e-10 * np.max(np.abs(H)))
+
+
+# -- array methods: x.sort() and x.partition() in place, x.argsort() -------------------------------
+
+
+def method_sort_in_place(x, w):
+    y = x * 1.0
+    y.sort()
+    return np.sum(y * w)
+
+
+def method_argsort_gather(x, w):
+    return np.sum(x[x.argsort()] * w)
+
+
+def method_partition_in_place(x, w):
+    y = x * 2.0
+    y.partition(2)
+    return np.sum(y[2:] * w[2:])
+
+
+@pytest.mark.parametrize("f", [method_sort_in_place, method_argsort_gather, method_partition_in_place])
+def test_sorting_methods(f):
+    x = np.array([3.0, -1.0, 2.0, 0.5, 4.0])
+    w = np.arange(5.0)
+    check(f, [x, w])
+    gx, _ = zymo.gradient(zymo.Reverse, f, x.copy(), w.copy())
+    if f is not method_partition_in_place:  # each x gets the weight of its sorted position
+        np.testing.assert_allclose(gx, [3.0, 0.0, 2.0, 1.0, 4.0])
+    else:  # the three largest (after kth = 2) keep their weights, twice
+        assert gx[1] == 0.0 and gx[3] == 0.0 and np.all(gx[[0, 2, 4]] > 0)

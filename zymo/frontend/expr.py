@@ -36,7 +36,9 @@ METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": 
            "argmax": "numpy.argmax", "argmin": "numpy.argmin", "clip": "numpy.clip", "swapaxes": "numpy.swapaxes",
            "squeeze": "numpy.squeeze", "ravel": "numpy.ravel", "flatten": "numpy.copy_flat",
            "repeat": "numpy.repeat", "diagonal": "numpy.diagonal", "trace": "numpy.trace", "round": "numpy.round",
-           "any": "numpy.any", "all": "numpy.all"}
+           "any": "numpy.any", "all": "numpy.all", "argsort": "numpy.argsort"}
+# methods that sort in place: `x.sort(axis)` is `x[...] = np.sort(x, axis)` (a store of the sorted copy)
+INPLACE_METHODS = {"sort": "numpy.sort", "partition": "numpy.partition"}
 
 
 class ExprLowering:
@@ -269,7 +271,7 @@ class ExprLowering:
                 return self.b.prim("numpy.size", [obj], {}, loc, "n")
             if attr == "dtype":
                 return S(np.dtype(obj.type.dtype))
-            if attr in METHODS:
+            if attr in METHODS or attr in INPLACE_METHODS:
                 return _Method(obj, attr)
         raise self.error(UnsupportedSyntax, f"attribute {attr!r} of a {getattr(obj, 'type', obj)} is not supported",
                          node, hint="attributes of arrays: T, shape, ndim, size and the methods "
@@ -441,6 +443,15 @@ class ExprLowering:
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
 
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
+        if m.name in INPLACE_METHODS:
+            key = INPLACE_METHODS[m.name]
+            rule = lookup(key)
+            pos, kw = rule.binding().canonical([m.obj] + pos, kw)
+            self.check_rule(rule, pos, kw, node)
+            loc = self.loc(node)
+            done = self.b.prim(key, pos, kw, loc, _hint(key))
+            self.b.setitem(m.obj, (Ellipsis,), done, loc)
+            return S(None)
         key = METHODS[m.name]
         if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
