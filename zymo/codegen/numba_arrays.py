@@ -4,7 +4,7 @@ Contract: importing this module (numba_rt does) registers, with `numba.extending
 on each helper's own function object, Numba versions of `_rt.conv_vjp` (1-d, every mode and
 kind), `_rt.kron_vjp` (operands both 1-d or both 2-d), `_rt.diff_vjp` (1-d, or 2-d along a
 constant axis) and `_rt.cross_vjp` (3-vectors along the last axis, 1-d or 2-d, one operand
-broadcast), `_rt.split_part*`, `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
+broadcast), `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
 primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetric; 1-d and
 2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`numba_np`
 wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`),
@@ -163,62 +163,6 @@ def _cross_vjp(g, a, b, which, axisa=-1, axisb=-1, axisc=-1, axis=None):
         if summed:
             return _np.sum(r, axis=0)
         return r
-    return impl
-
-
-# -- splits in two (views: slices) -------------------------------------------------------------------
-
-
-def _split_point(ios, axis, ary, even):
-    """A jitable `(ary, ios) -> k`: where the first of two parts ends."""
-    if isinstance(ios, _t.BaseTuple):
-        return lambda ary, ios, n: ios[0]
-    if even:
-        def k_even(ary, ios, n):
-            if ios != 2 or n % 2 != 0:
-                raise ValueError("array split does not result in an equal division")
-            return n // 2
-        return k_even
-    return lambda ary, ios, n: (n + 1) // 2  # array_split: the first part takes the remainder
-
-
-def _split_overload(fn, part, even):
-    @overload(fn, prefer_literal=True)
-    def _ov(ary, indices_or_sections, axis=0):
-        ax = _literal(axis, "axis")
-        if _ndim(ary) not in (1, 2) or ax % _ndim(ary) not in (0, 1):
-            raise TypingError("zymo's Numba backend splits 1-d or 2-d arrays along a constant axis")
-        ax = ax % _ndim(ary)
-        point = register_jitable(_split_point(indices_or_sections, ax, ary, even))
-        if ax == 0:
-            if part == 0:
-                return lambda ary, indices_or_sections, axis=0: ary[:point(ary, indices_or_sections, ary.shape[0])]
-            return lambda ary, indices_or_sections, axis=0: ary[point(ary, indices_or_sections, ary.shape[0]):]
-        if part == 0:
-            return lambda ary, indices_or_sections, axis=0: ary[:, :point(ary, indices_or_sections, ary.shape[1])]
-        return lambda ary, indices_or_sections, axis=0: ary[:, point(ary, indices_or_sections, ary.shape[1]):]
-    return _ov
-
-
-from numba import types as _t  # noqa: E402
-
-_split_overload(rt.split_part0, 0, True)
-_split_overload(rt.split_part1, 1, True)
-_split_overload(rt.array_split_part0, 0, False)
-_split_overload(rt.array_split_part1, 1, False)
-
-
-@overload(rt.split_part_vjp, prefer_literal=True)
-def _split_part_vjp(g, ary, indices_or_sections, axis, k, array_split=False):
-    part, whole = _literal(k, "k"), _literal(array_split, "array_split")
-    pick = (rt.array_split_part0 if part == 0 else rt.array_split_part1) if whole else \
-        (rt.split_part0 if part == 0 else rt.split_part1)
-
-    def impl(g, ary, indices_or_sections, axis, k, array_split=False):
-        out = _np.zeros(ary.shape, g.dtype)
-        view = pick(out, indices_or_sections, axis)
-        view[...] = g
-        return out
     return impl
 
 

@@ -21,7 +21,7 @@ from ..ir import types as T
 from ..ir.core import Value
 from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
-from . import fence, objects, signature
+from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
 from .flow import RAISED
 from .source import FunctionSource, unwrap
@@ -326,6 +326,8 @@ class ExprLowering:
             raise self.error(UnsupportedCall, "this value is not callable", node)
         fn = callee.obj
         special = self.builtin(fn, pos, kw, node)
+        if special is NotImplemented:
+            special = several.lower_several(self, fn, pos, kw, node)  # np.split: a tuple of views
         if special is not NotImplemented:
             return special
         key = rule_for_callable(fn)

@@ -9,13 +9,13 @@ positional and keyword forms in 1-d and 2-d, and refuses at lowering time, in
 giving a derivative it has not checked. The functions are linear (or bilinear) in their
 array arguments: tangents apply the function to the tangent, adjoints are the transposes
 written in `runtime.py` (`cross_vjp`, `kron_vjp`, `conv_vjp`, `gradient_vjp`, `diff_vjp`,
-`split_part_vjp`, `rollaxis_vjp`, `pad_vjp`).
+`rollaxis_vjp`, `pad_vjp`).
 
 Views: `rollaxis` and `atleast_1d/2d/3d` return views of their argument (`view` rules);
-`np.split`/`np.array_split` return lists of views: lowered as a tuple of two parts
-(`numpy.split.0`, `numpy.split.1`, view rules), so `a, b = np.split(x, 2)` works; other
-numbers of parts are refused (the frontend's `parts` are a fixed tuple per rule). Every
-other rule here returns fresh memory.
+`np.split`/`np.array_split` (any constant number of parts), `np.gradient` of an n-d array
+without an axis and `atleast_*` of several arrays are lowered by the frontend to tuples of
+slices and single-result calls (`frontend/several.py`). Every other rule here returns fresh
+memory.
 """
 from __future__ import annotations
 
@@ -227,76 +227,6 @@ class diff(Rule, key="numpy.diff", fn=np.diff, cases=(
         return None
 
 
-# -- splits (lists of views: two parts) -------------------------------------------------------------
-
-
-def _split_check(name, pos, kw):
-    bad = _extra(kw, ("ary", "indices_or_sections", "axis"), f"np.{name}")
-    if bad:
-        return bad
-    ios = _const(pos, kw, 1, "indices_or_sections")
-    axis = _const(pos, kw, 2, "axis", 0)
-    if not isinstance(axis, int):
-        return f"np.{name} needs axis= as a constant int"
-    two = ios == 2 or (isinstance(ios, tuple) and len(ios) == 1 and isinstance(ios[0], int))
-    if not two:
-        return (f"np.{name} into other than two parts is not supported yet: zymo models its list result as "
-                f"a pair (`a, b = np.{name}(x, 2)` or `np.{name}(x, (k,))`); slice instead (x[:k], x[k:])")
-    return None
-
-
-class split(Rule, key="numpy.split", fn=np.split, parts=("numpy.split.0", "numpy.split.1"), cases=(
-        ("a, b = fn(x, 2)\nreturn a * b", ((6,),)), ("a, b = fn(x, (2,))\nreturn np.sum(a) * b", ((5,),)),
-        ("a, b = fn(x, 2, axis=1)\nreturn a * b * y", ((3, 4), (3, 2))),
-        ("return fn(ary=x, indices_or_sections=2, axis=0)[1] * y", ((4, 3), (2, 3))),
-        ("z = np.copy(x)\na, b = fn(z, 2)\na[0] = b[1] * 2.0\nreturn z * y", ((4,), (4,))))):
-    """Two parts (`a, b = np.split(x, 2)`, or one split index): each part a view of `ary`."""
-
-    @classmethod
-    def check(cls, pos, kw):
-        return _split_check("split", pos, kw)
-
-
-class split_0(Rule, key="numpy.split.0", fn=_rt.split_part0, call="_rt.split_part0", view=True,
-              part_of="numpy.split"):
-    def jvp_ary(t, ans, ary, indices_or_sections, axis=0): return _rt.split_part0(t, indices_or_sections, axis)
-    def vjp_ary(g, ans, ary, indices_or_sections, axis=0): return _rt.split_part_vjp(g, ary, indices_or_sections, axis, 0)
-
-
-class split_1(Rule, key="numpy.split.1", fn=_rt.split_part1, call="_rt.split_part1", view=True,
-              part_of="numpy.split"):
-    def jvp_ary(t, ans, ary, indices_or_sections, axis=0): return _rt.split_part1(t, indices_or_sections, axis)
-    def vjp_ary(g, ans, ary, indices_or_sections, axis=0): return _rt.split_part_vjp(g, ary, indices_or_sections, axis, 1)
-
-
-class array_split(Rule, key="numpy.array_split", fn=np.array_split,
-                  parts=("numpy.array_split.0", "numpy.array_split.1"), cases=(
-        ("a, b = fn(x, 2)\nreturn np.sum(a) * b", ((5,),)), ("a, b = fn(x, (3,))\nreturn np.sum(a) * b", ((5,),)),
-        ("a, b = fn(x, 2, axis=1)\nreturn np.sum(a * b[:, :1]) * y", ((3, 3), (3,))),
-        ("z = np.copy(x)\na, b = fn(z, 2)\nb[0] = a[1] * 2.0\nreturn z * y", ((5,), (5,))))):
-    """Two parts (sections of unequal length allowed): each part a view of `ary`."""
-
-    @classmethod
-    def check(cls, pos, kw):
-        return _split_check("array_split", pos, kw)
-
-
-class array_split_0(Rule, key="numpy.array_split.0", fn=_rt.array_split_part0, call="_rt.array_split_part0",
-                    view=True, part_of="numpy.array_split"):
-    def jvp_ary(t, ans, ary, indices_or_sections, axis=0):
-        return _rt.array_split_part0(t, indices_or_sections, axis)
-    def vjp_ary(g, ans, ary, indices_or_sections, axis=0):
-        return _rt.split_part_vjp(g, ary, indices_or_sections, axis, 0, True)
-
-
-class array_split_1(Rule, key="numpy.array_split.1", fn=_rt.array_split_part1, call="_rt.array_split_part1",
-                    view=True, part_of="numpy.array_split"):
-    def jvp_ary(t, ans, ary, indices_or_sections, axis=0):
-        return _rt.array_split_part1(t, indices_or_sections, axis)
-    def vjp_ary(g, ans, ary, indices_or_sections, axis=0):
-        return _rt.split_part_vjp(g, ary, indices_or_sections, axis, 1, True)
-
-
 # -- views of the axes -----------------------------------------------------------------------------
 
 
@@ -457,9 +387,7 @@ def _typed_on_larger_examples(key, fn):
 def _register_types():
     from ..analysis.types import RESULT_TYPES
 
-    for key, fn in (("numpy.cross", np.cross), ("numpy.gradient", np.gradient),
-                    ("numpy.split.0", _rt.split_part0), ("numpy.split.1", _rt.split_part1),
-                    ("numpy.array_split.0", _rt.array_split_part0), ("numpy.array_split.1", _rt.array_split_part1)):
+    for key, fn in (("numpy.cross", np.cross), ("numpy.gradient", np.gradient)):
         RESULT_TYPES[key] = _typed_on_larger_examples(key, fn)
 
 

@@ -937,34 +937,6 @@ def diff_vjp(g, a, n=1, axis=-1):
     return g
 
 
-def split_part0(ary, indices_or_sections, axis=0):
-    """The first part of `np.split(ary, indices_or_sections, axis)` (a view)."""
-    return np.split(ary, indices_or_sections, axis)[0]
-
-
-def split_part1(ary, indices_or_sections, axis=0):
-    """The second part of `np.split(ary, indices_or_sections, axis)` (a view)."""
-    return np.split(ary, indices_or_sections, axis)[1]
-
-
-def array_split_part0(ary, indices_or_sections, axis=0):
-    """The first part of `np.array_split(ary, indices_or_sections, axis)` (a view)."""
-    return np.array_split(ary, indices_or_sections, axis)[0]
-
-
-def array_split_part1(ary, indices_or_sections, axis=0):
-    """The second part of `np.array_split(ary, indices_or_sections, axis)` (a view)."""
-    return np.array_split(ary, indices_or_sections, axis)[1]
-
-
-def split_part_vjp(g, ary, indices_or_sections, axis, k, array_split=False):
-    """Adjoint of part `k` of a split: `g` placed where the part came from."""
-    out = np.zeros(np.shape(ary), dtype=np.result_type(g, ary))
-    parts = (np.array_split if array_split else np.split)(out, indices_or_sections, axis)
-    parts[k][...] = g
-    return out
-
-
 def rollaxis_perm(ndim, axis, start=0):
     """The axes `np.rollaxis(a, axis, start)` transposes `a` by."""
     axis = axis % ndim
