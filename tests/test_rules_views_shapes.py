@@ -683,3 +683,14 @@ def test_hessian_of_views_and_triangles():
 def test_hessian_refused_where_a_helper_has_no_tangent_rule(f):
     with pytest.raises(ZymoError, match="not supported yet"):
         zymo.hessian(f, X3.copy())
+
+
+def hvd_split(m):
+    a, b = np.hsplit(m, 2)
+    c, d = np.vsplit(m, (1,))
+    return np.sum(a * b) + np.sum(c ** 2) * np.sum(d)
+
+
+def test_hsplit_vsplit():
+    m = np.arange(8.0).reshape(2, 4) * 0.3
+    check(hvd_split, [m])

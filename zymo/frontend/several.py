@@ -4,7 +4,8 @@ Contract: `lower_several(lw, fn, pos, kw, node)` returns the binding of a call t
 functions below (a tuple of bindings, as the frontend keeps tuples), or NotImplemented for any
 other callable. The parts are ops the transforms already know, so their derivatives need no
 rule of their own:
-- `np.split(ary, indices_or_sections, axis=0)` and `np.array_split(...)`: slices of `ary`
+- `np.split(ary, indices_or_sections, axis=0)` and `np.array_split(...)` (and `hsplit`,
+  `vsplit`, `dsplit`, splits along axis 1, 0, 2): slices of `ary`
   along `axis` (views, as NumPy's), with a constant number of sections or constant split
   indices; the section lengths come from the array's length at run time (`array_split` gives
   the first `len % n` sections one element more), and `np.split` raises NumPy's ValueError
@@ -29,9 +30,21 @@ from ..rules.registry import NOT_CONST, const_value
 from .bindings import S
 
 
+# what the frontend lowers here without a rule of its own (read by `rules.coverage`)
+LOWERED = (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit)
+_SPLIT_AXIS = {"hsplit": 1, "vsplit": 0, "dsplit": 2}
+
+
 def lower_several(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
     if fn is np.split or fn is np.array_split:
         return _split(lw, fn, pos, kw, node)
+    if fn in (np.hsplit, np.vsplit, np.dsplit):  # np.split along axis 1, 0, 2 (hsplit of 1-d: 0)
+        args = _bind(lw, fn, pos, kw, node)
+        ary = _array(lw, args["ary"], f"np.{fn.__name__}", node)
+        axis = _SPLIT_AXIS[fn.__name__] if not (fn is np.hsplit and ary.type.ndim == 1) else 0
+        if axis >= ary.type.ndim:
+            raise lw.error(ZymoTypeError, f"np.{fn.__name__} needs an array of at least {axis + 1} dimensions", node)
+        return _split(lw, np.split, [ary, args["indices_or_sections"]], {"axis": axis}, node)
     if fn is np.gradient and _per_axis(pos, kw):
         return _gradient(lw, pos, kw, node)
     if fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d) and len(pos) > 1 and not kw:

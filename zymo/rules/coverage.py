@@ -4,7 +4,7 @@ Contract: `entries()` lists `(namespace, name, status, rule key)` for every publ
 `numpy`, `numpy.linalg`, `numpy.fft` and `scipy.special` (classes, dtypes, modules and
 private names left out), the status read from the rule registry:
 - "differentiable": a rule with derivatives (or a function lowered to such rules: `parts`,
-  `via`);
+  `via`, or by the frontend: `frontend/several.py`'s `np.split`);
 - "zero derivative": a rule that has none by definition (comparisons, rounding, indices,
   random numbers);
 - "allocation": a rule making new memory no input flows into (`zeros`, `arange`);
@@ -50,9 +50,11 @@ def _public_callables(mod: Any) -> list[str]:
 
 def status(fn: Any) -> tuple[str, str]:
     """(status, rule key) of a callable."""
+    from ..frontend.several import LOWERED  # lowered to slices and calls of other rules
+
     key = rule_for_callable(fn)
     if key is None:
-        return "refused", ""
+        return ("differentiable", "(frontend)") if any(fn is f for f in LOWERED) else ("refused", "")
     rule = REGISTRY[key]
     if rule.alloc:
         return "allocation", key
