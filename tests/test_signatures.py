@@ -161,7 +161,7 @@ def unknown_keyword(x):
 
 def starred_assignment(x):
     a, *rest = (x, x, x)
-    return np.sum(a)
+    return np.sum(a) + len(rest)
 
 
 def test_binding_errors_name_the_call():

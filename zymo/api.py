@@ -101,7 +101,7 @@ def batch_width(args: tuple) -> int:
 
 
 def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
-    norm = []
+    norm: list[tuple[Any, Any, str]] = []
     for k, a in enumerate(args):
         where = f"argument {k}"
         if isinstance(a, type) and issubclass(a, Annotation):
@@ -933,6 +933,16 @@ class _TypedGradient:
     per call, as `gradient` promises."""
 
     __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats")
+    spec: tuple
+    comp: Compiled
+    captured: list
+    finish: _Finish
+    f: Any
+    norm: list
+    dup: list[int]
+    lowered: list
+    seed: list
+    floats: bool
 
     @staticmethod
     def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
