@@ -772,3 +772,6 @@ def lu_solve_vjp_lu(g, lu, piv, ans):
 def as_dtype(x, dtype):
     """A loop-carried float array whose dtype widens (float32 -> float64): a converted copy."""
     return x.astype(dtype)
+
+
+from .special_rt import *  # noqa: E402,F401,F403  (helpers of the scipy.special rules: rules/special.py)
