@@ -19,6 +19,10 @@ Contract:
   which raises `NotImplementedError` when the derivative program runs with that argument
   active (never a silent zero); constant there, the rule differentiates in the others.
   Integer orders (`polygamma`'s and `expn`'s `n`) have no derivative (they are integers).
+- Tangents have the result's dtype: where SciPy picks a float64 loop for a Python float
+  beside a float32 array (`gammainc(1.7, x)`) or a float32 one (`betainc`), the jvp casts
+  (`.astype(np.result_type(ans))`). Adjoints are not cast: second order parses the vjp
+  bodies, and the frontend has no `astype`.
 - `domains` (one `(lo, hi[, signed])` per argument) says where `zymo.testing` draws each
   argument for the rule's automatic cases: where the function is smooth. `cases` adds the
   calls with a constant argument (orders, shape parameters).
@@ -531,7 +535,7 @@ if _sp is not None:
             return t * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a)).astype(np.result_type(ans))
         def vjp_a(g, ans, a, x): return _rt.special_no_derivative("scipy.special.gammainc", "a")
         def vjp_x(g, ans, a, x):
-            return g * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a)).astype(np.result_type(a, x))
+            return g * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a))
 
     class gammaincc(Rule, key="scipy.special.gammaincc", fn=_sp.gammaincc, call=S + "gammaincc",
                     cases=_refused_first("1.7"), **_U):
@@ -543,7 +547,7 @@ if _sp is not None:
             return -t * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a)).astype(np.result_type(ans))
         def vjp_a(g, ans, a, x): return _rt.special_no_derivative("scipy.special.gammaincc", "a")
         def vjp_x(g, ans, a, x):
-            return -g * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a)).astype(np.result_type(a, x))
+            return -g * np.exp(_rt.sp_special.xlogy(a - 1.0, x) - x - _rt.sp_special.gammaln(a))
 
     class gammaincinv(Rule, key="scipy.special.gammaincinv", fn=_sp.gammaincinv, call=S + "gammaincinv",
                       cases=_refused_first("1.7"), **_U):
@@ -555,7 +559,7 @@ if _sp is not None:
             return t * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a)).astype(np.result_type(ans))
         def vjp_a(g, ans, a, y): return _rt.special_no_derivative("scipy.special.gammaincinv", "a")
         def vjp_y(g, ans, a, y):
-            return g * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a)).astype(np.result_type(a, y))
+            return g * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a))
 
     class gammainccinv(Rule, key="scipy.special.gammainccinv", fn=_sp.gammainccinv, call=S + "gammainccinv",
                        cases=_refused_first("1.7"), **_U):
@@ -567,7 +571,7 @@ if _sp is not None:
             return -t * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a)).astype(np.result_type(ans))
         def vjp_a(g, ans, a, y): return _rt.special_no_derivative("scipy.special.gammainccinv", "a")
         def vjp_y(g, ans, a, y):
-            return -g * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a)).astype(np.result_type(a, y))
+            return -g * np.exp(ans - _rt.sp_special.xlogy(a - 1.0, ans) + _rt.sp_special.gammaln(a))
 
     _AB = (("fn(1.5, 2.5, x)", ((),)), ("fn(0.7, 3.0, x)", ((5,),)), ("fn(2.0, 1.0, x) * x", ((3, 4),)),
            ("fn(y * 0.5 + 0.5, z * 0.7 + 0.8, x)", ((3, 4), ("int", (4,), 0, 5), ("int", (3, 1), 0, 4))))
@@ -586,7 +590,7 @@ if _sp is not None:
         def vjp_b(g, ans, a, b, x): return _rt.special_no_derivative("scipy.special.betainc", "b")
         def vjp_x(g, ans, a, b, x):
             return g * np.exp(_rt.sp_special.xlogy(a - 1.0, x) + _rt.sp_special.xlog1py(b - 1.0, -x)
-                              - _rt.sp_special.betaln(a, b)).astype(np.result_type(a, b, x))
+                              - _rt.sp_special.betaln(a, b))
 
     class betaincinv(Rule, key="scipy.special.betaincinv", fn=_sp.betaincinv, call=S + "betaincinv", cases=_AB,
                      **_U):
@@ -602,7 +606,7 @@ if _sp is not None:
         def vjp_b(g, ans, a, b, y): return _rt.special_no_derivative("scipy.special.betaincinv", "b")
         def vjp_y(g, ans, a, b, y):
             return g * np.exp(_rt.sp_special.betaln(a, b) - _rt.sp_special.xlogy(a - 1.0, ans)
-                              - _rt.sp_special.xlog1py(b - 1.0, -ans)).astype(np.result_type(a, b, y))
+                              - _rt.sp_special.xlog1py(b - 1.0, -ans))
 
     # -- Box-Cox transforms ---------------------------------------------------------------------
     # boxcox(x, l) = L exprel(l L), L = log x: in l, L^2 exprel'(l L) (exprel' as in `exprel`);

@@ -1,0 +1,373 @@
+"""The `scipy.special` rules of `rules/special.py` end to end.
+
+`tests/test_rules.py` checks every rule alone from its cases (both modes against central
+differences, both dtypes). Here: functions that combine them, in forward and reverse mode
+against central differences (`helpers.check`); gradients against autograd's
+(`autograd.scipy.special`) where autograd has the function; values at the removable
+singularities and kinks the rules' docstrings name; the parameters without a derivative
+refused when active; second order (`zymo.hessian`) against finite differences of the
+gradient; and Numba: `np.sinc` compiles, SciPy's functions fall back to Python with a warning
+(or raise `ZymoNumbaError` at the user's line under `numba=True`).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+sp = pytest.importorskip("scipy.special")
+
+import zymo  # noqa: E402
+from zymo import Const, Duplicated, Forward, Reverse  # noqa: E402
+from zymo.rules import REGISTRY  # noqa: E402
+from zymo.rules.registry import rule_for_callable  # noqa: E402
+
+from helpers import autograd_grad, check  # noqa: E402
+
+X = np.array([0.35, 0.8, 1.3, 2.1])
+P = np.array([0.15, 0.4, 0.55, 0.85])  # probabilities / arguments in (0, 1)
+R = np.array([-1.7, -0.4, 0.3, 1.9])  # signed
+
+
+# -- composites in both modes against central differences -----------------------------------
+
+
+def gammas(x, y):
+    return np.sum(sp.gamma(x) * sp.loggamma(y) + sp.beta(x, y) - sp.betaln(y, x) * sp.rgamma(x)
+                  + sp.polygamma(1, x) * y + sp.poch(x, y))
+
+
+def normals(p, r):
+    return np.sum(sp.ndtri(p) * sp.ndtr(r) + sp.log_ndtr(r) * sp.erfinv(2.0 * p - 1.0)
+                  + sp.erfcinv(2.0 * p) * sp.erfcx(r) + sp.dawsn(r) * sp.erfi(0.5 * r))
+
+
+def elementary(x, r):
+    return np.sum(sp.expm1(r) * sp.log1p(x) + sp.exp2(r) / sp.exp10(0.5 * r) + sp.cbrt(r) * sp.exprel(r)
+                  + sp.xlog1py(r, x) + sp.softplus(r) * sp.log_expit(r))
+
+
+def information(p, x):
+    return np.sum(sp.entr(p) + sp.rel_entr(p, x) * sp.kl_div(x, p) + sp.huber(1.0, 2.0 * x - 1.5)
+                  + sp.pseudo_huber(x, p - 0.5))
+
+
+def bessels(x, r):
+    return np.sum(sp.i0(r) * sp.i0e(r) + sp.i1(r) * sp.i1e(r) + sp.j0(x) * sp.j1(r) + sp.y0(x) * sp.y1(x)
+                  + sp.k0(x) * sp.k1(x) + sp.k0e(x) / sp.k1e(x) + sp.jv(1.5, x) + sp.iv(0.5, x) * sp.kv(2.0, x)
+                  + sp.yv(0.5, x) + sp.ive(1.0, x) + sp.kve(0.5, x))
+
+
+def integrals(x, p):
+    return np.sum(sp.expi(x) * sp.exp1(x) + sp.expn(2, x) + sp.spence(x) + sp.zeta(2.5, x)
+                  + sp.gammainc(1.7, x) * sp.gammaincc(0.8, x) + sp.betainc(2.0, 3.0, p)
+                  + sp.gammaincinv(1.5, p) + sp.betaincinv(1.5, 2.0, p))
+
+
+def transforms(x, lam):
+    return np.sum(sp.boxcox(x, lam) + sp.inv_boxcox(0.3 * x, lam) + sp.boxcox1p(x, lam)
+                  + sp.inv_boxcox1p(x - 1.0, 0.5 * lam))
+
+
+def numpy_ones(x, r):
+    return np.sum(np.sinc(r) * np.i0(x) + sp.sindg(30.0 * r) * sp.cosdg(20.0 * x) + sp.tandg(10.0 * r)
+                  + sp.cotdg(40.0 * x) + sp.ellipk(0.3 * x) * sp.ellipe(0.4 * x) + sp.wrightomega(r))
+
+
+@pytest.mark.parametrize("f, args", [
+    (gammas, (X, X[::-1] + 0.2)), (normals, (P, R)), (elementary, (X, R)), (information, (P, X)),
+    (bessels, (X, R)), (integrals, (X, P)), (transforms, (X, np.array([-0.3, 0.0, 0.45, 1.2]))),
+    (numpy_ones, (X * 0.9, R))], ids=lambda a: getattr(a, "__name__", ""))
+def test_composites_both_modes_against_central_differences(f, args):
+    check(f, [a.copy() for a in args], rtol=1e-5, atol=1e-6)
+
+
+def scalar_loop(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + sp.gamma(x + 0.1 * i) * sp.erfcx(x) + sp.betaln(x, 1.0 + i)
+    return s
+
+
+def test_numbers_in_a_loop():
+    check(scalar_loop, [1.3, 3], const=[1])
+
+
+# -- autograd's gradients ------------------------------------------------------------------
+
+
+def _ag():
+    pytest.importorskip("autograd")
+    import autograd.numpy as anp
+    import autograd.scipy.special as asp
+
+    return anp, asp
+
+
+def ag_gamma(x):
+    return np.sum(sp.gamma(x) * x)
+
+
+def ag_rgamma(x):
+    return np.sum(sp.rgamma(x) + sp.polygamma(2, x))
+
+
+def ag_beta(x):
+    return np.sum(sp.beta(x, 2.5 - x) + sp.betaln(x, x * x))
+
+
+def ag_erfinv(p):
+    return np.sum(sp.erfinv(2.0 * p - 1.0) * sp.erfcinv(p))
+
+
+def ag_bessel(r):
+    return np.sum(sp.i0(r) * sp.i1(r) + sp.j0(r) * sp.j1(r))
+
+
+def ag_bessel_pos(x):
+    return np.sum(sp.y0(x) + sp.y1(x) + sp.iv(1.5, x) + sp.ive(2.0, x))
+
+
+def ag_gammainc(x):
+    return np.sum(sp.gammainc(1.7, x) - sp.gammaincc(0.6, x) * x)
+
+
+def ag_betainc(p):
+    return np.sum(sp.betainc(2.0, 0.7, p) * p)
+
+
+def ag_psi(x):
+    return np.sum(sp.psi(x) * x)
+
+
+def test_gradients_match_autograd():
+    anp, asp = _ag()
+    pairs = [
+        (ag_gamma, lambda x: anp.sum(asp.gamma(x) * x), X),
+        (ag_rgamma, lambda x: anp.sum(asp.rgamma(x) + asp.polygamma(2, x)), X),
+        (ag_beta, lambda x: anp.sum(asp.beta(x, 2.5 - x) + asp.betaln(x, x * x)), X * 0.5),
+        (ag_erfinv, lambda p: anp.sum(asp.erfinv(2.0 * p - 1.0) * asp.erfcinv(p)), P),
+        (ag_bessel, lambda r: anp.sum(asp.i0(r) * asp.i1(r) + asp.j0(r) * asp.j1(r)), R),
+        (ag_bessel_pos, lambda x: anp.sum(asp.y0(x) + asp.y1(x) + asp.iv(1.5, x) + asp.ive(2.0, x)), X),
+        (ag_gammainc, lambda x: anp.sum(asp.gammainc(1.7, x) - asp.gammaincc(0.6, x) * x), X),
+        (ag_betainc, lambda p: anp.sum(asp.betainc(2.0, 0.7, p) * p), P),
+        (ag_psi, lambda x: anp.sum(asp.psi(x) * x), X),
+    ]
+    for f, fa, x in pairs:
+        ref = autograd_grad(fa, x)
+        assert np.max(np.abs(ref)) > 0.1
+        for mode in (Reverse, Forward):
+            got = zymo.gradient(mode, f, x)[0]
+            np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12, err_msg=f"{f.__name__}, {mode}")
+
+
+# -- aliases, values at removable singularities and kinks ------------------------------------
+
+
+def test_psi_is_digamma_and_sinc_is_numpys():
+    assert sp.psi is sp.digamma
+    assert rule_for_callable(sp.psi) == "scipy.special.digamma"
+    if hasattr(sp, "sinc"):
+        assert sp.sinc is np.sinc
+    assert rule_for_callable(np.sinc) == "numpy.sinc" and rule_for_callable(np.i0) == "numpy.i0"
+    for name in ["gamma", "loggamma", "beta", "betaln", "polygamma", "erfinv", "erfcinv", "erfcx", "ndtr",
+                 "ndtri", "log_ndtr", "expm1", "log1p", "exp2", "exp10", "cbrt", "xlog1py", "entr", "rel_entr",
+                 "kl_div", "huber", "pseudo_huber", "i0", "i0e", "i1", "i1e", "j0", "j1", "y0", "y1", "k0",
+                 "k1", "k0e", "k1e", "dawsn", "expi", "exp1", "exprel", "gammainc", "gammaincc", "softplus",
+                 "spence", "zeta", "boxcox", "inv_boxcox"]:
+        key = rule_for_callable(getattr(sp, name))
+        assert key == f"scipy.special.{name}" and REGISTRY[key].jvps() and REGISTRY[key].vjps(), name
+
+
+def sinc_sum(x):
+    return np.sum(np.sinc(x))
+
+
+def exprel_sum(x):
+    return np.sum(sp.exprel(x))
+
+
+def spence_sum(x):
+    return np.sum(sp.spence(x))
+
+
+def boxcox_l(x, lam):
+    return np.sum(sp.boxcox(x, lam))
+
+
+def inv_boxcox_l(y, lam):
+    return np.sum(sp.inv_boxcox(y, lam))
+
+
+def elliptic(m):
+    return np.sum(sp.ellipk(m) + 2.0 * sp.ellipe(m))
+
+
+def i0e_sum(x):
+    return np.sum(sp.i0e(x))
+
+
+def huber_sum(d, r):
+    return np.sum(sp.huber(d, r))
+
+
+def entr_sum(x):
+    return np.sum(sp.entr(x))
+
+
+def _exprel_d(u):
+    """exprel'(u) = sum over k >= 1 of k u^(k-1) / (k+1)!, summed far enough for |u| <= 3."""
+    return sum(k * u ** (k - 1) / np.prod(np.arange(1.0, k + 2)) for k in range(1, 40))
+
+
+def test_removable_singularities_take_their_limits():
+    for mode in (Reverse, Forward):
+        np.testing.assert_allclose(zymo.gradient(mode, sinc_sum, np.array([0.0, 0.5]))[0],
+                                   [0.0, -4.0 / np.pi], rtol=1e-12, atol=1e-15)
+        x = np.array([0.0, 1e-3, -0.02, 1.0, -3.0])
+        np.testing.assert_allclose(zymo.gradient(mode, exprel_sum, x)[0], _exprel_d(x), rtol=1e-12)
+        np.testing.assert_allclose(zymo.gradient(mode, spence_sum, np.array([1.0, 2.0]))[0],
+                                   [-1.0, -np.log(2.0)], rtol=1e-12)
+        x = np.array([0.5, 2.0, 3.0])
+        gx, gl = zymo.gradient(mode, boxcox_l, x, np.zeros(3))
+        np.testing.assert_allclose(gx, 1.0 / x, rtol=1e-12)
+        np.testing.assert_allclose(gl, np.log(x) ** 2 / 2, rtol=1e-12)
+        y = np.array([-0.5, 0.7, 1.5])
+        gy, gl = zymo.gradient(mode, inv_boxcox_l, y, np.zeros(3))
+        np.testing.assert_allclose(gy, np.exp(y), rtol=1e-12)
+        np.testing.assert_allclose(gl, -np.exp(y) * y * y / 2, rtol=1e-12)
+        np.testing.assert_allclose(zymo.gradient(mode, elliptic, np.array([0.0]))[0], [np.pi / 8 - np.pi / 4],
+                                   rtol=1e-12)
+
+
+def test_small_box_cox_lambda_is_accurate():
+    """Near lambda log x = 0 (the series branch) and beyond: (log x)^2 exprel'(lambda log x)."""
+    x = np.array([0.5, 3.0])
+    for lam in (1e-9, -3e-5, 4e-3, 0.02, -0.7):
+        (_, gl) = zymo.gradient(Reverse, boxcox_l, x, np.full(2, lam))
+        L = np.log(x)
+        ref = L * L * _exprel_d(lam * L)
+        np.testing.assert_allclose(gl, ref, rtol=1e-13)
+
+
+def test_kinks_follow_the_docstrings():
+    for mode in (Reverse, Forward):
+        # huber at |r| = delta: C^1, the quadratic side
+        gd, gr = zymo.gradient(mode, huber_sum, np.array([1.0, 1.0, 2.0]), np.array([1.0, -1.0, 3.0]))
+        np.testing.assert_allclose(gr, [1.0, -1.0, 2.0])
+        np.testing.assert_allclose(gd, [0.0, 0.0, 1.0])
+        # i0e at 0: sign(0) = 0
+        np.testing.assert_allclose(zymo.gradient(mode, i0e_sum, np.array([0.0, 1.0]))[0],
+                                   [0.0, sp.i1e(1.0) - sp.i0e(1.0)], rtol=1e-12)
+    with np.errstate(divide="ignore"):
+        g = zymo.gradient(Reverse, entr_sum, np.array([0.0, 1.0]))[0]
+    assert g[0] == np.inf and g[1] == -1.0
+
+
+# -- parameters without a closed-form derivative ---------------------------------------------
+
+
+def gammainc_a(a, x):
+    return np.sum(sp.gammainc(a, x))
+
+
+def zeta_xq(x, q):
+    return np.sum(sp.zeta(x, q))
+
+
+def jv_order(v, x):
+    return np.sum(sp.jv(v, x) * x)
+
+
+@pytest.mark.parametrize("f, args, name", [(gammainc_a, (X, X), "'a'"), (zeta_xq, (X + 1.5, X), "'x'"),
+                                           (jv_order, (X, X), "'v'")], ids=["gammainc", "zeta", "jv"])
+def test_parameters_without_derivative_are_refused_when_active(f, args, name):
+    for mode in (Reverse, Forward):
+        with pytest.raises(NotImplementedError, match=f"in its argument {name}"):
+            zymo.gradient(mode, f, *[a.copy() for a in args])
+    # constant there: the derivative in the other argument, against central differences
+    check(f, [a.copy() for a in args], const=[0])
+
+
+def test_zeta_in_q_matches_its_closed_form():
+    x, q = 3.0, np.array([0.5, 1.0, 2.5])
+    dq = np.zeros(3)
+    zymo.autodiff(Reverse, zeta_xq, zymo.Active, Const(np.full(3, x)), Duplicated(q, dq))
+    np.testing.assert_allclose(dq, -x * sp.zeta(x + 1.0, q), rtol=1e-12)
+
+
+# -- second order ----------------------------------------------------------------------------
+
+
+def so_gamma(x):
+    return np.sum(sp.gamma(x) * sp.loggamma(x) + sp.betaln(x, x[::-1]) + sp.polygamma(1, x) * x)
+
+
+def so_normal(x):
+    return np.sum(sp.ndtri(0.2 * x) + sp.log_ndtr(x) * sp.erfinv(0.3 * x) + sp.erfcx(x))
+
+
+def so_bessel(x):
+    return np.sum(sp.i1(x) * sp.j1(x) + sp.k1e(x) + sp.y1(x) * sp.i0e(x) + sp.iv(1.5, x))
+
+
+def so_misc(x):
+    return np.sum(sp.exprel(x) * sp.huber(1.0, x) + sp.boxcox(x, x - 1.0) + sp.gammainc(2.0, x)
+                  + sp.softplus(x) * sp.xlog1py(x, x) + sp.spence(x) + np.sinc(x))
+
+
+def _fd_hessian(f, x, h=1e-5):
+    cols = []
+    for j in range(x.size):
+        e = np.zeros_like(x)
+        e[j] = h
+        cols.append((zymo.gradient(Reverse, f, x + e)[0] - zymo.gradient(Reverse, f, x - e)[0]) / (2 * h))
+    return np.stack(cols, axis=1)
+
+
+@pytest.mark.parametrize("f", [so_gamma, so_normal, so_bessel, so_misc], ids=lambda f: f.__name__)
+def test_hessians_match_finite_differences_of_the_gradient(f):
+    x = np.array([0.45, 0.9, 1.6, 2.2])
+    H = zymo.hessian(f, x)
+    ref = _fd_hessian(f, x)
+    assert np.max(np.abs(ref)) > 0.05
+    np.testing.assert_allclose(H, ref, rtol=1e-6, atol=1e-7 * np.max(np.abs(ref)))
+    np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
+
+
+# -- Numba -----------------------------------------------------------------------------------
+
+
+def nb_sinc(x):
+    return np.sum(np.sinc(x) * x)
+
+
+def nb_gamma(x):
+    return np.sum(sp.gamma(x) * x)
+
+
+@pytest.fixture
+def private_cache_dir(tmp_path):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+        yield
+
+
+def test_numba_compiles_sinc_and_falls_back_for_scipy(private_cache_dir):
+    pytest.importorskip("numba")
+    from zymo.codegen.numba_ import ZymoNumbaError
+    from zymo.errors import ZymoWarning
+
+    x = np.array([0.0, 0.3, -1.2, 2.5])
+    for mode in (Reverse, Forward):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback for np.sinc
+            got = zymo.gradient(mode, nb_sinc, x, numba=True)[0]
+        np.testing.assert_allclose(got, zymo.gradient(mode, nb_sinc, x, numba=False)[0], rtol=1e-12)
+        with pytest.raises(ZymoNumbaError, match="Numba cannot compile nb_gamma") as info:
+            zymo.gradient(mode, nb_gamma, x + 1.0, numba=True)
+        assert "test_rules_special.py" in str(info.value)
+        with pytest.warns(ZymoWarning, match="Numba cannot compile nb_gamma"):
+            got = zymo.gradient(mode, nb_gamma, x + 1.0, numba="prefer")[0]
+        np.testing.assert_allclose(got, sp.gamma(x + 1.0) * (1.0 + (x + 1.0) * sp.digamma(x + 1.0)), rtol=1e-12)
