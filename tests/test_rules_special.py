@@ -336,6 +336,17 @@ def test_hessians_match_finite_differences_of_the_gradient(f):
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
 
 
+def so_digamma(x):
+    return np.sum(sp.digamma(x) * x)
+
+
+@pytest.mark.xfail(strict=True, raises=zymo.errors.UnsupportedSyntax,
+                   reason="rules/scipy_.py: digamma's vjp calls .astype, which the frontend does not parse")
+def test_hessian_through_digamma():
+    x = np.array([0.45, 0.9, 1.6])
+    np.testing.assert_allclose(zymo.hessian(so_digamma, x), _fd_hessian(so_digamma, x), rtol=1e-6)
+
+
 # -- Numba -----------------------------------------------------------------------------------
 
 
