@@ -336,6 +336,40 @@ def test_hessians_match_finite_differences_of_the_gradient(f):
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
 
 
+# every differentiable rule of rules/special.py: the Hessian of sum(fn(a[, b])) in all its
+# differentiable arguments (one vector v = (a, b)), against central differences of the gradient;
+# arguments drawn from the rule's test domains, constant ones (orders, shape parameters) fixed
+_CONST_FIRST = {"polygamma": "1", "expn": "2", "jv": "1.5", "yv": "1.5", "iv": "1.5", "kv": "1.5", "ive": "1.5",
+                "kve": "1.5", "gammainc": "1.7", "gammaincc": "1.7", "gammaincinv": "1.7", "gammainccinv": "1.7",
+                "zeta": "2.5", "betainc": "1.5, 2.5", "betaincinv": "1.5, 2.5"}
+
+
+def _special_keys():
+    from zymo.rules import special
+
+    return sorted(k for k, r in REGISTRY.items() if r.__module__ == special.__name__ and not r.nondiff)
+
+
+@pytest.mark.parametrize("key", _special_keys())
+def test_second_order_of_every_rule(key):
+    from zymo import testing
+
+    rule, short = REGISTRY[key], key.split(".")[-1]
+    rng = np.random.default_rng(3)
+    if short in _CONST_FIRST:
+        src, shapes = f"np.sum(fn({_CONST_FIRST[short]}, x))", ((3,),)
+    elif len(rule.diff_params()) == 2:
+        src, shapes = "np.sum(fn(x[:3], x[3:]))", ((3,), (3,))
+    else:
+        src, shapes = "np.sum(fn(x))", ((3,),)
+    v = np.concatenate(testing._sample(key, shapes, "float64", rng))
+    f = testing._t_expr(src, 1, "so_" + short)(rule.fn)
+    H = zymo.hessian(f, v)
+    ref = _fd_hessian(f, v)
+    scale = max(np.max(np.abs(ref)), 1e-3)
+    np.testing.assert_allclose(H, ref, rtol=1e-5, atol=1e-6 * scale, err_msg=key)
+
+
 def so_digamma(x):
     return np.sum(sp.digamma(x) * x)
 
