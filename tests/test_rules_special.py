@@ -18,12 +18,12 @@ import pytest
 
 sp = pytest.importorskip("scipy.special")
 
-import zymo  # noqa: E402
-from zymo import Const, Duplicated, Forward, Reverse  # noqa: E402
-from zymo.rules import REGISTRY  # noqa: E402
-from zymo.rules.registry import rule_for_callable  # noqa: E402
+from helpers import autograd_grad, check
 
-from helpers import autograd_grad, check  # noqa: E402
+import zymo
+from zymo import Const, Duplicated, Forward, Reverse
+from zymo.rules import REGISTRY
+from zymo.rules.registry import rule_for_callable
 
 X = np.array([0.35, 0.8, 1.3, 2.1])
 P = np.array([0.15, 0.4, 0.55, 0.85])  # probabilities / arguments in (0, 1)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
+from . import runtime as _rt
 from .registry import Rule
 
 try:
@@ -42,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - SciPy is optional
     _sp = None
 
-_E = dict(elementwise=True)
+_E = {"elementwise": True}
 _POS = (0.3, 3.0)
 _ANY = (-2.0, 2.0)
 
@@ -73,7 +73,7 @@ def _refused_first(first: str, many: str = "y * 0.5 + 0.25") -> tuple:
 
 
 if _sp is not None:
-    _U = dict(elementwise=True, out=True)
+    _U = {"elementwise": True, "out": True}
     S = "_rt.sp_special."
 
     # -- gamma and beta functions (DLMF 5) ---------------------------------------------------
