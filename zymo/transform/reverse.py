@@ -446,7 +446,10 @@ class Reverse:
         Numba one fused loop, no array kept between the sweeps). Decided once per value."""
         memo = self._top_memo.get(v.id)
         if memo is None:
-            memo = self._top_memo[v.id] = 0 < self._top_ops(v) <= _TOP_REMAT_OPS
+            # only under Numba: there the recomputation fuses into the adjoint's loop; in the
+            # Python backend it would be whole-array passes again (the logistic loss's
+            # `logaddexp - y * z` recomputed for the shape of its sum's adjoint)
+            memo = self._top_memo[v.id] = self.numba and 0 < self._top_ops(v) <= _TOP_REMAT_OPS
         return memo
 
     def _top_ops(self, v: Value) -> int:
