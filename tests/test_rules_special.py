@@ -75,10 +75,15 @@ def numpy_ones(x, r):
                   + sp.cotdg(40.0 * x) + sp.ellipk(0.3 * x) * sp.ellipe(0.4 * x) + sp.wrightomega(r))
 
 
+def extras(x, r):
+    return np.sum(sp.binom(3.5 + x, x) + sp.owens_t(r, x) + sp.stdtr(3.0, r) * sp.ndtri_exp(-x)
+                  + sp.cosm1(r) * sp.powm1(x, r) + sp.hyp1f1(0.7, 1.4, r) + sp.hyp2f1(0.5, 1.5, 2.5, 0.3 * r))
+
+
 @pytest.mark.parametrize("f, args", [
     (gammas, (X, X[::-1] + 0.2)), (normals, (P, R)), (elementary, (X, R)), (information, (P, X)),
     (bessels, (X, R)), (integrals, (X, P)), (transforms, (X, np.array([-0.3, 0.0, 0.45, 1.2]))),
-    (numpy_ones, (X * 0.9, R))], ids=lambda a: getattr(a, "__name__", ""))
+    (numpy_ones, (X * 0.9, R)), (extras, (X, R))], ids=lambda a: getattr(a, "__name__", ""))
 def test_composites_both_modes_against_central_differences(f, args):
     check(f, [a.copy() for a in args], rtol=1e-5, atol=1e-6)
 
@@ -175,7 +180,8 @@ def test_psi_is_digamma_and_sinc_is_numpys():
                  "ndtri", "log_ndtr", "expm1", "log1p", "exp2", "exp10", "cbrt", "xlog1py", "entr", "rel_entr",
                  "kl_div", "huber", "pseudo_huber", "i0", "i0e", "i1", "i1e", "j0", "j1", "y0", "y1", "k0",
                  "k1", "k0e", "k1e", "dawsn", "expi", "exp1", "exprel", "gammainc", "gammaincc", "softplus",
-                 "spence", "zeta", "boxcox", "inv_boxcox"]:
+                 "spence", "zeta", "boxcox", "inv_boxcox", "binom", "owens_t", "stdtr", "ndtri_exp", "cosm1",
+                 "powm1", "hyp1f1", "hyp2f1"]:
         key = rule_for_callable(getattr(sp, name))
         assert key == f"scipy.special.{name}" and REGISTRY[key].jvps() and REGISTRY[key].vjps(), name
 
@@ -341,7 +347,8 @@ def test_hessians_match_finite_differences_of_the_gradient(f):
 # arguments drawn from the rule's test domains, constant ones (orders, shape parameters) fixed
 _CONST_FIRST = {"polygamma": "1", "expn": "2", "jv": "1.5", "yv": "1.5", "iv": "1.5", "kv": "1.5", "ive": "1.5",
                 "kve": "1.5", "gammainc": "1.7", "gammaincc": "1.7", "gammaincinv": "1.7", "gammainccinv": "1.7",
-                "zeta": "2.5", "betainc": "1.5, 2.5", "betaincinv": "1.5, 2.5"}
+                "zeta": "2.5", "betainc": "1.5, 2.5", "betaincinv": "1.5, 2.5", "stdtr": "3.5", "hyp1f1": "0.7, 1.4",
+                "hyp2f1": "0.7, 1.4, 2.3"}
 
 
 def _special_keys():

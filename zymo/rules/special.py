@@ -1,7 +1,8 @@
 """Rules for the elementwise functions of `scipy.special` (and `np.sinc`, `np.i0`) that
 `rules/scipy_.py` does not cover: gamma and beta functions, error functions and the normal
 distribution, Bessel functions, exponential integrals, incomplete gamma and beta functions,
-information-theory functions, Box-Cox transforms, trigonometry in degrees.
+information-theory functions, Box-Cox transforms, trigonometry in degrees, binomial
+coefficients, Owen's T, Student's t, the hypergeometric 1F1 and 2F1.
 
 Contract:
 - One `Rule` per function, keyed `scipy.special.<name>` (`numpy.sinc`, `numpy.i0` for
@@ -15,7 +16,8 @@ Contract:
   `spence` at 1, Box-Cox at lambda = 0) without dividing 0 by 0; edge conventions are in
   each rule's docstring.
 - A parameter with no closed-form derivative (a Bessel order `v`, `a` of `gammainc`, `a`
-  and `b` of `betainc`, the exponent `x` of `zeta`) calls `_rt.special_no_derivative`,
+  and `b` of `betainc`, the exponent `x` of `zeta`, `df` of `stdtr`, the parameters of
+  `hyp1f1`/`hyp2f1`) calls `_rt.special_no_derivative`,
   which raises `NotImplementedError` when the derivative program runs with that argument
   active (never a silent zero); constant there, the rule differentiates in the others.
   Integer orders (`polygamma`'s and `expn`'s `n`) have no derivative (they are integers).
@@ -710,3 +712,97 @@ if _sp is not None:
             return t * np.where(x == 0, -0.39269908169872414, (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
         def vjp_x(g, ans, x):
             return g * np.where(x == 0, -0.39269908169872414, (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
+
+    # -- more: binomial coefficients, Owen's T, Student's t, hypergeometric functions ------------
+
+    class binom(Rule, key="scipy.special.binom", fn=_sp.binom, call=S + "binom", **_U):
+        """Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) of real n, k (DLMF 1.2.6, 5.2.2): in n
+        binom (psi(n + 1) - psi(n - k + 1)), in k binom (psi(n - k + 1) - psi(k + 1)). Where a
+        Gamma of the denominator has a pole (binom 0, e.g. n an integer below k) the formulas give nan."""
+        domains = ((2.0, 5.0), (0.2, 1.8))
+        def jvp_n(t, ans, n, k):
+            return t * ans * (_rt.sp_special.digamma(n + 1.0) - _rt.sp_special.digamma(n - k + 1.0))
+        def jvp_k(t, ans, n, k):
+            return t * ans * (_rt.sp_special.digamma(n - k + 1.0) - _rt.sp_special.digamma(k + 1.0))
+        def vjp_n(g, ans, n, k):
+            return g * ans * (_rt.sp_special.digamma(n + 1.0) - _rt.sp_special.digamma(n - k + 1.0))
+        def vjp_k(g, ans, n, k):
+            return g * ans * (_rt.sp_special.digamma(n - k + 1.0) - _rt.sp_special.digamma(k + 1.0))
+
+    class owens_t(Rule, key="scipy.special.owens_t", fn=_sp.owens_t, call=S + "owens_t", **_U):
+        """Owen's T(h, a): in h -exp(-h^2 / 2) erf(a h / sqrt 2) / (2 sqrt(2 pi)), in a
+        exp(-h^2 (1 + a^2) / 2) / (2 pi (1 + a^2)) (Owen 1956)."""
+        domains = (_ANY, _ANY)
+        def jvp_h(t, ans, h, a):
+            return -t * 0.19947114020071635 * np.exp(-0.5 * h * h) * _rt.sp_special.erf(0.7071067811865476 * a * h)
+        def jvp_a(t, ans, h, a): return t * 0.15915494309189535 * np.exp(-0.5 * h * h * (1.0 + a * a)) / (1.0 + a * a)
+        def vjp_h(g, ans, h, a):
+            return -g * 0.19947114020071635 * np.exp(-0.5 * h * h) * _rt.sp_special.erf(0.7071067811865476 * a * h)
+        def vjp_a(g, ans, h, a): return g * 0.15915494309189535 * np.exp(-0.5 * h * h * (1.0 + a * a)) / (1.0 + a * a)
+
+    class stdtr(Rule, key="scipy.special.stdtr", fn=_sp.stdtr, call=S + "stdtr", cases=_refused_first("3.5"), **_U):
+        """Student's t CDF at x with df degrees of freedom: in x its density Gamma((df + 1) / 2) /
+        (sqrt(df pi) Gamma(df / 2)) (1 + x^2 / df)^(-(df + 1) / 2); in df refused when df is active."""
+        auto_cases = False
+        domains = (_ANY,)
+        def jvp_df(t, ans, df, x): return _rt.special_no_derivative("scipy.special.stdtr", "df")
+        def jvp_x(t, ans, df, x):
+            return t * np.exp(_rt.sp_special.gammaln(0.5 * df + 0.5) - _rt.sp_special.gammaln(0.5 * df)
+                              - 0.5 * np.log(3.141592653589793 * df)
+                              - (0.5 * df + 0.5) * np.log1p(x * x / df)).astype(np.result_type(ans))
+        def vjp_df(g, ans, df, x): return _rt.special_no_derivative("scipy.special.stdtr", "df")
+        def vjp_x(g, ans, df, x):
+            return g * np.exp(_rt.sp_special.gammaln(0.5 * df + 0.5) - _rt.sp_special.gammaln(0.5 * df)
+                              - 0.5 * np.log(3.141592653589793 * df) - (0.5 * df + 0.5) * np.log1p(x * x / df))
+
+    class ndtri_exp(Rule, key="scipy.special.ndtri_exp", fn=_sp.ndtri_exp, call=S + "ndtri_exp", **_U):
+        """ndtri(exp(y)), y < 0: sqrt(2 pi) exp(y + ans^2 / 2)."""
+        domains = ((-4.0, -0.1),)
+        def jvp_x(t, ans, x): return t * 2.5066282746310002 * np.exp(x + 0.5 * ans * ans)
+        def vjp_x(g, ans, x): return g * 2.5066282746310002 * np.exp(x + 0.5 * ans * ans)
+
+    class cosm1(Rule, key="scipy.special.cosm1", fn=_sp.cosm1, call=S + "cosm1", **_U):
+        """cos(x) - 1: -sin(x)."""
+        domains = (_ANY,)
+        def jvp_x(t, ans, x): return -t * np.sin(x)
+        def vjp_x(g, ans, x): return -g * np.sin(x)
+
+    class powm1(Rule, key="scipy.special.powm1", fn=_sp.powm1, call=S + "powm1", **_U):
+        """x^y - 1, x > 0: in x y x^(y-1), in y x^y log x (0 at x = 0, as for powers)."""
+        domains = (_POS, _ANY)
+        def jvp_x(t, ans, x, y): return t * y * np.power(x, y - 1.0)
+        def jvp_y(t, ans, x, y): return t * (ans + 1.0) * np.log(x + (x == 0))
+        def vjp_x(g, ans, x, y): return g * y * np.power(x, y - 1.0)
+        def vjp_y(g, ans, x, y): return g * (ans + 1.0) * np.log(x + (x == 0))
+
+    class hyp1f1(Rule, key="scipy.special.hyp1f1", fn=_sp.hyp1f1, call=S + "hyp1f1", cases=(
+            ("fn(0.7, 1.4, x)", ((),)), ("fn(1.5, 0.6, x)", ((5,),)), ("fn(-0.4, 2.5, x) * x", ((3, 4),)),
+            ("fn(y * 0.5 + 0.25, 1.7, x)", ((3, 4), ("int", (4,), 0, 5)))), **_U):
+        """Kummer's M(a, b, x) of real arguments: a / b M(a + 1, b + 1, x) in x (DLMF 13.3.15);
+        in a and b refused when active."""
+        auto_cases = False
+        domains = (_ANY,)
+        def jvp_a(t, ans, a, b, x): return _rt.special_no_derivative("scipy.special.hyp1f1", "a")
+        def jvp_b(t, ans, a, b, x): return _rt.special_no_derivative("scipy.special.hyp1f1", "b")
+        def jvp_x(t, ans, a, b, x):
+            return t * (a / b * _rt.sp_special.hyp1f1(a + 1.0, b + 1.0, x)).astype(np.result_type(ans))
+        def vjp_a(g, ans, a, b, x): return _rt.special_no_derivative("scipy.special.hyp1f1", "a")
+        def vjp_b(g, ans, a, b, x): return _rt.special_no_derivative("scipy.special.hyp1f1", "b")
+        def vjp_x(g, ans, a, b, x): return g * a / b * _rt.sp_special.hyp1f1(a + 1.0, b + 1.0, x)
+
+    class hyp2f1(Rule, key="scipy.special.hyp2f1", fn=_sp.hyp2f1, call=S + "hyp2f1", cases=(
+            ("fn(0.7, 1.4, 2.3, x)", ((),)), ("fn(1.5, -0.6, 0.8, x)", ((5,),)), ("fn(0.3, 2.5, 1.2, x) * x", ((3, 4),)),
+            ("fn(y * 0.5 + 0.25, 1.7, 2.2, x)", ((3, 4), ("int", (4,), 0, 5)))), **_U):
+        """Gauss's 2F1(a, b; c; z), real z < 1: a b / c 2F1(a + 1, b + 1; c + 1; z) in z (DLMF
+        15.5.1); in a, b, c refused when active."""
+        auto_cases = False
+        domains = ((-0.6, 0.7),)
+        def jvp_a(t, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "a")
+        def jvp_b(t, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "b")
+        def jvp_c(t, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "c")
+        def jvp_z(t, ans, a, b, c, z):
+            return t * (a * b / c * _rt.sp_special.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z)).astype(np.result_type(ans))
+        def vjp_a(g, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "a")
+        def vjp_b(g, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "b")
+        def vjp_c(g, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "c")
+        def vjp_z(g, ans, a, b, c, z): return g * a * b / c * _rt.sp_special.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z)
