@@ -99,6 +99,40 @@ def test_numbers_in_a_loop():
     check(scalar_loop, [1.3, 3], const=[1])
 
 
+# -- models as real code writes them ---------------------------------------------------------
+
+
+def beta_binomial_loglik(alpha, beta, k, n):
+    return np.sum(sp.betaln(k + alpha, n - k + beta) - sp.betaln(alpha, beta) + np.log(sp.binom(n, k)))
+
+
+def boxcox_profile_loglik(lam, x):
+    y = sp.boxcox(x, lam)
+    return -0.5 * x.size * np.log(np.var(y)) + (lam - 1.0) * np.sum(np.log(x))
+
+
+def probit_loglik(w, a, y):
+    z = a @ w
+    return np.sum(y * sp.log_ndtr(z) + (1.0 - y) * sp.log_ndtr(-z))
+
+
+def test_models_both_modes_and_autograd():
+    k, n = np.array([3, 0, 7, 5]), np.array([10, 4, 9, 12])
+    check(beta_binomial_loglik, [1.7, 2.4, k, n], const=[2, 3])
+    x = np.array([0.8, 1.9, 3.3, 0.4, 5.1])
+    for lam in (0.3, 0.0, -0.6):
+        check(boxcox_profile_loglik, [lam, x.copy()], const=[1])
+    rng = np.random.default_rng(0)
+    a, y = rng.normal(size=(6, 3)), (rng.uniform(size=6) < 0.5).astype(float)
+    check(probit_loglik, [np.array([0.3, -0.5, 0.8]), a, y], const=[1, 2])
+    anp, asp = _ag()
+    ref = autograd_grad(lambda al, be: anp.sum(asp.betaln(k + al, n - k + be) - asp.betaln(al, be)), 1.7, 2.4,
+                        argnum=(0, 1))
+    for mode in (Reverse, Forward):
+        got = zymo.gradient(mode, beta_binomial_loglik, 1.7, 2.4, Const(k), Const(n))
+        np.testing.assert_allclose(got[:2], ref, rtol=1e-10)
+
+
 # -- autograd's gradients ------------------------------------------------------------------
 
 
