@@ -281,6 +281,38 @@ def test_removable_singularities_take_their_limits():
                                    rtol=1e-12)
 
 
+def test_second_derivatives_at_removable_singularities():
+    """The series branches make the second derivative right at the singular point too."""
+    np.testing.assert_allclose(zymo.hessian(sinc_sum, np.array([0.0])), [[-np.pi ** 2 / 3]], rtol=1e-12)
+    np.testing.assert_allclose(zymo.hessian(exprel_sum, np.array([0.0])), [[1 / 3]], rtol=1e-12)
+    np.testing.assert_allclose(zymo.hessian(spence_sum, np.array([1.0])), [[0.5]], rtol=1e-12)
+    np.testing.assert_allclose(zymo.hessian(elliptic, np.array([0.0])), [[np.pi / 2 * (2 * 9 / 64 - 2 * 6 / 64)]],
+                               rtol=1e-12)
+    x = np.array([0.5, 3.0])
+    H = zymo.hessian(lambda_boxcox, np.zeros(2), x)
+    np.testing.assert_allclose(np.diag(H), np.log(x) ** 3 / 3, rtol=1e-12)
+
+
+def lambda_boxcox(lam, x):
+    return np.sum(sp.boxcox(x, lam))
+
+
+def test_near_removable_singularities_no_cancellation():
+    """Close to the singular point the closed forms would lose digits (cos(pi x) - sinc(x),
+    E - (1 - m) K): the series keep the derivative exact to rounding."""
+    x = np.array([1e-7, -3e-5, 0.02])
+    u = np.pi * x
+    ref = np.pi * sum((-1) ** k * 2 * k * u ** (2 * k - 1) / np.prod(np.arange(1.0, 2 * k + 2)) for k in range(1, 12))
+    np.testing.assert_allclose(zymo.gradient(Reverse, sinc_sum, x)[0], ref, rtol=1e-13)
+    m = np.array([1e-9, -2e-6, 5e-4])
+    c2 = np.array([1.0, 1 / 4, 9 / 64, 25 / 256, 1225 / 16384, 3969 / 65536, 53361 / 1048576])
+    dk = np.pi / 2 * sum(n * c2[n] * m ** (n - 1) for n in range(1, 7))
+    de = np.pi / 2 * sum(n * c2[n] / (1 - 2 * n) * m ** (n - 1) for n in range(1, 7))
+    np.testing.assert_allclose(zymo.gradient(Reverse, elliptic, m)[0], dk + 2 * de, rtol=1e-13)
+    z = np.array([0.996, 1.003, 1.0 + 1e-9])
+    np.testing.assert_allclose(zymo.gradient(Reverse, spence_sum, z)[0], np.log(z) / (1.0 - z), rtol=1e-13)
+
+
 def test_small_box_cox_lambda_is_accurate():
     """Near lambda log x = 0 (the series branch) and beyond: (log x)^2 exprel'(lambda log x)."""
     x = np.array([0.5, 3.0])
@@ -429,6 +461,10 @@ def nb_sinc(x):
     return np.sum(np.sinc(x) * x)
 
 
+def nb_sinc_number(x):
+    return np.sinc(x) * x
+
+
 def nb_gamma(x):
     return np.sum(sp.gamma(x) * x)
 
@@ -451,6 +487,11 @@ def test_numba_compiles_sinc_and_falls_back_for_scipy(private_cache_dir):
             warnings.simplefilter("error")  # no fallback for np.sinc
             got = zymo.gradient(mode, nb_sinc, x, numba=True)[0]
         np.testing.assert_allclose(got, zymo.gradient(mode, nb_sinc, x, numba=False)[0], rtol=1e-12)
+        for v in (0.0, 0.01, -0.7):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = zymo.gradient(mode, nb_sinc_number, v, numba=True)[0]
+            assert got == pytest.approx(zymo.gradient(mode, nb_sinc_number, v, numba=False)[0], rel=1e-13)
         with pytest.raises(ZymoNumbaError, match="Numba cannot compile nb_gamma") as info:
             zymo.gradient(mode, nb_gamma, x + 1.0, numba=True)
         assert "test_rules_special.py" in str(info.value)

@@ -52,11 +52,18 @@ _ANY = (-2.0, 2.0)
 # -- NumPy's (SciPy re-exports np.sinc as scipy.special.sinc where it has one) ------------------
 
 class sinc(Rule, key="numpy.sinc", fn=np.sinc, **_E):
-    """sin(pi x) / (pi x): the derivative (cos(pi x) - sinc(x)) / x, 0 at x = 0 (the limit).
-    Second order at x = 0 exactly gives 0, not -pi^2 / 3 (the division is guarded, not expanded)."""
+    """sin(pi x) / (pi x): the derivative (cos(pi x) - sinc(x)) / x, its Taylor series
+    (-pi^2 x / 3 + ...) where |x| < 0.03 (no cancellation; 0 at x = 0, and the series' own
+    derivative -pi^2 / 3 there for second order)."""
     domains = (_ANY,)
-    def jvp_x(t, ans, x): return t * ((np.cos(np.pi * x) - ans) / (x + (x == 0)))
-    def vjp_x(g, ans, x): return g * ((np.cos(np.pi * x) - ans) / (x + (x == 0)))
+    def jvp_x(t, ans, x):
+        return t * np.where(np.abs(x) < 0.03, x * (-3.289868133696453 + x * x * (3.246969701133414 + x * x * (
+            -1.144510944732505 + x * x * (0.20918278254123832 - 0.023460810354558225 * x * x)))),
+            (np.cos(np.pi * x) - ans) / (x + (x == 0)))
+    def vjp_x(g, ans, x):
+        return g * np.where(np.abs(x) < 0.03, x * (-3.289868133696453 + x * x * (3.246969701133414 + x * x * (
+            -1.144510944732505 + x * x * (0.20918278254123832 - 0.023460810354558225 * x * x)))),
+            (np.cos(np.pi * x) - ans) / (x + (x == 0)))
 
 
 if _sp is not None:
@@ -505,10 +512,17 @@ if _sp is not None:
 
     class spence(Rule, key="scipy.special.spence", fn=_sp.spence, call=S + "spence", **_U):
         """SciPy's spence(z) = integral from 1 to z of log(t) / (1 - t) (DLMF 25.12.2 with
-        Li2(1 - z)), z >= 0: log(z) / (1 - z), -1 at z = 1 (the limit), -inf at 0."""
+        Li2(1 - z)), z >= 0: log(z) / (1 - z), -inf at 0; its series in w = z - 1
+        (-(1 - w / 2 + w^2 / 3 - ...)) where |w| < 0.01 (-1 at z = 1, the limit)."""
         domains = (_POS,)
-        def jvp_x(t, ans, x): return t * (np.log(x) - (x == 1)) / (1.0 - x + (x == 1))
-        def vjp_x(g, ans, x): return g * (np.log(x) - (x == 1)) / (1.0 - x + (x == 1))
+        def jvp_x(t, ans, x):
+            return t * np.where(np.abs(x - 1.0) < 0.01, -1.0 + (x - 1.0) * (0.5 + (x - 1.0) * (
+                -1 / 3 + (x - 1.0) * (0.25 + (x - 1.0) * (-0.2 + (x - 1.0) * (1 / 6 - (x - 1.0) / 7))))),
+                (np.log(x) - (x == 1)) / (1.0 - x + (x == 1)))
+        def vjp_x(g, ans, x):
+            return g * np.where(np.abs(x - 1.0) < 0.01, -1.0 + (x - 1.0) * (0.5 + (x - 1.0) * (
+                -1 / 3 + (x - 1.0) * (0.25 + (x - 1.0) * (-0.2 + (x - 1.0) * (1 / 6 - (x - 1.0) / 7))))),
+                (np.log(x) - (x == 1)) / (1.0 - x + (x == 1)))
 
     class zeta(Rule, key="scipy.special.zeta", fn=_sp.zeta, call=S + "zeta", cases=(
             ("fn(2.5, x)", ((),)), ("fn(3.0, x)", ((5,),)), ("fn(2.5, x) * x", ((3, 4),)),
@@ -696,22 +710,29 @@ if _sp is not None:
 
     class ellipk(Rule, key="scipy.special.ellipk", fn=_sp.ellipk, call=S + "ellipk", **_U):
         """Complete elliptic integral K(m), m < 1: (E - (1 - m) K) / (2 m (1 - m)) (DLMF 19.4.1),
-        pi / 8 at m = 0 (the limit); infinite at 1."""
+        its series (pi / 8 + 9 pi m / 64 + ..., DLMF 19.5.1) where |m| < 0.001; infinite at 1."""
         domains = ((0.05, 0.9),)
         def jvp_x(t, ans, x):
-            return t * np.where(x == 0, 0.39269908169872414,
-                                (_rt.sp_special.ellipe(x) - (1.0 - x) * ans) / (2.0 * x * (1.0 - x) + (x == 0)))
+            return t * np.where(np.abs(x) < 0.001, 0.39269908169872414 + x * (0.44178646691106466 + x * (
+                0.46019423636569234 + x * (0.4697816162899776 + x * 0.47565388649360235))),
+                (_rt.sp_special.ellipe(x) - (1.0 - x) * ans) / (2.0 * x * (1.0 - x) + (x == 0)))
         def vjp_x(g, ans, x):
-            return g * np.where(x == 0, 0.39269908169872414,
-                                (_rt.sp_special.ellipe(x) - (1.0 - x) * ans) / (2.0 * x * (1.0 - x) + (x == 0)))
+            return g * np.where(np.abs(x) < 0.001, 0.39269908169872414 + x * (0.44178646691106466 + x * (
+                0.46019423636569234 + x * (0.4697816162899776 + x * 0.47565388649360235))),
+                (_rt.sp_special.ellipe(x) - (1.0 - x) * ans) / (2.0 * x * (1.0 - x) + (x == 0)))
 
     class ellipe(Rule, key="scipy.special.ellipe", fn=_sp.ellipe, call=S + "ellipe", **_U):
-        """Complete elliptic integral E(m), m <= 1: (E - K) / (2 m) (DLMF 19.4.1), -pi / 8 at m = 0."""
+        """Complete elliptic integral E(m), m <= 1: (E - K) / (2 m) (DLMF 19.4.1), its series
+        (-pi / 8 - 3 pi m / 64 - ..., DLMF 19.5.2) where |m| < 0.001."""
         domains = ((0.05, 0.9),)
         def jvp_x(t, ans, x):
-            return t * np.where(x == 0, -0.39269908169872414, (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
+            return t * np.where(np.abs(x) < 0.001, -0.39269908169872414 + x * (-0.14726215563702155 + x * (
+                -0.09203884727313846 + x * (-0.0671116594699968 - x * 0.05285043183262248))),
+                (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
         def vjp_x(g, ans, x):
-            return g * np.where(x == 0, -0.39269908169872414, (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
+            return g * np.where(np.abs(x) < 0.001, -0.39269908169872414 + x * (-0.14726215563702155 + x * (
+                -0.09203884727313846 + x * (-0.0671116594699968 - x * 0.05285043183262248))),
+                (ans - _rt.sp_special.ellipk(x)) / (2.0 * x + (x == 0)))
 
     # -- more: binomial coefficients, Owen's T, Student's t, hypergeometric functions ------------
 
