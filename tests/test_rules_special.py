@@ -252,6 +252,10 @@ def huber_sum(d, r):
     return np.sum(sp.huber(d, r))
 
 
+def pseudo_huber_sum(d, r):
+    return np.sum(sp.pseudo_huber(d, r))
+
+
 def entr_sum(x):
     return np.sum(sp.entr(x))
 
@@ -309,6 +313,9 @@ def test_near_removable_singularities_no_cancellation():
     dk = np.pi / 2 * sum(n * c2[n] * m ** (n - 1) for n in range(1, 7))
     de = np.pi / 2 * sum(n * c2[n] / (1 - 2 * n) * m ** (n - 1) for n in range(1, 7))
     np.testing.assert_allclose(zymo.gradient(Reverse, elliptic, m)[0], dk + 2 * de, rtol=1e-13)
+    r = np.array([1e-5, -3e-4])
+    gd, _ = zymo.gradient(Reverse, pseudo_huber_sum, np.ones(2), r)
+    np.testing.assert_allclose(gd, r ** 4 / 4 * (1 - r * r), rtol=1e-12)  # delta q^2 / 4 (1 - q + ...)
     z = np.array([0.996, 1.003, 1.0 + 1e-9])
     np.testing.assert_allclose(zymo.gradient(Reverse, spence_sum, z)[0], np.log(z) / (1.0 - z), rtol=1e-13)
 

@@ -331,14 +331,15 @@ if _sp is not None:
     class pseudo_huber(Rule, key="scipy.special.pseudo_huber", fn=_sp.pseudo_huber, call=S + "pseudo_huber",
                        **_U):
         """delta^2 (sqrt(1 + (r / delta)^2) - 1) for delta > 0: in r r / s, in delta 2 ans / delta -
-        r^2 / (delta s), s = sqrt(1 + (r / delta)^2). At delta = 0 (SciPy: 0) the derivative in
-        delta is nan (the one-sided limit is |r|)."""
+        r^2 / (delta s), s = sqrt(1 + (r / delta)^2), written delta q^2 / (s (1 + s)^2) with
+        q = (r / delta)^2 (no cancellation for |r| << delta). At delta = 0 (SciPy: 0) the
+        derivative in delta is nan (the one-sided limit is |r|)."""
         domains = ((0.5, 2.0), _ANY)
         def jvp_delta(t, ans, delta, r):
-            return t * (2.0 * ans / delta - r * r / (delta * np.sqrt(1.0 + (r / delta) ** 2)))
+            return t * delta * (r / delta) ** 4 / (np.sqrt(1.0 + (r / delta) ** 2) * (1.0 + np.sqrt(1.0 + (r / delta) ** 2)) ** 2)
         def jvp_r(t, ans, delta, r): return t * r / np.sqrt(1.0 + (r / delta) ** 2)
         def vjp_delta(g, ans, delta, r):
-            return g * (2.0 * ans / delta - r * r / (delta * np.sqrt(1.0 + (r / delta) ** 2)))
+            return g * delta * (r / delta) ** 4 / (np.sqrt(1.0 + (r / delta) ** 2) * (1.0 + np.sqrt(1.0 + (r / delta) ** 2)) ** 2)
         def vjp_r(g, ans, delta, r): return g * r / np.sqrt(1.0 + (r / delta) ** 2)
 
     # -- Bessel functions (DLMF 10) ------------------------------------------------------------
