@@ -320,6 +320,22 @@ def test_near_removable_singularities_no_cancellation():
     np.testing.assert_allclose(zymo.gradient(Reverse, spence_sum, z)[0], np.log(z) / (1.0 - z), rtol=1e-13)
 
 
+def erfcx_dawsn(x):
+    return np.sum(sp.erfcx(x) + sp.dawsn(x))
+
+
+def test_erfcx_and_dawsn_far_out():
+    """2 x erfcx(x) - 2 / sqrt(pi) and 1 - 2 x F(x) cancel for large x: the asymptotic series
+    takes over beyond 20 (exact to rounding against mpmath)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    x = np.array([5.0, 19.0, 21.0, 300.0, 1e5, -25.0])
+    ref = [float(mp.diff(lambda t: mp.exp(t * t) * mp.erfc(t) + mp.sqrt(mp.pi) / 2 * mp.exp(-t * t) * mp.erfi(t), v))
+           for v in x]
+    for mode in (Reverse, Forward):
+        np.testing.assert_allclose(zymo.gradient(mode, erfcx_dawsn, x)[0], ref, rtol=1e-12)
+
+
 def test_small_box_cox_lambda_is_accurate():
     """Near lambda log x = 0 (the series branch) and beyond: (log x)^2 exprel'(lambda log x)."""
     x = np.array([0.5, 3.0])

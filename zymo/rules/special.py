@@ -160,10 +160,27 @@ if _sp is not None:
         def vjp_x(g, ans, x): return -g * 0.886226925452758 * np.exp(ans * ans)
 
     class erfcx(Rule, key="scipy.special.erfcx", fn=_sp.erfcx, call=S + "erfcx", **_U):
-        """exp(x^2) erfc(x): 2 x erfcx(x) - 2 / sqrt(pi) (DLMF 7.10.1, 7.2.3)."""
+        """exp(x^2) erfc(x): 2 x erfcx(x) - 2 / sqrt(pi) (DLMF 7.10.1, 7.2.3); where x > 20, where
+        those terms cancel, the asymptotic series -1 / (sqrt(pi) x^2) (1 - 3 / (2 x^2) + ...)
+        (from DLMF 7.12.1, exact to rounding there; evaluated at max(|x|, 20): no overflow where
+        it is not taken)."""
         domains = (_ANY,)
-        def jvp_x(t, ans, x): return t * (2.0 * x * ans - 1.1283791670955126)
-        def vjp_x(g, ans, x): return g * (2.0 * x * ans - 1.1283791670955126)
+        def jvp_x(t, ans, x):
+            return t * np.where(x > 20.0, -0.5641895835477563 / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x),
+                20.0) * (1.0 - (1.5 - (3.75 - (13.125 - (59.0625 - (324.84375 - (2111.484375 - 15836.1328125 /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)), 2.0 * x * ans - 1.1283791670955126)
+        def vjp_x(g, ans, x):
+            return g * np.where(x > 20.0, -0.5641895835477563 / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x),
+                20.0) * (1.0 - (1.5 - (3.75 - (13.125 - (59.0625 - (324.84375 - (2111.484375 - 15836.1328125 /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)), 2.0 * x * ans - 1.1283791670955126)
 
     class erfi(Rule, key="scipy.special.erfi", fn=_sp.erfi, call=S + "erfi", **_U):
         """-i erf(i x): 2 / sqrt(pi) exp(x^2) (DLMF 7.2.8)."""
@@ -172,10 +189,25 @@ if _sp is not None:
         def vjp_x(g, ans, x): return g * 1.1283791670955126 * np.exp(x * x)
 
     class dawsn(Rule, key="scipy.special.dawsn", fn=_sp.dawsn, call=S + "dawsn", **_U):
-        """Dawson's integral F: F' = 1 - 2 x F (DLMF 7.10.2)."""
+        """Dawson's integral F: F' = 1 - 2 x F (DLMF 7.10.2); where |x| > 20, where those terms
+        cancel, the asymptotic series -1 / (2 x^2) (1 + 3 / (2 x^2) + ...) (from DLMF 7.12.1)."""
         domains = (_ANY,)
-        def jvp_x(t, ans, x): return t * (1.0 - 2.0 * x * ans)
-        def vjp_x(g, ans, x): return g * (1.0 - 2.0 * x * ans)
+        def jvp_x(t, ans, x):
+            return t * np.where(np.abs(x) > 20.0, -0.5 / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0) *
+                (1.0 + (1.5 + (3.75 + (13.125 + (59.0625 + (324.84375 + (2111.484375 + 15836.1328125 / np.maximum(np.abs(x),
+                20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)), 1.0 - 2.0 * x * ans)
+        def vjp_x(g, ans, x):
+            return g * np.where(np.abs(x) > 20.0, -0.5 / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0) *
+                (1.0 + (1.5 + (3.75 + (13.125 + (59.0625 + (324.84375 + (2111.484375 + 15836.1328125 / np.maximum(np.abs(x),
+                20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) /
+                np.maximum(np.abs(x), 20.0) / np.maximum(np.abs(x), 20.0)) / np.maximum(np.abs(x), 20.0) /
+                np.maximum(np.abs(x), 20.0)), 1.0 - 2.0 * x * ans)
 
     class ndtr(Rule, key="scipy.special.ndtr", fn=_sp.ndtr, call=S + "ndtr", **_U):
         """Standard normal CDF: its density exp(-x^2 / 2) / sqrt(2 pi)."""
