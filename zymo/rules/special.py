@@ -244,10 +244,10 @@ if _sp is not None:
     # -- elementary functions SciPy computes accurately --------------------------------------
 
     class expm1(Rule, key="scipy.special.expm1", fn=_sp.expm1, call=S + "expm1", **_U):
-        """exp(x) - 1: exp(x) (= ans + 1)."""
+        """exp(x) - 1: exp(x) (not ans + 1, which cancels for x << 0)."""
         domains = (_ANY,)
-        def jvp_x(t, ans, x): return t * (ans + 1.0)
-        def vjp_x(g, ans, x): return g * (ans + 1.0)
+        def jvp_x(t, ans, x): return t * np.exp(x)
+        def vjp_x(g, ans, x): return g * np.exp(x)
 
     class log1p(Rule, key="scipy.special.log1p", fn=_sp.log1p, call=S + "log1p", **_U):
         """log(1 + x): 1 / (1 + x), infinite at -1."""
