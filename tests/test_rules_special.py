@@ -433,12 +433,16 @@ def zeta_xq(x, q):
     return np.sum(sp.zeta(x, q))
 
 
+def stdtr_df(df, x):
+    return np.sum(sp.stdtr(df, x))
+
+
 def jv_order(v, x):
     return np.sum(sp.jv(v, x) * x)
 
 
-@pytest.mark.parametrize("f, args, name", [(gammainc_a, (X, X), "'a'"), (zeta_xq, (X + 1.5, X), "'x'"),
-                                           (jv_order, (X, X), "'v'")], ids=["gammainc", "zeta", "jv"])
+@pytest.mark.parametrize("f, args, name", [(gammainc_a, (X, X), "'a'"), (stdtr_df, (X + 2.0, R), "'df'"),
+                                           (jv_order, (X, X), "'v'")], ids=["gammainc", "stdtr", "jv"])
 def test_parameters_without_derivative_are_refused_when_active(f, args, name):
     for mode in (Reverse, Forward):
         with pytest.raises(NotImplementedError, match=f"in its argument {name}"):
@@ -452,6 +456,31 @@ def test_zeta_in_q_matches_its_closed_form():
     dq = np.zeros(3)
     zymo.autodiff(Reverse, zeta_xq, zymo.Active, Const(np.full(3, x)), Duplicated(q, dq))
     np.testing.assert_allclose(dq, -x * sp.zeta(x + 1.0, q), rtol=1e-12)
+
+
+def riemann(x):
+    return np.sum(sp.zeta(x))
+
+
+def test_zeta_in_x_against_mpmath():
+    """SciPy has no derivative of zeta in x: `_rt.zeta_ds` (Euler-Maclaurin; the functional
+    equation for Riemann's below -0.5) against mpmath, in both modes."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    x, q = np.array([1.001, 1.5, 2.0, 3.7, 12.0]), np.array([0.05, 1.0, 2.5, 0.3, 40.0])
+    ref = [float(mp.zeta(a, b, derivative=1)) for a, b in zip(x, q)]
+    s = np.array([-20.5, -3.0, -0.6, -0.4, 0.0, 0.5, 0.999, 1.001, 2.0, 7.5])
+    ref_r = [float(mp.zeta(a, 1, derivative=1)) for a in s]
+    for mode in (Reverse, Forward):
+        gx, gq = zymo.gradient(mode, zeta_xq, x, q)
+        np.testing.assert_allclose(gx, ref, rtol=1e-12)
+        np.testing.assert_allclose(gq, -x * sp.zeta(x + 1.0, q), rtol=1e-12)
+        np.testing.assert_allclose(zymo.gradient(mode, riemann, s)[0], ref_r, rtol=1e-12)
+
+
+def test_second_order_of_zeta_in_x_is_refused():
+    with pytest.raises(zymo.UnsupportedCall, match="zeta_ds"):
+        zymo.hessian(riemann, np.array([2.0, 3.0]))
 
 
 # -- second order ----------------------------------------------------------------------------

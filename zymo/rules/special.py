@@ -16,7 +16,7 @@ Contract:
   `spence` at 1, Box-Cox at lambda = 0) without dividing 0 by 0; edge conventions are in
   each rule's docstring.
 - A parameter with no closed-form derivative (a Bessel order `v`, `a` of `gammainc`, `a`
-  and `b` of `betainc`, the exponent `x` of `zeta`, `df` of `stdtr`, the parameters of
+  and `b` of `betainc`, `df` of `stdtr`, the parameters of
   `hyp1f1`/`hyp2f1`) calls `_rt.special_no_derivative`,
   which raises `NotImplementedError` when the derivative program runs with that argument
   active (never a silent zero); constant there, the rule differentiates in the others.
@@ -559,15 +559,16 @@ if _sp is not None:
 
     class zeta(Rule, key="scipy.special.zeta", fn=_sp.zeta, call=S + "zeta", cases=(
             ("fn(2.5, x)", ((),)), ("fn(3.0, x)", ((5,),)), ("fn(2.5, x) * x", ((3, 4),)),
-            ("fn(y * 0.5 + 1.5, x)", ((3, 4), ("int", (4,), 0, 5))), ("fn(2.0, q=x)", ((5,),))), **_E):
-        """Hurwitz zeta(x, q) (Riemann's when q is None): in q -x zeta(x + 1, q) (DLMF 25.11.17).
-        The derivative in the exponent x has no closed form in SciPy's functions: refused when x is
-        active (pass it as a constant)."""
-        auto_cases = False
-        domains = (_POS,)
-        def jvp_x(t, ans, x, q=None): return _rt.special_no_derivative("scipy.special.zeta", "x")
+            ("fn(y * 0.5 + 1.5, x)", ((3, 4), ("int", (4,), 0, 5))), ("fn(2.0, q=x)", ((5,),)),
+            ("fn(x)", ((5,),)), ("fn(x - 4.0)", ((5,),)), ("fn(x, 0.7)", ((3, 4),))), **_E):
+        """Hurwitz zeta(x, q), x > 1, q > 0 (Riemann's, any real x != 1, when q is None): in q
+        -x zeta(x + 1, q) (DLMF 25.11.17); in x `_rt.zeta_ds`, Euler-Maclaurin differentiated in
+        s (DLMF 25.11.5; Riemann's below -0.5 through the functional equation, DLMF 25.4.1),
+        which SciPy does not provide: it has no tangent rule, so second order in x is refused."""
+        domains = ((1.5, 4.0), _POS)
+        def jvp_x(t, ans, x, q=None): return t * _rt.zeta_ds(x, q).astype(np.result_type(ans))
         def jvp_q(t, ans, x, q=None): return -t * x * _rt.sp_special.zeta(x + 1.0, q)
-        def vjp_x(g, ans, x, q=None): return _rt.special_no_derivative("scipy.special.zeta", "x")
+        def vjp_x(g, ans, x, q=None): return g * _rt.zeta_ds(x, q)
         def vjp_q(g, ans, x, q=None): return -g * x * _rt.sp_special.zeta(x + 1.0, q)
 
     # -- incomplete gamma and beta functions (DLMF 8.8, 8.17) ---------------------------------
