@@ -7,8 +7,8 @@ coefficients, Owen's T, Student's t, the hypergeometric 1F1 and 2F1.
 Contract:
 - One `Rule` per function, keyed `scipy.special.<name>` (`numpy.sinc`, `numpy.i0` for
   NumPy's), `elementwise` (operands broadcast; adjoints are summed back), `out=True` for
-  SciPy's ufuncs. Generated code calls SciPy as `_rt.sp_special.<name>`. Nothing registers
-  when SciPy is missing (NumPy's two are registered always).
+  SciPy's ufuncs. Generated code calls SciPy as `_rt.sp_special.<name>`. Without SciPy only
+  `np.sinc` registers (`np.i0`'s derivative is SciPy's `i1`).
 - Each derivative is a closed form from the DLMF (https://dlmf.nist.gov, section in the
   rule's docstring), written with NumPy and `scipy.special` functions that have rules
   themselves, so second order (`zymo.hvp`, `zymo.hessian`) differentiates them too.
