@@ -57,10 +57,10 @@ MODES = [pytest.param(call_reverse, id="reverse"), pytest.param(call_forward, id
 
 def uses_try(x):
     y = x * 2.0
-    try:  # <-
-        y = y * x
-    except ZeroDivisionError:
-        y = 0.0
+    try:
+        y = y / x
+    except ZeroDivisionError as err:  # <-  (a handler that reads the exception)
+        y = err
     return y
 
 
@@ -102,9 +102,13 @@ def pong(x, n):
 
 def uses_with(x):
     y = x
-    with np.errstate(all="ignore"):  # <-
+    with open_manager(x):  # <-  (a manager zymo does not know)
         y = np.sqrt(x)
     return y
+
+
+def open_manager(x):
+    return open(os.devnull)
 
 
 def calls_unsupported_numpy(A):
@@ -149,10 +153,10 @@ def lambda_with_comprehension(x):
 
 def nested_try(x):
     def inner(v):
-        try:  # <-
-            return v
-        except ValueError:
-            return 0.0
+        try:
+            return math.sqrt(v)
+        except ValueError as e:  # <-
+            return e
     return inner(x)
 
 

@@ -34,6 +34,7 @@ from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
+from .ir.specialize import specialize
 from .ir.verify import verify
 from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 from .shadows import check_shadow, make_zero, make_zero_
@@ -251,7 +252,7 @@ def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = dce(hoist_sizes(cse_numbers(cse_loads(lower(f, values)))))
+        ir = dce(hoist_sizes(cse_numbers(cse_loads(specialize(lower(f, values))))))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
@@ -352,6 +353,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     from .transform.forward import forward
     from .transform.reverse import reverse
 
+    if backend != "python" and ir.attrs.get("python_only"):
+        backend = _python_only(ir, backend)
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
     generator, guards = None, []
@@ -375,7 +378,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if config.show_code():
         print(src)
     if backend == "python":
-        fn = compile_source(src, name)
+        fn = _errstate_guard(compile_source(src, name), ir)
     else:
         from .analysis.bounds import index_names
         from .codegen.numba_ import SourceFacts, compile_numba
@@ -393,6 +396,40 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if mode.split and backend != "python":
         comp.unchecked = {0, 1}
     return comp
+
+
+def _python_only(ir: Function, backend: str) -> str:
+    """A program with constructs that need Python's exception handling (`frontend/checks.py`:
+    a try/except's probes, a raise of a user-defined exception class) runs as Python: with a
+    warning under "prefer", an error under "always"."""
+    from .codegen.numba_ import ZymoNumbaError
+
+    why, loc = ir.attrs["python_only"][0]
+    if backend == "always":
+        raise ZymoNumbaError(f"zymo's Numba backend cannot compile the derivative of {ir.name}: {why}", loc,
+                             hint="use numba=False or 'prefer' (the derivative then runs as Python)")
+    import warnings
+
+    warnings.warn(f"the derivative of {ir.name} runs as Python, not Numba: {why} (line {loc.line} of {loc.file})",
+                  ZymoWarning, stacklevel=4)
+    return "python"
+
+
+def _errstate_guard(fn: Any, ir: Function) -> Any:
+    """`fn` run under `np.errstate()` when the function has `with np.errstate(...)` blocks: the
+    generated program sets and restores the error state around each block with `np.seterr`,
+    and an exception raised inside a block must not leave the caller's state changed."""
+    if not ir.attrs.get("errstate"):
+        return fn
+    if isinstance(fn, list):
+        return [_errstate_guard(f, ir) for f in fn]
+
+    def guarded(*args: Any) -> Any:
+        with np.errstate():
+            return fn(*args)
+    guarded.__zymo_source__ = getattr(fn, "__zymo_source__", None)
+    guarded.__wrapped__ = fn
+    return guarded
 
 
 def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
@@ -419,7 +456,7 @@ def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> 
         import warnings
 
         warnings.warn(f"{err}\n  zymo runs this derivative as Python instead.", ZymoWarning, stacklevel=3)
-        comp.fn = compile_source(comp.source, comp.name)
+        comp.fn = _errstate_guard(compile_source(comp.source, comp.name), comp.ir)
         comp.backend, comp.checked = "python", True
         return _call(comp, which, args, f, norm)
     if which is None:

@@ -23,6 +23,7 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects, signature
 from .bindings import LocalFn, Partial, S
+from .flow import RAISED
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -162,6 +163,10 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in _CMP_FOLD and all(isinstance(v, Value) and v.is_const for v in (left, right)):
+                # two compile-time constants (x.ndim == 1, a global int): decided now, so a check
+                # such as `assert x.ndim == 1` leaves no dead branch to lower
+                r = self.b.const(bool(_CMP_FOLD[key](left.const, right.const)), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
                 # static values (strings held by records, None): decided at compile time
                 r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
@@ -419,6 +424,10 @@ class ExprLowering:
     def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
         """Refuse, at the user's line, a call the rule says it cannot differentiate, or one
         passing an argument the rule has no parameter for (`np.sum(x, where=m)`)."""
+        why = rule.check(list(pos), dict(kw))
+        if why:
+            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
+                             hint="see docs/rules.md for what each rule covers")
         # the parts of eigh take eigh's arguments: bind them by one that has a derivative
         sig_rule = next((r for r in map(lookup, rule.parts) if r.jvps() or r.vjps()), rule) if rule.parts else rule
         if not (rule.nondiff or rule.alloc or getattr(rule, "via", None)):
@@ -430,10 +439,6 @@ class ExprLowering:
                                  why=f"zymo's rule for {rule.key} takes {', '.join(sig_rule.binding().params)}; "
                                      f"{args} would change the derivative",
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
-        why = rule.check(list(pos), dict(kw))
-        if why:
-            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
-                             hint="see docs/rules.md for what each rule covers")
 
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
         key = METHODS[m.name]
@@ -485,7 +490,9 @@ class ExprLowering:
                     return self.b.prim("numpy.absolute", [x], {}, loc)
                 raise self.error(ZymoTypeError, f"{fn.__name__}() of an array", node)
             x = self.as_value(x, node)
-            if fn is float and x.type == T.F64:
+            if fn is float and x.type == T.F64 and not getattr(self, "trying", None):
+                # (kept in a try body: a Python float divides by zero with ZeroDivisionError,
+                # a NumPy float with inf, and the probe must see what the user's code sees)
                 return x
             return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
         if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):
@@ -529,6 +536,8 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
+        if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
+            caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
 
 
@@ -545,6 +554,9 @@ class _Method:
 def _hint(key: str) -> str:
     return key.split(".")[-1]
 
+
+_CMP_FOLD = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+             "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}

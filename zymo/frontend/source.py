@@ -83,8 +83,10 @@ class FunctionSource:
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError):
+            made = (f": it was defined by exec/eval or at a prompt (its file is {file!r})"
+                    if file.startswith("<") else "")
             raise ZymoSourceError(
-                f"cannot read the source of {fn.__qualname__}",
+                f"cannot read the source of {fn.__qualname__}{made}",
                 Loc(file, fn.__code__.co_firstlineno, 0, fn.__name__),
                 why="zymo reads a function's source to differentiate it; functions typed "
                     "at an interactive prompt or built with exec/eval have none",
@@ -95,10 +97,21 @@ class FunctionSource:
             mod = ast.parse(src)
         except SyntaxError:
             # a lambda in the middle of an expression: find it by its line
-            mod = ast.parse(_lambda_line(src))
+            try:
+                mod = ast.parse(_lambda_line(src))
+            except SyntaxError:
+                raise ZymoSourceError(
+                    f"the source zymo found for {fn.__qualname__} does not parse",
+                    Loc(file, fn.__code__.co_firstlineno, 0, fn.__name__),
+                    why=_STALE_WHY, hint=_STALE_HINT,
+                ) from None
         ast.increment_lineno(mod, first - 1)
         indent = len(lines[0]) - len(lines[0].lstrip())
         node = _find_def(mod, fn, indent)
+        code = fn.__code__
+        if [a.arg for a in node.args.posonlyargs + node.args.args] != list(code.co_varnames[:code.co_argcount]):
+            raise ZymoSourceError(f"the source zymo found for {fn.__qualname__} is not its definition",
+                                  Loc(file, code.co_firstlineno, 0, fn.__name__), _STALE_WHY, _STALE_HINT)
         out = FunctionSource(fn, node, file)
         _CACHE[key] = out
         return out
@@ -177,7 +190,13 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
     for node in ast.walk(mod):
         if isinstance(node, ast.Lambda):
             return node
-    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source")
+    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source",
+                          Loc(fn.__code__.co_filename, want_line, 0, fn.__name__), _STALE_WHY, _STALE_HINT)
+
+
+_STALE_WHY = ("zymo reads a function's source from its file; this function was built with exec or compile "
+              "under that file's name, or the file changed after it was imported")
+_STALE_HINT = "define the function in a file and import it (reload the module after editing it)"
 
 
 def _within(inner: ast.AST, outer: ast.AST) -> bool:
