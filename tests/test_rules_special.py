@@ -116,6 +116,25 @@ def probit_loglik(w, a, y):
     return np.sum(y * sp.log_ndtr(z) + (1.0 - y) * sp.log_ndtr(-z))
 
 
+def poisson_loglik(lam, k):
+    return np.sum(k * np.log(lam) - lam - np.log(sp.factorial(k)))
+
+
+def comb_repetition(n, k):
+    return np.sum(sp.comb(n, k, repetition=True))
+
+
+def test_factorial_of_data_and_comb_refusal():
+    """factorial of int data (Poisson) carries no derivative; comb(repetition=True) is refused."""
+    k = np.array([0, 3, 7, 2])
+    lam = np.array([0.5, 2.5, 6.0, 1.5])
+    for mode in (Reverse, Forward):
+        (g, _) = zymo.gradient(mode, poisson_loglik, lam, Const(k))
+        np.testing.assert_allclose(g, k / lam - 1.0, rtol=1e-13)
+    with pytest.raises(zymo.UnsupportedCall, match="repetition=False"):
+        zymo.gradient(Reverse, comb_repetition, np.array([5.0]), np.array([2.0]))
+
+
 def test_models_both_modes_and_autograd():
     k, n = np.array([3, 0, 7, 5]), np.array([10, 4, 9, 12])
     check(beta_binomial_loglik, [1.7, 2.4, k, n], const=[2, 3])
@@ -215,7 +234,7 @@ def test_psi_is_digamma_and_sinc_is_numpys():
                  "kl_div", "huber", "pseudo_huber", "i0", "i0e", "i1", "i1e", "j0", "j1", "y0", "y1", "k0",
                  "k1", "k0e", "k1e", "dawsn", "expi", "exp1", "exprel", "gammainc", "gammaincc", "softplus",
                  "spence", "zeta", "boxcox", "inv_boxcox", "binom", "owens_t", "stdtr", "ndtri_exp", "cosm1",
-                 "powm1", "hyp1f1", "hyp2f1"]:
+                 "powm1", "hyp1f1", "hyp2f1", "factorial", "comb", "perm"]:
         key = rule_for_callable(getattr(sp, name))
         assert key == f"scipy.special.{name}" and REGISTRY[key].jvps() and REGISTRY[key].vjps(), name
 

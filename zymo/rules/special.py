@@ -861,3 +861,53 @@ if _sp is not None:
         def vjp_b(g, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "b")
         def vjp_c(g, ans, a, b, c, z): return _rt.special_no_derivative("scipy.special.hyp2f1", "c")
         def vjp_z(g, ans, a, b, c, z): return g * a * b / c * _rt.sp_special.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z)
+
+    # -- factorials and combinations (Python functions of SciPy's; exact=False) -----------------
+
+    class factorial(Rule, key="scipy.special.factorial", fn=_sp.factorial, call=S + "factorial",
+                    cases=(("fn(x)", ((),)), ("fn(x)", ((5,),)), ("fn(x, exact=False) * x", ((3, 4),)),
+                           ("fn(x, extend='complex')", ((5,),)), ("fn(y) * x", ((4,), ("int", (4,), 0, 6)))), **_E):
+        """Gamma(n + 1) for n >= 0 (0 below, or Gamma(n + 1) with extend='complex'): ans psi(n + 1)
+        (DLMF 5.2.2). exact=True computes integers, which carry no derivative."""
+        auto_cases = False
+        domains = (_POS,)
+        def jvp_n(t, ans, n, exact=False, extend="zero"): return t * ans * _rt.sp_special.digamma(n + 1.0)
+        def vjp_n(g, ans, n, exact=False, extend="zero"): return g * ans * _rt.sp_special.digamma(n + 1.0)
+
+    class comb(Rule, key="scipy.special.comb", fn=_sp.comb, call=S + "comb", cases=(
+            ("fn(x, y)", ((), ())), ("fn(x, y)", ((5,), (5,))), ("fn(x, y, exact=False) * x", ((3, 4), (4,))),
+            ("fn(x, 2.0)", ((5,),)), ("fn(y + 3, x * 0.3)", ((5,), ("int", (5,), 3, 8)))), **_E):
+        """N choose k of reals (exact=False): as binom, 0 where k > N, N < 0 or k < 0 (the formulas
+        give 0 there too). repetition=True is refused (a different function)."""
+        auto_cases = False
+        domains = ((3.0, 6.0), (0.3, 2.5))
+        def jvp_N(t, ans, N, k, exact=False, repetition=False):
+            return t * ans * (_rt.sp_special.digamma(N + 1.0) - _rt.sp_special.digamma(N - k + 1.0))
+        def jvp_k(t, ans, N, k, exact=False, repetition=False):
+            return t * ans * (_rt.sp_special.digamma(N - k + 1.0) - _rt.sp_special.digamma(k + 1.0))
+        def vjp_N(g, ans, N, k, exact=False, repetition=False):
+            return g * ans * (_rt.sp_special.digamma(N + 1.0) - _rt.sp_special.digamma(N - k + 1.0))
+        def vjp_k(g, ans, N, k, exact=False, repetition=False):
+            return g * ans * (_rt.sp_special.digamma(N - k + 1.0) - _rt.sp_special.digamma(k + 1.0))
+
+        @classmethod
+        def check(cls, pos, kw):
+            from .registry import const_value
+
+            if const_value(kw.get("repetition", False)) is not False:
+                return "scipy.special.comb is differentiable with repetition=False only (write comb(N + k - 1, k))"
+            return None
+
+    class perm(Rule, key="scipy.special.perm", fn=_sp.perm, call=S + "perm", cases=(
+            ("fn(x, y)", ((), ())), ("fn(x, y)", ((5,), (5,))), ("fn(x, y, exact=False) * x", ((3, 4), (4,))),
+            ("fn(x, 2.0)", ((5,),))), **_E):
+        """N! / (N - k)! of reals (exact=False): in N ans (psi(N + 1) - psi(N - k + 1)), in k
+        ans psi(N - k + 1); 0 where k > N, N < 0 or k < 0."""
+        auto_cases = False
+        domains = ((3.0, 6.0), (0.3, 2.5))
+        def jvp_N(t, ans, N, k, exact=False):
+            return t * ans * (_rt.sp_special.digamma(N + 1.0) - _rt.sp_special.digamma(N - k + 1.0))
+        def jvp_k(t, ans, N, k, exact=False): return t * ans * _rt.sp_special.digamma(N - k + 1.0)
+        def vjp_N(g, ans, N, k, exact=False):
+            return g * ans * (_rt.sp_special.digamma(N + 1.0) - _rt.sp_special.digamma(N - k + 1.0))
+        def vjp_k(g, ans, N, k, exact=False): return g * ans * _rt.sp_special.digamma(N - k + 1.0)
