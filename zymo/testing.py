@@ -598,8 +598,15 @@ SEPARATED = {"min", "max", "lt", "le", "gt", "ge", "eq", "ne", "builtins.min", "
 
 
 def _domains(key: str, n: int) -> tuple[Domain, ...]:
-    d = DOMAINS.get(key) or DOMAINS.get(key.split(".")[-1]) or ()
+    d = DOMAINS.get(key) or _declared_domains(key) or DOMAINS.get(key.split(".")[-1]) or ()
     return tuple(d[i] if i < len(d) else ANY for i in range(n))
+
+
+def _declared_domains(key: str) -> tuple[Domain, ...]:
+    """A rule's own `domains` (one `(lo, hi[, signed])` per argument: `rules/special.py`)."""
+    from .rules.registry import REGISTRY
+
+    return tuple(Domain(*d) for d in getattr(REGISTRY.get(key), "domains", ()))
 
 
 def _sample(key: str, shapes: tuple, dtype: str, rng: np.random.Generator) -> tuple:

@@ -2,6 +2,7 @@
 from . import (arith, arrays, custom, indexing, internal, linalg, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
                sorting, statistics,
                shape, ufuncs)  # (registers the rules)
+from . import special  # noqa: F401  (scipy.special and np.sinc/np.i0: rules/special.py)
 from .registry import REGISTRY, Rule, lookup, rule_for_callable
 
 __all__ = ["REGISTRY", "Rule", "lookup", "rule_for_callable"]

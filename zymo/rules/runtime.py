@@ -992,3 +992,6 @@ def sp_correlate(in1, in2, mode="full", method="auto"):
     import scipy.signal
 
     return scipy.signal.correlate(in1, in2, mode=mode, method=method)
+
+
+from .special_rt import *  # noqa: E402,F401,F403  (helpers of the scipy.special rules: rules/special.py)
