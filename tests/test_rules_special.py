@@ -580,8 +580,6 @@ def so_digamma(x):
     return np.sum(sp.digamma(x) * x)
 
 
-@pytest.mark.xfail(strict=True, raises=zymo.errors.UnsupportedSyntax,
-                   reason="rules/scipy_.py: digamma's vjp calls .astype, which the frontend does not parse")
 def test_hessian_through_digamma():
     x = np.array([0.45, 0.9, 1.6])
     np.testing.assert_allclose(zymo.hessian(so_digamma, x), _fd_hessian(so_digamma, x), rtol=1e-6)

@@ -38,7 +38,7 @@ if _sp is not None:
 
     class digamma(Rule, key="scipy.special.digamma", fn=_sp.digamma, call="_rt.sp_special.digamma", **_U):
         def jvp_x(t, ans, x): return t * _rt.sp_special.polygamma(1, x).astype(np.result_type(t, x))
-        def vjp_x(g, ans, x): return g * _rt.sp_special.polygamma(1, x).astype(np.result_type(g, x))
+        def vjp_x(g, ans, x): return g * _rt.sp_special.polygamma(1, x)
 
     class erf(Rule, key="scipy.special.erf", fn=_sp.erf, call="_rt.sp_special.erf", **_U):
         def jvp_x(t, ans, x): return t * 1.1283791670955126 * np.exp(-x * x)
