@@ -22,6 +22,7 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects
 from .bindings import LocalFn, S
+from .containers import CMethod, ContainerLowering, Ref
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -37,7 +38,7 @@ METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": 
            "any": "numpy.any", "all": "numpy.all"}
 
 
-class ExprLowering:
+class ExprLowering(ContainerLowering):
     # -- dispatch ------------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:
         m = getattr(self, "expr_" + type(node).__name__, None)
@@ -66,10 +67,6 @@ class ExprLowering:
 
     def expr_Tuple(self, node: ast.Tuple) -> Any:
         return tuple(self.expr(e) for e in node.elts)
-
-    def expr_List(self, node: ast.List) -> Any:
-        raise self.error(UnsupportedSyntax, "building lists inside a differentiated function is not supported yet",
-                         node, hint="use a tuple, or preallocate an array with np.zeros/np.empty")
 
     def expr_Lambda(self, node: ast.Lambda) -> Any:
         return LocalFn(node, self.frame, [self.expr(d) for d in node.args.defaults])
@@ -134,6 +131,8 @@ class ExprLowering:
         return self.binop(key, self.expr(node.left), self.expr(node.right), node)
 
     def binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, Ref) or isinstance(b, Ref):
+            return self.container_binop(key, a, b, node)
         if isinstance(a, tuple) and isinstance(b, tuple) and key == "add":
             return a + b
         folded = _fold(key, a, b)
@@ -147,6 +146,12 @@ class ExprLowering:
         for op, comp in zip(node.ops, node.comparators):
             right = self.expr(comp)
             key = CMPOPS.get(type(op))
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (Ref, tuple)):
+                found = self.container_in(left, right, node)  # constants: decided while lowering
+                r = self.b.const(found == isinstance(op, ast.In), self.loc(node))
+                result = r if result is None else self.b.prim("zymo.and", [result, r], {}, self.loc(node))
+                left = right
+                continue
             if key is None:
                 raise self.error(UnsupportedSyntax, f"comparison {type(op).__name__} is not supported", node)
             if key in ("is", "is_not"):
@@ -155,6 +160,8 @@ class ExprLowering:
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif _fold_cmp(key, left, right) is not None:  # constants (static comprehension conditions)
+                r = self.b.const(_fold_cmp(key, left, right), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
                 # static values (strings held by records, None): decided at compile time
                 r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
@@ -176,6 +183,9 @@ class ExprLowering:
                 out.append(self.index_list(e))
             else:
                 b = self.expr(e)
+                if isinstance(b, Ref):  # x[lst] with a list built in the function
+                    b = self.freeze(b, e)
+                    b = self.b.prim("zymo.index_array", [b], {}, self.loc(e), "idx") if isinstance(b, tuple) else b
                 if isinstance(b, S) and (b.obj is None or b.obj is Ellipsis):
                     out.append(b.obj)
                 elif isinstance(b, tuple):
@@ -205,6 +215,8 @@ class ExprLowering:
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
+        if isinstance(obj, Ref):
+            return self.container_getitem(obj, node)
         if isinstance(obj, objects.Obj):
             return objects.get_item(self, obj, self.expr(node.slice), node)
         if isinstance(obj, S) and type(obj.obj) is dict:
@@ -238,6 +250,8 @@ class ExprLowering:
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         obj = self.expr(node.value)
         attr = node.attr
+        if isinstance(obj, Ref):
+            return CMethod(obj, attr)
         if isinstance(obj, objects.Obj):
             return objects.get_attr(self, obj, attr, node)
         if isinstance(obj, S):
@@ -275,6 +289,9 @@ class ExprLowering:
             if k.arg is None:
                 raise self.error(UnsupportedSyntax, "**kwargs in calls is not supported", node)
             kw[k.arg] = self.expr(k.value)
+        done = self.container_call(callee, pos, kw, node)  # lists and dicts (containers.py)
+        if done is not NotImplemented:
+            return done
         return self.call(callee, pos, kw, node)
 
     def call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
@@ -503,6 +520,7 @@ class ExprLowering:
         frame.nonlocals = nonlocal_names(fnode)
         frame.env.update(bound)
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
+        self.share_containers(caller, frame)
         self.frame = frame
         self.inlining.append(ident)
         try:
@@ -510,6 +528,7 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
+        self.return_containers(frame, caller)
         return frame.env.get(frame.retval, S(None))
 
 
@@ -543,6 +562,24 @@ def _fold(key: str, a: Any, b: Any) -> int | None:
         return _FOLD[key](a.const, b.const)
     except ZeroDivisionError:
         return None
+
+
+_CMP_FOLD = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+             "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+
+
+def _fold_cmp(key: str, a: Any, b: Any) -> bool | None:
+    """A comparison of two integer (or string) constants, or None."""
+    def const(x):
+        if isinstance(x, Value) and x.is_const and type(x.const) in (int, bool):
+            return x.const
+        if isinstance(x, S) and type(x.obj) in (int, str):
+            return x.obj
+        return None
+    x, y = const(a), const(b)
+    if x is None or y is None or key not in _CMP_FOLD or (type(x) is str) != (type(y) is str):
+        return None
+    return bool(_CMP_FOLD[key](x, y))
 
 
 def _static_is(a: Any, b: Any) -> bool | None:

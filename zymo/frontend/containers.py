@@ -1,0 +1,884 @@
+"""Lists, dicts, comprehensions and generators built inside the differentiated function
+(a mixin of `Lowerer`).
+
+Contract:
+- A list or dict the function builds is a `Ref` binding: an identity whose *contents*
+  live in the current frame's env under the name `Ref.key` (`$c<N>`), so that `if`s merge
+  them, loops carry them and aliases (`b = a`) see every mutation, exactly as for other
+  names. Contents are
+  - a *static list*: a Python tuple of bindings (scalar replacement, as for tuples: the
+    length is known while lowering; `append`, `extend`, `insert`, `pop`, `+=`, item
+    assignment with constant indices rebind the contents);
+  - a *runtime list*: an IR array of numbers, filled by a loop whose trip count is known
+    only at run time (`out = []; for i in range(n): out.append(expr)`: `fill_loop`
+    allocates `np.empty(trips)` before the loop and stores at the iteration's index);
+  - a *dict*: a tuple `(S(keys), *values)` with keys that are constants while lowering.
+- Inlined calls share the contents with their caller (`share_containers`,
+  `return_containers`).
+- A Ref passed to a rule or builtin is frozen (`freeze`): a static list becomes a tuple
+  (`np.empty([n, m])`, `np.concatenate(lst)`), or an array where NumPy would read one
+  (`np.sum([a, b])`), a runtime list its array; user functions receive the Ref itself.
+  `np.array`/`np.asarray` of numbers (nested lists included) is an `np.empty` filled by
+  stores, of ints an index array, of arrays `np.stack`.
+- Comprehensions and generator expressions lower as the equivalent loops, written as
+  synthetic statements at the comprehension's line (`comprehension`): unrolled over static
+  iterables (tuples, static lists, dicts, `range` with constant bounds, `zip`,
+  `enumerate`), the runtime-list idiom over a run-time `range(n)` or array without `if`.
+  A generator is materialised as a list where it is written, then consumed.
+- A list whose length would depend on a run-time value (an append under a run-time
+  condition, in a `while` loop, or after a runtime list was filled), a run-time index into
+  a static list, a dict key that is not a constant: refused with the user's line and a
+  hint. A list returned by the top-level function comes back as a tuple (static) or an
+  array (runtime list).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
+from ..ir import types as T
+from ..ir.core import Block, Value
+from ..rules.registry import rule_for_callable
+from .bindings import LocalFn, Poison, S, same_shape
+
+_ids = itertools.count()
+_KEYS: dict[tuple, tuple] = {}  # interned key tuples of dicts: same keys, same object
+
+
+def _intern(keys: tuple) -> tuple:
+    return _KEYS.setdefault(keys, keys)
+
+
+@dataclass(eq=False)
+class Ref:
+    """A list or dict built by the function; its contents are `env[key]`."""
+    key: str
+    kind: str  # "list" | "dict"
+    line: int
+
+    def what(self) -> str:
+        return f"the {self.kind} built at line {self.line}"
+
+
+@dataclass(eq=False)
+class CMethod:
+    ref: Ref
+    name: str
+
+
+@dataclass(eq=False)
+class _Fill:
+    """A runtime list being filled by one loop (`fill_loop`)."""
+    ref: Ref
+    buf: Value
+    depth: int  # builder depth of the loop's body block
+    start: Value
+    step: Value
+    k: int  # items before the loop
+    line: int
+    types: list = field(default_factory=list)
+    seen: set = field(default_factory=set)  # ids of body blocks that appended
+
+
+LIST_METHODS = ("append", "extend", "insert", "pop", "copy", "reverse", "index", "count")
+DICT_METHODS = ("get", "items", "keys", "values", "setdefault", "pop", "update", "copy")
+_COMPREHENSION_LIMIT = 256  # constant ranges unrolled by comprehensions and container loops
+
+
+class ContainerLowering:
+    # -- contents -------------------------------------------------------------
+    @property
+    def _fills(self) -> dict:
+        return self.__dict__.setdefault("_fill_state", {})
+
+    def new_container(self, kind: str, contents: Any, node: ast.AST) -> Ref:
+        ref = Ref(f"$c{next(_ids)}", kind, getattr(node, "lineno", 0))
+        self.frame.env[ref.key] = contents
+        return ref
+
+    def contents(self, ref: Ref, node: ast.AST) -> Any:
+        fill = self._fills.get(ref.key)
+        if fill is not None:
+            raise self.error(UnsupportedSyntax, f"{ref.what()} is read inside the loop at line {fill.line}, "
+                             "which fills it", node,
+                             "zymo preallocates a list appended to in a loop of run-time length; "
+                             "it can only be appended to there",
+                             "keep the values you need in variables (prev = v; out.append(v)), or "
+                             "preallocate an array with np.empty(n) and index it")
+        f = self.frame
+        while f is not None:
+            if ref.key in f.env:
+                c = f.env[ref.key]
+                if isinstance(c, Poison):
+                    break
+                return c
+            f = f.parent
+        raise self.error(ZymoSourceError, f"{ref.what()} is used outside the loop or branch that built it", node,
+                         hint="build the list before the loop or if")
+
+    def set_contents(self, ref: Ref, contents: Any) -> None:
+        self.frame.env[ref.key] = contents
+
+    def share_containers(self, caller: Any, callee: Any) -> None:
+        """An inlined callee sees (and may change) the caller's lists and dicts."""
+        callee.env.update({k: v for k, v in caller.env.items() if k.startswith("$c")})
+
+    def return_containers(self, callee: Any, caller: Any) -> None:
+        caller.env.update({k: v for k, v in callee.env.items() if k.startswith("$c")})
+
+    def _static_items(self, ref: Ref, node: ast.AST, what: str) -> tuple:
+        c = self.contents(ref, node)
+        if ref.kind == "dict":
+            return tuple(c[0].obj)
+        if isinstance(c, Value):
+            raise self.error(UnsupportedSyntax, f"{what} of a list filled by a loop of run-time length "
+                             "is not supported", node,
+                             "its length is known only at run time",
+                             "convert it with np.array(lst) and use NumPy, or build it in a loop of "
+                             "constant length")
+        return c
+
+    # -- expressions -------------------------------------------------------------
+    def expr_List(self, node: ast.List) -> Any:
+        return self.new_container("list", tuple(self.expr(e) for e in node.elts), node)
+
+    def expr_Dict(self, node: ast.Dict) -> Any:
+        keys, vals = [], []
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                raise self.error(UnsupportedSyntax, "** unpacking in a dict display is not supported", node,
+                                 hint="write the items out, or use d.update(other)")
+            key = self._const_key(self.expr(k), k)
+            if key in keys:
+                vals[keys.index(key)] = self.expr(v)
+            else:
+                keys.append(key)
+                vals.append(self.expr(v))
+        return self.new_container("dict", (S(_intern(tuple(keys))),) + tuple(vals), node)
+
+    def expr_ListComp(self, node: ast.ListComp) -> Any:
+        return self.comprehension(node, "list")
+
+    def expr_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
+        return self.comprehension(node, "list")
+
+    def expr_DictComp(self, node: ast.DictComp) -> Any:
+        return self.comprehension(node, "dict")
+
+    def _const_key(self, b: Any, node: ast.AST) -> Any:
+        k = _key_of(b)
+        if k is _NOKEY:
+            raise self.error(UnsupportedSyntax, "a dict built in a differentiated function needs keys that are "
+                             "constants while zymo lowers it", node,
+                             "zymo scalar-replaces dicts: each key becomes a variable of its own",
+                             "use string or integer keys written out (or loop variables of loops over "
+                             "constant ranges, tuples and lists); for run-time keys use an array indexed by "
+                             "an integer")
+        return k
+
+    def _const_index(self, b: Any, node: ast.AST, ref: Ref) -> int:
+        if isinstance(b, Value) and b.is_const and isinstance(b.const, int) and not isinstance(b.const, bool):
+            return b.const
+        if isinstance(b, S) and isinstance(b.obj, int) and not isinstance(b.obj, bool):
+            return b.obj
+        raise self.error(UnsupportedSyntax, f"indexing {ref.what()} with a value known only at run time "
+                         "is not supported", node,
+                         "zymo keeps a list built in the function as separate variables (its length is known "
+                         "while lowering), so an index must be a constant",
+                         "index with a constant or a loop variable of a loop over a constant range, or "
+                         "convert it first: arr = np.array(lst); arr[i]")
+
+    # -- indexing -------------------------------------------------------------
+    def container_getitem(self, ref: Ref, node: ast.Subscript) -> Any:
+        c = self.contents(ref, node)
+        if ref.kind == "dict":
+            key = self._const_key(self.expr(node.slice), node.slice)
+            keys = c[0].obj
+            if key not in keys:
+                raise self.error(ZymoSourceError, f"key {key!r} is not in {ref.what()}", node)
+            return c[1 + keys.index(key)]
+        if isinstance(c, Value):  # a runtime list: its array
+            index = self.index(node.slice)
+            if any(isinstance(ix, slice) for ix in index):
+                view = self.b.getitem(c, index, self.loc(node), "sl")
+                return self.new_container("list", self.b.prim("numpy.copy", [view], {}, self.loc(node), "sl"), node)
+            return self.b.getitem(c, index, self.loc(node), "ld")
+        s = node.slice
+        if isinstance(s, ast.Slice):
+            parts = [None if p is None else self._const_index(self.expr(p), p, ref) for p in (s.lower, s.upper, s.step)]
+            return self.new_container("list", c[slice(*parts)], node)
+        k = self._const_index(self.expr(s), s, ref)
+        try:
+            return c[k]
+        except IndexError:
+            raise self.error(ZymoSourceError, f"list index {k} out of range ({ref.what()} has {len(c)} items)",
+                             node) from None
+
+    def container_setitem(self, ref: Ref, target: ast.Subscript, value: Any, node: ast.AST) -> None:
+        c = self.contents(ref, target)
+        if ref.kind == "dict":
+            key = self._const_key(self.expr(target.slice), target.slice)
+            keys = c[0].obj
+            if key in keys:
+                j = keys.index(key)
+                self.set_contents(ref, c[:1 + j] + (value,) + c[2 + j:])
+            else:
+                self.set_contents(ref, (S(_intern(keys + (key,))),) + c[1:] + (value,))
+            return
+        if isinstance(c, Value):
+            self.store(c, self.index(target.slice), value, target)
+            return
+        if isinstance(target.slice, ast.Slice):
+            raise self.error(UnsupportedSyntax, "assigning to a slice of a list is not supported", target,
+                             hint="assign the items one by one, or build a new list")
+        k = self._const_index(self.expr(target.slice), target.slice, ref)
+        if not -len(c) <= k < len(c):
+            raise self.error(ZymoSourceError, f"list assignment index {k} out of range", target)
+        k %= len(c)
+        self.set_contents(ref, c[:k] + (value,) + c[k + 1:])
+
+    def container_aug(self, s: ast.AugAssign) -> bool:
+        """`lst += other` (extends in place) and `lst[k] += v`, `d[key] += v`."""
+        t = s.target
+        if isinstance(t, ast.Name):
+            try:
+                cur = self.lookup(t.id, t)
+            except ZymoSourceError:
+                return False
+            if not isinstance(cur, Ref):
+                return False
+            if cur.kind != "list" or not isinstance(s.op, (ast.Add, ast.Mult)):
+                raise self.error(UnsupportedSyntax, f"operator {type(s.op).__name__}= on a {cur.kind} is not "
+                                 "supported", s)
+            if isinstance(s.op, ast.Add):
+                self._extend(cur, self.expr(s.value), s)
+            else:
+                n = self._const_index(self.expr(s.value), s.value, cur)
+                self.set_contents(cur, self._static_items(cur, s, "repeating") * max(n, 0))
+            return True
+        if isinstance(t, ast.Subscript):
+            obj = self.expr(t.value)
+            if not isinstance(obj, Ref):
+                return False
+            from .lower import BINOPS
+
+            key = BINOPS.get(type(s.op))
+            if key is None:
+                raise self.error(UnsupportedSyntax, f"operator {type(s.op).__name__} is not supported", s)
+            cur = self.container_getitem(obj, t)
+            rhs = self.expr(s.value)
+            if isinstance(cur, Value) and isinstance(cur.type, T.Array):
+                self.inplace(cur, key, rhs, s)  # the array item is updated in place
+                return True
+            self.container_setitem(obj, t, self.binop(key, cur, rhs, s), s)
+            return True
+        return False
+
+    def container_binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if key == "add" and isinstance(a, Ref) and isinstance(b, Ref) and a.kind == b.kind == "list":
+            return self.new_container("list", self._static_items(a, node, "+") + self._static_items(b, node, "+"),
+                                      node)
+        if key == "mul" and (isinstance(a, Ref) != isinstance(b, Ref)):
+            ref, n = (a, b) if isinstance(a, Ref) else (b, a)
+            if ref.kind == "list":
+                k = self._const_index(n, node, ref)
+                return self.new_container("list", self._static_items(ref, node, "*") * max(k, 0), node)
+        raise self.error(UnsupportedSyntax, f"operator {key} on a list or dict built in the function is not "
+                         "supported here", node, hint="lists support + (another list) and * (a constant); "
+                         "for arithmetic convert with np.array(lst)")
+
+    def container_truth(self, ref: Ref, node: ast.AST) -> Any:
+        c = self.contents(ref, node)
+        if isinstance(c, Value):
+            return self.b.prim("gt", [self.b.prim("zymo.dim", [c, 0], {}, self.loc(node), "n"),
+                                      self.b.const(0, self.loc(node))], {}, self.loc(node), "cond")
+        return len(c) > (1 if ref.kind == "dict" else 0)
+
+    def container_in(self, item: Any, coll: Any, node: ast.AST) -> Any:
+        """`key in d`, `x in lst` with constants: decided while lowering."""
+        key = _key_of(item)
+        if isinstance(coll, Ref) and coll.kind == "dict":
+            keys = list(self.contents(coll, node)[0].obj)
+        else:
+            items = self._static_items(coll, node, "`in`") if isinstance(coll, Ref) else coll
+            keys = [_key_of(x) for x in items]
+        if key is _NOKEY or any(k is _NOKEY for k in keys):
+            raise self.error(UnsupportedSyntax, "`in` is only supported with constants here", node,
+                             hint="compare the items explicitly")
+        return key in keys
+
+    def iteration(self, ref: Ref, node: ast.AST) -> Any:
+        """What `for x in ref` iterates: a tuple (unrolled) or an array (a runtime list)."""
+        c = self.contents(ref, node)
+        if ref.kind == "dict":
+            return tuple(_key_binding(self, k, node) for k in c[0].obj)
+        return c
+
+    # -- freezing -------------------------------------------------------------
+    def freeze(self, b: Any, node: ast.AST, numeric: bool = False) -> Any:
+        """A binding with its lists as tuples (or arrays where `numeric` and NumPy reads one)."""
+        if isinstance(b, Ref):
+            c = self.contents(b, node)
+            if b.kind == "dict":
+                raise self.error(UnsupportedCall, "a dict built in the function cannot be passed here", node,
+                                 hint="pass its values: d['key'], or tuple(d.values())")
+            if isinstance(c, Value):
+                return c
+            items = tuple(self.freeze(x, node) for x in c)
+            if numeric and items and not _all_ints(items):
+                return self.array_from(items, None, node)
+            return items
+        if isinstance(b, tuple):
+            return tuple(self.freeze(x, node) for x in b)
+        return b
+
+    def freeze_result(self, b: Any, node: ast.AST) -> Any:
+        if isinstance(b, Ref) and b.kind == "dict":
+            raise self.error(UnsupportedSyntax, "returning a dict built in the function is not supported", node,
+                             hint="return a tuple of its values")
+        return self.freeze(b, node)
+
+    # -- calls --------------------------------------------------------------------
+    def container_call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
+        """Calls involving lists and dicts; NotImplemented (with `pos`/`kw` frozen for rules
+        and builtins) when the ordinary call path should go on."""
+        if isinstance(callee, CMethod):
+            return self.container_method(callee, pos, kw, node)
+        if not isinstance(callee, S):
+            return NotImplemented  # user functions get the Refs themselves
+        fn = callee.obj
+        has = any(_has_ref(x) for x in itertools.chain(pos, kw.values()))
+        if fn in (np.array, np.asarray):
+            if not pos:
+                return NotImplemented
+            dtype = kw.get("dtype")
+            extra = set(kw) - {"dtype"}
+            if extra or len(pos) > 1:
+                raise self.error(UnsupportedCall, f"np.{fn.__name__} with {', '.join(sorted(extra)) or 'more arguments'}"
+                                 " is not supported", node)
+            x = pos[0]
+            if isinstance(x, Value) and isinstance(x.type, T.Array):
+                if dtype is not None and np.dtype(getattr(dtype, "obj", dtype)).name != x.type.dtype:
+                    return NotImplemented
+                return self.b.prim("numpy.copy", [x], {}, self.loc(node), "arr") if fn is np.array else x
+            items = self.freeze(x, node)
+            if isinstance(items, Value):  # a runtime list
+                return self.b.prim("numpy.copy", [items], {}, self.loc(node), "arr")
+            if isinstance(items, tuple):
+                return self.array_from(items, dtype, node)
+            return NotImplemented
+        if fn is len and len(pos) == 1 and isinstance(pos[0], Ref):
+            c = self.contents(pos[0], node)
+            if isinstance(c, Value):
+                return self.b.prim("zymo.dim", [c, 0], {}, self.loc(node), "n")
+            return self.b.const(len(c) - (1 if pos[0].kind == "dict" else 0), self.loc(node), "n")
+        if fn in (any, all) and len(pos) == 1 and not kw:
+            x = pos[0]
+            if isinstance(x, Ref):
+                c = self.contents(x, node)
+                if isinstance(c, Value):
+                    return self.b.prim("numpy." + fn.__name__, [c], {}, self.loc(node))
+                x = self.iteration(x, node)
+            if isinstance(x, tuple):
+                return self._any_all(fn is any, x, node)
+            return NotImplemented
+        if fn in (sum, min, max) and len(pos) == 1 and isinstance(pos[0], Ref):
+            c = self.contents(pos[0], node)
+            if isinstance(c, Value):
+                pos[0] = c  # an array: np.sum/np.min/np.max
+                return NotImplemented
+        if fn is sum and len(pos) == 2 and not kw and isinstance(pos[0], (Ref, tuple)):
+            items = self.freeze(pos[0], node)
+            if isinstance(items, tuple):
+                acc = pos[1]
+                for x in items:
+                    acc = self.binop("add", acc, x, node)
+                return acc
+        if fn in (tuple, list) and len(pos) <= 1 and not kw:
+            if not pos:
+                items = ()
+            elif isinstance(pos[0], Ref):
+                items = self.iteration(pos[0], node)
+                if isinstance(items, Value):
+                    raise self.error(UnsupportedCall, f"{fn.__name__}() of a list filled by a loop of run-time "
+                                     "length is not supported", node, hint="use np.array(lst)")
+            elif isinstance(pos[0], tuple):
+                items = pos[0]
+            else:
+                return NotImplemented
+            return items if fn is tuple else self.new_container("list", items, node)
+        if fn is dict and not pos:
+            keys = tuple(kw)
+            return self.new_container("dict", (S(_intern(keys)),) + tuple(kw.values()), node)
+        if fn is sorted or fn is reversed:
+            if len(pos) == 1 and not kw and isinstance(pos[0], (Ref, tuple)):
+                items = self.freeze(pos[0], node) if not (isinstance(pos[0], Ref) and pos[0].kind == "dict") \
+                    else self.iteration(pos[0], node)
+                if fn is reversed and isinstance(items, tuple):
+                    return items[::-1]
+                if fn is sorted and isinstance(items, tuple) and all(_key_of(x) is not _NOKEY for x in items):
+                    return self.new_container("list", tuple(sorted(items, key=_key_of)), node)
+            raise self.error(UnsupportedCall, f"{fn.__name__}() is only supported on constants and static lists "
+                             "here", node, hint="sort with np.sort on an array")
+        if fn is functools.reduce:
+            return self._reduce(pos, kw, node)
+        if fn in (enumerate, zip) and has:
+            raise self.error(UnsupportedSyntax, f"{fn.__name__}() is only supported as the iterable of a for loop "
+                             "or comprehension", node)
+        if has:
+            # NumPy reads a list of numbers as an array (np.sum([a, b])), a list of ints as a shape
+            numeric = rule_for_callable(fn) is not None and not _is_join(fn) and \
+                (rule_for_callable(fn) or "").split(".")[0] in ("numpy", "scipy")
+            for k, x in enumerate(pos):
+                pos[k] = self.freeze(x, node, numeric=numeric)
+            for k in kw:
+                kw[k] = self.freeze(kw[k], node)
+        return NotImplemented
+
+    def _any_all(self, is_any: bool, items: tuple, node: ast.AST) -> Any:
+        acc: Any = not is_any
+        for x in items:
+            t = self.truth(self.freeze(x, node), node)
+            if isinstance(t, bool):
+                if t == is_any:
+                    return self.b.const(is_any, self.loc(node))
+                continue
+            acc = t if isinstance(acc, bool) else self.b.prim("zymo.or" if is_any else "zymo.and", [acc, t], {},
+                                                              self.loc(node), "cond")
+        return self.b.const(acc, self.loc(node)) if isinstance(acc, bool) else acc
+
+    def _reduce(self, pos: list, kw: dict, node: ast.Call) -> Any:
+        if kw or len(pos) not in (2, 3):
+            raise self.error(UnsupportedCall, "functools.reduce(f, items[, initial]) without keywords is supported",
+                             node)
+        f, seq = pos[0], pos[1]
+        items = self.iteration(seq, node) if isinstance(seq, Ref) else seq
+        if not isinstance(items, tuple):
+            raise self.error(UnsupportedCall, "functools.reduce over a sequence whose length is known only at run "
+                             "time is not supported", node,
+                             hint="write the loop: acc = init; for x in xs: acc = f(acc, x)")
+        if len(pos) == 3:
+            acc, rest = pos[2], items
+        else:
+            if not items:
+                raise self.error(ZymoSourceError, "reduce() of an empty sequence with no initial value", node)
+            acc, rest = items[0], items[1:]
+        for x in rest:
+            acc = self.call(f, [acc, x], {}, node)
+        return acc
+
+    def container_method(self, m: CMethod, pos: list, kw: dict, node: ast.Call) -> Any:
+        ref, name = m.ref, m.name
+        loc = self.loc(node)
+        if ref.kind == "list":
+            fill = self._fills.get(ref.key)
+            if fill is not None and name == "append":
+                return self._fill_append(fill, pos, kw, node)
+            c = self.contents(ref, node)
+            if isinstance(c, Value):
+                raise self.error(UnsupportedSyntax, f"list.{name} on {ref.what()}, which a loop of run-time length "
+                                 "filled, is not supported", node,
+                                 "zymo allocates such a list once, with the loop's trip count: it cannot grow "
+                                 "or shrink after the loop",
+                                 "append only in that loop (once per iteration), or build a second list")
+            if name == "append" and len(pos) == 1 and not kw:
+                self.set_contents(ref, c + (pos[0],))
+                return S(None)
+            if name == "extend" and len(pos) == 1 and not kw:
+                self._extend(ref, pos[0], node)
+                return S(None)
+            if name == "insert" and len(pos) == 2 and not kw:
+                k = self._const_index(pos[0], node, ref)
+                lst = list(c)
+                lst.insert(k, pos[1])
+                self.set_contents(ref, tuple(lst))
+                return S(None)
+            if name == "pop" and len(pos) <= 1 and not kw:
+                k = self._const_index(pos[0], node, ref) if pos else -1
+                if not c:
+                    raise self.error(ZymoSourceError, "pop from an empty list", node)
+                lst = list(c)
+                try:
+                    item = lst.pop(k)
+                except IndexError:
+                    raise self.error(ZymoSourceError, "pop index out of range", node) from None
+                self.set_contents(ref, tuple(lst))
+                return item
+            if name == "copy" and not pos and not kw:
+                return self.new_container("list", c, node)
+            if name == "reverse" and not pos and not kw:
+                self.set_contents(ref, c[::-1])
+                return S(None)
+            if name in ("index", "count") and len(pos) == 1 and not kw:
+                key = _key_of(pos[0])
+                keys = [_key_of(x) for x in c]
+                if key is not _NOKEY and all(k is not _NOKEY for k in keys):
+                    if name == "count":
+                        return self.b.const(keys.count(key), loc)
+                    if key in keys:
+                        return self.b.const(keys.index(key), loc)
+                    raise self.error(ZymoSourceError, f"{key!r} is not in the list", node)
+                raise self.error(UnsupportedCall, f"list.{name} is only supported with constants", node)
+            raise self.error(UnsupportedCall, f"list.{name} with these arguments is not supported", node,
+                             hint="supported: " + ", ".join(LIST_METHODS))
+        c = self.contents(ref, node)
+        keys, vals = c[0].obj, c[1:]
+        if name in ("keys", "values", "items") and not pos and not kw:
+            kb = tuple(_key_binding(self, k, node) for k in keys)
+            return {"keys": kb, "values": tuple(vals), "items": tuple(zip(kb, vals))}[name]
+        if name in ("get", "setdefault", "pop") and 1 <= len(pos) <= 2 and not kw:
+            key = self._const_key(pos[0], node)
+            default = pos[1] if len(pos) > 1 else S(None)
+            if key in keys:
+                j = keys.index(key)
+                if name == "pop":
+                    self.set_contents(ref, (S(_intern(keys[:j] + keys[j + 1:])),) + vals[:j] + vals[j + 1:])
+                return vals[j]
+            if name == "pop" and len(pos) == 1:
+                raise self.error(ZymoSourceError, f"key {key!r} is not in {ref.what()}", node)
+            if name == "setdefault":
+                self.set_contents(ref, (S(_intern(keys + (key,))),) + vals + (default,))
+            return default
+        if name == "update" and len(pos) <= 1:
+            items: list = []
+            if pos:
+                other = pos[0]
+                if isinstance(other, Ref) and other.kind == "dict":
+                    oc = self.contents(other, node)
+                    items += list(zip(oc[0].obj, oc[1:]))
+                else:
+                    raise self.error(UnsupportedCall, "dict.update takes a dict built in the function here", node)
+            items += list(kw.items())
+            for k, v in items:
+                keys, vals = self.contents(ref, node)[0].obj, self.contents(ref, node)[1:]
+                if k in keys:
+                    j = keys.index(k)
+                    self.set_contents(ref, (S(keys),) + vals[:j] + (v,) + vals[j + 1:])
+                else:
+                    self.set_contents(ref, (S(_intern(keys + (k,))),) + vals + (v,))
+            return S(None)
+        if name == "copy" and not pos and not kw:
+            return self.new_container("dict", c, node)
+        raise self.error(UnsupportedCall, f"dict.{name} with these arguments is not supported", node,
+                         hint="supported: " + ", ".join(DICT_METHODS))
+
+    def _extend(self, ref: Ref, other: Any, node: ast.AST) -> None:
+        c = self._static_items(ref, node, "extending") if ref.kind == "list" else None
+        if isinstance(other, Ref):
+            items = self.iteration(other, node)
+            if isinstance(items, Value):
+                raise self.error(UnsupportedSyntax, "extending a list with a list of run-time length is not "
+                                 "supported", node, hint="use np.concatenate on arrays")
+        elif isinstance(other, tuple):
+            items = other
+        else:
+            raise self.error(UnsupportedSyntax, "a list can only be extended by a list or tuple here", node,
+                             hint="for an array, use np.concatenate, or append its items in a loop of constant "
+                                  "length")
+        if self._fills.get(ref.key) is not None:
+            self.contents(ref, node)  # refuses
+        self.set_contents(ref, c + tuple(items))
+
+    # -- np.array of numbers -----------------------------------------------------
+    def array_from(self, items: tuple, dtype: Any, node: ast.AST) -> Value:
+        """`np.array` of nested tuples: numbers into a fresh array by stores, ints written out as an
+        index array, arrays stacked."""
+        loc = self.loc(node)
+        shape, leaves = _nest_shape(items)
+        if shape is None:
+            raise self.error(ZymoTypeError, "np.array needs a (nested) list of numbers of one length per level, "
+                             "or of arrays", node, hint="give every row the same length")
+        if leaves and all(isinstance(x, Value) and isinstance(x.type, T.Array) for x in leaves):
+            if len(shape) != 1:
+                raise self.error(UnsupportedCall, "np.array of nested lists of arrays is not supported", node,
+                                 hint="np.stack a flat list of arrays")
+            return self.join("numpy.stack", [items], {}, node)
+        vals = []
+        for x in leaves:
+            if isinstance(x, Value) and isinstance(x.type, T.Array):
+                raise self.error(ZymoTypeError, "np.array of numbers mixed with arrays is not supported", node,
+                                 hint="np.stack arrays of one shape")
+            vals.append(self.as_value(x, node))
+        dt = None
+        if dtype is not None:
+            obj = dtype.obj if isinstance(dtype, S) else dtype
+            try:
+                dt = np.dtype(obj).name
+            except TypeError:
+                raise self.error(ZymoTypeError, f"np.array with dtype={obj!r} is not supported", node) from None
+        kinds = {v.type.kind for v in vals if isinstance(v.type, T.Scalar)}
+        if dt is None:
+            dt = "float64" if "f64" in kinds or not vals else "float32" if "f32" in kinds else \
+                "int64" if "int" in kinds else "bool"
+            if kinds == {"f32", "int"}:
+                dt = "float64"
+        if dt == "int64" and len(shape) == 1 and all(v.type == T.INT for v in vals) and vals:
+            return self.b.prim("zymo.index_array", [tuple(vals)], {}, loc, "idx")
+        arr = self.b.prim("numpy.empty", [tuple(self.b.const(d, loc, "n") for d in shape)], {"dtype": S(dt)}, loc,
+                          "arr")
+        for flat, v in enumerate(vals):
+            idx = np.unravel_index(flat, shape) if shape else ()
+            self.b.setitem(arr, tuple(self.b.const(int(i), loc, "k") for i in idx), v, loc)
+        return arr
+
+    # -- comprehensions ---------------------------------------------------------
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, kind: str) -> Ref:
+        """Lowered as the loops it stands for, written as statements at its line; its
+        targets do not leak (Python 3 scoping)."""
+        f = self.frame
+        for g in node.generators:
+            if g.is_async:
+                raise self.error(UnsupportedSyntax, "async comprehensions are not supported", node)
+        acc = f"$comp{next(_ids)}"
+        ref = self.new_container(kind, () if kind == "list" else (S(_intern(())),), node)
+        f.env[acc] = ref
+        name = ast.Name(id=acc, ctx=ast.Load())
+        if kind == "list":
+            inner: ast.stmt = ast.Expr(ast.Call(ast.Attribute(name, "append", ast.Load()), [node.elt], []))
+        else:
+            inner = ast.Assign([ast.Subscript(ast.Name(id=acc, ctx=ast.Load()), node.key, ast.Store())], node.value)
+        for g in reversed(node.generators):
+            for cond in reversed(g.ifs):
+                inner = ast.If(cond, [inner], [])
+            inner = ast.For(g.target, g.iter, [inner], [])
+        for n in ast.walk(inner):
+            if "lineno" in n._attributes and getattr(n, "lineno", None) is None:
+                ast.copy_location(n, node)
+        targets = {t.id for g in node.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+        saved = {t: f.env[t] for t in targets if t in f.env}
+        try:
+            self.stmts([inner])
+        finally:
+            for t in targets:
+                if t in saved:
+                    f.env[t] = saved[t]
+                else:
+                    f.env.pop(t, None)
+            f.env.pop(acc, None)
+        return ref
+
+    # -- loops ----------------------------------------------------------------------
+    def touches_containers(self, s: ast.For) -> bool:
+        """Whether a loop's body names a static list or a dict built in the function (a loop of
+        constant length over it is unrolled, so that appends and keys stay constants)."""
+        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                b = self.frame.env.get(n.id)
+                if isinstance(b, Ref):
+                    fill = self._fills.get(b.key)
+                    c = self.frame.env.get(b.key)
+                    if fill is None and (b.kind == "dict" or isinstance(c, tuple)):
+                        return True
+        return False
+
+    def loop_containers(self, s: ast.AST, outer: dict, body_env: dict, carried: list, assigned: set) -> bool:
+        """After lowering a loop body: lists and dicts it changed must be carried (True: lower
+        the loop again); one whose length or keys changed is refused."""
+        changed = []
+        for k, before in outer.items():
+            if not k.startswith("$c") or k in carried:
+                continue
+            after = body_env.get(k, before)
+            if after is before:
+                continue
+            if not same_shape(after, before):
+                kind = "dict" if isinstance(before, tuple) and before and isinstance(before[0], S) \
+                    and isinstance(before[0].obj, tuple) else "list"
+                raise self.error(UnsupportedSyntax, f"a {kind} built before the loop at line {s.lineno} changes "
+                                 f"{'its keys' if kind == 'dict' else 'length'} inside it", s,
+                                 "zymo keeps lists and dicts built in the function as separate variables; "
+                                 "a loop of run-time length (or a while loop) cannot change how many there are",
+                                 "append exactly once per iteration at the top level of a for loop's body (no "
+                                 "condition, no break/continue), which zymo preallocates; or preallocate an "
+                                 "array with np.empty(n) and assign out[i] = ...; or loop over a constant range")
+            changed.append(k)
+        if changed:
+            assigned.update(changed)
+            return True
+        return False
+
+    def merge_error(self, name: str, node: ast.AST) -> Exception:
+        return self.error(UnsupportedSyntax, "a list or dict built in the function has a different length or keys "
+                          f"on each path of the if at line {getattr(node, 'lineno', '?')}", node,
+                          "zymo keeps lists and dicts built in the function as separate variables, so their "
+                          "length must be known while lowering",
+                          "append on both paths (e.g. out.append(a if cond else b)), or write into a "
+                          "preallocated array")
+
+    def fill_candidate(self, s: ast.For) -> Ref | None:
+        """The list a for loop appends to exactly once per iteration, unconditionally, at its body's
+        top level (no break/continue/return, the list named nowhere else in the body)."""
+        from .lower import assigned_names, contains
+
+        if contains(s.body, (ast.Break, ast.Continue), loops=False) or contains(s.body, (ast.Return,), loops=True):
+            return None
+        names = [st.value.func.value.id for st in s.body
+                 if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                 and isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "append"
+                 and isinstance(st.value.func.value, ast.Name) and len(st.value.args) == 1
+                 and not st.value.keywords]
+        for name in names:
+            b = self.frame.env.get(name)
+            if not isinstance(b, Ref) or b.kind != "list" or b.key in self._fills:
+                continue
+            if not isinstance(self.frame.env.get(b.key), tuple):
+                continue
+            uses = sum(1 for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+                       if isinstance(n, ast.Name) and n.id == name)
+            if uses != 1 or name in assigned_names(s.body):
+                continue
+            return b
+        return None
+
+    def fill_loop(self, s: ast.For, bounds: list[Value] | None, desc: tuple | None) -> bool:
+        """`out.append(v)` once per iteration of a loop of run-time length: `out` becomes an
+        array allocated before the loop with the trip count (plus the items it had) and `v` is
+        stored at the iteration's index. Numbers only."""
+        if desc is not None and not all(isinstance(q, Value) for q in self._seqs(desc)):
+            return False
+        ref = self.fill_candidate(s)
+        if ref is None:
+            return False
+        pre = self.frame.env[ref.key]
+        loc = self.loc(s)
+        parent = self.b.block
+        at = len(parent.ops)
+        buf = Value(T.Array("float64", 1), "lst")
+        zero = self.b.const(0, loc, "start") if bounds is None else None
+        one = self.b.const(1, loc, "step") if bounds is None else None
+        fill = _Fill(ref, buf, len(self.b.blocks) + 1, bounds[0] if bounds else zero, bounds[2] if bounds else one,
+                     len(pre), s.lineno)
+        for x in pre:
+            fill.types.append(self._fill_type(x, s))
+        self._fills[ref.key] = fill
+        self.set_contents(ref, buf)
+        try:
+            if bounds is not None:
+                self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
+            else:
+                self.lower_sequence_loop(s, desc)
+        finally:
+            self._fills.pop(ref.key, None)
+        kinds = {t.kind for t in fill.types}
+        dt = "float64" if "f64" in kinds or not kinds or kinds == {"f32", "int"} or kinds == {"f32", "bool"} \
+            else "float32" if "f32" in kinds else "int64" if "int" in kinds else "bool"
+        blk = self.b.push(Block())
+        try:
+            if bounds is not None:
+                n = self.b.prim("zymo.trip", list(bounds), {}, loc, "trips")
+            else:
+                lens = []
+                for q in self._seqs(desc):
+                    lens.append(self.b.prim("zymo.dim", [q, 0], {}, loc, "n") if isinstance(q.type, T.Array)
+                                else self.b.prim("builtins.len", [q], {}, loc, "n"))
+                n = lens[0]
+                for m in lens[1:]:
+                    n = self.b.prim("builtins.min", [n, m], {}, loc, "n")
+            if pre:
+                n = self.b.prim("add", [n, self.b.const(len(pre), loc, "k")], {}, loc, "n")
+            alloc = self.b.prim("numpy.empty", [n], {"dtype": S(dt)}, loc, "lst")
+            op = alloc.owner
+            op.results[0] = buf
+            buf.owner = op
+            buf.type = alloc.type
+            for j, x in enumerate(pre):
+                self.b.setitem(buf, (self.b.const(j, loc, "k"),), self.as_value(x, s), loc)
+        finally:
+            self.b.pop()
+        parent.ops[at:at] = blk.ops
+        return True
+
+    def _fill_type(self, x: Any, node: ast.AST) -> T.Scalar:
+        if isinstance(x, Value) and isinstance(x.type, T.Scalar):
+            return x.type
+        if isinstance(x, S) and isinstance(x.obj, (int, float, bool)):
+            return T.BOOL if isinstance(x.obj, bool) else T.INT if isinstance(x.obj, int) else T.F64
+        raise self.error(UnsupportedSyntax, "a list appended to in a loop of run-time length must hold numbers",
+                         node, "zymo preallocates such a list as an array of numbers",
+                         "for arrays, preallocate out = np.empty((n, m)) and assign out[i] = row, or build a "
+                         "list in a loop of constant length and np.stack it")
+
+    def _fill_append(self, fill: _Fill, pos: list, kw: dict, node: ast.Call) -> Any:
+        blk = self.b.block
+        if len(pos) != 1 or kw:
+            raise self.error(UnsupportedCall, "list.append takes one argument", node)
+        if len(self.b.blocks) != fill.depth or id(blk) in fill.seen or not blk.args or blk.args[0].type != T.INT:
+            raise self.error(UnsupportedSyntax, f"{fill.ref.what()} is appended to more than once, or "
+                             f"conditionally, in the loop at line {fill.line}", node,
+                             "zymo preallocates a list appended to in a loop of run-time length, one item "
+                             "per iteration",
+                             "append exactly once per iteration, at the top level of the loop's body")
+        fill.seen.add(id(blk))
+        v = pos[0]
+        t = self._fill_type(v, node)
+        fill.types.append(t)
+        loc = self.loc(node)
+        i = blk.args[0]
+        if not (fill.start.is_const and fill.start.const == 0 and fill.step.is_const and fill.step.const == 1):
+            i = self.b.prim("floordiv", [self.b.prim("sub", [i, fill.start], {}, loc, "k"), fill.step], {}, loc, "k")
+        if fill.k:
+            i = self.b.prim("add", [i, self.b.const(fill.k, loc, "k")], {}, loc, "k")
+        self.b.setitem(fill.buf, (i,), self.as_value(v, node), loc)
+        return S(None)
+
+
+_NOKEY = object()
+
+
+def _key_of(b: Any) -> Any:
+    """The constant a binding stands for (a dict key), or _NOKEY."""
+    if isinstance(b, S) and isinstance(b.obj, (str, int, float, bool, type(None), bytes)):
+        return b.obj
+    if isinstance(b, Value) and b.is_const:
+        return b.const
+    if isinstance(b, tuple):
+        parts = tuple(_key_of(x) for x in b)
+        return _NOKEY if any(p is _NOKEY for p in parts) else parts
+    return _NOKEY
+
+
+def _key_binding(low: Any, k: Any, node: ast.AST) -> Any:
+    if isinstance(k, tuple):
+        return tuple(_key_binding(low, x, node) for x in k)
+    if isinstance(k, (int, float, bool)):
+        return low.b.const(k, low.loc(node), "key")
+    return S(k)
+
+
+def _has_ref(b: Any) -> bool:
+    if isinstance(b, Ref):
+        return True
+    return isinstance(b, tuple) and any(_has_ref(x) for x in b)
+
+
+def _all_ints(items: tuple) -> bool:
+    return all(isinstance(x, Value) and x.type in (T.INT, T.BOOL) or
+               isinstance(x, tuple) and _all_ints(x) for x in items)
+
+
+def _is_join(fn: Any) -> bool:
+    from ..rules.registry import lookup
+
+    key = rule_for_callable(fn)
+    return key is not None and bool(getattr(lookup(key), "via", None))
+
+
+def _nest_shape(items: tuple) -> tuple[tuple | None, list]:
+    """Shape and leaves of nested tuples of numbers (None when ragged)."""
+    if not all(isinstance(x, tuple) for x in items) or not items:
+        if any(isinstance(x, tuple) for x in items):
+            return None, []
+        return (len(items),), list(items)
+    subs = [_nest_shape(x) for x in items]
+    if any(s is None for s, _ in subs) or len({s for s, _ in subs}) != 1:
+        return None, []
+    return (len(items),) + subs[0][0], [leaf for _, ls in subs for leaf in ls]
+
+
+__all__ = ["ContainerLowering", "Ref", "CMethod", "LocalFn"]
