@@ -711,7 +711,7 @@ class ContainerLowering:
                           "append on both paths (e.g. out.append(a if cond else b)), or write into a "
                           "preallocated array")
 
-    def fill_candidate(self, s: ast.For) -> Ref | None:
+    def fill_candidate(self, s: ast.For) -> tuple[Ref, str] | None:
         """The list a for loop appends to exactly once per iteration, unconditionally, at its body's
         top level (no break/continue/return, the list named nowhere else in the body)."""
         from .lower import assigned_names, contains
@@ -733,7 +733,7 @@ class ContainerLowering:
                        if isinstance(n, ast.Name) and n.id == name)
             if uses != 1 or name in assigned_names(s.body):
                 continue
-            return b
+            return b, name
         return None
 
     def fill_loop(self, s: ast.For, bounds: list[Value] | None, desc: tuple | None) -> bool:
@@ -742,14 +742,15 @@ class ContainerLowering:
         stored at the iteration's index. Numbers only."""
         if desc is not None and not all(isinstance(q, Value) for q in self._seqs(desc)):
             return False
-        ref = self.fill_candidate(s)
-        if ref is None:
+        found = self.fill_candidate(s)
+        if found is None:
             return False
+        ref, name = found
         pre = self.frame.env[ref.key]
         loc = self.loc(s)
         parent = self.b.block
         at = len(parent.ops)
-        buf = Value(T.Array("float64", 1), "lst")
+        buf = Value(T.Array("float64", 1), name if not name.startswith("$") else "lst")
         zero = self.b.const(0, loc, "start") if bounds is None else None
         one = self.b.const(1, loc, "step") if bounds is None else None
         fill = _Fill(ref, buf, len(self.b.blocks) + 1, bounds[0] if bounds else zero, bounds[2] if bounds else one,
@@ -784,6 +785,7 @@ class ContainerLowering:
                 n = self.b.prim("add", [n, self.b.const(len(pre), loc, "k")], {}, loc, "n")
             alloc = self.b.prim("numpy.empty", [n], {"dtype": S(dt)}, loc, "lst")
             op = alloc.owner
+            op.attrs["fills_list"] = (ref.line, s.lineno)  # for zymo.cache_report
             op.results[0] = buf
             buf.owner = op
             buf.type = alloc.type

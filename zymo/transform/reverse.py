@@ -1612,7 +1612,25 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
         lines.append(f"  {k}. {e}")
     if measured is not None and entries:
         lines.append(f"  total cached by this call: {total} bytes")
+    lines += _list_notes(rev)
     return "\n".join(lines)
+
+
+def _list_notes(rev: "Reverse") -> list[str]:
+    """Lists the function builds by appending in a loop of run-time length (frontend/containers.py)."""
+    from ..ir.core import walk
+
+    out = []
+    for op in walk(rev.fn.body):
+        if op.kind == "prim" and "fills_list" in op.attrs:
+            built, loop = op.attrs["fills_list"]
+            v = op.result
+            item = "4 bytes" if v.type.dtype == "float32" else "1 byte" if v.type.dtype == "bool" else "8 bytes"
+            shadow = " (and its shadow, as big)" if rev.act.is_active(v) else ""
+            out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is an "
+                       f"array `{v.hint}` ({v.type}) allocated before that loop with its trip count, {item} per "
+                       f"item{shadow}: the primal's own memory, not a cache")
+    return out
 
 
 def _alias_note(rev: "Reverse", of: Value, writer: Op) -> str:
