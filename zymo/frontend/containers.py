@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -338,6 +339,11 @@ class ContainerLowering:
             return tuple(self.freeze(x, node) for x in b)
         return b
 
+    def check_return(self, b: Any, node: ast.AST) -> None:
+        """The top-level function returns no dict built in it (refused at the `return`)."""
+        if self.frame.parent is None and len(self.inlining) == 1 and isinstance(b, Ref) and b.kind == "dict":
+            self.freeze_result(b, node)
+
     def freeze_result(self, b: Any, node: ast.AST) -> Any:
         if isinstance(b, Ref) and b.kind == "dict":
             raise self.error(UnsupportedSyntax, "returning a dict built in the function is not supported", node,
@@ -350,6 +356,12 @@ class ContainerLowering:
         and builtins) when the ordinary call path should go on."""
         if isinstance(callee, CMethod):
             return self.container_method(callee, pos, kw, node)
+        if type(callee).__name__ == "_Method":  # an array method: x.reshape([2, -1]), x.dot([a, b])
+            for k, x in enumerate(pos):
+                pos[k] = self.freeze(x, node, numeric=True)
+            for k in kw:
+                kw[k] = self.freeze(kw[k], node, numeric=True)
+            return NotImplemented
         if not isinstance(callee, S):
             return NotImplemented  # user functions get the Refs themselves
         fn = callee.obj
@@ -431,6 +443,8 @@ class ContainerLowering:
         if fn in (enumerate, zip) and has:
             raise self.error(UnsupportedSyntax, f"{fn.__name__}() is only supported as the iterable of a for loop "
                              "or comprehension", node)
+        if has and rule_for_callable(fn) is None and not isinstance(fn, (type, types.BuiltinFunctionType)):
+            return NotImplemented  # a user function: inlined, it receives the list itself
         if has:
             # NumPy reads a list of numbers as an array (np.sum([a, b])), a list of ints as a shape
             numeric = rule_for_callable(fn) is not None and not _is_join(fn) and \

@@ -275,6 +275,7 @@ class Lowerer(ExprLowering):
     def stmt_Return(self, s: ast.Return) -> None:
         f = self.frame
         f.env[f.retval] = self.expr(s.value) if s.value is not None else S(None)
+        self.check_return(f.env[f.retval], s)
         f.env[f.ret] = self.b.const(True, self.loc(s), "ret")
 
     def stmt_Break(self, s: ast.Break) -> None:

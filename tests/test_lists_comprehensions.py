@@ -1,0 +1,492 @@
+"""Lists, comprehensions, generators and dicts built inside the differentiated function
+(`zymo/frontend/containers.py`): each construct in forward and reverse mode against central
+differences and against the other mode (`check`), a few under Numba, a few against autograd,
+the refusals (file and line in the message), and a small property test over generated
+programs."""
+import functools
+import importlib.util
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+
+from helpers import autograd_grad, check, zymo_grad
+
+X = np.array([0.3, 1.2, -0.7, 2.0, 0.9])
+
+
+# -- 1. lists of static length (scalar-replaced) -----------------------------------------
+
+def list_methods(x):
+    a = [x[0], x[1] * x[2]]
+    a.append(np.sin(x[0]))
+    a += [x[2]]
+    b = a.pop()
+    a.insert(0, b * 2.0)
+    a.extend((x[3], -x[4]))
+    c = a.copy()
+    c.reverse()
+    return sum(a) + len(a) * max(a) + a[-1] * min(c) + c[0]
+
+
+def list_items_in_runtime_loop(x):
+    acc = [0.0, 1.0]  # constant length, contents carried through a loop of run-time length
+    for i in range(x.shape[0]):
+        acc[0] += x[i]
+        acc[1] = acc[1] * (1.0 + 0.1 * x[i])
+    return acc[0] * acc[1]
+
+
+def _push(lst, v):
+    lst.append(v * 2.0)
+
+
+def list_through_helpers(x):
+    out = [x[0]]
+    _push(out, x[1])  # an inlined helper appends to the caller's list
+    alias = out
+    alias.append(x[2] ** 2)  # an alias sees the same list
+
+    def add_square(v):
+        out.append(v * v)
+
+    add_square(x[3])
+    return out[0] * out[1] + out[2] - out[3] + len(alias)
+
+
+def list_in_branches(x):
+    a = [x[0], x[1]]
+    if x[2] > 0.0:
+        a[0] = a[0] * 3.0
+    else:
+        a[0] = -a[0]
+    a.append(x[3] if x[4] > 0.0 else x[2])
+    return a[0] * a[1] + a[2]
+
+
+def unrolled_appends(x):
+    out = []
+    for i in range(3):  # constant length: unrolled
+        out.append(x[i] * x[i + 1])
+    total = 0.0
+    for v in out:  # iterating a static list: unrolled
+        total = total + v * v
+    for k, v in enumerate(out):
+        total = total + k * v
+    return total + np.sum(np.array(out) ** 3)
+
+
+def arrays_in_lists(x):
+    rows = []
+    for k in range(3):
+        rows.append(np.sin(x * (k + 1)))
+    s = np.stack(rows)
+    c = np.concatenate(rows)
+    a = np.array(rows)
+    return np.sum(s * a) + np.sum(c[::2]) + np.sum(rows[1] * rows[2])
+
+
+def constant_index_lists(x):
+    idx = [0, 2]
+    y = x[np.array([0, 2, 4])]
+    z = x[idx]
+    m = np.zeros([2, x.shape[0]])
+    m[0] = x
+    m[1] = x * x
+    r = x[:4].reshape([2, -1])
+    return np.sum(y * y) + np.sum(z) * 2.0 + np.sum(m[1] * m[0]) + np.sum(r[1] * r[0])
+
+
+def numpy_of_lists(x):
+    a = np.array([[x[0], 1.0], [x[1], x[2]]])
+    b = np.asarray([x[3], x[4], 2.0])
+    return np.sum(a @ a) + np.sum([x[0], x[1]]) * np.mean(b) + np.dot([x[0], x[2], x[4]], b)
+
+
+@pytest.mark.parametrize("f", [list_methods, list_items_in_runtime_loop, list_through_helpers, list_in_branches,
+                               unrolled_appends, arrays_in_lists, constant_index_lists, numpy_of_lists])
+def test_static_lists(f):
+    check(f, [X.copy()])
+
+
+def test_static_list_signs():
+    """Exact gradients: a zero or a wrong sign would fail."""
+    def f(x):
+        a = [x[0], -x[1]]
+        a.append(3.0 * x[2])
+        return sum(a) - a.pop(0) * 0.0
+
+    (g,) = zymo.gradient(Reverse, f, X.copy())
+    np.testing.assert_allclose(g, [1.0, -1.0, 3.0, 0.0, 0.0])
+
+
+def test_returned_list_is_a_tuple():
+    def f(x):
+        return [x[0] * 2.0, x[1]]
+
+    res = zymo.autodiff(zymo.ForwardWithPrimal, f, Duplicated, Duplicated(X.copy(), np.ones(5)))
+    assert res[0] == (2.0, 1.0)
+    assert res[1] == (2.0 * X[0], X[1])
+
+
+# -- 2. lists appended in loops of run-time length ----------------------------------------
+
+def append_idiom(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] ** 2)
+    y = np.array(out)
+    return np.sum(y * x) + out[1] + sum(out) + max(out) * len(out) + out[-1]
+
+
+def append_time_steps(x):
+    states = [x[0]]  # items before the loop, then one per step
+    s = x[0]
+    for t in range(x.shape[0] - 1):
+        s = s + 0.1 * np.sin(s) * x[t + 1]
+        states.append(s)
+    traj = np.array(states)
+    return np.sum(traj * traj) + states[2]
+
+
+def append_over_rows(X, w):
+    out = []
+    for row in X:  # a loop over an array's rows
+        out.append(np.dot(row, w))
+    z = np.array(out)
+    out[0] = out[0] * 2.0  # item assignment into the filled list
+    return np.sum(np.tanh(z)) + out[0]
+
+
+def append_strided_range(x):
+    out = [1.0]
+    for i in range(1, x.shape[0], 2):
+        out.append(x[i] * x[i - 1])
+    acc = 0.0
+    for v in out:  # iterating a runtime list: a loop over its array
+        acc = acc + v * v
+    return acc + np.mean(out)
+
+
+@pytest.mark.parametrize("f", [append_idiom, append_time_steps, append_strided_range])
+def test_append_idiom(f):
+    check(f, [X.copy()])
+
+
+def test_append_over_rows():
+    rng = np.random.default_rng(1)
+    check(append_over_rows, [rng.standard_normal((4, 3)), rng.standard_normal(3)])
+
+
+def test_append_idiom_preallocates():
+    """The list is one array allocated before the loop (no list, no growth), named after it."""
+    src = zymo.generated_code(Reverse, append_idiom, Active, Duplicated(X.copy(), np.zeros(5)))
+    assert "out = np.empty(" in src and ".append(" not in src
+    rep = zymo.cache_report(Reverse, append_idiom, Active, Duplicated(X.copy(), np.zeros(5)))
+    assert "appended to by the loop at line" in rep and "8 bytes per item" in rep
+
+
+def test_append_idiom_against_autograd():
+    import autograd.numpy as anp
+
+    def ref(x):
+        out = []
+        for i in range(x.shape[0]):
+            out.append(x[i] ** 2)
+        y = anp.array(out)
+        return anp.sum(y * x) + out[1] + sum(out) + max(out) * len(out) + out[-1]
+
+    (g,) = zymo.gradient(Reverse, append_idiom, X.copy())
+    np.testing.assert_allclose(g, autograd_grad(ref, X.copy()), rtol=1e-12)
+
+
+# -- 3. comprehensions and generators ---------------------------------------------------
+
+def comprehensions(x):
+    pairs = [x[i] * x[j] for i in range(3) for j in range(i)]  # nested
+    evens = [x[i] for i in range(5) if i % 2 == 0]  # a static condition
+    zipped = [a * b for a, b in zip((x[0], x[1]), (x[2], x[3]))]
+    en = [k * v for k, v in enumerate(evens)]
+    nested = [[x[i] + j for j in range(2)] for i in range(2)]
+    return sum(pairs) + sum(evens) ** 2 + zipped[1] - en[2] + nested[1][0] * nested[0][1]
+
+
+def runtime_comprehension(x):
+    s = [np.sin(v) * v for v in x]  # over an array: the append idiom
+    t = [x[i] * x[i - 1] for i in range(1, x.shape[0])]
+    return np.sum(np.array(s) * np.array(s)) + sum(t)
+
+
+def generators(x):
+    n = x.shape[0]
+    s = sum(x[i] * x[i] for i in range(3))
+    m = max(x[i] for i in range(n)) + min(v for v in (x[0], x[1], x[2]))
+    t = tuple(np.exp(v) for v in (x[0], x[1]))
+    a = np.array([v * 2.0 for v in (x[2], x[3])])
+    r = functools.reduce(lambda p, q: p * q, (v + 1.0 for v in (x[0], x[1], x[3])))
+    r0 = functools.reduce(lambda p, q: p - q, [x[4], x[0]], 1.0)
+    flag = any(v > 0.0 for v in (x[0], x[1])) and all(i < 5 for i in range(3))
+    return s + m + t[0] * t[1] + np.sum(a) + r + r0 + (1.0 if flag else -1.0) * x[2]
+
+
+def sums_with_start(x):
+    return sum([x[0], x[1]], x[2]) + sum((v for v in (x[3], x[4])), 0.5)
+
+
+@pytest.mark.parametrize("f", [comprehensions, runtime_comprehension, generators, sums_with_start])
+def test_comprehensions(f):
+    check(f, [X.copy()])
+
+
+def test_comprehension_against_autograd():
+    import autograd.numpy as anp
+
+    def ref(x):
+        pairs = [x[i] * x[j] for i in range(3) for j in range(i)]
+        evens = [x[i] for i in range(5) if i % 2 == 0]
+        zipped = [a * b for a, b in zip((x[0], x[1]), (x[2], x[3]))]
+        en = [k * v for k, v in enumerate(evens)]
+        nested = [[x[i] + j for j in range(2)] for i in range(2)]
+        return sum(pairs) + sum(evens) ** 2 + zipped[1] - en[2] + nested[1][0] * nested[0][1]
+
+    (g,) = zymo.gradient(Reverse, comprehensions, X.copy())
+    np.testing.assert_allclose(g, autograd_grad(ref, X.copy()), rtol=1e-12)
+    assert anp is not None
+
+
+def test_comprehension_scope():
+    def f(x):
+        i = 2
+        ys = [x[i] for i in range(2)]
+        return ys[0] + ys[1] * x[i]  # the comprehension's i does not leak
+
+    (g,) = zymo.gradient(Reverse, f, X.copy())
+    np.testing.assert_allclose(g, [1.0, X[2], X[1], 0.0, 0.0])
+
+
+# -- 4. dicts built inside ---------------------------------------------------------------
+
+def dicts(x):
+    d = {"a": x[0], "b": x[1]}
+    d["c"] = d["a"] * d.get("b")
+    d["a"] += x[2]
+    e = d.get("missing", 2.0)
+    d.setdefault("z", x[3])
+    d.setdefault("a", 100.0)  # present: unchanged
+    s = 0.0
+    for k in d:
+        s = s + d[k]
+    for k, v in d.items():
+        if k != "b":
+            s = s + v * v
+    keys = len(d.keys()) + ("c" in d) - ("q" in d)
+    popped = d.pop("z")
+    return s + sum(d.values()) + e * x[4] + keys * popped
+
+
+def _scale(cfg, v):
+    cfg["w"] = cfg["w"] * v
+
+
+def dict_comprehensions(x):
+    names = ("p", "q", "r")
+    d = {n: x[k] ** 2 for k, n in enumerate(names)}
+    inv = {k: 1.0 / (v + 1.0) for k, v in d.items() if k != "q"}
+    cfg = dict(w=x[3], b=1.0)
+    cfg.update(inv)
+    _scale(cfg, x[4])
+    by_int = {i: x[i] * i for i in range(3)}
+    return d["p"] * d["q"] + inv["r"] + cfg["w"] * cfg["p"] + by_int[2] - by_int[1]
+
+
+@pytest.mark.parametrize("f", [dicts, dict_comprehensions])
+def test_dicts(f):
+    check(f, [X.copy()])
+
+
+def test_dict_against_autograd():
+    def ref(x):
+        d = {"a": x[0], "b": x[1]}
+        d["c"] = d["a"] * d.get("b")
+        return d["c"] * 3.0 - d["a"]
+
+    def f(x):
+        d = {"a": x[0], "b": x[1]}
+        d["c"] = d["a"] * d.get("b")
+        return d["c"] * 3.0 - d["a"]
+
+    (g,) = zymo.gradient(Reverse, f, X.copy())
+    np.testing.assert_allclose(g, autograd_grad(ref, X.copy()), rtol=1e-12)
+    np.testing.assert_allclose(g, [3.0 * X[1] - 1.0, 3.0 * X[0], 0.0, 0.0, 0.0])
+
+
+# -- Numba ------------------------------------------------------------------------------
+
+@pytest.fixture
+def numba_always(tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    from zymo.config import set_numba
+
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    set_numba("always")
+    yield
+    set_numba(None)
+
+
+@pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, dicts, numpy_of_lists])
+def test_numba(f, numba_always):
+    check(f, [X.copy()])
+    g_nb = zymo_grad(f, [X.copy()], numba=True)
+    g_py = zymo_grad(f, [X.copy()], numba=False)
+    np.testing.assert_allclose(g_nb[0], g_py[0], rtol=1e-12)
+
+
+# -- refusals ---------------------------------------------------------------------------
+
+def conditional_append(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i] > 0.0:  # <-
+            out.append(x[i])
+    return sum(out)
+
+
+def filtered_comprehension(x):
+    ys = [v for v in x if v > 0.0]  # <-
+    return ys[0]
+
+
+def runtime_index(x, n):
+    a = [x[0], x[1]]
+    return a[n]  # <-
+
+
+def dynamic_key(x, n):
+    d = {}
+    d[n] = x[0]  # <-
+    return d[0]
+
+
+def append_after_fill(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i])
+    out.append(1.0)  # <-
+    return sum(out)
+
+
+def read_while_filling(x):
+    out = [x[0]]
+    b = out
+    for i in range(x.shape[0]):
+        out.append(b[-1] * x[i])  # <-
+    return sum(out)
+
+
+def while_growth(x):
+    out = []
+    i = 0
+    while i < x.shape[0]:  # <-
+        out.append(x[i])
+        i += 1
+    return sum(out)
+
+
+def branch_lengths(x):
+    a = [x[0]]
+    if x[1] > 0.0:  # <-
+        a.append(x[1])
+    return sum(a)
+
+
+def arrays_appended_at_runtime(x):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(x * x[i])  # <-
+    return np.sum(np.stack(rows))
+
+
+def returns_dict(x):
+    return {"a": x[0]}  # <-
+
+
+def set_comprehension(x):
+    return len({v for v in (x[0], x[1])}) * x[0]  # <-
+
+
+REFUSED = [conditional_append, filtered_comprehension, runtime_index, dynamic_key, append_after_fill,
+           read_while_filling, while_growth, branch_lengths, arrays_appended_at_runtime, returns_dict,
+           set_comprehension]
+
+
+def _marked_line(f):
+    import inspect
+
+    lines, start = inspect.getsourcelines(f)
+    return start + next(k for k, t in enumerate(lines) if "# <-" in t)
+
+
+@pytest.mark.parametrize("f", REFUSED, ids=[f.__name__ for f in REFUSED])
+def test_refusals(f):
+    args = (Duplicated(X.copy(), np.zeros(5)),)
+    if f in (runtime_index, dynamic_key):
+        args += (zymo.Const(1),)
+    with pytest.raises(zymo.ZymoSourceError) as info:
+        zymo.autodiff(Reverse, f, Active, *args)
+    msg = str(info.value)
+    assert __file__.rstrip("c") in msg or "test_lists_comprehensions.py" in msg
+    assert f"line {_marked_line(f)}" in msg, msg
+    assert "Hint" in msg or "hint" in msg or f in (returns_dict, set_comprehension)
+
+
+# -- property test ------------------------------------------------------------------------
+
+def _program_source(ops: list) -> str:
+    body = ["def prog(x):", "    lst = [x[0], x[1] * x[2]]", "    d = {'u': x[3]}"]
+    for k, (kind, a, b) in enumerate(ops):
+        ea, eb = f"x[{a}]", f"x[{b}]"
+        body += {
+            "append": [f"    lst.append(np.sin({ea}) * {eb})"],
+            "insert": [f"    lst.insert({a % 2}, {ea} - {eb})"],
+            "pop": ["    if len(lst) > 1:", f"        lst.pop({-1 if a % 2 else 0})"],
+            "iadd": [f"    lst += [{ea} * {ea}, {eb}]"],
+            "setitem": [f"    lst[{a % 2}] = lst[{a % 2}] * {eb}"],
+            "comp": [f"    lst = [v * {ea} for v in lst if {b % 3} >= 0]"],
+            "gen": [f"    lst.append(sum(v * v for v in lst) * 0.1)"],
+            "dict": [f"    d['k{a}'] = d.get('k{a}', 1.0) * {eb}"],
+            "dictcomp": [f"    d = {{k: v * {ea} for k, v in d.items()}}"],
+            "loop": ["    acc = []", "    for i in range(x.shape[0]):", f"        acc.append(x[i] * {ea})",
+                     "    lst.append(np.sum(np.array(acc)))"],
+        }[kind]
+    body.append("    return sum(lst) + sum(d.values()) + np.sum(np.array(lst) ** 2) * 0.01")
+    return "import numpy as np\n\n" + "\n".join(body) + "\n"
+
+
+def test_generated_programs(tmp_path):
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+    kinds = ["append", "insert", "pop", "iadd", "setitem", "comp", "gen", "dict", "dictcomp", "loop"]
+    counter = iter(range(10 ** 6))
+
+    @hyp.settings(max_examples=12, deadline=None, derandomize=True)
+    @hyp.given(st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, 4), st.integers(0, 4)),
+                        min_size=1, max_size=5))
+    def run(ops):
+        src = _program_source(ops)
+        path = tmp_path / f"prog_{next(counter)}.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = mod
+        spec.loader.exec_module(mod)
+        try:
+            check(mod.prog, [X.copy()], rtol=1e-4, atol=1e-6)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{src}") from None
+
+    run()
+    assert math.isfinite(1.0)
