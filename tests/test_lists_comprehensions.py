@@ -233,11 +233,21 @@ def generators(x):
     return s + m + t[0] * t[1] + np.sum(a) + r + r0 + (1.0 if flag else -1.0) * x[2]
 
 
+def generator_loops(x):
+    """sum/any/all of generators over run-time iterables: accumulating loops, conditions allowed."""
+    n = x.shape[0]
+    pos = sum(v * v for v in x if v > 0.0)
+    tri = sum(x[i] * x[j] for i in range(n) for j in range(i) if x[i] > x[j])
+    big = any(v > 1.5 for v in x)
+    small = all(abs(v) < 5.0 for v in x)
+    return pos + tri * (2.0 if big else 1.0) + (x[0] if small else -x[0])
+
+
 def sums_with_start(x):
     return sum([x[0], x[1]], x[2]) + sum((v for v in (x[3], x[4])), 0.5)
 
 
-@pytest.mark.parametrize("f", [comprehensions, runtime_comprehension, generators, sums_with_start])
+@pytest.mark.parametrize("f", [comprehensions, runtime_comprehension, generators, generator_loops, sums_with_start])
 def test_comprehensions(f):
     check(f, [X.copy()])
 
@@ -337,7 +347,7 @@ def numba_always(tmp_path, monkeypatch):
     set_numba(None)
 
 
-@pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, dicts, numpy_of_lists])
+@pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists])
 def test_numba(f, numba_always):
     check(f, [X.copy()])
     g_nb = zymo_grad(f, [X.copy()], numba=True)

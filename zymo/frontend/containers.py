@@ -657,6 +657,39 @@ class ContainerLowering:
             inner: ast.stmt = ast.Expr(ast.Call(ast.Attribute(name, "append", ast.Load()), [node.elt], []))
         else:
             inner = ast.Assign([ast.Subscript(ast.Name(id=acc, ctx=ast.Load()), node.key, ast.Store())], node.value)
+        try:
+            self._comp_loops(node, inner)
+        finally:
+            f.env.pop(acc, None)
+        return ref
+
+    def generator_call(self, callee: Any, node: ast.Call) -> Any:
+        """`sum(...)`, `any(...)`, `all(...)` of a generator expression: an accumulating loop over
+        the generator's iterables (no list; `if` conditions may be run-time values)."""
+        if not (isinstance(callee, S) and callee.obj in (sum, any, all) and len(node.args) == 1
+                and not node.keywords and isinstance(node.args[0], ast.GeneratorExp)):
+            return NotImplemented
+        g = node.args[0]
+        f = self.frame
+        acc, conv = f"$acc{next(_ids)}", f"$bool{next(_ids)}"
+        f.env[acc] = self.b.const({sum: 0, any: False, all: True}[callee.obj], self.loc(node), "acc")
+        f.env[conv] = S(bool)
+        load = ast.Name(id=acc, ctx=ast.Load())
+        if callee.obj is sum:
+            value: ast.expr = ast.BinOp(load, ast.Add(), g.elt)
+        else:
+            truth = ast.Call(ast.Name(id=conv, ctx=ast.Load()), [g.elt], [])
+            value = ast.BoolOp(ast.Or() if callee.obj is any else ast.And(), [load, truth])
+        inner = ast.Assign([ast.Name(id=acc, ctx=ast.Store())], value)
+        try:
+            self._comp_loops(g, inner)
+            return f.env[acc]
+        finally:
+            f.env.pop(acc, None)
+            f.env.pop(conv, None)
+
+    def _comp_loops(self, node: Any, inner: ast.stmt) -> None:
+        f = self.frame
         for g in reversed(node.generators):
             for cond in reversed(g.ifs):
                 inner = ast.If(cond, [inner], [])
@@ -674,8 +707,6 @@ class ContainerLowering:
                     f.env[t] = saved[t]
                 else:
                     f.env.pop(t, None)
-            f.env.pop(acc, None)
-        return ref
 
     # -- loops ----------------------------------------------------------------------
     def touches_containers(self, s: ast.For) -> bool:
