@@ -471,6 +471,9 @@ def _program_source(ops: list) -> str:
             "dictcomp": [f"    d = {{k: v * {ea} for k, v in d.items()}}"],
             "loop": ["    acc = []", "    for i in range(x.shape[0]):", f"        acc.append(x[i] * {ea})",
                      "    lst.append(np.sum(np.array(acc)))"],
+            "minmax": [f"    lst.append(max(lst) - min(v * {ea} for v in lst))"],
+            "filter": [f"    lst.append(sum(v for v in x if v > {ea}))"],
+            "rows": [f"    m = [x * v for v in lst[:2]]", f"    lst[0] = lst[0] + np.sum(np.stack(m) * {eb})"],
         }[kind]
     body.append("    return sum(lst) + sum(d.values()) + np.sum(np.array(lst) ** 2) * 0.01")
     return "import numpy as np\n\n" + "\n".join(body) + "\n"
@@ -479,10 +482,11 @@ def _program_source(ops: list) -> str:
 def test_generated_programs(tmp_path):
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
-    kinds = ["append", "insert", "pop", "iadd", "setitem", "comp", "gen", "dict", "dictcomp", "loop"]
+    kinds = ["append", "insert", "pop", "iadd", "setitem", "comp", "gen", "dict", "dictcomp", "loop", "minmax",
+             "filter", "rows"]
     counter = iter(range(10 ** 6))
 
-    @hyp.settings(max_examples=12, deadline=None, derandomize=True)
+    @hyp.settings(max_examples=25, deadline=None, derandomize=True)
     @hyp.given(st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, 4), st.integers(0, 4)),
                         min_size=1, max_size=5))
     def run(ops):

@@ -84,7 +84,7 @@ class _Fill:
     k: int  # items before the loop
     line: int
     types: list = field(default_factory=list)
-    seen: set = field(default_factory=set)  # ids of body blocks that appended
+    seen: list = field(default_factory=list)  # body blocks that appended (kept alive: ids are reused)
 
 
 LIST_METHODS = ("append", "extend", "insert", "pop", "copy", "reverse", "index", "count")
@@ -855,13 +855,14 @@ class ContainerLowering:
         blk = self.b.block
         if len(pos) != 1 or kw:
             raise self.error(UnsupportedCall, "list.append takes one argument", node)
-        if len(self.b.blocks) != fill.depth or id(blk) in fill.seen or not blk.args or blk.args[0].type != T.INT:
+        if len(self.b.blocks) != fill.depth or any(b is blk for b in fill.seen) or not blk.args \
+                or blk.args[0].type != T.INT:
             raise self.error(UnsupportedSyntax, f"{fill.ref.what()} is appended to more than once, or "
                              f"conditionally, in the loop at line {fill.line}", node,
                              "zymo preallocates a list appended to in a loop of run-time length, one item "
                              "per iteration",
                              "append exactly once per iteration, at the top level of the loop's body")
-        fill.seen.add(id(blk))
+        fill.seen.append(blk)
         v = pos[0]
         t = self._fill_type(v, node)
         fill.types.append(t)
