@@ -334,6 +334,116 @@ def test_dict_against_autograd():
     np.testing.assert_allclose(g, [3.0 * X[1] - 1.0, 3.0 * X[0], 0.0, 0.0, 0.0])
 
 
+# -- adversarial: aliases, closures, loops carrying lists and dicts ---------------------------
+def a1(x):
+    acc = [0.0]
+    def add(v):
+        acc[0] = acc[0] + v * v
+    for i in range(x.shape[0]):
+        add(x[i])
+    return acc[0]
+
+def a2(x):
+    d = {'s': 0.0, 'p': 1.0}
+    for i in range(x.shape[0]):
+        d['s'] += x[i] ** 2
+        d['p'] = d['p'] * (1.0 + 0.1 * x[i])
+    return d['s'] * d['p']
+
+def a3(x):
+    rows = [x.copy(), x * 2.0]
+    rows[0] += x
+    rows[0][1] = 5.0
+    return np.sum(rows[0] * rows[1])
+
+def a4(x):
+    m = [[0.0] * 3 for _ in range(2)]
+    m[1][2] = x[0]
+    m[0][0] = x[1] * m[1][2]
+    return sum(m[1]) + m[0][0] * 2.0
+
+def a5(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        t = [x[i], x[i] ** 2]
+        s = s + t[0] * t[1]
+    return s
+
+def a6(x):
+    s = 0.0
+    for j in range(2):
+        out = []
+        for i in range(x.shape[0]):
+            out.append(x[i] * (j + 1))
+        s = s + sum(out) * out[0]
+    return s
+
+def a7(x):
+    a = [x[0]]
+    b = [a, a]
+    b[0].append(x[1])
+    return len(b[1]) * b[1][1] + b[0][0]
+
+def a8(x, y):  # an array stored in a list is the same memory
+    lst = [x]
+    lst[0][0] = y[0] * 2.0
+    return np.sum(x * y)
+
+def a9(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * x[i])
+    s = 0.0
+    for k in range(3):
+        s = s + out[k] * k
+    return s
+
+def a10(x):
+    n = x.shape[0]
+    out = []
+    for i in range(n):
+        out.append(i * 2)
+    arr = np.array(out)
+    return np.sum(x * arr)
+
+def a11(x):
+    d = {}
+    for i, v in enumerate((x[0], x[1], x[2])):
+        d[i] = v * v
+    keys = sorted(d.keys())
+    return sum(d[k] for k in keys) + d.get(2) - d.pop(0)
+
+def a12(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i])
+    out[1] = out[0] * 3.0
+    t = out[1:3]
+    t[0] = 0.0
+    return np.sum(np.array(out)) + np.sum(np.array(t))
+
+def a13(x):
+    lst = [x[0], x[1], x[2]]
+    i = 0
+    s = 0.0
+    while i < 2:
+        s = s + lst[0] * x[i]
+        i += 1
+    return s + max(lst)
+
+
+ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13]
+
+
+@pytest.mark.parametrize("f", ADVERSARIAL, ids=[f.__name__ for f in ADVERSARIAL])
+def test_adversarial(f):
+    check(f, [X.copy()])
+
+
+def test_list_item_is_the_array():
+    check(a8, [X.copy(), X[::-1].copy()])
+
+
 # -- Numba ------------------------------------------------------------------------------
 
 @pytest.fixture
