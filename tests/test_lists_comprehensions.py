@@ -172,9 +172,63 @@ def append_strided_range(x):
     return acc + np.mean(out)
 
 
+def append_arrays(x, W):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(np.tanh(W * x[i]))
+    s = np.stack(rows)
+    return np.sum(s * s) + np.sum(rows[1] * rows[0]) + len(rows)
+
+
+def append_states(X, w):
+    """An RNN's states: a list of arrays, stacked, iterated and summed."""
+    hs = [w * 1.0]
+    h = w * 1.0
+    for t in range(X.shape[0]):
+        h = np.tanh(X[t] + h * 0.5)
+        hs.append(h)
+    H = np.array(hs)
+    acc = 0.0
+    for r in hs:
+        acc = acc + np.sum(r * r)
+    hs[0] = hs[0] * 2.0
+    return np.sum(H[1:] * H[:-1]) + acc + np.sum(sum(hs))
+
+
+def comprehension_of_rows(X, w):
+    out = [np.sin(row) * w for row in X]
+    return np.sum(np.stack(out) ** 2)
+
+
 @pytest.mark.parametrize("f", [append_idiom, append_time_steps, append_strided_range])
 def test_append_idiom(f):
     check(f, [X.copy()])
+
+
+@pytest.mark.parametrize("f", [append_arrays, append_states, comprehension_of_rows])
+def test_append_arrays(f):
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(4), rng.standard_normal(3)] if f is append_arrays else \
+        [rng.standard_normal((4, 3)), rng.standard_normal(3)]
+    check(f, args)
+
+
+def test_append_arrays_is_a_list_of_references():
+    x, W = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0])
+    src = zymo.generated_code(Reverse, append_arrays, Active, Duplicated(x, np.zeros(3)), Duplicated(W, np.zeros(2)))
+    assert "rows = [like] * trips" in src and "drows[" in src
+    rep = zymo.cache_report(Reverse, append_arrays, Active, Duplicated(x, np.zeros(3)), Duplicated(W, np.zeros(2)))
+    assert "references to the appended arrays" in rep
+
+
+def test_append_arrays_numba(numba_always):
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(4), rng.standard_normal(3)]
+    check(append_arrays, args)
+    g_nb = zymo_grad(append_arrays, args, numba=True)
+    g_py = zymo_grad(append_arrays, args, numba=False)
+    for a, b in zip(g_nb, g_py):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 def test_append_over_rows():
@@ -523,10 +577,10 @@ def branch_lengths(x):
     return sum(a)
 
 
-def arrays_appended_at_runtime(x):
-    rows = []
-    for i in range(x.shape[0]):
-        rows.append(x * x[i])  # <-
+def mixed_items_at_runtime(x):
+    rows = [x[0]]
+    for i in range(x.shape[0]):  # <-
+        rows.append(x * x[i])
     return np.sum(np.stack(rows))
 
 
@@ -539,7 +593,7 @@ def set_comprehension(x):
 
 
 REFUSED = [conditional_append, filtered_comprehension, runtime_index, dynamic_key, append_after_fill,
-           read_while_filling, while_growth, branch_lengths, arrays_appended_at_runtime, returns_dict,
+           read_while_filling, while_growth, branch_lengths, mixed_items_at_runtime, returns_dict,
            set_comprehension]
 
 

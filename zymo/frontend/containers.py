@@ -83,7 +83,8 @@ class _Fill:
     step: Value
     k: int  # items before the loop
     line: int
-    types: list = field(default_factory=list)
+    types: list = field(default_factory=list)  # of the items before the loop
+    last: Any = None  # type of the item appended (the body's last lowering)
     seen: list = field(default_factory=list)  # body blocks that appended (kept alive: ids are reused)
 
 
@@ -204,8 +205,11 @@ class ContainerLowering:
             if key not in keys:
                 raise self.error(ZymoSourceError, f"key {key!r} is not in {ref.what()}", node)
             return c[1 + keys.index(key)]
-        if isinstance(c, Value):  # a runtime list: its array
+        if isinstance(c, Value):  # a runtime list: its array (numbers) or list (arrays)
             index = self.index(node.slice)
+            if any(isinstance(ix, slice) for ix in index) and isinstance(c.type, T.List):
+                raise self.error(UnsupportedSyntax, "slicing a list of arrays filled by a loop of run-time length "
+                                 "is not supported", node, hint="index its items, or np.stack(lst)[a:b]")
             if any(isinstance(ix, slice) for ix in index):
                 view = self.b.getitem(c, index, self.loc(node), "sl")
                 return self.new_container("list", self.b.prim("numpy.copy", [view], {}, self.loc(node), "sl"), node)
@@ -297,7 +301,7 @@ class ContainerLowering:
     def container_truth(self, ref: Ref, node: ast.AST) -> Any:
         c = self.contents(ref, node)
         if isinstance(c, Value):
-            return self.b.prim("gt", [self.b.prim("zymo.dim", [c, 0], {}, self.loc(node), "n"),
+            return self.b.prim("gt", [self._runtime_len(c, node),
                                       self.b.const(0, self.loc(node))], {}, self.loc(node), "cond")
         return len(c) > (1 if ref.kind == "dict" else 0)
 
@@ -381,6 +385,8 @@ class ContainerLowering:
                 return self.b.prim("numpy.copy", [x], {}, self.loc(node), "arr") if fn is np.array else x
             items = self.freeze(x, node)
             if isinstance(items, Value):  # a runtime list
+                if isinstance(items.type, T.List):
+                    return self._stack_list(items, node)
                 return self.b.prim("numpy.copy", [items], {}, self.loc(node), "arr")
             if isinstance(items, tuple):
                 return self.array_from(items, dtype, node)
@@ -388,20 +394,29 @@ class ContainerLowering:
         if fn is len and len(pos) == 1 and isinstance(pos[0], Ref):
             c = self.contents(pos[0], node)
             if isinstance(c, Value):
-                return self.b.prim("zymo.dim", [c, 0], {}, self.loc(node), "n")
+                return self._runtime_len(c, node)
             return self.b.const(len(c) - (1 if pos[0].kind == "dict" else 0), self.loc(node), "n")
         if fn in (any, all) and len(pos) == 1 and not kw:
             x = pos[0]
             if isinstance(x, Ref):
                 c = self.contents(x, node)
-                if isinstance(c, Value):
+                if isinstance(c, Value) and isinstance(c.type, T.Array):
                     return self.b.prim("numpy." + fn.__name__, [c], {}, self.loc(node))
+                if isinstance(c, Value):
+                    raise self.error(UnsupportedCall, f"{fn.__name__}() of a list of arrays is ambiguous", node,
+                                     hint=f"use np.{fn.__name__}(np.stack(lst))")
                 x = self.iteration(x, node)
             if isinstance(x, tuple):
                 return self._any_all(fn is any, x, node)
             return NotImplemented
         if fn in (sum, min, max) and len(pos) == 1 and isinstance(pos[0], Ref):
             c = self.contents(pos[0], node)
+            if isinstance(c, Value) and isinstance(c.type, T.List):
+                if fn is not sum:
+                    raise self.error(UnsupportedCall, f"{fn.__name__}() of a list of arrays compares arrays", node,
+                                     hint=f"use np.{fn.__name__}(np.stack(lst), axis=0) for the elementwise "
+                                          f"{fn.__name__}")
+                return self.b.prim("numpy.sum", [self._stack_list(c, node)], {"axis": 0}, self.loc(node), "s")
             if isinstance(c, Value):
                 pos[0] = c  # an array: np.sum/np.min/np.max
                 return NotImplemented
@@ -438,6 +453,18 @@ class ContainerLowering:
                     return self.new_container("list", tuple(sorted(items, key=_key_of)), node)
             raise self.error(UnsupportedCall, f"{fn.__name__}() is only supported on constants and static lists "
                              "here", node, hint="sort with np.sort on an array")
+        if _is_join(fn) and pos and isinstance(pos[0], Ref) and pos[0].kind == "list":
+            c = self.contents(pos[0], node)
+            if isinstance(c, Value) and isinstance(c.type, T.List):
+                axis = kw.get("axis", pos[1] if len(pos) > 1 else None)
+                if fn is np.stack and (axis is None or _key_of(axis) == 0) and len(pos) <= 2 \
+                        and set(kw) <= {"axis"}:
+                    return self._stack_list(c, node)
+                raise self.error(UnsupportedCall, f"np.{fn.__name__} of a list of arrays filled by a loop of "
+                                 "run-time length is not supported", node,
+                                 hint="np.stack(lst) (axis 0) is; reshape or transpose its result")
+            if isinstance(c, Value) and fn is np.stack and not kw and len(pos) == 1:
+                return self.b.prim("numpy.copy", [c], {}, self.loc(node), "arr")
         if fn is functools.reduce:
             return self._reduce(pos, kw, node)
         if fn in (enumerate, zip) and has:
@@ -598,6 +625,35 @@ class ContainerLowering:
         if self._fills.get(ref.key) is not None:
             self.contents(ref, node)  # refuses
         self.set_contents(ref, c + tuple(items))
+
+    def _runtime_len(self, c: Value, node: ast.AST) -> Value:
+        if isinstance(c.type, T.List):
+            return self.b.prim("builtins.len", [c], {}, self.loc(node), "n")
+        return self.b.prim("zymo.dim", [c, 0], {}, self.loc(node), "n")
+
+    def _stack_list(self, lst: Value, node: ast.AST) -> Value:
+        """`np.stack(lst)` of a runtime list of arrays: a fresh array filled row by row in a loop
+        (the adjoint of each row store adds into the shadow of that item)."""
+        if lst.type.elt.dtype not in ("float64", "float32") and lst.type.elt.dtype != "int64":
+            raise self.error(UnsupportedCall, "np.stack of this list is not supported", node)
+        n = next(_ids)
+        names = {"lst": f"_zymo_lst{n}", "np": f"_zymo_np{n}", "res": f"_zymo_res{n}", "k": f"_zymo_k{n}"}
+        code = ("{res} = {np}.empty((len({lst}),) + {lst}[0].shape, dtype={lst}[0].dtype)\n"
+                "for {k} in range(len({lst})):\n"
+                "    {res}[{k}] = {lst}[{k}]\n").format(**names)
+        stmts = ast.parse(code).body
+        for st in stmts:
+            for sub in ast.walk(st):
+                if "lineno" in sub._attributes:
+                    ast.copy_location(sub, node)
+        f = self.frame
+        f.env[names["lst"]], f.env[names["np"]] = lst, S(np)
+        try:
+            self.stmts(stmts)
+            return f.env[names["res"]]
+        finally:
+            for v in names.values():
+                f.env.pop(v, None)
 
     # -- np.array of numbers -----------------------------------------------------
     def array_from(self, items: tuple, dtype: Any, node: ast.AST) -> Value:
@@ -784,7 +840,8 @@ class ContainerLowering:
     def fill_loop(self, s: ast.For, bounds: list[Value] | None, desc: tuple | None) -> bool:
         """`out.append(v)` once per iteration of a loop of run-time length: `out` becomes an
         array allocated before the loop with the trip count (plus the items it had) and `v` is
-        stored at the iteration's index. Numbers only."""
+        stored at the iteration's index. Arrays (of one dtype and ndim) make a list
+        (`zymo.list_of`) of references instead, as a list argument is."""
         if desc is not None and not all(isinstance(q, Value) for q in self._seqs(desc)):
             return False
         found = self.fill_candidate(s)
@@ -811,7 +868,15 @@ class ContainerLowering:
                 self.lower_sequence_loop(s, desc)
         finally:
             self._fills.pop(ref.key, None)
-        kinds = {t.kind for t in fill.types}
+        types = fill.types[:len(pre)] + ([fill.last] if fill.last is not None else [])
+        arrays = [t for t in types if isinstance(t, T.Array)]
+        if arrays and (len(arrays) != len(types) or len(set(arrays)) != 1):
+            raise self.error(ZymoTypeError, f"{ref.what()} would hold "
+                             + ("numbers and arrays" if len(arrays) != len(types) else
+                                " and ".join(sorted({str(t) for t in arrays}))), s,
+                             "zymo preallocates a list appended to in a loop of run-time length; its items must "
+                             "have one type", "append arrays of one dtype and number of dimensions")
+        kinds = {t.kind for t in types if isinstance(t, T.Scalar)}
         dt = "float64" if "f64" in kinds or not kinds or kinds == {"f32", "int"} or kinds == {"f32", "bool"} \
             else "float32" if "f32" in kinds else "int64" if "int" in kinds else "bool"
         blk = self.b.push(Block())
@@ -828,7 +893,12 @@ class ContainerLowering:
                     n = self.b.prim("builtins.min", [n, m], {}, loc, "n")
             if pre:
                 n = self.b.prim("add", [n, self.b.const(len(pre), loc, "k")], {}, loc, "n")
-            alloc = self.b.prim("numpy.empty", [n], {"dtype": S(dt)}, loc, "lst")
+            if arrays:
+                like = self.b.prim("numpy.empty", [tuple(self.b.const(0, loc, "n") for _ in range(arrays[0].ndim))],
+                                   {"dtype": S(arrays[0].dtype)}, loc, "like")
+                alloc = self.b.prim("zymo.list_of", [n, like], {}, loc, "lst")
+            else:
+                alloc = self.b.prim("numpy.empty", [n], {"dtype": S(dt)}, loc, "lst")
             op = alloc.owner
             op.attrs["fills_list"] = (ref.line, s.lineno)  # for zymo.cache_report
             op.results[0] = buf
@@ -841,15 +911,14 @@ class ContainerLowering:
         parent.ops[at:at] = blk.ops
         return True
 
-    def _fill_type(self, x: Any, node: ast.AST) -> T.Scalar:
-        if isinstance(x, Value) and isinstance(x.type, T.Scalar):
+    def _fill_type(self, x: Any, node: ast.AST) -> T.Type:
+        if isinstance(x, Value) and isinstance(x.type, (T.Scalar, T.Array)):
             return x.type
         if isinstance(x, S) and isinstance(x.obj, (int, float, bool)):
             return T.BOOL if isinstance(x.obj, bool) else T.INT if isinstance(x.obj, int) else T.F64
-        raise self.error(UnsupportedSyntax, "a list appended to in a loop of run-time length must hold numbers",
-                         node, "zymo preallocates such a list as an array of numbers",
-                         "for arrays, preallocate out = np.empty((n, m)) and assign out[i] = row, or build a "
-                         "list in a loop of constant length and np.stack it")
+        raise self.error(UnsupportedSyntax, "a list appended to in a loop of run-time length must hold numbers "
+                         "or arrays", node, "zymo preallocates such a list with the loop's trip count",
+                         "append numbers or arrays (keep tuples and other lists in lists of constant length)")
 
     def _fill_append(self, fill: _Fill, pos: list, kw: dict, node: ast.Call) -> Any:
         blk = self.b.block
@@ -864,8 +933,7 @@ class ContainerLowering:
                              "append exactly once per iteration, at the top level of the loop's body")
         fill.seen.append(blk)
         v = pos[0]
-        t = self._fill_type(v, node)
-        fill.types.append(t)
+        fill.last = self._fill_type(v, node)  # the last lowering of the body is the one kept
         loc = self.loc(node)
         i = blk.args[0]
         if not (fill.start.is_const and fill.start.const == 0 and fill.step.is_const and fill.step.const == 1):

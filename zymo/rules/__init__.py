@@ -1,6 +1,6 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import (arith, custom, indexing, internal, linalg, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
-               shape, ufuncs)  # (registers the rules)
+from . import (arith, custom, indexing, internal, linalg, lists, math_, numpy_, reductions, runtime_rules,  # noqa: F401
+               scipy_, shape, ufuncs)  # (registers the rules)
 from .registry import REGISTRY, Rule, lookup, rule_for_callable
 
 __all__ = ["REGISTRY", "Rule", "lookup", "rule_for_callable"]
