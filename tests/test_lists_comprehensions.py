@@ -668,3 +668,39 @@ def test_generated_programs(tmp_path):
 
     run()
     assert math.isfinite(1.0)
+
+
+# -- split mode and second order ----------------------------------------------------------
+
+@pytest.mark.parametrize("f", [append_arrays, append_idiom, dicts])
+def test_split_mode(f):
+    from zymo import ReverseSplitWithPrimal
+
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(4), rng.standard_normal(3)] if f is append_arrays else [X.copy()]
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, *[Duplicated(a, np.zeros_like(a)) for a in args])
+    shadows = [np.zeros_like(a) for a in args]
+    ann = [Duplicated(a.copy(), s) for a, s in zip(args, shadows)]
+    tape, primal = fwd(*ann)
+    assert primal == pytest.approx(f(*[a.copy() for a in args]))
+    rev(*ann, 1.0, tape)
+    for s, g in zip(shadows, zymo.gradient(Reverse, f, *[a.copy() for a in args])):
+        np.testing.assert_allclose(s, g, rtol=1e-12)
+
+
+def test_hessian_of_lists_and_generators():
+    def f(x):
+        ys = [x[i] * x[i + 1] for i in range(3)]
+        ys.append(sum(v * v for v in x))
+        return np.sum(np.array(ys) ** 2)
+
+    H = zymo.hessian(f, X.copy())
+    eps = 1e-6
+    cols = []
+    for k in range(5):
+        e = np.zeros(5)
+        e[k] = eps
+        (gp,) = zymo.gradient(Reverse, f, X + e)
+        (gm,) = zymo.gradient(Reverse, f, X - e)
+        cols.append((gp - gm) / (2 * eps))
+    np.testing.assert_allclose(H, np.array(cols).T, rtol=1e-5, atol=1e-6)
