@@ -766,16 +766,29 @@ class ContainerLowering:
 
     # -- loops ----------------------------------------------------------------------
     def touches_containers(self, s: ast.For) -> bool:
-        """Whether a loop's body names a static list or a dict built in the function (a loop of
-        constant length over it is unrolled, so that appends and keys stay constants)."""
+        """Whether a loop of constant length must be unrolled for the static lists and dicts built
+        in the function that its body uses: a method call on one (`out.append(v)`, `d.get(i)`),
+        one passed to a call, or one indexed by the loop's variable. (Item updates with constant
+        indices, `acc[0] += v`, need no unrolling: the loop carries the items.)"""
+        targets = {n.id for n in ast.walk(s.target) if isinstance(n, ast.Name)}
+
+        def static(node: ast.AST) -> bool:
+            if not isinstance(node, ast.Name):
+                return False
+            b = self.frame.env.get(node.id)
+            if not isinstance(b, Ref) or b.key in self._fills:
+                return False
+            return b.kind == "dict" or isinstance(self.frame.env.get(b.key), tuple)
+
         for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                b = self.frame.env.get(n.id)
-                if isinstance(b, Ref):
-                    fill = self._fills.get(b.key)
-                    c = self.frame.env.get(b.key)
-                    if fill is None and (b.kind == "dict" or isinstance(c, tuple)):
-                        return True
+            if isinstance(n, ast.Call):
+                if isinstance(n.func, ast.Attribute) and static(n.func.value):
+                    return True
+                if any(static(a) for a in n.args) or any(static(k.value) for k in n.keywords):
+                    return True
+            elif isinstance(n, ast.Subscript) and static(n.value):
+                if any(isinstance(m, ast.Name) and m.id in targets for m in ast.walk(n.slice)):
+                    return True
         return False
 
     def loop_containers(self, s: ast.AST, outer: dict, body_env: dict, carried: list, assigned: set) -> bool:
