@@ -704,3 +704,24 @@ def test_hessian_of_lists_and_generators():
         (gm,) = zymo.gradient(Reverse, f, X - e)
         cols.append((gp - gm) / (2 * eps))
     np.testing.assert_allclose(H, np.array(cols).T, rtol=1e-5, atol=1e-6)
+
+
+def stored_generator(x):
+    g = (x[i] for i in range(3))  # <-
+    x[0] = 5.0  # Python reads x[0] when g is consumed, after this store
+    return sum(g)
+
+
+def pop_in_while_condition(x):
+    lst = [x[0], x[1]]
+    s = 0.0
+    while lst.pop() > 0.0:  # <-
+        s = s + 1.0
+    return s
+
+
+@pytest.mark.parametrize("f", [stored_generator, pop_in_while_condition])
+def test_more_refusals(f):
+    with pytest.raises(zymo.ZymoSourceError) as info:
+        zymo.autodiff(Reverse, f, Active, Duplicated(X.copy(), np.zeros(5)))
+    assert f"line {_marked_line(f)}" in str(info.value)

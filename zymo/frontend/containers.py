@@ -168,7 +168,29 @@ class ContainerLowering:
         return self.comprehension(node, "list")
 
     def expr_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
+        if not getattr(node, "_zymo_consumed", False):
+            raise self.error(UnsupportedSyntax, "a generator expression is only supported as the argument of "
+                             "a call that consumes it at once", node,
+                             "zymo evaluates a generator where it is written; Python evaluates it when it is "
+                             "consumed, which may be after later statements changed what it reads",
+                             "pass it straight to sum, any, all, min, max, tuple, list, sorted, np.array or "
+                             "functools.reduce, or write a list comprehension")
         return self.comprehension(node, "list")
+
+    def mark_consumed(self, callee: Any, node: ast.Call) -> None:
+        """Generator expressions passed straight to a consumer are evaluated there."""
+        ok = isinstance(callee, CMethod) and callee.name == "extend" or isinstance(callee, S) and (
+            callee.obj in (sum, any, all, min, max, tuple, list, sorted, functools.reduce, np.array, np.asarray,
+                           np.stack) or _is_join(callee.obj))
+        if ok:
+            for a in node.args:
+                if isinstance(a, ast.GeneratorExp):
+                    a._zymo_consumed = True
+
+    def cond_containers(self, outer: dict, env: dict, node: ast.AST) -> None:
+        if any(k.startswith("$c") and env.get(k, v) is not v for k, v in outer.items()):
+            raise self.error(UnsupportedSyntax, "a while loop's condition changes a list or dict built in the "
+                             "function", node, hint="change it in the loop's body")
 
     def expr_DictComp(self, node: ast.DictComp) -> Any:
         return self.comprehension(node, "dict")

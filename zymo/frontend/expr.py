@@ -283,6 +283,7 @@ class ExprLowering(ContainerLowering):
         done = self.generator_call(callee, node)  # sum/any/all of a generator (containers.py)
         if done is not NotImplemented:
             return done
+        self.mark_consumed(callee, node)
         joins = isinstance(callee, S) and getattr(_rule_of(callee.obj), "via", None)
         # np.concatenate([a, b]): a list literal of arrays is taken as a tuple
         pos = [tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a)

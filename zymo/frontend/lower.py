@@ -767,6 +767,7 @@ class Lowerer(ExprLowering):
                 self._bind_carried(carried, templates, cargs)
                 cblk = self.b.push(Block(cargs))
                 c = test_fn(None) if test_fn else self.truth(self.expr(test), test)
+                self.cond_containers(outer, f.env, s)  # a while's test changes no list or dict
                 for flag in (brk, f.ret):
                     fv = f.env.get(flag)
                     if isinstance(fv, Value) and fv.type == T.BOOL:
