@@ -725,3 +725,27 @@ def test_more_refusals(f):
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, f, Active, Duplicated(X.copy(), np.zeros(5)))
     assert f"line {_marked_line(f)}" in str(info.value)
+
+
+def list_changed_while_iterated(x):
+    lst = [x[0], x[1], x[2]]
+    s = 0.0
+    for k, v in enumerate(lst):  # <-
+        s = s + v
+        if k == 0:
+            lst[1] = 100.0  # Python's next iteration reads 100.0
+    return s
+
+
+def dict_values_updated_while_iterated(x):
+    d = {"a": x[0], "b": x[1]}
+    for k in d:  # changing values (not keys) while iterating a dict is fine
+        d[k] = d[k] * x[2]
+    return d["a"] + d["b"] * 2.0
+
+
+def test_iterated_list_changes_are_refused():
+    with pytest.raises(zymo.ZymoSourceError) as info:
+        zymo.autodiff(Reverse, list_changed_while_iterated, Active, Duplicated(X.copy(), np.zeros(5)))
+    assert f"line {_marked_line(list_changed_while_iterated)}" in str(info.value)
+    check(dict_values_updated_while_iterated, [X.copy()])

@@ -344,8 +344,33 @@ class ContainerLowering:
         """What `for x in ref` iterates: a tuple (unrolled) or an array (a runtime list)."""
         c = self.contents(ref, node)
         if ref.kind == "dict":
-            return tuple(_key_binding(self, k, node) for k in c[0].obj)
+            out = tuple(_key_binding(self, k, node) for k in c[0].obj)
+            self.__dict__.setdefault("_iterated", {})[id(out)] = (ref, c[0], out)
+            return out
+        if isinstance(c, tuple):
+            self.__dict__.setdefault("_iterated", {})[id(c)] = (ref, c, c)
         return c
+
+    def iterated_unchanged(self, desc: tuple, node: ast.AST) -> None:
+        """After a loop over static lists or dicts: the body changed none of them (Python reads a
+        list's items as it goes, where zymo unrolled the loop over the items it had)."""
+        seen = self.__dict__.get("_iterated", {})
+        for q in self._seqs(desc):
+            entry = seen.pop(id(q), None) if isinstance(q, tuple) else None
+            if entry is None or entry[2] is not q:
+                continue
+            ref, before = entry[0], entry[1]
+            try:
+                now = self.contents(ref, node)
+            except ZymoSourceError:
+                continue
+            now = now[0] if ref.kind == "dict" and isinstance(now, tuple) else now
+            if now is not before:
+                raise self.error(UnsupportedSyntax, f"{ref.what()} changes while the loop at line "
+                                 f"{getattr(node, 'lineno', '?')} iterates over it", node,
+                                 "zymo unrolls a loop over a list built in the function over the items it had "
+                                 "when the loop started" + (" (a dict's keys)" if ref.kind == "dict" else ""),
+                                 "iterate over a copy (for v in list(lst)) and build a new list")
 
     # -- freezing -------------------------------------------------------------
     def freeze(self, b: Any, node: ast.AST, numeric: bool = False) -> Any:

@@ -560,6 +560,7 @@ class Lowerer(ExprLowering):
         if self.fill_loop(s, None, desc):
             return
         self.lower_sequence_loop(s, desc)
+        self.iterated_unchanged(desc, s)
 
     def _iter_desc(self, node: ast.expr) -> tuple:
         """What a for loop iterates: ("enum", d), ("zip", [d, ...]) or ("seq", binding)."""
