@@ -10,11 +10,10 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import autograd_grad, check, zymo_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
-
-from helpers import autograd_grad, check, zymo_grad
 
 X = np.array([0.3, 1.2, -0.7, 2.0, 0.9])
 
@@ -342,7 +341,7 @@ def dicts(x):
     d.setdefault("z", x[3])
     d.setdefault("a", 100.0)  # present: unchanged
     s = 0.0
-    for k in d:
+    for k in d:  # noqa: PLC0206 (iterating a dict's keys is the construct under test)
         s = s + d[k]
     for k, v in d.items():
         if k != "b":
@@ -360,7 +359,7 @@ def dict_comprehensions(x):
     names = ("p", "q", "r")
     d = {n: x[k] ** 2 for k, n in enumerate(names)}
     inv = {k: 1.0 / (v + 1.0) for k, v in d.items() if k != "q"}
-    cfg = dict(w=x[3], b=1.0)
+    cfg = dict(w=x[3], b=1.0)  # noqa: C408 (the dict() call is under test)
     cfg.update(inv)
     _scale(cfg, x[4])
     by_int = {i: x[i] * i for i in range(3)}
@@ -630,14 +629,14 @@ def _program_source(ops: list) -> str:
             "iadd": [f"    lst += [{ea} * {ea}, {eb}]"],
             "setitem": [f"    lst[{a % 2}] = lst[{a % 2}] * {eb}"],
             "comp": [f"    lst = [v * {ea} for v in lst if {b % 3} >= 0]"],
-            "gen": [f"    lst.append(sum(v * v for v in lst) * 0.1)"],
+            "gen": ["    lst.append(sum(v * v for v in lst) * 0.1)"],
             "dict": [f"    d['k{a}'] = d.get('k{a}', 1.0) * {eb}"],
             "dictcomp": [f"    d = {{k: v * {ea} for k, v in d.items()}}"],
             "loop": ["    acc = []", "    for i in range(x.shape[0]):", f"        acc.append(x[i] * {ea})",
                      "    lst.append(np.sum(np.array(acc)))"],
             "minmax": [f"    lst.append(max(lst) - min(v * {ea} for v in lst))"],
             "filter": [f"    lst.append(sum(v for v in x if v > {ea}))"],
-            "rows": [f"    m = [x * v for v in lst[:2]]", f"    lst[0] = lst[0] + np.sum(np.stack(m) * {eb})"],
+            "rows": ["    m = [x * v for v in lst[:2]]", f"    lst[0] = lst[0] + np.sum(np.stack(m) * {eb})"],
         }[kind]
     body.append("    return sum(lst) + sum(d.values()) + np.sum(np.array(lst) ** 2) * 0.01")
     return "import numpy as np\n\n" + "\n".join(body) + "\n"
@@ -739,7 +738,7 @@ def list_changed_while_iterated(x):
 
 def dict_values_updated_while_iterated(x):
     d = {"a": x[0], "b": x[1]}
-    for k in d:  # changing values (not keys) while iterating a dict is fine
+    for k in d:  # noqa: PLC0206 (changing values, not keys, while iterating a dict is fine)
         d[k] = d[k] * x[2]
     return d["a"] + d["b"] * 2.0
 

@@ -46,7 +46,7 @@ from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTy
 from ..ir import types as T
 from ..ir.core import Block, Value
 from ..rules.registry import rule_for_callable
-from .bindings import LocalFn, Poison, S, same_shape
+from .bindings import Poison, S, same_shape
 
 _ids = itertools.count()
 _KEYS: dict[tuple, tuple] = {}  # interned key tuples of dicts: same keys, same object
@@ -410,8 +410,8 @@ class ContainerLowering:
         if type(callee).__name__ == "_Method":  # an array method: x.reshape([2, -1]), x.dot([a, b])
             for k, x in enumerate(pos):
                 pos[k] = self.freeze(x, node, numeric=True)
-            for k in kw:
-                kw[k] = self.freeze(kw[k], node, numeric=True)
+            for k, x in kw.items():
+                kw[k] = self.freeze(x, node, numeric=True)
             return NotImplemented
         if not isinstance(callee, S):
             return NotImplemented  # user functions get the Refs themselves
@@ -525,8 +525,8 @@ class ContainerLowering:
                 (rule_for_callable(fn) or "").split(".")[0] in ("numpy", "scipy")
             for k, x in enumerate(pos):
                 pos[k] = self.freeze(x, node, numeric=numeric)
-            for k in kw:
-                kw[k] = self.freeze(kw[k], node)
+            for k, x in kw.items():
+                kw[k] = self.freeze(x, node)
         return NotImplemented
 
     def _any_all(self, is_any: bool, items: tuple, node: ast.AST) -> Any:
@@ -833,9 +833,9 @@ class ContainerLowering:
                     return True
                 if any(static(a) for a in n.args) or any(static(k.value) for k in n.keywords):
                     return True
-            elif isinstance(n, ast.Subscript) and static(n.value):
-                if any(isinstance(m, ast.Name) and m.id in targets for m in ast.walk(n.slice)):
-                    return True
+            elif isinstance(n, ast.Subscript) and static(n.value) and \
+                    any(isinstance(m, ast.Name) and m.id in targets for m in ast.walk(n.slice)):
+                return True
         return False
 
     def loop_containers(self, s: ast.AST, outer: dict, body_env: dict, carried: list, assigned: set) -> bool:
@@ -1057,4 +1057,4 @@ def _nest_shape(items: tuple) -> tuple[tuple | None, list]:
     return (len(items),) + subs[0][0], [leaf for _, ls in subs for leaf in ls]
 
 
-__all__ = ["ContainerLowering", "Ref", "CMethod", "LocalFn"]
+__all__ = ["CMethod", "ContainerLowering", "Ref"]

@@ -18,7 +18,7 @@ def list_of(n, like, /):  # positional only: the template `[like] * n` takes no 
 
 class list_of_(Rule, key="zymo.list_of", fn=list_of, template="[{1}] * {0}", alloc=True, nondiff=True, cases=(
         ("lst = fn(x.shape[0], x * 0.0)\nfor i in range(x.shape[0]):\n    lst[i] = x * x[i]\n"
-         "return lst[1] * lst[0] + lst[2]", ((3,),)),
+         + "return lst[1] * lst[0] + lst[2]", ((3,),)),
         ("lst = fn(x.shape[0], x[0] * 0.0)\nfor i in range(x.shape[0]):\n    lst[i] = np.sin(x[i])\n"
-         "return lst[2][0] * lst[0][1]", ((3, 2),)))):
+         + "return lst[2][0] * lst[0][1]", ((3, 2),)))):
     pass
