@@ -90,7 +90,6 @@ class _Fill:
 
 LIST_METHODS = ("append", "extend", "insert", "pop", "copy", "reverse", "index", "count")
 DICT_METHODS = ("get", "items", "keys", "values", "setdefault", "pop", "update", "copy")
-_COMPREHENSION_LIMIT = 256  # constant ranges unrolled by comprehensions and container loops
 
 
 class ContainerLowering:

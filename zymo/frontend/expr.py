@@ -185,7 +185,11 @@ class ExprLowering(ContainerLowering):
                 b = self.expr(e)
                 if isinstance(b, Ref):  # x[lst] with a list built in the function
                     b = self.freeze(b, e)
-                    b = self.b.prim("zymo.index_array", [b], {}, self.loc(e), "idx") if isinstance(b, tuple) else b
+                    if isinstance(b, tuple):
+                        if not b or not all(isinstance(i, Value) and i.type == T.INT for i in b):
+                            raise self.error(ZymoTypeError, "a list in an index must hold integers", e,
+                                             hint="index with an integer array or a boolean mask")
+                        b = self.b.prim("zymo.index_array", [b], {}, self.loc(e), "idx")
                 if isinstance(b, S) and (b.obj is None or b.obj is Ellipsis):
                     out.append(b.obj)
                 elif isinstance(b, tuple):
