@@ -485,7 +485,19 @@ def a13(x):
     return s + max(lst)
 
 
-ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13]
+def a14(x):
+    acc = [0.0, 1.0]  # carried by a while loop
+    d = {"n": 0.0}
+    i = 0
+    while i < x.shape[0] and acc[1] < 100.0:
+        acc[0] = acc[0] + x[i] * acc[1]
+        acc[1] = acc[1] * 1.5
+        d["n"] += x[i] ** 2
+        i += 1
+    return acc[0] + d["n"]
+
+
+ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13, a14]
 
 
 @pytest.mark.parametrize("f", ADVERSARIAL, ids=[f.__name__ for f in ADVERSARIAL])

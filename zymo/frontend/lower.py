@@ -767,8 +767,9 @@ class Lowerer(ExprLowering):
                 f.env = dict(outer)
                 self._bind_carried(carried, templates, cargs)
                 cblk = self.b.push(Block(cargs))
+                before = dict(f.env)
                 c = test_fn(None) if test_fn else self.truth(self.expr(test), test)
-                self.cond_containers(outer, f.env, s)  # a while's test changes no list or dict
+                self.cond_containers(before, f.env, s)  # a while's test changes no list or dict
                 for flag in (brk, f.ret):
                     fv = f.env.get(flag)
                     if isinstance(fv, Value) and fv.type == T.BOOL:
