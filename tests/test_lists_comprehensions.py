@@ -79,6 +79,14 @@ def unrolled_appends(x):
     return total + np.sum(np.array(out) ** 3)
 
 
+def list_per_branch(x):
+    if x[0] > 0.0:  # <-
+        a = [x[1], x[2]]
+    else:
+        a = [x[2], x[1]]
+    return a[0] * 2.0
+
+
 def arrays_in_lists(x):
     rows = []
     for k in range(3):
@@ -604,7 +612,7 @@ def set_comprehension(x):
 
 
 REFUSED = [conditional_append, filtered_comprehension, runtime_index, dynamic_key, append_after_fill,
-           read_while_filling, while_growth, branch_lengths, mixed_items_at_runtime, returns_dict,
+           read_while_filling, while_growth, branch_lengths, list_per_branch, mixed_items_at_runtime, returns_dict,
            set_comprehension]
 
 

@@ -864,6 +864,13 @@ class ContainerLowering:
         return False
 
     def merge_error(self, name: str, node: ast.AST) -> Exception:
+        if not name.startswith("$"):
+            return self.error(UnsupportedSyntax, f"{name} is a different list or dict on each path of the if at "
+                              f"line {getattr(node, 'lineno', '?')}", node,
+                              "zymo keeps lists and dicts built in the function as separate variables, so which "
+                              "one a name refers to must be known while lowering",
+                              "build one list before the if and assign its items on each path "
+                              "(a = [0.0, 0.0]; a[0] = ...), or use a tuple")
         return self.error(UnsupportedSyntax, "a list or dict built in the function has a different length or keys "
                           f"on each path of the if at line {getattr(node, 'lineno', '?')}", node,
                           "zymo keeps lists and dicts built in the function as separate variables, so their "

@@ -479,7 +479,7 @@ class Lowerer(ExprLowering):
     def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
         """Record the values of `name` leaving each branch; returns (template, count)."""
         if not same_shape(a, c):
-            if name.startswith("$c"):
+            if name.startswith("$c") or isinstance(a, Ref) or isinstance(c, Ref):
                 raise self.merge_error(name, node)
             if isinstance(a, S) or isinstance(c, S) or isinstance(a, LocalFn) or isinstance(c, LocalFn):
                 raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch", node,
