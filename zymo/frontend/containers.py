@@ -864,8 +864,9 @@ class ContainerLowering:
         return False
 
     def merge_error(self, name: str, node: ast.AST) -> Exception:
-        if not name.startswith("$"):
-            return self.error(UnsupportedSyntax, f"{name} is a different list or dict on each path of the if at "
+        if not name.startswith("$c"):
+            what = "the value" if name.startswith("$") else name
+            return self.error(UnsupportedSyntax, f"{what} is a different list or dict on each path of the if at "
                               f"line {getattr(node, 'lineno', '?')}", node,
                               "zymo keeps lists and dicts built in the function as separate variables, so which "
                               "one a name refers to must be known while lowering",
