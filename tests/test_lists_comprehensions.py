@@ -505,7 +505,19 @@ def a14(x):
     return acc[0] + d["n"]
 
 
-ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13, a14]
+def a15(x):
+    out = []
+
+    def fill(n):  # a nested function fills the enclosing function's list
+        for i in range(n):
+            out.append(x[i] * 2.0)
+
+    fill(3)  # a constant loop: unrolled, three static items
+    fill(x.shape[0] - 3)  # a run-time trip count: preallocated after the three items it has
+    return sum(out[:3]) * out[1] + out[-1]
+
+
+ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13, a14, a15]
 
 
 @pytest.mark.parametrize("f", ADVERSARIAL, ids=[f.__name__ for f in ADVERSARIAL])

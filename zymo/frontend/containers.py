@@ -811,6 +811,13 @@ class ContainerLowering:
                     f.env.pop(t, None)
 
     # -- loops ----------------------------------------------------------------------
+    def _peek(self, name: str) -> Any:
+        """The binding of a local or enclosing name, without capturing globals (None if none)."""
+        f = self.frame
+        while f is not None and name not in f.env:
+            f = f.parent
+        return f.env.get(name) if f is not None else None
+
     def touches_containers(self, s: ast.For) -> bool:
         """Whether a loop of constant length must be unrolled for the static lists and dicts built
         in the function that its body uses: a method call on one (`out.append(v)`, `d.get(i)`),
@@ -821,7 +828,7 @@ class ContainerLowering:
         def static(node: ast.AST) -> bool:
             if not isinstance(node, ast.Name):
                 return False
-            b = self.frame.env.get(node.id)
+            b = self._peek(node.id)
             if not isinstance(b, Ref) or b.key in self._fills:
                 return False
             return b.kind == "dict" or isinstance(self.frame.env.get(b.key), tuple)
@@ -892,7 +899,7 @@ class ContainerLowering:
                  and isinstance(st.value.func.value, ast.Name) and len(st.value.args) == 1
                  and not st.value.keywords]
         for name in names:
-            b = self.frame.env.get(name)
+            b = self._peek(name)
             if not isinstance(b, Ref) or b.kind != "list" or b.key in self._fills:
                 continue
             if not isinstance(self.frame.env.get(b.key), tuple):
