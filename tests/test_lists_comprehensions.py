@@ -780,3 +780,15 @@ def test_iterated_list_changes_are_refused():
         zymo.autodiff(Reverse, list_changed_while_iterated, Active, Duplicated(X.copy(), np.zeros(5)))
     assert f"line {_marked_line(list_changed_while_iterated)}" in str(info.value)
     check(dict_values_updated_while_iterated, [X.copy()])
+
+
+def test_batch_forward():
+    from zymo import BatchDuplicated, Const, Forward
+
+    rng = np.random.default_rng(0)
+    x, W = rng.standard_normal(4), rng.standard_normal(3)
+    t1, t2 = rng.standard_normal(4), rng.standard_normal(4)
+    (both,) = zymo.autodiff(Forward, append_arrays, BatchDuplicated, BatchDuplicated(x.copy(), (t1, t2)), Const(W))
+    for t, b in zip((t1, t2), both):
+        (one,) = zymo.autodiff(Forward, append_arrays, Duplicated, Duplicated(x.copy(), t), Const(W))
+        assert b == pytest.approx(one, rel=1e-12)
