@@ -179,6 +179,40 @@ def append_strided_range(x):
     return acc + np.mean(out)
 
 
+def conditional_append(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i] > 0.0:  # a run-time condition: stored at a carried count
+            out.append(x[i] * x[i])
+    return sum(out) + len(out) * out[-1]
+
+
+def filtered_comprehension(x):
+    ys = [v * 2.0 for v in x if v > 0.0]
+    pairs = [x[i] * x[i - 1] for i in range(1, x.shape[0]) if x[i] < x[i - 1]]
+    return np.sum(np.array(ys) ** 2) + ys[0] + sum(pairs) * 0.5
+
+
+def recurrence(x):
+    out = [1.0]
+    for i in range(x.shape[0]):
+        out.append(out[-1] * (1.0 + 0.1 * x[i]))  # reads the list it fills
+    return np.sum(np.log(np.array(out)))
+
+
+def two_lists_and_break(x):
+    evens, odds = [], []
+    for i in range(x.shape[0]):
+        if i % 2 == 0:
+            evens.append(x[i] ** 2)
+        else:
+            odds.append(np.sin(x[i]))
+            odds.append(x[i] * 0.5)  # two appends in one iteration
+        if x[i] > 1.9:
+            break
+    return sum(evens) * len(odds) + sum(odds)
+
+
 def append_arrays(x, W):
     rows = []
     for i in range(x.shape[0]):
@@ -207,7 +241,8 @@ def comprehension_of_rows(X, w):
     return np.sum(np.stack(out) ** 2)
 
 
-@pytest.mark.parametrize("f", [append_idiom, append_time_steps, append_strided_range])
+@pytest.mark.parametrize("f", [append_idiom, append_time_steps, append_strided_range, conditional_append,
+                               filtered_comprehension, recurrence, two_lists_and_break])
 def test_append_idiom(f):
     check(f, [X.copy()])
 
@@ -552,19 +587,6 @@ def test_numba(f, numba_always):
 
 # -- refusals ---------------------------------------------------------------------------
 
-def conditional_append(x):
-    out = []
-    for i in range(x.shape[0]):
-        if x[i] > 0.0:  # <-
-            out.append(x[i])
-    return sum(out)
-
-
-def filtered_comprehension(x):
-    ys = [v for v in x if v > 0.0]  # <-
-    return ys[0]
-
-
 def runtime_index(x, n):
     a = [x[0], x[1]]
     return a[n]  # <-
@@ -615,6 +637,22 @@ def mixed_items_at_runtime(x):
     return np.sum(np.stack(rows))
 
 
+def append_in_nested_loop(x):
+    out = []
+    for i in range(x.shape[0]):  # <-
+        for j in range(i):
+            out.append(x[i] * x[j])
+    return sum(out)
+
+
+def conditional_array_append(x):
+    rows = []
+    for i in range(x.shape[0]):  # <-
+        if x[i] > 0.0:
+            rows.append(x * x[i])
+    return np.sum(np.stack(rows))
+
+
 def returns_dict(x):
     return {"a": x[0]}  # <-
 
@@ -623,8 +661,9 @@ def set_comprehension(x):
     return len({v for v in (x[0], x[1])}) * x[0]  # <-
 
 
-REFUSED = [conditional_append, filtered_comprehension, runtime_index, dynamic_key, append_after_fill,
-           read_while_filling, while_growth, branch_lengths, list_per_branch, mixed_items_at_runtime, returns_dict,
+REFUSED = [runtime_index, dynamic_key, append_after_fill,
+           read_while_filling, while_growth, branch_lengths, list_per_branch, mixed_items_at_runtime, append_in_nested_loop,
+           conditional_array_append, returns_dict,
            set_comprehension]
 
 
