@@ -122,7 +122,7 @@ class ContainerLowering:
                 if isinstance(c, Poison):
                     break
                 if _counted(c):  # being filled at a count: the part filled so far
-                    return self.b.getitem(c[1], (slice(None, c[2], None),), self.loc(node), "sl")
+                    return self.b.getitem(fill.buf, (slice(None, c[1], None),), self.loc(node), "sl")
                 return c
             f = f.parent
         raise self.error(ZymoSourceError, f"{ref.what()} is used outside the loop or branch that built it", node,
@@ -960,7 +960,7 @@ class ContainerLowering:
             self._fills[ref.key] = fill
             if counted:
                 start = self.b.const(len(pre), loc, "count")
-                self.set_contents(ref, (S(_COUNT), buf, start))
+                self.set_contents(ref, (S(_COUNT), start))  # the buffer itself is never rebound
             else:
                 self.set_contents(ref, buf)
             fills.append((fill, pre, calls))
@@ -992,7 +992,7 @@ class ContainerLowering:
         for fill, _, _ in fills:
             if fill.counted:  # the list is the part of the buffer filled
                 c = self.frame.env[fill.ref.key]
-                self.set_contents(fill.ref, self.b.getitem(c[1], (slice(None, c[2], None),), loc,
+                self.set_contents(fill.ref, self.b.getitem(fill.buf, (slice(None, c[1], None),), loc,
                                                            fill.buf.hint))
         return True
 
@@ -1064,10 +1064,10 @@ class ContainerLowering:
             f = self.frame
             while fill.ref.key not in f.env:
                 f = f.parent
-            _, buf, count = f.env[fill.ref.key]
-            self.b.setitem(buf, (count,), self.as_value(v, node), loc)
-            self.set_contents(fill.ref, (S(_COUNT), buf,
-                                         self.b.prim("add", [count, self.b.const(1, loc, "k")], {}, loc, "count")))
+            _, count = f.env[fill.ref.key]
+            self.b.setitem(fill.buf, (count,), self.as_value(v, node), loc)
+            self.set_contents(fill.ref, (S(_COUNT), self.b.prim("add", [count, self.b.const(1, loc, "k")], {}, loc,
+                                                                "count")))
             return S(None)
         if len(self.b.blocks) != fill.depth or any(b is blk for b in fill.seen) or not blk.args \
                 or blk.args[0].type != T.INT:
@@ -1086,11 +1086,11 @@ class ContainerLowering:
         return S(None)
 
 
-_COUNT = object()  # marks the contents (S(_COUNT), buffer, count) of a list filled at a carried count
+_COUNT = object()  # marks the contents (S(_COUNT), count) of a list filled at a carried count
 
 
 def _counted(c: Any) -> bool:
-    return isinstance(c, tuple) and len(c) == 3 and isinstance(c[0], S) and c[0].obj is _COUNT
+    return isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], S) and c[0].obj is _COUNT
 
 
 _NOKEY = object()
