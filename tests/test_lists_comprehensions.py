@@ -577,7 +577,8 @@ def numba_always(tmp_path, monkeypatch):
     set_numba(None)
 
 
-@pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists])
+@pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists,
+                               conditional_append, recurrence])
 def test_numba(f, numba_always):
     check(f, [X.copy()])
     g_nb = zymo_grad(f, [X.copy()], numba=True)
@@ -698,7 +699,7 @@ def _program_source(ops: list) -> str:
             "insert": [f"    lst.insert({a % 2}, {ea} - {eb})"],
             "pop": ["    if len(lst) > 1:", f"        lst.pop({-1 if a % 2 else 0})"],
             "iadd": [f"    lst += [{ea} * {ea}, {eb}]"],
-            "setitem": [f"    lst[{a % 2}] = lst[{a % 2}] * {eb}"],
+            "setitem": [f"    lst[{-(a % 2)}] = lst[{-(a % 2)}] * {eb}"],
             "comp": [f"    lst = [v * {ea} for v in lst if {b % 3} >= 0]"],
             "gen": ["    lst.append(sum(v * v for v in lst) * 0.1)"],
             "dict": [f"    d['k{a}'] = d.get('k{a}', 1.0) * {eb}"],
@@ -708,6 +709,9 @@ def _program_source(ops: list) -> str:
             "minmax": [f"    lst.append(max(lst) - min(v * {ea} for v in lst))"],
             "filter": [f"    lst.append(sum(v for v in x if v > {ea}))"],
             "rows": ["    m = [x * v for v in lst[:2]]", f"    lst[0] = lst[0] + np.sum(np.stack(m) * {eb})"],
+            "condloop": ["    acc = [x[0]]", "    for i in range(x.shape[0]):", f"        if x[i] < {ea}:",
+                         "            acc.append(x[i] * acc[-1])", "    lst.append(sum(acc) + len(acc))"],
+            "filtercomp": [f"    lst.append(np.sum(np.array([v * {eb} for v in x if v > {ea}] + [1.0])))"],
         }[kind]
     body.append("    return sum(lst) + sum(d.values()) + np.sum(np.array(lst) ** 2) * 0.01")
     return "import numpy as np\n\n" + "\n".join(body) + "\n"
@@ -717,7 +721,7 @@ def test_generated_programs(tmp_path):
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
     kinds = ["append", "insert", "pop", "iadd", "setitem", "comp", "gen", "dict", "dictcomp", "loop", "minmax",
-             "filter", "rows"]
+             "filter", "rows", "condloop", "filtercomp"]
     counter = iter(range(10 ** 6))
 
     @hyp.settings(max_examples=25, deadline=None, derandomize=True)

@@ -312,6 +312,27 @@ class ContainerLowering:
         return False
 
     def container_binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if key == "add" and isinstance(a, Ref) and isinstance(b, Ref) and a.kind == b.kind == "list" and any(
+                isinstance(self.contents(r, node), Value) for r in (a, b)):
+            # a list of numbers of run-time length joined with another: the arrays concatenated
+            parts = []
+            for r in (a, b):
+                c = self.contents(r, node)
+                if isinstance(c, Value) and isinstance(c.type, T.List):
+                    raise self.error(UnsupportedSyntax, "+ of a list of arrays filled by a loop of run-time length "
+                                     "is not supported", node, hint="np.stack the lists and concatenate the arrays")
+                if isinstance(c, tuple):
+                    if not c:
+                        continue
+                    c = self.array_from(self.freeze(r, node), None, node)
+                    if c.type.ndim != 1:
+                        raise self.error(UnsupportedSyntax, "+ of a list of numbers and a list of other items",
+                                         node)
+                parts.append(c)
+            joined = parts[0] if len(parts) == 1 else self.join("numpy.concatenate", [tuple(parts)], {}, node)
+            if len(parts) == 1:
+                joined = self.b.prim("numpy.copy", [joined], {}, self.loc(node), "lst")
+            return self.new_container("list", joined, node)
         if key == "add" and isinstance(a, Ref) and isinstance(b, Ref) and a.kind == b.kind == "list":
             return self.new_container("list", self._static_items(a, node, "+") + self._static_items(b, node, "+"),
                                       node)
