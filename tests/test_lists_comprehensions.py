@@ -273,6 +273,11 @@ def test_append_arrays_numba(numba_always):
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
+def test_sum_of_array_generator():
+    rng = np.random.default_rng(5)
+    check(sum_of_array_generator, [rng.standard_normal((4, 3)), rng.standard_normal(2)])
+
+
 def test_append_over_rows():
     rng = np.random.default_rng(1)
     check(append_over_rows, [rng.standard_normal((4, 3)), rng.standard_normal(3)])
@@ -337,6 +342,13 @@ def generator_loops(x):
     big = any(v > 1.5 for v in x)
     small = all(abs(v) < 5.0 for v in x)
     return pos + tri * (2.0 if big else 1.0) + (x[0] if small else -x[0])
+
+
+def sum_of_array_generator(X, w):
+    """sum() of arrays over a run-time range: the sum of the list the generator makes."""
+    s = sum(np.outer(r, w) * r[0] for r in X)
+    t = sum(w * k for k in range(3))  # a constant range: unrolled, 0 + w + 2w
+    return np.sum(s * s) + np.sum(t * w)
 
 
 def sums_with_start(x):

@@ -809,12 +809,32 @@ class ContainerLowering:
             truth = ast.Call(ast.Name(id=conv, ctx=ast.Load()), [g.elt], [])
             value = ast.BoolOp(ast.Or() if callee.obj is any else ast.And(), [load, truth])
         inner = ast.Assign([ast.Name(id=acc, ctx=ast.Store())], value)
+        saved = (len(self.b.blocks), len(self.b.block.ops), dict(f.env), len(self.inlining), dict(self._fills))
         try:
             self._comp_loops(g, inner)
             return f.env[acc]
+        except ZymoTypeError:
+            if callee.obj is not sum:
+                raise
+            # the items are arrays summed in a loop of run-time length (the int 0 the sum starts
+            # from cannot be carried as an array): undo, and sum the list the generator makes
+            depth, nops, env, inl, fills = saved
+            del self.b.blocks[depth:]
+            del self.b.block.ops[nops:]
+            self.frame = f
+            f.env = env
+            del self.inlining[inl:]
+            self._fills.clear()
+            self._fills.update(fills)
         finally:
             f.env.pop(acc, None)
             f.env.pop(conv, None)
+        g._zymo_consumed = True
+        items = self.comprehension(g, "list")
+        c = self.contents(items, node)
+        if isinstance(c, Value) and isinstance(c.type, T.List):
+            return self.b.prim("numpy.sum", [self._stack_list(c, node)], {"axis": 0}, self.loc(node), "s")
+        return self.call(callee, [self.freeze(items, node)], {}, node)
 
     def _comp_loops(self, node: Any, inner: ast.stmt) -> None:
         f = self.frame
