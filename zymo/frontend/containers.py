@@ -1072,7 +1072,7 @@ class ContainerLowering:
         else:
             alloc = self.b.prim("numpy.empty", [n], {"dtype": S(dt)}, loc, "lst")
         op = alloc.owner
-        op.attrs["fills_list"] = (ref.line, s.lineno)  # for zymo.cache_report
+        op.attrs["fills_list"] = (ref.line, s.lineno, len(calls), len(pre))  # for zymo.cache_report
         op.results[0] = fill.buf
         fill.buf.owner = op
         fill.buf.type = alloc.type
