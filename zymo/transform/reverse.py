@@ -1624,8 +1624,8 @@ def _list_notes(rev: "Reverse") -> list[str]:
     for op in walk(rev.fn.body):
         if op.kind == "prim" and "fills_list" in op.attrs:
             built, loop, calls, pre = op.attrs["fills_list"]
-            room = "its trip count" if calls == 1 else f"{calls} times its trip count"
-            room += f" plus {pre}" if pre else ""
+            room = "one item per iteration" if calls == 1 else f"{calls} items per iteration"
+            room += f" plus the {pre} it had" if pre else ""
             v = op.result
             shadow = " (and its shadow, as big)" if rev.act.is_active(v) else ""
             if isinstance(v.type, T.List):
@@ -1635,7 +1635,7 @@ def _list_notes(rev: "Reverse") -> list[str]:
                 continue
             item = "4 bytes" if v.type.dtype == "float32" else "1 byte" if v.type.dtype == "bool" else "8 bytes"
             out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is an "
-                       f"array `{v.hint}` ({v.type}) allocated before that loop with room for {room} items, {item} "
+                       f"array `{v.hint}` ({v.type}) allocated before that loop with room for {room}, {item} "
                        f"per item{shadow}: the primal's own memory, not a cache")
     return out
 
