@@ -599,7 +599,7 @@ class ContainerLowering:
                                  "filled, is not supported", node,
                                  "zymo allocates such a list once, with the loop's trip count: it cannot grow "
                                  "or shrink after the loop",
-                                 "append only in that loop (once per iteration), or build a second list")
+                                 "append only in that loop, or build a second list (or np.concatenate arrays)")
             if name == "append" and len(pos) == 1 and not kw:
                 self.set_contents(ref, c + (pos[0],))
                 return S(None)
@@ -908,8 +908,8 @@ class ContainerLowering:
                                  f"{'its keys' if kind == 'dict' else 'length'} inside it", s,
                                  "zymo keeps lists and dicts built in the function as separate variables; "
                                  "a loop of run-time length (or a while loop) cannot change how many there are",
-                                 "append exactly once per iteration at the top level of a for loop's body (no "
-                                 "condition, no break/continue), which zymo preallocates; or preallocate an "
+                                 "append numbers in the for loop's own body (not in a loop nested in it, not in a "
+                                 "while loop), which zymo preallocates with the trip count; or preallocate an "
                                  "array with np.empty(n) and assign out[i] = ...; or loop over a constant range")
             changed.append(k)
         if changed:
