@@ -838,6 +838,11 @@ class ContainerLowering:
 
     def _comp_loops(self, node: Any, inner: ast.stmt) -> None:
         f = self.frame
+        if any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
+            raise self.error(UnsupportedSyntax, "a lambda inside a comprehension is not supported", node,
+                             "its free variables would be read where it is called, after the comprehension's "
+                             "variables are gone",
+                             "define the function outside and pass the values as arguments")
         for g in reversed(node.generators):
             for cond in reversed(g.ifs):
                 inner = ast.If(cond, [inner], [])
