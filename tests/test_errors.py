@@ -122,7 +122,7 @@ def calls_unsupported_builtin(x):
 
 
 def uses_list_comprehension(x):
-    ys = [v * v for v in x if v > 0.0]  # <-  (a run-time condition: the length is unknown)
+    ys = [v * w for v in x for w in x]  # <-  (nested loops of run-time length: the length is unknown)
     return ys[0]
 
 
