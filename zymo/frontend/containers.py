@@ -405,8 +405,8 @@ class ContainerLowering:
             if b.kind == "dict":
                 raise self.error(UnsupportedCall, "a dict built in the function cannot be passed here", node,
                                  hint="pass its values: d['key'], or tuple(d.values())")
-            if isinstance(c, Value):
-                return c
+            if isinstance(c, Value):  # NumPy reads a list of arrays as their stack
+                return self._stack_list(c, node) if numeric and isinstance(c.type, T.List) else c
             items = tuple(self.freeze(x, node) for x in c)
             if numeric and items and not _all_ints(items):
                 return self.array_from(items, None, node)
