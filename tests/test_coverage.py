@@ -116,3 +116,17 @@ def test_gap_ufunc_error_message():
     with pytest.raises(zymo.UnsupportedCall, match="cannot differentiate a call to") as e:
         zymo.gradient(zymo.Reverse, f, np.ones(3))
     assert "fn(x, 2.0)" in str(e.value)
+
+
+def test_the_published_coverage_table_is_current():
+    """docs/coverage.md lists every public NumPy and scipy.special function with its status."""
+    from pathlib import Path
+
+    from zymo.rules import coverage
+
+    published = (Path(__file__).parent.parent / "docs" / "coverage.md").read_text()
+    assert published == coverage.markdown(), "regenerate: python -m zymo.rules.coverage > docs/coverage.md"
+    statuses = {(ns, n): s for ns, n, s, _ in coverage.entries()}
+    assert statuses[("numpy", "sin")] == "differentiable"
+    assert statuses[("numpy", "argmax")] == "zero derivative"
+    assert statuses[("numpy", "zeros")] == "allocation"

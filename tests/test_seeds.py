@@ -462,3 +462,26 @@ def test_seed003_make_zero_and_make_zero_():
                       Duplicated(np.ones(3), dv))
         grads.append(dv)
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_seed000_exact_call_with_a_list_of_tuples():
+    """Seed 000's own call: x = [(2.0, 3.0)], a list of tuples of floats, BatchDuplicated with
+    shadows that are lists of tuples. Tuples are immutable: the shadow tuples are replaced in
+    the shadow lists, as Enzyme does. Checked against the width-1 calls and forward mode."""
+    x = [(2.0, 3.0)]
+    dx1, dx2 = zymo.make_zero(x), zymo.make_zero(x)
+    assert dx1 == [(0.0, 0.0)]
+    out, dout1, dout2 = np.zeros(1), np.array([1.0]), np.array([3.0])
+    res = zymo.autodiff(Reverse, make_byref_list, Const, zymo.BatchDuplicated(out, (dout1, dout2)),
+                        zymo.BatchDuplicated(x, (dx1, dx2)))
+    assert res == ((None, None),)
+    assert out[0] == 13.0 and x == [(2.0, 3.0)]
+    assert dx1 == [(4.0, 6.0)] and dx2 == [(12.0, 18.0)]
+    assert type(dx1[0]) is tuple and type(dx1[0][0]) is float
+    dx = zymo.make_zero(x)
+    zymo.autodiff(Reverse, make_byref_list, Const, Duplicated(np.zeros(1), np.array([1.0])), Duplicated(x, dx))
+    assert dx == dx1
+    # forward mode: the tangent of out[0] along (1, 0) is 2 * 2.0
+    dout = np.zeros(1)
+    zymo.autodiff(zymo.Forward, make_byref_list, Const, Duplicated(np.zeros(1), dout), Duplicated(x, [(1.0, 0.0)]))
+    assert dout[0] == 4.0

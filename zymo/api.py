@@ -34,6 +34,7 @@ from .frontend.bindings import S, rebuild
 from .frontend.lower import lower
 from .frontend.source import unwrap
 from .ir.core import Function, Value
+from .ir.specialize import specialize
 from .ir.verify import verify
 from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 from .shadows import check_shadow, make_zero, make_zero_
@@ -100,7 +101,7 @@ def batch_width(args: tuple) -> int:
 
 
 def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
-    norm = []
+    norm: list[tuple[Any, Any, str]] = []
     for k, a in enumerate(args):
         where = f"argument {k}"
         if isinstance(a, type) and issubclass(a, Annotation):
@@ -116,7 +117,7 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                     f"{where}: in reverse mode a float cannot be BatchDuplicated (its shadows are "
                     "immutable); use Active(x), whose derivative comes back once per lane"
                 )
-            norm.append((a.val, a.dvals, "batch"))
+            norm.append((data.as_rows(a.val), tuple(data.as_rows(d) for d in a.dvals), "batch"))
         elif isinstance(a, Duplicated):
             check_shadow(a.val, a.dval, where)
             if not mode.forward and _has_float_leaf(a.val):
@@ -125,7 +126,7 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                     "use Active(x) (for a tuple, namedtuple or frozen dataclass holding floats and arrays, "
                     "pass the floats separately or use a mutable class)"
                 )
-            norm.append((a.val, a.dval, "dup"))
+            norm.append((data.as_rows(a.val), data.as_rows(a.dval), "dup"))
         elif isinstance(a, Active):
             if mode.forward:
                 raise ZymoUsageError(
@@ -139,11 +140,11 @@ def _normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
                 )
             norm.append((a.val, None, "active"))
         elif isinstance(a, Const):
-            norm.append((a.val, None, "const"))
+            norm.append((data.as_rows(a.val), None, "const"))
         elif isinstance(a, Annotation):
             raise ZymoUsageError(f"{where}: {type(a).__name__} is not supported yet")
         else:
-            norm.append((a, None, "const"))
+            norm.append((data.as_rows(a), None, "const"))
     return norm
 
 
@@ -244,13 +245,14 @@ def cache_clear() -> None:
     _LOWERED.clear()
     _COMPILED.clear()
     forget_replays()
+    _TYPED.clear()
 
 
 def _lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(_type_key(v) for v in values))
     lw = _LOWERED.get(key)
     if lw is None or not lw.still_valid():
-        ir = dce(hoist_sizes(cse_numbers(cse_loads(lower(f, values)))))
+        ir = dce(hoist_sizes(cse_numbers(cse_loads(specialize(lower(f, values))))))
         if config.check_ir():
             verify(ir)
         lw = _LOWERED[key] = Lowered(ir, ir.attrs["captured"])
@@ -326,7 +328,8 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     backend = _backend(numba, f)
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width,
-            frozenset(no_need), mode.with_primal and not (mode.forward or mode.split))  # Reverse: `_dead_primal_ops`
+            frozenset(no_need), mode.with_primal and not (mode.forward or mode.split),  # Reverse: `_dead_primal_ops`
+            config.strong_zero())
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = _COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:
@@ -350,6 +353,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     from .transform.forward import forward
     from .transform.reverse import reverse
 
+    if backend != "python" and ir.attrs.get("python_only"):
+        backend = _python_only(ir, backend)
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
     generator, guards = None, []
@@ -373,7 +378,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if config.show_code():
         print(src)
     if backend == "python":
-        fn = compile_source(src, name)
+        fn = _errstate_guard(compile_source(src, name), ir)
     else:
         from .analysis.bounds import index_names
         from .codegen.numba_ import SourceFacts, compile_numba
@@ -391,6 +396,40 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     if mode.split and backend != "python":
         comp.unchecked = {0, 1}
     return comp
+
+
+def _python_only(ir: Function, backend: str) -> str:
+    """A program with constructs that need Python's exception handling (`frontend/checks.py`:
+    a try/except's probes, a raise of a user-defined exception class) runs as Python: with a
+    warning under "prefer", an error under "always"."""
+    from .codegen.numba_ import ZymoNumbaError
+
+    why, loc = ir.attrs["python_only"][0]
+    if backend == "always":
+        raise ZymoNumbaError(f"zymo's Numba backend cannot compile the derivative of {ir.name}: {why}", loc,
+                             hint="use numba=False or 'prefer' (the derivative then runs as Python)")
+    import warnings
+
+    warnings.warn(f"the derivative of {ir.name} runs as Python, not Numba: {why} (line {loc.line} of {loc.file})",
+                  ZymoWarning, stacklevel=4)
+    return "python"
+
+
+def _errstate_guard(fn: Any, ir: Function) -> Any:
+    """`fn` run under `np.errstate()` when the function has `with np.errstate(...)` blocks: the
+    generated program sets and restores the error state around each block with `np.seterr`,
+    and an exception raised inside a block must not leave the caller's state changed."""
+    if not ir.attrs.get("errstate"):
+        return fn
+    if isinstance(fn, list):
+        return [_errstate_guard(f, ir) for f in fn]
+
+    def guarded(*args: Any) -> Any:
+        with np.errstate():
+            return fn(*args)
+    guarded.__zymo_source__ = getattr(fn, "__zymo_source__", None)
+    guarded.__wrapped__ = fn
+    return guarded
 
 
 def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
@@ -417,7 +456,7 @@ def _call(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> 
         import warnings
 
         warnings.warn(f"{err}\n  zymo runs this derivative as Python instead.", ZymoWarning, stacklevel=3)
-        comp.fn = compile_source(comp.source, comp.name)
+        comp.fn = _errstate_guard(compile_source(comp.source, comp.name), comp.ir)
         comp.backend, comp.checked = "python", True
         return _call(comp, which, args, f, norm)
     if which is None:
@@ -542,6 +581,7 @@ def forget_replays() -> None:
     """Drop every recorded call (a changed backend policy must not be replayed past)."""
     _FAST.clear()
     _LAST.clear()
+    _TYPED.clear()
     _GENERATION[0] += 1
 
 
@@ -848,6 +888,14 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
                                  "(zymo.autodiff takes annotated arguments)")
     if mode.forward:
         return _gradient_forward(f, args, numba)
+    try:
+        typed = _TYPED.get((f, mode, numba))
+    except TypeError:  # an unhashable callable
+        typed = None
+    if typed is not None:
+        out = typed.run(args)
+        if out is not None:
+            return out
     annotated = []
     shadows = []
     for a in args:
@@ -866,7 +914,102 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
             annotated.append(Const(a))
     derivs, *value = autodiff(mode, f, Active, *annotated, numba=numba)
     grads = tuple(d if s is None else s for d, s in zip(derivs, shadows))
+    _TypedGradient.record(f, mode, numba, args, annotated)
     return (grads, value[0]) if mode.with_primal else grads
+
+
+_TYPED: dict[Any, "_TypedGradient"] = {}
+
+
+class _TypedGradient:
+    """`gradient`'s everyday call: the same function on new arrays of the same types.
+
+    For calls whose arguments are all float arrays and floats, recorded after a full call: the
+    program is reused when every argument has the recorded type, dtype and ndim, no two arrays
+    share memory (nor did they when recorded), no writable array overlaps itself, the sizes the
+    program assumes equal still are, and the captured globals are still those it read. That is
+    O(number of arguments) checks (pairwise overlap tests for several arrays), where the full
+    path flattens, types, keys and classifies every argument again. Shadows are fresh zeros
+    per call, as `gradient` promises."""
+
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats")
+    spec: tuple
+    comp: Compiled
+    captured: list
+    finish: _Finish
+    f: Any
+    norm: list
+    dup: list[int]
+    lowered: list
+    seed: list
+    floats: bool
+
+    @staticmethod
+    def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
+        if not all(_plain_array(a) or _plain_float(a) for a in args):
+            return
+        try:
+            key = (f, mode, numba)
+            hash(key)
+        except TypeError:
+            return
+        comp, norm, leaves, all_values = _prepare(mode, f, Active, tuple(annotated), numba)  # cached: cheap
+        n = len(args)
+        if comp.width != 1 or any(k >= n for k in comp.active_params):
+            return  # internal shadows of captured memory: the full path allocates them
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return
+        t = _TypedGradient()
+        t.spec = tuple((type(a), a.dtype, a.ndim) if isinstance(a, np.ndarray) else (type(a), None, None)
+                       for a in args)
+        t.comp, t.captured, t.f, t.norm = comp, list(all_values[n:]), f, norm
+        t.finish = _Finish(mode, Active, comp, norm, leaves)
+        t.dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
+        t.lowered = [lw for lw in _LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+        t.seed = [] if mode.forward else [1.0]
+        t.floats = any(not isinstance(a, np.ndarray) for a in args)
+        _TYPED[key] = t
+
+    def run(self, args: tuple) -> Any:
+        """The gradient, or None where the call does not match (the full path then runs)."""
+        spec = self.spec
+        if len(args) != len(spec):
+            return None
+        arrays = []
+        for a, (t, dtype, ndim) in zip(args, spec):
+            if type(a) is not t:
+                return None
+            if dtype is not None:
+                if a.dtype != dtype or a.ndim != ndim or (not (a.flags.c_contiguous or a.flags.f_contiguous)
+                                                          and _self_overlapping(a)):
+                    return None
+                arrays.append(a)
+        if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return None
+        if self.lowered and not all(lw.still_valid() for lw in self.lowered):
+            return None
+        values = [*args, *self.captured]
+        comp = self.comp
+        if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
+            return None
+        shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
+        flat = [*values, *(shadows[k] for k in self.dup), *self.seed]
+        results = comp.fn(*flat) if comp.checked else _call(comp, None, flat, self.f, self.norm)
+        if self.floats:
+            out = self.finish(results)
+            grads = tuple(d if s is None else s for d, s in zip(out[0], shadows))
+            return (grads, out[1]) if len(out) > 1 else grads
+        grads = tuple(shadows)  # arrays only: every derivative is in a shadow
+        return (grads, _rebuild_result(comp.ir, results[0])) if self.finish.mode.with_primal else grads
+
+
+def _plain_array(a: Any) -> bool:
+    return type(a) is np.ndarray and a.dtype.kind == "f"
+
+
+def _plain_float(a: Any) -> bool:
+    return type(a) is float or type(a) is np.float64
 
 
 def _not_scalar(f: Callable) -> ZymoUsageError:

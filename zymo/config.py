@@ -5,6 +5,7 @@
 - `ZYMO_NUMBA=auto|always|prefer|never`: when derivatives are compiled with Numba
   (`set_numba` overrides it in-process; see there).
 - `ZYMO_CACHE_DIR`: where compiled derivatives are cached on disk (default ~/.cache/zymo).
+- `ZYMO_STRONG_ZERO=1`: strong zeros (`set_strong_zero` overrides it in-process; see there).
 """
 from __future__ import annotations
 
@@ -50,3 +51,31 @@ def numba_policy() -> str:
     if choice not in _NUMBA_CHOICES:
         raise ValueError(f"ZYMO_NUMBA is one of {_NUMBA_CHOICES}, not {choice!r}")
     return choice
+
+
+_strong_zero_override: list[bool] = []
+
+
+def set_strong_zero(on: bool | None) -> None:
+    """Strong zeros for this process (None: back to `ZYMO_STRONG_ZERO`, default off).
+
+    Off (the default, IEEE arithmetic as NumPy, JAX and PyTorch compute it): a zero adjoint or
+    tangent times an infinite or NaN partial derivative is NaN, so the branch `np.where` does not
+    take can still poison a gradient (`np.where(x > 0, np.sqrt(x), 0.0)` at `x = 0`, a division
+    masked after the fact). On (Enzyme's `strong_zero`): in the derivative rules of elementwise
+    functions and of numbers, a zero adjoint or tangent gives a zero term whatever the partial
+    derivative is. Rules of other functions (matrix products, reductions, linear algebra)
+    compute as before. Derivative programs are cached separately for each setting.
+    """
+    _strong_zero_override.clear()
+    if on is not None:
+        _strong_zero_override.append(bool(on))
+    from . import api
+
+    api.forget_replays()
+
+
+def strong_zero() -> bool:
+    if _strong_zero_override:
+        return _strong_zero_override[0]
+    return os.environ.get("ZYMO_STRONG_ZERO", "0") not in ("", "0")

@@ -75,8 +75,31 @@ def share_boxes(leaves: list) -> None:
             seen[k] = (lf.value, lf.shadow)
 
 
+class Rows(list):
+    """A list of tuples of floats (`[(2.0, 3.0)]`, seed 000) passed to the derivative as a list
+    of lists. Tuples are immutable, so the derivative cannot write a shadow tuple in place:
+    after the call `write_back` replaces each tuple of the caller's shadow list (`origin`) with
+    the rows' new values, as Enzyme does."""
+
+    origin: list
+
+
+def as_rows(obj: Any) -> Any:
+    """`obj` as `Rows` if it is a non-empty list of tuples of floats, else `obj` itself."""
+    if not (isinstance(obj, list) and obj and all(
+            isinstance(t, tuple) and record(t) is None and t and
+            all(isinstance(x, (float, np.floating)) and not isinstance(x, bool) for x in t) for t in obj)):
+        return obj
+    rows = Rows(list(t) for t in obj)
+    rows.origin = obj
+    return rows
+
+
 def write_back(leaves: list) -> None:
     for lf in leaves:
+        for sh in (lf.shadow if isinstance(lf.shadow, tuple) else (lf.shadow,)):
+            if isinstance(sh, Rows):
+                sh.origin[:] = [tuple(type(o)(x) for o, x in zip(old, r)) for old, r in zip(sh.origin, sh)]
         ref = lf.slot
         if ref is None:
             continue

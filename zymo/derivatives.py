@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
-from .errors import UnsupportedCall, ZymoUsageError
+from .errors import UnsupportedCall, UnsupportedSyntax, ZymoUsageError
 from .shadows import make_zero
 
 DEFAULT_CHUNK = 8
@@ -241,6 +241,7 @@ class _SecondOrder:
     reshape shadows call `_rt.reshape_shadow`; helpers without a rule are refused."""
 
     def __init__(self, comp: Any) -> None:
+        _refuse_exception_flow(comp)
         self.fn = comp.fn
         tree = ast.parse(comp.source)
         if "_rt.maybe_view_shadow(" in comp.source:
@@ -249,6 +250,24 @@ class _SecondOrder:
             tree = ast.fix_missing_locations(_ReshapeShadow().visit(tree))
             self.fn = compile_source(ast.unparse(tree) + "\n", comp.name)
         _refuse_unruled(comp, tree)
+
+
+def _refuse_exception_flow(comp: Any) -> None:
+    """A reverse program with a try's probes or `np.errstate` blocks (`frontend/checks.py`) is
+    not differentiated again: the probes are Python calls with no tangent rule, and the error
+    state is set around statements second order would have to lower too."""
+    from .ir.core import walk
+
+    for op in walk(comp.ir.body):
+        key = op.attrs.get("key", "") if op.kind == "prim" else ""
+        if key.startswith(("zymo.try.", "zymo.errstate.")):
+            what = "try/except" if key.startswith("zymo.try.") else "with np.errstate(...)"
+            raise UnsupportedSyntax(
+                f"second derivatives (zymo.hvp, zymo.hessian) through {what} are not supported yet", op.loc,
+                why="zymo differentiates its own reverse program, which finds the path a try takes, or sets "
+                    "NumPy's error state, with calls that have no tangent rule",
+                hint="move the try/with out of the function you take second derivatives of, or use "
+                     "finite differences of zymo.gradient meanwhile")
 
 
 def _rt_calls(tree: ast.AST) -> set[str]:

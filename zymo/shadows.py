@@ -145,6 +145,9 @@ def check_shadow(primal: Any, shadow: Any, where: str) -> None:
             )
         if shadow is primal or np.may_share_memory(shadow, primal):
             raise ZymoUsageError(f"{where}: the shadow shares memory with its primal")
+        if not shadow.flags.writeable:
+            raise ZymoUsageError(f"{where}: the shadow is a read-only array (np.broadcast_to, a read-only view?); "
+                                 "zymo writes derivatives into it: pass a writable array, e.g. zymo.make_zero(x)")
     elif isinstance(primal, (list, tuple)):
         if type(shadow) is not type(primal) or len(shadow) != len(primal):
             raise ZymoUsageError(

@@ -720,9 +720,24 @@ def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     array expressions), `ieee_divisions` and `nonneg_indices` (the Python backend, and second
     order, run `src` as it is). Statements of names that hold only floats or only numbers
     (`facts`) are left as they are (nothing to gain; an intrinsic costs compile time)."""
+    src = drop_errstate(src)
     rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
                                        facts.floats | facts.numbers)
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
+
+
+_SETERR = re.compile(r"^(\s*)(\w+) = np\.seterr\(.*\)\s*$")
+_SETERR_BACK = re.compile(r"^(\s*)np\.seterr\(\*\*\w+\)\s*$")
+
+
+def drop_errstate(src: str) -> str:
+    """`with np.errstate(...)` blocks (`frontend/checks.py`) dropped: `e = np.seterr(...)` ->
+    `e = 0`, `np.seterr(**e)` -> `pass`. Numba's compiled arithmetic never warns nor raises
+    FloatingPointError, whatever NumPy's error state (as the user's own `@njit` code)."""
+    if "np.seterr(" not in src:
+        return src
+    lines = [_SETERR_BACK.sub(r"\1pass", _SETERR.sub(r"\1\2 = 0", line)) for line in src.split("\n")]
+    return "\n".join(lines)
 
 
 def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> str:

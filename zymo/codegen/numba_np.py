@@ -9,7 +9,10 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
 - reductions with `keepdims=` and `max`/`min` along an axis;
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
-  (1-d and 2-d arrays; Numba's own take no axis).
+  (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
+  `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad` (constant, edge, wrap, reflect,
+  symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis), which Numba lacks; `einsum`
+  only where it is a view of one operand (`numba_arrays`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -420,3 +423,61 @@ def _ov_trace(a, offset=0, axis1=0, axis2=1):
                 s += m[i, j]
         return s
     return impl
+
+
+def diff(a, n=1, axis=-1):
+    return _np.diff(a, n, axis)
+
+
+@_overload(diff, prefer_literal=True)
+def _ov_diff(a, n=1, axis=-1):
+    ax = _literal(axis, "axis")
+    if _ndim(a) == 1 and ax in (0, -1) or _ndim(a) == 2 and ax in (1, -1):
+        return lambda a, n=1, axis=-1: _np.diff(a, n)
+    if _ndim(a) == 2 and ax in (0, -2):
+        return lambda a, n=1, axis=-1: _np.ascontiguousarray(_np.diff(_np.ascontiguousarray(a.T), n).T)
+    raise _TypingError("zymo's Numba backend takes np.diff of 1-d or 2-d arrays along a constant axis")
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    return _np.cross(a, b, axisa, axisb, axisc, axis)
+
+
+@_overload(cross, prefer_literal=True)
+def _ov_cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    axes = (_literal(axisa, "axisa"), _literal(axisb, "axisb"), _literal(axisc, "axisc"), _literal(axis, "axis"))
+    if axes[:3] != (-1, -1, -1) or axes[3] not in (None, -1):
+        raise _TypingError("zymo's Numba backend takes np.cross along the last axis only")
+    return lambda a, b, axisa=-1, axisb=-1, axisc=-1, axis=None: _np.cross(a, b)
+
+
+def rollaxis(a, axis, start=0):
+    return _np.rollaxis(a, axis, start)
+
+
+@_overload(rollaxis, prefer_literal=True)
+def _ov_rollaxis(a, axis, start=0):
+    from ..rules.runtime import rollaxis_perm
+
+    perm = rollaxis_perm(_ndim(a), _literal(axis, "axis"), _literal(start, "start"))
+    return lambda a, axis, start=0: _np.transpose(a, perm)
+
+
+
+# np.pad and np.gradient: Numba has neither; their overloads are registered by numba_arrays
+# (imported with numba_rt, as every Numba-compiled derivative is)
+def pad(array, pad_width, mode="constant", constant_values=0):
+    if mode == "constant":
+        return _np.pad(array, pad_width, mode=mode, constant_values=constant_values)
+    return _np.pad(array, pad_width, mode=mode)
+
+
+def gradient(f, varargs=1.0, axis=None, edge_order=1):
+    return _np.gradient(f, varargs, axis=axis, edge_order=edge_order)
+
+
+def einsum(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):
+    """NumPy's einsum (up to six operands, as zymo's rule); under Numba only a view of one
+    operand (`numba_arrays`)."""
+    ops = [o for o in (a, b, c, d, e, f) if o is not None]
+    return _np.einsum(subscripts, *ops, optimize=optimize)

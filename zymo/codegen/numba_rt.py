@@ -17,7 +17,8 @@ from numba.extending import overload, register_jitable
 from numba.typed import List  # noqa: F401  (split mode's list caches: `numba_.fresh_lists`)
 
 from ..rules import runtime as rt
-from . import numba_linalg, numba_shape  # noqa: F401  (register the issue-7 helpers' overloads)
+from . import numba_arrays, numba_linalg, numba_shape  # noqa: F401  (register the rules' helpers' overloads)
+from . import numba_sorting  # noqa: F401  (the sorting and statistics helpers' overloads)
 from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv  # noqa: F401  (`numba_.elementwise_statements`, `ieee_divisions`)
 from .numba_accumulate import product as _product
 from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, span, zeros  # noqa: F401  (`numba_`)

@@ -2,7 +2,8 @@
 
 Contract: importing this module (numba_rt does) registers, with `numba.extending.overload`
 on each helper's own function object, Numba implementations of `_rt.concat2`,
-`split_first`, `split_last`, `negate`, `diag`, `diag_vjp`, `diagonal`, `diagonal_vjp`,
+`split_first`, `split_last`, `negate`, `diag`, `diag_vjp`, `diagonal` (a view, as NumPy's),
+`diagonal_view`, `diagonal_vjp`,
 `expand_diag`, `flatten`, `norm_grad` (and `second_rt.norm_grad_dx`, for second order), `centered` and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the
 primal: 1-d and 2-d arrays, a constant `axis` (None for `norm` and `var`/`std`, which Numba
 reduces over every element only), diagonals of matrices (`axis1=0, axis2=1`). Anything
@@ -14,6 +15,7 @@ import numpy as _np
 from numba import types as _t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
+from numpy.lib.stride_tricks import as_strided
 
 from ..rules import runtime as rt
 from ..rules import second_rt as srt
@@ -75,10 +77,10 @@ def _diag_axes(x, axis1, axis2, what):
 
 
 @overload(rt.diag)
-def _diag(x, k=0):
-    if _ndim(x) == 1:
-        return lambda x, k=0: _np.diag(x, k)
-    return lambda x, k=0: _np.diag(x, k).copy()
+def _diag(v, k=0):
+    if _ndim(v) == 1:
+        return lambda v, k=0: _np.diag(v, k)
+    return lambda v, k=0: _diag_view(v, k, False)  # a matrix's diagonal: a view, as NumPy's
 
 
 @register_jitable
@@ -93,12 +95,26 @@ def _place_diag(g, n1, n2, offset, swap):
     return out
 
 
-@overload(rt.diagonal, prefer_literal=True)
-def _diagonal(x, offset=0, axis1=0, axis2=1):
-    swap = _diag_axes(x, axis1, axis2, "np.diagonal")
+@register_jitable
+def _diag_view(x, offset, swap):
     if swap:
-        return lambda x, offset=0, axis1=0, axis2=1: _np.diag(_np.ascontiguousarray(x.T), offset).copy()
-    return lambda x, offset=0, axis1=0, axis2=1: _np.diag(x, offset).copy()
+        x = x.T
+    i0, j0 = max(-offset, 0), max(offset, 0)
+    m = max(0, min(x.shape[0] - i0, x.shape[1] - j0))
+    return as_strided(x[i0:, j0:], shape=(m,), strides=(x.strides[0] + x.strides[1],))
+
+
+@overload(rt.diagonal, prefer_literal=True)
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    """NumPy's diagonal is a (read-only) view: so is this one (writable), of 2-d arrays."""
+    swap = _diag_axes(a, axis1, axis2, "np.diagonal")
+    return lambda a, offset=0, axis1=0, axis2=1: _diag_view(a, offset, swap)
+
+
+@overload(rt.diagonal_view, prefer_literal=True)
+def _diagonal_view(x, offset=0, axis1=0, axis2=1):
+    swap = _diag_axes(x, axis1, axis2, "np.diagonal")
+    return lambda x, offset=0, axis1=0, axis2=1: _diag_view(x, offset, swap)
 
 
 @overload(rt.diagonal_vjp, prefer_literal=True)

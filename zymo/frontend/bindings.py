@@ -13,7 +13,7 @@ Contract: a binding is one of
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.core import Value
@@ -35,6 +35,16 @@ class LocalFn:
     node: ast.FunctionDef | ast.Lambda
     frame: Any  # the defining Frame
     defaults: list  # bindings of default values, evaluated at definition
+    kw_defaults: dict = field(default_factory=dict)  # keyword-only parameters' defaults, by name
+
+
+@dataclass(eq=False)
+class Partial:
+    """`functools.partial(fn, *pos, **kw)`: a callable binding whose call prepends `pos`
+    and adds `kw` (made in the function, or a partial object read from a global)."""
+    fn: Any
+    pos: tuple
+    kw: dict
 
 
 @dataclass(eq=False)

@@ -10,6 +10,7 @@ are inlined (Numba dispatchers through `py_func`). Anything else raises
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from typing import Any
 
@@ -20,8 +21,9 @@ from ..ir import types as T
 from ..ir.core import Value
 from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
-from . import fence, objects
-from .bindings import LocalFn, S
+from . import fence, objects, several, signature
+from .bindings import LocalFn, Partial, S
+from .flow import RAISED
 from .containers import CMethod, ContainerLowering, Ref
 from .source import FunctionSource, unwrap
 
@@ -35,7 +37,9 @@ METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": 
            "argmax": "numpy.argmax", "argmin": "numpy.argmin", "clip": "numpy.clip", "swapaxes": "numpy.swapaxes",
            "squeeze": "numpy.squeeze", "ravel": "numpy.ravel", "flatten": "numpy.copy_flat",
            "repeat": "numpy.repeat", "diagonal": "numpy.diagonal", "trace": "numpy.trace", "round": "numpy.round",
-           "any": "numpy.any", "all": "numpy.all"}
+           "any": "numpy.any", "all": "numpy.all", "argsort": "numpy.argsort"}
+# methods that sort in place: `x.sort(axis)` is `x[...] = np.sort(x, axis)` (a store of the sorted copy)
+INPLACE_METHODS = {"sort": "numpy.sort", "partition": "numpy.partition"}
 
 
 class ExprLowering(ContainerLowering):
@@ -69,7 +73,13 @@ class ExprLowering(ContainerLowering):
         return tuple(self.expr(e) for e in node.elts)
 
     def expr_Lambda(self, node: ast.Lambda) -> Any:
-        return LocalFn(node, self.frame, [self.expr(d) for d in node.args.defaults])
+        return self.local_fn(node)
+
+    def local_fn(self, node: ast.FunctionDef | ast.Lambda) -> LocalFn:
+        """A function defined in the function: its defaults are evaluated here, as Python does."""
+        a = node.args
+        kw_defaults = {p.arg: self.expr(d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+        return LocalFn(node, self.frame, [self.expr(d) for d in a.defaults], kw_defaults)
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.truth(self.expr(node.test), node.test)
@@ -160,6 +170,10 @@ class ExprLowering(ContainerLowering):
                 if same is None:
                     raise self.error(UnsupportedSyntax, "`is` is only supported against None or constants", node)
                 r = self.b.const(same if key == "is" else not same, self.loc(node))
+            elif key in _CMP_FOLD and all(isinstance(v, Value) and v.is_const for v in (left, right)):
+                # two compile-time constants (x.ndim == 1, a global int): decided now, so a check
+                # such as `assert x.ndim == 1` leaves no dead branch to lower
+                r = self.b.const(bool(_CMP_FOLD[key](left.const, right.const)), self.loc(node))
             elif _fold_cmp(key, left, right) is not None:  # constants (static comprehension conditions)
                 r = self.b.const(_fold_cmp(key, left, right), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
@@ -275,7 +289,7 @@ class ExprLowering(ContainerLowering):
                 return self.b.prim("numpy.size", [obj], {}, loc, "n")
             if attr == "dtype":
                 return S(np.dtype(obj.type.dtype))
-            if attr in METHODS:
+            if attr in METHODS or attr in INPLACE_METHODS:
                 return _Method(obj, attr)
         raise self.error(UnsupportedSyntax, f"attribute {attr!r} of a {getattr(obj, 'type', obj)} is not supported",
                          node, hint="attributes of arrays: T, shape, ndim, size and the methods "
@@ -290,13 +304,23 @@ class ExprLowering(ContainerLowering):
         self.mark_consumed(callee, node)
         joins = isinstance(callee, S) and getattr(_rule_of(callee.obj), "via", None)
         # np.concatenate([a, b]): a list literal of arrays is taken as a tuple
-        pos = [tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a)
-               for a in node.args]
-        kw = {}
+        def err(msg: str) -> Exception:
+            return self.error(UnsupportedCall, msg, node, hint="unpack a tuple or a dict with constant keys")
+
+        pos: list = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):  # f(*t)
+                pos.extend(signature.spread_tuple(self.expr(a.value), err))
+            else:
+                pos.append(tuple(self.expr(e) for e in a.elts) if joins and isinstance(a, ast.List) else self.expr(a))
+        kw: dict = {}
         for k in node.keywords:
-            if k.arg is None:
-                raise self.error(UnsupportedSyntax, "**kwargs in calls is not supported", node)
-            kw[k.arg] = self.expr(k.value)
+            items = {k.arg: self.expr(k.value)} if k.arg is not None else signature.spread_dict(
+                self.expr(k.value), lambda key, v: self.capture(v, lambda: v, key, node), err)
+            for name, v in items.items():
+                if name in kw:
+                    raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
+                kw[name] = v
         done = self.container_call(callee, pos, kw, node)  # lists and dicts (containers.py)
         if done is not NotImplemented:
             return done
@@ -308,6 +332,16 @@ class ExprLowering(ContainerLowering):
             return self.method(callee, pos, kw, node)
         if isinstance(callee, LocalFn):
             return self.inline(callee, pos, kw, node)
+        if isinstance(callee, S) and isinstance(callee.obj, functools.partial):  # a global partial object
+            p = callee.obj
+            callee = Partial(S(p.func), tuple(self.capture(a, lambda a=a: a, "partial", node) for a in p.args),
+                             {k: self.capture(v, lambda v=v: v, k, node) for k, v in p.keywords.items()})
+        if isinstance(callee, Partial):
+            return self.call(callee.fn, list(callee.pos) + pos, {**callee.kw, **kw}, node)
+        if isinstance(callee, S) and callee.obj is functools.partial:  # functools.partial(f, a, k=b)
+            if not pos:
+                raise self.error(ZymoSourceError, "functools.partial needs a function", node)
+            return Partial(pos[0], tuple(pos[1:]), dict(kw))
         if isinstance(callee, objects.Bound):  # a method: `self` is the first argument
             return self.inline(callee.fn, [callee.self_] + pos, kw, node)
         if isinstance(callee, S) and isinstance(callee.obj, types.MethodType) and \
@@ -317,6 +351,8 @@ class ExprLowering(ContainerLowering):
             raise self.error(UnsupportedCall, "this value is not callable", node)
         fn = callee.obj
         special = self.builtin(fn, pos, kw, node)
+        if special is NotImplemented:
+            special = several.lower_several(self, fn, pos, kw, node)  # np.split: a tuple of views
         if special is not NotImplemented:
             return special
         key = rule_for_callable(fn)
@@ -417,6 +453,10 @@ class ExprLowering(ContainerLowering):
     def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
         """Refuse, at the user's line, a call the rule says it cannot differentiate, or one
         passing an argument the rule has no parameter for (`np.sum(x, where=m)`)."""
+        why = rule.check(list(pos), dict(kw))
+        if why:
+            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
+                             hint="see docs/rules.md for what each rule covers")
         # the parts of eigh take eigh's arguments: bind them by one that has a derivative
         sig_rule = next((r for r in map(lookup, rule.parts) if r.jvps() or r.vjps()), rule) if rule.parts else rule
         if not (rule.nondiff or rule.alloc or getattr(rule, "via", None)):
@@ -428,12 +468,17 @@ class ExprLowering(ContainerLowering):
                                  why=f"zymo's rule for {rule.key} takes {', '.join(sig_rule.binding().params)}; "
                                      f"{args} would change the derivative",
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
-        why = rule.check(list(pos), dict(kw))
-        if why:
-            raise self.error(UnsupportedCall, f"cannot differentiate this call to {rule.key}", node, why=why,
-                             hint="see docs/rules.md for what each rule covers")
 
     def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
+        if m.name in INPLACE_METHODS:
+            key = INPLACE_METHODS[m.name]
+            rule = lookup(key)
+            pos, kw = rule.binding().canonical([m.obj] + pos, kw)
+            self.check_rule(rule, pos, kw, node)
+            loc = self.loc(node)
+            done = self.b.prim(key, pos, kw, loc, _hint(key))
+            self.b.setitem(m.obj, (Ellipsis,), done, loc)
+            return S(None)
         key = METHODS[m.name]
         if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
@@ -483,7 +528,9 @@ class ExprLowering(ContainerLowering):
                     return self.b.prim("numpy.absolute", [x], {}, loc)
                 raise self.error(ZymoTypeError, f"{fn.__name__}() of an array", node)
             x = self.as_value(x, node)
-            if fn is float and x.type == T.F64:
+            if fn is float and x.type == T.F64 and not getattr(self, "trying", None):
+                # (kept in a try body: a Python float divides by zero with ZeroDivisionError,
+                # a NumPy float with inf, and the probe must see what the user's code sees)
                 return x
             return self.b.prim("builtins." + fn.__name__, [x], {}, loc)
         if fn in (isinstance, getattr, setattr, hasattr, type, iter, next, open, input, eval, exec):
@@ -508,20 +555,12 @@ class ExprLowering(ContainerLowering):
                              "zymo inlines calls, so recursion has no bottom",
                              "rewrite the recursion as a loop")
         fence.check(fnode, file, name)
-        params = [a.arg for a in fnode.args.args]
-        if len(pos) > len(params):
-            raise self.error(ZymoSourceError, f"{name}() takes {len(params)} arguments, {len(pos)} given", node)
-        bound = dict(zip(params, pos))
-        for k, v in kw.items():
-            if k not in params or k in bound:
-                raise self.error(ZymoSourceError, f"{name}() got an unexpected or repeated argument {k!r}", node)
-            bound[k] = v
-        first_default = len(params) - len(defaults)
-        for i, p in enumerate(params):
-            if p not in bound:
-                if i < first_default:
-                    raise self.error(ZymoSourceError, f"{name}() missing argument {p!r}", node)
-                bound[p] = defaults[i - first_default]
+        if isinstance(fn, LocalFn):
+            kw_defaults = fn.kw_defaults
+        else:
+            kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (fn.__kwdefaults__ or {}).items()}
+        bound = signature.bind(fnode.args, name, pos, kw, defaults, kw_defaults,
+                               lambda msg: self.error(ZymoSourceError, msg, node))
         caller = self.frame
         frame = Frame(name, file, src, parent)
         from .lower import nonlocal_names
@@ -537,6 +576,8 @@ class ExprLowering(ContainerLowering):
             self.inlining.pop()
             self.frame = caller
         self.return_containers(frame, caller)
+        if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
+            caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
 
 
@@ -554,6 +595,9 @@ def _hint(key: str) -> str:
     return key.split(".")[-1]
 
 
+_CMP_FOLD = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+             "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}
 
@@ -570,10 +614,6 @@ def _fold(key: str, a: Any, b: Any) -> int | None:
         return _FOLD[key](a.const, b.const)
     except ZeroDivisionError:
         return None
-
-
-_CMP_FOLD = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-             "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
 
 
 def _fold_cmp(key: str, a: Any, b: Any) -> bool | None:

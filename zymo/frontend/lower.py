@@ -6,13 +6,19 @@ parameters: `Function.attrs["captured"]`). It
 - turns names into SSA values; `if`, `for` and `while` carry what they change;
 - lowers `break`, `continue` and early `return` to boolean flags: the statements
   after one that may exit run under `if not flag`; loops that may break or
-  return become `while` loops that test the flag;
+  return become `while` loops that test the flag; a loop's `else` clause runs
+  under `if not (broke or returned)`;
+- lowers `raise`, `assert` and `try` as `flow.py` says, `with` as `managers.py` says (after a raise
+  the path is dead: `stmts` stops and `lower_if` merges the other branch alone);
 - inlines calls to user functions and nested functions (a call is lowered in
   the caller, with the callee's own globals and closure), refusing recursion;
 - unrolls iteration over tuples (their length is known); iterates arrays and
   lists with an index;
 - raises `ZymoSourceError` subclasses naming the user's file and line for
-  everything it does not accept.
+  everything it does not accept;
+- records in `Function.attrs` `python_only` (`[(why, loc)]`: constructs the Numba
+  backend cannot compile, whose derivatives the API runs as Python) and `errstate`
+  (the function has `with np.errstate(...)` blocks).
 Expressions and calls are lowered by `ExprLowering` (expr.py).
 """
 from __future__ import annotations
@@ -29,7 +35,9 @@ from ..errors import Loc, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
-from . import fence, objects
+from . import fence, objects, signature
+from .flow import RAISED, FlowLowering
+from .managers import WithLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .containers import Ref
@@ -58,7 +66,7 @@ class Frame:
         self.ret, self.retval = f"$ret{n}", f"$retval{n}"
 
 
-class Lowerer(ExprLowering):
+class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def __init__(self) -> None:
         self.b = Builder()
         self.frame: Frame | None = None
@@ -68,6 +76,15 @@ class Lowerer(ExprLowering):
         self.array_converts: list[tuple[str, str, Loc]] = []  # (from dtype, to dtype, loop line)
         self.params: list[Value] = []
         self.frozen: list[tuple[Callable[[], Any], Any]] = []  # (resolver, value) of constant globals
+        self.trying: list = []  # try statements being lowered, innermost last (flow.py)
+        self.try_top = False  # lowering a raise at the top level of the innermost try body
+        self.errstates: list = []  # np.errstate blocks being lowered: (enter value, key)
+        self.uses_errstate = False
+        self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
+        self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
+        self.unrolling = 0  # depth of unrolled loops being lowered (`merge_exited`)
+        self.exited_envs: dict[int, dict] = {}  # id -> env of a path that certainly exited (`exited`)
+        self.current: ast.stmt | None = None  # the statement being lowered (`loc` of nodes without a line)
 
     # -- entry ---------------------------------------------------------------
     def lower_function(self, fn: Any, args: tuple, names: list[str] | None = None) -> Function:
@@ -77,25 +94,29 @@ class Lowerer(ExprLowering):
         frame = Frame(src.fn.__name__, src.file, src, None, nonlocals=nonlocal_names(node))
         self.frame = frame
         self.inlining.append(src.fn)
-        params = node.args.args
-        defaults = list(src.fn.__defaults__ or ())
-        if len(args) > len(params):
-            raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given")
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args]
+        if len(args) > len(params) and a.vararg is None:
+            raise ZymoSourceError(f"{frame.name} takes {len(params)} arguments, {len(args)} given", self.loc(node))
         structure = []
         body = self.b.push(Block())
-        for i, p in enumerate(params):
-            if i < len(args):
-                binding, tree = self._param_binding(args[i], p.arg)
-                structure.append(tree)
-            else:
-                k = i - (len(params) - len(defaults))
-                if k < 0:
-                    raise ZymoSourceError(f"{frame.name}: missing argument {p.arg!r}")
-                obj = defaults[k]
-                binding = self.capture(obj, lambda obj=obj: obj, p.arg, node)
-            frame.env[p.arg] = binding
+        pos = []
+        for i, obj in enumerate(args):  # `*args` parameters are named after the vararg: args_0, args_1
+            binding, tree = self._param_binding(obj, params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}")
+            structure.append(tree)
+            pos.append(binding)
+        raw = src.fn.__defaults__ or ()
+        first = len(params) - len(raw)  # defaults of the parameters not given are captured (data: parameters)
+        defaults = [self.capture(d, lambda d=d: d, params[first + k], node) if first + k >= len(args) else None
+                    for k, d in enumerate(raw)]
+        kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (src.fn.__kwdefaults__ or {}).items()}
+        frame.env.update(signature.bind(a, frame.name, pos, {}, defaults, kw_defaults,
+                                        lambda msg: ZymoSourceError(msg, self.loc(node))))
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
         self.lower_body(node)
+        if frame.env.get(RAISED) is True:
+            # every path raises (at run time, before it returns): any float stands for the result
+            frame.env[frame.retval] = self.b.const(0.0, self.loc(node), "never")
         result = self.freeze_result(frame.env.get(frame.retval, S(None)), node)
         rvals = flatten(result)
         self.b.emit(Op("return", rvals, [], self.loc(node)))
@@ -109,6 +130,8 @@ class Lowerer(ExprLowering):
             captured=captured,
             frozen=self.frozen,
             result_template=result,
+            python_only=[(why, loc) for why, loc in self.python_only if why],
+            errstate=self.uses_errstate,
         )
         return f
 
@@ -129,7 +152,11 @@ class Lowerer(ExprLowering):
 
     # -- helpers -------------------------------------------------------------
     def loc(self, node: ast.AST) -> Loc:
+        """Where `node` is; a node without a position of its own (a `with` item, the arguments
+        of a def) is at the statement being lowered, so that every error names a line."""
         f = self.frame
+        if getattr(node, "lineno", None) is None:
+            node = self.current or node
         return Loc(f.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), f.name)
 
     def error(self, cls, msg: str, node: ast.AST, why: str = "", hint: str = ""):
@@ -197,7 +224,11 @@ class Lowerer(ExprLowering):
 
     def stmts(self, stmts: list[ast.stmt]) -> None:
         for i, s in enumerate(stmts):
+            if self.frame.env.get(RAISED) is True:
+                return  # everything after a raise is dead
             self.stmt(s)
+            if self.frame.env.get(RAISED) is True:
+                return
             if may_exit(s):
                 cond = self.exit_flags(s)
                 if cond is True:
@@ -205,7 +236,7 @@ class Lowerer(ExprLowering):
                 if cond is not None:
                     rest = stmts[i + 1:]
                     if rest:
-                        self.lower_if(self.not_(cond, s), lambda r=rest: self.stmts(r), lambda: None, s)
+                        self.lower_if(self.not_(cond, s), lambda r=rest: self.stmts(r), self.mark_exited, s)
                     return
 
     def exit_flags(self, node: ast.AST) -> Any:
@@ -236,17 +267,19 @@ class Lowerer(ExprLowering):
     def stmt(self, s: ast.stmt) -> None:
         m = getattr(self, "stmt_" + type(s).__name__, None)
         if m is None:
-            raise self.error(UnsupportedSyntax, f"{type(s).__name__} statements are not supported", s)
-        m(s)
+            raise self.error(UnsupportedSyntax, f"{type(s).__name__} statements are not supported", s,
+                             hint="rewrite it with assignments, if, for and while")
+        outer, self.current = self.current, s
+        try:
+            m(s)
+        finally:
+            self.current = outer
 
     def stmt_Pass(self, s: ast.Pass) -> None:
         pass
 
     def stmt_Nonlocal(self, s: ast.Nonlocal) -> None:
         pass  # the frame's `nonlocals` route assignments to the closure cell
-
-    def stmt_Assert(self, s: ast.Assert) -> None:
-        pass  # asserts are not evaluated (as under `python -O`)
 
     def stmt_Expr(self, s: ast.Expr) -> None:
         if isinstance(s.value, ast.Constant):
@@ -269,8 +302,7 @@ class Lowerer(ExprLowering):
         if s.decorator_list:
             raise self.error(UnsupportedSyntax, "decorated nested functions are not supported", s,
                              hint="define the function at module level")
-        defaults = [self.expr(d) for d in s.args.defaults]
-        self.frame.env[s.name] = LocalFn(s, self.frame, defaults)
+        self.frame.env[s.name] = self.local_fn(s)
 
     def stmt_Return(self, s: ast.Return) -> None:
         f = self.frame
@@ -445,6 +477,14 @@ class Lowerer(ExprLowering):
             envs.append(f.env)
             blocks.append(blk)
         f.env = dict(pre)
+        was_raised = [e.get(RAISED) is True for e in envs]
+        self.merge_exited(envs, blocks, pre, node)
+        if self.merge_raised(envs, blocks, pre, node):  # both branches raise
+            for blk in blocks:
+                blk.ops.append(Op("yield", [], [], self.loc(node)))
+            self.b.emit(Op("if", [cond], [], self.loc(node), regions=blocks))
+            f.env[RAISED] = True
+            return
         names = sorted({n for e in envs for n in e if e.get(n) is not pre.get(n)})
         yields: list[list[Value]] = [[], []]
         templates = {}
@@ -475,6 +515,44 @@ class Lowerer(ExprLowering):
         for n, (template, count) in templates.items():
             vals = [next(it) for _ in range(count)]
             f.env[n] = rebuild(template, vals)
+        if all(raised or self.exited(e) for raised, e in zip(was_raised, envs)):
+            self.exited_envs[id(f.env)] = f.env
+
+    def merge_exited(self, envs: list[dict], blocks: list[Block], pre: dict, node: ast.AST) -> None:
+        """A branch that certainly returns, breaks or continues (its flag is the constant True)
+        gives a name the other branch binds first (one unbound before the if) a placeholder:
+        what runs after the if on its path is skipped (`stmts`), and such a name is not carried
+        out of a lowered loop, so the placeholder is never read (`for ...: try: v = f(x)
+        except E: continue` reads `v` after the try). Not in an unrolled loop, whose iterations
+        share one env (a later read there would be Python's NameError)."""
+        if self.unrolling:
+            return
+        for k in (0, 1):
+            dead, live = envs[k], envs[1 - k]
+            if dead.get(RAISED) is True or not self.exited(dead):
+                continue
+            self.b.push(blocks[k])
+            try:
+                for n, b in live.items():
+                    if n not in pre and n not in dead and not n.startswith("$") and isinstance(b, (Value, tuple)):
+                        try:
+                            dead[n] = self.placeholder(b, node)
+                        except ZymoTypeError:
+                            pass  # (a list: stays undefined on this path)
+            finally:
+                self.b.pop()
+
+    def mark_exited(self) -> None:
+        """The current path has returned, broken or continued (the other branch of `if not exit`)."""
+        self.exited_envs[id(self.frame.env)] = self.frame.env
+
+    def exited(self, env: dict) -> bool:
+        """Whether the path of `env` certainly returned, broke or continued (a flag is the
+        constant True, or both branches of the if that made `env` exited or raised)."""
+        f = self.frame
+        flags = [f.ret] + (list(f.loops[-1]) if f.loops else [])
+        return any(isinstance(env.get(n), Value) and env[n].is_const and env[n].const is True for n in flags) \
+            or self.exited_envs.get(id(env)) is env
 
     def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
         """Record the values of `name` leaving each branch; returns (template, count)."""
@@ -530,9 +608,34 @@ class Lowerer(ExprLowering):
 
     # -- loops ---------------------------------------------------------------
     def stmt_While(self, s: ast.While) -> None:
+        self.last_broke = None
         self.lower_loop(s, kind="while", test=s.test)
+        self.loop_else(s)
 
     def stmt_For(self, s: ast.For) -> None:
+        self.last_broke = None
+        self.lower_for(s)
+        self.loop_else(s)
+
+    def loop_else(self, s: ast.For | ast.While) -> None:
+        """A loop's `else` clause: it runs when the loop ended without `break` (or `return`):
+        under `if not (broke or returned)` with the loop's break flag."""
+        if not s.orelse:
+            return
+        f = self.frame
+        flags = [b for b in (self.last_broke, f.env.get(f.ret)) if isinstance(b, Value)]
+        if any(b.is_const and b.const for b in flags):
+            return
+        flags = [b for b in flags if not b.is_const]
+        if not flags:
+            self.stmts(s.orelse)
+            return
+        cond = flags[0]
+        for v in flags[1:]:
+            cond = self.b.prim("zymo.or", [cond, v], {}, self.loc(s), "exit")
+        self.lower_if(self.not_(cond, s), lambda: self.stmts(s.orelse), lambda: None, s)
+
+    def lower_for(self, s: ast.For) -> None:
         it = s.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
             fn = self.lookup(it.func.id, it.func)
@@ -661,11 +764,13 @@ class Lowerer(ExprLowering):
             else:
                 self.lower_if(self.not_(stop, s), lambda: one(k + 1), lambda: None, s)
 
+        self.unrolling += 1
         try:
             one(0)
         finally:
+            self.unrolling -= 1
             f.loops.pop()
-            f.env.pop(brk, None)
+            self.last_broke = f.env.pop(brk, None)
 
     def lower_range_loop(self, s: ast.For, bounds: list[Value], bind: Callable[[Value], None]) -> None:
         if contains(s.body, (ast.Break,), loops=False) or contains(s.body, (ast.Return,), loops=True):
@@ -751,7 +856,7 @@ class Lowerer(ExprLowering):
             for n in unbound_targets:
                 if n in carried:
                     f.env[n] = Guarded(f.env[n], guard_bounds)
-        f.env.pop(brk, None)
+        self.last_broke = f.env.pop(brk, None)
 
     def _loop_attempt(self, s, kind, test, bounds, bind, test_fn, body_fn, carried, templates, init,
                       types, assigned, brk, cont, unbound_targets):
@@ -879,6 +984,7 @@ def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
         if isinstance(n, (ast.FunctionDef, ast.Lambda)):
             continue
         if isinstance(n, (ast.For, ast.While)) and not loops:
+            stack.extend(n.orelse)  # an else clause runs after the loop: its break is the outer loop's
             continue
         stack.extend(ast.iter_child_nodes(n))
     return False
@@ -888,7 +994,8 @@ def may_exit(s: ast.stmt) -> bool:
     if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
         return True
     if isinstance(s, (ast.For, ast.While)):
-        return contains(s.body, (ast.Return,), loops=True)
+        return contains(s.body + s.orelse, (ast.Return,), loops=True) or contains(
+            s.orelse, (ast.Break, ast.Continue), loops=False)
     return contains([s], (ast.Return,), loops=True) or contains([s], (ast.Break, ast.Continue), loops=False)
 
 

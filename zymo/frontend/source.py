@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import keyword
+import linecache
 import textwrap
 import types
 from dataclasses import dataclass
@@ -20,6 +22,33 @@ from ..errors import Loc, ZymoSourceError
 
 _MISSING = object()
 _CACHE: dict[Any, "FunctionSource"] = {}
+
+
+_WRAPPERS: dict[int, tuple[Any, types.FunctionType]] = {}
+
+
+def rule_wrapper(fn: Any) -> types.FunctionType | None:
+    """A Python function that calls `fn`, a callable zymo has a rule for but no source of
+    (`np.sin`, `np.linalg.det`, `math.exp`, `operator.mul`): `def sin(*args, **kwargs):
+    return fn(*args, **kwargs)`, its text registered with `linecache` so that it reads like
+    any function (`zymo.gradient(Reverse, np.sin, x)`, as JAX and autograd allow)."""
+    from ..rules.registry import rule_for_callable
+
+    hit = _WRAPPERS.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    if rule_for_callable(fn) is None:
+        return None
+    name = getattr(fn, "__name__", "") or "fn"
+    name = name if name.isidentifier() and not keyword.iskeyword(name) else "fn_"
+    file = f"<zymo: {getattr(fn, '__module__', None) or 'builtins'}.{name}>"
+    text = f"def {name}(*args, **kwargs):\n    return fn(*args, **kwargs)\n"
+    linecache.cache[file] = (len(text), None, text.splitlines(True), file)
+    scope: dict[str, Any] = {"fn": fn}
+    exec(compile(text, file, "exec"), scope)  # noqa: S102 (our own two lines)
+    wrapper = scope[name]
+    _WRAPPERS[id(fn)] = (fn, wrapper)
+    return wrapper
 
 
 def unwrap(fn: Any) -> Any:
@@ -40,6 +69,8 @@ class FunctionSource:
     def of(fn: Any) -> "FunctionSource":
         fn = unwrap(fn)
         if not isinstance(fn, types.FunctionType):
+            fn = rule_wrapper(fn) or fn
+        if not isinstance(fn, types.FunctionType):
             raise ZymoSourceError(
                 f"zymo can only differentiate Python functions, not {type(fn).__name__}",
                 hint="wrap the call in a Python function (def f(x): return obj(x))",
@@ -52,8 +83,10 @@ class FunctionSource:
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError):
+            made = (f": it was defined by exec/eval or at a prompt (its file is {file!r})"
+                    if file.startswith("<") else "")
             raise ZymoSourceError(
-                f"cannot read the source of {fn.__qualname__}",
+                f"cannot read the source of {fn.__qualname__}{made}",
                 Loc(file, fn.__code__.co_firstlineno, 0, fn.__name__),
                 why="zymo reads a function's source to differentiate it; functions typed "
                     "at an interactive prompt or built with exec/eval have none",
@@ -64,10 +97,21 @@ class FunctionSource:
             mod = ast.parse(src)
         except SyntaxError:
             # a lambda in the middle of an expression: find it by its line
-            mod = ast.parse(_lambda_line(src))
+            try:
+                mod = ast.parse(_lambda_line(src))
+            except SyntaxError:
+                raise ZymoSourceError(
+                    f"the source zymo found for {fn.__qualname__} does not parse",
+                    Loc(file, fn.__code__.co_firstlineno, 0, fn.__name__),
+                    why=_STALE_WHY, hint=_STALE_HINT,
+                ) from None
         ast.increment_lineno(mod, first - 1)
         indent = len(lines[0]) - len(lines[0].lstrip())
         node = _find_def(mod, fn, indent)
+        code = fn.__code__
+        if [a.arg for a in node.args.posonlyargs + node.args.args] != list(code.co_varnames[:code.co_argcount]):
+            raise ZymoSourceError(f"the source zymo found for {fn.__qualname__} is not its definition",
+                                  Loc(file, code.co_firstlineno, 0, fn.__name__), _STALE_WHY, _STALE_HINT)
         out = FunctionSource(fn, node, file)
         _CACHE[key] = out
         return out
@@ -146,7 +190,13 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
     for node in ast.walk(mod):
         if isinstance(node, ast.Lambda):
             return node
-    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source")
+    raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source",
+                          Loc(fn.__code__.co_filename, want_line, 0, fn.__name__), _STALE_WHY, _STALE_HINT)
+
+
+_STALE_WHY = ("zymo reads a function's source from its file; this function was built with exec or compile "
+              "under that file's name, or the file changed after it was imported")
+_STALE_HINT = "define the function in a file and import it (reload the module after editing it)"
 
 
 def _within(inner: ast.AST, outer: ast.AST) -> bool:

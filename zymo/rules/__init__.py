@@ -1,6 +1,7 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import (arith, custom, indexing, internal, linalg, lists, math_, numpy_, reductions, runtime_rules,  # noqa: F401
-               scipy_, shape, ufuncs)  # (registers the rules)
+from . import (arith, arrays, custom, indexing, internal, linalg, lists, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
+               sorting, statistics,
+               shape, ufuncs)  # (registers the rules)
 from .registry import REGISTRY, Rule, lookup, rule_for_callable
 
 __all__ = ["REGISTRY", "Rule", "lookup", "rule_for_callable"]

@@ -190,6 +190,10 @@ class Binding:
             for i, p in enumerate(params):  # the rest by position: clip's (a, a_min, a_max) is (x, lo, hi)
                 if p not in taken and i < len(self.positional) and self.positional[i] not in taken:
                     by_name[self.positional[i]] = p
+            if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in ps):  # np.pad(..., **kwargs)
+                for p in params:
+                    if p not in by_name.values():
+                        by_name.setdefault(p, p)
             self.by_name = by_name
         self.aliases = dict(rule.aliases)
         for k, p in rule.aliases.items():
@@ -211,11 +215,14 @@ class Binding:
         """The call with keywords that name the next positional parameters moved into place
         (`solve_triangular(a, b=y, lower=True)` -> `(a, y, lower=True)`), as NumPy binds them:
         rules' `check` and the printed call see one form."""
+        back = {self.renamed({k: None}).popitem()[0]: k for k in kw if k in self.aliases}
         pos, kw = list(pos), self.renamed(kw)
         while len(pos) < len(self.positional) and self.by_keyword[len(pos)] and \
                 self.positional[len(pos)] in kw and self.positional[len(pos)] != "out":
             pos.append(kw.pop(self.positional[len(pos)]))
-        return pos, kw
+        # an alias that could not move into place keeps the name it was given (`np.clip(x,
+        # max=hi)`: NumPy takes `max=` alone, not `a_max=` without `a_min`)
+        return pos, {back.get(k, k): v for k, v in kw.items()}
 
     def unbound(self, pos: list, kw: dict) -> list[str]:
         """The primal's names of the arguments given (`pos`, `kw`: Python constants or

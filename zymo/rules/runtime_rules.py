@@ -24,12 +24,23 @@ from .registry import Rule
 
 
 
+# Helpers whose result may be their adjoint argument itself or a read-only broadcast view of
+# it, yet are flagged as fresh memory: neither `view` (a broadcast view's adjoints must add
+# up) nor `maybe_view` (the argument may be a number) describes them, and generated code
+# consumes their result at once (`dx += _rt.unbroadcast(g, x)`), never after writing to
+# the argument. tests/test_rules_views_shapes.py checks every other rule's flags.
+ALIASING_HELPERS = ("zymo.rt.unbroadcast", "zymo.rt.as_shape", "zymo.rt.expand_reduced")
+
+
 class unbroadcast(Rule, key="zymo.rt.unbroadcast", fn=_rt.unbroadcast, call="_rt.unbroadcast"):
+    """`g` itself where it has `x`'s shape, else fresh sums or a broadcast view: not fresh memory,
+    but flagged plain (see ALIASING_HELPERS)."""
     def jvp_g(t, ans, g, x): return _rt.unbroadcast(t, x)
     def vjp_g(gb, ans, g, x): return gb + np.zeros_like(g)
 
 
 class as_shape(Rule, key="zymo.rt.as_shape", fn=_rt.as_shape, call="_rt.as_shape"):
+    """`t` itself where it already has `y`'s shape and dtype, else a fresh copy (see ALIASING_HELPERS)."""
     def jvp_t(tt, ans, t, y): return _rt.as_shape(tt, y)
     def vjp_t(gb, ans, t, y): return _rt.unbroadcast(gb, t)
 
@@ -40,6 +51,7 @@ class as_tangent(Rule, key="zymo.rt.as_tangent", fn=_rt.as_tangent, call="_rt.as
 
 
 class expand_reduced(Rule, key="zymo.rt.expand_reduced", fn=_rt.expand_reduced, call="_rt.expand_reduced"):
+    """A read-only broadcast view of `g` (see ALIASING_HELPERS)."""
     def jvp_g(t, ans, g, x, axis, keepdims): return _rt.expand_reduced(t, x, axis, keepdims)
     def vjp_g(gb, ans, g, x, axis, keepdims): return np.sum(gb, axis=axis, keepdims=keepdims)
 
@@ -134,7 +146,7 @@ class clip_inside(Rule, key="zymo.rt.clip_inside", fn=_rt.clip_inside, call="_rt
 _WC = ("wc", 3, 3)
 
 
-class mT(Rule, key="zymo.rt.mT", fn=_rt.mT, call="_rt.mT", cases=(
+class mT(Rule, key="zymo.rt.mT", fn=_rt.mT, call="_rt.mT", view=True, cases=(
         ("fn(x) * y", ((3, 4), (4, 3))), ("fn(x) * y", ((2, 3, 4), (2, 4, 3))))):
     def jvp_a(t, ans, a): return _rt.mT(t)
     def vjp_a(gb, ans, a): return _rt.mT(gb)
@@ -221,14 +233,14 @@ class centered(Rule, key="zymo.rt.centered", fn=_rt.centered, call="_rt.centered
     def vjp_x(gb, ans, x, axis): return _rt.centered(gb, axis)
 
 
-class split_first(Rule, key="zymo.rt.split_first", fn=_rt.split_first, call="_rt.split_first", cases=(
+class split_first(Rule, key="zymo.rt.split_first", fn=_rt.split_first, call="_rt.split_first", maybe_view=True, cases=(
         ("fn(x, y, 0)", ((7,), (3,))), ("fn(x, y, 1)", ((2, 5), (2, 2))), ("fn(x, y, None)", ((7,), (2, 2))))):
-    """Linear in `g`; `a` gives only the shape."""
+    """Linear in `g`; `a` gives only the shape. A view of `g` (a copy where Numba reshapes)."""
     def jvp_g(t, ans, g, a, axis): return _rt.split_first(t, a, axis)
     def vjp_g(gb, ans, g, a, axis): return _rt.split_first_tg(gb, g, axis)
 
 
-class split_last(Rule, key="zymo.rt.split_last", fn=_rt.split_last, call="_rt.split_last", cases=(
+class split_last(Rule, key="zymo.rt.split_last", fn=_rt.split_last, call="_rt.split_last", maybe_view=True, cases=(
         ("fn(x, y, 0)", ((7,), (3,))), ("fn(x, y, 1)", ((2, 5), (2, 2))), ("fn(x, y, None)", ((7,), (2, 2))))):
     def jvp_g(t, ans, g, b, axis): return _rt.split_last(t, b, axis)
     def vjp_g(gb, ans, g, b, axis): return _rt.split_last_tg(gb, g, axis)

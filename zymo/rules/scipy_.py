@@ -6,7 +6,7 @@ lu_solve.
 Contract: as for NumPy's rules; generated code names SciPy as `_rt.sp_special` and
 `_rt.sp_linalg` (imported on first use). `solve_triangular` reads one triangle of `a`,
 so its adjoint is triangular too; only `trans=0` without `unit_diagonal` is covered.
-`logsumexp` without `b=`/`return_sign`. `expm` of a 2-d matrix, through its Fréchet
+`logsumexp` with `b=` (differentiable in `a` and `b`), not `return_sign=True`. `expm` of a 2-d matrix, through its Fréchet
 derivative. `cho_factor`/`lu_factor` return tuples (one op per element, `parts`);
 `cho_solve((c, lower), b)` and `lu_solve((lu, piv), b)` take that tuple first, and the
 frontend unpacks it (`unpack_first`), so their rules see `(c, lower, b)` and
@@ -66,17 +66,33 @@ if _sp is not None:
     _RED = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, 1)", ((3, 4),)),
             ("fn(x, axis=-1, keepdims=True)", ((2, 3, 4),)), ("fn(x, axis=(0, 2))", ((2, 3, 4),)))
 
+    _LSE_B = ("const", np.array([1.0, -0.05, 2.0, 0.5, 1.5]))
+
     class logsumexp(Rule, key="scipy.special.logsumexp", fn=_sp.logsumexp, call="_rt.sp_special.logsumexp",
-                    cases=_RED):
-        def jvp_x(t, ans, x, axis=None, keepdims=False):
-            return np.sum(t * np.exp(x - _rt.expand_reduced(ans, x, axis, keepdims)), axis=axis, keepdims=keepdims)
-        def vjp_x(g, ans, x, axis=None, keepdims=False):
-            return _rt.expand_reduced(g, x, axis, keepdims) * np.exp(x - _rt.expand_reduced(ans, x, axis, keepdims))
+                    cases=_RED + (
+            ("fn(x, b=y)", ((5,), (5,)), {"dom": "xlogy"}), ("fn(x, axis=1, b=y)", ((3, 4), (4,)), {"dom": "xlogy"}),
+            ("fn(x, 0, y, True)", ((3, 4), (3, 4)), {"dom": "xlogy"}),
+            ("fn(x, b=y, axis=0, keepdims=True)", ((3, 4), (3, 1)), {"dom": "xlogy"}),
+            ("fn(x, b=y)", ((5,), _LSE_B)), ("fn(a=x, b=y, return_sign=False)", ((2, 3), (2, 3)), {"dom": "xlogy"}),
+            ("fn(x, b=y, axis=1)", ((4,), (3, 4)), {"dom": "xlogy"}), ("fn(x, b=y, axis=0)", ((3, 1), (3, 4)), {"dom": "xlogy"}))):
+        """With `b=`: log(sum(b * exp(a))); `b` broadcasts against `a` and is differentiable too."""
+        def jvp_a(t, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
+            return np.sum(t * _rt.lse_weights(a, b, ans, axis, keepdims, True), axis=axis, keepdims=keepdims)
+        def jvp_b(t, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
+            return np.sum(t * _rt.lse_weights(a, b, ans, axis, keepdims, False), axis=axis, keepdims=keepdims)
+        def vjp_a(g, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
+            return _rt.lse_vjp(g, a, b, ans, axis, keepdims, 0)
+        def vjp_b(g, ans, a, axis=None, b=None, keepdims=False, return_sign=False):
+            return _rt.lse_vjp(g, a, b, ans, axis, keepdims, 1)
 
         @classmethod
         def check(cls, pos, kw):
-            if len(pos) > 2 or set(kw) - {"axis", "keepdims"}:
-                return "scipy.special.logsumexp is differentiable with axis= and keepdims= only (no b=, return_sign=)"
+            if set(kw) - {"a", "axis", "b", "keepdims", "return_sign"}:
+                return "scipy.special.logsumexp is differentiable with axis=, b= and keepdims="
+            sign = kw.get("return_sign", pos[4] if len(pos) > 4 else False)
+            if const_value(sign) is not False:
+                return ("scipy.special.logsumexp(return_sign=True) returns a tuple only with that argument, which "
+                        "zymo cannot type yet; compute the sign as np.sign(np.sum(b * np.exp(a - np.max(a))))")
             return None
 
     _SM = (("fn(x)", ((5,),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, axis=1)", ((3, 4),)), ("fn(x)", ((3, 4),)))

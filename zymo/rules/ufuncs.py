@@ -323,11 +323,13 @@ class where(Rule, key="numpy.where", fn=np.where, elementwise=True, cases=(
         ("fn(x > 0.0, x, y)", ((5,), (5,))), ("fn(x > 0.0, x * x, 2.0)", ((3, 4),)),
         ("fn(z, x, y)", ((3, 4), (4,), ("bool", (3, 4)))), ("fn(x > y, x, y)", ((), ())),
         ("fn(x > 0.0, y, x)", ((3, 4), ())))):
-    """`np.where(cond, x, y)`; the one-argument form (indices) is not differentiable."""
-    def jvp_x(t, ans, cond, x, y): return t * cond
-    def jvp_y(t, ans, cond, x, y): return t * np.logical_not(cond)
-    def vjp_x(g, ans, cond, x, y): return g * cond
-    def vjp_y(g, ans, cond, x, y): return g * np.logical_not(cond)
+    """`np.where(cond, x, y)`; the one-argument form (indices) is not differentiable. The
+    derivative is a select, as JAX's: the branch not taken contributes 0 even where its
+    tangent or adjoint is inf or nan (`np.where(x > 0, np.sqrt(x), 0.0)` at 0 in forward mode)."""
+    def jvp_x(t, ans, cond, x, y): return np.where(cond, t, 0.0)
+    def jvp_y(t, ans, cond, x, y): return np.where(cond, 0.0, t)
+    def vjp_x(g, ans, cond, x, y): return np.where(cond, g, 0.0)
+    def vjp_y(g, ans, cond, x, y): return np.where(cond, 0.0, g)
 
     @classmethod
     def check(cls, pos, kw):

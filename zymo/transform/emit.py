@@ -13,6 +13,7 @@ import ast
 import re
 from typing import Any, Callable
 
+from .. import config
 from ..codegen.naming import Namer, literal
 from ..codegen.writer import Writer
 from ..ir import types as T
@@ -108,7 +109,12 @@ class Emitter:
         # Numba backend give it, where Python floats would raise in the derivative the primal
         # never computes; arrays compute so already
         numbers = not any(T.is_memory(v.type) for v in (*op.args, *op.results))
-        return _substitute(ir.expr, subst, ieee=numbers)
+        expr = _substitute(ir.expr, subst, ieee=numbers)
+        if config.strong_zero() and (numbers or rule.elementwise) and seed != "0.0" and ir.used_params - {ir.params[0]}:
+            # Enzyme's strong zero: a zero seed gives a zero term, whatever the partial (inf, nan)
+            s = f"({seed})" if _needs_parens(seed) else seed
+            return f"(0.0 if {s} == 0 else {expr})" if numbers else f"np.where({s} == 0, 0.0, {expr})"
+        return expr
 
     def bind(self, rule: type[Rule], op: Op, name=None) -> dict[str, str]:
         """Rule parameter name -> argument expression, for the op's call."""

@@ -446,7 +446,10 @@ class Reverse:
         Numba one fused loop, no array kept between the sweeps). Decided once per value."""
         memo = self._top_memo.get(v.id)
         if memo is None:
-            memo = self._top_memo[v.id] = 0 < self._top_ops(v) <= _TOP_REMAT_OPS
+            # only under Numba: there the recomputation fuses into the adjoint's loop; in the
+            # Python backend it would be whole-array passes again (the logistic loss's
+            # `logaddexp - y * z` recomputed for the shape of its sum's adjoint)
+            memo = self._top_memo[v.id] = self.numba and 0 < self._top_ops(v) <= _TOP_REMAT_OPS
         return memo
 
     def _top_ops(self, v: Value) -> int:
@@ -1098,7 +1101,17 @@ class Reverse:
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            if first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
+            if (first[0] == "acc" and first[1] is body and v.type.ndim > 0 and vid not in self.deferred
+                    and all(r[0] in ("def", "acc") for r in refs[1:]) and any(r[0] == "acc" for r in refs[1:])
+                    and _fresh_array_expr(first[3])):
+                # several contributions, the first a new array (`_rt.unbroadcast(y * -g, z)`): it
+                # becomes the shadow (a copy only if its shape or dtype is not the shadow's), the
+                # others add into it, where zeros and one more pass were written before
+                line = body.lines[first[2]]
+                indent = line[:len(line) - len(line.lstrip())]
+                body.lines[first[2]] = f"{indent}{name} = _rt.as_shape({first[3]}, {self.namer(v)})"
+                self.needed.add((vid, "p"))
+            elif first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
                 expr = first[3]
@@ -1236,6 +1249,8 @@ class Reverse:
         if rule.nondiff:
             if out is not None and act.is_active(out):
                 w(f"{self.use_d(out)}[...] = 0.0")
+            if op.attrs["key"].startswith("zymo.errstate."):
+                self._rev_errstate(op, w)
             return
         target = out if out is not None else (op.results[0] if op.results else None)
         if target is None or not act.is_active(target):
@@ -1273,6 +1288,16 @@ class Reverse:
             self._accumulate_vjp(rule, p, v, g, op, target, w, fresh=zero_after is None)
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
+
+    def _rev_errstate(self, op: Op, w: Writer) -> None:
+        """The adjoint of a `with np.errstate(...)` block runs under the same settings: the
+        adjoint sweep meets the block's exit first (and sets them, keeping the state it finds
+        in a name of its own), then the block's ops, then its entry (and restores that state)."""
+        if op.attrs["key"] == "zymo.errstate.exit":
+            enter_key = op.attrs["pos"][1][1]
+            w(f"_errstate_{self.namer(op.args[0])} = {lookup(enter_key).template}")
+        else:
+            w(f"np.seterr(**_errstate_{self.namer(op.results[0])})")
 
     def _accumulate_vjp(self, rule, p: str, v: Value, g: str, op: Op, target: Value, w: Writer,
                         fresh: bool) -> None:
@@ -1764,6 +1789,23 @@ _SHAPE_ARGS = {("_rt", "expand_reduced"): 1, ("_rt", "unbroadcast"): 1, ("_rt", 
                ("_rt", "as_shape"): 1, ("_rt", "reduced_count"): 0, ("np", "zeros_like"): 0,
                ("np", "empty_like"): 0, ("np", "ones_like"): 0, ("np", "shape"): 0, ("np", "ndim"): 0}
 _SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "size"})
+
+
+def _fresh_array_expr(expr: str) -> bool:
+    """Whether `expr` (an adjoint contribution) evaluates to memory nothing else holds: an
+    arithmetic expression, possibly summed back to an operand's shape by `_rt.unbroadcast`
+    (which returns a new array or the one it was given). A name, a view or a helper's result
+    may be shared, and a shadow adopting it would be written in place by later contributions."""
+    import ast
+
+    try:
+        e = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return False
+    if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == "_rt" and e.func.attr == "unbroadcast" and len(e.args) == 2):
+        e = e.args[0]
+    return isinstance(e, (ast.BinOp, ast.UnaryOp))
 
 
 def _shape_only_names(src: str) -> frozenset[str]:
