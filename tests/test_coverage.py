@@ -106,6 +106,8 @@ def test_functions_without_rules_are_refused_at_the_users_line():
             assert "_zymo_case_" in str(e), (name, str(e))  # names the user's file
             continue
         silent.append(name)
+    # lowered by the frontend itself (frontend/containers.py): a copy, or stores into np.empty
+    silent = [s for s in silent if s not in ("np.array", "np.asarray")]
     assert not silent, f"accepted without a rule: {silent}"
 
 

@@ -126,7 +126,7 @@ def calls_unsupported_builtin(x):
 
 
 def uses_list_comprehension(x):
-    ys = [v * v for v in x]  # <-
+    ys = [v * w for v in x for w in x]  # <-  (nested loops of run-time length: the length is unknown)
     return ys[0]
 
 
@@ -147,7 +147,7 @@ def nested_unsupported_call(x):
 
 
 def lambda_with_comprehension(x):
-    g = lambda v: [v for _ in range(2)][0]  # <-
+    g = lambda v: len({v for _ in range(2)}) * v  # <-  (a set comprehension)
     return g(x)
 
 

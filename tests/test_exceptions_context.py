@@ -716,7 +716,7 @@ def comprehension_in_loop_else(x):
     for _ in range(2):
         x = x * 2.0
     else:  # noqa: PLW0120
-        y = [v for v in (x, x)]  # <-
+        y = [v for v in x]  # <-  (x is a number: not iterable)
     return y[0]
 
 

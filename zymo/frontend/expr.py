@@ -24,6 +24,7 @@ from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_
 from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
 from .flow import RAISED
+from .containers import CMethod, ContainerLowering, Ref
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -41,7 +42,7 @@ METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": 
 INPLACE_METHODS = {"sort": "numpy.sort", "partition": "numpy.partition"}
 
 
-class ExprLowering:
+class ExprLowering(ContainerLowering):
     # -- dispatch ------------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:
         m = getattr(self, "expr_" + type(node).__name__, None)
@@ -70,10 +71,6 @@ class ExprLowering:
 
     def expr_Tuple(self, node: ast.Tuple) -> Any:
         return tuple(self.expr(e) for e in node.elts)
-
-    def expr_List(self, node: ast.List) -> Any:
-        raise self.error(UnsupportedSyntax, "building lists inside a differentiated function is not supported yet",
-                         node, hint="use a tuple, or preallocate an array with np.zeros/np.empty")
 
     def expr_Lambda(self, node: ast.Lambda) -> Any:
         return self.local_fn(node)
@@ -144,6 +141,8 @@ class ExprLowering:
         return self.binop(key, self.expr(node.left), self.expr(node.right), node)
 
     def binop(self, key: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, Ref) or isinstance(b, Ref):
+            return self.container_binop(key, a, b, node)
         if isinstance(a, tuple) and isinstance(b, tuple) and key == "add":
             return a + b
         folded = _fold(key, a, b)
@@ -157,6 +156,12 @@ class ExprLowering:
         for op, comp in zip(node.ops, node.comparators):
             right = self.expr(comp)
             key = CMPOPS.get(type(op))
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (Ref, tuple)):
+                found = self.container_in(left, right, node)  # constants: decided while lowering
+                r = self.b.const(found == isinstance(op, ast.In), self.loc(node))
+                result = r if result is None else self.b.prim("zymo.and", [result, r], {}, self.loc(node))
+                left = right
+                continue
             if key is None:
                 raise self.error(UnsupportedSyntax, f"comparison {type(op).__name__} is not supported", node)
             if key in ("is", "is_not"):
@@ -169,6 +174,8 @@ class ExprLowering:
                 # two compile-time constants (x.ndim == 1, a global int): decided now, so a check
                 # such as `assert x.ndim == 1` leaves no dead branch to lower
                 r = self.b.const(bool(_CMP_FOLD[key](left.const, right.const)), self.loc(node))
+            elif _fold_cmp(key, left, right) is not None:  # constants (static comprehension conditions)
+                r = self.b.const(_fold_cmp(key, left, right), self.loc(node))
             elif key in ("eq", "ne") and isinstance(left, S) and isinstance(right, S):
                 # static values (strings held by records, None): decided at compile time
                 r = self.b.const(bool((left.obj == right.obj) == (key == "eq")), self.loc(node))
@@ -190,6 +197,13 @@ class ExprLowering:
                 out.append(self.index_list(e))
             else:
                 b = self.expr(e)
+                if isinstance(b, Ref):  # x[lst] with a list built in the function
+                    b = self.freeze(b, e)
+                    if isinstance(b, tuple):
+                        if not b or not all(isinstance(i, Value) and i.type == T.INT for i in b):
+                            raise self.error(ZymoTypeError, "a list in an index must hold integers", e,
+                                             hint="index with an integer array or a boolean mask")
+                        b = self.b.prim("zymo.index_array", [b], {}, self.loc(e), "idx")
                 if isinstance(b, S) and (b.obj is None or b.obj is Ellipsis):
                     out.append(b.obj)
                 elif isinstance(b, tuple):
@@ -219,6 +233,8 @@ class ExprLowering:
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
+        if isinstance(obj, Ref):
+            return self.container_getitem(obj, node)
         if isinstance(obj, objects.Obj):
             return objects.get_item(self, obj, self.expr(node.slice), node)
         if isinstance(obj, S) and type(obj.obj) is dict:
@@ -252,6 +268,8 @@ class ExprLowering:
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         obj = self.expr(node.value)
         attr = node.attr
+        if isinstance(obj, Ref):
+            return CMethod(obj, attr)
         if isinstance(obj, objects.Obj):
             return objects.get_attr(self, obj, attr, node)
         if isinstance(obj, S):
@@ -280,6 +298,10 @@ class ExprLowering:
     # -- calls ---------------------------------------------------------------
     def expr_Call(self, node: ast.Call) -> Any:
         callee = self.expr(node.func)
+        done = self.generator_call(callee, node)  # sum/any/all of a generator (containers.py)
+        if done is not NotImplemented:
+            return done
+        self.mark_consumed(callee, node)
         joins = isinstance(callee, S) and getattr(_rule_of(callee.obj), "via", None)
         # np.concatenate([a, b]): a list literal of arrays is taken as a tuple
         def err(msg: str) -> Exception:
@@ -299,6 +321,9 @@ class ExprLowering:
                 if name in kw:
                     raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
                 kw[name] = v
+        done = self.container_call(callee, pos, kw, node)  # lists and dicts (containers.py)
+        if done is not NotImplemented:
+            return done
         return self.call(callee, pos, kw, node)
 
     def call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
@@ -542,6 +567,7 @@ class ExprLowering:
         frame.nonlocals = nonlocal_names(fnode)
         frame.env.update(bound)
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
+        self.share_containers(caller, frame)
         self.frame = frame
         self.inlining.append(ident)
         try:
@@ -549,6 +575,7 @@ class ExprLowering:
         finally:
             self.inlining.pop()
             self.frame = caller
+        self.return_containers(frame, caller)
         if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
             caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
@@ -587,6 +614,20 @@ def _fold(key: str, a: Any, b: Any) -> int | None:
         return _FOLD[key](a.const, b.const)
     except ZeroDivisionError:
         return None
+
+
+def _fold_cmp(key: str, a: Any, b: Any) -> bool | None:
+    """A comparison of two integer (or string) constants, or None."""
+    def const(x):
+        if isinstance(x, Value) and x.is_const and type(x.const) in (int, bool):
+            return x.const
+        if isinstance(x, S) and type(x.obj) in (int, str):
+            return x.obj
+        return None
+    x, y = const(a), const(b)
+    if x is None or y is None or key not in _CMP_FOLD or (type(x) is str) != (type(y) is str):
+        return None
+    return bool(_CMP_FOLD[key](x, y))
 
 
 def _static_is(a: Any, b: Any) -> bool | None:

@@ -40,6 +40,7 @@ from .flow import RAISED, FlowLowering
 from .managers import WithLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
+from .containers import Ref
 from .expr import ExprLowering
 from .source import MISSING, FunctionSource
 
@@ -116,7 +117,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         if frame.env.get(RAISED) is True:
             # every path raises (at run time, before it returns): any float stands for the result
             frame.env[frame.retval] = self.b.const(0.0, self.loc(node), "never")
-        result = frame.env.get(frame.retval, S(None))
+        result = self.freeze_result(frame.env.get(frame.retval, S(None)), node)
         rvals = flatten(result)
         self.b.emit(Op("return", rvals, [], self.loc(node)))
         self.b.pop()
@@ -306,6 +307,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def stmt_Return(self, s: ast.Return) -> None:
         f = self.frame
         f.env[f.retval] = self.expr(s.value) if s.value is not None else S(None)
+        self.check_return(f.env[f.retval], s)
         f.env[f.ret] = self.b.const(True, self.loc(s), "ret")
 
     def stmt_Break(self, s: ast.Break) -> None:
@@ -339,6 +341,9 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                 self.assign(t, v, node)
         elif isinstance(target, ast.Subscript):
             obj = self.expr(target.value)
+            if isinstance(obj, Ref):
+                self.container_setitem(obj, target, value, node)
+                return
             if self.is_record(obj):
                 objects.set_field_binding(self, obj, self._dict_key(target.slice), value, node, "item")
                 return
@@ -361,6 +366,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.b.setitem(obj, index, value, self.loc(node))
 
     def aug_assign(self, s: ast.AugAssign) -> None:
+        if self.container_aug(s):  # lists and dicts built in the function (containers.py)
+            return
         key = BINOPS.get(type(s.op))
         if key is None:
             raise self.error(UnsupportedSyntax, f"operator {type(s.op).__name__} is not supported", s)
@@ -449,6 +456,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                              hint="use np.any(...) or np.all(...)")
         if isinstance(b, tuple):
             return len(b) > 0
+        if isinstance(b, Ref):
+            return self.container_truth(b, node)
         raise self.error(ZymoTypeError, "cannot use this value as a condition", node)
 
     def lower_if(self, cond: Any, then: Callable[[], None], orelse: Callable[[], None], node: ast.AST,
@@ -548,6 +557,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def merge(self, name: str, a: Any, c: Any, blocks, yields, node) -> tuple | None:
         """Record the values of `name` leaving each branch; returns (template, count)."""
         if not same_shape(a, c):
+            if name.startswith("$c") or isinstance(a, Ref) or isinstance(c, Ref):
+                raise self.merge_error(name, node)
             if isinstance(a, S) or isinstance(c, S) or isinstance(a, LocalFn) or isinstance(c, LocalFn):
                 raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch", node,
                                  hint="give it the same type on every path")
@@ -637,17 +648,22 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                 for v in bounds:
                     if v.type not in (T.INT, T.BOOL):
                         raise self.error(ZymoTypeError, "range() needs integers", it)
-                if self._indexes_tuples(s) and all(v.is_const for v in bounds):
+                if (self._indexes_tuples(s) or self.touches_containers(s)) and all(v.is_const for v in bounds):
                     # `t[j]` over a tuple needs j known: unroll this small constant loop
                     idx = list(range(*(v.const for v in bounds)))
                     if len(idx) <= 64:
                         self.unroll(s, len(idx), lambda k: self.assign(
                             s.target, self.b.const(idx[k], self.loc(s), "k"), s))
                         return
+                if self.fill_loop(s, bounds, None):  # out.append(v) once per iteration (containers.py)
+                    return
                 self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
                 return
         desc = self._iter_desc(it)
+        if self.fill_loop(s, None, desc):
+            return
         self.lower_sequence_loop(s, desc)
+        self.iterated_unchanged(desc, s)
 
     def _iter_desc(self, node: ast.expr) -> tuple:
         """What a for loop iterates: ("enum", d), ("zip", [d, ...]) or ("seq", binding)."""
@@ -660,7 +676,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             if fn == S(range):
                 raise self.error(UnsupportedSyntax, "range() inside zip/enumerate is not supported", node,
                                  hint="loop over range(...) and index the other sequences")
-        return ("seq", self.expr(node))
+        b = self.expr(node)
+        return ("seq", self.iteration(b, node) if isinstance(b, Ref) else b)
 
     @staticmethod
     def _seqs(desc: tuple) -> list:
@@ -805,7 +822,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             assigned.add(brk)
         f.loops.append((brk, cont))
         try:
-            for _attempt in range(4):
+            for _attempt in range(6):
                 for n in assigned:
                     if isinstance(f.env.get(n), Guarded):
                         f.env[n] = f.env[n].binding  # carried, not read
@@ -855,7 +872,9 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                 f.env = dict(outer)
                 self._bind_carried(carried, templates, cargs)
                 cblk = self.b.push(Block(cargs))
+                before = dict(f.env)
                 c = test_fn(None) if test_fn else self.truth(self.expr(test), test)
+                self.cond_containers(before, f.env, s)  # a while's test changes no list or dict
                 for flag in (brk, f.ret):
                     fv = f.env.get(flag)
                     if isinstance(fv, Value) and fv.type == T.BOOL:
@@ -881,6 +900,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             self.b.pop()
             body_env = f.env
             f.env = outer
+            if self.loop_containers(s, outer, body_env, carried, assigned):
+                return {}, None  # lists or dicts the body changes: carry them too
             # synthetic names first assigned inside the loop need an initial value
             missing = {n: body_env[n] for n in assigned
                        if (n.startswith("$") or n in unbound_targets)

@@ -1,5 +1,5 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import (arith, arrays, custom, indexing, internal, linalg, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
+from . import (arith, arrays, custom, indexing, internal, linalg, lists, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
                sorting, statistics,
                shape, ufuncs)  # (registers the rules)
 from . import special  # noqa: F401  (scipy.special and np.sinc/np.i0: rules/special.py)

@@ -79,7 +79,7 @@ class Forward:
                     w(f"{n.d(out)}[...] = 0.0")
                 for r in op.results:
                     if T.is_memory(r.type) and act.is_active(r):
-                        w(f"{n.d(r)} = np.zeros_like({n(r)})")
+                        w(f"{n.d(r)} = {zero(r, n(r))}")  # a list allocated inside: a list of zeros
             return
         if rule.view or rule.maybe_view:
             self.e.primal(op)

@@ -47,7 +47,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
-from .emit import Emitter, assign_all, range_args, span, trip_count
+from .emit import Emitter, assign_all, range_args, span, trip_count, zero
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
@@ -975,7 +975,7 @@ class Reverse:
                                 for d in range(r.type.ndim):
                                     w(f"{self._shape_name(r, d)} = {n(r)}.shape[{d}]")
                         else:
-                            w(f"{n.d(r)} = np.zeros_like({n(r)})")
+                            w(f"{n.d(r)} = {zero(r, n(r))}")  # a list allocated inside: a list of zeros
             elif k == "getitem":
                 r = op.result
                 for _ in (n.lanes() if T.is_memory(r.type) and act.is_active(r) else ()):
@@ -1637,7 +1637,32 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
         lines.append(f"  {k}. {e}")
     if measured is not None and entries:
         lines.append(f"  total cached by this call: {total} bytes")
+    lines += _list_notes(rev)
     return "\n".join(lines)
+
+
+def _list_notes(rev: "Reverse") -> list[str]:
+    """Lists the function builds by appending in a loop of run-time length (frontend/containers.py)."""
+    from ..ir.core import walk
+
+    out = []
+    for op in walk(rev.fn.body):
+        if op.kind == "prim" and "fills_list" in op.attrs:
+            built, loop, calls, pre = op.attrs["fills_list"]
+            room = "one item per iteration" if calls == 1 else f"{calls} items per iteration"
+            room += f" plus the {pre} it had" if pre else ""
+            v = op.result
+            shadow = " (and its shadow, as big)" if rev.act.is_active(v) else ""
+            if isinstance(v.type, T.List):
+                out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is a "
+                           f"list `{v.hint}` ({v.type}) of the trip count's references to the appended arrays, "
+                           f"allocated before that loop{shadow}: the primal's own memory, not a cache")
+                continue
+            item = "4 bytes" if v.type.dtype == "float32" else "1 byte" if v.type.dtype == "bool" else "8 bytes"
+            out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is an "
+                       f"array `{v.hint}` ({v.type}) allocated before that loop with room for {room}, {item} "
+                       f"per item{shadow}: the primal's own memory, not a cache")
+    return out
 
 
 def _alias_note(rev: "Reverse", of: Value, writer: Op) -> str:
