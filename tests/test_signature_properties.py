@@ -22,7 +22,7 @@ from zymo import Active, Duplicated, ReverseWithPrimal
 from zymo.testing import check_grad
 
 _ids = itertools.count()
-USE_DICT = False
+USE_DICT = True  # f(**d) with a dict display built in the function
 TERMS = ["np.sin({p})", "np.cos({p}) * 0.5", "np.tanh({p})", "({p}) * ({p}) * 0.25", "np.exp(np.sin({p}))"]
 VALUES = ["a", "b", "a * b", "np.sum(x) * 0.5", "np.sin(a)", "1.25", "b - 0.5"]
 

@@ -172,3 +172,22 @@ def test_binding_errors_name_the_call():
         zymo.gradient(Reverse, unknown_keyword, X.copy())
     with pytest.raises(UnsupportedSyntax, match="starred assignment"):
         zymo.gradient(Reverse, starred_assignment, X.copy())
+
+
+def kwargs_methods(x, **opts):
+    s = np.sum(x) * opts.get("shift", 0.0)
+    for k, v in opts.items():
+        if k != "shift":
+            s = s + v * np.sum(x * x)
+    return s
+
+
+def calls_kwargs_methods(x, a):
+    return kwargs_methods(x, shift=a, w1=2.0, w2=a * a)
+
+
+def test_kwargs_is_a_dict_with_its_methods():
+    check(calls_kwargs_methods, [X.copy(), 0.7])
+    gx, ga = zymo.gradient(Reverse, calls_kwargs_methods, X.copy(), 0.7)
+    np.testing.assert_allclose(gx, 0.7 + (2.0 + 0.49) * 2 * X)
+    assert ga == pytest.approx(np.sum(X) + 2 * 0.7 * np.sum(X * X))

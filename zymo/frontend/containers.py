@@ -128,6 +128,17 @@ class ContainerLowering:
         raise self.error(ZymoSourceError, f"{ref.what()} is used outside the loop or branch that built it", node,
                          hint="build the list before the loop or if")
 
+    def make_dict(self, items: dict, node: ast.AST) -> Ref:
+        """A dict built here holding `items` (string keys: a call's `**kwargs`)."""
+        return self.new_container("dict", (S(_intern(tuple(items))),) + tuple(items.values()), node)
+
+    def built_dict(self, b: Any, node: ast.AST) -> dict | None:
+        """The items of `b` if it is a dict built in the function (None otherwise)."""
+        if not (isinstance(b, Ref) and b.kind == "dict"):
+            return None
+        c = self.contents(b, node)
+        return dict(zip(c[0].obj, c[1:]))
+
     def set_contents(self, ref: Ref, contents: Any) -> None:
         self.frame.env[ref.key] = contents
 

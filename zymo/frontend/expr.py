@@ -316,7 +316,8 @@ class ExprLowering(ContainerLowering):
         kw: dict = {}
         for k in node.keywords:
             items = {k.arg: self.expr(k.value)} if k.arg is not None else signature.spread_dict(
-                self.expr(k.value), lambda key, v: self.capture(v, lambda: v, key, node), err)
+                self.expr(k.value), lambda key, v: self.capture(v, lambda: v, key, node), err,
+                lambda b: self.built_dict(b, node))
             for name, v in items.items():
                 if name in kw:
                     raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
@@ -560,7 +561,7 @@ class ExprLowering(ContainerLowering):
         else:
             kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (fn.__kwdefaults__ or {}).items()}
         bound = signature.bind(fnode.args, name, pos, kw, defaults, kw_defaults,
-                               lambda msg: self.error(ZymoSourceError, msg, node))
+                               lambda msg: self.error(ZymoSourceError, msg, node), lambda d: self.make_dict(d, node))
         caller = self.frame
         frame = Frame(name, file, src, parent)
         from .lower import nonlocal_names

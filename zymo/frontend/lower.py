@@ -111,7 +111,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                     for k, d in enumerate(raw)]
         kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (src.fn.__kwdefaults__ or {}).items()}
         frame.env.update(signature.bind(a, frame.name, pos, {}, defaults, kw_defaults,
-                                        lambda msg: ZymoSourceError(msg, self.loc(node))))
+                                        lambda msg: ZymoSourceError(msg, self.loc(node)),
+                                        lambda d: self.make_dict(d, node)))
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
         self.lower_body(node)
         if frame.env.get(RAISED) is True:

@@ -11,7 +11,8 @@ keyword-only defaults (`kw_defaults`, by name), and returns `{parameter name: bi
 - `*args` is bound to the tuple of the positional arguments left over (tuples are virtual
   bindings, so `len(args)`, `args[0]` and `for a in args` are resolved at lowering time);
 - keyword-only parameters take keywords, then their defaults;
-- `**kwargs` is bound to a dict record (`objects.Obj` of kind "dict") of the keywords left over.
+- `**kwargs` is bound to a dict of the keywords left over: `make_dict(items)` builds it (a dict
+  built in the function, `frontend/containers.py`, with its methods), else a dict record.
 
 It raises `error(message)` (a `ZymoSourceError` at the call's line) for what Python would
 raise a `TypeError` for: too many positional arguments, a missing one, a repeated or
@@ -28,7 +29,7 @@ from .objects import Obj
 
 
 def bind(args: ast.arguments, name: str, pos: list, kw: dict, defaults: list, kw_defaults: dict,
-         error: Callable[[str], Exception]) -> dict[str, Any]:
+         error: Callable[[str], Exception], make_dict: Callable[[dict], Any] | None = None) -> dict[str, Any]:
     positional = [a.arg for a in args.posonlyargs] + [a.arg for a in args.args]
     n_posonly = len(args.posonlyargs)
     bound: dict[str, Any] = dict(zip(positional, pos))
@@ -59,8 +60,8 @@ def bind(args: ast.arguments, name: str, pos: list, kw: dict, defaults: list, kw
             bound[p] = kw_defaults[p]
     if args.vararg is not None:
         bound[args.vararg.arg] = extra_pos
-    if args.kwarg is not None:
-        bound[args.kwarg.arg] = Obj(dict, "dict", extra_kw, args.kwarg.arg)
+    if args.kwarg is not None:  # a dict built in the function (`frontend/containers.py`): get, items, ...
+        bound[args.kwarg.arg] = make_dict(extra_kw) if make_dict else Obj(dict, "dict", extra_kw, args.kwarg.arg)
     return bound
 
 
@@ -71,11 +72,18 @@ def spread_tuple(b: Any, error: Callable[[str], Exception]) -> tuple:
     raise error("*-unpacking in a call needs a tuple whose length is known when zymo reads the function")
 
 
-def spread_dict(b: Any, capture: Callable[[str, Any], Any], error: Callable[[str], Exception]) -> dict:
-    """The items of `**b` at a call: a dict record, or a compile-time dict with string keys
-    whose values `capture(key, value)` turns into bindings."""
+def spread_dict(b: Any, capture: Callable[[str, Any], Any], error: Callable[[str], Exception],
+                items: Callable[[Any], dict | None] = lambda b: None) -> dict:
+    """The items of `**b` at a call: a dict built in the function (`items(b)` reads its
+    contents), a dict record, or a compile-time dict with string keys whose values
+    `capture(key, value)` turns into bindings."""
     from .bindings import S
 
+    built = items(b)
+    if built is not None:
+        if not all(isinstance(k, str) for k in built):
+            raise error("**-unpacking in a call needs a dict with string keys")
+        return built
     if isinstance(b, Obj) and b.kind == "dict":
         return dict(b.fields)
     if isinstance(b, S) and isinstance(b.obj, dict) and all(isinstance(k, str) for k in b.obj):
