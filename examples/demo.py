@@ -72,6 +72,30 @@ def closure(x):
     return buf[0] ** 2
 
 
+# 6. Python as people write it: *args, a dict of options, a list built in a loop, a
+#    comprehension, try/except around a solve, an input check
+def features(x, *weights, **opts):
+    assert x.ndim == 1, "x must be 1-d"
+    rows = []
+    for i in range(x.shape[0] - 1):
+        rows.append(x[i] * x[i + 1])
+    scale = opts.get("scale", 1.0)
+    terms = [w * np.sum(np.sin(x) ** (k + 1)) for k, w in enumerate(weights)]
+    return scale * np.sum(np.array(rows)) + sum(terms)
+
+
+def robust_solve(A, b):
+    try:
+        y = np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        y = b * 0.5
+    return np.sum(y ** 2)
+
+
+def everyday(x, A):
+    return features(x, 0.5, 2.0, scale=3.0) + robust_solve(A, x[:2])
+
+
 def main():
     rng = np.random.default_rng(0)
 
@@ -140,6 +164,16 @@ def main():
     H = zymo.hessian(lambda v: sumsq_inplace(v) * v[0], np.array([1.0, 2.0, 3.0]))
     # sumsq_inplace squares v in place, so v[0] is read after the overwrite: f = |v|^2 v0^2
     print("Hessian of sumsq_inplace(v) * v[0] (= |v|^2 v0^2) at (1, 2, 3):\n", H)
+
+    banner("6. Python as people write it: *args, **opts, lists, comprehensions, try/except, assert")
+    xe, Ae = rng.random(4), np.array([[2.0, 1.0], [1.0, 3.0]])
+    gx, gA = zymo.gradient(Reverse, everyday, xe.copy(), Ae.copy())
+    print("d/dx zymo :", gx)
+    print("d/dx FD   :", fd_grad(lambda v: everyday(v, Ae.copy()), xe))
+    print("forward   :", zymo.gradient(Forward, everyday, xe.copy(), Ae.copy())[0])
+    print("\nGenerated reverse-mode code:\n")
+    print(zymo.generated_code(Reverse, everyday, Active, Duplicated(xe.copy(), np.zeros(4)),
+                              Duplicated(Ae.copy(), np.zeros((2, 2)))))
 
     banner("The IR of sumsq_inplace")
     print(zymo.ir(sumsq_inplace, x.copy()))
