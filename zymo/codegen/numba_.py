@@ -129,14 +129,13 @@ def _stamp() -> str:
     import numba
     import numpy
 
-    from ..rules import linalg_rt, runtime, second_rt
-    from . import (numba_accumulate, numba_elementwise, numba_indexing, numba_inline, numba_linalg, numba_lowering,
-                   numba_np, numba_pipeline, numba_rt, numba_shape)
-
     h = hashlib.sha256()
-    for mod in (runtime, linalg_rt, second_rt, numba_np, numba_rt, numba_linalg, numba_shape, numba_indexing,
-                numba_accumulate, numba_elementwise, numba_inline, numba_lowering, numba_pipeline):
-        h.update(Path(mod.__file__).read_bytes())
+    # every Numba shim, intrinsic and pass (codegen/numba*.py) and every runtime module generated
+    # code calls (rules/runtime.py, rules/*_rt.py), found by name so that a new one is not missed
+    here = Path(__file__).resolve().parent
+    rules = here.parent / "rules"
+    for path in sorted(here.glob("numba*.py")) + [rules / "runtime.py"] + sorted(rules.glob("*_rt.py")):
+        h.update(path.read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
     return h.hexdigest()
