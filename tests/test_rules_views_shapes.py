@@ -694,3 +694,19 @@ def hvd_split(m):
 def test_hsplit_vsplit():
     m = np.arange(8.0).reshape(2, 4) * 0.3
     check(hvd_split, [m])
+
+
+def lse_sign(a, b):
+    lse, sign = scipy.special.logsumexp(a, axis=1, b=b, return_sign=True)
+    return np.sum(lse * sign) + np.sum(lse)
+
+
+def test_logsumexp_with_return_sign():
+    logsumexp = scipy.special.logsumexp
+    a = np.array([[0.3, -1.0, 2.0], [0.5, 0.1, -0.2]])
+    b = np.array([[1.0, -2.0, 0.5], [-1.0, 0.3, 0.2]])  # one positive and one negative sum
+    check(lse_sign, [a, b])
+    _, value = zymo.gradient(zymo.ReverseWithPrimal, lse_sign, a.copy(), b.copy())
+    lse, sign = logsumexp(a, axis=1, b=b, return_sign=True)
+    assert set(sign) == {-1.0, 1.0}
+    assert value == pytest.approx(np.sum(lse * sign) + np.sum(lse))

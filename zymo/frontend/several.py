@@ -12,7 +12,9 @@ rule of their own:
   when the sections cannot be equal;
 - `np.gradient(f, *varargs, axis=None, edge_order=1)` of an n-d array without one axis: one
   `np.gradient(f, h, axis=k)` per axis (NumPy returns them as a list);
-- `np.atleast_1d/2d/3d(a, b, ...)` of several arrays: one call per array.
+- `np.atleast_1d/2d/3d(a, b, ...)` of several arrays: one call per array;
+- `scipy.special.logsumexp(..., return_sign=True)`: `(log|s| + m, sign(s))` with `m` the
+  maximum and `s` the scaled sum, from the rules of max, exp, sum, log, abs and sign.
 NumPy returns lists for the first two; the tuple binding supports what code does with them
 (unpacking, indexing by constants, `len`, iteration).
 """
@@ -49,7 +51,41 @@ def lower_several(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         return _gradient(lw, pos, kw, node)
     if fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d) and len(pos) > 1 and not kw:
         return tuple(lw.call(S(fn), [p], {}, node) for p in pos)
+    if _is_logsumexp(fn) and const_value(_bind(lw, fn, pos, kw, node).get("return_sign", False)) is True:
+        return _logsumexp_sign(lw, fn, pos, kw, node)
     return NotImplemented
+
+
+def _is_logsumexp(fn: Any) -> bool:
+    try:
+        from scipy.special import logsumexp
+    except ImportError:  # SciPy is optional
+        return False
+    return fn is logsumexp
+
+
+def _logsumexp_sign(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> tuple:
+    """`logsumexp(a, axis, b, keepdims, return_sign=True)`: with `m = max(a)` and
+    `s = sum(b * exp(a - m))`, the pair `(log|s| + m, sign(s))` (SciPy's own formula; the
+    derivative through `m` cancels). The sign has no derivative."""
+    args = _bind(lw, fn, pos, kw, node)
+    a = args["a"]
+    axis, keepdims = args.get("axis", S(None)), const_value(args.get("keepdims", False))
+    b = args.get("b")
+    loc = lw.loc(node)
+    m = lw.call(S(np.max), [a], {"axis": axis, "keepdims": S(True)}, node)
+    e = lw.call(S(np.exp), [lw.b.prim("sub", [a, m], {}, loc, "t")], {}, node)
+    if b is not None and not (isinstance(b, S) and b.obj is None):
+        e = lw.b.prim("mul", [b, e], {}, loc, "t")
+    s = lw.call(S(np.sum), [e], {"axis": axis, "keepdims": S(True)}, node)
+    lse = lw.b.prim("add", [lw.call(S(np.log), [lw.call(S(np.abs), [s], {}, node)], {}, node), m], {}, loc, "lse")
+    sign = lw.call(S(np.sign), [s], {}, node)
+    if keepdims is not True:
+        lse = lw.call(S(np.squeeze), [lse], {"axis": axis}, node) if const_value(axis) is not None else \
+            lw.call(S(np.sum), [lse], {}, node)
+        sign = lw.call(S(np.squeeze), [sign], {"axis": axis}, node) if const_value(axis) is not None else \
+            lw.call(S(np.sum), [sign], {}, node)
+    return lse, sign
 
 
 def _bind(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> dict:

@@ -6,7 +6,7 @@ lu_solve.
 Contract: as for NumPy's rules; generated code names SciPy as `_rt.sp_special` and
 `_rt.sp_linalg` (imported on first use). `solve_triangular` reads one triangle of `a`,
 so its adjoint is triangular too; only `trans=0` without `unit_diagonal` is covered.
-`logsumexp` with `b=` (differentiable in `a` and `b`), not `return_sign=True`. `expm` of a 2-d matrix, through its Fréchet
+`logsumexp` with `b=` (differentiable in `a` and `b`); `return_sign=True` is lowered by `frontend/several.py`. `expm` of a 2-d matrix, through its Fréchet
 derivative. `cho_factor`/`lu_factor` return tuples (one op per element, `parts`);
 `cho_solve((c, lower), b)` and `lu_solve((lu, piv), b)` take that tuple first, and the
 frontend unpacks it (`unpack_first`), so their rules see `(c, lower, b)` and
