@@ -750,6 +750,8 @@ def _derivs(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
 
 
 def _derivs1(norm, leaves: list[Leaf], comp: Compiled, adj: tuple) -> tuple:
+    if not any(kind == "active" for _, _, kind in norm):  # every derivative is in a shadow
+        return (None,) * len(norm)
     it_adj = iter(adj)
     adj_of_leaf = {}
     for k, leaf in enumerate(leaves):
