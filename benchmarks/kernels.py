@@ -10,6 +10,7 @@ Contract (used by `run_kernels.py`): every kernel is a `Kernel` with
 - `small`, `full`: the two sizes (small: the checks against finite differences and `--quick`);
 - `wrt`: the positions of the arguments to differentiate; the others are passed as `Const`
   (scalars, step counts, scratch buffers the primal overwrites);
+- `dims`: the names of the size's numbers (for the tables);
 - `category`, `style`: "loops" (PolyBench's loop nests, scalar reads and writes), "slices"
   (loops whose bodies update slices, as NumPy users vectorize an inner loop), "vectorized"
   (whole-array NumPy: slices, `out=`, `np.where`, as NumPy users write stencils).
@@ -35,6 +36,7 @@ class Kernel:
     small: Any
     full: Any
     wrt: tuple
+    dims: str = "n"  # what the size's numbers are, for the tables
 
 
 def _rng(seed):
@@ -702,23 +704,24 @@ KERNELS = {k.name: k for k in [
     K("gramschmidt", "linear algebra", "loops", gramschmidt, _make_gramschmidt, 5, 60, (0,)),
     K("durbin", "linear algebra", "loops", durbin, _make_durbin, 6, 120, (0,)),
     # stencils: (n, time steps)
-    K("jacobi_1d", "stencil", "loops", jacobi_1d, _make_jacobi_1d, (8, 3), (400, 100), (1, 2)),
-    K("jacobi_2d", "stencil", "vectorized", jacobi_2d, _make_jacobi_2d, (6, 3), (90, 40), (1, 2)),
-    K("heat_3d", "stencil", "vectorized", heat_3d, _make_heat_3d, (5, 2), (30, 40), (1, 2)),
-    K("seidel_2d", "stencil", "loops", seidel_2d, _make_seidel_2d, (6, 2), (60, 10), (1,)),
-    K("fdtd_2d", "stencil", "vectorized", fdtd_2d, _make_fdtd_2d, (5, 3), (80, 40), (0, 1, 2, 3)),
-    K("adi", "stencil", "loops", adi, _make_adi, (6, 2), (40, 10), (1,)),
+    K("jacobi_1d", "stencil", "loops", jacobi_1d, _make_jacobi_1d, (8, 3), (400, 100), (1, 2), "n, T"),
+    K("jacobi_2d", "stencil", "vectorized", jacobi_2d, _make_jacobi_2d, (6, 3), (90, 40), (1, 2), "n, T"),
+    K("heat_3d", "stencil", "vectorized", heat_3d, _make_heat_3d, (5, 2), (30, 40), (1, 2), "n, T"),
+    K("seidel_2d", "stencil", "loops", seidel_2d, _make_seidel_2d, (6, 2), (60, 10), (1,), "n, T"),
+    K("fdtd_2d", "stencil", "vectorized", fdtd_2d, _make_fdtd_2d, (5, 3), (80, 40), (0, 1, 2, 3), "n, T"),
+    K("adi", "stencil", "loops", adi, _make_adi, (6, 2), (40, 10), (1,), "n, T"),
     # data mining: n points (n - 2 features)
     K("covariance", "data mining", "loops", covariance, _make_covariance, 6, 60, (0,)),
     K("correlation", "data mining", "loops", correlation, _make_correlation, 6, 60, (0,)),
     # machine learning
-    K("softmax", "ML", "slices", softmax, _make_softmax, (3, 5), (128, 256), (0,)),
-    K("mlp", "ML", "vectorized", mlp, _make_mlp, (4, 5, 6, 3), (128, 256, 128, 10), (0, 1, 2, 3)),
-    K("conv2d", "ML", "slices", conv2d, _make_conv2d, (2, 2, 6, 3), (3, 8, 32, 3), (0, 1, 2)),
+    K("softmax", "ML", "slices", softmax, _make_softmax, (3, 5), (128, 256), (0,), "rows, n"),
+    K("mlp", "ML", "vectorized", mlp, _make_mlp, (4, 5, 6, 3), (128, 256, 128, 10), (0, 1, 2, 3),
+      "B, in, hidden, out"),
+    K("conv2d", "ML", "slices", conv2d, _make_conv2d, (2, 2, 6, 3), (3, 8, 32, 3), (0, 1, 2), "C, F, H=W, K"),
     # physics
-    K("nbody", "physics", "loops", nbody, _make_nbody, (4, 2), (64, 10), (0, 1, 2)),
-    K("cavity_flow", "physics", "vectorized", cavity_flow, _make_cavity, (7, 2, 3), (41, 20, 20), (0, 1, 2)),
+    K("nbody", "physics", "loops", nbody, _make_nbody, (4, 2), (64, 10), (0, 1, 2), "bodies, steps"),
+    K("cavity_flow", "physics", "vectorized", cavity_flow, _make_cavity, (7, 2, 3), (41, 20, 20), (0, 1, 2), "n, nt, nit"),
     # weather
-    K("hdiff", "weather", "vectorized", hdiff, _make_hdiff, (8, 2), (64, 20), (0, 1)),
+    K("hdiff", "weather", "vectorized", hdiff, _make_hdiff, (8, 2), (64, 20), (0, 1), "n, steps"),
 ]}
 del K
