@@ -4,17 +4,20 @@
     python benchmarks/run_kernels.py --quick          # small sizes (a smoke run)
     python benchmarks/run_kernels.py --only gemm,lu --no-write
 
-For every kernel, first the checks, at the small size: zymo's reverse-mode gradient (Python
-backend) against central finite differences along a few random directions, zymo's Numba
-gradient (`numba=True`) and JAX's `jit(grad)` of the functional port (`kernels_jax.py`) against
-zymo's Python gradient. A refusal is recorded with the error's first line; a mismatch is
-recorded and the kernel is not timed. Then, at the timed size: the NumPy primal, zymo's
-gradient with the Python backend and with Numba, JAX's `jit(grad)` (medians of repeated calls
+For every kernel, first the gradients are built and checked: zymo's reverse-mode gradient
+with the Python backend, zymo's with Numba (`numba=True`) and JAX's `jit(grad)` of the
+functional port (`kernels_jax.py`), each built once, at the timed size, its first call timed
+(zymo's Python gradient: `zymo.api.cache_clear()`, an empty disk cache and its generated modules
+dropped, so the whole pipeline runs; zymo's Numba gradient: in a new process with Numba loaded,
+the pipeline and Numba's compile, within `--numba-timeout` seconds, and this process then loads
+the compiled program from the disk cache; JAX: trace and XLA compile). Then, at the small
+size, zymo's Python gradient against central finite differences along a few random
+directions, and the others against it; at the timed size, again against it. A refusal is
+recorded with the error's first line; a mismatch is recorded and the kernel is not timed.
+Then, at the timed size: the NumPy primal and the three gradients (medians of repeated calls
 after a warm-up call; inputs the primal overwrites are restored before every call, in every
-column), the first calls (zymo: `zymo.api.cache_clear()` and an empty disk cache first, so the
-whole pipeline runs, plus Numba's compile; JAX: trace and XLA compile), and the peak memory that
-tracemalloc sees during one call of the primal and of zymo's Python-backend gradient (NumPy's
-allocations; not Numba's or XLA's). The gradients at the timed size are compared again.
+column), and the peak memory that tracemalloc sees during one call of the primal and of
+zymo's Python-backend gradient (NumPy's allocations; not Numba's or XLA's).
 """
 from __future__ import annotations
 
@@ -128,6 +131,58 @@ def cold(make_call):
     return call, tuple(np.array(g, copy=True) for g in got), first
 
 
+class NumbaRefusal(Exception):
+    """zymo's Numba gradient failed (or did not compile in time) in the new process."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+def numba_first_call(k, size, timeout):
+    """Seconds of the first call of zymo's Numba gradient in a new process (Numba loaded and set up
+    first, zymo's disk cache empty: the whole pipeline and Numba's compile), or a string saying why
+    there is none (the error's first line; a compile that did not finish within `timeout` seconds).
+    The new process leaves the compiled program in the disk cache this process then uses
+    (`ZYMO_CACHE_DIR`, set here to a new empty folder)."""
+    import json
+    import subprocess
+
+    zymo.api.cache_clear()
+    os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")
+    for mod in [m for m in sys.modules if m.startswith("zymo_generated_")]:
+        del sys.modules[mod]
+    cmd = [sys.executable, str(HERE / "run_kernels.py"), "--numba-child", k.name, "--child-size", repr(size)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        return f"the Numba compile did not finish in {timeout:.0f} s (stopped)"
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        err = [ln for ln in out.stderr.strip().splitlines() if ln and not ln.startswith(" ")]
+        return f"the new process failed: {err[-1] if err else out.returncode}"
+    res = json.loads(lines[-1])
+    return res.get("first", res.get("error"))
+
+
+def numba_child(name, size):
+    """In the new process of `numba_first_call`: print {"first": seconds} or {"error": first line}."""
+    import ast
+    import json
+
+    import numba
+
+    numba.njit(lambda a: a + 1)(1)  # Numba's one-time set-up, as in any process that uses Numba
+    k = KERNELS[name]
+    call = zymo_call(k, Inputs(k, ast.literal_eval(size)), numba=True)
+    t = time.perf_counter()
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"error": first_line(e)}))
+        return
+    print(json.dumps({"first": time.perf_counter() - t}))
+
+
 def jax_available() -> bool:
     try:
         import jax  # noqa: F401
@@ -163,53 +218,76 @@ def rel_diff(got, ref):
 # -- one kernel ---------------------------------------------------------------------------------
 
 
-def check(k, row, use_jax, log):
-    """The checks at the small size; returns False (and fills row["status"]) when not to time."""
-    size = k.small
+def checked_gradients(k, size, row, use_jax, log, numba_timeout):
+    """The gradients, each built once: zymo's Python and Numba programs from empty caches at the
+    timed size (their first calls, the compile included, are timed there) and JAX's jit(grad);
+    each is then checked at the small size (zymo's Python gradient against central differences,
+    the others against it, the programs already built) and compared again at the timed size.
+    Returns {contestant: zero-argument call at the timed size} for those to time, or None
+    (row["status"] says why) when the kernel is not to be timed: a refusal of zymo's Python
+    backend, or any mismatch."""
+    small = k.small
+    calls = {}
     try:
-        ref = tuple(np.array(g, copy=True) for g in zymo_call(k, Inputs(k, size), numba=False)())
+        calls["py"], ref, row["py_first"] = cold(lambda: zymo_call(k, Inputs(k, size), numba=False))
+        ref_small = tuple(np.array(g, copy=True) for g in zymo_call(k, Inputs(k, small), numba=False)())
     except Exception as e:  # noqa: BLE001 - a refusal is a finding, recorded
         row["status"] = f"zymo refuses: {first_line(e)}"
-        return False
-    row["fd"] = fd_error(k, size, ref)
+        return None
+    row["fd"] = fd_error(k, small, ref_small)
     if not row["fd"] <= FD_TOL:
         row["status"] = f"MISMATCH: zymo (Python) vs finite differences {row['fd']:.1e}"
-        return False
+        return None
     try:
-        got = zymo_call(k, Inputs(k, size), numba=True)()
-        row["nb_small"] = rel_diff(got, ref)
-        if not row["nb_small"] <= AGREE_TOL:
-            row["status"] = f"MISMATCH: zymo (Numba) vs zymo (Python) {row['nb_small']:.1e}"
-            return False
+        row["nb_first"] = numba_first_call(k, size, numba_timeout)  # in a new process, filling the disk cache
+        if isinstance(row["nb_first"], str):
+            raise NumbaRefusal(row.pop("nb_first"))
+        calls["nb"] = zymo_call(k, Inputs(k, size), numba=True)  # from the disk cache
+        got = calls["nb"]()
+        row["nb_small"] = rel_diff(zymo_call(k, Inputs(k, small), numba=True)(), ref_small)
+        row["nb_diff"] = rel_diff(got, ref)
+        for key, where in (("nb_small", ""), ("nb_diff", " at the timed size")):
+            if not row[key] <= AGREE_TOL:
+                row["status"] = f"MISMATCH{where}: zymo (Numba) vs zymo (Python) {row[key]:.1e}"
+                return None
     except Exception as e:  # noqa: BLE001
-        row["numba_refusal"] = first_line(e)
-        log(f"  zymo (Numba) refuses: {row['numba_refusal']}")
+        calls.pop("nb", None)
+        row.pop("nb_first", None)
+        row["numba_refusal"] = str(e) if isinstance(e, NumbaRefusal) else first_line(e)
+        log(f"  zymo (Numba): {row['numba_refusal']}")
     if use_jax:
         import kernels_jax
 
         try:
-            got = kernels_jax.make_gradient(k.name, k.make(size), k.wrt)()
+            row["jax_small"] = rel_diff(kernels_jax.make_gradient(k.name, k.make(small), k.wrt)(), ref_small)
+            t = time.perf_counter()
+            calls["jax"] = kernels_jax.make_gradient(k.name, k.make(size), k.wrt)
+            got = calls["jax"]()
+            row["jax_first"] = time.perf_counter() - t
         except Exception as e:  # noqa: BLE001 - a bug of the port, not zymo's
             row["status"] = f"JAX port fails: {first_line(e)}"
-            return False
-        row["jax_small"] = rel_diff(got, ref)
-        if not row["jax_small"] <= AGREE_TOL:
-            row["status"] = f"MISMATCH: JAX vs zymo (Python) {row['jax_small']:.1e}"
-            return False
-    return True
+            return None
+        row["jax_diff"] = rel_diff(got, ref)
+        for key, where in (("jax_small", ""), ("jax_diff", " at the timed size")):
+            if not row[key] <= AGREE_TOL:
+                row["status"] = f"MISMATCH{where}: JAX vs zymo (Python) {row[key]:.1e}"
+                return None
+    return calls
 
 
-def bench(k, size, use_jax, log):
+def bench(k, size, use_jax, log, numba_timeout=600.0):
     row = {"name": k.name, "category": k.category, "style": k.style, "size": size, "dims": k.dims}
-    if not check(k, row, use_jax, log):
+    calls = checked_gradients(k, size, row, use_jax, log, numba_timeout)
+    if calls is None:
+        for key in ("py_first", "nb_first", "jax_first"):  # nothing of a kernel that failed a check is reported
+            row.pop(key, None)
         log(f"  {row['status']}")
         return row
     log(f"  checks: finite differences {row['fd']:.0e}"
-        + (f", Numba {row['nb_small']:.0e}" if "nb_small" in row else "")
-        + (f", JAX {row['jax_small']:.0e}" if "jax_small" in row else ""))
+        + (f", Numba {row['nb_small']:.0e} (timed size {row['nb_diff']:.0e})" if "nb_small" in row else "")
+        + (f", JAX {row['jax_small']:.0e} (timed size {row['jax_diff']:.0e})" if "jax_small" in row else ""))
 
-    inp = Inputs(k, size)
-    call = primal_call(k, inp)
+    call = primal_call(k, Inputs(k, size))
     row["numpy"] = median_time(call)
     tracemalloc.start()
     call()
@@ -217,7 +295,7 @@ def bench(k, size, use_jax, log):
     tracemalloc.stop()
     log(f"  NumPy primal {fmt(row['numpy'])}, peak {mib(row['numpy_mem'])}")
 
-    call, ref, row["py_first"] = cold(lambda: zymo_call(k, Inputs(k, size), numba=False))
+    call = calls["py"]
     row["py"] = median_time(call)
     tracemalloc.start()
     call()
@@ -225,32 +303,13 @@ def bench(k, size, use_jax, log):
     tracemalloc.stop()
     log(f"  zymo (Python) {fmt(row['py'])} ({row['py'] / row['numpy']:.1f}x primal), first call {row['py_first']:.2f} s,"
         f" peak {mib(row['py_mem'])}")
-
-    if "numba_refusal" not in row:
-        try:
-            call, got, row["nb_first"] = cold(lambda: zymo_call(k, Inputs(k, size), numba=True))
-            row["nb_diff"] = rel_diff(got, ref)
-            if not row["nb_diff"] <= AGREE_TOL:
-                row["status"] = f"MISMATCH at the timed size: zymo (Numba) vs zymo (Python) {row['nb_diff']:.1e}"
-            else:
-                row["nb"] = median_time(call)
-                log(f"  zymo (Numba) {fmt(row['nb'])}, first call {row['nb_first']:.2f} s")
-        except Exception as e:  # noqa: BLE001
-            row["numba_refusal"] = first_line(e)
-    if use_jax:
-        import kernels_jax
-
-        t = time.perf_counter()
-        call = kernels_jax.make_gradient(k.name, k.make(size), k.wrt)
-        got = call()
-        row["jax_first"] = time.perf_counter() - t
-        row["jax_diff"] = rel_diff(got, ref)
-        if not row["jax_diff"] <= AGREE_TOL:
-            row["status"] = f"MISMATCH at the timed size: JAX vs zymo (Python) {row['jax_diff']:.1e}"
-        else:
-            row["jax"] = median_time(call)
-            log(f"  JAX jit(grad) {fmt(row['jax'])}, first call {row['jax_first']:.2f} s")
-    row.setdefault("status", "ok")
+    if "nb" in calls:
+        row["nb"] = median_time(calls["nb"])
+        log(f"  zymo (Numba) {fmt(row['nb'])}, first call {row['nb_first']:.2f} s")
+    if "jax" in calls:
+        row["jax"] = median_time(calls["jax"])
+        log(f"  JAX jit(grad) {fmt(row['jax'])}, first call {row['jax_first']:.2f} s")
+    row["status"] = "ok"
     return row
 
 
@@ -296,7 +355,10 @@ def table(rows):
             t = r.get(key)
             return "—" if t is None else f"{fmt(t)} ({t / p:.2g}×)"
 
-        nb = ratio("nb") if "numba_refusal" not in r else f"refused: {r['numba_refusal']}"
+        nb = ratio("nb")
+        if "numba_refusal" in r:
+            slow = r["numba_refusal"].startswith("the Numba compile did not finish")
+            nb = r["numba_refusal"] if slow else f"refused: {r['numba_refusal']}"
         checks = []
         if "fd" in r:
             checks.append(f"FD {r['fd']:.0e}")
@@ -355,7 +417,8 @@ def write(rows, opts, cmd):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sizes = "the small sizes (`--quick`)" if opts.quick else "the full sizes"
     refused = [r for r in rows if r.get("status", "").startswith("zymo refuses")]
-    nb_refused = [r for r in rows if "numba_refusal" in r]
+    nb_refused = [r for r in rows if "numba_refusal" in r and not r["numba_refusal"].startswith("the Numba compile")]
+    nb_slow = [r for r in rows if r.get("numba_refusal", "").startswith("the Numba compile")]
     mism = [r for r in rows if "MISMATCH" in r.get("status", "")]
     text = [
         "# zymo on real kernels (issue 32, item 6)",
@@ -374,9 +437,10 @@ def write(rows, opts, cmd):
         "central finite differences along 3 random directions, zymo (Numba) and JAX against zymo (Python), "
         f"all at the small size (relative errors; tolerances {FD_TOL:g} and {AGREE_TOL:g}), and again at the "
         "timed size. Times: medians after a warm-up call; the inputs a primal overwrites are restored before "
-        "each call in every column (the restore is inside the time). First call: zymo with "
-        "`zymo.api.cache_clear()` and an empty disk cache (its whole pipeline, and for Numba the compile, "
-        "Numba itself already loaded); JAX: trace and XLA compile. Peak memory: tracemalloc during one call "
+        "each call in every column (the restore is inside the time). First call (at the timed size): "
+        "zymo (Python) after `zymo.api.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
+        "(Numba) in a new process, Numba loaded and set up first, with an empty disk cache (zymo's pipeline "
+        f"and Numba's compile; stopped after {opts.numba_timeout:.0f} s); JAX: trace and XLA compile. Peak memory: tracemalloc during one call "
         "(NumPy's allocations; Numba's and XLA's are not seen). Linear algebra sizes: `n` (the matrices are "
         "n×n or a few rows/columns more, see `kernels.py`); covariance/correlation: n points of n-2 features.",
         "",
@@ -387,6 +451,9 @@ def write(rows, opts, cmd):
         "",
         f"Refused by zymo's Numba backend: {len(nb_refused)}"
         + ("".join(f"\n- `{r['name']}`: {r['numba_refusal']}" for r in nb_refused) or "."),
+        "",
+        f"zymo's Numba gradient not compiled within {opts.numba_timeout:.0f} s: {len(nb_slow)}"
+        + ("".join(f"\n- `{r['name']}`" for r in nb_slow) or "."),
         "",
         f"Gradients that disagree: {len(mism)}" + ("".join(f"\n- `{r['name']}`: {r['status']}" for r in mism) or "."),
         "",
@@ -408,7 +475,13 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated kernel names")
     ap.add_argument("--no-jax", action="store_true", help="leave JAX out even when it is installed")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks_kernels.{md,png}")
+    ap.add_argument("--numba-timeout", type=float, default=900.0,
+                    help="seconds allowed to the first call (compile) of zymo's Numba gradient (default 900)")
+    ap.add_argument("--numba-child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-size", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
+    if opts.numba_child:
+        return numba_child(opts.numba_child, opts.child_size)
     names = [n for n in KERNELS if not opts.only or n in opts.only.split(",")]
     unknown = set(opts.only.split(",")) - set(KERNELS) - {""}
     if unknown:
@@ -424,7 +497,7 @@ def main(argv=None):
         k = KERNELS[name]
         size = k.small if opts.quick else k.full
         print(f"{name} ({describe(k.dims, size)})", flush=True)
-        rows.append(bench(k, size, use_jax, lambda s: print(s, flush=True)))
+        rows.append(bench(k, size, use_jax, lambda s: print(s, flush=True), opts.numba_timeout))
     print("\n" + table(rows))
     if not opts.no_write:
         cmd = "python benchmarks/run_kernels.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
