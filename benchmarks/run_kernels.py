@@ -329,7 +329,9 @@ def fmt(t):
 
 
 def mib(b):
-    return "—" if b is None else f"{b / 2 ** 20:.2f} MiB"
+    if b is None:
+        return "—"
+    return f"{b / 2 ** 10:.1f} KiB" if b < 2 ** 20 else f"{b / 2 ** 20:.2f} MiB"
 
 
 def secs(t):
