@@ -276,7 +276,7 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
 
 
 def bench(k, size, use_jax, log, numba_timeout=600.0):
-    row = {"name": k.name, "category": k.category, "style": k.style, "size": size, "dims": k.dims}
+    row = {"name": k.name, "category": k.category, "style": k.style, "size": size, "small": k.small, "dims": k.dims}
     calls = checked_gradients(k, size, row, use_jax, log, numba_timeout)
     if calls is None:
         for key in ("py_first", "nb_first", "jax_first"):  # nothing of a kernel that failed a check is reported
@@ -364,9 +364,10 @@ def table(rows):
         checks = []
         if "fd" in r:
             checks.append(f"FD {r['fd']:.0e}")
-        for key, label in (("nb_small", "Numba"), ("jax_small", "JAX")):
+        for key, timed, label in (("nb_small", "nb_diff", "Numba"), ("jax_small", "jax_diff", "JAX")):
             if key in r:
-                checks.append(f"{label} {r[key]:.0e}")
+                at_size = f" (timed size {r[timed]:.0e})" if timed in r and r["size"] != r["small"] else ""
+                checks.append(f"{label} {r[key]:.0e}{at_size}")
         status = r.get("status", "ok")
         check_cell = ", ".join(checks) + ("" if status == "ok" else f"; **{status}**")
         mem = "—" if p is None else f"{mib(r['numpy_mem'])}, {mib(r['py_mem'])}"
@@ -479,6 +480,7 @@ def main(argv=None):
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks_kernels.{md,png}")
     ap.add_argument("--numba-timeout", type=float, default=900.0,
                     help="seconds allowed to the first call (compile) of zymo's Numba gradient (default 900)")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows (every measurement and check) as JSON")
     ap.add_argument("--numba-child", help=argparse.SUPPRESS)
     ap.add_argument("--child-size", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
@@ -501,6 +503,10 @@ def main(argv=None):
         print(f"{name} ({describe(k.dims, size)})", flush=True)
         rows.append(bench(k, size, use_jax, lambda s: print(s, flush=True), opts.numba_timeout))
     print("\n" + table(rows))
+    if opts.json:
+        import json
+
+        Path(opts.json).write_text(json.dumps(rows, indent=1, default=str))
     if not opts.no_write:
         cmd = "python benchmarks/run_kernels.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
         write(rows, opts, cmd)
