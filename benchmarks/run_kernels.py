@@ -369,7 +369,7 @@ def table(rows):
                 at_size = f" (timed size {r[timed]:.0e})" if timed in r and r["size"] != r["small"] else ""
                 checks.append(f"{label} {r[key]:.0e}{at_size}")
         status = r.get("status", "ok")
-        check_cell = ", ".join(checks) + ("" if status == "ok" else f"; **{status}**")
+        check_cell = "; ".join(part for part in (", ".join(checks), "" if status == "ok" else f"**{status}**") if part)
         mem = "—" if p is None else f"{mib(r['numpy_mem'])}, {mib(r['py_mem'])}"
         lines.append(f"| {r['name']} | {r['category']} | {r['style']} | {describe(r['dims'], r['size'])} | {fmt(p)} "
                      f"| {ratio('py') if p else '—'} | {secs(r.get('py_first'))} | {nb if p else '—'} "
