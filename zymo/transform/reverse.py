@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 
 _CHEAP = {"add", "sub", "mul", "truediv", "floordiv", "mod", "neg"}  # recomputed rather than cached
+# reductions that never raise on a float array (an empty one gives 0, 1 or nan): not max/min
+_NEVER_RAISING_REDUCTIONS = frozenset({"numpy.sum", "numpy.mean", "numpy.prod"})
 _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed with (`_top_remat`)
 
 
@@ -871,10 +873,14 @@ class Reverse:
             return step.is_const and isinstance(step.const, int) and step.const != 0
         if k == "prim":
             key = op.attrs["key"]
+            if key in _NEVER_RAISING_REDUCTIONS and "out" not in op.attrs:
+                return True  # an invalid axis failed while lowering (types come from example calls)
             if not numbers or "out" in op.attrs:
                 return False
             if key in _SAFE_OPS:
                 return True
+            if key == "truediv" and self._numpy_scalar(args[0]):
+                return True  # an np.float64 divided by zero is inf or nan (a warning), never an error
             return self.numba and (key == "truediv" or key.startswith("math.") and key in _NUMBA_SAFE_MATH
                                    or key.startswith("numpy.") and lookup(key).elementwise
                                    and all(T.is_float(a.type) for a in args))
@@ -885,6 +891,12 @@ class Reverse:
             return (isinstance(base.type, T.Array) and value_ok and not indexing.is_advanced(op)
                     and len(index) == base.type.ndim and all(v.type == T.INT for v in index))
         return False
+
+    def _numpy_scalar(self, v: Value) -> bool:
+        """Whether number `v` is at run time a NumPy scalar: the result of a reduction of an array."""
+        d = self.def_op.get(v.id)
+        return (d is not None and d.kind == "prim" and d.attrs["key"] in _NEVER_RAISING_REDUCTIONS
+                and any(isinstance(a.type, T.Array) for a in d.args))
 
     def _droppable_region(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
         """Whether a loop or branch has no effect anyone reads: none of its results is read
