@@ -1,7 +1,7 @@
 """Type inference from the concrete values of a call.
 
 Contract: `type_of_value(obj)` gives the IR type of an argument (raising
-`ZymoTypeError` for what zymo refuses, such as complex numbers). The frontend
+`ZymoTypeError` for what zymo refuses, such as object arrays). The frontend
 calls `infer_prim` and `infer_getitem` while it builds each op, so every value
 has a type as soon as it exists (loops are re-lowered until their carried types
 are stable, as Julia specialises on argument types).
@@ -33,16 +33,15 @@ def type_of_value(obj: Any, what: str = "argument") -> T.Type:
         return T.F32
     if isinstance(obj, (float, np.floating)):
         return T.F64
-    if isinstance(obj, (complex, np.complexfloating)) or (
-        isinstance(obj, np.ndarray) and np.iscomplexobj(obj)
-    ):
-        raise ZymoTypeError(
-            f"complex numbers are not supported yet ({what})",
-            why="zymo differentiates real-valued code only in this version",
-            hint="split the value into real and imaginary parts",
-        )
+    if isinstance(obj, np.complex64):
+        return T.C64
+    if isinstance(obj, (complex, np.complexfloating)):
+        if isinstance(obj, np.complexfloating) and obj.dtype.name != "complex128":
+            raise ZymoTypeError(f"complex numbers of dtype {obj.dtype} are not supported ({what})",
+                                hint="use complex128 or complex64")
+        return T.C128
     if isinstance(obj, np.ndarray):
-        if obj.dtype.name not in ("float64", "float32", "bool") and not np.issubdtype(obj.dtype, np.integer):
+        if obj.dtype.name not in ("float64", "float32", "complex128", "complex64", "bool") and not np.issubdtype(obj.dtype, np.integer):
             raise ZymoTypeError(f"arrays of dtype {obj.dtype} are not supported ({what})")
         name = obj.dtype.name if not np.issubdtype(obj.dtype, np.integer) else "int64"
         return T.Array(name, obj.ndim)
@@ -66,7 +65,8 @@ def example(t: T.Type, const: Any = NOCONST) -> Any:
     if const is not NOCONST:
         return const
     if isinstance(t, T.Scalar):
-        return {"f64": 1.0, "f32": np.float32(1.0), "int": 1, "bool": True}[t.kind]
+        return {"f64": 1.0, "f32": np.float32(1.0), "c128": 1.0 + 1.0j, "c64": np.complex64(1.0 + 1.0j), "int": 1,
+                "bool": True}[t.kind]
     if isinstance(t, T.Array):
         return np.ones((1,) * t.ndim, dtype=t.dtype)
     if isinstance(t, T.List):

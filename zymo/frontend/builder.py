@@ -20,6 +20,9 @@ from .bindings import S
 class Builder:
     def __init__(self) -> None:
         self.blocks: list[Block] = []
+        # ids of arrays that are `np.imag(z)` (a view in NumPy, a copy in zymo) or views of one:
+        # writing into them is refused
+        self.imag_copies: set[int] = set()
 
     @property
     def block(self) -> Block:
@@ -44,6 +47,8 @@ class Builder:
             t = T.INT
         elif isinstance(value, float):
             t = T.F64
+        elif isinstance(value, complex):
+            t = T.C128
         else:
             raise ZymoTypeError(f"constant {value!r} is not supported here", loc)
         v = Value(t, hint, const=value)
@@ -78,6 +83,12 @@ class Builder:
             args.append(out)
             attrs["out"] = len(args) - 1
         rtype = TI.infer_prim(key, rule.fn, [_plain(p) for p in pos], {k: _plain(v) for k, v in kw.items()}, loc)
+        if any(T.is_complex(a.type) for a in args) or _complex_result(rtype):
+            key = self._complex_key(key, args, rtype, loc)
+            attrs["key"] = key
+        if out is not None and out.id in self.imag_copies:
+            raise ZymoTypeError("writing into np.imag(z) (or z.imag) is not supported", loc,
+                                hint="build the complex array from its parts: re + 1j * im")
         if out is not None:
             if rtype != out.type and not (isinstance(rtype, T.Array) and rtype.ndim <= out.type.ndim):
                 raise ZymoTypeError(f"{key}: out= has type {out.type}, the result has type {rtype}", loc)
@@ -92,7 +103,22 @@ class Builder:
             return S(None)
         v = Value(rtype, hint)
         self.emit(Op("prim", args, [v], loc, attrs))
+        if isinstance(rtype, T.Array) and (key == "numpy.imag" or (
+                (rule.view or rule.maybe_view) and args and args[0].id in self.imag_copies)):
+            self.imag_copies.add(v.id)
         return v
+
+    def _complex_key(self, key: str, args: list[Value], rtype: Any, loc: Loc) -> str:
+        """The rule that differentiates a call with complex operands or result (`rules/complex_.py`),
+        or a refusal at the user's line."""
+        from ..rules.complex_ import complex_key
+
+        new, why = complex_key(key, [a.type for a in args], rtype)
+        if why:
+            raise ZymoTypeError(f"cannot differentiate {key} of complex numbers", loc, why=why,
+                                hint="compute it from the real and imaginary parts (np.real, np.imag), "
+                                     "or see the README's section on complex numbers")
+        return new
 
     def getitem(self, obj: Value, index: tuple, loc: Loc, hint: str) -> Value:
         t = TI.infer_getitem(obj.type, index, loc)
@@ -100,13 +126,26 @@ class Builder:
         tree = self.encode(index, args)
         v = Value(t, hint)
         self.emit(Op("getitem", args, [v], loc, {"index": tree}))
+        if obj.id in self.imag_copies and isinstance(t, T.Array):
+            self.imag_copies.add(v.id)
         return v
 
     def setitem(self, obj: Value, index: tuple, val: Value, loc: Loc) -> None:
         TI.infer_getitem(obj.type, index, loc)
+        if T.is_complex(val.type) and not T.is_complex(obj.type) and isinstance(obj.type, T.Array):
+            raise ZymoTypeError(f"storing a complex value into a real array ({obj.type})", loc,
+                                why="NumPy would discard the imaginary part (ComplexWarning) or raise",
+                                hint="make the array complex (np.zeros(n, dtype=complex)), or store np.real(v)")
+        if obj.id in self.imag_copies:
+            raise ZymoTypeError("writing into np.imag(z) (or z.imag) is not supported", loc,
+                                hint="build the complex array from its parts: re + 1j * im")
         args = [obj, val]
         tree = self.encode(index, args)
         self.emit(Op("setitem", args, [], loc, {"index": tree}))
+
+
+def _complex_result(t: Any) -> bool:
+    return any(T.is_complex(x) for x in t) if isinstance(t, tuple) else T.is_complex(t)
 
 
 def _plain(b: Any) -> Any:

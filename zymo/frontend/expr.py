@@ -37,7 +37,8 @@ METHODS = {"sum": "numpy.sum", "mean": "numpy.mean", "max": "numpy.max", "min": 
            "argmax": "numpy.argmax", "argmin": "numpy.argmin", "clip": "numpy.clip", "swapaxes": "numpy.swapaxes",
            "squeeze": "numpy.squeeze", "ravel": "numpy.ravel", "flatten": "numpy.copy_flat",
            "repeat": "numpy.repeat", "diagonal": "numpy.diagonal", "trace": "numpy.trace", "round": "numpy.round",
-           "any": "numpy.any", "all": "numpy.all", "argsort": "numpy.argsort"}
+           "any": "numpy.any", "all": "numpy.all", "argsort": "numpy.argsort", "conj": "numpy.conjugate",
+           "conjugate": "numpy.conjugate"}
 # methods that sort in place: `x.sort(axis)` is `x[...] = np.sort(x, axis)` (a store of the sorted copy)
 INPLACE_METHODS = {"sort": "numpy.sort", "partition": "numpy.partition"}
 
@@ -59,11 +60,8 @@ class ExprLowering(ContainerLowering):
 
     def expr_Constant(self, node: ast.Constant) -> Any:
         v = node.value
-        if isinstance(v, (bool, int, float)):
+        if isinstance(v, (bool, int, float, complex)):
             return self.b.const(v, self.loc(node))
-        if isinstance(v, complex):
-            raise self.error(ZymoTypeError, "complex numbers are not supported yet", node,
-                             hint="split the value into real and imaginary parts")
         return S(v)
 
     def expr_Name(self, node: ast.Name) -> Any:
@@ -277,6 +275,11 @@ class ExprLowering(ContainerLowering):
                 return objects.captured_attr(self, obj.obj, attr, node)
             except AttributeError:
                 raise self.error(ZymoSourceError, f"{obj.obj!r} has no attribute {attr!r}", node) from None
+        if isinstance(obj, Value) and obj.type.differentiable and isinstance(obj.type, (T.Scalar, T.Array)):
+            if attr in ("real", "imag"):  # rules/complex_.py
+                return self.b.prim("numpy." + attr, [obj], {}, self.loc(node), obj.hint + "_" + attr[:2])
+            if attr in ("conj", "conjugate"):
+                return _Method(obj, attr)
         if isinstance(obj, Value) and isinstance(obj.type, T.Array):
             loc = self.loc(node)
             if attr == "T":

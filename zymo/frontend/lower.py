@@ -131,7 +131,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             captured=captured,
             frozen=self.frozen,
             result_template=result,
-            python_only=[(why, loc) for why, loc in self.python_only if why],
+            python_only=[(why, loc) for why, loc in self.python_only if why] + _python_only_rules(body),
             errstate=self.uses_errstate,
         )
         return f
@@ -195,7 +195,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         if isinstance(obj, (int, bool)) and not isinstance(obj, type):
             self.frozen.append((resolver, obj))
             return self.b.const(obj, self.loc(node), name)
-        if isinstance(obj, (float, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
+        if isinstance(obj, (float, complex, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
             key = id(obj)
             if key not in self.captured:
                 t = type_of_value(obj, f"captured variable {name!r}")
@@ -208,10 +208,6 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
         if objects.record(obj) is not None:
             objects.pin(self, resolver, obj)
-        if isinstance(obj, (complex,)):
-            raise self.error(ZymoTypeError, f"complex numbers are not supported yet ({name})", node,
-                             "zymo differentiates real-valued code only in this version",
-                             "split the value into real and imaginary parts")
         return S(obj)
 
     # -- statements ----------------------------------------------------------
@@ -602,7 +598,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         t = like.type
         loc = self.loc(node)
         if isinstance(t, T.Scalar):
-            return self.b.const({"f64": 0.0, "f32": 0.0, "int": 0, "bool": False}[t.kind], loc, "undef")
+            return self.b.const({"f64": 0.0, "f32": 0.0, "c128": 0j, "c64": 0j, "int": 0, "bool": False}[t.kind], loc,
+                                "undef")
         if isinstance(t, T.Array):
             return self.b.prim("numpy.empty", [(0,) * t.ndim], {"dtype": S(t.dtype)}, loc, "undef")
         raise self.error(ZymoTypeError, f"cannot return a {t} from inside a loop or branch here", node)
@@ -1028,3 +1025,15 @@ def nonlocal_names(node: ast.AST) -> set[str]:
 
 def lower(fn: Any, args: tuple) -> Function:
     return Lowerer().lower_function(fn, args)
+
+
+def _python_only_rules(body: Any) -> list[tuple[str, Loc]]:
+    """(why, where) of the calls whose rule has no Numba implementation (`Rule.python_only`: np.fft)."""
+    from ..rules.registry import lookup
+
+    found = []
+    for op in walk(body):
+        why = getattr(lookup(op.attrs["key"]), "python_only", None) if op.kind == "prim" else None
+        if why:
+            found.append((f"{why} ({op.attrs['key']})", op.loc))
+    return found

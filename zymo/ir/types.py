@@ -1,8 +1,10 @@
 """Types of IR values, taken from the concrete arguments of a call.
 
 Contract: a type says what kind of runtime object a value holds, never its
-numbers. Floats (`F64`, `F32`) and arrays/lists of floats can carry derivatives;
-ints and bools never do. Tuples are not runtime values in the IR: the frontend
+numbers. Floats (`F64`, `F32`), complex numbers (`C128`, `C64`) and arrays/lists
+of them can carry derivatives; ints and bools never do. A complex value's
+derivative is complex, with JAX's convention (see docs/architecture.md, "Complex
+numbers"). Tuples are not runtime values in the IR: the frontend
 keeps them as Python tuples of values, so they have no type here. `Static` is a
 compile-time Python object (a module, a function, a string, a dtype) that the
 generated code refers to by name and that never carries a derivative.
@@ -25,11 +27,11 @@ class Type:
 
 @dataclass(frozen=True)
 class Scalar(Type):
-    kind: str  # "f64" | "f32" | "int" | "bool"
+    kind: str  # "f64" | "f32" | "c128" | "c64" | "int" | "bool"
 
     @property
     def differentiable(self) -> bool:
-        return self.kind in ("f64", "f32")
+        return self.kind in ("f64", "f32", "c128", "c64")
 
     def __str__(self) -> str:
         return self.kind
@@ -37,15 +39,16 @@ class Scalar(Type):
 
 @dataclass(frozen=True)
 class Array(Type):
-    dtype: str  # a NumPy dtype name: "float64", "float32", "int64", "bool"
+    dtype: str  # a NumPy dtype name: "float64", "float32", "complex128", "complex64", "int64", "bool"
     ndim: int
 
     @property
     def differentiable(self) -> bool:
-        return self.dtype in ("float64", "float32")
+        return self.dtype in ("float64", "float32", "complex128", "complex64")
 
     def __str__(self) -> str:
-        short = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}
+        short = {"float64": "f64", "float32": "f32", "complex128": "c128", "complex64": "c64", "int64": "i64",
+                 "bool": "bool"}
         return f"{short.get(self.dtype, self.dtype)}[{','.join(':' * self.ndim) or ''}]".replace(
             "[]", "[()]"
         )
@@ -90,11 +93,13 @@ class Static(Type):
 
 F64 = Scalar("f64")
 F32 = Scalar("f32")
+C128 = Scalar("c128")
+C64 = Scalar("c64")
 INT = Scalar("int")
 BOOL = Scalar("bool")
 NONE = NoneT()
 
-_FLOAT_DTYPES = {"float64": F64, "float32": F32}
+_FLOAT_DTYPES = {"float64": F64, "float32": F32, "complex128": C128, "complex64": C64}
 
 
 def scalar_of_dtype(dtype: Any) -> Scalar:
@@ -110,7 +115,19 @@ def scalar_of_dtype(dtype: Any) -> Scalar:
 
 
 def dtype_of_scalar(t: Scalar) -> str:
-    return {"f64": "float64", "f32": "float32", "int": "int64", "bool": "bool"}[t.kind]
+    return {"f64": "float64", "f32": "float32", "c128": "complex128", "c64": "complex64", "int": "int64",
+            "bool": "bool"}[t.kind]
+
+
+def is_complex(t: Type) -> bool:
+    """A complex number, or an array or list of them."""
+    if isinstance(t, Scalar):
+        return t.kind in ("c128", "c64")
+    if isinstance(t, Array):
+        return t.dtype in ("complex128", "complex64")
+    if isinstance(t, List):
+        return is_complex(t.elt)
+    return False
 
 
 def is_float(t: Type) -> bool:
@@ -131,6 +148,8 @@ def join(a: Type, b: Type) -> Type | None:
     if a == b:
         return a
     if isinstance(a, Scalar) and isinstance(b, Scalar):
+        if is_complex(a) or is_complex(b):
+            return scalar_of_dtype(np.result_type(dtype_of_scalar(a), dtype_of_scalar(b)))
         order = ["bool", "int", "f32", "f64"]
         return a if order.index(a.kind) >= order.index(b.kind) else b
     if isinstance(a, Array) and isinstance(b, Array) and a.ndim == b.ndim:

@@ -609,6 +609,7 @@ from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra
 from .second_rt import *  # noqa: E402,F401,F403  (derivatives of helpers: second order)
 from .sorting_rt import *  # noqa: E402,F401,F403  (helpers of the sorting and lookup rules)
 from .statistics_rt import *  # noqa: E402,F401,F403  (helpers of the statistics rules)
+from .fft_rt import *  # noqa: E402,F401,F403  (helpers of the FFT rules: rules/fft.py)
 
 
 def linspace_unit(num, endpoint, like):
@@ -995,3 +996,8 @@ def sp_correlate(in1, in2, mode="full", method="auto"):
 
 
 from .special_rt import *  # noqa: E402,F401,F403  (helpers of the scipy.special rules: rules/special.py)
+
+
+def imag_copy(x):
+    """Im(x) as fresh memory (NumPy's `np.imag` of an array is a view; zymo's rule is not)."""
+    return np.imag(x).copy() if isinstance(x, np.ndarray) else np.imag(x)

@@ -211,6 +211,8 @@ def _const(c: Any) -> str:
             return f"float({str(c)!r})"
     if isinstance(c, str) or c is None or isinstance(c, (bool, int, float, tuple)):
         return repr(c)
+    if isinstance(c, complex):
+        return f"complex({_const(c.real)}, {_const(c.imag)})" if c.real or c.real != c.real else repr(c)
     import numpy as np
 
     if isinstance(c, np.dtype):

@@ -701,7 +701,8 @@ class Reverse:
             w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
             w(f"{self._int(self._counter(v))} = 0")
             return
-        dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
+        dtype = {"f64": "np.float64", "f32": "np.float32", "c128": "np.complex128", "c64": "np.complex64",
+                 "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
@@ -1204,7 +1205,8 @@ class Reverse:
         if self.act.is_active(val):
             if T.is_memory(val.type):
                 g = self.namer.fresh("_g")
-                w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
+                real = "np.real" if T.is_complex(obj.type) and not T.is_complex(val.type) else ""
+                w(f"{g} = {real}np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
                 if self.at_top and self._defers_unbroadcast(val, op):
                     self.deferred.add(val.id)  # a store broadcasts like an elementwise op
@@ -1222,6 +1224,8 @@ class Reverse:
                 # 2-d array) broadcasts it: its adjoint sums the selection
                 if not _one_element(op):
                     sel = f"np.sum({sel})"
+                if T.is_complex(obj.type) and not T.is_complex(val.type):
+                    sel = f"np.real({sel})"  # a real number stored into a complex array
                 w(f"{self.adj(val)} += {sel}")
             else:
                 w(f"{self.adj(val)} += {dobj}[{idx}]")
@@ -1239,6 +1243,9 @@ class Reverse:
         g = f"_rt.store_adjoint({self.use_d(obj)}, {self._index_arg(op)})"
         if not self.act.is_active(val):
             w(g)
+        elif T.is_complex(obj.type) and not T.is_complex(val.type):  # a real value stored into complex memory
+            w(f"{self.use_d(val)} += np.real(_rt.unbroadcast({g}, {self.use(val)}))" if T.is_memory(val.type)
+              else f"{self.adj(val)} += np.real(np.sum({g}))")
         elif T.is_memory(val.type):
             w(f"{self.use_d(val)} += _rt.unbroadcast({g}, {self.use(val)})")
         else:
@@ -1434,8 +1441,11 @@ class Reverse:
         vals = self.e.arg_values(rule, op)
         read = {v.id for p2, v in vals.items() if p2 in used}
         lazy = {v.id for v in vals.values() if v.id not in read}
-        return self.e.rule_expr(rule, "vjp", p, g, ans, op,
+        expr = self.e.rule_expr(rule, "vjp", p, g, ans, op,
                                 name=lambda v: self.namer(v) if v.id in lazy else name(v))
+        if not T.is_complex(vals[p].type) and any(T.is_complex(v.type) for v in (*op.args, *op.results)):
+            expr = f"np.real({expr})"  # a real operand of a complex op: JAX's convention (rules/complex_.py)
+        return expr
 
     # -- regions ------------------------------------------------------------------
     def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[str]:
