@@ -1028,6 +1028,8 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     for k, a in enumerate(args):
         if const[k]:
             out.append(None)
+        elif isinstance(a, (complex, np.complexfloating)) or (isinstance(a, np.ndarray) and np.iscomplexobj(a)):
+            out.append(_complex_gradient_forward(f, args, k, numba))
         elif isinstance(a, np.ndarray):
             from .derivatives import forward_columns
 
@@ -1045,6 +1047,28 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
         else:
             out.append(None)
     return tuple(out)
+
+
+def _complex_gradient_forward(f: Callable, args: tuple, k: int, numba: Any) -> Any:
+    """Forward-mode gradient of real `f` with respect to complex argument `k`: two tangents per
+    element (1 and 1j), one call each, giving JAX's `df/dx - i df/dy` (rules/complex_.py)."""
+    from .annotations import Forward
+
+    a = args[k]
+    grad = np.zeros(np.shape(a), dtype=np.result_type(a))
+    for j in np.ndindex(np.shape(a)):
+        for unit in (1.0, 1j):
+            copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
+            t: Any = unit
+            if isinstance(a, np.ndarray):
+                t = np.zeros_like(a)
+                t[j] = unit
+            annotated = [Const(c) if i != k else Duplicated(c, t) for i, c in enumerate(copies)]
+            (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
+            if np.ndim(d) != 0 or np.iscomplexobj(d):
+                raise _not_scalar(f)
+            grad[j] += d if unit == 1.0 else -1j * d
+    return grad if isinstance(a, np.ndarray) else complex(grad[()])
 
 
 def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any, numba: Any = False) -> str:

@@ -139,7 +139,7 @@ def has_unboxed_float(obj: Any) -> bool:
     if rec is None:
         if isinstance(obj, tuple):
             return any(map(has_unboxed_float, obj))
-        return isinstance(obj, (float, np.floating))
+        return isinstance(obj, (float, complex, np.floating, np.complexfloating))
     return any(role(rec[0], v) == "value" and has_unboxed_float(v) for _, v in rec[1])
 
 

@@ -86,6 +86,9 @@ def role(kind: str, v: Any) -> str:
         return "value"
     if isinstance(v, (float, np.floating)):
         return "value" if kind == "frozen" else "box"
+    if isinstance(v, (complex, np.complexfloating)):
+        raise ZymoTypeError(f"a complex number held by a {kind} object is not supported yet",
+                            hint="pass it as an argument, or keep it in a complex array attribute")
     return "static"
 
 

@@ -143,7 +143,7 @@ class Rule:
         mod = getattr(fn, "__module__", None) or ""
         name = getattr(fn, "__name__", "")
         if mod.startswith("numpy") or isinstance(fn, type(__import__("numpy").sin)):
-            sub = mod.split(".")[1] if mod.startswith("numpy.") and mod.split(".")[1] in ("linalg",) else ""
+            sub = mod.split(".")[1] if mod.startswith("numpy.") and mod.split(".")[1] in ("linalg", "fft") else ""
             return f"np.{sub + '.' if sub else ''}{name}"
         if mod == "math":
             return f"math.{name}"

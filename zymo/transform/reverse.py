@@ -1205,8 +1205,10 @@ class Reverse:
         if self.act.is_active(val):
             if T.is_memory(val.type):
                 g = self.namer.fresh("_g")
-                real = "np.real" if T.is_complex(obj.type) and not T.is_complex(val.type) else ""
-                w(f"{g} = {real}np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
+                copy = f"np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})"
+                if T.is_complex(obj.type) and not T.is_complex(val.type):
+                    copy = f"np.real({copy})"  # a real array stored into a complex one
+                w(f"{g} = {copy}")
                 w(f"{dobj}[{idx}] = 0.0")
                 if self.at_top and self._defers_unbroadcast(val, op):
                     self.deferred.add(val.id)  # a store broadcasts like an elementwise op
