@@ -32,34 +32,44 @@ from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from .registry import REGISTRY, Rule
 
 _U = dict(elementwise=True)
+# each rule's cases (zymo.testing.rule_cases) make complex values from real inputs: the generic real
+# cases would call the real rules instead (np.abs of a real x is numpy.absolute)
 
 
-class cabs(Rule, key="zymo.cabs", fn=np.abs, call="np.abs", **_U):
+class cabs(Rule, key="zymo.cabs", fn=np.abs, call="np.abs", **_U, cases=(
+        ("fn(x * (1.0 + 2.0j) + 0.5j)", ((5,),)), ("fn(x * 1j - 0.5)", ((3, 4),)), ("fn(x * (2.0 - 1.0j))", ((),)))):
     """|z| of a complex z: tangent Re(conj(z) dz) / |z|, adjoint g conj(z) / |z| (0 at z = 0, as JAX)."""
+    auto_cases = False
     def jvp_x(t, ans, x): return np.real(np.conj(x) * t) / (ans + (ans == 0))
     def vjp_x(g, ans, x): return g * np.conj(x) / (ans + (ans == 0))
 
 
-class conj(Rule, key="zymo.conj", fn=np.conjugate, call="np.conj", **_U):
+class conj(Rule, key="zymo.conj", fn=np.conjugate, call="np.conj", **_U, cases=(
+        ("np.real(fn(x * (1.0 + 2.0j)) * (0.5 - 1.5j))", ((5,),)), ("np.imag(fn(x * x + 1j * x))", ((),)))):
     """conj(z): tangent conj(dz), adjoint conj(g)."""
+    auto_cases = False
     def jvp_x(t, ans, x): return np.conj(t)
     def vjp_x(g, ans, x): return np.conj(g)
 
 
-class real(Rule, key="numpy.real", fn=np.real, view=True):
+class real(Rule, key="numpy.real", fn=np.real, view=True, cases=(
+        ("fn((x + 1j) * (x - 2j))", ((5,),)), ("fn(x * (0.5 + 1j) * x)", ((3, 4),)))):
     """Re(z) of an array: a view of its real part, so its shadow is the same view of the shadow
     (tangent Re(dz); an adjoint g adds g to Re(dz), which is JAX's: dL/dx)."""
     def jvp_val(t, ans, val): return np.real(t)
     def vjp_val(g, ans, val): return g
 
 
-class creal(Rule, key="zymo.creal", fn=np.real, call="np.real"):
+class creal(Rule, key="zymo.creal", fn=np.real, call="np.real", cases=(
+        ("fn((x + 1j) * (x - 2j))", ((),)), ("((x + 1j) * (x - 2j)).real", ((),)))):
     """Re(z) of a number: tangent Re(dz), adjoint g."""
     def jvp_val(t, ans, val): return np.real(t)
     def vjp_val(g, ans, val): return g
 
 
-class imag(Rule, key="numpy.imag", fn=np.imag, template="_rt.imag_copy({0})"):
+class imag(Rule, key="numpy.imag", fn=np.imag, template="_rt.imag_copy({0})", cases=(
+        ("fn((x + 1j) * (x - 2j))", ((5,),)), ("fn((x + 1j) * (x - 2j))", ((),)),
+        ("((x + 0.5j) * x).imag", ((3, 4),)))):
     """Im(z): tangent Im(dz), adjoint -i g (JAX's: dL/dx - i dL/dy with dL/dy = g). Not a view:
     an adjoint added into a view of Im(dz) would have the other sign, so the primal takes a copy
     and writing into `z.imag` is refused (`complex_key`'s caller)."""
@@ -67,9 +77,12 @@ class imag(Rule, key="numpy.imag", fn=np.imag, template="_rt.imag_copy({0})"):
     def vjp_val(g, ans, val): return -1j * g
 
 
-class angle(Rule, key="numpy.angle", fn=np.angle, **_U):
+class angle(Rule, key="numpy.angle", fn=np.angle, **_U, cases=(
+        ("fn(x * (1.0 + 2.0j) + 0.5j)", ((5,),)), ("fn(x + 1j * x * x + 0.5, deg=True)", ((3, 4),)),
+        ("fn(x - 0.5j)", ((),)))):
     """arg(z): tangent Im(conj(z) dz) / |z|^2, adjoint -i g conj(z) / |z|^2 (0 at z = 0). For a
     real x the derivative is 0 (the adjoint's real part)."""
+    auto_cases = False
     def jvp_z(t, ans, z, deg=False):
         return np.imag(np.conj(z) * t) / (np.real(z * np.conj(z)) + (z == 0)) * (57.29577951308232 if deg else 1.0)
 
@@ -77,7 +90,9 @@ class angle(Rule, key="numpy.angle", fn=np.angle, **_U):
         return -1j * g * np.conj(z) / (np.real(z * np.conj(z)) + (z == 0)) * (57.29577951308232 if deg else 1.0)
 
 
-class vdot(Rule, key="numpy.vdot", fn=np.vdot):
+class vdot(Rule, key="numpy.vdot", fn=np.vdot, cases=(
+        ("fn(x * (1.0 + 1j), y * (2.0 - 1j)).real", ((5,), (5,))), ("np.imag(fn(x + 1j * y, y * x))", ((3, 4), (3, 4))),
+        ("fn(x, y)", ((5,), (5,))))):
     """sum(conj(a) * b) over the flattened arrays: conjugate-linear in `a`."""
     def jvp_a(t, ans, a, b): return np.vdot(t, b)
     def jvp_b(t, ans, a, b): return np.vdot(a, t)
@@ -85,10 +100,11 @@ class vdot(Rule, key="numpy.vdot", fn=np.vdot):
     def vjp_b(g, ans, a, b): return np.reshape(g * np.conj(np.ravel(a)), np.shape(b))
 
 
-class complex_(Rule, key="builtins.complex", fn=builtins.complex):
+class complex_(Rule, key="builtins.complex", fn=builtins.complex, cases=(
+        ("fn(x, y).imag * fn(y, x * x).real", ((), ())), ("np.abs(fn(x, y * y))", ((), ())))):
     """complex(re, im) of two real numbers: tangent dre + i dim; adjoints Re(g), Re(i g)."""
-    def jvp_real(t, ans, real=0.0, imag=0.0): return t + 0j
-    def jvp_imag(t, ans, real=0.0, imag=0.0): return 1j * t
+    def jvp_real(t, ans, real=0.0, imag=0.0): return complex(t, 0.0)
+    def jvp_imag(t, ans, real=0.0, imag=0.0): return complex(0.0, t)
     def vjp_real(g, ans, real=0.0, imag=0.0): return np.real(g)
     def vjp_imag(g, ans, real=0.0, imag=0.0): return np.real(1j * g)
 

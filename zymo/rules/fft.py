@@ -22,55 +22,69 @@ class _FFT(Rule):
     python_only = _PY
 
 
-class fft(_FFT, key="numpy.fft.fft", fn=np.fft.fft):
+class fft(_FFT, key="numpy.fft.fft", fn=np.fft.fft, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((8,),)), ("np.abs(fn(x * (1.0 + 1.0j), 6, 0, 'ortho'))", ((5, 3),)),
+        ("np.imag(fn(x, n=3, norm='forward'))", ((5,),)))):
     def jvp_a(t, ans, a, n=None, axis=-1, norm=None): return np.fft.fft(t, n, axis, norm)
     def vjp_a(g, ans, a, n=None, axis=-1, norm=None): return _rt.fft_vjp(g, a, axis, norm, False)
 
 
-class ifft(_FFT, key="numpy.fft.ifft", fn=np.fft.ifft):
+class ifft(_FFT, key="numpy.fft.ifft", fn=np.fft.ifft, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((8,),)), ("np.abs(fn(x * (1.0 + 1.0j), 6, 0, 'ortho'))", ((5, 3),)),
+        ("np.imag(fn(x, n=3, norm='forward'))", ((5,),)))):
     def jvp_a(t, ans, a, n=None, axis=-1, norm=None): return np.fft.ifft(t, n, axis, norm)
     def vjp_a(g, ans, a, n=None, axis=-1, norm=None): return _rt.fft_vjp(g, a, axis, norm, True)
 
 
-class fftn(_FFT, key="numpy.fft.fftn", fn=np.fft.fftn):
+class fftn(_FFT, key="numpy.fft.fftn", fn=np.fft.fftn, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(1, 0)))", ((3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=None, norm=None): return np.fft.fftn(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=None, norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, False)
 
 
-class ifftn(_FFT, key="numpy.fft.ifftn", fn=np.fft.ifftn):
+class ifftn(_FFT, key="numpy.fft.ifftn", fn=np.fft.ifftn, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(0, 1), norm='ortho'))", ((3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=None, norm=None): return np.fft.ifftn(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=None, norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, True)
 
 
-class fft2(_FFT, key="numpy.fft.fft2", fn=np.fft.fft2):
+class fft2(_FFT, key="numpy.fft.fft2", fn=np.fft.fft2, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x + 1j, s=(4, 3)))", ((2, 3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=(-2, -1), norm=None): return np.fft.fft2(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=(-2, -1), norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, False)
 
 
-class ifft2(_FFT, key="numpy.fft.ifft2", fn=np.fft.ifft2):
+class ifft2(_FFT, key="numpy.fft.ifft2", fn=np.fft.ifft2, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x + 1j, s=(4, 3), norm='forward'))", ((2, 3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=(-2, -1), norm=None): return np.fft.ifft2(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=(-2, -1), norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, True)
 
 
-class rfft(_FFT, key="numpy.fft.rfft", fn=np.fft.rfft):
+class rfft(_FFT, key="numpy.fft.rfft", fn=np.fft.rfft, cases=(
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((8,),)), ("np.abs(fn(x, 7, 0, 'ortho'))", ((5, 3),)),
+        ("np.imag(fn(x, n=4))", ((5,),)))):
     """Of a real array only (NumPy discards the imaginary part of a complex one: refused)."""
     def jvp_a(t, ans, a, n=None, axis=-1, norm=None): return np.fft.rfft(t, n, axis, norm)
     def vjp_a(g, ans, a, n=None, axis=-1, norm=None): return _rt.rfft_vjp(g, a, n, axis, norm)
 
 
-class irfft(_FFT, key="numpy.fft.irfft", fn=np.fft.irfft):
+class irfft(_FFT, key="numpy.fft.irfft", fn=np.fft.irfft, cases=(
+        ("fn(x * (0.5 + 1.5j))", ((5,),)), ("fn(x + 1j * x * x, 7, 0, 'ortho')", ((5, 3),)),
+        ("fn(x * 1j + x, n=3, norm='forward')", ((5,),)), ("fn(x)", ((4,),)))):
     def jvp_a(t, ans, a, n=None, axis=-1, norm=None): return np.fft.irfft(t, n, axis, norm)
     def vjp_a(g, ans, a, n=None, axis=-1, norm=None): return _rt.irfft_vjp(g, a, n, axis, norm)
 
 
-class fftshift(Rule, key="numpy.fft.fftshift", fn=np.fft.fftshift):
+class fftshift(Rule, key="numpy.fft.fftshift", fn=np.fft.fftshift, cases=(
+        ("fn(x)", ((5,),)), ("fn(x, axes=(1,))", ((3, 4),)))):
     python_only = _PY
 
     def jvp_x(t, ans, x, axes=None): return np.fft.fftshift(t, axes)
     def vjp_x(g, ans, x, axes=None): return np.fft.ifftshift(g, axes)
 
 
-class ifftshift(Rule, key="numpy.fft.ifftshift", fn=np.fft.ifftshift):
+class ifftshift(Rule, key="numpy.fft.ifftshift", fn=np.fft.ifftshift, cases=(
+        ("fn(x)", ((5,),)), ("fn(x, axes=(1,))", ((3, 4),)))):
     python_only = _PY
 
     def jvp_x(t, ans, x, axes=None): return np.fft.ifftshift(t, axes)

@@ -34,7 +34,7 @@ def fft_vjp(g: Any, a: Any, axis: int, norm: Any, inverse: bool) -> Any:
     """Adjoint of `a` in `fft(a, n, axis, norm)` (`ifft` when `inverse`): the DFT matrix is
     symmetric, so its transpose is the same transform (same normalization)."""
     r = (np.fft.ifft if inverse else np.fft.fft)(g, axis=axis, norm=norm)
-    return fit(r, np.shape(a)[axis], axis)
+    return _like(fit(r, np.shape(a)[axis], axis), a)
 
 
 def fftn_vjp(g: Any, a: Any, s: Any, axes: Any, norm: Any, inverse: bool) -> Any:
@@ -43,7 +43,7 @@ def fftn_vjp(g: Any, a: Any, s: Any, axes: Any, norm: Any, inverse: bool) -> Any
     r = (np.fft.ifftn if inverse else np.fft.fftn)(g, axes=ax, norm=norm)
     for k in ax:
         r = fit(r, np.shape(a)[k], k)
-    return r
+    return _like(r, a)
 
 
 def rfft_vjp(g: Any, a: Any, n: Any, axis: int, norm: Any) -> Any:
@@ -67,4 +67,9 @@ def irfft_vjp(g: Any, a: Any, n: Any, axis: int, norm: Any) -> Any:
     scale = {None: 1.0 / n, "backward": 1.0 / n, "ortho": 1.0 / np.sqrt(n), "forward": 1.0}[norm]
     shape = [1] * np.ndim(c)
     shape[axis] = n // 2 + 1
-    return fit(np.conj(c * (w * scale).reshape(shape)), m, axis)
+    return _like(fit(np.conj(c * (w * scale).reshape(shape)), m, axis), a)
+
+
+def _like(r: Any, a: Any) -> Any:
+    """The adjoint of a real input is the real part (JAX's transpose of a real-to-complex cast)."""
+    return r if np.iscomplexobj(a) else np.real(r)
