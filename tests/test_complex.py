@@ -363,9 +363,67 @@ def test_const_complex_argument() -> None:
     assert gz is None and g == pytest.approx(2 * 0.5 * 5.0)
 
 
+def test_split_mode_caches_complex_values() -> None:
+    f = _define("""
+def f(z):
+    s = 0.0
+    for i in range(z.shape[0]):
+        s = s + z[i] * z[i]
+        z[i] = z[i] * 1j
+    return np.abs(s)
+""")
+    z = _c(4)
+    fwd, rev = zymo.autodiff_thunk(zymo.ReverseSplitWithPrimal, f, Active, Duplicated(z.copy(), np.zeros_like(z)))
+    zc, dz = z.copy(), np.zeros_like(z)
+    tape, y = fwd(Duplicated(zc, dz))
+    rev(Duplicated(zc, dz), 1.0, tape)
+    assert y == pytest.approx(np.abs(np.sum(z * z)))
+    np.testing.assert_allclose(dz, _fd_gradient(lambda z: f(z.copy()), (z,), 0), rtol=1e-5)
+
+
+SECOND = """
+def f(x):
+    A = np.outer(x, x) * (0.5 + 1j)
+    u = A @ np.exp(1j * x) + np.sum(A, axis=0) * x
+    return np.sum(np.abs(u + 1j) ** 2) + np.real(np.sum(u * u))
+"""
+
+
+def test_second_order_through_complex_intermediates() -> None:
+    """hvp and hessian of a real loss of real inputs with complex intermediates: against central
+    differences of the reverse gradient (and JAX below)."""
+    f = _define(SECOND)
+    x, v = _r(4), _r(4)
+    eps = 1e-6
+    g = lambda x: zymo.gradient(Reverse, f, x)[0]  # noqa: E731
+    np.testing.assert_allclose(zymo.hvp(f, x, v), (g(x + eps * v) - g(x - eps * v)) / (2 * eps), rtol=1e-5)
+    np.testing.assert_allclose(zymo.hessian(f, x) @ v, zymo.hvp(f, x, v), rtol=1e-10)
+
+
+def test_second_order_against_jax() -> None:
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    f = _define(SECOND)
+    x = _r(4)
+    np.testing.assert_allclose(zymo.hessian(f, x), np.asarray(jax.hessian(_jax_version(f))(x)), rtol=1e-9)
+
+
+def test_second_order_through_fft_is_refused() -> None:
+    f = _define(CASES[11][1])
+    with pytest.raises(zymo.errors.UnsupportedCall, match="numpy.fft"):
+        zymo.hvp(f, _r(8), _r(8))
+
+
+def test_jacobian_of_complex_values_is_refused() -> None:
+    with pytest.raises(zymo.errors.ZymoUsageError):
+        zymo.jacobian(Forward, lambda x: np.exp(1j * x), _r(3))
+    with pytest.raises(zymo.errors.ZymoUsageError):
+        zymo.jacobian(Reverse, lambda z: np.abs(z), _c(3))
+
+
 # -- Numba -----------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_numba_backend_complex_arithmetic() -> None:
+    """A loop over complex and real arrays (0.1 s to compile): both modes, against the Python backend."""
     f = _define(CASES[2][1])
     args = CASES[2][2]
     py = zymo.gradient(Reverse, f, *args)
@@ -377,6 +435,21 @@ def test_numba_backend_complex_arithmetic() -> None:
     (d_nb,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a), u) for a, u in zip(args, t)],
                             numba=True)
     np.testing.assert_allclose(d_py, d_nb, rtol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["arith_scalar", "mixed_real_complex", "vdot", "complex_array_built", "linalg"])
+def test_numba_backend_more(name: str) -> None:
+    """Scalars, complex(), vdot, stores of real values into complex memory, linear algebra (compiles: 1-30 s)."""
+    _, src, args, *_ = CASES[_IDS.index(name)]
+    f = _define(src)
+    for a, b in zip(zymo.gradient(Reverse, f, *args), zymo.gradient(Reverse, f, *args, numba=True)):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+    t = [_tangent(a) for a in args]
+    dup = lambda: [Duplicated(np.copy(a) if isinstance(a, np.ndarray) else a, u) for a, u in zip(args, t)]  # noqa: E731
+    (d_py,) = zymo.autodiff(Forward, f, Duplicated, *dup())
+    (d_nb,) = zymo.autodiff(Forward, f, Duplicated, *dup(), numba=True)
+    np.testing.assert_allclose(d_py, d_nb, rtol=1e-10)
 
 
 def test_fft_runs_as_python_under_numba() -> None:

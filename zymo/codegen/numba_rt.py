@@ -528,3 +528,11 @@ for _acc, _which, _plain in ((acc_dot_vjp_a, "a", rt.dot_vjp_a), (acc_dot_vjp_b,
 _overloaded_products = (acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b)
 acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b = (
     _product(w, f) for w, f in zip("abab", _overloaded_products))
+
+
+@overload(rt.imag_copy)
+def _imag_copy(x):
+    """Im(x) as fresh memory (`rules/complex_.py`'s `numpy.imag`)."""
+    if isinstance(x, t.Array):
+        return lambda x: np.imag(x).copy()
+    return lambda x: x.imag

@@ -84,8 +84,8 @@ def _diag(v, k=0):
 
 
 @register_jitable
-def _place_diag(g, n1, n2, offset, swap):
-    out = _np.zeros((n2, n1)) if swap else _np.zeros((n1, n2))
+def _place_diag(g, n1, n2, offset, swap, dt):
+    out = _np.zeros((n2, n1), dt) if swap else _np.zeros((n1, n2), dt)
     i0, j0 = max(-offset, 0), max(offset, 0)
     for p in range(g.shape[0]):
         if swap:
@@ -121,17 +121,28 @@ def _diagonal_view(x, offset=0, axis1=0, axis2=1):
 def _diagonal_vjp(g, x, offset=0, axis1=0, axis2=1):
     swap = _diag_axes(x, axis1, axis2, "np.diagonal")
 
+    dt = _adjoint_dtype(g, x)
+
     def impl(g, x, offset=0, axis1=0, axis2=1):
         n1, n2 = (x.shape[1], x.shape[0]) if swap else (x.shape[0], x.shape[1])
-        return _place_diag(_np.ascontiguousarray(g).ravel(), n1, n2, offset, swap)
+        return _place_diag(_np.ascontiguousarray(g).ravel(), n1, n2, offset, swap, dt)
     return impl
+
+
+def _adjoint_dtype(g, x):
+    """NumPy's `result_type(g, x)` at typing time, as the Python helper's adjoint has (complex
+    when either is)."""
+    from numba.np.numpy_support import as_dtype
+
+    return _np.result_type(*(as_dtype(getattr(v, "dtype", v)) for v in (g, x)))
 
 
 @overload(rt.diag_vjp)
 def _diag_vjp(g, x, k):
     if _ndim(x) == 1:
         return lambda g, x, k: _np.diag(_np.ascontiguousarray(g), k).copy()
-    return lambda g, x, k: _place_diag(g, x.shape[0], x.shape[1], k, False)
+    dt = _adjoint_dtype(g, x)
+    return lambda g, x, k: _place_diag(g, x.shape[0], x.shape[1], k, False, dt)
 
 
 @overload(rt.expand_diag, prefer_literal=True)

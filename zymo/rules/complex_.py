@@ -129,6 +129,10 @@ COMPLEX_SAFE = frozenset({
     "numpy.where", "numpy.diff",
     "numpy.linalg.solve", "numpy.linalg.inv", "numpy.linalg.det",
     "zymo.as_dtype", "zymo.list_of",
+    # helpers of reverse programs that second order differentiates (rules/runtime_rules.py): linear maps
+    "zymo.rt.unbroadcast", "zymo.rt.as_shape", "zymo.rt.as_tangent", "zymo.rt.expand_reduced", "zymo.rt.grow",
+    "zymo.rt.grow_stack", "zymo.rt.mT", "zymo.rt.matmul_vjp_a", "zymo.rt.matmul_vjp_b", "zymo.rt.dot_vjp_a",
+    "zymo.rt.dot_vjp_b",
     # the rules above that exist for complex numbers, and the FFTs (rules/fft.py)
     "zymo.cabs", "zymo.conj", "numpy.real", "zymo.creal", "numpy.imag", "numpy.angle", "numpy.vdot",
     "builtins.complex",
