@@ -12,7 +12,8 @@ import linecache
 import textwrap
 import types
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -226,19 +227,24 @@ def test_forward_against_finite_differences_and_reverse(case: tuple) -> None:
     grads = zymo.gradient(Reverse, f, *args)
     tangents = [_tangent(a) for a in args]
     (d,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a) if isinstance(a, np.ndarray) else a, t)
-                                                   for a, t in zip(args, tangents)])
+                                                   for a, t in zip(args, tangents, strict=True)])
     eps = 1e-6
-    plus = tuple(a + eps * t for a, t in zip(args, tangents))
-    minus = tuple(a - eps * t for a, t in zip(args, tangents))
+    plus = tuple(a + eps * t for a, t in zip(args, tangents, strict=True))
+    minus = tuple(a - eps * t for a, t in zip(args, tangents, strict=True))
     fd = (_loss(f, plus) - _loss(f, minus)) / (2 * eps)
     assert abs(fd) > 1e-3
     assert not np.iscomplexobj(d)
     np.testing.assert_allclose(d, fd, rtol=1e-5, atol=1e-6)
     # forward and reverse agree: the tangent is Re(sum(grad * t)), JAX's convention
-    np.testing.assert_allclose(d, sum(np.real(np.sum(g * t)) for g, t in zip(grads, tangents)), rtol=1e-10)
+    along = sum(np.real(np.sum(g * t)) for g, t in zip(grads, tangents, strict=True))
+    np.testing.assert_allclose(d, along, rtol=1e-10)
 
 
-@pytest.mark.parametrize("case", CASES, ids=_IDS)
+_SLOW_IN_JAX = ("elementwise", "fft2_fftn_shift", "rfft_irfft")  # JAX's tracing and compiles: 5-7 s each
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if c[0] in _SLOW_IN_JAX else [])
+                                  for c in CASES], ids=_IDS)
 def test_reverse_against_jax(case: tuple) -> None:
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -246,14 +252,14 @@ def test_reverse_against_jax(case: tuple) -> None:
     f = _define(src)
     grads = zymo.gradient(Reverse, f, *args)
     expected = jax.grad(_jax_version(_define(jax_src[0]) if jax_src else f), argnums=tuple(range(len(args))))(*args)
-    for g, e in zip(grads, expected):
+    for g, e in zip(grads, expected, strict=True):
         np.testing.assert_allclose(g, np.asarray(e), rtol=1e-9, atol=1e-11)
 
 
 def test_gradient_in_forward_mode_of_complex_arguments() -> None:
     f = _define(CASES[2][1])
     args = CASES[2][2]
-    for g, e in zip(zymo.gradient(Forward, f, *args), zymo.gradient(Reverse, f, *args)):
+    for g, e in zip(zymo.gradient(Forward, f, *args), zymo.gradient(Reverse, f, *args), strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10)
     (g,) = zymo.gradient(Forward, lambda z: np.abs(z) ** 2, 3 + 4j)
     assert g == 6 - 8j  # jax.grad(lambda z: jnp.abs(z) ** 2)(3 + 4j)
@@ -400,6 +406,7 @@ def test_second_order_through_complex_intermediates() -> None:
     np.testing.assert_allclose(zymo.hessian(f, x) @ v, zymo.hvp(f, x, v), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_second_order_against_jax() -> None:
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -428,11 +435,11 @@ def test_numba_backend_complex_arithmetic() -> None:
     args = CASES[2][2]
     py = zymo.gradient(Reverse, f, *args)
     nb = zymo.gradient(Reverse, f, *args, numba=True)
-    for a, b in zip(py, nb):
+    for a, b in zip(py, nb, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     t = [_tangent(a) for a in args]
-    (d_py,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a), u) for a, u in zip(args, t)])
-    (d_nb,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a), u) for a, u in zip(args, t)],
+    (d_py,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a), u) for a, u in zip(args, t, strict=True)])
+    (d_nb,) = zymo.autodiff(Forward, f, Duplicated, *[Duplicated(np.copy(a), u) for a, u in zip(args, t, strict=True)],
                             numba=True)
     np.testing.assert_allclose(d_py, d_nb, rtol=1e-12)
 
@@ -443,10 +450,10 @@ def test_numba_backend_more(name: str) -> None:
     """Scalars, complex(), vdot, stores of real values into complex memory, linear algebra (compiles: 1-30 s)."""
     _, src, args, *_ = CASES[_IDS.index(name)]
     f = _define(src)
-    for a, b in zip(zymo.gradient(Reverse, f, *args), zymo.gradient(Reverse, f, *args, numba=True)):
+    for a, b in zip(zymo.gradient(Reverse, f, *args), zymo.gradient(Reverse, f, *args, numba=True), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10)
     t = [_tangent(a) for a in args]
-    dup = lambda: [Duplicated(np.copy(a) if isinstance(a, np.ndarray) else a, u) for a, u in zip(args, t)]  # noqa: E731
+    dup = lambda: [Duplicated(np.copy(a) if isinstance(a, np.ndarray) else a, u) for a, u in zip(args, t, strict=True)]  # noqa: E731
     (d_py,) = zymo.autodiff(Forward, f, Duplicated, *dup())
     (d_nb,) = zymo.autodiff(Forward, f, Duplicated, *dup(), numba=True)
     np.testing.assert_allclose(d_py, d_nb, rtol=1e-10)

@@ -41,7 +41,8 @@ def type_of_value(obj: Any, what: str = "argument") -> T.Type:
                                 hint="use complex128 or complex64")
         return T.C128
     if isinstance(obj, np.ndarray):
-        if obj.dtype.name not in ("float64", "float32", "complex128", "complex64", "bool") and not np.issubdtype(obj.dtype, np.integer):
+        if obj.dtype.name not in ("float64", "float32", "complex128", "complex64", "bool") and \
+                not np.issubdtype(obj.dtype, np.integer):
             raise ZymoTypeError(f"arrays of dtype {obj.dtype} are not supported ({what})")
         name = obj.dtype.name if not np.issubdtype(obj.dtype, np.integer) else "int64"
         return T.Array(name, obj.ndim)

@@ -37,13 +37,15 @@ class ifft(_FFT, key="numpy.fft.ifft", fn=np.fft.ifft, cases=(
 
 
 class fftn(_FFT, key="numpy.fft.fftn", fn=np.fft.fftn, cases=(
-        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(1, 0)))", ((3, 4),)))):
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)),
+        ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(1, 0)))", ((3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=None, norm=None): return np.fft.fftn(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=None, norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, False)
 
 
 class ifftn(_FFT, key="numpy.fft.ifftn", fn=np.fft.ifftn, cases=(
-        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)), ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(0, 1), norm='ortho'))", ((3, 4),)))):
+        ("np.real(fn(x) * (0.5 + 1.5j))", ((3, 4),)),
+        ("np.abs(fn(x * (1.0 + 1.0j), s=(2, 5), axes=(0, 1), norm='ortho'))", ((3, 4),)))):
     def jvp_a(t, ans, a, s=None, axes=None, norm=None): return np.fft.ifftn(t, s, axes, norm)
     def vjp_a(g, ans, a, s=None, axes=None, norm=None): return _rt.fftn_vjp(g, a, s, axes, norm, True)
 
