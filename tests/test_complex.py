@@ -115,6 +115,15 @@ def f(x, y):
     z = z.at[0].set(x[0] * y[0] + 2j)
     return np.sum(np.abs(z) ** 2) + np.sum(np.angle(z))
 """),
+    ("carries_become_complex", """
+def f(x, z):
+    s = 0.0
+    a = x * 1.0
+    for i in range(x.shape[0]):
+        s = s + x[i] * z[i]
+        a = a * z[i]
+    return np.abs(s) + np.sum(np.real(a))
+""", (_r(3), _c(3))),
     ("vdot", """
 def f(a, b):
     return np.real(np.vdot(a, b)) + np.imag(np.vdot(b * b, a)) + np.abs(np.vdot(a, W))
@@ -257,8 +266,8 @@ def test_reverse_against_jax(case: tuple) -> None:
 
 
 def test_gradient_in_forward_mode_of_complex_arguments() -> None:
-    f = _define(CASES[2][1])
-    args = CASES[2][2]
+    f = _define(CASES[_IDS.index("loop_arrays")][1])
+    args = CASES[_IDS.index("loop_arrays")][2]
     for g, e in zip(zymo.gradient(Forward, f, *args), zymo.gradient(Reverse, f, *args), strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10)
     (g,) = zymo.gradient(Forward, lambda z: np.abs(z) ** 2, 3 + 4j)
@@ -416,7 +425,7 @@ def test_second_order_against_jax() -> None:
 
 
 def test_second_order_through_fft_is_refused() -> None:
-    f = _define(CASES[11][1])
+    f = _define(CASES[_IDS.index("spectral_filter")][1])
     with pytest.raises(zymo.errors.UnsupportedCall, match="numpy.fft"):
         zymo.hvp(f, _r(8), _r(8))
 
@@ -431,8 +440,8 @@ def test_jacobian_of_complex_values_is_refused() -> None:
 # -- Numba -----------------------------------------------------------------------------------
 def test_numba_backend_complex_arithmetic() -> None:
     """A loop over complex and real arrays (0.1 s to compile): both modes, against the Python backend."""
-    f = _define(CASES[2][1])
-    args = CASES[2][2]
+    f = _define(CASES[_IDS.index("loop_arrays")][1])
+    args = CASES[_IDS.index("loop_arrays")][2]
     py = zymo.gradient(Reverse, f, *args)
     nb = zymo.gradient(Reverse, f, *args, numba=True)
     for a, b in zip(py, nb, strict=True):
@@ -462,8 +471,8 @@ def test_numba_backend_more(name: str) -> None:
 def test_fft_runs_as_python_under_numba() -> None:
     from zymo.codegen.numba_ import ZymoNumbaError
 
-    f = _define(CASES[11][1])
-    x = CASES[11][2][0]
+    f = _define(CASES[_IDS.index("spectral_filter")][1])
+    x = CASES[_IDS.index("spectral_filter")][2][0]
     with pytest.raises(ZymoNumbaError, match="np.fft"):
         zymo.gradient(Reverse, f, x, numba=True)
     with pytest.warns(zymo.errors.ZymoWarning, match="np.fft"):
