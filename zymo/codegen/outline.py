@@ -194,25 +194,70 @@ class _Outliner:
         """Outline in `stmts` (`written`: names definitely bound before them; `after`: the
         statement lists that may run after them, innermost first). Returns the names
         definitely bound after them."""
-        for k, s in enumerate(stmts):
-            rest = [stmts[k + 1:]] + after
+        k = 0
+        while k < len(stmts):
+            s = stmts[k]
             if isinstance(s, ast.If):
-                self._block(s.body, set(written), rest)
-                self._block(s.orelse, set(written), rest)
+                self._block(s.body, set(written), [stmts[k + 1:]] + after)
+                self._block(s.orelse, set(written), [stmts[k + 1:]] + after)
+            elif self._candidate(s):
+                end = self._run_end(stmts, k)
+                for stop in dict.fromkeys((end, k + 1)):  # the run of loops, else the loop alone
+                    call = self._outlined(stmts[k:stop], written, [stmts[stop:]] + after)
+                    if call is not None:
+                        _, written = _exposed(stmts[k:stop], written)
+                        stmts[k:stop] = [call]
+                        break
+                else:
+                    self._inner(s, written, [stmts[k + 1:]] + after)
+                    _, written = _exposed_stmt(s, written)
+                k += 1
+                continue
             elif isinstance(s, (ast.For, ast.While)) and self.work(s):
-                call = self._outlined(s, written, rest) if not self.work.array_level(s) else None
-                if call is not None:
-                    stmts[k] = call
-                else:  # its inner loops, each run again by the next iteration of this one
-                    inner = written | (_stores(s.target) if isinstance(s, ast.For) else set())
-                    self._block(s.body, inner, [[s]] + rest)
+                self._inner(s, written, [stmts[k + 1:]] + after)
             _, written = _exposed_stmt(s, written)
+            k += 1
         return written
 
-    def _outlined(self, loop: ast.For | ast.While, written: set[str], rest: list[list[ast.stmt]]) -> ast.stmt | None:
-        if not _compilable(loop):
-            return None
-        exposed, _ = _exposed_stmt(loop, set())
+    def _inner(self, loop: ast.For | ast.While, written: set[str], rest: list[list[ast.stmt]]) -> None:
+        """Outline inside a loop kept as Python: its inner loops, each run again by the next
+        iteration of this one."""
+        inner = written | (_stores(loop.target) if isinstance(loop, ast.For) else set())
+        self._block(loop.body, inner, [[loop]] + rest)
+
+    def _candidate(self, s: ast.stmt) -> bool:
+        """A loop that may become a kernel (or start one)."""
+        return (isinstance(s, (ast.For, ast.While)) and self.work(s) and not self.work.array_level(s)
+                and _compilable(s))
+
+    def _run_end(self, stmts: list[ast.stmt], k: int) -> int:
+        """The end of the run of statements from the loop `stmts[k]` that one kernel may hold:
+        more such loops, and between them the statements of numbers and caches that join them
+        (`_glue`). One kernel compiles faster than several (Numba's cost per function)."""
+        end = k + 1
+        j = k + 1
+        while j < len(stmts) and (self._candidate(stmts[j]) or self._glue(stmts[j])):
+            j += 1
+            if self._candidate(stmts[j - 1]):
+                end = j
+        return end
+
+    def _glue(self, s: ast.stmt) -> bool:
+        if not isinstance(s, (ast.Assign, ast.AugAssign)) or self.work.array_level(s) or not _compilable(s):
+            return False
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = (f.id if isinstance(f, ast.Name)
+                        else f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                        else "")
+                if name not in _GLUE_CALLS and not name.startswith("math."):
+                    return False
+        return True
+
+    def _outlined(self, run: list[ast.stmt], written: set[str], rest: list[list[ast.stmt]]) -> ast.stmt | None:
+        """The call of a new kernel holding the statements `run`, or None if they cannot be one."""
+        exposed, bound = _exposed(run, set())
         inputs = sorted(exposed & self.local)
         if any(n not in written for n in inputs):
             return None  # an input may be unbound here (the program reads it only on some path)
@@ -222,14 +267,15 @@ class _Outliner:
             e, w = _exposed(stmts, seen)
             later |= e
             seen = w
-        outputs = sorted((_stores(loop) & later) & self.local)
-        if any(n not in written for n in outputs):
-            return None  # bound by the loop only if it runs: keep it Python
+        stores = set().union(*(_stores(s) for s in run))
+        outputs = sorted((stores & later) & self.local)
+        if any(n not in written and n not in bound for n in outputs):
+            return None  # bound by a loop only if it runs: keep it Python
         name = f"{self.prefix}_{len(self.kernels)}"
         ret = ast.Return(value=ast.Tuple(elts=[ast.Name(n, ast.Load()) for n in outputs], ctx=ast.Load()))
         kernel = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs],
                                                                kwonlyargs=[], kw_defaults=[], defaults=[]),
-                                 body=[loop, ret], decorator_list=[], returns=None, type_params=[])
+                                 body=[*run, ret], decorator_list=[], returns=None, type_params=[])
         self.kernels.append(ast.fix_missing_locations(kernel))
         call = ast.Call(func=ast.Name(name, ast.Load()), args=[ast.Name(n, ast.Load()) for n in inputs], keywords=[])
         if outputs:
@@ -237,7 +283,12 @@ class _Outliner:
             stmt: ast.stmt = ast.Assign(targets=[target], value=call)
         else:
             stmt = ast.Expr(value=call)
-        return ast.copy_location(ast.fix_missing_locations(stmt), loop)
+        return ast.copy_location(ast.fix_missing_locations(stmt), run[0])
+
+
+# calls a statement between two outlined loops may make (numbers, sizes, cache buffers)
+_GLUE_CALLS = frozenset({"_rt.span", "_rt.grow", "np.empty", "min", "max", "abs", "int", "float", "bool", "len",
+                         "range", "_rt.fdiv"})
 
 
 _NUMBERS = (int, float, bool, complex)
