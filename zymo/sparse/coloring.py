@@ -13,6 +13,9 @@ Contract (patterns are boolean `scipy.sparse` matrices; colors are int arrays fr
   i's only neighbour of that color, else from B[j, color(i)] (the star property makes one
   of the two hold).
 - `seeds(colors, n)`: the seed matrix (n, n_colors) as a dense float array.
+- `column_recovery`, `row_recovery`, `symmetric_recovery` precompute, once per pattern and
+  coloring, where each entry is read from the compressed result (`Recovery`), so a
+  repeated recovery is one gather; `recover_*` are the one-shot forms.
 `scipy.sparse.csgraph` has no coloring and no library on the project's dependency list
 does, so the greedy algorithms are here (small, tested for validity and exact recovery).
 """
@@ -97,33 +100,67 @@ def seeds(colors: np.ndarray, n: int) -> np.ndarray:
     return s
 
 
-def recover_columns(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
-    """J from `B = J @ seeds(colors)` (B: (m, n_colors))."""
-    p = sp.coo_matrix(pattern)
-    vals = b[p.row, colors[p.col]]
-    return sp.csr_matrix((vals, (p.row, p.col)), shape=p.shape)
+class Recovery:
+    """Where each stored entry of a pattern comes from in a compressed result `B` laid out
+    `(n_colors, length)`: `data = B[color, index]`, written into the pattern's CSR
+    structure. Made once per plan; `__call__(B)` is a gather and a CSR wrapper."""
+
+    def __init__(self, pattern: sp.spmatrix, color: np.ndarray, index: np.ndarray) -> None:
+        p = sp.csr_matrix(pattern, dtype=bool)
+        self.shape = p.shape
+        self.indptr, self.indices = p.indptr.copy(), p.indices.copy()
+        self.flat = color.astype(np.int64), index.astype(np.int64)
+
+    def __call__(self, b: np.ndarray) -> sp.csr_matrix:
+        data = b[self.flat[0], self.flat[1]]
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=self.shape)
 
 
-def recover_rows(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
-    """J from `B = seeds(colors).T @ J` (B: (n_colors, n))."""
-    p = sp.coo_matrix(pattern)
-    vals = b[colors[p.row], p.col]
-    return sp.csr_matrix((vals, (p.row, p.col)), shape=p.shape)
+def _csr_entries(pattern: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    p = sp.csr_matrix(pattern, dtype=bool)
+    p.sum_duplicates()
+    p.sort_indices()
+    rows = np.repeat(np.arange(p.shape[0]), np.diff(p.indptr))
+    return p, rows, p.indices
 
 
-def recover_symmetric(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
-    """H from `B = H @ seeds(colors)` for a star coloring of H's pattern."""
+def column_recovery(pattern: sp.spmatrix, colors: np.ndarray) -> Recovery:
+    """For `B = (J @ seeds(colors)).T`, shape (n_colors, m)."""
+    p, rows, cols = _csr_entries(pattern)
+    return Recovery(p, colors[cols], rows)
+
+
+def row_recovery(pattern: sp.spmatrix, colors: np.ndarray) -> Recovery:
+    """For `B = seeds(colors).T @ J`, shape (n_colors, n)."""
+    p, rows, cols = _csr_entries(pattern)
+    return Recovery(p, colors[rows], cols)
+
+
+def symmetric_recovery(pattern: sp.spmatrix, colors: np.ndarray) -> Recovery:
+    """For `B = (H @ seeds(colors)).T`, shape (n_colors, n), a star coloring of H's pattern."""
     a = sp.csr_matrix(pattern, dtype=bool)
-    a = sp.csr_matrix(a + a.T, dtype=bool)
-    n = a.shape[0]
-    off = a.copy()
+    p, i, j = _csr_entries(sp.csr_matrix(a + a.T, dtype=bool))
+    n = p.shape[0]
+    off = p.copy()
     off.setdiag(False)
     off.eliminate_zeros()
     k = int(colors.max(initial=-1)) + 1
     onehot = sp.csr_matrix((np.ones(n), (np.arange(n), colors)), shape=(n, k))
     counts = (sp.csr_matrix(off, dtype=float) @ onehot).toarray()  # neighbours of i with color c
-    p = sp.coo_matrix(a)
-    i, j = p.row, p.col
     direct = (i == j) | (counts[i, colors[j]] == 1)
-    vals = np.where(direct, b[i, colors[j]], b[j, colors[i]])
-    return sp.csr_matrix((vals, (i, j)), shape=(n, n))
+    return Recovery(p, np.where(direct, colors[j], colors[i]), np.where(direct, i, j))
+
+
+def recover_columns(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
+    """J from `B = J @ seeds(colors)` (B: (m, n_colors))."""
+    return column_recovery(pattern, colors)(np.ascontiguousarray(b.T))
+
+
+def recover_rows(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
+    """J from `B = seeds(colors).T @ J` (B: (n_colors, n))."""
+    return row_recovery(pattern, colors)(b)
+
+
+def recover_symmetric(pattern: sp.spmatrix, colors: np.ndarray, b: np.ndarray) -> sp.csr_matrix:
+    """H from `B = H @ seeds(colors)` (B: (n, n_colors)) for a star coloring of H's pattern."""
+    return symmetric_recovery(pattern, colors)(np.ascontiguousarray(b.T))

@@ -49,6 +49,11 @@ class JacobianPlan:
     def n_colors(self) -> int:
         return int(self.colors.max(initial=-1)) + 1
 
+    def __post_init__(self) -> None:
+        rec = C.column_recovery if self.direction == "forward" else C.row_recovery
+        self.recovery = rec(self.pattern, self.colors)
+        self.lanes = _lanes(self.colors, self.x_shape if self.direction == "forward" else None)
+
 
 @dataclass
 class HessianPlan:
@@ -60,6 +65,19 @@ class HessianPlan:
     @property
     def n_colors(self) -> int:
         return int(self.colors.max(initial=-1)) + 1
+
+    def __post_init__(self) -> None:
+        self.recovery = C.symmetric_recovery(self.pattern, self.colors)
+        self.lanes = _lanes(self.colors, self.x_shape)
+
+
+def _lanes(colors: np.ndarray, shape: tuple | None) -> list[np.ndarray]:
+    """One seed per color (0/1 on the elements of that color), shaped like x (or flat)."""
+    out = []
+    for c in range(int(colors.max(initial=-1)) + 1):
+        s = (colors == c).astype(np.float64)
+        out.append(s.reshape(shape) if shape is not None else s)
+    return out
 
 
 def _check(x: Any, what: str) -> np.ndarray:
@@ -129,23 +147,20 @@ def jacobian_from_plan(plan: JacobianPlan, f: Callable, x: Any, *consts: Any, ch
     if k == 0:
         return sp.csr_matrix(plan.pattern.shape)
     width = _chunk(chunk if chunk is not None else k, k)
-    s = C.seeds(plan.colors, plan.pattern.shape[1 if plan.direction == "forward" else 0])
     if plan.direction == "forward":
-        b = _forward_compressed(f, x, consts, s, width, numba)
-        return C.recover_columns(plan.pattern, plan.colors, b)
-    b = _reverse_compressed(f, x, consts, s, width, numba)
-    return C.recover_rows(plan.pattern, plan.colors, b)
+        return plan.recovery(_forward_compressed(f, x, consts, plan.lanes, width, numba))
+    return plan.recovery(_reverse_compressed(f, x, consts, plan.lanes, width, numba))
 
 
-def _forward_compressed(f: Callable, x: np.ndarray, consts: tuple, s: np.ndarray, width: int,
+def _forward_compressed(f: Callable, x: np.ndarray, consts: tuple, seeds: list, width: int,
                         numba: Any) -> np.ndarray:
-    """B = J @ s, `width` seed columns per batched forward call."""
+    """B = (J @ S).T, (n_colors, y.size): `width` seeds (lanes, shaped like x) per batched forward call."""
     from ..derivatives import _as_output, _autodiff, _copies
 
-    k = s.shape[1]
+    k = len(seeds)
     b = None
     for start in range(0, k, width):
-        lanes = tuple(np.ascontiguousarray(s[:, c].reshape(x.shape)) for c in range(start, min(start + width, k)))
+        lanes = tuple(np.copy(t) for t in seeds[start:start + width])  # f may write x: its tangent too
         copies = [np.copy(x), *_copies(consts)]
         rest = [Const(c) for c in copies[1:]]
         if len(lanes) == 1:
@@ -157,20 +172,21 @@ def _forward_compressed(f: Callable, x: np.ndarray, consts: tuple, s: np.ndarray
                                    numba=numba)
         y = _as_output(prim, "jacobian")
         if b is None:
-            b = np.zeros((int(np.size(y)), k))
+            b = np.empty((k, int(np.size(y))))
         for lane, t in enumerate(tans):
-            b[:, start + lane] = np.reshape(t, -1)
+            b[start + lane] = np.reshape(t, -1)
     assert b is not None
     return b
 
 
-def _reverse_compressed(f: Callable, x: np.ndarray, consts: tuple, s: np.ndarray, width: int,
+def _reverse_compressed(f: Callable, x: np.ndarray, consts: tuple, seeds: list, width: int,
                         numba: Any) -> np.ndarray:
-    """B = s.T @ J, `width` seed rows per batched reverse call (y[...] = f(x) pulled back)."""
+    """B = S.T @ J, (n_colors, x.size): `width` seeds (flat, over y) per batched reverse call
+    (y[...] = f(x) pulled back)."""
     from ..derivatives import _PULL, _as_output, _autodiff, _copies
 
     y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
-    k = s.shape[1]
+    k = len(seeds)
     b = np.zeros((k, x.size))
     if isinstance(y, float):
         dx = np.zeros_like(x)
@@ -184,15 +200,15 @@ def _reverse_compressed(f: Callable, x: np.ndarray, consts: tuple, s: np.ndarray
     pull = _PULL[len(consts)]
     for start in range(0, k, width):
         cols = range(start, min(start + width, k))
-        seeds = tuple(np.ascontiguousarray(s[:, c].reshape(y.shape)) for c in cols)
+        ys = tuple(np.array(seeds[c].reshape(y.shape)) for c in cols)  # the reverse pass zeroes them
         dxs = tuple(np.zeros_like(x) for _ in cols)
         args = [Const(c) for c in _copies(consts)]
         ybuf = np.zeros_like(y)
-        if len(seeds) == 1:
-            _autodiff(Reverse, pull, Const, Duplicated(ybuf, seeds[0]), f, Duplicated(np.copy(x), dxs[0]), *args,
+        if len(ys) == 1:
+            _autodiff(Reverse, pull, Const, Duplicated(ybuf, ys[0]), f, Duplicated(np.copy(x), dxs[0]), *args,
                       numba=numba)
         else:
-            _autodiff(Reverse, pull, Const, BatchDuplicated(ybuf, seeds), f, BatchDuplicated(np.copy(x), dxs),
+            _autodiff(Reverse, pull, Const, BatchDuplicated(ybuf, ys), f, BatchDuplicated(np.copy(x), dxs),
                       *args, numba=numba)
         for lane, d in zip(cols, dxs, strict=True):
             b[lane] = d.reshape(-1)
@@ -212,16 +228,15 @@ def hessian_from_plan(plan: HessianPlan, f: Callable, x: Any, *consts: Any, chun
         return sp.csr_matrix((n, n))
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     width = _chunk(chunk if chunk is not None else k, k)
-    s = C.seeds(plan.colors, n)
-    b = np.zeros((n, k))
+    b = np.empty((k, n))
     for start in range(0, k, width):
         cols = range(start, min(start + width, k))
-        ts = tuple(np.ascontiguousarray(s[:, c].reshape(x.shape)) for c in cols)
+        ts = tuple(np.copy(plan.lanes[c]) for c in cols)
         hs = tuple(np.zeros_like(x) for _ in cols)
         _over_reverse(comp, x, rest, internal, ts, hs, numba)
         for c, h in zip(cols, hs, strict=True):
-            b[:, c] = h.reshape(-1)
-    return C.recover_symmetric(plan.pattern, plan.colors, b)
+            b[c] = h.reshape(-1)
+    return plan.recovery(b)
 
 
 def sparse_jacobian(mode: Any, f: Callable, x: Any, consts: tuple, detect: str, chunk: int | None,
