@@ -13,6 +13,9 @@ in-place writes are followed exactly). Patterns of primitives are in `patterns.p
 - `mode="local"`: control flow is the one taken at this `x` (loops run their real trip
   counts, `if` its taken branch). The pattern is exact for that control flow, and valid
   only for inputs that take the same branches.
+- Taint is tracked in both modes: an operand whose values do not depend on `x` (a
+  constant, a captured array) is *fixed*, and patterns may read its zeros (a product with
+  a fixed sparse matrix has that matrix's structure).
 - `mode="global"`: valid at every `x` of this shape (with these constants). Values that
   depend on `x` at all are *tainted*; an `if` on a tainted condition runs both branches and
   joins them (union); a `while` whose condition is tainted iterates its body to a fixed
@@ -163,7 +166,7 @@ class Interpreter:
         rule = lookup(op.attrs["key"])
         vals = [self.val[v.id] for v in op.args]
         out_k = op.attrs.get("out")
-        taint = self.glob and not (rule.alloc or op.attrs["key"] in SHAPE_ONLY) \
+        taint = not (rule.alloc or op.attrs["key"] in SHAPE_ONLY) \
             and any(self.taint_of(a, v) for a, v in zip(vals, op.args, strict=False))
         if out_k is None and not any(isinstance(a, (np.ndarray, list)) for a in vals):
             res = self._eval(op, vals)
@@ -200,7 +203,10 @@ class Interpreter:
         def run_with(subst: dict) -> Any:
             return self._eval(op, [subst.get(k, a) for k, a in enumerate(vals)], with_out=False)
 
-        return Call(op, rule, vals, res, self.n, rows, dset, run_with)
+        def fixed(k: int) -> bool:
+            return not self.taint_of(vals[k], op.args[k])
+
+        return Call(op, rule, vals, res, self.n, rows, dset, run_with, fixed)
 
     def _hess(self, call: Call, rows: sp.csr_matrix) -> None:
         if self.hessian and rows.nnz and not is_linear(call):
@@ -235,8 +241,8 @@ class Interpreter:
     def _index(self, op: Op, skip: int) -> tuple[Any, bool]:
         vals = [self.val[v.id] for v in op.args]
         idx = tree_map(op.attrs["index"], lambda k: vals[k], lambda c: c)
-        taint = self.glob and any(self.taint_of(vals[k], op.args[k]) for k in range(skip, len(vals)))
-        if taint and _has_slice(idx):
+        taint = any(self.taint_of(vals[k], op.args[k]) for k in range(skip, len(vals)))
+        if self.glob and taint and _has_slice(idx):
             raise DetectionFailed("a slice whose bounds depend on the input", op.loc)
         return idx, taint
 
@@ -254,14 +260,15 @@ class Interpreter:
             if isinstance(res, (np.ndarray, list)):
                 self.bind(r, res)
             else:
-                self.bind(r, res, self.set_of(obj), self.glob and (itaint or self.taint_of(obj, op.args[0])))
+                self.bind(r, res, self.set_of(obj), itaint or self.taint_of(obj, op.args[0]))
             return
         if not isinstance(obj, np.ndarray):
-            t0 = self.glob and (itaint or self.tnt.get(op.args[0].id, False))
+            t0 = itaint or self.tnt.get(op.args[0].id, False)
             self.bind(r, res, self.set_of(obj, op.args[0]), t0)
             return
         buf = self.bufs.get(id(M.owner(obj)))
-        taint = self.glob and (itaint or bool(buf and buf.taint))
+        taint = itaint or bool(buf and buf.taint)
+        itaint = itaint and self.glob  # locally, the index is the one taken at this x
         if isinstance(res, np.ndarray) and self.known(res) and not itaint:
             self.bind(r, res)
             return
@@ -309,7 +316,7 @@ class Interpreter:
     def op_setitem(self, op: Op) -> None:
         obj, val = self.val[op.args[0].id], self.val[op.args[1].id]
         idx, itaint = self._index(op, 2)
-        vtaint = self.glob and self.taint_of(val, op.args[1])
+        vtaint = self.taint_of(val, op.args[1])
         if isinstance(obj, list):
             entry = self.lists.setdefault(id(obj), [obj, frozenset(), False])
             entry[1] = entry[1] | self.set_of(val, op.args[1])

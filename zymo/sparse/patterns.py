@@ -11,7 +11,8 @@ order, columns = the function's inputs) of one `prim` op, from the rows of its o
 - reductions by `axis` (sum, mean, max, norm, var, logsumexp, ...): the union over the
   reduced elements; softmax-like and cumulative ops and sort: the union over the axis;
   diff: the window of `n + 1` elements; matmul/dot/inner (at most 2-d) and outer by their
-  row/column structure.
+  row/column structure, and by the nonzeros of an operand that is *fixed* (its values do
+  not depend on the input: `call.fixed(k)`), so `A @ x` with a constant banded A is banded.
 - any other rule: conservative, every result element depends on every element of every
   operand (always valid, never sparser than the truth).
 `LINEAR` and `is_linear(call)` say which ops have a zero second derivative (the Hessian
@@ -57,10 +58,11 @@ class Call:
     to its operands' dependency rows (given by the interpreter)."""
 
     def __init__(self, op: Any, rule: Any, vals: list, res: Any, n: int, rows: Callable[[int], sp.csr_matrix],
-                 dset: Callable[[int], frozenset], run_with: Callable[[dict], Any]) -> None:
+                 dset: Callable[[int], frozenset], run_with: Callable[[dict], Any],
+                 fixed: Callable[[int], bool]) -> None:
         self.op, self.rule, self.key = op, rule, op.attrs["key"]
         self.vals, self.res, self.n = vals, res, n
-        self.rows, self.dset, self.run_with = rows, dset, run_with
+        self.rows, self.dset, self.run_with, self.fixed = rows, dset, run_with, fixed
 
     @property
     def size(self) -> int:
@@ -264,14 +266,27 @@ def _product(c: Call) -> sp.csr_matrix | None:
     p = 1 if b.ndim == 1 else b.shape[1]
     if m * p != c.size:
         return None
-    o = np.repeat(np.arange(m * p), k)
-    ll = np.tile(np.arange(k), m * p)
+    a2, b2 = a.reshape(m, k), b.reshape(k, p)
     parts = []
-    if 0 in c.data_args():
-        sa = sp.csr_matrix((np.ones(len(o), dtype=bool), (o, (o // p) * k + ll)), shape=(m * p, m * k))
+    if 0 in c.data_args():  # out[i, j] <- a[i, l] for every l (or the l with b[l, j] != 0)
+        if c.fixed(1):
+            ll, jj = np.nonzero(b2)
+            o = (np.arange(m)[:, None] * p + jj).reshape(-1)
+            col = (np.arange(m)[:, None] * k + ll).reshape(-1)
+        else:
+            o = np.repeat(np.arange(m * p), k)
+            col = (o // p) * k + np.tile(np.arange(k), m * p)
+        sa = sp.csr_matrix((np.ones(len(o), dtype=bool), (o, col)), shape=(m * p, m * k))
         parts.append(sa @ c.rows(0))
-    if 1 in c.data_args():
-        sb = sp.csr_matrix((np.ones(len(o), dtype=bool), (o, ll * p + o % p)), shape=(m * p, k * p))
+    if 1 in c.data_args():  # out[i, j] <- b[l, j] for every l (or the l with a[i, l] != 0)
+        if c.fixed(0):
+            ii, ll = np.nonzero(a2)
+            o = (ii[:, None] * p + np.arange(p)).reshape(-1)
+            col = (ll[:, None] * p + np.arange(p)).reshape(-1)
+        else:
+            o = np.repeat(np.arange(m * p), k)
+            col = np.tile(np.arange(k), m * p) * p + o % p
+        sb = sp.csr_matrix((np.ones(len(o), dtype=bool), (o, col)), shape=(m * p, k * p))
         parts.append(sb @ c.rows(1))
     return _combine(parts, c)
 
