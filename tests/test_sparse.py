@@ -81,6 +81,19 @@ def while_loop(x):
     return y
 
 
+def nested_branches(x):
+    y = np.zeros(6)
+    for i in range(5):
+        if x[i] > 0:
+            if x[i + 1] > 0:
+                y[i] = x[i + 1] ** 2
+            else:
+                y[i + 1] = x[i] * 2.0
+        else:
+            y[:2] = y[:2] + x[i]  # a vector write in a branch
+    return y
+
+
 JAC_CASES = [
     (stencil_inplace, (10,), (0.3,)),
     (loop_branch, (9,), ()),
@@ -88,6 +101,7 @@ JAC_CASES = [
     (products, (10,), ()),
     (gather_scatter, (6,), ()),
     (while_loop, (6,), ()),
+    (nested_branches, (6,), ()),
 ]
 IDS = [c[0].__name__ for c in JAC_CASES]
 
@@ -130,6 +144,15 @@ def test_global_pattern_holds_at_every_input(f, shape, consts):
         x = _x(shape, seed, scale=3.0 if seed % 2 else 1.0)
         assert (glob >= (_dense(f, x, *consts) != 0)).all()
         assert (glob >= jacobian_pattern(f, x, *consts, mode="local").toarray()).all()
+
+
+def test_global_pattern_of_nested_branches_is_the_union_over_all_sign_patterns():
+    union = np.zeros((6, 6), dtype=bool)
+    for signs in itertools.product([-1.0, 1.0], repeat=6):
+        x = np.array(signs) * (1.0 + np.arange(6) / 10)
+        union |= _dense(nested_branches, x) != 0
+    glob = jacobian_pattern(nested_branches, np.ones(6), mode="global").toarray()
+    assert (glob == union).all()
 
 
 def test_global_pattern_of_a_branch_is_the_union_and_local_follows_the_branch():

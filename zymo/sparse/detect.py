@@ -63,6 +63,7 @@ class Interpreter:
         self.hess_sets: list[frozenset] = []
         self.hess_mat: sp.csr_matrix | None = M.empty(n, n) if hessian else None
         self.hessian = hessian
+        self.journal = M.Journal()
 
     # -- values ----------------------------------------------------------------------
     def bind(self, v: Value, val: Any, dep: frozenset = frozenset(), taint: bool = False) -> None:
@@ -78,16 +79,16 @@ class Interpreter:
         own = M.owner(a)
         buf = self.bufs.get(id(own))
         if buf is None:
-            buf = self.bufs[id(own)] = Buffer(own, self.n)
+            buf = self.bufs[id(own)] = Buffer(own, self.n, journal=self.journal)
         return buf, M.positions(a, own)
 
     def register(self, a: np.ndarray, rows: sp.csr_matrix, taint: bool) -> None:
         """Fresh memory `a` (not a view of known memory) with these rows."""
         own = M.owner(a)
         if own is a and a.flags.c_contiguous:
-            self.bufs[id(own)] = Buffer(own, self.n, rows, taint)
+            self.bufs[id(own)] = Buffer(own, self.n, rows, taint, self.journal)
         else:
-            buf = self.bufs[id(own)] = Buffer(own, self.n, taint=taint)
+            buf = self.bufs[id(own)] = Buffer(own, self.n, taint=taint, journal=self.journal)
             buf.set_rows(M.positions(a, own), rows)
 
     def known(self, a: np.ndarray) -> bool:
@@ -301,7 +302,7 @@ class Interpreter:
         own = M.owner(a)
         buf = self.bufs.get(id(own))
         if buf is None:
-            buf = self.bufs[id(own)] = Buffer(own, self.n)
+            buf = self.bufs[id(own)] = Buffer(own, self.n, journal=self.journal)
         size = own.itemsize
         off = a.__array_interface__["data"][0] - own.__array_interface__["data"][0]
         for i, n, s in zip(t, a.shape, a.strides, strict=False):
@@ -386,12 +387,17 @@ class Interpreter:
         self.spec += 1
         try:
             for _ in range(100_000):
-                snap = self.snapshot()
+                lists = self._lists()
                 self.bind_all(body.args, state)
-                new = self.block(body)
+                self.journal.open()
+                try:
+                    new = self.block(body)
+                finally:
+                    log = self.journal.close()
                 joined = _join(state, new, op)
-                grew = self.join_memory(snap)
-                changed = grew or any(a[1] != b[1] or a[2] != b[2] for a, b in zip(state, joined, strict=False))
+                grew = M.join(log)  # memory before the body is in the log
+                grew = self._join_lists(lists) or grew
+                changed = grew or any(a[1] != b[1] or a[2] != b[2] for a, b in zip(state, joined, strict=True))
                 state = joined
                 self.bind_all(cond.args, state)
                 self.block(cond)
@@ -409,45 +415,36 @@ class Interpreter:
             return
         self.spec += 1
         try:
-            before = self.snapshot()
-            res_a = self.block(then)
-            after_a = self.snapshot()
-            self.restore(before)
+            lists = self._lists()
+            self.journal.open()
+            try:
+                res_a = self.block(then)
+            finally:
+                log = self.journal.close()
+            after_a, lists_a = M.current(log), self._lists()
+            M.undo(log)
+            self._restore_lists(lists)
             res_b = self.block(orelse)
-            self.join_memory(after_a)
+            M.join(after_a)
+            self._join_lists(lists_a)
             joined = _join(res_a, res_b, op)
         finally:
             self.spec -= 1
         self.bind_all(op.results, [(a, d, True) for a, d, _t in joined])
 
-    def snapshot(self) -> dict[int, tuple]:
-        snap = {k: b.snapshot() for k, b in self.bufs.items()}
-        snap[-1] = {k: (e[1], e[2]) for k, e in self.lists.items()}  # type: ignore[assignment]
-        return snap
+    def _lists(self) -> dict[int, tuple]:
+        return {k: (e[1], e[2]) for k, e in self.lists.items()}
 
-    def restore(self, snap: dict[int, Any]) -> None:
-        for k, s in snap.items():
-            if k == -1:
-                for lk, (s1, t1) in s.items():
-                    self.lists[lk][1], self.lists[lk][2] = s1, t1
-            else:
-                self.bufs[k].restore(s)
+    def _restore_lists(self, snap: dict[int, tuple]) -> None:
+        for k, (s1, t1) in snap.items():
+            self.lists[k][1], self.lists[k][2] = s1, t1
 
-    def join_memory(self, snap: dict[int, Any]) -> bool:
-        """Memory becomes its union with `snap`; whether anything grew past `snap`."""
+    def _join_lists(self, snap: dict[int, tuple]) -> bool:
         grew = False
-        for k, s in snap.items():
-            if k == -1:
-                for lk, (s1, t1) in s.items():
-                    e = self.lists[lk]
-                    grew = grew or not (e[1] <= s1) or (e[2] and not t1)
-                    e[1], e[2] = e[1] | s1, e[2] or t1
-                continue
-            buf = self.bufs[k]
-            mat, taint = buf.snapshot()
-            joined = M.bool_(mat + s[0])
-            grew = grew or joined.nnz != s[0].nnz or (taint and not s[1])
-            buf.mat, buf.taint = joined, taint or s[1]
+        for k, (s1, t1) in snap.items():
+            e = self.lists[k]
+            grew = grew or not (e[1] <= s1) or (e[2] and not t1)
+            e[1], e[2] = e[1] | s1, e[2] or t1
         return grew
 
     def hessian_pattern(self) -> sp.csr_matrix:
@@ -518,7 +515,7 @@ def _setup(f: Callable, x: np.ndarray, consts: tuple, mode: str, hessian: bool) 
         raise ZymoUsageError(f"sparsity detection: {fn.name} takes {len(fn.params)} values, got {len(args)}")
     it = Interpreter(fn, x.size, mode == "global", hessian)
     own = M.owner(x)
-    it.bufs[id(own)] = Buffer(own, x.size, sp.identity(x.size, dtype=bool, format="csr"), taint=True)
+    it.bufs[id(own)] = Buffer(own, x.size, sp.identity(x.size, dtype=bool, format="csr"), True, it.journal)
     return it, args
 
 

@@ -108,17 +108,81 @@ def positions(a: np.ndarray, own: np.ndarray) -> np.ndarray:
     return pos
 
 
+class Journal:
+    """Undo logs of speculative regions (a joined branch, a fixed-point iteration): each
+    open log keeps, for what the region changes, the value before its first change there:
+    `rows[(buffer, p)]` a row, `mats[buffer]` a whole state (matrix, overlay, taint),
+    `taints[buffer]`. A region then costs what it writes, not the size of memory."""
+
+    def __init__(self) -> None:
+        self.stack: list[Log] = []
+
+    def open(self) -> Log:
+        log = Log()
+        self.stack.append(log)
+        return log
+
+    def close(self) -> Log:
+        return self.stack.pop()
+
+
+class Log:
+    __slots__ = ("rows", "mats", "taints", "bufs")
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[int, int], frozenset] = {}
+        self.mats: dict[int, tuple] = {}
+        self.taints: dict[int, bool] = {}
+        self.bufs: dict[int, Buffer] = {}
+
+
 class Buffer:
     """The dependency rows of one memory owner (see the module docstring)."""
 
-    __slots__ = ("own", "n", "mat", "over", "taint")
+    __slots__ = ("own", "n", "mat", "over", "_taint", "journal")
 
-    def __init__(self, own: np.ndarray, n: int, mat: sp.csr_matrix | None = None, taint: bool = False) -> None:
+    def __init__(self, own: np.ndarray, n: int, mat: sp.csr_matrix | None = None, taint: bool = False,
+                 journal: Journal | None = None) -> None:
         self.own = own  # keeps the owner alive: buffers are keyed by id(owner)
         self.n = n
         self.mat = mat if mat is not None else empty(own.size, n)
         self.over: dict[int, frozenset] = {}
-        self.taint = taint
+        self._taint = taint
+        self.journal = journal
+
+    # -- journaled changes --------------------------------------------------------------
+    def _note_row(self, p: int) -> None:
+        if self.journal is not None and self.journal.stack:
+            key = (id(self), p)
+            old = None
+            for log in self.journal.stack:
+                if id(self) not in log.mats and key not in log.rows:
+                    if old is None:
+                        old = self.row(p)
+                    log.rows[key] = old
+                    log.bufs[id(self)] = self
+
+    def _note_mat(self) -> None:
+        if self.journal is not None and self.journal.stack:
+            state = None
+            for log in self.journal.stack:
+                if id(self) not in log.mats:
+                    if state is None:
+                        state = (self.mat, dict(self.over), self._taint)
+                    log.mats[id(self)] = state
+                    log.bufs[id(self)] = self
+
+    @property
+    def taint(self) -> bool:
+        return self._taint
+
+    @taint.setter
+    def taint(self, t: bool) -> None:
+        if t != self._taint and self.journal is not None:
+            for log in self.journal.stack:
+                log.taints.setdefault(id(self), self._taint)
+                log.bufs[id(self)] = self
+        self._taint = t
 
     def matrix(self) -> sp.csr_matrix:
         if self.over:
@@ -133,6 +197,7 @@ class Buffer:
         return s if s is not None else row_set(self.mat, p)
 
     def set_row(self, p: int, s: frozenset) -> None:
+        self._note_row(p)
         self.over[p] = s
 
     def rows(self, pos: np.ndarray) -> sp.csr_matrix:
@@ -141,19 +206,80 @@ class Buffer:
     def set_rows(self, pos: np.ndarray, m: sp.csr_matrix) -> None:
         """Strong update: the rows at `pos` (C order) become `m`'s rows (a position given
         twice gets the union of its rows)."""
+        self._note_mat()
         self.mat = _replace_rows(self.matrix(), np.asarray(pos, dtype=np.int64).reshape(-1), m)
 
     def union_rows(self, pos: np.ndarray, m: sp.csr_matrix) -> None:
         """Weak update: the rows at `pos` gain `m`'s rows."""
+        self._note_mat()
         pos = np.asarray(pos, dtype=np.int64).reshape(-1)
         self.mat = bool_(self.matrix() + _scatter(pos, m, self.mat.shape[0]))
 
-    def snapshot(self) -> tuple[sp.csr_matrix, bool]:
-        return self.matrix(), self.taint
+    def set_state(self, mat: sp.csr_matrix, over: dict, taint: bool) -> None:
+        self._note_mat()
+        self.mat, self.over, self._taint = mat, dict(over), taint
 
-    def restore(self, snap: tuple[sp.csr_matrix, bool]) -> None:
-        self.mat, self.taint = snap
-        self.over = {}
+
+def state_matrix(state: tuple, n: int) -> sp.csr_matrix:
+    """The matrix of a saved (matrix, overlay, taint) state."""
+    mat, over, _t = state
+    if not over:
+        return mat
+    keys = np.fromiter(over.keys(), dtype=np.int64, count=len(over))
+    return _replace_rows(mat, keys, from_sets(list(over.values()), n))
+
+
+def undo(log: Log) -> None:
+    """Memory as it was when `log` was opened (the log must be closed)."""
+    for bid, state in log.mats.items():
+        buf = log.bufs[bid]
+        buf.mat, buf.over, buf._taint = state[0], dict(state[1]), state[2]
+    for (bid, p), old in log.rows.items():
+        log.bufs[bid].over[p] = old
+    for bid, t in log.taints.items():
+        if bid not in log.mats:
+            log.bufs[bid]._taint = t
+
+
+def current(log: Log) -> Log:
+    """What `log`'s region left in the places it changed (a log of the current values)."""
+    out = Log()
+    out.bufs = dict(log.bufs)
+    for bid in log.mats:
+        b = log.bufs[bid]
+        out.mats[bid] = (b.matrix(), {}, b.taint)
+    for (bid, p) in log.rows:
+        if bid not in log.mats:
+            out.rows[(bid, p)] = log.bufs[bid].row(p)
+    for bid in log.taints:
+        out.taints[bid] = log.bufs[bid].taint
+    return out
+
+
+def join(values: Log) -> bool:
+    """Memory becomes its union with the values saved in `values` (rows, states, taints);
+    whether it is now larger than those values."""
+    grew = False
+    for bid, state in values.mats.items():
+        buf = values.bufs[bid]
+        old = state_matrix(state, buf.n)
+        joined = bool_(buf.matrix() + old)
+        grew = grew or joined.nnz != old.nnz or (buf.taint and not state[2])
+        buf.set_state(joined, {}, buf.taint or state[2])
+    for (bid, p), old in values.rows.items():
+        if bid in values.mats:
+            continue
+        buf = values.bufs[bid]
+        cur = buf.row(p)
+        if not cur <= old:
+            grew = True
+        if not old <= cur:
+            buf.set_row(p, cur | old)
+    for bid, t in values.taints.items():
+        buf = values.bufs[bid]
+        grew = grew or (buf.taint and not t)
+        buf.taint = buf.taint or t
+    return grew
 
 
 def _scatter(pos: np.ndarray, m: sp.csr_matrix, rows: int) -> sp.csr_matrix:
