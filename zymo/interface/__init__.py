@@ -11,8 +11,7 @@ Modules: `backends` (backend types and limits), `operators` (the operators),
 Cache), `scenarios` (the test and benchmark suite, usable for your own backend),
 `errors`. See docs/interface.md.
 """
-from .backends import (AutoAutograd, AutoFiniteDiff, AutoJAX, AutoSparse, AutoTorch, AutoZymo, Backend,
-                       all_backends)
+from .backends import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoSparse, AutoTorch, AutoZymo, Backend, all_backends
 from .contexts import Cache, Constant
 from .errors import BackendLimitation, BackendUnavailable, PreparationMismatch
 from .operators import (derivative, gradient, gradient_and_hvp, hessian, hvp, jacobian, pullback, pushforward,

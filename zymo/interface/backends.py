@@ -17,7 +17,7 @@ it can do:
 
 | backend | mutation | second order | notes |
 | --- | --- | --- | --- |
-| `AutoZymo(mode, function_annotation, numba)` | yes | with `zymo.hvp` | closures: captured memory that active data flows through is shadowed automatically |
+| `AutoSparse(AutoZymo(), detect)` | yes | with `zymo.hvp` | jacobian/hessian: `scipy.sparse` CSR, plan prepared once |
 | `AutoJAX(jit=True, x64=True)` | no | yes | `jit` bakes captured arrays in: pass changing data as `Constant` |
 | `AutoTorch()` | torch tensors, not over values torch saved | yes | f must use torch operations (`AutoTorch().numpy`) |
 | `AutoAutograd()` | no | yes | f must use `autograd.numpy` |
