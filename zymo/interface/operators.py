@@ -39,6 +39,8 @@ from .prepare import Preparation, resolve
 def _store(result: Any, out: Any, what: str) -> Any:
     if out is None:
         return result
+    if hasattr(result, "tocsr"):  # scipy.sparse (AutoSparse)
+        raise ZymoUsageError(f"the {what} is a scipy.sparse matrix; out= takes dense results only (leave out= off)")
     if not isinstance(out, np.ndarray):
         raise ZymoUsageError(f"out= takes an array for the {what}, not {type(out).__name__}")
     if not isinstance(result, np.ndarray):
