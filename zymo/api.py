@@ -270,9 +270,9 @@ def _backend(numba: Any, f: Any) -> str:
         return "always"
     if numba is False:
         return "python"
-    if numba == "prefer":
-        return "prefer"
-    raise ZymoUsageError(f"numba= takes True, False, 'prefer' or None, not {numba!r}")
+    if numba in ("prefer", "kernels"):
+        return numba
+    raise ZymoUsageError(f"numba= takes True, False, 'prefer', 'kernels' or None, not {numba!r}")
 
 
 def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None, memory_limit: int | None = None):
@@ -353,7 +353,7 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
     from .transform.forward import forward
     from .transform.reverse import reverse
 
-    if backend != "python" and ir.attrs.get("python_only"):
+    if backend not in ("python", "kernels") and ir.attrs.get("python_only"):
         backend = _python_only(ir, backend)
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
@@ -368,13 +368,13 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal,
-                                                 numba=backend != "python")
+                                                 numba=backend not in ("python", "kernels"))
         if memory_limit is not None:  # checkpoint the loops whose tape may not fit (`transform/checkpoint.py`)
             from .transform.checkpoint import checkpointed
 
             got = checkpointed(ir, rev, memory_limit, lambda: analyze(ir, active, classes, seed_return=seeded),
                                dict(seed_return=ret_activity is Active, width=width, dims=dims, internal=internal,
-                                    no_need=no_need, need_return=mode.with_primal, numba=backend != "python"),
+                                    no_need=no_need, need_return=mode.with_primal, numba=False),
                                split=mode.split, backend=backend)
             if got is not None:
                 src, names, active_params, rev, act = got
@@ -389,23 +389,55 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         print(src)
     if backend == "python":
         fn = _errstate_guard(compile_source(src, name), ir)
+    elif backend == "kernels":
+        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers)
+        fn = _errstate_guard(fn, ir)
     else:
-        from .analysis.bounds import index_names
-        from .codegen.numba_ import SourceFacts, compile_numba
+        from .codegen.numba_ import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-        buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
-        facts = SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
-                            ints=generator.int_names() if generator is not None else frozenset(),
-                            numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
-                            nonneg=index_names(ir, namer.values) | counters)
+        facts = _source_facts(generator, namer, numbers, ir)
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
-    comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
-                    width, guards=guards)
-    if mode.split and backend != "python":
+    comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
+                    backend in ("python", "kernels"), name, width, guards=guards)
+    if mode.split and backend not in ("python", "kernels"):
         comp.unchecked = {0, 1}
     return comp
+
+
+def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) -> Any:
+    """What the transform knows about the generated program's names (`numba_.SourceFacts`)."""
+    from .analysis.bounds import index_names
+    from .codegen.numba_ import SourceFacts
+
+    buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
+    return SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
+                       ints=generator.int_names() if generator is not None else frozenset(),
+                       numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
+                       nonneg=index_names(ir, namer.values) | counters)
+
+
+def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any, namer: Any,
+                  numbers: frozenset) -> tuple[Any, str]:
+    """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
+    (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
+    definitions, then the program that calls them (run as it is, it computes the same)."""
+    from .codegen.outline import Kernel, outline
+
+    facts = _source_facts(generator, namer, numbers, ir)
+    caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
+    if not out.names:
+        return compile_source(src, name), src
+    from .codegen.numba_ import compile_numba
+
+    what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
+    compiled = compile_numba(out.kernels, out.names, what, facts)
+    python = compile_source(out.kernels, out.names)
+    kernels = {n: Kernel(n, c, p) for n, c, p in zip(out.names, compiled, python)}
+    shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
+    return compile_source(out.src, name, kernels), shown
 
 
 def _python_only(ir: Function, backend: str) -> str:
