@@ -40,10 +40,12 @@ def _same(x: Any) -> Any:
 
 class checkpoint_bound(Rule, key="zymo.checkpoint_bound", fn=_same, template="{0}", nondiff=True):
     """A checkpointed loop's bound, as a name the driver sets per range of iterations."""
+    user = True  # made by zymo only: no rule cases (test_rules exempts these, as user rules)
 
 
 class checkpoint_carry(Rule, key="zymo.checkpoint_carry", fn=_same, template="{0}", elementwise=True):
     """A checkpointed loop's initial carried number, as a name the driver sets from a snapshot."""
+    user = True  # made by zymo only; its derivative is tested through tests/test_checkpoint.py
     def jvp_x(t, ans, x): return t
     def vjp_x(g, ans, x): return g
 
