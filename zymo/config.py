@@ -83,3 +83,24 @@ def strong_zero() -> bool:
     if _strong_zero_override:
         return _strong_zero_override[0]
     return os.environ.get("ZYMO_STRONG_ZERO", "0") not in ("", "0")
+
+
+_memory_limit: list[int] = []
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """A default `memory_limit` (bytes) for reverse mode in this process (None: no limit).
+
+    Under the limit reverse mode stores what its adjoint sweep needs as without one; a top-level
+    `for` loop whose tape would exceed it is checkpointed (`transform/checkpoint.py`). A call's own
+    `memory_limit=` takes precedence.
+    """
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes <= 0):
+        raise ValueError(f"set_memory_limit takes a positive number of bytes or None, not {nbytes!r}")
+    _memory_limit.clear()
+    if nbytes is not None:
+        _memory_limit.append(int(nbytes))
+
+
+def memory_limit() -> int | None:
+    return _memory_limit[0] if _memory_limit else None
