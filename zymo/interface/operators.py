@@ -90,7 +90,8 @@ def value_and_gradient(f: Any, *args: Any, prep: Preparation | None = None, out:
 
 
 def gradient(f: Any, *args: Any, prep: Preparation | None = None, out: Any = None) -> Any:
-    return value_and_gradient(f, *args, prep=prep, out=out)[1]
+    p, _, x, _, ctx = resolve("gradient", f, args, prep)
+    return _store(p.engine.gradient(x, ctx, fresh=out is None), out, "gradient")
 
 
 def value_and_jacobian(f: Any, *args: Any, prep: Preparation | None = None, out: Any = None) -> tuple:
