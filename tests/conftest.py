@@ -10,3 +10,7 @@ try:
     settings.load_profile("ci")
 except ImportError:  # pragma: no cover
     pass
+
+import zymo.rules  # noqa: E402
+
+zymo.rules.load_all()  # the lazily registered rules too (`rules.registry.LAZY`): the rule tests list them all
