@@ -289,6 +289,17 @@ def f(z):
 """
 
 
+def test_angle_of_real_numbers_has_zero_derivative() -> None:
+    f = _define("def f(x, y):\n    return np.sum(np.angle(x) * y) + np.angle(y[0]) + np.sum(x * y)\n")
+    x, y = np.array([0.5, -1.0, 2.0]), np.array([1.5, 2.0, -0.5])
+    gx, gy = zymo.gradient(Reverse, f, x, y)
+    assert not np.iscomplexobj(gx) and not np.iscomplexobj(gy)
+    np.testing.assert_allclose(gx, y)
+    np.testing.assert_allclose(gy, x + np.angle(x))
+    (d,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(x.copy(), np.ones(3)), Duplicated(y.copy(), np.zeros(3)))
+    assert d == pytest.approx(np.sum(y))
+
+
 def test_holomorphic_function() -> None:
     """Forward mode with tangent 1 and reverse mode with seed 1 (Active return) both give f'(z)."""
     f = _define(HOLO)
@@ -478,3 +489,22 @@ def test_fft_runs_as_python_under_numba() -> None:
     with pytest.warns(zymo.errors.ZymoWarning, match="np.fft"):
         (g,) = zymo.gradient(Reverse, f, x, numba="prefer")
     np.testing.assert_allclose(g, zymo.gradient(Reverse, f, x)[0], rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_kernels_backend_complex_loops_around_ffts() -> None:
+    """numba='kernels': the FFTs stay Python, the loop over complex values is a Numba kernel."""
+    f = _define("""
+def f(u0, target, k):
+    spec = np.fft.rfft(u0)
+    decay = np.exp(-0.01 * k * k) + 0j
+    for _ in range(3):
+        for j in range(spec.shape[0]):
+            spec[j] = spec[j] * decay[j] * (1.0 + 0.1j)
+    return np.sum((np.fft.irfft(spec, n=u0.shape[0]) - target) ** 2)
+""")
+    u0, target, k = _r(8), _r(8), np.arange(5.0)
+    (g, _, _) = zymo.gradient(Reverse, f, u0, Const(target), Const(k))
+    (gk, _, _) = zymo.gradient(Reverse, f, u0, Const(target), Const(k), numba="kernels")
+    np.testing.assert_allclose(gk, g, rtol=1e-12)
+    np.testing.assert_allclose(g, _fd_gradient(lambda u: f(u, target, k), (u0,), 0), rtol=1e-5, atol=1e-8)

@@ -81,8 +81,10 @@ class angle(Rule, key="numpy.angle", fn=np.angle, **_U, cases=(
         ("fn(x * (1.0 + 2.0j) + 0.5j)", ((5,),)), ("fn(x + 1j * x * x + 0.5, deg=True)", ((3, 4),)),
         ("fn(x - 0.5j)", ((),)))):
     """arg(z): tangent Im(conj(z) dz) / |z|^2, adjoint -i g conj(z) / |z|^2 (0 at z = 0). For a
-    real x the derivative is 0 (the adjoint's real part)."""
+    real x the derivative is 0: the adjoint's real part (`complex_adjoint`: its body is complex for a
+    real operand too, so the reverse transform takes the real part whenever the operand is real)."""
     auto_cases = False
+    complex_adjoint = True
     def jvp_z(t, ans, z, deg=False):
         return np.imag(np.conj(z) * t) / (np.real(z * np.conj(z)) + (z == 0)) * (57.29577951308232 if deg else 1.0)
 

@@ -1454,7 +1454,8 @@ class Reverse:
         lazy = {v.id for v in vals.values() if v.id not in read}
         expr = self.e.rule_expr(rule, "vjp", p, g, ans, op,
                                 name=lambda v: self.namer(v) if v.id in lazy else name(v))
-        if not T.is_complex(vals[p].type) and any(T.is_complex(v.type) for v in (*op.args, *op.results)):
+        if not T.is_complex(vals[p].type) and (getattr(rule, "complex_adjoint", False) or any(
+                T.is_complex(v.type) for v in (*op.args, *op.results))):
             expr = f"np.real({expr})"  # a real operand of a complex op: JAX's convention (rules/complex_.py)
         return expr
 
