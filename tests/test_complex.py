@@ -140,7 +140,9 @@ def f(z):
     s = np.sum(M, axis=0) + np.mean(M.T, axis=1)[0] + np.cumsum(z)[:3]
     t = np.concatenate((s, np.flip(s))) * np.roll(z, 2) + np.stack((z, z)).sum(axis=0)
     u = np.outer(s, s).trace() + np.einsum("ij,ij->", M, M) + np.diff(z).sum() + np.tile(s, 2)[4]
-    return np.sum(np.abs(t)) + np.real(u * W[0]) + np.sum(np.real(np.where(np.abs(z) > 1.0, z, 2.0 * z)))
+    p = np.prod(z[:3]) + np.prod(M, axis=1)[1]
+    return (np.sum(np.abs(t)) + np.real(u * W[0]) + np.sum(np.real(np.where(np.abs(z) > 1.0, z, 2.0 * z)))
+            + np.abs(p))
 """, (_c(6),)),
     ("linalg", """
 def f(A, b):
@@ -287,6 +289,12 @@ HOLO = """
 def f(z):
     return np.exp(z) * np.sin(z) / (1.0 + z ** 2) + z ** 3
 """
+
+
+def test_real_part_of_a_0d_array() -> None:
+    f = _define("def f(z):\n    return np.real(z) * 2.0 + np.imag(z)\n")
+    (g,) = zymo.gradient(Reverse, f, np.array(1 + 2j))
+    assert g == 2 - 1j
 
 
 def test_angle_of_real_numbers_has_zero_derivative() -> None:

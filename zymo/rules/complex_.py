@@ -19,7 +19,7 @@ Contract (JAX's convention, followed everywhere; docs/architecture.md, "Complex 
   rule that differentiates it, or says why it refuses (the frontend raises that at the
   user's line): rules that compare or order numbers (`maximum`, `sign`, `clip`, sorting,
   `max`), discard the imaginary part (`float`, a cast to a real dtype), or whose
-  derivative formula assumes real numbers (`var`, `norm`, `prod`, ...) are refused.
+  derivative formula assumes real numbers (`var`, `std`, `norm`, ...) are refused.
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ COMPLEX_SAFE = frozenset({
     "numpy.exp", "numpy.exp2", "numpy.expm1", "numpy.log", "numpy.log2", "numpy.log10", "numpy.log1p",
     "numpy.sin", "numpy.cos", "numpy.tan", "numpy.sinh", "numpy.cosh", "numpy.tanh",
     "numpy.arcsin", "numpy.arccos", "numpy.arctan", "numpy.arcsinh", "numpy.arccosh", "numpy.arctanh",
-    "numpy.sum", "numpy.mean", "numpy.cumsum", "numpy.trace", "numpy.diagonal", "numpy.diag", "numpy.diag_view",
+    "numpy.sum", "numpy.mean", "numpy.cumsum", "numpy.prod", "numpy.trace", "numpy.diagonal", "numpy.diag", "numpy.diag_view",
     "numpy.outer", "numpy.inner", "numpy.tensordot", "numpy.einsum", "numpy.einsum_view", "numpy.dot",
     "numpy.matmul", "numpy.kron", "numpy.convolve",
     "numpy.copy", "numpy.copy_flat", "numpy.transpose", "numpy.reshape", "numpy.ravel", "numpy.swapaxes",
@@ -158,7 +158,7 @@ def complex_key(key: str, arg_types: list[T.Type], result: T.Type | tuple) -> tu
         return _COMPLEX_VARIANT[key], None
     if key in _WHY and (args_complex and not (key == "zymo.as_dtype" and _is_complex_result(result))):
         return key, _WHY[key]
-    if key == "numpy.real" and not any(isinstance(t, T.Array) for t in arg_types):
+    if key == "numpy.real" and not isinstance(result, T.Array):  # a number, or a 0-d array's real part
         return "zymo.creal", None
     if key == "numpy.fft.rfft" and args_complex:
         return key, "NumPy's rfft takes a real array (use np.fft.fft for a complex one)"
