@@ -297,6 +297,17 @@ def test_real_part_of_a_0d_array() -> None:
     assert g == 2 - 1j
 
 
+def test_real_part_of_real_numbers() -> None:
+    f = _define("def f(x, y):\n    return x.real * 3.0 + np.sum(np.real(y) * y)\n")
+    gx, gy = zymo.gradient(Reverse, f, 0.5, np.array([1.0, -2.0]))
+    assert gx == 3.0 and not np.iscomplexobj(gy)
+    np.testing.assert_allclose(gy, [2.0, -4.0])
+    (d,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(0.5, 1.0), Duplicated(np.array([1.0, -2.0]), np.ones(2)))
+    assert d == pytest.approx(3.0 - 2.0)
+    with pytest.raises(ZymoTypeError, match="imaginary part of a real number"):
+        zymo.gradient(Reverse, _define("def f(x):\n    return np.sum(np.imag(x) + x)\n"), np.ones(2))
+
+
 def test_angle_of_real_numbers_has_zero_derivative() -> None:
     f = _define("def f(x, y):\n    return np.sum(np.angle(x) * y) + np.angle(y[0]) + np.sum(x * y)\n")
     x, y = np.array([0.5, -1.0, 2.0]), np.array([1.5, 2.0, -0.5])

@@ -83,7 +83,7 @@ class Builder:
             args.append(out)
             attrs["out"] = len(args) - 1
         rtype = TI.infer_prim(key, rule.fn, [_plain(p) for p in pos], {k: _plain(v) for k, v in kw.items()}, loc)
-        if any(T.is_complex(a.type) for a in args) or _complex_result(rtype):
+        if any(T.is_complex(a.type) for a in args) or _complex_result(rtype) or key in ("numpy.real", "numpy.imag"):
             key = self._complex_key(key, args, rtype, loc)
             attrs["key"] = key
         if out is not None and out.id in self.imag_copies:

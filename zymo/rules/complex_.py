@@ -163,7 +163,7 @@ def complex_key(key: str, arg_types: list[T.Type], result: T.Type | tuple) -> tu
     if key == "numpy.fft.rfft" and args_complex:
         return key, "NumPy's rfft takes a real array (use np.fft.fft for a complex one)"
     if key == "numpy.imag" and not args_complex:
-        return key, "the imaginary part of a real array is a constant zero here"
+        return key, "the imaginary part of a real number or array is a constant zero here"
     if key in COMPLEX_SAFE or key.startswith("numpy.fft."):
         return key, None
     results = result if isinstance(result, tuple) else (result,)
