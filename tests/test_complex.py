@@ -377,6 +377,7 @@ REFUSED = [
     ("float", "def f(z):\n    return float(z[0])\n"),
     ("store_into_real", "def f(z):\n    x = np.zeros(3)\n    x[0] = z[0]\n    return np.sum(x)\n"),
     ("write_imag", "def f(z):\n    im = z.imag\n    im[0] = 1.0\n    return np.sum(np.abs(z))\n"),
+    ("inplace_into_real", "def f(z):\n    x = np.ones(3)\n    x += z\n    return np.sum(x)\n"),
     ("rfft_of_complex", "def f(z):\n    return np.sum(np.abs(np.fft.rfft(z)))\n"),
     ("clip", "def f(z):\n    return np.sum(np.abs(np.clip(z, 0.0, 1.0)))\n"),
     ("round", "def f(z):\n    return np.sum(np.abs(np.round(z) * z))\n"),

@@ -86,6 +86,10 @@ class Builder:
         if any(T.is_complex(a.type) for a in args) or _complex_result(rtype) or key in ("numpy.real", "numpy.imag"):
             key = self._complex_key(key, args, rtype, loc)
             attrs["key"] = key
+        if out is not None and _complex_result(rtype) and not T.is_complex(out.type):
+            raise ZymoTypeError(f"{key}: a complex result written into a real array (out=, or +=)", loc,
+                                why="NumPy refuses the cast (it would discard the imaginary part)",
+                                hint="make the array complex (np.zeros(n, dtype=complex)), or write np.real(...)")
         if out is not None and out.id in self.imag_copies:
             raise ZymoTypeError("writing into np.imag(z) (or z.imag) is not supported", loc,
                                 hint="build the complex array from its parts: re + 1j * im")
