@@ -144,6 +144,17 @@ def f(z):
     return (np.sum(np.abs(t)) + np.real(u * W[0]) + np.sum(np.real(np.where(np.abs(z) > 1.0, z, 2.0 * z)))
             + np.abs(p))
 """, (_c(6),)),
+    ("more_shapes", """
+def f(z, x):
+    M = np.reshape(z, (2, 3))
+    a = np.diagonal(np.outer(z, x)) + np.diag(np.outer(x, z)) + np.ravel(np.swapaxes(M, 0, 1)) + np.copy(z)
+    b = np.inner(M, M) + np.tensordot(M, M.T, axes=1) + np.squeeze(np.expand_dims(M, 0) @ np.moveaxis(M, 0, 1), axis=0)
+    c = np.kron(z[:2], z[2:4]) + np.kron(x[:2], z[:2]) + np.repeat(z[:2], 2)
+    d = np.hstack((z[:1], x[:1] * 1j)) + np.vstack((M[0], M[1]))[1, :2] + np.atleast_2d(z[:2])[0, 1]
+    e = np.broadcast_to(z[:3], (2, 3)) * np.full(3, 2.0 - 1.0j) + np.einsum("ii->i", np.outer(z, z))[:3]
+    return (np.sum(np.real(W * a)) + np.sum(np.abs(b)) + np.sum(np.imag(c * W[:4])) + np.sum(np.abs(d) ** 2)
+            + np.sum(np.real(e * W2[:2, :3])))
+""", (_c(6), _r(6))),
     ("linalg", """
 def f(A, b):
     x = np.linalg.solve(A, b)
@@ -377,6 +388,7 @@ REFUSED = [
     ("float", "def f(z):\n    return float(z[0])\n"),
     ("store_into_real", "def f(z):\n    x = np.zeros(3)\n    x[0] = z[0]\n    return np.sum(x)\n"),
     ("write_imag", "def f(z):\n    im = z.imag\n    im[0] = 1.0\n    return np.sum(np.abs(z))\n"),
+    ("convolve", "def f(z):\n    return np.sum(np.abs(np.convolve(z, z)))\n"),
     ("inplace_into_real", "def f(z):\n    x = np.ones(3)\n    x += z\n    return np.sum(x)\n"),
     ("rfft_of_complex", "def f(z):\n    return np.sum(np.abs(np.fft.rfft(z)))\n"),
     ("clip", "def f(z):\n    return np.sum(np.abs(np.clip(z, 0.0, 1.0)))\n"),

@@ -18,8 +18,9 @@ Contract (JAX's convention, followed everywhere; docs/architecture.md, "Complex 
   `angle`, `vdot`, `complex(a, b)`. `complex_key` maps a call with complex values to the
   rule that differentiates it, or says why it refuses (the frontend raises that at the
   user's line): rules that compare or order numbers (`maximum`, `sign`, `clip`, sorting,
-  `max`), discard the imaginary part (`float`, a cast to a real dtype), or whose
-  derivative formula assumes real numbers (`var`, `std`, `norm`, ...) are refused.
+  `max`), conjugate inside their adjoint (`np.convolve`'s is a `np.correlate`), discard the
+  imaginary part (`float`, a cast to a real dtype), or whose derivative formula assumes real
+  numbers (`var`, `std`, `norm`, ...) are refused.
 """
 from __future__ import annotations
 
@@ -121,9 +122,10 @@ COMPLEX_SAFE = frozenset({
     "numpy.exp", "numpy.exp2", "numpy.expm1", "numpy.log", "numpy.log2", "numpy.log10", "numpy.log1p",
     "numpy.sin", "numpy.cos", "numpy.tan", "numpy.sinh", "numpy.cosh", "numpy.tanh",
     "numpy.arcsin", "numpy.arccos", "numpy.arctan", "numpy.arcsinh", "numpy.arccosh", "numpy.arctanh",
-    "numpy.sum", "numpy.mean", "numpy.cumsum", "numpy.prod", "numpy.trace", "numpy.diagonal", "numpy.diag", "numpy.diag_view",
+    "numpy.sum", "numpy.mean", "numpy.cumsum", "numpy.prod", "numpy.trace", "numpy.diagonal", "numpy.diag",
+    "numpy.diag_view",
     "numpy.outer", "numpy.inner", "numpy.tensordot", "numpy.einsum", "numpy.einsum_view", "numpy.dot",
-    "numpy.matmul", "numpy.kron", "numpy.convolve",
+    "numpy.matmul", "numpy.kron",
     "numpy.copy", "numpy.copy_flat", "numpy.transpose", "numpy.reshape", "numpy.ravel", "numpy.swapaxes",
     "numpy.moveaxis", "numpy.squeeze", "numpy.expand_dims", "numpy.flip", "numpy.broadcast_to", "numpy.roll",
     "numpy.tile", "numpy.repeat", "numpy.atleast_1d", "numpy.atleast_2d", "numpy.atleast_3d",
