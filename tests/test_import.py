@@ -65,3 +65,21 @@ def test_numpy_rules_that_need_scipy_load_when_met():
         print(rule_for_callable(np.sinc), rule_for_callable(np.i0))
     """).split()
     assert got == ["numpy.sinc", "numpy.i0"]
+
+
+def test_differentiating_numpy_code_leaves_scipy_alone():
+    assert _run("""
+        import sys
+        import numpy as np
+        import zymo
+        from zymo import Reverse
+
+        def f(x):
+            s = 0.0
+            for i in range(x.shape[0]):
+                s += np.sin(x[i]) * x[i]
+            return s + np.sum(np.exp(x) / (1.0 + x * x))
+
+        zymo.gradient(Reverse, f, np.array([0.5, 1.5]))
+        print('scipy' in sys.modules)
+    """).strip() == "False"
