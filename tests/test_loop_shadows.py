@@ -7,9 +7,9 @@ allocates nor caches the temporaries' shadows nor records their extents, and the
 sweep zeroes none of them.
 """
 import numpy as np
+from helpers import check
 
 import zymo
-from helpers import check
 from zymo import Active, Duplicated, Reverse
 
 
@@ -117,7 +117,7 @@ def test_batch_lanes_make_their_shadows_alike():
                               zymo.BatchDuplicated(B.copy(), dBs), 2)
     assert "np.zeros" not in src and "_cache" not in src
     zymo.autodiff(Reverse, jacobi, Active, zymo.BatchDuplicated(A.copy(), dAs), zymo.BatchDuplicated(B.copy(), dBs), 2)
-    for s, dA, dB in zip(lanes, dAs, dBs):
+    for s, dA, dB in zip(lanes, dAs, dBs, strict=True):
         one, one_b = s.copy(), np.zeros_like(B)
         zymo.autodiff(Reverse, jacobi, Active, Duplicated(A.copy(), one), Duplicated(B.copy(), one_b), 2)
         np.testing.assert_allclose(dA, one, rtol=1e-13, atol=1e-13)
