@@ -264,3 +264,20 @@ def test_other_slices_stay_unknown():
     views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
     ext = Extents(ir, [x.shape, None])
     assert all(ext.shape(v)[0][0][0] in ("s", "u") for v in views)
+
+
+def test_matrix_products_have_their_operands_outer_extents():
+    """`X @ w` has `X`'s rows: the adjoint of a sum of an expression of it stays one number
+    (no `as_tangent` of the sum's adjoint over `X @ w`'s shape)."""
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((7, 3)), rng.random(7)
+
+    def nll(w, X, y):
+        z = X @ w
+        return np.sum(np.logaddexp(0.0, z) - y * z) / X.shape[0]
+
+    w = rng.standard_normal(3)
+    src = zymo.generated_code(zymo.Reverse, nll, zymo.Active, zymo.Duplicated(w, np.zeros(3)), zymo.Const(X),
+                              zymo.Const(y))
+    assert "_rt.expand_reduced" not in src
+    check(nll, [w, X, y], const=(1, 2))

@@ -28,6 +28,8 @@ with the guards its derivation assumed. The rules (anything else is unknown):
   gives an unknown extent; an index by an array makes every extent unknown;
 - an elementwise rule's result (no `out=`) broadcasts its operands: per axis, a literal
   1 gives way, and equal extents give that extent; unequal ones give an unknown;
+- a matrix product of vectors and matrices (`@`, `np.matmul`, `np.dot`, no keywords) has
+  the outer extents of its operands;
 - block arguments, region results and every other op's results are unknown.
 The analysis is conservative: a False answer costs only a sum that finds nothing to do.
 """
@@ -118,6 +120,8 @@ class Extents:
         elif op is not None and op.kind == "prim" and op.results == [v] and "out" not in op.attrs:
             if lookup(op.attrs["key"]).elementwise:
                 got = self._broadcast(v, op)
+            elif op.attrs["key"] in _PRODUCTS and len(op.args) == 2 and not op.attrs.get("kw"):
+                got = self._product(op)
         if got is None or len(got[0]) != v.type.ndim:
             return self._unknown(v)
         return got
@@ -162,6 +166,16 @@ class Extents:
         extents.extend(src[pos:])  # the axes an index leaves out are taken whole
         return tuple(extents), sb[1]
 
+    def _product(self, op: Op) -> _Shape | None:
+        """`a @ b` (`np.dot`, `np.matmul`) of vectors and matrices: the outer extents of its
+        operands (the inner ones meet, or NumPy raised)."""
+        a, b = op.args
+        sa, sb = self.shape(a), self.shape(b)
+        if sa is None or sb is None or not (1 <= len(sa[0]) <= 2 and 1 <= len(sb[0]) <= 2):
+            return None
+        extents = sa[0][:-1] + (sb[0][1:] if len(sb[0]) == 2 else ())
+        return extents, sa[1] | sb[1]
+
     def _broadcast(self, v: Value, op: Op) -> _Shape | None:
         operands = []
         trees = list(op.attrs.get("pos", ())) + [t for _, t in op.attrs.get("kw", ())]
@@ -189,6 +203,9 @@ class Extents:
                     used.add(guard)
             out.append(first)
         return tuple(out), conds | used
+
+
+_PRODUCTS = frozenset({"matmul", "numpy.matmul", "numpy.dot"})
 
 
 def _shortened(e: Extent, part: tuple, args: list) -> Extent | None:
