@@ -605,11 +605,11 @@ def split_last(g, b, axis):
     return np.moveaxis(np.moveaxis(g, axis, 0)[m - n:], 0, axis)
 
 
+from .fft_rt import *  # noqa: E402,F401,F403  (helpers of the FFT rules: rules/fft.py)
 from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra rules)
 from .second_rt import *  # noqa: E402,F401,F403  (derivatives of helpers: second order)
 from .sorting_rt import *  # noqa: E402,F401,F403  (helpers of the sorting and lookup rules)
 from .statistics_rt import *  # noqa: E402,F401,F403  (helpers of the statistics rules)
-from .fft_rt import *  # noqa: E402,F401,F403  (helpers of the FFT rules: rules/fft.py)
 
 
 def linspace_unit(num, endpoint, like):
