@@ -102,6 +102,9 @@ COPIES_OF_VIEWS = {
                           "read is refused at lowering time (test_broadcast_to_then_write_is_refused)",
     "numpy.histogram.bin_edges": "NumPy returns an array `bins` itself; generated code calls _rt.histogram_edges, "
                                  "which copies",
+    "numpy.imag": "NumPy's np.imag of an array is a view; generated code calls _rt.imag_copy (an adjoint added "
+                  "into a view of Im(dz) would have the wrong sign); writing into it is refused at lowering time "
+                  "(tests/test_complex.py, write_imag)",
 }
 
 
