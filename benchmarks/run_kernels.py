@@ -177,7 +177,7 @@ def numba_child(name, size):
     t = time.perf_counter()
     try:
         call()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         print(json.dumps({"error": first_line(e)}))
         return
     print(json.dumps({"first": time.perf_counter() - t}))
@@ -231,7 +231,7 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
     try:
         calls["py"], ref, row["py_first"] = cold(lambda: zymo_call(k, Inputs(k, size), numba=False))
         ref_small = tuple(np.array(g, copy=True) for g in zymo_call(k, Inputs(k, small), numba=False)())
-    except Exception as e:  # noqa: BLE001 - a refusal is a finding, recorded
+    except Exception as e:  # a refusal is a finding, recorded
         row["status"] = f"zymo refuses: {first_line(e)}"
         return None
     row["fd"] = fd_error(k, small, ref_small)
@@ -250,7 +250,7 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
             if not row[key] <= AGREE_TOL:
                 row["status"] = f"MISMATCH{where}: zymo (Numba) vs zymo (Python) {row[key]:.1e}"
                 return None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         calls.pop("nb", None)
         row.pop("nb_first", None)
         row["numba_refusal"] = str(e) if isinstance(e, NumbaRefusal) else first_line(e)
@@ -264,7 +264,7 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
             calls["jax"] = kernels_jax.make_gradient(k.name, k.make(size), k.wrt)
             got = calls["jax"]()
             row["jax_first"] = time.perf_counter() - t
-        except Exception as e:  # noqa: BLE001 - a bug of the port, not zymo's
+        except Exception as e:  # a bug of the port, not zymo's
             row["status"] = f"JAX port fails: {first_line(e)}"
             return None
         row["jax_diff"] = rel_diff(got, ref)
@@ -301,7 +301,8 @@ def bench(k, size, use_jax, log, numba_timeout=600.0):
     call()
     row["py_mem"] = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    log(f"  zymo (Python) {fmt(row['py'])} ({row['py'] / row['numpy']:.1f}x primal), first call {row['py_first']:.2f} s,"
+    log(f"  zymo (Python) {fmt(row['py'])} ({row['py'] / row['numpy']:.1f}x primal), "
+        f"first call {row['py_first']:.2f} s,"
         f" peak {mib(row['py_mem'])}")
     if "nb" in calls:
         row["nb"] = median_time(calls["nb"])
@@ -379,9 +380,9 @@ def table(rows):
 
 
 def machine():
-    import numba
-
     from importlib import metadata
+
+    import numba
 
     vers = [f"Python {platform.python_version()}", f"NumPy {np.__version__}", f"Numba {numba.__version__}"]
     try:
@@ -443,7 +444,8 @@ def write(rows, opts, cmd):
         "each call in every column (the restore is inside the time). First call (at the timed size): "
         "zymo (Python) after `zymo.api.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
         "(Numba) in a new process, Numba loaded and set up first, with an empty disk cache (zymo's pipeline "
-        f"and Numba's compile; stopped after {opts.numba_timeout:.0f} s); JAX: trace and XLA compile. Peak memory: tracemalloc during one call "
+        f"and Numba's compile; stopped after {opts.numba_timeout:.0f} s); JAX: trace and XLA compile. "
+        "Peak memory: tracemalloc during one call "
         "(NumPy's allocations; Numba's and XLA's are not seen). Linear algebra sizes: `n` (the matrices are "
         "n×n or a few rows/columns more, see `kernels.py`); covariance/correlation: n points of n-2 features.",
         "",
@@ -508,7 +510,8 @@ def main(argv=None):
 
         Path(opts.json).write_text(json.dumps(rows, indent=1, default=str))
     if not opts.no_write:
-        cmd = "python benchmarks/run_kernels.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+        given = argv if argv is not None else sys.argv[1:]
+        cmd = "python benchmarks/run_kernels.py" + "".join(f" {a}" for a in given)
         write(rows, opts, cmd)
 
 

@@ -19,9 +19,9 @@ import re
 
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check
 
 import zymo
-from helpers import assert_tree_close, check
 from zymo import Active, Duplicated, Reverse
 
 

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, fd_grad
 
 import zymo
-from helpers import assert_tree_close, check, fd_grad
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
 
 
@@ -262,6 +262,7 @@ def test_nested_caches_in_split_mode():
     zymo.autodiff(Reverse, nested_branch, Active, Duplicated(A.copy(), dA_ref), Const(c))
     fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, nested_branch, Active,
                                    Duplicated(A.copy(), np.zeros_like(A)), Const(c))
+    tape = None
     for tape_in in (None, "reuse"):
         x, dA = A.copy(), np.zeros_like(A)
         tape, _ = fwd(Duplicated(x, dA), Const(c)) if tape_in is None else fwd(Duplicated(x, dA), Const(c), tape=tape)

@@ -5,13 +5,12 @@ import re
 
 import numpy as np
 import pytest
+from helpers import check, fd_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo.analysis.bounds import NeverUnsigned, NonNegative
 from zymo.ir.core import walk
-
-from helpers import check, fd_grad
 
 
 def indices(x, A, m):

@@ -13,9 +13,9 @@ one again, the store goes through a view or `out=`, the index is not an affine s
 """
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Duplicated, Reverse
 
 

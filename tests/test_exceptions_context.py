@@ -103,7 +103,7 @@ def test_async_functions_and_generators_are_refused(fn, mode):
 def test_a_function_made_by_exec_is_refused_saying_so():
     ns: dict = {}
     src = "def made(x):\n    for i in range(2):\n        x = x * 2.0\n    else:\n        x = x + 1.0\n    return x\n"
-    exec(src, ns)  # noqa: S102
+    exec(src, ns)
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, ns["made"], Active, Active(3.0))
     msg = str(info.value)
@@ -112,7 +112,7 @@ def test_a_function_made_by_exec_is_refused_saying_so():
 
 def test_a_function_compiled_under_another_files_name_is_refused_saying_so():
     ns: dict = {}
-    exec(compile("def made(x):\n    return x * x\n", __file__, "exec"), ns)  # not this file's text  # noqa: S102
+    exec(compile("def made(x):\n    return x * x\n", __file__, "exec"), ns)  # not this file's text
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, ns["made"], Active, Active(3.0))
     assert THIS_FILE in str(info.value) and "exec" in str(info.value)
@@ -288,7 +288,7 @@ def test_a_user_exception_class_is_raised_and_keeps_python():
 def bare_raise(x):
     try:
         y = math.sqrt(x)
-    except ValueError:  # noqa: TRY203
+    except ValueError:
         raise  # <-
     return y
 
@@ -688,7 +688,7 @@ def else_after_return(x):
     for v in x:
         if v > 5.0:
             return v * v
-    else:  # noqa: PLW0120  (the else clause is what is tested)
+    else:  # the else clause is what is tested
         return -x[0]
 
 
@@ -715,7 +715,7 @@ def test_loop_else_after_a_return():
 def comprehension_in_loop_else(x):
     for _ in range(2):
         x = x * 2.0
-    else:  # noqa: PLW0120
+    else:
         y = [v for v in x]  # <-  (x is a number: not iterable)
     return y[0]
 

@@ -10,9 +10,9 @@ against the Python program.
 """
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.analysis.extents import Extents, guards_hold
 from zymo.api import _lowered

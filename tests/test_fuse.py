@@ -15,9 +15,9 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers import check, zymo_grad
 
 import zymo
-from helpers import check, zymo_grad
 from zymo import Active, Duplicated, Reverse
 from zymo.codegen.fuse import ShadowFacts, fuse
 

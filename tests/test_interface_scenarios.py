@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo.interface import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo, scenarios as sc
+from zymo.interface import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo
+from zymo.interface import scenarios as sc
 from zymo.interface._finitediff import FiniteDiffEngine
 from zymo.interface.backends import Backend
 

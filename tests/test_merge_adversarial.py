@@ -21,14 +21,14 @@ import random
 import re
 import textwrap
 import zlib
+
 import numpy as np
 import pytest
-
-import zymo
 from helpers import check, fd_grad, zymo_grad
 from test_fuse import buffer_products
-from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 
+import zymo
+from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 
 # -- oracles for aliased arguments -------------------------------------------------------------
 
@@ -704,7 +704,7 @@ def test_random_programs_reverse_equals_forward(programs, how):
 
 
 def test_random_programs_against_finite_differences(programs):
-    for seed, f, src in programs[:10]:
+    for seed, f, _src in programs[:10]:
         r = np.random.default_rng(seed)
         args = [r.standard_normal(6) for _ in range(3)]
         check(f, args, rtol=1e-4, atol=1e-4)

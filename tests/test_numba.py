@@ -22,14 +22,14 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-import zymo.api  # noqa: E402
-from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views  # noqa: E402
-from zymo.config import set_numba  # noqa: E402
-from zymo.frontend.source import unwrap  # noqa: E402
+from helpers import assert_tree_close, check, fd_grad, zymo_grad
 
-from helpers import assert_tree_close, check, fd_grad, zymo_grad  # noqa: E402
+import zymo
+import zymo.api
+from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
+from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
+from zymo.config import set_numba
+from zymo.frontend.source import unwrap
 
 Dispatcher = numba.core.dispatcher.Dispatcher
 
@@ -270,7 +270,8 @@ def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     np.testing.assert_allclose(grads[0], want, rtol=1e-14)
     np.testing.assert_allclose(grads[1], want, rtol=1e-14)
     h = 1e-6
-    fd = [(scaled_into_0d(x + h * e, np.zeros(())) - scaled_into_0d(x - h * e, np.zeros(()))) / (2 * h) for e in np.eye(3)]
+    fd = [(scaled_into_0d(x + h * e, np.zeros(())) - scaled_into_0d(x - h * e, np.zeros(()))) / (2 * h)
+          for e in np.eye(3)]
     np.testing.assert_allclose(grads[0], fd, rtol=1e-7)
     (entry,) = numba_entries(scaled_into_0d)
     assert isinstance(entry.fn, Dispatcher)
@@ -627,7 +628,8 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     assert first.returncode == 0, first.stderr
     (lock,) = cache.glob("*.py.lock")
     fd = os.open(lock, os.O_RDWR)
-    ready = _CHILD.format(src=str(src)).replace("t = time.perf_counter()", "print('ready', flush=True)\nt = time.perf_counter()")
+    ready = _CHILD.format(src=str(src)).replace("t = time.perf_counter()",
+                                                "print('ready', flush=True)\nt = time.perf_counter()")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         child = subprocess.Popen([sys.executable, "-c", ready], env=env,
@@ -787,7 +789,7 @@ def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
     from zymo.codegen import numba_rt
     from zymo.rules import runtime
 
-    fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))
+    fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))  # noqa: B008  (binds each helper)
            for name in ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")}
     rng = np.random.default_rng(11)
     m, v3, v4 = rng.random((4, 3)), rng.random(3), rng.random(4)
@@ -832,7 +834,8 @@ def test_product_adjoints_accumulate_in_place_under_numba():
     assert "e[0] += _rt.dot_vjp_b(g, a, b)" in out and "d += 2.0 * _rt.matmul_vjp_b(g, a, b)" in out
 
     names = ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")
-    fns = {n: numba.njit(lambda acc, g, a, b, f=getattr(numba_rt, "acc_" + n): f(acc, g, a, b)) for n in names}
+    fns = {n: numba.njit(lambda acc, g, a, b, f=getattr(numba_rt, "acc_" + n): f(acc, g, a, b))  # noqa: B008
+           for n in names}
     rng = np.random.default_rng(5)
     A, B, G, v3, v4 = rng.random((4, 3)), rng.random((3, 5)), rng.random((4, 5)), rng.random(3), rng.random(4)
     cases = [(G, A, B), (G, np.asfortranarray(A), B), (np.asfortranarray(G), A, np.asfortranarray(B)),
@@ -1256,7 +1259,8 @@ def test_names_beyond_ascii_compile():
     x = np.array([1.0, 2.0])
     for numba in (False, True):
         dx = np.zeros(2)
-        (_, dsigma), = zymo.autodiff(Reverse, scaled_by_sigma, Active, Duplicated(x.copy(), dx), Active(2.0), numba=numba)
+        (_, dsigma), = zymo.autodiff(Reverse, scaled_by_sigma, Active, Duplicated(x.copy(), dx), Active(2.0),
+                                     numba=numba)
         assert dsigma == pytest.approx(-0.5 * 2.0 ** -1.5 * 5.0, rel=1e-13)
         np.testing.assert_allclose(dx, 2 * x / math.sqrt(2.0), rtol=1e-13)
         (t,) = zymo.autodiff(Forward, scaled_by_sigma, Duplicated, Const(x.copy()), Duplicated(2.0, 1.0), numba=numba)
@@ -1424,12 +1428,13 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 4))
-    l = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(4))
+    low = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(4))
     g, t = rng.standard_normal((4, 4)), np.tril(rng.standard_normal((4, 4)))
-    got = numba.njit(lambda t, g, l: numba_rt.cholesky_vjp_dl(t, g, l))(t, g, l)
-    np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, l), rtol=1e-12, atol=1e-12)
+    got = numba.njit(lambda t, g, low: numba_rt.cholesky_vjp_dl(t, g, low))(t, g, low)
+    np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, low), rtol=1e-12, atol=1e-12)
     eps = 1e-6
-    fd = (zymo.rules.runtime.cholesky_vjp(g, l + eps * t) - zymo.rules.runtime.cholesky_vjp(g, l - eps * t)) / (2 * eps)
+    vjp = zymo.rules.runtime.cholesky_vjp
+    fd = (vjp(g, low + eps * t) - vjp(g, low - eps * t)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
     assert_substantial(got)
 

@@ -9,12 +9,12 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Active, Duplicated, Reverse  # noqa: E402
-from zymo.codegen import numba_rt  # noqa: E402
-from zymo.codegen.numba_ import elementwise_statements, numba_source  # noqa: E402
+from helpers import check, fd_grad
 
-from helpers import check, fd_grad  # noqa: E402
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.codegen import numba_rt
+from zymo.codegen.numba_ import elementwise_statements, numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -141,7 +141,8 @@ def _cases():
     yield "broadcast row", lambda: (r((3, 4)), "x0 * x1", (2.0, r((1, 4))))
     yield "broadcast column", lambda: (r((3, 4)), "x0 * (x1 - 1.5) * x2 + 2 * x0", (r((3, 1)), r((1, 4)), 4.0))
     yield "complex", lambda: (r(5) + 1j * r(5), "x0 * x1", (0.5 - 2j, r(5) + 1j * r(5)))
-    yield "float32 with a float64 number", lambda: (r(6).astype(np.float32), "x0 * x1", (np.float64(0.1), r(6).astype(np.float32)))
+    yield "float32 with a float64 number", lambda: (r(6).astype(np.float32), "x0 * x1",
+                                                    (np.float64(0.1), r(6).astype(np.float32)))
     yield "strided operand", lambda: (r(5), "x0 * x1", (2.0, r(10)[::2]))
     yield "empty", lambda: (np.zeros((0, 3)), "x0 * x1", (2.0, np.zeros((0, 3))))
     # a division is IEEE division, as NumPy's (a zero divisor gives inf, not an exception)
@@ -320,9 +321,9 @@ def test_small_array_adjoints_in_loops_match_python_and_finite_differences():
 @numba.njit
 def _through_a_list(dA, g, n):
     cache = []
-    for i in range(n):
+    for _i in range(n):
         cache.append(dA)
-    for r in range(n):
+    for _r in range(n):
         d = cache.pop()
         d = numba_rt.acc_ew(d, "x0 * x1", (2.0, g))
 

@@ -11,13 +11,13 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
-from zymo.codegen import numba_np, numba_rt  # noqa: E402
-from zymo.codegen.numba_ import numba_source  # noqa: E402
-from zymo.rules import runtime as rt  # noqa: E402
+from helpers import fd_grad
 
-from helpers import fd_grad  # noqa: E402
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+from zymo.codegen import numba_np, numba_rt
+from zymo.codegen.numba_ import numba_source
+from zymo.rules import runtime as rt
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -285,7 +285,8 @@ def _span(lo, hi):
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 5), (0, -5), (3, 3), (2, 7), (7, 2), (-4, 1), (np.uint64(5), np.uint64(1)),
-                                    (np.uint64(1), np.uint64(5)), (np.uint8(200), np.int64(3)), (np.int32(-3), np.uint8(4)),
+                                    (np.uint64(1), np.uint64(5)), (np.uint8(200), np.int64(3)),
+                                    (np.int32(-3), np.uint8(4)),
                                     (False, True), (True, False)])
 def test_span_is_the_helper(lo, hi):
     """`_rt.span(lo, hi)`, a trip count written out: `hi - lo`, or 0 where `hi <= lo`, an int;

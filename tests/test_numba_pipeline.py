@@ -425,7 +425,7 @@ def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
 
 def doubled_in_a_loop(x, n):
     y = x.copy()
-    for i in range(n):
+    for _i in range(n):
         y = y * 2 + 1
     return y
 

@@ -16,11 +16,11 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-import zymo.api  # noqa: E402
-from zymo import Forward, Reverse  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
-from zymo.frontend.source import unwrap  # noqa: E402
+import zymo
+import zymo.api
+from zymo import Forward, Reverse
+from zymo.codegen.numba_ import ZymoNumbaError
+from zymo.frontend.source import unwrap
 
 RNG = np.random.default_rng(11)
 A = RNG.normal(size=(3, 3)) + 3.0 * np.eye(3)

@@ -6,15 +6,14 @@ dot-product identity (tests/data_helpers.py), on repeated calls with reused shad
 from __future__ import annotations
 
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from data_helpers import check_data
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal, ZymoError, ZymoUsageError
-
-from data_helpers import check_data
 
 RNG = np.random.default_rng(6)
 

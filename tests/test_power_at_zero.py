@@ -13,11 +13,10 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
-
-from helpers import check
 
 
 def np_power_base0(y):

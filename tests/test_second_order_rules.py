@@ -40,8 +40,8 @@ def det(x):
 
 
 def slogdet(x):
-    s, l = np.linalg.slogdet(A + np.outer(x, x))
-    return s * l
+    sign, logdet = np.linalg.slogdet(A + np.outer(x, x))
+    return sign * logdet
 
 
 def cholesky(x):

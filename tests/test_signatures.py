@@ -15,12 +15,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedSyntax, ZymoSourceError
-
-from helpers import check
 
 
 def scaled_powers(x, *scales, power=2, **opts):

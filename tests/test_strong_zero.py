@@ -13,11 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
-
-from helpers import check
 
 
 def masked_sqrt(x):

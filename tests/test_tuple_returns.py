@@ -10,12 +10,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import ZymoUsageError
-
-from helpers import check
 
 
 def moments(x, t):

@@ -15,8 +15,8 @@ keeps what is not NumPy's, math's or a builtin's, and `_cannot_raise` is False f
   body's raising ops are preceded by their probe (they run twice). Python only.
 - `errstate_enter_key(settings)`: `np.seterr(<settings>)`, returning the previous settings;
   `ERRSTATE_EXIT`: `np.seterr(**<previous>)`. The Numba backend drops both (compiled code
-  never warns: `codegen.numba_.drop_errstate`); settings with 'raise' are Python only. Reverse mode runs the adjoint of the body
-  under the same settings (`Reverse.rev_prim` writes them back in the adjoint sweep).
+  never warns: `codegen.numba_.drop_errstate`); settings with 'raise' are Python only. Reverse
+  mode runs the adjoint of the body under the same settings (`Reverse.rev_prim` writes them back in the adjoint sweep).
 
 These rules live here and not in `zymo/rules/` because they are made by the frontend per use;
 their runtime helpers are registered through `_rt.USER` as `rules.custom` does.

@@ -47,6 +47,7 @@ from ..ir import types as T
 from ..ir.core import Block, Value
 from ..rules.registry import rule_for_callable
 from .bindings import Poison, S, same_shape
+from .host import LoweringHost
 
 _ids = itertools.count()
 _KEYS: dict[tuple, tuple] = {}  # interned key tuples of dicts: same keys, same object
@@ -95,7 +96,7 @@ LIST_METHODS = ("append", "extend", "insert", "pop", "copy", "reverse", "index",
 DICT_METHODS = ("get", "items", "keys", "values", "setdefault", "pop", "update", "copy")
 
 
-class ContainerLowering:
+class ContainerLowering(LoweringHost):
     # -- contents -------------------------------------------------------------
     @property
     def _fills(self) -> dict:
@@ -459,8 +460,8 @@ class ContainerLowering:
             dtype = kw.get("dtype")
             extra = set(kw) - {"dtype"}
             if extra or len(pos) > 1:
-                raise self.error(UnsupportedCall, f"np.{fn.__name__} with {', '.join(sorted(extra)) or 'more arguments'}"
-                                 " is not supported", node)
+                what = ", ".join(sorted(extra)) or "more arguments"
+                raise self.error(UnsupportedCall, f"np.{fn.__name__} with {what} is not supported", node)
             x = pos[0]
             if isinstance(x, Value) and isinstance(x.type, T.Array):
                 if dtype is not None and np.dtype(getattr(dtype, "obj", dtype)).name != x.type.dtype:

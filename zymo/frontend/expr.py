@@ -23,8 +23,8 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
-from .flow import RAISED
 from .containers import CMethod, ContainerLowering, Ref
+from .flow import RAISED
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -103,10 +103,10 @@ class ExprLowering(ContainerLowering):
             slot = f"$bool{id(rhs)}"
             left = result
 
-            def keep(left=left):
+            def keep(left=left, slot=slot):
                 f.env[slot] = left
 
-            def other(rhs=rhs):
+            def other(rhs=rhs, slot=slot):
                 f.env[slot] = self.expr(rhs)
 
             if isinstance(node.op, ast.And):
@@ -243,7 +243,8 @@ class ExprLowering(ContainerLowering):
             return self._tuple_index(obj, node)
         if not isinstance(obj, Value):
             raise self.error(ZymoTypeError, "cannot index this value", node)
-        return self.b.getitem(obj, self.index(node.slice), self.loc(node), "ld" if not isinstance(obj.type, T.Array) else "x")
+        return self.b.getitem(obj, self.index(node.slice), self.loc(node),
+                              "ld" if not isinstance(obj.type, T.Array) else "x")
 
     def _tuple_index(self, tup: tuple, node: ast.Subscript) -> Any:
         s = node.slice
@@ -411,7 +412,8 @@ class ExprLowering(ContainerLowering):
         if near:
             hint += f"; similar rules: {', '.join(near)}"
         return self.error(UnsupportedCall, f"cannot differentiate a call to {full}", node,
-                          why=hint, hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
+                          why=hint,
+                          hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
 
     def join(self, key: str, pos: list, kw: dict, node: ast.Call) -> Any:
         """`np.concatenate`, `np.stack`, `np.hstack`, `np.vstack` as chains of `zymo.concat2`."""
@@ -470,7 +472,7 @@ class ExprLowering(ContainerLowering):
                                      f"{args} would change the derivative",
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
 
-    def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
+    def method(self, m: _Method, pos: list, kw: dict, node: ast.Call) -> Any:
         if m.name in INPLACE_METHODS:
             key = INPLACE_METHODS[m.name]
             rule = lookup(key)

@@ -37,6 +37,7 @@ from ..ir.core import Block, Op, Value
 from ..rules.registry import REGISTRY
 from . import checks
 from .bindings import S
+from .host import LoweringHost
 
 RAISED = "$raised"  # env key: the current path has raised (everything after is dead)
 
@@ -85,7 +86,7 @@ def _tags(tree: tuple) -> set[str]:
     return out
 
 
-class FlowLowering:
+class FlowLowering(LoweringHost):
     """`raise`, `assert` and `try` (see the module docstring)."""
 
     # -- raise and assert ---------------------------------------------------------
@@ -278,7 +279,9 @@ class FlowLowering:
             args = [self.constant(s.msg, "an assert's message")] if s.msg is not None else []
 
             def check() -> None:
-                fail = lambda: self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))
+                def fail() -> None:
+                    self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))
+
                 if cond is True or cond is False:
                     (go_on if cond else fail)()
                     return
@@ -335,7 +338,7 @@ class FlowLowering:
     def emit_probed(self, ctx: TryCtx, ops: list[Op], s: ast.stmt, then: Callable[[], None]) -> None:
         """Emit `ops`, each op that may raise what `ctx` catches preceded by its probe and the
         ops after it, then `then()`, under `if code == 0` (the handlers under the other branch)."""
-        for j, op in enumerate(ops):
+        for j, op in enumerate(ops):  # noqa: B007  (j is read after the loop)
             if self.may_raise(ctx, op):
                 break
         else:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,12 +37,12 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from . import fence, objects, signature
-from .flow import RAISED, FlowLowering
-from .managers import WithLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .containers import Ref
 from .expr import ExprLowering
+from .flow import RAISED, FlowLowering
+from .managers import WithLowering
 from .source import MISSING, FunctionSource
 
 _uid = itertools.count()
@@ -54,7 +55,7 @@ class Frame:
     name: str
     file: str
     src: FunctionSource | None  # where free names resolve (None: see parent)
-    parent: "Frame | None"  # defining frame of a nested function
+    parent: Frame | None  # defining frame of a nested function
     env: dict[str, Any] = field(default_factory=dict)
     ret: str = ""
     retval: str = ""
@@ -69,7 +70,7 @@ class Frame:
 class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def __init__(self) -> None:
         self.b = Builder()
-        self.frame: Frame | None = None
+        self.frame: Frame  # set by `lower_function`
         self.inlining: list[Any] = []
         # id(obj) -> (param, obj, [(resolver, name)]): globals and closure data read by the function
         self.captured: dict[int, tuple[Value, Any, list]] = {}
@@ -102,7 +103,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         body = self.b.push(Block())
         pos = []
         for i, obj in enumerate(args):  # `*args` parameters are named after the vararg: args_0, args_1
-            binding, tree = self._param_binding(obj, params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}")
+            pname = params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}"
+            binding, tree = self._param_binding(obj, pname)
             structure.append(tree)
             pos.append(binding)
         raw = src.fn.__defaults__ or ()
@@ -160,7 +162,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             node = self.current or node
         return Loc(f.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), f.name)
 
-    def error(self, cls, msg: str, node: ast.AST, why: str = "", hint: str = ""):
+    def error(self, cls: type[ZymoSourceError], msg: str, node: ast.AST, why: str = "",
+              hint: str = "") -> ZymoSourceError:
         return cls(msg, self.loc(node), why, hint)
 
     def lookup(self, name: str, node: ast.AST) -> Any:
@@ -184,7 +187,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                     cell = src.cell(name)
                     if cell is not None and isinstance(obj, (float, np.floating)):
                         return objects.cell_read(self, cell, name, node)
-                    return self.capture(obj, lambda: src.resolve(name), name, node)
+                    return self.capture(obj, lambda src=src: src.resolve(name), name, node)
                 break
             f = f.parent
         raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
@@ -501,7 +504,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                     self.b.pop()
                     a, c = (known, ph) if k == 1 else (ph, known)
                 else:
-                    f.env[n] = Poison(n, f"{n} is assigned in only one branch of the if at line {getattr(node, 'lineno', '?')}")
+                    line = getattr(node, "lineno", "?")
+                    f.env[n] = Poison(n, f"{n} is assigned in only one branch of the if at line {line}")
                     continue
             merged = self.merge(n, a, c, blocks, yields, node)
             if merged is not None:
@@ -561,14 +565,15 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             if name.startswith("$c") or isinstance(a, Ref) or isinstance(c, Ref):
                 raise self.merge_error(name, node)
             if isinstance(a, S) or isinstance(c, S) or isinstance(a, LocalFn) or isinstance(c, LocalFn):
-                raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch", node,
-                                 hint="give it the same type on every path")
+                raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch",
+                                 node, hint="give it the same type on every path")
             raise self.error(ZymoTypeError, f"{name} has a different structure in each branch", node)
         va, vc = flatten(a), flatten(c)
         for k, (x, y) in enumerate(zip(va, vc)):
             j = T.join(x.type, y.type)
             if j is None:
-                raise self.error(ZymoTypeError, f"{name.lstrip('$')} is a {x.type} on one path and a {y.type} on the other",
+                raise self.error(ZymoTypeError,
+                                 f"{name.lstrip('$')} is a {x.type} on one path and a {y.type} on the other",
                                  node, hint="give it the same type on every path")
             if x.type != j:
                 va[k] = self.convert(x, j, blocks[0], node)

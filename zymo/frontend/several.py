@@ -31,7 +31,6 @@ from ..ir.core import Value
 from ..rules.registry import NOT_CONST, const_value
 from .bindings import S
 
-
 # what the frontend lowers here without a rule of its own (read by `rules.coverage`)
 LOWERED = (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit)
 _SPLIT_AXIS = {"hsplit": 1, "vsplit": 0, "dsplit": 2}

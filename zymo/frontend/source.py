@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import Loc, ZymoSourceError
 
 _MISSING = object()
-_CACHE: dict[Any, "FunctionSource"] = {}
+_CACHE: dict[Any, FunctionSource] = {}
 
 
 _WRAPPERS: dict[int, tuple[Any, types.FunctionType]] = {}
@@ -45,7 +45,7 @@ def rule_wrapper(fn: Any) -> types.FunctionType | None:
     text = f"def {name}(*args, **kwargs):\n    return fn(*args, **kwargs)\n"
     linecache.cache[file] = (len(text), None, text.splitlines(True), file)
     scope: dict[str, Any] = {"fn": fn}
-    exec(compile(text, file, "exec"), scope)  # noqa: S102 (our own two lines)
+    exec(compile(text, file, "exec"), scope)  # our own two lines
     wrapper = scope[name]
     _WRAPPERS[id(fn)] = (fn, wrapper)
     return wrapper
@@ -66,7 +66,7 @@ class FunctionSource:
     file: str
 
     @staticmethod
-    def of(fn: Any) -> "FunctionSource":
+    def of(fn: Any) -> FunctionSource:
         fn = unwrap(fn)
         if not isinstance(fn, types.FunctionType):
             fn = rule_wrapper(fn) or fn

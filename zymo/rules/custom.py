@@ -34,7 +34,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import linecache
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
@@ -176,7 +177,7 @@ class CustomRule:
             vans = "ans" if "ans" in read else "None"
             lines.append(f"    def jvp_{p}(t, ans, {args}): return _rt.USER[{n}].jvp_term({k}, t, ans, {args})")
             lines.append(f"    def vjp_{p}(g, ans, {args}): return _rt.USER[{n}].vjp_term({k}, g, {vans}, {vargs})")
-        src = f"class _R(Rule):\n" + "\n".join(lines) + "\n"
+        src = "class _R(Rule):\n" + "\n".join(lines) + "\n"
         filename = f"<zymo custom rule {self.key} #{next(_counter)}>"
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
         ns = {"Rule": Rule, "_rt": _rt}
