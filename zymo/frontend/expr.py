@@ -188,7 +188,7 @@ class ExprLowering(ContainerLowering):
     # -- subscripts and attributes -------------------------------------------
     def index(self, node: ast.expr) -> tuple:
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
-        out = []
+        out: list[Any] = []
         for e in elts:
             if isinstance(e, ast.Slice):
                 parts = [None if p is None else self.as_value(self.expr(p), p) for p in (e.lower, e.upper, e.step)]
@@ -372,8 +372,9 @@ class ExprLowering(ContainerLowering):
                 # a function returning a tuple: one op per element, each a rule of its own
                 return tuple(self.b.prim(k, list(pos), dict(kw), loc, _hint(k)) for k in rule.parts)
             out = kw.pop("out", None)
-            if getattr(rule, "inplace_arg", None) is not None:  # np.add.at(a, ...) updates `a`
-                out = pos[rule.inplace_arg] if len(pos) > rule.inplace_arg else None
+            at = getattr(rule, "inplace_arg", None)
+            if at is not None:  # np.add.at(a, ...) updates `a`
+                out = pos[at] if len(pos) > at else None
                 if not (isinstance(out, Value) and isinstance(out.type, T.Array)):
                     raise self.error(ZymoTypeError, f"{key} updates an array in place: pass the array", node)
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
@@ -407,7 +408,7 @@ class ExprLowering(ContainerLowering):
         full = f"{mod}.{name}" if mod and mod != "builtins" else name
         import difflib
 
-        near = difflib.get_close_matches(full, REGISTRY, n=3)
+        near = difflib.get_close_matches(str(full), list(REGISTRY), n=3)
         hint = "zymo has no derivative rule for it and cannot read its source"
         if near:
             hint += f"; similar rules: {', '.join(near)}"
@@ -415,7 +416,7 @@ class ExprLowering(ContainerLowering):
                           why=hint,
                           hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
 
-    def join(self, key: str, pos: list, kw: dict, node: ast.Call) -> Any:
+    def join(self, key: str, pos: list, kw: dict, node: ast.AST) -> Any:
         """`np.concatenate`, `np.stack`, `np.hstack`, `np.vstack` as chains of `zymo.concat2`."""
         loc = self.loc(node)
         name = key.split(".")[-1]

@@ -120,12 +120,14 @@ class FlowLowering(LoweringHost):
         if s.cause is not None and not (isinstance(s.cause, ast.Constant) and s.cause.value is None):
             raise self.error(UnsupportedSyntax, "raise ... from <exception> is not supported", s,
                              hint="raise the exception without a cause, or `from None`")
-        node, arg_nodes = s.exc, []
+        node: ast.expr = s.exc
+        arg_nodes: list[ast.expr] = []
         if isinstance(node, ast.Call):
             if node.keywords:
                 raise self.error(UnsupportedSyntax, "keyword arguments of an exception are not supported", s,
                                  hint="pass the message positionally")
-            node, arg_nodes = node.func, node.args
+            arg_nodes = node.args
+            node = node.func
         b = self.expr(node)
         cls = b.obj if isinstance(b, S) else None
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
@@ -160,7 +162,7 @@ class FlowLowering(LoweringHost):
         """`raise cls(*args)` at `node`: to a handler of the try being lowered, or raised."""
         ctx = self.trying[-1] if self.trying else None
         k = ctx.match(cls) if ctx is not None and self.try_top else None
-        if k is not None:
+        if ctx is not None and k is not None:
             self.handle(ctx, k)
             return
         for outer in self.trying:
@@ -370,7 +372,7 @@ class FlowLowering(LoweringHost):
                 op.loc, "zymo finds the path a try takes by calling the function once more first, and "
                 "cannot do that without writing the array twice", "compute a new array in the try body "
                 "(y = a + b) and write it after the try statement, or catch a narrower exception")
-        attrs = probe_attrs or dict(op.attrs, key=checks.probe_key(key, ctx.classes()))
+        attrs: dict[str, Any] = probe_attrs or dict(op.attrs, key=checks.probe_key(key, ctx.classes()))
         self.python_only.append((checks.python_only(attrs["key"]), loc))
         code = Value(T.INT, "caught")
         self.b.emit(Op("prim", list(op.args), [code], op.loc, attrs))
@@ -406,7 +408,7 @@ class FlowLowering(LoweringHost):
 
     def catches_raise(self, ctx: TryCtx, s: ast.If) -> bool:
         """Whether `if` statement `s` holds (outside loops and functions) a raise or assert `ctx` catches."""
-        stack: list[ast.AST] = list(s.body) + list(s.orelse)
+        stack: list[ast.AST] = [*s.body, *s.orelse]
         while stack:
             n = stack.pop()
             if isinstance(n, ast.Raise) and n.exc is not None:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.try_top = False  # lowering a raise at the top level of the innermost try body
         self.errstates: list = []  # np.errstate blocks being lowered: (enter value, key)
         self.uses_errstate = False
-        self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
+        self.python_only: list[tuple[str | None, Loc]] = []  # why a derivative must run as Python, and where
         self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
         self.unrolling = 0  # depth of unrolled loops being lowered (`merge_exited`)
         self.exited_envs: dict[int, dict] = {}  # id -> env of a path that certainly exited (`exited`)
@@ -103,7 +103,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         body = self.b.push(Block())
         pos = []
         for i, obj in enumerate(args):  # `*args` parameters are named after the vararg: args_0, args_1
-            pname = params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}"
+            pname = params[i] if i < len(params) else f"{cast(ast.arg, a.vararg).arg}_{i - len(params)}"
             binding, tree = self._param_binding(obj, pname)
             structure.append(tree)
             pos.append(binding)
@@ -167,7 +167,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         return cls(msg, self.loc(node), why, hint)
 
     def lookup(self, name: str, node: ast.AST) -> Any:
-        f = self.frame
+        f: Frame | None = self.frame
         while f is not None:
             if name in f.env:
                 b = f.env[name]
@@ -192,7 +192,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             f = f.parent
         raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
 
-    def capture(self, obj: Any, resolver: Callable[[], Any], name: str, node: ast.AST) -> Any:
+    def capture(self, obj: Any, resolver: Callable[..., Any], name: str, node: ast.AST) -> Any:
         """Binding of a global or closure object: data becomes an extra parameter; ints and
         bools are compile-time constants (axes, sizes), re-checked on every call."""
         if isinstance(obj, (int, bool)) and not isinstance(obj, type):
@@ -464,7 +464,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             return self.container_truth(b, node)
         raise self.error(ZymoTypeError, "cannot use this value as a condition", node)
 
-    def lower_if(self, cond: Any, then: Callable[[], None], orelse: Callable[[], None], node: ast.AST,
+    def lower_if(self, cond: Any, then: Callable[..., None], orelse: Callable[..., None], node: ast.AST,
                  ) -> None:
         if cond is True or cond is False:
             (then if cond else orelse)()
@@ -512,7 +512,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                 templates[n] = merged
         results = []
         for (ya, yc) in zip(yields[0], yields[1]):
-            results.append(Value(T.join(ya.type, yc.type), ya.hint if not ya.hint.startswith("$") else "r"))
+            joined = cast(T.Type, T.join(ya.type, yc.type))  # `merge` refused types that do not join
+            results.append(Value(joined, ya.hint if not ya.hint.startswith("$") else "r"))
         for k, blk in enumerate(blocks):
             blk.ops.append(Op("yield", yields[k], [], self.loc(node)))
         self.b.emit(Op("if", [cond], results, self.loc(node), regions=blocks))
@@ -700,7 +701,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             return tuple(self._element(d, i, k, node) for d in desc[1])
         q = desc[1]
         if isinstance(q, tuple):
-            return q[k]
+            return q[cast(int, k)]  # a tuple is iterated unrolled, at a constant `k`
         return self.b.getitem(q, (i,), self.loc(node), "item")
 
     def _indexes_tuples(self, s: ast.For) -> bool:
@@ -809,7 +810,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     def lower_loop(self, s: ast.For | ast.While, kind: str, test: ast.expr | None = None,
                    bounds: list[Value] | None = None, bind=None, test_fn=None, body_fn=None,
-                   extra: list[str] = (), guard_bounds: list[Value] | None = None) -> None:
+                   extra: Sequence[str] = (), guard_bounds: list[Value] | None = None) -> None:
         f = self.frame
         brk, cont = f"$brk{next(_uid)}", f"$cont{next(_uid)}"
         has_break = contains(s.body, (ast.Break,), loops=False)
@@ -982,7 +983,7 @@ INPLACE = {"add": "numpy.add", "sub": "numpy.subtract", "mul": "numpy.multiply",
 
 def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
     """Whether `stmts` contain a node of `kinds` (looking into nested loops if `loops`)."""
-    stack = list(stmts)
+    stack: list[ast.AST] = list(stmts)
     while stack:
         n = stack.pop()
         if isinstance(n, kinds):
@@ -1021,7 +1022,8 @@ def assigned_names(stmts: list[ast.stmt]) -> set[str]:
 def nonlocal_names(node: ast.AST) -> set[str]:
     """Names a function body declares `nonlocal` (not looking into nested functions)."""
     out: set[str] = set()
-    stack = list(node.body) if isinstance(node.body, list) else []
+    body = getattr(node, "body", None)
+    stack = list(body) if isinstance(body, list) else []
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Nonlocal):
