@@ -98,6 +98,7 @@ def test_row_softmax_stacks_exp_recomputes_the_row_and_allocates_shadows_in_the_
     assert "np.zeros_like" not in fwd                        # no shadow allocated per iteration
 
 
+@pytest.mark.slow
 def test_row_softmax_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -196,6 +197,7 @@ def test_second_order_through_a_stacked_cache():
     assert np.abs(hv).max() > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, make", [(row_softmax_loss, _softmax_args), (reused_buffers, _buffer_args)])
 def test_numba_compiles_stacked_caches_and_matches_python(f, make):
     args = make(np.random.default_rng(8))
@@ -353,6 +355,7 @@ def rebound_by_a_product(x, W):
     return acc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, make", [
     (shrinking_window, lambda r: [r.random(7)]),
     (appended_each_time, lambda r: [r.random(4)]),
@@ -379,6 +382,7 @@ def test_arrays_whose_shape_changes_around_a_loop_are_cached_in_lists(f, make):
     assert np.abs(g).max() > 0.1
 
 
+@pytest.mark.slow
 def test_a_shadow_the_adjoint_sweep_makes_is_not_allocated_in_the_loop():
     """`np.sum(np.sin(h))`'s adjoint is a number the adjoint sweep writes itself, never the
     forward sweep's zeros: the forward sweep allocated `dsin = np.zeros_like(sin)` in every

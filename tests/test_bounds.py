@@ -79,6 +79,7 @@ def triangle(L, v):
     return s
 
 
+@pytest.mark.slow
 def test_computed_indices_skip_wraparound_under_numba():
     from test_numba import numba_sources
 

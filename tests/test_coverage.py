@@ -94,6 +94,7 @@ def _public_callables():
     return out
 
 
+@pytest.mark.slow
 def test_functions_without_rules_are_refused_at_the_users_line():
     calls = _public_callables()
     assert len(calls) > 100

@@ -653,6 +653,7 @@ def _copy(a):
     return a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,make,const", CASES, ids=[c[0].__name__ for c in CASES])
 def test_against_finite_differences(f, make, const):
     args = [m() for m in make]

@@ -150,6 +150,7 @@ def _code(f, args, const):
     return zymo.generated_code(Reverse, f, Active, *ann)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,make,const", PROVED + KEPT, ids=lambda c: getattr(c, "__name__", ""))
 def test_gradients(f, make, const):
     args = make()

@@ -218,6 +218,7 @@ def test_a_callee_that_always_raises(policy):
         grad(checks_through_a_callee, -x)
 
 
+@pytest.mark.slow
 def test_asserts_are_not_evaluated_under_python_O(tmp_path):
     import subprocess
     import sys
@@ -258,6 +259,7 @@ def try_catching_its_own_raise(x):
     return np.sum(y * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_a_try_that_catches_only_its_own_raise_compiles(policy):
     numba_or_skip(policy)
@@ -562,6 +564,7 @@ def raises_in_errstate(x):
     return np.sum(y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_errstate_and_catch_warnings(policy):
     numba_or_skip(policy)

@@ -286,6 +286,7 @@ def _need(b):
     return b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [AutoJAX(), AutoTorch(), AutoAutograd()], ids=repr)
 def test_peer_backends_agree_with_zymo(backend):
     b = _need(backend)
@@ -360,6 +361,7 @@ def test_missing_backend_says_how_to_install(monkeypatch):
     monkeypatch.setattr(backends.importlib, "import_module", real)
 
 
+@pytest.mark.slow
 def test_scipy_minimize_and_solve_ivp_agree_across_backends():
     import os
     import sys

@@ -30,6 +30,7 @@ def test_references_are_nonzero_and_consistent_with_finite_differences():
         assert r.status == "ok", (s.name, r.message)
 
 
+@pytest.mark.slow
 def test_zymo_passes_every_scenario():
     results = sc.check(AutoZymo(), allow=_zymo_second_order)
     ok = [r for r in results if r.status == "ok"]
@@ -64,6 +65,7 @@ _JAX_SUBSET = ("scalar_to_scalar", "array_to_array_constant", "scalar_to_array_c
                "numpy_buffers_loop", "captured_cache")
 
 
+@pytest.mark.slow
 def test_jax_scenarios_subset():
     b = AutoJAX(jit=False)
     if not b.available():

@@ -24,6 +24,7 @@ def _directions(args, wrt, rng):
             else float(rng.standard_normal()) for i in wrt}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_gradient(name):
     k = KERNELS[name]

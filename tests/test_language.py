@@ -512,6 +512,7 @@ def range_back(x, a, b):
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [range_by_two, range_back], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("bounds", [(5, 1), (1, 5), (2, 2)], ids=str)
 @pytest.mark.parametrize("kind", [np.uint64, np.uint8, int])
@@ -541,6 +542,7 @@ def triangle_back(x, n):
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [np.uint64, np.uint8, np.int32, int])
 def test_loop_indices_are_python_ints_under_unsigned_bounds(kind):
     """`range(n)` gives the primal Python ints whatever `n` is; the adjoint sweep's index
@@ -568,6 +570,7 @@ def loop_count_of_a_bool(x, flag):
     return s + np.sum(y)
 
 
+@pytest.mark.slow
 def test_for_range_of_a_bool():
     """`range(True)`: one iteration; its cache is sized by a trip count that is an int, not
     the bool (`np.empty(True)` raises)."""

@@ -263,6 +263,7 @@ def test_append_arrays_is_a_list_of_references():
     assert "references to the appended arrays" in rep
 
 
+@pytest.mark.slow
 def test_append_arrays_numba(numba_always):
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(4), rng.standard_normal(3)]
@@ -589,6 +590,7 @@ def numba_always(tmp_path, monkeypatch):
     set_numba(None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists,
                                conditional_append, recurrence])
 def test_numba(f, numba_always):
@@ -730,6 +732,7 @@ def _program_source(ops: list) -> str:
     return "import numpy as np\n\n" + "\n".join(body) + "\n"
 
 
+@pytest.mark.slow
 def test_generated_programs(tmp_path):
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies

@@ -559,6 +559,7 @@ def test_hessian_through_const_buffers():
 # -- Numba against Python (few cases: each compile costs seconds) --------------------------
 
 
+@pytest.mark.slow
 def test_numba_views_and_broadcast():
     pytest.importorskip("numba")
     r = np.random.default_rng(10)
@@ -686,6 +687,7 @@ _SPLITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(_SPLITS))
 def test_random_programs_reverse_equals_forward(programs, how):
     """<J t, c> == <t, J^T c> for every program, reverse mode under test, forward mode as the

@@ -45,6 +45,7 @@ def _reaction_gradient(ann, numba=False):
     return dr, bufs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
 def test_buffers_the_caller_does_not_need_are_not_written(numba):
     """With the output and both product buffers `DuplicatedNoNeed`, the forward sweep keeps only

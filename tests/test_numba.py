@@ -122,6 +122,7 @@ def _array_args(rng):
     return [A, B, np.zeros((3, 5)), v, np.zeros(5), np.zeros((3, 5, 2))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, make_args, wrt", [(scalar_mix, _scalar_args, (0, 1)),
                                                (array_mix, _array_args, (0, 1, 3))])
 def test_numba_gradients_match_python_and_finite_differences(f, make_args, wrt):
@@ -253,6 +254,7 @@ def scaled_into_0d(x, b):
     return np.sum(b * x)
 
 
+@pytest.mark.slow
 def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     """Its adjoint is summed as `np.sum(db[...])`; Numba types `db[...]` of a 0-d array as a
     number and cannot lower it (a NotImplementedError escaped), so reads of `x[...]` are of `x`
@@ -314,6 +316,7 @@ def test_primal_numba_cannot_compile_raises_or_falls_back():
     np.testing.assert_allclose(dB, np.matmul(A.transpose(0, 2, 1), C2))
 
 
+@pytest.mark.slow
 def test_backend_gap_raises_or_falls_back():
     rng = np.random.default_rng(4)
     a0 = rng.standard_normal((3, 3))
@@ -361,6 +364,7 @@ def _split_grad(f, values, numba_choice, width=0, again=False):
     return y, [np.array(a.dvals) if width else a.dval for a in args]
 
 
+@pytest.mark.slow
 def test_split_mode_list_caches_compile_under_numba():
     """Split mode's list caches (a new array per iteration, their shadows kept by identity)
     are Numba typed lists that the tape carries to the reverse function: their arrays differ
@@ -392,6 +396,7 @@ def cumsum_sq(x):
     return np.sum(np.cumsum(x) ** 2)
 
 
+@pytest.mark.slow
 def test_a_refusal_of_zymos_shims_is_named_in_the_error():
     """Numba's message buries the shim's reason under the overloads it tried; the error leads
     with it. The primal compiles (Numba's cumsum flattens a 2-d array); zymo's Numba backend
@@ -587,6 +592,7 @@ print("ok" if ok else "WRONG")
 """
 
 
+@pytest.mark.slow
 def test_programs_cached_by_different_processes_load_together(tmp_path):
     """Numba names an array expression's kernel by an object address and a per-process counter:
     two processes compiling two programs could give their kernels one name, and a third process
@@ -610,6 +616,7 @@ def test_programs_cached_by_different_processes_load_together(tmp_path):
     assert child("rows", "store") == "ok"  # both loaded from the cache by a third
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the compile lock uses fcntl.flock")
 def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     """Numba's cache index is not safe for two processes compiling one module at once (both
@@ -647,6 +654,7 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     np.testing.assert_allclose(got["grad"], 3 * np.array([1.0, 2.0, 3.0]) ** 2)
 
 
+@pytest.mark.slow
 def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
     src, cache = tmp_path / "src", tmp_path / "cache"
     src.mkdir()
@@ -745,6 +753,7 @@ def issue7_ufuncs(x, y):
     return np.sum(np.clip(z, -1.0, 2.0) ** 2) + np.sum(np.cumsum(x)) + np.prod(y)
 
 
+@pytest.mark.slow
 def test_numba_compiles_issue7_rules():
     """Representative new rules (binary ufuncs, in-place hypot, clip, cumsum, prod) under numba=True."""
     rng = np.random.default_rng(0)
@@ -761,6 +770,7 @@ UNBROADCAST_CASES = [((6, 5), (5,)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3,
                      ((3, 4), (3, 4)), ((3,), (1, 3)), ((2, 3), (1, 1, 3))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gs,xs", UNBROADCAST_CASES)
 def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
     """`_rt.unbroadcast` under Numba (an odometer over `g`, `numba_rt._unbroadcast_to`) sums
@@ -780,6 +790,7 @@ def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
     """The outer-product and matrix-vector adjoints are loops under Numba (`numba_rt._outer`,
     `_matvec`): same values and dtypes as the Python runtime, strided and complex operands
@@ -817,6 +828,7 @@ def test_numba_unbroadcast_refuses_shapes_that_do_not_broadcast():
     assert f(np.array(2.5), np.array(1.0)) == 2.5  # 0-d
 
 
+@pytest.mark.slow
 def test_product_adjoints_accumulate_in_place_under_numba():
     """`d += _rt.dot_vjp_a(g, a, b)` is compiled as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: one
     BLAS call with beta = 1 for C-ordered `d` and C/F operands, a loop for outer products, the
@@ -859,6 +871,7 @@ def _add_reversed_in_place(x):
     return np.sum(x * x * np.arange(1.0, x.shape[0] + 1.0))
 
 
+@pytest.mark.slow
 def test_in_place_ufunc_over_an_overlapping_view_matches_numpy_under_numba():
     """Numba's ufuncs with `out` read an overlapping input while writing; zymo's shim copies
     such an input first (`numba_np._unaliased`), so primal and derivative are NumPy's."""
@@ -878,6 +891,7 @@ def _clip_broadcast(a, lo, B):
     return np.sum(np.where(B > 0.5, u * B, B))
 
 
+@pytest.mark.slow
 def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     """Numba's own `np.clip` keeps `a`'s shape when the bounds broadcast it; zymo's shim
     computes NumPy's `minimum(maximum(a, lo), hi)`."""
@@ -897,6 +911,7 @@ def _masked(x, y, c):
     return np.sum(v * np.abs(y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_masked_adjoints_compile_into_the_elementwise_intrinsics(mode):
     """The derivatives of `maximum`, `fmin`, `clip` and `where` multiply by masks
@@ -983,6 +998,7 @@ def _halve_sum(x):
     return acc
 
 
+@pytest.mark.slow
 def test_a_compiled_derivative_has_the_dtypes_of_numba_not_numpy():
     """Where Numba's typing differs from NumPy's (a float32 array times a Python float), the
     compiled derivative follows Numba, like the `@njit` primal it differentiates; the Python
@@ -1019,6 +1035,7 @@ def _axis_sums(x):
     return np.sum(x, axis=0) * np.sum(x * x) + sum(x) * 0.5  # sums over the one axis of a 1-d x
 
 
+@pytest.mark.slow
 def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
     """Its adjoint is one number, added into the operand's adjoint; the shim took it for an
     array when the axis was given (`np.sum(x, axis=0)`, the builtin `sum(x)`)."""
@@ -1101,6 +1118,7 @@ def _max_rows(x):
     return np.sum(np.max(x, axis=0))
 
 
+@pytest.mark.slow
 def test_out_of_bounds_reads_of_the_shims_are_errors_or_broadcasts():
     """Numba checks no bounds, so the shims must: `np.add.at` with one value for every index
     (`v` of shape (1,)) read `v[1:]` past its end (wrong numbers), an index out of range wrote
@@ -1126,6 +1144,7 @@ def _prod_loss(x):
     return np.prod(x) * 2.0 + np.prod(x * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
 def test_prod_of_an_empty_array_has_an_empty_derivative(numba_choice):
     """`prod_others` (the products of the other elements) reshaped an empty array with -1:
@@ -1281,6 +1300,7 @@ def test_second_order_through_ieee_divisions():
         / 2e-5, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", SINGULAR, ids=lambda a: getattr(a, "__name__", str(a)))
 def test_a_compiled_derivative_divides_by_zero_as_the_python_backend(f, x):
     """Numba divides numbers as Python does (`ZeroDivisionError`); the Python backend divides
@@ -1350,6 +1370,7 @@ def _fd_hessian(f, x, eps=1e-5):
     return np.array(cols).T
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", [(norm_cubed, np.array([0.3, -1.2, 2.0])),
                                   (frobenius_cubed, np.array([[0.3, -1.2], [2.0, 0.5]]))],
                          ids=["norm", "frobenius"])
@@ -1376,6 +1397,7 @@ def reshaped(x):
     return np.sum(np.sin(a) * a.T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", [(tangent_chain, np.array([0.3, -1.2, 2.0])), (reshaped, np.array([0.7, -0.4]))],
                          ids=["elementwise", "reshape"])
 def test_second_order_of_array_programs_compiles_into_the_elementwise_intrinsics(f, x):
@@ -1402,6 +1424,7 @@ def widening_sum(x):
     return np.sum(acc)
 
 
+@pytest.mark.slow
 def test_a_loop_carry_that_widens_compiles_under_numba():
     """A float32 carry that a loop widens to float64 is a converted copy (`_rt.as_dtype`),
     which had no Numba version: numba=True was refused. Reverse and forward mode under Numba
@@ -1418,6 +1441,7 @@ def test_a_loop_carry_that_widens_compiles_under_numba():
     assert_substantial(g)
 
 
+@pytest.mark.slow
 def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     """`cholesky_vjp_dl`, what second order of `np.linalg.cholesky` calls, against its NumPy
     version (which the rule tests check against finite differences) and against central
@@ -1439,6 +1463,7 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     assert_substantial(got)
 
 
+@pytest.mark.slow
 def test_second_order_of_a_norm_at_zero_is_zero_under_numba():
     """At x = 0 the norm's gradient is 0 by convention, and so is its tangent (as in Python)."""
     x = np.zeros(3)
@@ -1455,6 +1480,7 @@ def norm_inf(x):
     return np.linalg.norm(x, np.inf) * 2.0 + np.linalg.norm(x, -np.inf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [norm_p3, norm_inf])
 def test_a_norm_order_known_only_at_run_time_compiles_under_numba(f):
     """Numba has no float literals, so `ord=3.0` or `np.inf` reaches the gradient helper as a

@@ -197,6 +197,7 @@ def _cases():
 CASES = list(_cases())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, make", CASES, ids=[c[0] for c in CASES])
 def test_acc_ew_is_numpys_in_place_add(name, make):
     d, expr, xs = make()
@@ -295,6 +296,7 @@ def small_array_loop(means, Q, x, xc, y):
     return s
 
 
+@pytest.mark.slow
 def test_small_array_adjoints_in_loops_match_python_and_finite_differences():
     rng = np.random.default_rng(11)
     means, Q, x = rng.standard_normal((3, 4)), rng.standard_normal((3, 4, 4)), rng.standard_normal((5, 4))
@@ -344,6 +346,7 @@ def _aliased(u, v, w, s):
     return t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["disjoint", "overlapping", "identical"])
 def test_in_place_accumulations_with_aliased_arguments_match_python(case):
     """Shadows that overlap as their primals do (`u`, `v` views of one buffer): the in-place

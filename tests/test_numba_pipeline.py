@@ -147,6 +147,7 @@ def grown_each_time(x):
     return appended_each_time(x)
 
 
+@pytest.mark.slow
 def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
     """A derivative the first pipeline refuses compiles with Numba's default pipeline and
     computes the same. The refusal is forced (`_SameTypes` widening every assignment): zymo's

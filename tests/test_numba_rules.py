@@ -88,6 +88,7 @@ def check_family(f, mode):
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 @pytest.mark.parametrize("f", [shapes, reductions], ids=lambda f: f.__name__)
 def test_family_compiles_and_agrees(f, mode):

@@ -46,6 +46,7 @@ def pow_exp0_number(x, k):
 Y = np.array([0.5, 1.0, 2.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("mode", [Reverse, Forward])
 def test_zero_base_has_zero_derivative_in_the_exponent(mode, numba):
@@ -63,6 +64,7 @@ def test_zero_base_agrees_with_autograd():
     np.testing.assert_allclose(g, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("mode", [Reverse, Forward])
 def test_zero_exponent_at_zero_base(mode, numba):

@@ -234,6 +234,7 @@ def _math_sin(x, y):
     return math.sin(x) * y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad, caught_by", [
     (sin_bad_vjp, {"reverse"}),
     (sin_bad_jvp, {"forward"}),

@@ -617,6 +617,7 @@ def _jax_family(jnp, jsp):
     return f
 
 
+@pytest.mark.slow
 def test_gradient_matches_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)

@@ -634,6 +634,7 @@ def numba_einsum_views(x):
     return out + np.sum(v ** 3) + np.sum(d * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 def test_numba_compiles_einsum_views(mode, tmp_path, monkeypatch):
     """np.einsum of one operand keeping every label is a strided view under Numba too."""

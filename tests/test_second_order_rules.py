@@ -137,6 +137,7 @@ def test_hessian_matches_fd_of_gradient(f):
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", FUNCS, ids=lambda f: f.__name__)
 def test_hessian_and_hvp_match_jax(f, jax_hessians):
     ref = jax_hessians[f]

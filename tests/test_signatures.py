@@ -94,6 +94,7 @@ def test_varargs_of_the_differentiated_function():
         np.testing.assert_allclose(mine, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_keyword_only_and_positional_only_parameters(numba):
     for mode in (Reverse, Forward):
