@@ -138,7 +138,7 @@ class NumbaRefusal(Exception):
         return self.args[0]
 
 
-def numba_first_call(k, size, timeout):
+def numba_first_call(k, size, timeout, backend="numba", fresh=True):
     """Seconds of the first call of zymo's Numba gradient in a new process (Numba loaded and set up
     first, zymo's disk cache empty: the whole pipeline and Numba's compile), or a string saying why
     there is none (the error's first line; a compile that did not finish within `timeout` seconds).
@@ -147,11 +147,13 @@ def numba_first_call(k, size, timeout):
     import json
     import subprocess
 
-    zymo.api.cache_clear()
-    os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")
-    for mod in [m for m in sys.modules if m.startswith("zymo_generated_")]:
-        del sys.modules[mod]
-    cmd = [sys.executable, str(HERE / "run_kernels.py"), "--numba-child", k.name, "--child-size", repr(size)]
+    if fresh:  # else the disk cache is the one the last call filled (programs already built here keep working)
+        zymo.api.cache_clear()
+        os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")
+        for mod in [m for m in sys.modules if m.startswith("zymo_generated_")]:
+            del sys.modules[mod]
+    cmd = [sys.executable, str(HERE / "run_kernels.py"), "--numba-child", k.name, "--child-size", repr(size),
+           "--child-backend", backend]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
     except subprocess.TimeoutExpired:
@@ -164,8 +166,9 @@ def numba_first_call(k, size, timeout):
     return res.get("first", res.get("error"))
 
 
-def numba_child(name, size):
-    """In the new process of `numba_first_call`: print {"first": seconds} or {"error": first line}."""
+def numba_child(name, size, backend="numba"):
+    """In the new process of `numba_first_call`: print {"first": seconds} or {"error": first line}.
+    `backend`: "numba" (the whole program compiled, `numba=True`) or "kernels" (`numba="kernels"`)."""
     import ast
     import json
 
@@ -173,7 +176,7 @@ def numba_child(name, size):
 
     numba.njit(lambda a: a + 1)(1)  # Numba's one-time set-up, as in any process that uses Numba
     k = KERNELS[name]
-    call = zymo_call(k, Inputs(k, ast.literal_eval(size)), numba=True)
+    call = zymo_call(k, Inputs(k, ast.literal_eval(size)), numba=True if backend == "numba" else "kernels")
     t = time.perf_counter()
     try:
         call()
@@ -255,6 +258,22 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
         row.pop("nb_first", None)
         row["numba_refusal"] = str(e) if isinstance(e, NumbaRefusal) else first_line(e)
         log(f"  zymo (Numba): {row['numba_refusal']}")
+    try:  # the loops compiled, the rest Python (`numba="kernels"`)
+        # the kernels' module is not the whole program's: the child compiles it with the cache as it is
+        row["kn_first"] = numba_first_call(k, size, numba_timeout, backend="kernels", fresh=False)
+        if isinstance(row["kn_first"], str):
+            raise NumbaRefusal(row.pop("kn_first"))
+        calls["kn"] = zymo_call(k, Inputs(k, size), numba="kernels")  # from the disk cache
+        got = calls["kn"]()
+        row["kn_small"] = rel_diff(zymo_call(k, Inputs(k, small), numba="kernels")(), ref_small)
+        row["kn_diff"] = rel_diff(got, ref)
+        for key, where in (("kn_small", ""), ("kn_diff", " at the timed size")):
+            if not row[key] <= AGREE_TOL:
+                row["status"] = f"MISMATCH{where}: zymo (kernels) vs zymo (Python) {row[key]:.1e}"
+                return None
+    except NumbaRefusal as e:
+        row["status"] = f"zymo (kernels) fails: {e}"
+        return None
     if use_jax:
         import kernels_jax
 
@@ -279,12 +298,14 @@ def bench(k, size, use_jax, log, numba_timeout=600.0):
     row = {"name": k.name, "category": k.category, "style": k.style, "size": size, "small": k.small, "dims": k.dims}
     calls = checked_gradients(k, size, row, use_jax, log, numba_timeout)
     if calls is None:
-        for key in ("py_first", "nb_first", "jax_first"):  # nothing of a kernel that failed a check is reported
+        # nothing of a kernel that failed a check is reported
+        for key in ("py_first", "nb_first", "kn_first", "jax_first"):
             row.pop(key, None)
         log(f"  {row['status']}")
         return row
     log(f"  checks: finite differences {row['fd']:.0e}"
         + (f", Numba {row['nb_small']:.0e} (timed size {row['nb_diff']:.0e})" if "nb_small" in row else "")
+        + (f", kernels {row['kn_small']:.0e} (timed size {row['kn_diff']:.0e})" if "kn_small" in row else "")
         + (f", JAX {row['jax_small']:.0e} (timed size {row['jax_diff']:.0e})" if "jax_small" in row else ""))
 
     call = primal_call(k, Inputs(k, size))
@@ -307,6 +328,9 @@ def bench(k, size, use_jax, log, numba_timeout=600.0):
     if "nb" in calls:
         row["nb"] = median_time(calls["nb"])
         log(f"  zymo (Numba) {fmt(row['nb'])}, first call {row['nb_first']:.2f} s")
+    if "kn" in calls:
+        row["kn"] = median_time(calls["kn"])
+        log(f"  zymo (kernels) {fmt(row['kn'])}, first call {row['kn_first']:.2f} s")
     if "jax" in calls:
         row["jax"] = median_time(calls["jax"])
         log(f"  JAX jit(grad) {fmt(row['jax'])}, first call {row['jax_first']:.2f} s")
@@ -345,7 +369,8 @@ def describe(k_dims, size):
 
 
 HEAD = ("| kernel | kind | style | size | NumPy primal | zymo Python grad (× primal) | zymo Python first call "
-        "| zymo Numba grad (× primal) | zymo Numba first call | JAX jit(grad) (× primal) | JAX first call "
+        "| zymo Numba grad (× primal) | zymo Numba first call | zymo kernels grad (× primal) | zymo kernels first call "
+        "| JAX jit(grad) (× primal) | JAX first call "
         "| peak memory: primal, zymo Python | checks |")
 
 
@@ -365,7 +390,8 @@ def table(rows):
         checks = []
         if "fd" in r:
             checks.append(f"FD {r['fd']:.0e}")
-        for key, timed, label in (("nb_small", "nb_diff", "Numba"), ("jax_small", "jax_diff", "JAX")):
+        for key, timed, label in (("nb_small", "nb_diff", "Numba"), ("kn_small", "kn_diff", "kernels"),
+                                  ("jax_small", "jax_diff", "JAX")):
             if key in r:
                 at_size = f" (timed size {r[timed]:.0e})" if timed in r and r["size"] != r["small"] else ""
                 checks.append(f"{label} {r[key]:.0e}{at_size}")
@@ -374,9 +400,44 @@ def table(rows):
         mem = "—" if p is None else f"{mib(r['numpy_mem'])}, {mib(r['py_mem'])}"
         lines.append(f"| {r['name']} | {r['category']} | {r['style']} | {describe(r['dims'], r['size'])} | {fmt(p)} "
                      f"| {ratio('py') if p else '—'} | {secs(r.get('py_first'))} | {nb if p else '—'} "
-                     f"| {secs(r.get('nb_first'))} | {ratio('jax') if p else '—'} | {secs(r.get('jax_first'))} "
+                     f"| {secs(r.get('nb_first'))} | {ratio('kn') if p else '—'} | {secs(r.get('kn_first'))} "
+                     f"| {ratio('jax') if p else '—'} | {secs(r.get('jax_first'))} "
                      f"| {mem} | {check_cell} |")
     return "\n".join(lines)
+
+
+def _geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(rows):
+    """The issue's targets, measured on these rows: gradient time of zymo's fastest backend
+    against JAX's (geometric mean, worst), and first calls against JAX's."""
+    timed = [r for r in rows if r.get("jax") and r.get("numpy")]
+    if not timed:
+        return "No kernel timed against JAX: no summary."
+    out = ["| measure | value |", "|---|---|"]
+    best = {r["name"]: min((r[k], k) for k in ("py", "nb", "kn") if r.get(k)) for r in timed}
+    ratios = {n: t / r["jax"] for r in timed for n, (t, _) in [(r["name"], best[r["name"]])]}
+    worst = max(ratios, key=ratios.get)
+    mean = _geomean(ratios.values())
+    out.append(f"| gradient, zymo's fastest backend / JAX, geometric mean (target ≤ 0.2) | {mean:.2f} |")
+    out.append(f"| gradient, zymo's fastest backend / JAX, worst (target ≤ 1.2) | {ratios[worst]:.2f} ({worst}) |")
+    for key, label in (("py", "Python"), ("nb", "Numba"), ("kn", "kernels")):
+        g = _geomean([r[key] / r["jax"] for r in timed if r.get(key)])
+        if g is not None:
+            out.append(f"| gradient, zymo {label} / JAX, geometric mean | {g:.2f} |")
+    for key, label in (("py_first", "Python"), ("nb_first", "Numba"), ("kn_first", "kernels")):
+        firsts = [r for r in timed if isinstance(r.get(key), float) and r.get("jax_first")]
+        if firsts:
+            g = _geomean([r[key] / r["jax_first"] for r in firsts])
+            slow = [r["name"] for r in firsts if r[key] > 1.0]
+            out.append(f"| first call, zymo {label} / JAX, geometric mean (target ≤ 2) | {g:.2f} "
+                       f"({len(slow)} of {len(firsts)} over 1 s{': ' + ', '.join(slow) if slow else ''}) |")
+    py = _geomean([r["py"] / r["numpy"] for r in timed if r.get("py")])
+    out.append(f"| gradient, zymo Python / NumPy primal, geometric mean (target ≤ 3 on whole-array code) | {py:.2f} |")
+    return "\n".join(out)
 
 
 def machine():
@@ -400,7 +461,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.get("numpy")]
-    keys = [("py", "zymo (Python)"), ("nb", "zymo (Numba)"), ("jax", "JAX jit(grad)")]
+    keys = [("py", "zymo (Python)"), ("nb", "zymo (Numba)"), ("kn", "zymo (kernels)"), ("jax", "JAX jit(grad)")]
     fig, ax = plt.subplots(figsize=(14, 4.8))
     width = 0.8 / len(keys)
     for j, (key, label) in enumerate(keys):
@@ -443,13 +504,17 @@ def write(rows, opts, cmd):
         "timed size. Times: medians after a warm-up call; the inputs a primal overwrites are restored before "
         "each call in every column (the restore is inside the time). First call (at the timed size): "
         "zymo (Python) after `zymo.api.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
-        "(Numba) in a new process, Numba loaded and set up first, with an empty disk cache (zymo's pipeline "
+        "(Numba, the whole program compiled) and zymo (kernels: `numba=\"kernels\"`, the loop nests that do "
+        "scalar work compiled as small Numba kernels, the rest run as NumPy calls) each in a new process, Numba "
+        "loaded and set up first, with an empty disk cache (zymo's pipeline "
         f"and Numba's compile; stopped after {opts.numba_timeout:.0f} s); JAX: trace and XLA compile. "
         "Peak memory: tracemalloc during one call "
         "(NumPy's allocations; Numba's and XLA's are not seen). Linear algebra sizes: `n` (the matrices are "
         "n×n or a few rows/columns more, see `kernels.py`); covariance/correlation: n points of n-2 features.",
         "",
         table(rows),
+        "",
+        summary(rows),
         "",
         f"Refused by zymo: {len(refused)} of {len(rows)}"
         + ("".join(f"\n- `{r['name']}`: {r['status'][len('zymo refuses: '):]}" for r in refused) or "."),
@@ -485,9 +550,10 @@ def main(argv=None):
     ap.add_argument("--json", metavar="PATH", help="also write the rows (every measurement and check) as JSON")
     ap.add_argument("--numba-child", help=argparse.SUPPRESS)
     ap.add_argument("--child-size", help=argparse.SUPPRESS)
+    ap.add_argument("--child-backend", default="numba", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.numba_child:
-        return numba_child(opts.numba_child, opts.child_size)
+        return numba_child(opts.numba_child, opts.child_size, opts.child_backend)
     names = [n for n in KERNELS if not opts.only or n in opts.only.split(",")]
     unknown = set(opts.only.split(",")) - set(KERNELS) - {""}
     if unknown:
@@ -505,6 +571,7 @@ def main(argv=None):
         print(f"{name} ({describe(k.dims, size)})", flush=True)
         rows.append(bench(k, size, use_jax, lambda s: print(s, flush=True), opts.numba_timeout))
     print("\n" + table(rows))
+    print("\n" + summary(rows))
     if opts.json:
         import json
 

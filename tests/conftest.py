@@ -24,6 +24,10 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+import zymo.rules
+
+zymo.rules.load_all()  # the lazily registered rules too (`rules.registry.LAZY`): the rule tests list them all
+
 
 def pytest_configure(config):
     if os.environ.get("ZYMO_CACHE_DIR"):  # the user's choice (or, in an xdist worker, the controller's)

@@ -279,12 +279,12 @@ def _backend(numba: Any, f: Any) -> str:
         return "always"
     if numba is False:
         return "python"
-    if numba == "prefer":
-        return "prefer"
-    raise ZymoUsageError(f"numba= takes True, False, 'prefer' or None, not {numba!r}")
+    if numba in ("prefer", "kernels"):
+        return numba
+    raise ZymoUsageError(f"numba= takes True, False, 'prefer', 'kernels' or None, not {numba!r}")
 
 
-def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None):
+def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None, memory_limit: int | None = None):
     f, fshadow, fconst = data.function_annotation(f)
     if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed, BatchDuplicated, BatchDuplicatedNoNeed):
         raise ZymoUsageError(f"the return activity must be Active, Const, Duplicated or BatchDuplicated, "
@@ -338,7 +338,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width,
             frozenset(no_need), mode.with_primal and not (mode.forward or mode.split),  # Reverse: `_dead_primal_ops`
-            config.strong_zero())
+            config.strong_zero(), None if mode.forward else memory_limit)
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = _COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:
@@ -347,7 +347,7 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
     comp = next((c for c in entries if guards_hold(c.guards, dims)), None)
     if comp is None:
         comp = _compile(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims,
-                        frozenset(no_need))
+                        frozenset(no_need), None if mode.forward else memory_limit)
         entries.append(comp)
     if fconst:
         data.check_const_function(comp, lw.captured, n_args)
@@ -357,12 +357,12 @@ def _prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = No
 @paused_collector()  # the transform allocates a great deal (`codegen.python.paused_collector`)
 def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], ret_activity: Any,
              captured_objs: list, backend: str = "python", width: int = 1, dims: list | None = None,
-             no_need: frozenset = frozenset()) -> Compiled:
+             no_need: frozenset = frozenset(), memory_limit: int | None = None) -> Compiled:
     from .codegen.fuse import fuse
     from .transform.forward import forward
     from .transform.reverse import reverse
 
-    if backend != "python" and ir.attrs.get("python_only"):
+    if backend not in ("python", "kernels") and ir.attrs.get("python_only"):
         backend = _python_only(ir, backend)
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
@@ -377,7 +377,17 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         src, names, active_params, rev = reverse(ir, act, seed_return=ret_activity is Active,
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal,
-                                                 numba=backend != "python")
+                                                 numba=backend not in ("python", "kernels"))
+        if memory_limit is not None:  # checkpoint the loops whose tape may not fit (`transform/checkpoint.py`)
+            from .transform.checkpoint import checkpointed
+
+            got = checkpointed(ir, rev, memory_limit, lambda: analyze(ir, active, classes, seed_return=seeded),
+                               dict(seed_return=ret_activity is Active, width=width, dims=dims, internal=internal,
+                                    no_need=no_need, need_return=mode.with_primal, numba=False),
+                               split=mode.split, backend=backend)
+            if got is not None:
+                src, names, active_params, rev, act = got
+                backend = "python" if backend == "prefer" else backend
         name = names if mode.split else names[0]
         generator, namer = rev, rev.namer
         numbers = namer.numbers()
@@ -388,23 +398,55 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
         print(src)
     if backend == "python":
         fn = _errstate_guard(compile_source(src, name), ir)
+    elif backend == "kernels":
+        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers)
+        fn = _errstate_guard(fn, ir)
     else:
-        from .analysis.bounds import index_names
-        from .codegen.numba_ import SourceFacts, compile_numba
+        from .codegen.numba_ import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-        buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
-        facts = SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
-                            ints=generator.int_names() if generator is not None else frozenset(),
-                            numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
-                            nonneg=index_names(ir, namer.values) | counters)
+        facts = _source_facts(generator, namer, numbers, ir)
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
-    comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend, backend == "python", name,
-                    width, guards=guards)
-    if mode.split and backend != "python":
+    comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
+                    backend in ("python", "kernels"), name, width, guards=guards)
+    if mode.split and backend not in ("python", "kernels"):
         comp.unchecked = {0, 1}
     return comp
+
+
+def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) -> Any:
+    """What the transform knows about the generated program's names (`numba_.SourceFacts`)."""
+    from .analysis.bounds import index_names
+    from .codegen.numba_ import SourceFacts
+
+    buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
+    return SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
+                       ints=generator.int_names() if generator is not None else frozenset(),
+                       numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
+                       nonneg=index_names(ir, namer.values) | counters)
+
+
+def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any, namer: Any,
+                  numbers: frozenset) -> tuple[Any, str]:
+    """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
+    (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
+    definitions, then the program that calls them (run as it is, it computes the same)."""
+    from .codegen.outline import Kernel, outline
+
+    facts = _source_facts(generator, namer, numbers, ir)
+    caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
+    if not out.names:
+        return compile_source(src, name), src
+    from .codegen.numba_ import compile_numba
+
+    what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
+    compiled = compile_numba(out.kernels, out.names, what, facts)
+    python = compile_source(out.kernels, out.names)
+    kernels = {n: Kernel(n, c, p) for n, c, p in zip(out.names, compiled, python)}
+    shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
+    return compile_source(out.src, name, kernels), shown
 
 
 def _python_only(ir: Function, backend: str) -> str:
@@ -511,13 +553,19 @@ def _rebuild_result(ir: Function, flat: tuple) -> Any:
 # -- public entry points ---------------------------------------------------------------
 
 
-def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, numba: Any = None) -> tuple:
+def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, numba: Any = None,
+             memory_limit: int | None = None) -> tuple:
     """Differentiate `f` at the annotated arguments (see the module docstring).
 
     `numba=True` compiles the derivative with Numba (raising if Numba cannot),
     `numba="prefer"` falls back to Python with a warning, `numba=False` runs Python;
     the default follows `zymo.config.set_numba` / `ZYMO_NUMBA` ("auto": Numba for
-    `@njit` functions)."""
+    `@njit` functions). `memory_limit` (bytes; default `zymo.config.set_memory_limit`) bounds
+    what reverse mode stores: loops whose tape would exceed it are checkpointed
+    (`transform/checkpoint.py`)."""
+    limit = _memory_limit(memory_limit)
+    if limit is not None and not mode.forward:
+        return _autodiff_slow(mode, f, ret_activity, args, numba, limit)
     try:
         fast = _LAST.get(f)  # the entry this function used last: one lookup, no key tuple
         if fast is None or fast.key[1] is not mode or fast.key[2] is not ret_activity or fast.key[3] is not numba:
@@ -547,6 +595,29 @@ def autodiff(mode: Mode, f: Callable, ret_activity: Any = Active, *args: Any, nu
         except TypeError:
             pass
     return out
+
+
+def _memory_limit(memory_limit: Any) -> int | None:
+    """The call's memory limit in bytes: its `memory_limit=`, else `config.memory_limit()`."""
+    limit = memory_limit if memory_limit is not None else config.memory_limit()
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+        raise ZymoUsageError(f"memory_limit is a positive number of bytes (or None), not {limit!r}")
+    return None if limit is None else int(limit)
+
+
+def _autodiff_slow(mode: Mode, f: Callable, ret_activity: Any, args: tuple, numba: Any, limit: int) -> tuple:
+    """`autodiff` under a memory limit: the full path, never the replay caches."""
+    if not isinstance(mode, Mode):
+        raise ZymoUsageError(f"the first argument must be a mode (Forward, Reverse, ...), not {mode!r}")
+    if mode.split:
+        raise ZymoUsageError(f"{mode} is for zymo.autodiff_thunk, not autodiff")
+    comp, norm, leaves, all_values = _prepare(mode, f, ret_activity, args, numba, limit)
+    shadows = _shadows(comp, leaves, all_values)
+    flat = [*all_values, *shadows] + ([] if ret_activity is not Active else [1.0] * comp.width)
+    finish = _Finish(mode, ret_activity, comp, norm, leaves)
+    results = _call(comp, None, flat, f, norm)
+    data.write_back(leaves)
+    return finish(results)
 
 
 class _Finish:
@@ -813,7 +884,7 @@ class Tape:
 
 
 def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
-                   numba: Any = None) -> tuple[Callable, Callable]:
+                   numba: Any = None, memory_limit: int | None = None) -> tuple[Callable, Callable]:
     """Split reverse mode: `(forward, reverse)` thunks for calls shaped like `args`.
 
         fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, f, Active, Duplicated(x, dx))
@@ -827,6 +898,9 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
     """
     if not (isinstance(mode, Mode) and mode.split):
         raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
+    limit = _memory_limit(memory_limit)
+    if limit is not None:  # checkpointing is not available in split mode yet: refused if it would be needed
+        _prepare(mode, f, ret_activity, args, numba, limit)
     _prepare(mode, f, ret_activity, args, numba)  # compile now, check the annotations
     last: dict[int, tuple] = {}  # half -> (generation, _Match, what _prepare gave) of its last call
 
@@ -879,7 +953,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
     return forward, reverse
 
 
-def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
+def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None, memory_limit: int | None = None) -> tuple:
     """The gradient of scalar `f` with respect to every argument, shadows allocated for you.
 
     Floats give floats, arrays arrays, tuples tuples; an argument passed as `Const(x)` is not
@@ -899,8 +973,9 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
                                  "(zymo.autodiff takes annotated arguments)")
     if mode.forward:
         return _gradient_forward(f, args, numba)
+    limit = _memory_limit(memory_limit)
     try:
-        typed = _TYPED.get((f, mode, numba))
+        typed = _TYPED.get((f, mode, numba)) if limit is None else None
     except TypeError:  # an unhashable callable
         typed = None
     if typed is not None:
@@ -923,9 +998,10 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None) -> tuple:
         else:
             shadows.append(None)
             annotated.append(Const(a))
-    derivs, *value = autodiff(mode, f, Active, *annotated, numba=numba)
+    derivs, *value = autodiff(mode, f, Active, *annotated, numba=numba, memory_limit=limit)
     grads = tuple(d if s is None else s for d, s in zip(derivs, shadows))
-    _TypedGradient.record(f, mode, numba, args, annotated)
+    if limit is None:
+        _TypedGradient.record(f, mode, numba, args, annotated)
     return (grads, value[0]) if mode.with_primal else grads
 
 

@@ -20,7 +20,7 @@ def show_code() -> bool:
     return os.environ.get("ZYMO_SHOW_CODE", "0") not in ("", "0")
 
 
-_NUMBA_CHOICES = ("auto", "always", "prefer", "never")
+_NUMBA_CHOICES = ("auto", "always", "prefer", "kernels", "never")
 _numba_override: list[str] = []
 
 
@@ -31,8 +31,12 @@ def set_numba(choice: str | None) -> None:
       if that fails, warn and run the derivative as Python. Plain functions run as Python.
     - "always": compile every derivative with Numba; raise if Numba cannot.
     - "prefer": compile every derivative with Numba; warn and fall back to Python if it cannot.
+    - "kernels": compile only what needs compiling: the derivative runs as Python, and each of
+      its loops that does scalar work is a small Numba kernel (`codegen/outline.py`), compiled
+      at its first call (or loaded from the disk cache); a loop Numba cannot compile runs as
+      Python. Whole-array statements run as NumPy calls. First calls cost the loops' compiles only.
     - "never": always Python.
-    The per-call option `numba=` (True = "always", False = "never", "prefer") overrides this.
+    The per-call option `numba=` (True = "always", False = "never", "prefer", "kernels") overrides this.
     """
     if choice is not None and choice not in _NUMBA_CHOICES:
         raise ValueError(f"the Numba policy is one of {_NUMBA_CHOICES}, not {choice!r}")
@@ -79,3 +83,24 @@ def strong_zero() -> bool:
     if _strong_zero_override:
         return _strong_zero_override[0]
     return os.environ.get("ZYMO_STRONG_ZERO", "0") not in ("", "0")
+
+
+_memory_limit: list[int] = []
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """A default `memory_limit` (bytes) for reverse mode in this process (None: no limit).
+
+    Under the limit reverse mode stores what its adjoint sweep needs as without one; a top-level
+    `for` loop whose tape would exceed it is checkpointed (`transform/checkpoint.py`). A call's own
+    `memory_limit=` takes precedence.
+    """
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes <= 0):
+        raise ValueError(f"set_memory_limit takes a positive number of bytes or None, not {nbytes!r}")
+    _memory_limit.clear()
+    if nbytes is not None:
+        _memory_limit.append(int(nbytes))
+
+
+def memory_limit() -> int | None:
+    return _memory_limit[0] if _memory_limit else None

@@ -13,6 +13,8 @@ Contract:
   mode over zymo's own generated reverse-mode program (forward over reverse);
   `hvp_and_gradient` returns `(hvp, gradient)` from the same call;
   `hessian(f, x)` runs batched hvps over basis vectors, `chunk` at a time.
+- `sparse=True` (jacobian, hessian): a `scipy.sparse.csr_matrix` from detected pattern,
+  coloring and compressed passes (`zymo/sparse/`); the dense path is unchanged.
 
 The reverse program differentiated here is the Python source `autodiff(Reverse, ...)`
 runs (`generated_code` shows it), caches, counters and shadow zeroing included. Every
@@ -94,11 +96,22 @@ def _as_output(y: Any, what: str) -> Any:
 
 
 def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
-             numba: Any = None) -> Any:
-    """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`."""
+             numba: Any = None, sparse: bool = False, detect: str = "auto") -> Any:
+    """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`.
+
+    `sparse=True` returns a `scipy.sparse.csr_matrix` of shape `(y.size, x.size)` (C order):
+    the pattern is detected from zymo's IR, colored, and one batched forward lane per column
+    color (or reverse lane per row color, when fewer; `mode` breaks ties) computes it.
+    `detect="global"`: a pattern valid at every x; `"local"`: exact for the branches taken at
+    this x, valid only for inputs taking the same branches; `"auto"` (default): global, else
+    local with a warning. See `zymo/sparse/`."""
     consts = _constants(consts)
     if not isinstance(mode, Mode) or mode.split:
         raise ZymoUsageError("jacobian takes Forward or Reverse")
+    if sparse:
+        from .sparse.drivers import sparse_jacobian
+
+        return sparse_jacobian(mode, f, x, consts, detect, chunk, numba)
     x = _check_x(x, "jacobian")
     if isinstance(x, float):
         return _jacobian_scalar(mode, f, x, consts, numba)
@@ -360,10 +373,20 @@ def hvp(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> Any:
     return hvp_and_gradient(f, x, v, *consts, numba=numba)[0]
 
 
-def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
+def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None,
+            sparse: bool = False, detect: str = "auto") -> Any:
     """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
-    vectors, `chunk` lanes per call."""
+    vectors, `chunk` lanes per call.
+
+    `sparse=True` returns a `scipy.sparse.csr_matrix` of shape `(x.size, x.size)`: the pattern
+    is detected from zymo's IR, star-colored, and one hvp lane per color computes it;
+    `detect` as for `jacobian` (a local pattern is valid only for inputs taking the same
+    branches). See `zymo/sparse/`."""
     consts = _constants(consts)
+    if sparse:
+        from .sparse.drivers import sparse_hessian
+
+        return sparse_hessian(f, x, consts, detect, chunk, numba)
     x = _check_x(x, "hessian")
     if isinstance(x, float):
         return _scalar_second(f, x, consts, numba, 1.0)[0]

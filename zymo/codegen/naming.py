@@ -27,6 +27,7 @@ class Namer:
         self.typed_zero: dict[str, str] = {}  # name -> a zero of its type (scalars, counters)
         self.scalar_derivatives: set[str] = set()  # derivative names (`d`, per lane) of scalars
         self.arrays: set[str] = set()  # names of arrays, and of their shadows or tangents
+        self.ndims: dict[str, int] = {}  # the same names -> the arrays' dimensions
         self.width = 1  # batch width
         self.lane = 0   # the lane derivative names refer to
 
@@ -60,6 +61,7 @@ class Namer:
                 self.scalar_derivatives.add(n)
             if isinstance(v.type, Array) and role.split("#")[0] in ("p", "d"):
                 self.arrays.add(n)
+                self.ndims[n] = v.type.ndim
         return n
 
     def __call__(self, v: Value) -> str:

@@ -11,7 +11,7 @@ Modules: `backends` (backend types and limits), `operators` (the operators),
 Cache), `scenarios` (the test and benchmark suite, usable for your own backend),
 `errors`. See docs/interface.md.
 """
-from .backends import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo, Backend, all_backends
+from .backends import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoSparse, AutoTorch, AutoZymo, Backend, all_backends
 from .contexts import Cache, Constant
 from .errors import BackendLimitation, BackendUnavailable, PreparationMismatch
 from .operators import (
@@ -45,7 +45,7 @@ from .prepare import (
 )
 
 __all__ = [
-    "AutoAutograd", "AutoFiniteDiff", "AutoJAX", "AutoTorch", "AutoZymo", "Backend", "all_backends",
+    "AutoAutograd", "AutoFiniteDiff", "AutoJAX", "AutoSparse", "AutoTorch", "AutoZymo", "Backend", "all_backends",
     "Cache", "Constant", "BackendLimitation", "BackendUnavailable", "PreparationMismatch",
     "derivative", "gradient", "gradient_and_hvp", "hessian", "hvp", "jacobian", "pullback", "pushforward",
     "second_derivative", "value_and_derivative", "value_and_gradient", "value_and_jacobian", "value_and_pullback",

@@ -69,6 +69,11 @@ class Engine:
             return self.value_and_jacobian(x, contexts)
         return self.value_and_pullback(x, 1.0, contexts)
 
+    def gradient(self, x: Any, contexts: tuple, fresh: bool = True) -> Any:
+        """The gradient alone (no value). `fresh=False`: the result may be the engine's own
+        buffer, which the caller copies before the next call."""
+        return self.value_and_gradient(x, contexts)[1]
+
     def jacobian_by_pushforward(self) -> bool:
         mode = getattr(self.backend, "mode", None)
         if mode is not None:

@@ -62,7 +62,10 @@ class ZymoEngine(Engine):
             return Active(float(x)) if tx is None else Duplicated(float(x), float(tx))
         np.copyto(self.xc, x)
         if tx is None:
-            make_zero_(self.dx)
+            if type(self.dx) is np.ndarray:
+                self.dx.fill(0)
+            else:
+                make_zero_(self.dx)
         else:
             np.copyto(self.dx, tx)
         return Duplicated(self.xc, self.dx)
@@ -124,6 +127,14 @@ class ZymoEngine(Engine):
         derivs, val = zymo.autodiff(ReverseWithPrimal, self.fa, Active, self._x(x, None), *self._cs(contexts),
                                     **self.kw)
         return float(val), self._tx(derivs[0])
+
+    def gradient(self, x: Any, contexts: tuple, fresh: bool = True) -> Any:
+        """`Reverse` mode (the value is not computed; what only it needs is left out), the
+        gradient in the engine's shadow."""
+        if self.jacobian_by_pushforward() or self.x_scalar:
+            return super().gradient(x, contexts, fresh)
+        zymo.autodiff(Reverse, self.fa, Active, self._x(x, None), *self._cs(contexts), **self.kw)
+        return self.dx.copy() if fresh else self.dx
 
     def value_and_jacobian(self, x: Any, contexts: tuple, y: Any = None) -> tuple:
         jac = getattr(zymo, "jacobian", None)

@@ -18,6 +18,7 @@ it can do:
 | backend | mutation | second order | notes |
 | --- | --- | --- | --- |
 | `AutoZymo(mode, function_annotation, numba)` | yes | with `zymo.hvp` | captured active memory is shadowed |
+| `AutoSparse(AutoZymo(), detect)` | yes | with `zymo.hvp` | jacobian/hessian: `scipy.sparse` CSR, plan prepared once |
 | `AutoJAX(jit=True, x64=True)` | no | yes | `jit` bakes captured arrays in: pass changing data as `Constant` |
 | `AutoTorch()` | torch tensors, not over values torch saved | yes | f must use torch operations (`AutoTorch().numpy`) |
 | `AutoAutograd()` | no | yes | f must use `autograd.numpy` |
@@ -111,6 +112,55 @@ class AutoZymo(Backend):
         opts = [f"{k}={v!r}" for k, v in (("mode", self.mode), ("function_annotation", self.function_annotation),
                                           ("numba", self.numba), ("chunk", self.chunk)) if v is not None]
         return f"AutoZymo({', '.join(opts)})"
+
+
+@dataclass(frozen=True)
+class AutoSparse(Backend):
+    """Sparse Jacobians and Hessians over a dense backend, as DifferentiationInterface.jl's
+    `AutoSparse`: `jacobian` and `hessian` return `scipy.sparse.csr_matrix` (shapes `(y.size,
+    x.size)` and `(x.size, x.size)`) from detected sparsity, coloring and compressed passes
+    (`zymo.sparse`); the other operators are the dense backend's. Only `AutoZymo` can be
+    wrapped (detection reads zymo's IR). `detect`: "auto" (global, else local with a warning),
+    "global" (valid at every x) or "local" (valid for inputs taking the branches x took);
+    `direction`: None (fewer colors), "forward" or "reverse" for Jacobians. The pattern and
+    colors are computed once per preparation (`prepare_jacobian`, `prepare_hessian`)."""
+
+    dense: Any = None
+    detect: str = "auto"
+    direction: str | None = None
+    supports_mutation = True
+    supports_overwrite = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dense, AutoZymo):
+            raise BackendLimitation(f"AutoSparse wraps AutoZymo() (sparsity is detected from zymo's IR), not "
+                                    f"{self.dense!r}")
+        if self.detect not in ("auto", "global", "local"):
+            raise BackendLimitation(f"AutoSparse(detect=...) takes 'auto', 'global' or 'local', not {self.detect!r}")
+        if self.direction not in (None, "forward", "reverse"):
+            raise BackendLimitation(f"AutoSparse(direction=...) takes None, 'forward' or 'reverse', not "
+                                    f"{self.direction!r}")
+
+    @property
+    def mode(self) -> Any:
+        return self.dense.mode
+
+    @property
+    def function_annotation(self) -> Any:
+        return self.dense.function_annotation
+
+    @property
+    def numba(self) -> Any:
+        return self.dense.numba
+
+    @property
+    def chunk(self) -> Any:
+        return self.dense.chunk
+
+    def engine(self, f: Any, x: Any, contexts: tuple, y: Any = None) -> Any:
+        from ._sparse import SparseEngine
+
+        return SparseEngine(self, f, x, contexts, y)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ from .prepare import Preparation, resolve
 def _store(result: Any, out: Any, what: str) -> Any:
     if out is None:
         return result
+    if hasattr(result, "tocsr"):  # scipy.sparse (AutoSparse)
+        raise ZymoUsageError(f"the {what} is a scipy.sparse matrix; out= takes dense results only (leave out= off)")
     if not isinstance(out, np.ndarray):
         raise ZymoUsageError(f"out= takes an array for the {what}, not {type(out).__name__}")
     if not isinstance(result, np.ndarray):
@@ -88,7 +90,8 @@ def value_and_gradient(f: Any, *args: Any, prep: Preparation | None = None, out:
 
 
 def gradient(f: Any, *args: Any, prep: Preparation | None = None, out: Any = None) -> Any:
-    return value_and_gradient(f, *args, prep=prep, out=out)[1]
+    p, _, x, _, ctx = resolve("gradient", f, args, prep)
+    return _store(p.engine.gradient(x, ctx, fresh=out is None), out, "gradient")
 
 
 def value_and_jacobian(f: Any, *args: Any, prep: Preparation | None = None, out: Any = None) -> tuple:

@@ -114,7 +114,9 @@ def parse(op: str, f: Any, args: tuple) -> tuple:
         raise ZymoUsageError(f"{op} takes f, {'y, ' if y is not None else ''}{need} and contexts")
     backend, x = args[0], args[1]
     operands, contexts = args[2:2 + n_operands], check_contexts(args[2 + n_operands:], op)
-    if is_scalar(x):
+    if type(x) is np.ndarray and x.dtype.kind == "f":  # the everyday case, cheaply
+        pass
+    elif is_scalar(x):
         x = float(x)
     elif not (isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating)):
         raise ZymoUsageError(f"{op}: x must be a float or a float array, not "

@@ -321,7 +321,35 @@ def rule_for_callable(fn: Any) -> str | None:
     if key is None and getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__, type(inspect)):
         # a bound method (np.random.rand is RandomState().rand): a new object on every access
         key = BY_METHOD.get((id(fn.__self__), getattr(fn, "__name__", "")))
+    if key is None and LAZY and _load_lazy(getattr(fn, "__module__", None) or ""):
+        return rule_for_callable(fn)
     return key
+
+
+LAZY: dict[str, str] = {}  # a package of callables -> the module whose import registers their rules
+
+
+def _load_lazy(module: str) -> bool:
+    """Import the rules of callables defined in `module` if they are registered lazily
+    (`LAZY`: the packages slow to import, whose rules import them). True if any were."""
+    import importlib
+
+    for package, rules in list(LAZY.items()):
+        if module == package or module.startswith(package + "."):
+            del LAZY[package]
+            importlib.import_module(rules)
+            return True
+    return False
+
+
+def load_all() -> None:
+    """Register every rule, the lazy ones too (for code that lists the registry)."""
+    import importlib
+
+    while LAZY:
+        package, rules = next(iter(LAZY.items()))
+        del LAZY[package]
+        importlib.import_module(rules)
 
 
 BY_METHOD: dict[tuple[int, str], str] = {}

@@ -110,6 +110,7 @@ class Reverse:
         self._readers: dict[int, int] | None = None
         self._by_name: dict[str, Any] | None = None  # shadow name -> its value (`same_shape`)
         self.at_top = False
+        self.checkpoints: dict[int, Any] = {}  # loop op id -> its `checkpoint.Checkpoint` (memory limit)
         self._index(fn.body, 0)
         for p in fn.params:
             self.def_block[p.id] = fn.body
@@ -229,6 +230,8 @@ class Reverse:
         for v, role in self.cache_at_start:
             self._alloc_cache(fwd, v, role, None)
         self.fwd_block(fn.body, fwd)
+        for ck in self.checkpoints.values():  # the taped forward of a checkpointed loop: in the adjoint sweep
+            ck.splice(rev.lines)
         if self.shape_needed:
             pre = Writer()
             for vid in sorted(self.shape_needed):
@@ -972,6 +975,9 @@ class Reverse:
         k = op.kind
         if op.regions and not primal:  # a loop or branch left out whole (`_droppable_region`)
             return
+        if id(op) in self.checkpoints:  # `transform/checkpoint.py`
+            self.checkpoints[id(op)].forward(self, op, w)
+            return
         if k in ("const", "getitem", "setitem", "prim"):
             if primal:
                 e.primal(op)
@@ -1166,6 +1172,9 @@ class Reverse:
         return out
 
     def rev_op(self, op: Op, w: Writer) -> None:
+        if id(op) in self.checkpoints:  # `transform/checkpoint.py`
+            self.checkpoints[id(op)].adjoint(self, op, w)
+            return
         if op.kind in ("for", "while", "if"):
             getattr(self, "rev_" + op.kind)(op, w)  # regions: lanes inside
             return

@@ -1,0 +1,341 @@
+"""Compile only what needs compiling: loop nests of scalar work outlined into Numba kernels.
+
+Contract: `outline(src, arrays)` takes a generated derivative program as the Python backend
+runs it and returns an `Outlined`: the same program in which every loop that does scalar
+work is replaced by a call of a *kernel*, and the source of a module defining those kernels.
+Everything else (whole-array NumPy statements, BLAS calls, reductions, list bookkeeping) stays
+Python and runs as NumPy calls, so a first call compiles only the loops, never a whole program.
+
+A loop is outlined when
+- it does scalar work: it reads or writes an element of an array (`a[i, j]`, a subscript of a
+  name in `arrays` or of a cache buffer with no slice in its index) - the statements NumPy
+  runs slowly one at a time from Python;
+- it computes with no whole arrays or slices (`_ScalarWork.array_level`: those are NumPy's
+  work, and compiling them costs seconds); a loop that does scalar work and also such array
+  statements stays Python, and its inner loops are candidates in turn (outlined loops are
+  loop nests: an outlined loop is outlined whole);
+- Numba may compile it: no `return`, `yield`, `try`, `with`, `raise`, `del`, `global`,
+  `nonlocal`, nested function, lambda or comprehension in it;
+- every name it may read before writing it (its inputs: upward-exposed uses, found by a
+  definite-assignment walk) is definitely assigned before it, and so is every name it writes
+  that the program may read after it (its outputs), so that the kernel's parameters and results
+  are always bound, whether or not the loop runs.
+
+The kernel `def _kernel_k(inputs): <the loop>; return (outputs,)` takes the inputs by value;
+arrays are shared, so what the loop writes into memory is seen by the program, and rebound
+names come back as results. The program's statement becomes `(outputs,) = _kernel_k(inputs)`.
+Names never assigned in the generated function (`np`, `_rt`, `math`, builtins) are globals of
+both modules, not inputs.
+
+At run time each kernel is a `Kernel`: its first call tries the Numba dispatcher (compiled
+then, or loaded from the disk cache) when all arguments are numbers, NumPy arrays of numbers
+or tuples of them; when an argument is anything else (a list, an object) or Numba cannot
+compile the loop, it runs the loop's Python function instead, for good. Compiled and Python
+kernels compute the same numbers as the two backends do.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_FORBIDDEN = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With, ast.Raise, ast.Delete, ast.Global,
+              ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
+              ast.DictComp, ast.GeneratorExp, ast.ClassDef, ast.Await)
+if hasattr(ast, "TryStar"):
+    _FORBIDDEN += (ast.TryStar,)
+
+
+@dataclass
+class Outlined:
+    """A program with its scalar loops outlined (module contract)."""
+    src: str  # the program, calling the kernels
+    kernels: str  # the source of the module defining them ("" when none)
+    names: list[str] = field(default_factory=list)  # the kernels' names, in order
+
+
+def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str] = frozenset(),
+            prefix: str = "_kernel") -> Outlined:
+    """`src` with its scalar loops replaced by kernel calls (module contract); `ndims`: the
+    names that hold arrays in the generated program, with their dimensions; `numbers`: names
+    that hold only numbers; `caches`: the names of reverse mode's stacked caches."""
+    tree = ast.parse(src)
+    kernels: list[ast.FunctionDef] = []
+    work = _ScalarWork(ndims, numbers, caches)
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            _Outliner(fn, work, kernels, prefix).run()
+    if not kernels:
+        return Outlined(src, "")
+    body = "\n\n".join(ast.unparse(k) for k in kernels) + "\n"
+    return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels])
+
+
+def _stores(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _exposed(stmts: list[ast.stmt], written: set[str]) -> tuple[set[str], set[str]]:
+    """Names the statements may read before writing them (given `written` already definitely
+    written), and the names definitely written after them."""
+    exposed: set[str] = set()
+    written = set(written)
+    for s in stmts:
+        e, written = _exposed_stmt(s, written)
+        exposed |= e
+    return exposed, written
+
+
+def _exposed_stmt(s: ast.stmt, written: set[str]) -> tuple[set[str], set[str]]:
+    if isinstance(s, ast.If):
+        e = _loads(s.test) - written
+        e1, w1 = _exposed(s.body, written)
+        e2, w2 = _exposed(s.orelse, written)
+        return e | e1 | e2, w1 & w2
+    if isinstance(s, (ast.For, ast.While)):
+        if isinstance(s, ast.For):
+            e = _loads(s.iter) - written
+            inner = written | _stores(s.target)
+        else:
+            e = _loads(s.test) - written
+            inner = set(written)
+        e1, _ = _exposed(s.body, inner)
+        e2, _ = _exposed(s.orelse, written)
+        return e | e1 | e2, written  # the loop may run zero times
+    if isinstance(s, (ast.Assign, ast.AnnAssign)):
+        value = s.value
+        e = (_loads(value) if value is not None else set()) - written
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        for t in targets:  # subscripts and attributes of targets read their bases
+            e |= _loads(t) - written
+        return e, written | set().union(*(_stores(t) for t in targets))
+    if isinstance(s, ast.AugAssign):
+        e = (_loads(s.value) | _loads(s.target)) - written
+        if isinstance(s.target, ast.Name):
+            e.add(s.target.id) if s.target.id not in written else None
+        return e, written | _stores(s.target)
+    return _loads(s) - written, written | _stores(s)
+
+
+@dataclass(frozen=True)
+class _ScalarWork:
+    """Whether a loop reads or writes single elements of arrays (module contract)."""
+    ndims: dict[str, int]
+    numbers: frozenset[str]
+    caches: frozenset[str]
+
+    def __call__(self, loop: ast.stmt) -> bool:
+        for n in ast.walk(loop):
+            if isinstance(n, ast.Subscript) and self._element(n):
+                return True
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:  # a number into / out of a cache
+                t, v = n.targets[0], n.value
+                if self._cache(t) and self._number(v) or self._cache(v) and self._number(t):
+                    return True
+        return False
+
+    def array_level(self, loop: ast.stmt) -> bool:
+        """Whether the loop computes with whole arrays or slices somewhere (NumPy's work, which
+        a compiled kernel would cost compile time for): an array name used other than through
+        one of its elements or its `shape`/`ndim`/`size`/`dtype`."""
+        through: set[int] = set()
+        for n in ast.walk(loop):
+            if isinstance(n, ast.Subscript) and self._element(n):
+                through.add(id(n.value))
+            elif isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "size", "dtype"):
+                through.add(id(n.value))
+        return any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(loop))
+
+    def _element(self, s: ast.Subscript) -> bool:
+        if not isinstance(s.value, ast.Name) or s.value.id not in self.ndims:
+            return False
+        parts = s.slice.elts if isinstance(s.slice, ast.Tuple) else [s.slice]
+        return len(parts) == self.ndims[s.value.id] and all(self._number(p) for p in parts)
+
+    def _number(self, e: ast.expr) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, (int, float, bool)) and e.value is not None
+        if isinstance(e, ast.Name):
+            return e.id in self.numbers
+        if isinstance(e, ast.BinOp):
+            return self._number(e.left) and self._number(e.right)
+        if isinstance(e, ast.UnaryOp):
+            return self._number(e.operand)
+        return False
+
+    def _cache(self, e: ast.expr) -> bool:
+        return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in self.caches
+
+
+def _compilable(loop: ast.stmt) -> bool:
+    return not any(isinstance(n, _FORBIDDEN) for n in ast.walk(loop))
+
+
+class _Outliner:
+    """Outlines the scalar loops of one generated function (module contract)."""
+
+    def __init__(self, fn: ast.FunctionDef, work: _ScalarWork, kernels: list[ast.FunctionDef], prefix: str):
+        self.fn = fn
+        self.work = work
+        self.kernels = kernels
+        self.prefix = prefix
+        args = fn.args
+        self.params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        self.local = self.params | _stores(fn)  # the names the function binds (the rest are globals)
+
+    def run(self) -> None:
+        self._block(self.fn.body, set(self.params), [])
+
+    def _block(self, stmts: list[ast.stmt], written: set[str], after: list[list[ast.stmt]]) -> set[str]:
+        """Outline in `stmts` (`written`: names definitely bound before them; `after`: the
+        statement lists that may run after them, innermost first). Returns the names
+        definitely bound after them."""
+        k = 0
+        while k < len(stmts):
+            s = stmts[k]
+            if isinstance(s, ast.If):
+                self._block(s.body, set(written), [stmts[k + 1:]] + after)
+                self._block(s.orelse, set(written), [stmts[k + 1:]] + after)
+            elif self._candidate(s):
+                end = self._run_end(stmts, k)
+                for stop in dict.fromkeys((end, k + 1)):  # the run of loops, else the loop alone
+                    call = self._outlined(stmts[k:stop], written, [stmts[stop:]] + after)
+                    if call is not None:
+                        _, written = _exposed(stmts[k:stop], written)
+                        stmts[k:stop] = [call]
+                        break
+                else:
+                    self._inner(s, written, [stmts[k + 1:]] + after)
+                    _, written = _exposed_stmt(s, written)
+                k += 1
+                continue
+            elif isinstance(s, (ast.For, ast.While)) and self.work(s):
+                self._inner(s, written, [stmts[k + 1:]] + after)
+            _, written = _exposed_stmt(s, written)
+            k += 1
+        return written
+
+    def _inner(self, loop: ast.For | ast.While, written: set[str], rest: list[list[ast.stmt]]) -> None:
+        """Outline inside a loop kept as Python: its inner loops, each run again by the next
+        iteration of this one."""
+        inner = written | (_stores(loop.target) if isinstance(loop, ast.For) else set())
+        self._block(loop.body, inner, [[loop]] + rest)
+
+    def _candidate(self, s: ast.stmt) -> bool:
+        """A loop that may become a kernel (or start one)."""
+        return (isinstance(s, (ast.For, ast.While)) and self.work(s) and not self.work.array_level(s)
+                and _compilable(s))
+
+    def _run_end(self, stmts: list[ast.stmt], k: int) -> int:
+        """The end of the run of statements from the loop `stmts[k]` that one kernel may hold:
+        more such loops, and between them the statements of numbers and caches that join them
+        (`_glue`). One kernel compiles faster than several (Numba's cost per function)."""
+        end = k + 1
+        j = k + 1
+        while j < len(stmts) and (self._candidate(stmts[j]) or self._glue(stmts[j])):
+            j += 1
+            if self._candidate(stmts[j - 1]):
+                end = j
+        return end
+
+    def _glue(self, s: ast.stmt) -> bool:
+        if not isinstance(s, (ast.Assign, ast.AugAssign)) or self.work.array_level(s) or not _compilable(s):
+            return False
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = (f.id if isinstance(f, ast.Name)
+                        else f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                        else "")
+                if name not in _GLUE_CALLS and not name.startswith("math."):
+                    return False
+        return True
+
+    def _outlined(self, run: list[ast.stmt], written: set[str], rest: list[list[ast.stmt]]) -> ast.stmt | None:
+        """The call of a new kernel holding the statements `run`, or None if they cannot be one."""
+        exposed, bound = _exposed(run, set())
+        inputs = sorted(exposed & self.local)
+        if any(n not in written for n in inputs):
+            return None  # an input may be unbound here (the program reads it only on some path)
+        later: set[str] = set()
+        seen: set[str] = set()
+        for stmts in rest:  # what the rest of the function may read before writing it
+            e, w = _exposed(stmts, seen)
+            later |= e
+            seen = w
+        stores = set().union(*(_stores(s) for s in run))
+        outputs = sorted((stores & later) & self.local)
+        if any(n not in written and n not in bound for n in outputs):
+            return None  # bound by a loop only if it runs: keep it Python
+        name = f"{self.prefix}_{len(self.kernels)}"
+        ret = ast.Return(value=ast.Tuple(elts=[ast.Name(n, ast.Load()) for n in outputs], ctx=ast.Load()))
+        kernel = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs],
+                                                               kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                 body=[*run, ret], decorator_list=[], returns=None, type_params=[])
+        self.kernels.append(ast.fix_missing_locations(kernel))
+        call = ast.Call(func=ast.Name(name, ast.Load()), args=[ast.Name(n, ast.Load()) for n in inputs], keywords=[])
+        if outputs:
+            target = ast.Tuple(elts=[ast.Name(n, ast.Store()) for n in outputs], ctx=ast.Store())
+            stmt: ast.stmt = ast.Assign(targets=[target], value=call)
+        else:
+            stmt = ast.Expr(value=call)
+        return ast.copy_location(ast.fix_missing_locations(stmt), run[0])
+
+
+# calls a statement between two outlined loops may make (numbers, sizes, cache buffers)
+_GLUE_CALLS = frozenset({"_rt.span", "_rt.grow", "np.empty", "min", "max", "abs", "int", "float", "bool", "len",
+                         "range", "_rt.fdiv"})
+
+
+_NUMBERS = (int, float, bool, complex)
+
+
+def _compilable_arg(a: Any) -> bool:
+    import numpy as np
+
+    if isinstance(a, np.ndarray):
+        return a.dtype.kind in "biufc"
+    if isinstance(a, tuple):
+        return all(_compilable_arg(x) for x in a)
+    return isinstance(a, _NUMBERS) or isinstance(a, np.generic) and a.dtype.kind in "biufc"
+
+
+class Kernel:
+    """One outlined loop at run time (module contract): the Numba dispatcher while it serves,
+    the loop's Python function once an argument or Numba says it cannot."""
+
+    __slots__ = ("compiled", "python", "fn", "name", "why")
+
+    def __init__(self, name: str, compiled: Callable, python: Callable):
+        self.name = name
+        self.compiled = compiled
+        self.python = python
+        self.fn: Callable | None = None  # decided at the first call
+        self.why = ""  # why it runs as Python, once it does
+
+    def __call__(self, *args: Any) -> Any:
+        fn = self.fn
+        if fn is not None:
+            return fn(*args)
+        if not all(_compilable_arg(a) for a in args):
+            self.why = "an argument is not a number, an array of numbers or a tuple of them"
+            self.fn = self.python
+            return self.python(*args)
+        from numba.core.errors import NumbaError
+
+        from .numba_ import quick_compile
+
+        try:
+            with quick_compile():
+                out = self.compiled(*args)
+        except NumbaError as exc:
+            self.why = f"Numba cannot compile it: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+            self.fn = self.python  # Numba refuses this loop: it runs as Python, as it would anyway
+            return self.python(*args)
+        self.fn = self.compiled
+        return out
