@@ -146,6 +146,7 @@ def checks_a_result(x):
     return s * s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_raise_and_assert_have_no_derivative(policy):
     numba_or_skip(policy)
@@ -208,6 +209,7 @@ def checks_through_a_callee(x):
     return np.sum(x * x * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_a_callee_that_always_raises(policy):
     numba_or_skip(policy)
@@ -695,6 +697,7 @@ def else_after_return(x):
         return -x[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 @pytest.mark.parametrize("limit", [1.5, 100.0])
 def test_loop_else_runs_when_no_break(policy, limit):

@@ -38,6 +38,7 @@ def test_zymo_passes_every_scenario():
     assert {r.scenario for r in ok} >= {s.name for s in sc.default_scenarios()}
 
 
+@pytest.mark.slow
 def test_zymo_forward_and_reverse_modes_pass():
     subset = [s for s in sc.default_scenarios() if s.name in ("array_to_array", "inplace_array", "overwrites_input",
                                                                  "array_to_scalar_cache_closure")]

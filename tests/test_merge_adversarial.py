@@ -529,6 +529,7 @@ def test_split_mode(f, make):
             np.testing.assert_allclose(sh[i], g[i], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hessian_and_hvp():
     r = np.random.default_rng(8)
     x = r.standard_normal(6)
@@ -574,6 +575,7 @@ def test_numba_views_and_broadcast():
             np.testing.assert_allclose(n, p, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_numba_aliased_views():
     pytest.importorskip("numba")
     r = np.random.default_rng(11)

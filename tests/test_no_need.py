@@ -273,6 +273,7 @@ def _loops(src: str) -> int:
     return sum(line.lstrip().startswith("for ") for line in src.splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba, penalized, left_out", [
     (True, penalized, 2), (True, penalized_root, 0), (False, penalized, 0)], ids=["numba", "numba-root", "python"])
 def test_reverse_leaves_out_a_loop_nest_that_only_computes_the_value(numba, penalized, left_out):

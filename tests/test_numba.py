@@ -192,6 +192,7 @@ def _split_run(numba_choice, x0, tape=None, seed=1.0):
     return y, x, dx, tape
 
 
+@pytest.mark.slow
 def test_split_mode_with_a_float_cache_and_tape_reuse_matches_python():
     x0 = np.array([0.5, -1.5, 2.0, 3.0])
     y, x, dx, tape = _split_run(True, x0)
@@ -413,6 +414,7 @@ def test_a_refusal_of_zymos_shims_is_named_in_the_error():
     assert_substantial(dx)
 
 
+@pytest.mark.slow
 def test_split_mode_tape_compiles_under_numba():
     """The loop's copies of `h` travel in a stacked tape, and no sum over broadcast dimensions
     needs the primal `sin(h * x)`, so the split program compiles (it once kept a list)."""
@@ -948,6 +950,7 @@ def _ufuncs_with_out(x, mask):
     return np.sum(np.where(mask, z * z, -z)) + np.sum(x)
 
 
+@pytest.mark.slow
 def test_ufuncs_called_with_out_compile_under_numba():
     """Numba types `np.degrees(z, out=z)` but cannot lower the `out` keyword (a bare
     NotImplementedError); every ufunc with a rule that Numba compiles goes through a shim that
@@ -1021,6 +1024,7 @@ def _vector_product(a, b):
     return (a @ b) * np.sum(a)
 
 
+@pytest.mark.slow
 def test_a_product_of_two_vectors_compiles_under_numba():
     """`a @ b` of 1-d arrays has a scalar adjoint: the shims' dtype of the product adjoint once
     read `.dtype` of it (an AttributeError out of Numba's typing)."""
@@ -1052,6 +1056,7 @@ def _mask_2d(a):
     return np.sum(b * b)
 
 
+@pytest.mark.slow
 def test_a_numba_failure_without_a_message_is_named():
     """Numba sometimes fails with an exception that has no text (here compiling the user's own
     2-d boolean mask); the error says so instead of a bare exception name, and 'prefer' falls
@@ -1095,6 +1100,7 @@ def _cumprod_sum(x):
     return np.sum(np.cumprod(x) * 2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
 def test_cumprod_of_an_empty_array_has_an_empty_derivative(numba_choice):
     """The scan adjoints read `x[0]` / `g[n - 1]`: an IndexError as Python, and under Numba
@@ -1234,6 +1240,7 @@ def math_power_of_shifted(t):
     return math.pow(t - 2.0, 0.5) + 0.5 * t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [False, True], ids=["python", "numba"])
 def test_derivatives_of_python_floats_divide_as_ieee(backend):
     """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`, and raise to powers
@@ -1507,6 +1514,7 @@ def numbers_then_loops(x, m):
     return s
 
 
+@pytest.mark.slow
 def test_statements_of_numbers_are_left_to_numba_in_both_modes():
     """Outside loops, `t = a - 1` of numbers was an elementwise intrinsic (`_rt.ew_new`) when
     its operands were not float adjoints: the intrinsic's fallback ran it as written, at the

@@ -219,6 +219,7 @@ def test_acc_ew_raises_numpys_error_for_shapes_that_do_not_broadcast():
         d += 2.0 * np.ones((2, 4))
 
 
+@pytest.mark.slow
 def test_acc_ew_of_a_float_accumulator_returns_the_sum():
     assert _acc2(1.5, 2.0, 3.0) == 7.5
     assert _acc2(1.5, 2, 3) == 7.5  # integers promote as in Python
@@ -238,6 +239,7 @@ def _mv_b(acc, g, a, b):
     return numba_rt.acc_dot_vjp_b(acc, g, a, b)
 
 
+@pytest.mark.slow
 def test_matrix_vector_adjoints_accumulate_in_place_and_survive_overlap():
     rng = np.random.default_rng(3)
     A = rng.standard_normal((4, 3))
@@ -330,6 +332,7 @@ def _through_a_list(dA, g, n):
         d = numba_rt.acc_ew(d, "x0 * x1", (2.0, g))
 
 
+@pytest.mark.slow
 def test_accumulating_into_an_array_taken_from_a_list_reaches_the_array():
     """Numba 0.68 loses such writes when the function has an inlined overload (`acc_ew` was
     inlined at first; the generated code's list caches do this)."""

@@ -116,6 +116,7 @@ def _reference_sum(values, flat):
     return total
 
 
+@pytest.mark.slow
 def test_a_flat_sum_is_numpys_within_a_block():
     @numba.njit
     def squares(x):

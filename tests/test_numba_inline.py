@@ -92,6 +92,7 @@ def test_acc_unbroadcast_is_the_helpers_sum(dshape, gshape, dtype):
     np.testing.assert_allclose(_sum_to_expr(d.copy(), d, g, h, s), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.slow
 def test_acc_unbroadcast_layouts_in_place_and_overlaps():
     rng = np.random.default_rng(4)
     base = rng.standard_normal((8, 6))

@@ -290,6 +290,7 @@ def _scale(o, x):
     return o.c * np.sum(o.w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_split_mode_and_numba_with_a_float_attribute(numba):
     # ret = w0 c1^2 + w1 c1 with c1 = c0 x: d/dx = 20, d/dc0 = 20, d/dw = [16, 4] at x = 2

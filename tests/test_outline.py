@@ -167,6 +167,7 @@ def _compiled(f, *args):
     return {k.name: k for k in fn.__globals__.values() if isinstance(k, Kernel)}
 
 
+@pytest.mark.slow
 def test_trisolv_against_fd_other_mode_and_python(kernels_backend):
     rng = np.random.default_rng(0)
     L = np.tril(rng.random((5, 5))) + 3 * np.eye(5)

@@ -355,6 +355,7 @@ def test_loop_programs(progdir, prog):
     check_program(src, args, progdir)
 
 
+@pytest.mark.slow
 def test_generator_covers_the_grammar():
     """The grammar's constructs all show up in a handful of drawn programs."""
     seen = set()

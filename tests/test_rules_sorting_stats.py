@@ -533,6 +533,7 @@ def fd_hessian(f, x, h=1e-5):
     return np.stack(cols, axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [h_sort, h_partition_take, h_put, h_nan, h_poly_hist, h_cov, h_corr, h_interp, h_lse],
                          ids=lambda f: f.__name__)
 def test_hessian_matches_fd_of_gradient(f):

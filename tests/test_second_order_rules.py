@@ -128,6 +128,7 @@ def jax_hessians():
     return {f: np.asarray(jax.hessian(g)(jnp.asarray(X))) for f, g in _jax_versions(jnp).items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", FUNCS, ids=lambda f: f.__name__)
 def test_hessian_matches_fd_of_gradient(f):
     H = zymo.hessian(f, X)

@@ -40,6 +40,7 @@ def autograd_ref(a):
 A = np.random.default_rng(4).standard_normal((3, 4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [indexed, unpacked])
 def test_sum_of_a_returned_number(f):
     check(f, [A.copy()])
