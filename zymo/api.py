@@ -442,9 +442,13 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     from .codegen.numba_ import compile_numba
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-    compiled = compile_numba(out.kernels, out.names, what, facts)
+    twins = [t for t, _ in out.parallel.values()]
+    compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins))
     python = compile_source(out.kernels, out.names)
-    kernels = {n: Kernel(n, c, p) for n, c, p in zip(out.names, compiled, python)}
+    by_name = dict(zip(out.names + twins, compiled))
+    kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], out.parallel[n][1])
+                                              if n in out.parallel else ()))
+               for n, p in zip(out.names, python)}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
     return compile_source(out.src, name, kernels), shown
 

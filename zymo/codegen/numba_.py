@@ -761,7 +761,8 @@ def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> 
     return "\n".join(lines)
 
 
-def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = SourceFacts()) -> list[Callable]:
+def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = SourceFacts(),
+                  parallel: frozenset[str] = frozenset()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
     `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
     declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
@@ -775,7 +776,7 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = So
     digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
     body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
         f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True)({n})\n"
-        for n in names)
+        if n not in parallel else f"{n} = numba.njit(cache=True, locals=_INTS, parallel=True)({n})\n" for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)

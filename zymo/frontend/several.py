@@ -21,6 +21,7 @@ NumPy returns lists for the first two; the tuple binding supports what code does
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any, cast
 
 import numpy as np
@@ -57,11 +58,8 @@ def lower_several(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
 
 
 def _is_logsumexp(fn: Any) -> bool:
-    try:
-        from scipy.special import logsumexp
-    except ImportError:  # SciPy is optional
-        return False
-    return fn is logsumexp
+    special = sys.modules.get("scipy.special")  # a function that calls it has imported it: never import here
+    return special is not None and fn is getattr(special, "logsumexp", None)
 
 
 def _logsumexp_sign(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> tuple:

@@ -1,5 +1,7 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import (  # noqa: F401  (importing a module registers its rules; special: scipy.special, np.sinc, np.i0)
+import numpy as _np
+
+from . import (  # noqa: F401  (importing a module registers its rules)
     arith,
     arrays,
     custom,
@@ -11,15 +13,17 @@ from . import (  # noqa: F401  (importing a module registers its rules; special:
     numpy_,
     reductions,
     runtime_rules,
-    scipy_,
     shape,
     sorting,
-    special,
     statistics,
     ufuncs,
 )
-from .registry import LAZY, REGISTRY, Rule, load_all, lookup, rule_for_callable
+from .registry import LAZY, LAZY_IDS, REGISTRY, Rule, load_all, lookup, rule_for_callable
 
-LAZY["scipy.signal"] = "zymo.rules.scipy_signal"  # importing scipy.signal takes about a second
+# SciPy's rules register when a callable without a rule is met and SciPy is in use (importing
+# scipy.signal takes about a second, scipy.linalg and scipy.special about 0.4 s together)
+LAZY["scipy.signal"] = ("zymo.rules.scipy_signal",)
+LAZY["scipy.linalg"] = LAZY["scipy.special"] = ("zymo.rules.scipy_", "zymo.rules.special")
+LAZY_IDS[id(_np.sinc)] = LAZY_IDS[id(_np.i0)] = "zymo.rules.special"  # rules/special.py (np.i0's needs SciPy)
 
 __all__ = ["REGISTRY", "Rule", "load_all", "lookup", "rule_for_callable"]
