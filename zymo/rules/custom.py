@@ -148,12 +148,14 @@ class CustomRule:
     def jvp_term(self, k: int, t: Any, ans: Any, *args: Any) -> Any:
         tangents = [None] * len(args)
         tangents[k] = t
+        assert self.jvp is not None  # generated code calls jvp_term only for a rule with a jvp
         return self.jvp(ans, *args, *tangents)
 
     def vjp_term(self, k: int, g: Any, ans: Any, *args: Any) -> Any:
         if self.vjp is not None:
             out = self.vjp(g, ans, *args)
         else:
+            assert self.augmented is not None and self.reverse is not None  # (defreverse set both)
             _, tape = self.augmented(*args)
             out = self.reverse(tape, g, *args)
         if not isinstance(out, tuple) or len(out) != len(args):
