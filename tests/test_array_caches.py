@@ -386,13 +386,15 @@ def test_arrays_whose_shape_changes_around_a_loop_are_cached_in_lists(f, make):
 def test_a_shadow_the_adjoint_sweep_makes_is_not_allocated_in_the_loop():
     """`np.sum(np.sin(h))`'s adjoint is a number the adjoint sweep writes itself, never the
     forward sweep's zeros: the forward sweep allocated `dsin = np.zeros_like(sin)` in every
-    iteration all the same (`Reverse._made_by_adjoint`). The shadows the adjoint does read
-    (`dconcatenate`, `dt_2`) are still allocated and cached. Both backends against central
-    differences."""
+    iteration all the same (`Reverse._made_by_adjoint`). The carried shadow `dconcatenate` is
+    still allocated and cached; the temporary `t_2`'s shadow, once allocated and cached too, is
+    made where its one contribution is written (`Reverse._resolve_loop_lazy`). Both backends
+    against central differences."""
     x = np.random.default_rng(5).random(4)
     src = zymo.generated_code(Reverse, appended_each_time, Active, Duplicated(x, np.zeros_like(x)))
-    forward = src.split("# adjoint sweep")[0]
-    assert "dsin" not in forward and "= np.zeros_like(concatenate)" in forward and "_cache_dt.append(" in forward
+    forward, adjoint = src.split("# adjoint sweep")
+    assert "dsin" not in forward and "= np.zeros_like(concatenate)" in forward and "_cache_dt" not in forward
+    assert "dt_2 = _rt.as_tangent(" in adjoint
     want = fd_grad(appended_each_time, [x])
     for numba in (False, True):
         (g,) = zymo.gradient(Reverse, appended_each_time, x.copy(), numba=numba)

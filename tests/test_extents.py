@@ -232,3 +232,55 @@ def test_a_replayed_call_checks_the_guards(rng):
     c = np.cos(x * w)  # (3, 3)
     np.testing.assert_allclose(dx, (c * w).sum(axis=1, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(dw, (c * x).sum(axis=0, keepdims=True), rtol=1e-12)
+
+
+def shifted_sum(x, y):
+    """A stencil's views: slices with constant bounds that shorten an axis by the same count."""
+    return np.sum(np.sin(x[1:-1] + x[2:] * x[:-2]) * y[1:-1, 0]) + np.sum(x[1:] * y[:-1, 1])
+
+
+def test_slices_that_shorten_an_axis_alike_have_one_extent(rng):
+    """`x[1:-1]`, `x[2:]`, `x[:-2]` have extent `("d", n, -2)` (`extents._shortened`); `x[1:]`
+    another; a positive stop (`x[:3]`), a step or a run-time bound stays unknown. The
+    adjoints into the stencil's views then need no sums (`y`'s rows are `x`'s length in this
+    call: a guard). Both modes against central differences."""
+    x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
+    ir = _lowered(shifted_sum, (x, y))[0].ir
+    views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
+    ext = Extents(ir, [x.shape, y.shape])
+    assert ext.shape(views[0])[0] == (("d", ("p", 0, 0), -2),)
+    assert ext.same(views[0], views[1]) and ext.same(views[1], views[2]) and not ext.same(views[0], views[4])
+    assert ext.same(views[0], views[3]) and ext.guards == {((0, 0), (1, 0))}  # y[1:-1, 0]: y's rows
+    check(shifted_sum, [x, y])
+    x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
+    src = _adjoint(zymo.generated_code(Reverse, shifted_sum, Active, Duplicated(x, np.zeros_like(x)),
+                                       Duplicated(y, np.zeros_like(y))))
+    assert "_rt.unbroadcast(" not in src
+
+
+def test_other_slices_stay_unknown():
+    def f(x, k):
+        return np.sum(x[:3] * x[1:4]) + np.sum(x[::2] * x[k:]) + np.sum(x[-3:] * x[-3:])
+
+    x = np.ones(7)
+    ir = _lowered(f, (x, 1))[0].ir
+    views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
+    ext = Extents(ir, [x.shape, None])
+    assert all(ext.shape(v)[0][0][0] in ("s", "u") for v in views)
+
+
+def test_matrix_products_have_their_operands_outer_extents():
+    """`X @ w` has `X`'s rows: the adjoint of a sum of an expression of it stays one number
+    (no `as_tangent` of the sum's adjoint over `X @ w`'s shape)."""
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((7, 3)), rng.random(7)
+
+    def nll(w, X, y):
+        z = X @ w
+        return np.sum(np.logaddexp(0.0, z) - y * z) / X.shape[0]
+
+    w = rng.standard_normal(3)
+    src = zymo.generated_code(zymo.Reverse, nll, zymo.Active, zymo.Duplicated(w, np.zeros(3)), zymo.Const(X),
+                              zymo.Const(y))
+    assert "_rt.expand_reduced" not in src
+    check(nll, [w, X, y], const=(1, 2))

@@ -99,6 +99,7 @@ class Reverse:
         self._remat_memo: dict[int, bool] = {}   # value id -> number recomputed, not cached
         self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
         self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
+        self._loop_lazy_memo: dict[int, bool] = {}  # value id -> loop temporary whose shadow may be (`_loop_lazy`)
         self._uniform_memo: dict[int, bool] = {}  # value id -> its adjoint is one number (`_uniform`)
         self._top_memo: dict[int, bool] = {}  # value id -> recomputed at the top level (`_top_remat`)
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
@@ -146,7 +147,7 @@ class Reverse:
         """Name of the shadow of memory value `v` in the adjoint sweep (`how` it is used,
         recorded for the shadows the adjoint sweep creates)."""
         self.needed.add((v.id, "d"))
-        if self._lazy(v):
+        if self._lazy(v) or self._loop_lazy(v):
             self.lazy_refs.setdefault((v.id, self.namer.lane), []).append(how)
         name = self.namer.d(v)
         self.adjoint_names["memory"].add(name)
@@ -180,7 +181,10 @@ class Reverse:
         """`adjoint(v) += expr`; `fresh`: `expr` is an array nothing else writes later, so it
         may become the shadow of a temporary the adjoint sweep creates here."""
         if T.is_memory(v.type):
-            how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
+            if self._loop_lazy(v):  # resolved at the end of its block (`_resolve_loop_lazy`)
+                how: tuple = ("acc", w, len(w.lines), expr, fresh, w.depth)
+            else:
+                how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
             w(f"{self.use_d(v, how)} += {expr}")
         else:
             w(f"{self.adj(v)} += {expr}")
@@ -532,6 +536,22 @@ class Reverse:
             memo = (not self._cached(v) and v.id in self.def_op
                     and self.def_block[v.id] is self.fn.body and self._private_temporary(v))
             self._lazy_memo[v.id] = memo
+        return memo
+
+    def _loop_lazy(self, v: Value) -> bool:
+        """Whether `v` is a temporary of a loop body whose shadow the adjoint sweep may create
+        where its first contribution is written (`_resolve_loop_lazy`): a fresh active array
+        defined in a block inside a loop (`_private_temporary`: nothing in the forward sweep
+        refers to its shadow), every reader of which is an op of that same block, so that
+        every contribution to its adjoint is a statement of that block's reversed body."""
+        memo = self._loop_lazy_memo.get(v.id)
+        if memo is None:
+            block = self.def_block.get(v.id)
+            memo = (v.id in self.def_op and self._cached(v) and isinstance(v.type, T.Array) and v.type.ndim > 0
+                    and self._private_temporary(v)
+                    and all(self.blocks_of_op[id(o)] is block
+                            for o in walk(self.fn.body) if any(a is v for a in o.args)))
+            self._loop_lazy_memo[v.id] = memo
         return memo
 
     def _private_temporary(self, v: Value) -> bool:
@@ -992,9 +1012,7 @@ class Reverse:
                             if rule.maybe_view:
                                 expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {dx}, True)"
                             w(f"{n.d(r)} = {expr}")
-                        elif self._lazy(r) or self._made_by_adjoint(r):
-                            pass  # created by the adjoint sweep
-                        elif self._adjoint_alloc(r):
+                        elif self._lazy(r) or self._made_by_adjoint(r) or self._adjoint_alloc(r):
                             if n.lane == 0 and r.id in self.shape_needed:
                                 for d in range(cast(T.Array, r.type).ndim):
                                     w(f"{self._shape_name(r, d)} = {n(r)}.shape[{d}]")
@@ -1088,6 +1106,8 @@ class Reverse:
         head = Writer()
         if top:
             self._resolve_lazy(head, body)
+        elif self.depth[id(block)] > 0:
+            self._resolve_loop_lazy(block, body)
         if self.depth[id(block)] > 0:
             defined = self._defined_in(block)
             remat = {}
@@ -1123,6 +1143,8 @@ class Reverse:
         shadow starts as zeros at the head of the adjoint sweep."""
         for (vid, lane), refs in self.lazy_refs.items():
             v = self.values[vid]
+            if not self._lazy(v):
+                continue  # a loop temporary's (`_resolve_loop_lazy`)
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
@@ -1158,6 +1180,79 @@ class Reverse:
                             cut = len(line) - len(r[3])
                             r[1].lines[r[2]] = f"{line[:cut]}_rt.unbroadcast({r[3]}, {self.namer(v)})"
             self.namer.lane = 0
+
+    def _resolve_loop_lazy(self, block: Block, body: Writer) -> None:
+        """Create the shadows of `block`'s loop temporaries (`_loop_lazy`) where the reversed
+        iteration first contributes to them: that accumulation becomes the assignment
+        (`_loop_first_assign`), so the shadow is neither zeroed (in the adjoint sweep, from
+        extents the forward sweep recorded) nor allocated by the forward sweep and cached.
+        When that is not possible (in some lane), the shadow stays as it was (zeros where it
+        is used, or allocated and cached by the forward sweep), and a deferred sum over
+        broadcast dimensions (`_defers_unbroadcast`) is written into each contribution."""
+        plans: dict[int, list] = {}
+        for (vid, lane), refs in self.lazy_refs.items():
+            if self.def_block.get(vid) is block and self._loop_lazy(self.values[vid]):
+                plans.setdefault(vid, []).append((lane, refs))
+        for vid, lanes in plans.items():
+            v = self.values[vid]
+            edits = []
+            for lane, refs in lanes:
+                self.namer.lane = lane
+                edits.append(self._loop_first_assign(v, refs, body))
+            if all(e is not None for e in edits):
+                for idx, text in cast(list[tuple[int, str]], edits):
+                    body.lines[idx] = text
+                self.needed.discard((vid, "d"))
+            elif vid in self.deferred:
+                for lane, refs in lanes:
+                    self.namer.lane = lane
+                    for r in refs:
+                        if r[0] == "acc":
+                            line = r[1].lines[r[2]]
+                            cut = len(line) - len(r[3])
+                            r[1].lines[r[2]] = f"{line[:cut]}_rt.unbroadcast({r[3]}, {self.namer.d(v)})"
+            self.namer.lane = 0
+
+    def _loop_first_assign(self, v: Value, refs: list, body: Writer) -> tuple[int, str] | None:
+        """The line (index, text) assigning loop temporary `v`'s shadow its first
+        contribution, or None. That contribution must be an accumulation at the block's own
+        level, and every other reference another one or the defining op's read. The assigned
+        array must be one only the shadow holds when anything adds into it later, and have
+        `v`'s shape (or the deferred use's): a contribution summed back to `v`'s shape reads
+        that shape from the primal `v` (only when the adjoint sweep reads it anyway), any
+        other is copied into an array like the primal's (`_rt.as_shape`/`as_tangent`), or,
+        known to have the shape (deferred, or `whole`), copied unless it is fresh."""
+        first = refs[0]
+        if (first[0] != "acc" or first[1] is not body or first[5] != 0
+                or any(r[0] not in ("def", "acc") or (r[0] == "acc" and r[1] is not body) for r in refs[1:])):
+            return None
+        name, expr, fresh = self.namer.d(v), first[3], first[4]
+        several = any(r[0] == "acc" for r in refs[1:])
+        has_p = (v.id, "p") in self.needed
+        if expr.startswith("_rt.unbroadcast(") and expr.endswith(f", {name})"):
+            if has_p:
+                like = self.namer(v)
+            elif self.shapes.fixed(v):  # the extents the forward sweep records (`_shape_name`)
+                self.shape_needed.add(v.id)
+                like = f"np.empty({self._shape_expr(v)})"
+            else:
+                return None
+            expr, shaped = f"{expr[:-len(name) - 1]}{like})", True
+        else:
+            shaped = v.id in self.deferred or (v.id, expr) in self.whole
+        if shaped:
+            # arithmetic is a new array; another expression (a name, a view, a helper's result)
+            # is adopted only when nothing else holds it (`fresh`) and nothing adds into it later
+            new = _fresh_array_expr(expr)
+            rhs = expr if new or (fresh and not several) else f"np.copy({expr})"
+        elif has_p:
+            helper = "as_shape" if fresh and _fresh_array_expr(expr) else "as_tangent"
+            rhs = f"_rt.{helper}({expr}, {self.namer(v)})"
+        else:
+            return None
+        line = body.lines[first[2]]
+        indent = line[:len(line) - len(line.lstrip())]
+        return first[2], f"{indent}{name} = {rhs}"
 
     def _defined_in(self, block: Block) -> list[Value]:
         out = list(block.args)
@@ -1223,7 +1318,7 @@ class Reverse:
                 g = self.namer.fresh("_g")
                 w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
-                if self.at_top and self._defers_unbroadcast(val, op):
+                if (self.at_top or self._loop_lazy(val)) and self._defers_unbroadcast(val, op):
                     self.deferred.add(val.id)  # a store broadcasts like an elementwise op
                     self.deferred_to[val.id] = op
                     self.accumulate(w, val, g, fresh=True)
@@ -1284,6 +1379,8 @@ class Reverse:
         target = out if out is not None else (op.results[0] if op.results else None)
         if target is None or not act.is_active(target):
             return
+        if out is None and self._adjoint_is_zero(target):
+            return
         vals = self.e.arg_values(rule, op)
         actives = [(p, v) for p, v in vals.items()
                    if p in rule.vjps() and act.is_active(v) and v.type.differentiable]
@@ -1318,6 +1415,15 @@ class Reverse:
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
 
+    def _adjoint_is_zero(self, v: Value) -> bool:
+        """Whether temporary `v`, whose shadow the adjoint sweep creates (`_lazy`, `_loop_lazy`),
+        got no contribution at all (its readers are comparisons, or their results are not
+        active): every reader follows `v`'s definition, so their adjoints are written before
+        its op's adjoint; that adjoint, all zeros, is then left out, with the zeros it read."""
+        if not (isinstance(v.type, T.Array) and (self._lazy(v) or self._loop_lazy(v))) or self._uniform(v):
+            return False
+        return all(r[0] == "def" for r in self.lazy_refs.get((v.id, self.namer.lane), ()))
+
     def _rev_errstate(self, op: Op, w: Writer) -> None:
         """The adjoint of a `with np.errstate(...)` block runs under the same settings: the
         adjoint sweep meets the block's exit first (and sets them, keeping the state it finds
@@ -1335,13 +1441,18 @@ class Reverse:
             return
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
-            if fresh and self.at_top and self._defers_unbroadcast(v, op):
+            # a loop temporary's shadow copies a contribution that is not fresh (`_loop_first_assign`)
+            if ((fresh and self.at_top) or self._loop_lazy(v)) and self._defers_unbroadcast(v, op):
                 self.deferred.add(v.id)
                 self.deferred_to[v.id] = target
             elif isinstance(v.type, T.Array) and self.extents.fits(v, self._adjoint_shape(target)):
                 self.whole.add((v.id, expr))  # the adjoint already has `v`'s shape
             else:
-                shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
+                if self._loop_lazy(v):  # not a reference: the first contribution reads the primal's shape
+                    self.needed.add((v.id, "d"))
+                    shape_of = self.namer.d(v)
+                else:
+                    shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
 
@@ -1410,7 +1521,7 @@ class Reverse:
         which are constant along the dimensions `v` lacks, so summing them away later, where
         the chain reaches an operand that is not such a temporary, gives the same numbers
         (linearity) and the chain's elementwise adjoints fuse into one expression."""
-        if not self._lazy(v):
+        if not (self._lazy(v) or self._loop_lazy(v)):
             return False
         d = self.def_op[v.id]
         if not lookup(d.attrs["key"]).elementwise:
@@ -1838,7 +1949,10 @@ def _fresh_array_expr(expr: str) -> bool:
     if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
             and e.func.value.id == "_rt" and e.func.attr == "unbroadcast" and len(e.args) == 2):
         e = e.args[0]
-    return isinstance(e, (ast.BinOp, ast.UnaryOp))
+    # `np.where(c, a, b)` always returns a new array
+    where = (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+             and e.func.value.id == "np" and e.func.attr == "where" and len(e.args) == 3 and not e.keywords)
+    return where or isinstance(e, (ast.BinOp, ast.UnaryOp))
 
 
 def _shape_only_names(src: str) -> frozenset[str]:
