@@ -10,11 +10,10 @@ import time
 import tracemalloc
 
 import numpy as np
+from workloads import lorenz_rk4  # run from benchmarks/ or with it on sys.path
 
 import zymo
 from zymo import Const, Reverse
-
-from workloads import lorenz_rk4  # noqa: E402  (run from benchmarks/ or with it on sys.path)
 
 
 def rd(u0, D, k, dt, steps):
@@ -48,7 +47,7 @@ def main() -> None:
     u0 = np.random.default_rng(0).standard_normal(a.points)
     args = (u0, 0.1, 0.2, 0.1, Const(a.steps))
     t_ref, m_ref, g_ref = measure(rd, *args)
-    print(f"| workload | memory_limit | time (s) | x store-all | peak extra (MB) | max rel. diff |")
+    print("| workload | memory_limit | time (s) | x store-all | peak extra (MB) | max rel. diff |")
     print("|---|---|---|---|---|---|")
     print(f"| rd {a.points}x{a.steps} | none | {t_ref:.3f} | 1.00 | {m_ref / 2**20:.1f} | 0 |")
     for mb in (32, 16, 8, 4, 1, 0.25):

@@ -22,8 +22,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import zymo  # noqa: E402
 from run_kernels import KERNELS, Inputs, median_time, primal_call, zymo_call  # noqa: E402
+
+import zymo  # noqa: E402
 from zymo.codegen.outline import Kernel  # noqa: E402
 
 

@@ -10,9 +10,9 @@ against the Python program.
 """
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.analysis.extents import Extents, guards_hold
 from zymo.api import _lowered
@@ -112,6 +112,7 @@ def test_an_operand_that_broadcasts_keeps_its_sum(rng, wshape):
     assert np.max(np.abs(got["grad"][1])) > 0.1  # w's adjoint, summed over its broadcast axis
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_a_call_whose_sizes_break_a_guard_gets_its_own_program(rng, numba):
     def f(r, w, buf):
@@ -164,6 +165,7 @@ def test_one_argument_needs_no_guard(rng):
     assert all(not c.guards for c in _entries(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_gm3_pattern_stores_into_a_view_without_sums(rng, numba):
     r = rng.random((6, 6, 2)) + 0.5
@@ -191,6 +193,7 @@ def store_drops_an_axis(a, b, out):
     return np.sum(out * out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_a_store_that_drops_leading_axes_keeps_the_sum(rng, numba):
     a, b, out = rng.standard_normal(3), rng.standard_normal((1, 3)), rng.standard_normal((2, 3))

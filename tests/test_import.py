@@ -8,6 +8,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import pytest
+
 
 def _run(code: str) -> str:
     """Run `code` in a new process, from a file (zymo reads the source of what it differentiates)."""
@@ -19,6 +21,7 @@ def _run(code: str) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 def test_import_leaves_scipy_alone():
     assert _run("""
         import sys
@@ -27,6 +30,7 @@ def test_import_leaves_scipy_alone():
     """).strip() == "False"
 
 
+@pytest.mark.slow
 def test_a_scipy_signal_rule_is_found_when_called():
     got = _run("""
         import numpy as np

@@ -16,14 +16,15 @@ import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from kernels import KERNELS  # noqa: E402
+from kernels import KERNELS
 
 
 def _directions(args, wrt, rng):
-    return {i: rng.standard_normal(np.shape(args[i])) if isinstance(args[i], np.ndarray) else float(rng.standard_normal())
-            for i in wrt}
+    return {i: rng.standard_normal(np.shape(args[i])) if isinstance(args[i], np.ndarray)
+            else float(rng.standard_normal()) for i in wrt}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_gradient(name):
     k = KERNELS[name]

@@ -10,12 +10,11 @@ import ast
 
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal
 from zymo.codegen.outline import Kernel, outline
-
-from helpers import check
 
 pytest.importorskip("numba")
 
@@ -168,6 +167,7 @@ def _compiled(f, *args):
     return {k.name: k for k in fn.__globals__.values() if isinstance(k, Kernel)}
 
 
+@pytest.mark.slow
 def test_trisolv_against_fd_other_mode_and_python(kernels_backend):
     rng = np.random.default_rng(0)
     L = np.tril(rng.random((5, 5))) + 3 * np.eye(5)
@@ -229,7 +229,7 @@ def test_unknown_backend_is_a_usage_error():
 
 # -- parallel loops (codegen/parallel.py) -------------------------------------------------------
 
-from zymo.codegen.parallel import overlapping, parallel_loops  # noqa: E402
+from zymo.codegen.parallel import overlapping, parallel_loops
 
 
 def _loops(src: str, ndims: dict[str, int]) -> list[str]:

@@ -9,8 +9,8 @@ parameters are compared through those sizes, so two arrays of the same size `n` 
 one call are treated as equal, and the compiled program must then be reused only for
 calls whose sizes satisfy the same `guards` (`api._prepare` checks them).
 `fits(v, shape)` asks the same of `v` and a shape from `shape(w)`, or from
-`store_shape(op)` (the destination `x[idx]` of a `setitem` op). Reverse mode uses the answers to leave out the sums over broadcast
-dimensions (`_rt.unbroadcast`) of adjoints that have their operand's shape already.
+`store_shape(op)` (the destination `x[idx]` of a `setitem` op). Reverse mode uses the answers to
+leave out the sums over broadcast dimensions (`_rt.unbroadcast`) of adjoints that have their operand's shape already.
 
 Each value gets a shape: a tuple of extents, each
 - `("p", k, axis)`: extent `axis` of parameter `k`;
@@ -35,7 +35,8 @@ The analysis is conservative: a False answer costs only a sum that finds nothing
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 from ..ir import types as T
 from ..ir.core import Function, Op, Value, tree_values, walk
@@ -64,11 +65,11 @@ class Extents:
         """Whether `a` and `b` have one shape (recording the guards that took)."""
         return self._same(self.shape(a), self.shape(b))
 
-    def fits(self, v: Value, shape: "_Shape | None") -> bool:
+    def fits(self, v: Value, shape: _Shape | None) -> bool:
         """Whether `v` has the symbolic `shape` (from `shape` or `store_shape`)."""
         return self._same(self.shape(v), shape)
 
-    def store_shape(self, op: Op) -> "_Shape | None":
+    def store_shape(self, op: Op) -> _Shape | None:
         """The shape of the destination `x[idx]` of `setitem` op."""
         return self._indexed(op, op.args[0])
 
@@ -110,7 +111,7 @@ class Extents:
         return got
 
     def _unknown(self, v: Value) -> _Shape:
-        return tuple(("u", v.id, a) for a in range(v.type.ndim)), frozenset()
+        return tuple(("u", v.id, a) for a in range(cast(T.Array, v.type).ndim)), frozenset()
 
     def _derive(self, v: Value) -> _Shape:
         op = self._def.get(v.id)
@@ -122,7 +123,7 @@ class Extents:
                 got = self._broadcast(v, op)
             elif op.attrs["key"] in _PRODUCTS and len(op.args) == 2 and not op.attrs.get("kw"):
                 got = self._product(op)
-        if got is None or len(got[0]) != v.type.ndim:
+        if got is None or len(got[0]) != cast(T.Array, v.type).ndim:
             return self._unknown(v)
         return got
 
@@ -147,7 +148,8 @@ class Extents:
                 consumed += 1
             else:
                 return None  # an index array or a boolean: advanced indexing
-        extents, src = [], list(sb[0])
+        extents: list[tuple] = []
+        src = list(sb[0])
         pos = 0
         for part in parts:
             if part[0] == "c" and part[1] is None:
@@ -211,7 +213,7 @@ _PRODUCTS = frozenset({"matmul", "numpy.matmul", "numpy.dot"})
 def _shortened(e: Extent, part: tuple, args: list) -> Extent | None:
     """The extent of a slice `part` (`("s", start, stop, step)`) of an axis of extent `e`: a
     `"d"` extent (module docstring) for constant bounds `a >= 0`, `b < 0`, step 1; else None."""
-    bounds = []
+    bounds: list[int | None] = []
     for t in part[1:4]:
         if t == ("c", None):
             bounds.append(None)

@@ -41,8 +41,9 @@ kernels compute the same numbers as the two backends do.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _FORBIDDEN = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With, ast.Raise, ast.Delete, ast.Global,
               ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,

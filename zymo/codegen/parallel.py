@@ -1,9 +1,9 @@
 """Loops of a kernel whose iterations may run in parallel: they write disjoint memory.
 
 Contract: `parallel_loops(kernel, ndims)` returns the `for` statements of an outlined kernel
-(`codegen/outline.py`), at any depth but not inside one another, that Numba may run as `numba.prange` loops with the same
-results as the serial loop, to the bit, provided the kernel's arrays do not overlap in memory
-(the caller checks that at run time: `overlapping`). A loop qualifies when
+(`codegen/outline.py`), at any depth but not inside one another, that Numba may run as
+`numba.prange` loops with the same results as the serial loop, to the bit, provided the
+kernel's arrays do not overlap in memory (the caller checks that at run time: `overlapping`). A loop qualifies when
 
 - it is `for v in range(...)` with step 1 (absent or the constant 1), no `else`, and no
   `break` or `continue` anywhere in it (the kernels' loops never `return`);
@@ -26,6 +26,7 @@ array argument (`np.may_share_memory`, by bounds), in which case the serial kern
 from __future__ import annotations
 
 import ast
+
 import numpy as np
 
 
@@ -107,7 +108,8 @@ def _simple_range(loop: ast.For) -> bool:
 
 
 def _independent(loop: ast.For, ndims: dict[str, int], later: set[str]) -> bool:
-    from .outline import _exposed as exposed, _stores as stores
+    from .outline import _exposed as exposed
+    from .outline import _stores as stores
 
     assert isinstance(loop.target, ast.Name)
     assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()

@@ -1,9 +1,25 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
 import numpy as _np
 
-from . import (arith, arrays, custom, indexing, internal, linalg, lists, math_, numpy_, reductions,  # noqa: F401
-               runtime_rules, shape, sorting, statistics, ufuncs)  # (registers the rules)
-from . import complex_, fft  # noqa: F401  (after ufuncs: np.abs and np.conj keep their real rules' keys)
+from . import (  # noqa: F401  (importing a module registers its rules)
+    arith,
+    arrays,
+    complex_,
+    custom,
+    fft,
+    indexing,
+    internal,
+    linalg,
+    lists,
+    math_,
+    numpy_,
+    reductions,
+    runtime_rules,
+    shape,
+    sorting,
+    statistics,
+    ufuncs,
+)
 from .registry import LAZY, LAZY_IDS, REGISTRY, Rule, load_all, lookup, rule_for_callable
 
 # SciPy's rules register when a callable without a rule is met and SciPy is in use (importing

@@ -48,10 +48,11 @@ import ast
 import difflib
 import inspect
 import textwrap
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-REGISTRY: dict[str, type["Rule"]] = {}
+REGISTRY: dict[str, type[Rule]] = {}
 # primal callable (by id) -> key, for resolving calls in user code
 BY_CALLABLE: dict[int, str] = {}
 
@@ -127,7 +128,7 @@ class Rule:
         return sig.replace(parameters=list(sig.parameters.values())[2:])
 
     @classmethod
-    def binding(cls) -> "Binding":
+    def binding(cls) -> Binding:
         """How a call's arguments, named as the primal names them, map to the rule's parameters."""
         return _derived(cls, "binding", lambda: Binding(cls))
 
@@ -252,7 +253,7 @@ class Binding:
 def _same(a: Any, b: Any) -> bool:
     try:
         return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 (an array default compares elementwise)
+    except Exception:  # an array default compares elementwise
         return False
 
 

@@ -30,11 +30,10 @@ and the function returns one tuple of adjoints per lane.
 """
 from __future__ import annotations
 
-import re
-
 import math
-
-from typing import TYPE_CHECKING, Any
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..analysis.activity import Activity
 from ..analysis.bounds import NeverUnsigned
@@ -183,7 +182,7 @@ class Reverse:
         may become the shadow of a temporary the adjoint sweep creates here."""
         if T.is_memory(v.type):
             if self._loop_lazy(v):  # resolved at the end of its block (`_resolve_loop_lazy`)
-                how = ("acc", w, len(w.lines), expr, fresh, w.depth)
+                how: tuple = ("acc", w, len(w.lines), expr, fresh, w.depth)
             else:
                 how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
             w(f"{self.use_d(v, how)} += {expr}")
@@ -240,7 +239,7 @@ class Reverse:
         if self.shape_needed:
             pre = Writer()
             for vid in sorted(self.shape_needed):
-                for d in range(self.values[vid].type.ndim):
+                for d in range(cast(T.Array, self.values[vid].type).ndim):
                     pre(f"{self._int(self._shape_name(self.values[vid], d))} = 0")
             splice(pre, fwd)
             fwd = pre
@@ -267,6 +266,7 @@ class Reverse:
         self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
+        assert self.tape_in is not None  # split mode
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
             late = [t for t in tape if t not in self.tape_slots]
             # names a branch or loop may leave unassigned still go on the tape; a zero of
@@ -305,7 +305,7 @@ class Reverse:
                              if role == "d" or role.startswith("d#")}
         return self._by_name
 
-    def fuse_facts(self) -> "ShadowFacts":
+    def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""
         from ..codegen.fuse import ShadowFacts
 
@@ -441,7 +441,9 @@ class Reverse:
         if op.kind == "getitem":
             return f"{self._recompute(op.args[0])}[{self.e.index(op, self._recompute)}]"
         if isinstance(v.type, T.Array) and op.attrs["key"] in _CHEAP:
-            return f"({self.e.call(op, with_out=False, name=lambda a: self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a))})"
+            def name(a: Value) -> str:
+                return self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a)
+            return f"({self.e.call(op, with_out=False, name=name)})"
         return f"({self.e.call(op, with_out=False, name=self._recompute)})"
 
     def _top_remat(self, v: Value) -> bool:
@@ -469,8 +471,7 @@ class Reverse:
         if (op is None or op.kind != "prim" or op.results != [v] or op.attrs["key"] not in _CHEAP
                 or "out" in op.attrs or self.overwrites.first_writer(op, v) is not None):
             return 0
-        self._count_readers()
-        if self._readers.get(v.id) != 1:
+        if self._count_readers().get(v.id) != 1:
             return 0
         n = 1
         for a in op.args:
@@ -496,7 +497,7 @@ class Reverse:
             if (v.id, "p") in self.needed:
                 return f"np.zeros_like({self.use(v)})"
             self.shape_needed.add(v.id)
-            return f"np.zeros({self._shape_expr(v)}, np.{v.type.dtype})"
+            return f"np.zeros({self._shape_expr(v)}, np.{cast(T.Array, v.type).dtype})"
         if role == "p":
             expr = self._recompute(v, top=True)
             return expr[1:-1] if op.kind == "prim" else expr
@@ -527,8 +528,8 @@ class Reverse:
         return self._cached(v) and (v.id, "d") not in self.needed and self._private_temporary(v)
 
     def _lazy(self, v: Value) -> bool:
-        """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the adjoint sweep
-        creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
+        """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the
+        adjoint sweep creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
         it, else zeros at the start of the adjoint sweep (never in the forward sweep)."""
         memo = self._lazy_memo.get(v.id)
         if memo is None:
@@ -588,7 +589,7 @@ class Reverse:
         return self.namer.role(v, f"shape{d}", f"_shape_{v.hint.lstrip('$')}_{d}")
 
     def _shape_expr(self, v: Value) -> str:
-        dims = [self._shape_name(v, k) for k in range(v.type.ndim)]
+        dims = [self._shape_name(v, k) for k in range(cast(T.Array, v.type).ndim)]
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _stackable(self, v: Value) -> bool:
@@ -609,7 +610,9 @@ class Reverse:
 
     def _cache_name(self, v: Value, role: str) -> str:
         """The cache of `v` (role "p") or of its shadow in the current lane (role "d")."""
-        return self.namer.cache(v) if role == "p" else self.namer.lane_role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
+        if role == "p":
+            return self.namer.cache(v)
+        return self.namer.lane_role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
 
     def _lanes_of(self, role: str):
         """The lanes a role comes in: the primal once, a shadow once per lane."""
@@ -721,11 +724,12 @@ class Reverse:
         self.buffers.add(name)
         self.counters.add(self._counter(v))
         if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
-            w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
+            arr = cast(T.Array, v.type)
+            w(f"{name} = np.empty({(0,) * (arr.ndim + 1)}, np.{arr.dtype})")
             w(f"{self._int(self._counter(v))} = 0")
             return
         dtype = {"f64": "np.float64", "f32": "np.float32", "c128": "np.complex128", "c64": "np.complex64",
-                 "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
+                 "int": "np.int64", "bool": "np.bool_"}[cast(T.Scalar, v.type).kind]
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
@@ -834,7 +838,7 @@ class Reverse:
                 read(v)
         dead: set[int] = set()
         for op in reversed(body[:-1] if body and body[-1].kind == "return" else body):
-            for snap, of in self.snap_post.get(id(op), []):
+            for _snap, of in self.snap_post.get(id(op), []):
                 read(of)
             if self._droppable(op, live_vals, live_roots, unknown[0]):
                 dead.add(id(op))
@@ -843,7 +847,7 @@ class Reverse:
                         read(v)
             else:
                 self._reads(op, read)
-            for snap, of in self.snap_pre.get(id(op), []):
+            for _snap, of in self.snap_pre.get(id(op), []):
                 read(of)
         return dead
 
@@ -944,7 +948,8 @@ class Reverse:
                 if (T.is_memory(v.type) and self.act.is_active(v)) or v.id in self.shape_needed:
                     return False
             if inner.kind in ("for", "while", "if", "condition", "yield"):
-                if inner is not op and not self.no_need and inner.kind in ("for", "while") and not self._cannot_raise(inner):
+                if (inner is not op and not self.no_need and inner.kind in ("for", "while")
+                        and not self._cannot_raise(inner)):
                     return False
                 continue  # the ops of its regions are checked on their own
             if inner is not op and not self._droppable(inner, live_vals - {r.id for r in inner.results}, live_roots,
@@ -1009,7 +1014,7 @@ class Reverse:
                             w(f"{n.d(r)} = {expr}")
                         elif self._lazy(r) or self._made_by_adjoint(r) or self._adjoint_alloc(r):
                             if n.lane == 0 and r.id in self.shape_needed:
-                                for d in range(r.type.ndim):
+                                for d in range(cast(T.Array, r.type).ndim):
                                     w(f"{self._shape_name(r, d)} = {n(r)}.shape[{d}]")
                         else:
                             w(f"{n.d(r)} = {zero(r, n(r))}")  # a list allocated inside: a list of zeros
@@ -1085,7 +1090,8 @@ class Reverse:
         assign_all(w, pairs)
 
     # -- adjoint sweep --------------------------------------------------------------
-    def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
+    def rev_block(self, block: Block, top: bool = False,
+                  seeds: Sequence[tuple[Value, Callable[[], str]]] = ()) -> Writer:
         """The adjoint code of `block`: pops, adjoint initialisation, then its ops reversed."""
         body = Writer()
         outer_top, self.at_top = self.at_top, top
@@ -1142,7 +1148,7 @@ class Reverse:
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            if (first[0] == "acc" and first[1] is body and v.type.ndim > 0 and vid not in self.deferred
+            if (first[0] == "acc" and first[1] is body and cast(T.Array, v.type).ndim > 0 and vid not in self.deferred
                     and all(r[0] in ("def", "acc") for r in refs[1:]) and any(r[0] == "acc" for r in refs[1:])
                     and _fresh_array_expr(first[3])):
                 # several contributions, the first a new array (`_rt.unbroadcast(y * -g, z)`): it
@@ -1152,7 +1158,8 @@ class Reverse:
                 indent = line[:len(line) - len(line.lstrip())]
                 body.lines[first[2]] = f"{indent}{name} = _rt.as_shape({first[3]}, {self.namer(v)})"
                 self.needed.add((vid, "p"))
-            elif first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
+            elif (first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:])
+                  and cast(T.Array, v.type).ndim > 0):
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
                 expr = first[3]
@@ -1193,7 +1200,7 @@ class Reverse:
                 self.namer.lane = lane
                 edits.append(self._loop_first_assign(v, refs, body))
             if all(e is not None for e in edits):
-                for idx, text in edits:
+                for idx, text in cast(list[tuple[int, str]], edits):
                     body.lines[idx] = text
                 self.needed.discard((vid, "d"))
             elif vid in self.deferred:
@@ -1489,8 +1496,7 @@ class Reverse:
         if not (isinstance(v.type, T.Array) and d is not None and d.kind == "prim" and d.results == [v]
                 and "out" not in d.attrs and lookup(d.attrs["key"]).elementwise):
             return False
-        self._count_readers()
-        if self._readers.get(v.id) != 1:
+        if self._count_readers().get(v.id) != 1:
             return False
         reader = next((o for o in self.blocks_of_op_list(d) if any(a is v for a in o.args)), None)
         if (reader is None or reader.kind != "prim" or reader.attrs["key"] != "numpy.sum"
@@ -1508,12 +1514,13 @@ class Reverse:
         """The ops of the block `op` is in."""
         return self.blocks_of_op[id(op)].ops
 
-    def _count_readers(self) -> None:
+    def _count_readers(self) -> dict[int, int]:
         if self._readers is None:  # how many op arguments are each value, counted once
             self._readers = {}
             for o in walk(self.fn.body):
                 for a in o.args:
                     self._readers[a.id] = self._readers.get(a.id, 0) + 1
+        return self._readers
 
     def _defers_unbroadcast(self, v: Value, use: Op) -> bool:
         """Whether the adjoint of temporary `v` may keep the (broadcast) shape of its one use's
@@ -1527,8 +1534,7 @@ class Reverse:
         d = self.def_op[v.id]
         if not lookup(d.attrs["key"]).elementwise:
             return False
-        self._count_readers()
-        return self._readers.get(v.id) == 1 and any(a is v for a in use.args)
+        return self._count_readers().get(v.id) == 1 and any(a is v for a in use.args)
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
         """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands
@@ -1571,12 +1577,14 @@ class Reverse:
         return expr
 
     # -- regions ------------------------------------------------------------------
-    def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[str]:
+    def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[Callable[[], str] | None]:
         """Adjoint variables flowing backwards through the carries (floats only)."""
-        names = []
+        names: list[Callable[[], str] | None] = []
         for c, r in zip(carries, results):
             if self.act.is_active(c) and not T.is_memory(c.type):
-                nm = lambda c=c: self.namer.lane_role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+                def nm(c: Value = c) -> str:
+                    return self.namer.lane_role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+
                 for _ in self.namer.lanes():
                     w(f"{nm()} = {self.adj(r) if self.act.is_active(r) else '0.0'}")
                 names.append(nm)
@@ -1699,12 +1707,12 @@ def _fold_zero_inits(names: list[str], body: Writer) -> list[str]:
                 first[tok] = i
     keep = []
     for name in names:
-        i = first.get(name)
+        at = first.get(name)
         prefix = f"{name} += "
-        if i is not None and body.lines[i].startswith(prefix):
-            rest = body.lines[i][len(prefix):]
+        if at is not None and body.lines[at].startswith(prefix):
+            rest = body.lines[at][len(prefix):]
             if name not in _WORD.findall(rest):
-                body.lines[i] = f"{name} = {rest}"
+                body.lines[at] = f"{name} = {rest}"
                 continue
         keep.append(name)
     return keep
@@ -1718,7 +1726,7 @@ def _where(loc) -> str:
     return f"{short}:{loc.line}" + (f"  `{text}`" if text else "")
 
 
-def report(rev: "Reverse", measured: dict | None = None) -> str:
+def report(rev: Reverse, measured: dict | None = None) -> str:
     """What the derivative program caches and why (Enzyme's printperf, for one call).
 
     `measured` maps tape names to what an augmented forward call recorded; with it,
@@ -1755,7 +1763,8 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
                 f"{kind}, taken {when} {_where(op.loc)}\n"
                 f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
                 + _alias_note(rev, of, writer)
-                + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
+                + f"\n      size: {_size(of)} per execution"
+                + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
                 + used(name, count, True)
             )
         elif rev._cached(v) and not rev._remat(v, role):
@@ -1772,7 +1781,8 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
                    "list": "a list"}[kind]
             entries.append(
                 f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
-                f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, read by the adjoint sweep\n"
+                f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, "
+                "read by the adjoint sweep\n"
                 f"      size: one entry per execution ({_size(v)} each), in {how}"
                 + used(rev._cache_name(v, role), None if kind == "list" else rev._counter(v), role == "p")
             )
@@ -1786,7 +1796,7 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _list_notes(rev: "Reverse") -> list[str]:
+def _list_notes(rev: Reverse) -> list[str]:
     """Lists the function builds by appending in a loop of run-time length (frontend/containers.py)."""
     from ..ir.core import walk
 
@@ -1803,14 +1813,15 @@ def _list_notes(rev: "Reverse") -> list[str]:
                            f"list `{v.hint}` ({v.type}) of the trip count's references to the appended arrays, "
                            f"allocated before that loop{shadow}: the primal's own memory, not a cache")
                 continue
-            item = "4 bytes" if v.type.dtype == "float32" else "1 byte" if v.type.dtype == "bool" else "8 bytes"
+            dt = cast(T.Array, v.type).dtype
+            item = "4 bytes" if dt == "float32" else "1 byte" if dt == "bool" else "8 bytes"
             out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is an "
                        f"array `{v.hint}` ({v.type}) allocated before that loop with room for {room}, {item} "
                        f"per item{shadow}: the primal's own memory, not a cache")
     return out
 
 
-def _alias_note(rev: "Reverse", of: Value, writer: Op) -> str:
+def _alias_note(rev: Reverse, of: Value, writer: Op) -> str:
     """Whether the write reaches the array itself or memory that aliases it."""
     target = writer.args[writer.attrs["out"]] if writer.kind == "prim" else writer.args[0]
     roots_of = rev.act.roots.get(of.id, frozenset())
@@ -1834,7 +1845,7 @@ def _size(v: Value) -> str:
     return str(v.type)
 
 
-def _enclosing_loop(rev: "Reverse", block: Block):
+def _enclosing_loop(rev: Reverse, block: Block):
     from ..ir.core import walk
 
     for op in walk(rev.fn.body):
@@ -1867,7 +1878,7 @@ def _one_element(op: Op) -> bool:
     """Whether `setitem`/`getitem` `op` on an array selects a single element: a scalar index
     for every axis (no slice, `...` or `None`, none left out)."""
     parts = _index_parts(op)
-    return (len(parts) == op.args[0].type.ndim
+    return (len(parts) == cast(T.Array, op.args[0].type).ndim
             and all(t[0] == "v" and isinstance(op.args[t[1]].type, T.Scalar) for t in parts))
 
 
@@ -1897,7 +1908,7 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
             split: bool = False, width: int = 1, dims=None, internal: frozenset = frozenset(),
             no_need: frozenset = frozenset(), need_return: bool = True,
-            numba: bool = False) -> tuple[str, list[str], list[int], "Reverse"]:
+            numba: bool = False) -> tuple[str, list[str], list[int], Reverse]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
     satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
@@ -1970,8 +1981,9 @@ def _shape_only_names(src: str) -> frozenset[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(
                 node.func.value, ast.Name):
             at = _SHAPE_ARGS.get((node.func.value.id, node.func.attr))
-            if at is not None and len(node.args) > at and isinstance(node.args[at], ast.Name):
-                shape_uses[node.args[at].id] = shape_uses.get(node.args[at].id, 0) + 1
+            arg = node.args[at] if at is not None and len(node.args) > at else None
+            if isinstance(arg, ast.Name):
+                shape_uses[arg.id] = shape_uses.get(arg.id, 0) + 1
     uses: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
