@@ -485,7 +485,7 @@ def plot(rows, path):
 
 def write(rows, opts, cmd):
     docs = HERE.parent / "docs"
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sizes = "the small sizes (`--quick`)" if opts.quick else "the full sizes"
     refused = [r for r in rows if r.get("status", "").startswith("zymo refuses")]
     nb_refused = [r for r in rows if "numba_refusal" in r and not r["numba_refusal"].startswith("the Numba compile")]
