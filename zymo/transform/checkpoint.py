@@ -55,23 +55,15 @@ class CheckpointError(ZymoSourceError):
 
 
 def taped_loops(rev0: Reverse) -> list[Op]:
-    """The top-level loops in which the store-all program `rev0` records a tape; a `while` loop
-    among them is refused (no online schedule yet)."""
+    """The top-level loops (`for` and `while`) in which the store-all program `rev0` records a tape."""
     out = []
     for op in rev0.fn.body.ops:
         if op.kind not in ("for", "while"):
             continue
         taped = any(rev0._cached(rev0.values[vid]) and not rev0._remat(rev0.values[vid], role)
                     and rev0._inside(rev0.def_block[vid], op) for vid, role in rev0.needed)
-        if not taped:
-            continue
-        if op.kind == "while":
-            raise CheckpointError(
-                "zymo cannot checkpoint this loop under the memory limit: it is a while loop (or a for loop "
-                "with break or return, which zymo lowers to one)", op.loc,
-                why="only for loops over a range known at the loop's entry have a checkpoint schedule yet",
-                hint="raise memory_limit, or write the loop as a for loop without break")
-        out.append(op)
+        if taped:
+            out.append(op)
     return out
 
 
@@ -95,8 +87,8 @@ class Checkpoint:
         self.fn, self.op, self.limit, self.est = fn, op, limit, est
         self.taped_fwd: Writer | None = None
         self.marker = f"# zymo checkpoint forward {id(self)}"
-        body = op.regions[0]
-        for c in body.args[1:]:
+        self.carries = op.regions[0].args[1:] if op.kind == "for" else op.regions[0].args
+        for c in self.carries:
             if T.is_memory(c.type):
                 raise CheckpointError(
                     f"zymo cannot checkpoint this loop: it carries `{c.hint}`, an array or list rebound in "
@@ -107,12 +99,13 @@ class Checkpoint:
         self.old_args = list(op.args)
         self.index = fn.body.ops.index(op)
         new_ops, args = [], list(op.args)
-        for k in (0, 1):
+        first = 3 if op.kind == "for" else 0
+        for k in (0, 1) if op.kind == "for" else ():
             v = Value(T.INT, "_ck_lo" if k == 0 else "_ck_hi")
             new_ops.append(Op("prim", [args[k]], [v], op.loc, {"key": "zymo.checkpoint_bound",
                                                               "pos": (("v", 0),), "kw": ()}))
             args[k] = v
-        for k in range(3, len(args)):
+        for k in range(first, len(args)):
             c = args[k]
             v = Value(c.type, c.hint.lstrip("$") + "_0")
             key = "zymo.checkpoint_carry" if c.type.differentiable else "zymo.checkpoint_bound"
@@ -163,7 +156,7 @@ class Checkpoint:
             why.loc, why="a snapshot copies arrays and lists of arrays", hint="raise memory_limit")
 
     def _inside_loop(self, o: Op) -> bool:
-        return any(o is x for x in walk(self.op.regions[0]))
+        return any(o is x for r in self.op.regions for x in walk(r))
 
     def _state(self) -> list[Value]:
         from ..analysis.overwrite import Overwrites
@@ -183,7 +176,7 @@ class Checkpoint:
         later = self.fn.body.ops[self.fn.body.ops.index(self.op) + 1:]
         written_after = [(w, t) for o in later for w, t in Overwrites._writes(o)]
         if written_after:
-            read = [a for o in walk(self.op.regions[0]) for a in o.args if T.is_memory(a.type)]
+            read = [a for r in self.op.regions for o in walk(r) for a in o.args if T.is_memory(a.type)]
             for w, t in written_after:
                 b = t
                 while not self._before(b) and isinstance(b.owner, Op) and b.owner.kind in ("getitem", "prim"):
@@ -358,6 +351,104 @@ class Checkpoint:
         raise AssertionError("checkpoint marker not found")
 
 
+class WhileCheckpoint(Checkpoint):
+    """A checkpointed `while` loop (also a `for` with `break`): its trip count is known only when
+    it ends, so it is always checkpointed, by `checkpoint_rt.OnlinePlan` (online doubling, then
+    Revolve between the snapshots kept)."""
+
+    def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
+        """The forward sweep at the loop: its primal a step at a time, snapshots where the plan says."""
+        from ..codegen.writer import Writer
+
+        n = rev.namer
+        taped = Writer()
+        ck = rev.checkpoints.pop(id(op))
+        rev.while_header[id(op)] = "for _ck_it in range(_ck_cnt):"  # a TAPE action runs _ck_cnt iterations
+        try:
+            rev.fwd_op(op, taped)
+        finally:
+            rev.checkpoints[id(op)] = ck
+            del rev.while_header[id(op)]
+        self.taped_fwd = taped
+        plan, snaps, _ = self._names(rev)
+        scal, arrs = self.est
+        state = ", ".join(n(v) for v in self.state)
+        w("from zymo.transform import checkpoint_rt as _ck")
+        w(f"{plan}_sb = _ck.nbytes({state}) + {8 * len(self.carries)}" if self.state else
+          f"{plan}_sb = {8 * len(self.carries) or 8}")
+        big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
+        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
+        w(f"{snaps} = {{}}")
+        cond = op.regions[0]
+        assign_all(w, [(n(c), n(i)) for c, i in zip(cond.args, op.args, strict=False)])
+        w("_ck_more = True")
+        with w.indent("while _ck_more:"):
+            with w.indent(f"if {plan}.store({snaps}):"):
+                self._store(rev, w, f"{plan}.step")
+            self._run(rev, op, w, f"{plan}.block")
+            w(f"_ck_more = {plan}.advanced(_ck_c, {snaps})")
+        assign_all(w, [(n(r), n(c)) for r, c in zip(op.results, cond.args, strict=False)])
+
+    def _store(self, rev: Reverse, w: Writer, at: str) -> None:
+        n = rev.namer
+        _, snaps, _ = self._names(rev)
+        items = [f"_ck.snap({n(v)})" for v in self.state] + [n(c) for c in self.op.regions[0].args]
+        w(f"{snaps}[{at}] = ({', '.join(items)}{',' if len(items) == 1 else ''})")
+
+    def _run(self, rev: Reverse, op: Op, w: Writer, count: str) -> None:
+        """The primal of at most `count` iterations from the state in the condition's arguments;
+        `_ck_c` counts those run (fewer when the loop ends)."""
+        n = rev.namer
+        cond, body = op.regions
+        w("_ck_c = 0")
+        with w.indent(f"while _ck_c < {count}:"):
+            self._primal_block(rev, cond, w)  # ends with `if not ...: break`
+            assign_all(w, [(n(b), n(c)) for b, c in zip(body.args, cond.args, strict=False)])
+            self._primal_block(rev, body, w)
+            assign_all(w, [(n(c), n(y)) for c, y in zip(cond.args, body.ops[-1].args, strict=False)])
+            w("_ck_c += 1")
+
+    def adjoint(self, rev: Reverse, op: Op, w: Writer) -> None:
+        """The adjoint sweep at the loop: the driver of `OnlinePlan.reverse`."""
+        n = rev.namer
+        plan, snaps, _ = self._names(rev)
+        cond, body = op.regions
+        trip = rev.trips.get(id(op))
+        if trip is None:
+            trip = Value(T.INT, "_trip")
+            rev.values[trip.id] = trip
+            rev.def_block[trip.id] = rev.blocks_of_op[id(op)]
+            rev.trips[id(op)] = trip
+        names = rev._carry_seeds(body.args, op.results, w)
+        ys = body.ops[-1].args
+        for nm, c in zip(names, body.args, strict=False):
+            if nm is not None:
+                rev.adj_used.add(c.id)
+        inner = rev.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names, strict=False) if nm])
+        rev._carry_back(inner, names, body.args)
+        with w.indent(f"for _ck_a in {plan}.reverse({snaps}):"):
+            w(f"_ck_j0, _ck_j1 = {plan}.iterations(_ck_a[1], _ck_a[2])")
+            with w.indent("if _ck_a[0] == 0:"):
+                with w.indent("if _ck_a[3]:"):
+                    self._store(rev, w, "_ck_a[1]")
+                self._run(rev, op, w, "_ck_j1 - _ck_j0")
+            with w.indent("elif _ck_a[0] == 1:"):
+                w(f"_ck_s = {snaps}[_ck_a[1]] if _ck_a[3] else {snaps}.pop(_ck_a[1])")
+                for k, v in enumerate(self.state):
+                    w(f"_ck.put({n(v)}, _ck_s[{k}])")
+                for k, c in enumerate(cond.args):
+                    w(f"{n(c)} = _ck_s[{len(self.state) + k}]")
+            with w.indent("else:"):
+                w("_ck_cnt = _ck_j1 - _ck_j0")
+                for c, i in zip(cond.args, op.args, strict=False):
+                    w(f"{n(i)} = {n(c)}")
+                w(self.marker)
+                with w.indent(f"for _ in range({rev.use(trip)}):"):
+                    for line in inner.lines:
+                        w(line)
+        rev._carry_out(w, names, op.args)
+
+
 def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options: dict, split: bool = False,
                  backend: str = "python") -> tuple | None:
     """The program with the taped loops of `rev0` checkpointed under `limit` bytes, as
@@ -381,7 +472,8 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options:
     cks: list[Checkpoint] = []
     try:
         for op in loops:
-            cks.append(Checkpoint(fn, op, limit, iter_bytes_estimate(rev0, op)))
+            cls = WhileCheckpoint if op.kind == "while" else Checkpoint
+            cks.append(cls(fn, op, limit, iter_bytes_estimate(rev0, op)))
         act = analyze()
         rev = Reverse(fn, act, options["seed_return"], options["width"], options["dims"], options["internal"],
                       options["no_need"], options["need_return"], False)

@@ -44,53 +44,7 @@ class Plan:
             Plan.log.append(self)
 
     def _schedule(self) -> None:
-        if self.steps == 1:
-            self.forward = [(ADVANCE, 0, 1, 1)]
-            self.reverse = [(RESTORE, 0, 0, 0), (TAPE, 0, 1, 0)]
-            return
-        # Revolve's snapshots, and one more for the last step's state when there is room (else
-        # the adjoint sweep recomputes that state from the first snapshot)
-        keep_last = self.snapshots >= 2
-        try:
-            from checkpoint_schedules import Copy, EndForward, EndReverse, Forward, Move, Reverse, Revolve
-        except ImportError:
-            from ..errors import ZymoUsageError
-
-            raise ZymoUsageError(f"the loop at line {self.line} needs a checkpoint schedule under memory_limit="
-                                 f"{self.limit}, and the package checkpoint-schedules is not installed: "
-                                 "pip install 'zymo[checkpoint]' (or checkpoint-schedules)") from None
-
-        out, pending = self.forward, None
-        for a in Revolve(self.steps, self.snapshots - 1 if keep_last else 1):
-            if isinstance(a, Forward):
-                n0, n1 = a.n0, a.n1
-                if a.write_adj_deps and out is self.forward:
-                    # the forward sweep must reach the loop's end: snapshot this step, run it,
-                    # and let the adjoint sweep start from that snapshot
-                    out.append((ADVANCE, n0, n1, 1 if keep_last else 0))
-                    pending = (n0, n1)
-                    if keep_last:
-                        self.reverse.append((RESTORE, n0, 0, 1))
-                    else:
-                        self.reverse += [(RESTORE, 0, 0, 1), (ADVANCE, 0, n0, 0)]
-                elif a.write_adj_deps:
-                    if a.write_ics:
-                        out.append((ADVANCE, n0, n0, 1))
-                    pending = (n0, n1)
-                else:
-                    out.append((ADVANCE, n0, n1, 1 if a.write_ics else 0))
-            elif isinstance(a, EndForward):
-                out = self.reverse
-            elif isinstance(a, Reverse):
-                assert pending == (a.n0, a.n1), (pending, a)
-                out.append((TAPE, a.n0, a.n1, 0))
-                pending = None
-            elif isinstance(a, (Copy, Move)):
-                out.append((RESTORE, a.n, 0, 1 if isinstance(a, Copy) else 0))
-            elif isinstance(a, EndReverse):
-                break
-            else:  # pragma: no cover - Revolve gives only the actions above
-                raise AssertionError(a)
+        self.forward, self.reverse = revolve(self.steps, self.snapshots, self.line, self.limit)
 
     def iterations(self, n0: int, n1: int) -> tuple[int, int]:
         """The iteration numbers `[j0, j1)` of steps `[n0, n1)`."""
@@ -120,6 +74,163 @@ class Plan:
                 f"iterations, {self.snapshots} snapshot(s) of {self.state_bytes} bytes, "
                 f"{self.recomputed()} iterations recomputed by primal advances and {taped} run taped in the "
                 f"adjoint sweep; estimated peak {self.peak_bytes()} bytes")
+
+
+class OnlinePlan:
+    """The schedule of a checkpointed `while` loop (trip count unknown at its entry).
+
+    Made at the loop's entry from the same sizes as `Plan` (no `n`): steps of `block` iterations,
+    `slots` snapshots at once. The forward sweep runs the loop's primal a step at a time; before
+    each step `store(snaps)` says whether to snapshot it: snapshots are kept at steps that are
+    multiples of `interval`, at most `online` (half the slots) of them, and when they are full
+    the interval doubles and every other one is dropped (online doubling: the snapshots stay
+    evenly spread whatever the trip count turns out to be). `advanced(count, snaps)` after each
+    step counts its iterations and says whether the loop goes on (a full step). The adjoint
+    sweep then interprets `reverse(snaps)`: the intervals between the snapshots kept, last
+    first, each reversed by Revolve (`revolve`) from its snapshot with the slots the earlier
+    snapshots leave free.
+    """
+
+    def __init__(self, state_bytes: int, iter_bytes: int, limit: int, line: int = 0) -> None:
+        self.state_bytes, self.iter_bytes, self.limit, self.line = state_bytes, iter_bytes, limit, line
+        self.fits, self.online_schedule = False, True
+        self.block = max(1, int(limit // (4 * max(iter_bytes, 1))))
+        self.slots = max(1, int((limit - self.block * iter_bytes) // max(state_bytes, 1)))
+        self.online = max(1, self.slots // 2)
+        self.interval, self.step, self.n = 1, 0, 0
+        self.kept: list[int] = []
+        self.actions: list[tuple[int, int, int, int]] = []
+        if Plan.log is not None:
+            Plan.log.append(self)
+
+    def store(self, snaps: dict) -> bool:
+        """Whether to snapshot the state before step `self.step`; drops snapshots to make room."""
+        k = self.step
+        while k % self.interval == 0 and len(snaps) >= self.online:
+            self.interval *= 2
+            for s in [s for s in snaps if s % self.interval]:
+                del snaps[s]
+        return k % self.interval == 0
+
+    def advanced(self, count: int, snaps: dict) -> bool:
+        """Step `self.step` ran `count` iterations: True when the loop may go on (a full step)."""
+        self.n += count
+        if count == 0:
+            snaps.pop(self.step, None)  # the loop ended at the step's start: nothing to snapshot
+            return False
+        self.step += 1
+        return count == self.block
+
+    @property
+    def steps(self) -> int:
+        return -(-self.n // self.block)
+
+    def reverse(self, snaps: dict) -> list[tuple[int, int, int, int]]:
+        """The adjoint sweep's actions (`Plan.reverse`'s kinds), once the forward sweep has ended."""
+        self.kept = sorted(snaps)
+        out: list[tuple[int, int, int, int]] = []
+        for i in reversed(range(len(self.kept))):
+            s0 = self.kept[i]
+            s1 = self.kept[i + 1] if i + 1 < len(self.kept) else self.steps
+            fwd, rev = revolve(s1 - s0, max(1, min(self.slots - i, s1 - s0)), self.line, self.limit)
+            # in the adjoint sweep the forward actions only store snapshots: the reverse ones
+            # start from a restore, so the steps after the last store are not run
+            while fwd and not fwd[-1][3]:
+                fwd.pop()
+            if fwd:
+                fwd[-1] = (ADVANCE, fwd[-1][1], fwd[-1][1], 1)
+            seg = [(RESTORE, s0, 0, 1)]
+            seg += [(a, n0 + s0, n1 + s0, x) if a != RESTORE else (a, n0 + s0, n1, x) for a, n0, n1, x in fwd + rev]
+            out += _drop_at_last_use(seg)
+        self.actions = out
+        return out
+
+    def iterations(self, n0: int, n1: int) -> tuple[int, int]:
+        """The iteration numbers `[j0, j1)` of steps `[n0, n1)`."""
+        return min(n0 * self.block, self.n), min(n1 * self.block, self.n)
+
+    def recomputed(self) -> int:
+        """Iterations the adjoint sweep runs again beyond the taped ones (primal advances)."""
+        return sum(j1 - j0 for a in self.actions if a[0] == ADVANCE for j0, j1 in [self.iterations(a[1], a[2])])
+
+    def peak_bytes(self) -> int:
+        return self.slots * self.state_bytes + self.block * self.iter_bytes
+
+    def describe(self) -> str:
+        return (f"while loop at line {self.line}: {self.n} iterations (not known at its entry), tape about "
+                f"{self.n * self.iter_bytes} bytes, limit {self.limit} bytes: checkpointed online in {self.steps} "
+                f"steps of {self.block} iterations: the forward sweep kept {len(self.kept)} snapshot(s) of "
+                f"{self.state_bytes} bytes at steps {self.kept[:8]}{' ...' if len(self.kept) > 8 else ''} "
+                f"(every {self.interval} steps, doubling when {self.online} are held), each interval reversed "
+                f"by Revolve with up to {self.slots} snapshots in all; {self.recomputed()} iterations recomputed "
+                f"by primal advances and {self.n} run taped in the adjoint sweep; estimated peak "
+                f"{self.peak_bytes()} bytes")
+
+
+def _drop_at_last_use(actions: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """`actions` with the last restore of each snapshot that would outlive them made a pop."""
+    last: dict[int, int] = {}
+    for k, (a, n0, _, _) in enumerate(actions):
+        if a == RESTORE:
+            last[n0] = k
+    out = list(actions)
+    for n0, k in last.items():
+        out[k] = (RESTORE, n0, 0, 0)
+    return out
+
+
+def revolve(steps: int, snapshots: int, line: int = 0, limit: int = 0) -> tuple[list, list]:
+    """(forward, reverse) action lists (module docstring) of Griewank's binomial schedule over
+    `steps` steps holding at most `snapshots` snapshots at once (one: every step is recomputed
+    from the first)."""
+    forward: list[tuple[int, int, int, int]] = []
+    reverse: list[tuple[int, int, int, int]] = []
+    if steps == 1:
+        return [(ADVANCE, 0, 1, 1)], [(RESTORE, 0, 0, 0), (TAPE, 0, 1, 0)]
+    # Revolve's snapshots, and one more for the last step's state when there is room (else
+    # the adjoint sweep recomputes that state from the first snapshot)
+    keep_last = snapshots >= 2
+    try:
+        from checkpoint_schedules import Copy, EndForward, EndReverse, Forward, Move, Reverse, Revolve
+    except ImportError:
+        from ..errors import ZymoUsageError
+
+        raise ZymoUsageError(f"the loop at line {line} needs a checkpoint schedule under memory_limit="
+                             f"{limit}, and the package checkpoint-schedules is not installed: "
+                             "pip install 'zymo[checkpoint]' (or checkpoint-schedules)") from None
+
+    out, pending = forward, None
+    for a in Revolve(steps, snapshots - 1 if keep_last else 1):
+        if isinstance(a, Forward):
+            n0, n1 = a.n0, a.n1
+            if a.write_adj_deps and out is forward:
+                # the forward sweep must reach the loop's end: snapshot this step, run it,
+                # and let the adjoint sweep start from that snapshot
+                out.append((ADVANCE, n0, n1, 1 if keep_last else 0))
+                pending = (n0, n1)
+                if keep_last:
+                    reverse.append((RESTORE, n0, 0, 1))
+                else:
+                    reverse += [(RESTORE, 0, 0, 1), (ADVANCE, 0, n0, 0)]
+            elif a.write_adj_deps:
+                if a.write_ics:
+                    out.append((ADVANCE, n0, n0, 1))
+                pending = (n0, n1)
+            else:
+                out.append((ADVANCE, n0, n1, 1 if a.write_ics else 0))
+        elif isinstance(a, EndForward):
+            out = reverse
+        elif isinstance(a, Reverse):
+            assert pending == (a.n0, a.n1), (pending, a)
+            out.append((TAPE, a.n0, a.n1, 0))
+            pending = None
+        elif isinstance(a, (Copy, Move)):
+            out.append((RESTORE, a.n, 0, 1 if isinstance(a, Copy) else 0))
+        elif isinstance(a, EndReverse):
+            break
+        else:  # pragma: no cover - Revolve gives only the actions above
+            raise AssertionError(a)
+    return forward, reverse
 
 
 def nbytes(*state: Any) -> int:

@@ -112,6 +112,7 @@ class Reverse:
         self._by_name: dict[str, Any] | None = None  # shadow name -> its value (`same_shape`)
         self.at_top = False
         self.checkpoints: dict[int, Any] = {}  # loop op id -> its `checkpoint.Checkpoint` (memory limit)
+        self.while_header: dict[int, str] = {}  # while op id -> the header a checkpoint runs it by
         self._index(fn.body, 0)
         for p in fn.params:
             self.def_block[p.id] = fn.body
@@ -1034,7 +1035,7 @@ class Reverse:
             if trip is not None:
                 w(f"{n(trip)} = 0")
             self._fwd_assign(w, cond.args, op.args)
-            with w.indent("while True:"):
+            with w.indent(self.while_header.get(id(op), "while True:")):
                 self.fwd_block(cond, w)
                 self._fwd_assign(w, body.args, cond.args)
                 if trip is not None:
