@@ -155,3 +155,21 @@ def test_a_while_loop_that_rebinds_an_array_is_refused_at_its_line():
     with pytest.raises(zymo.ZymoError, match="rebound in each iteration") as e:
         zymo.gradient(Reverse, rebind, x, 0.1, memory_limit=16)
     assert "test_checkpoint_while.py" in str(e.value)
+
+
+def test_cache_report_shows_the_schedules():
+    from test_checkpoint import rd
+
+    u0 = np.random.default_rng(3).standard_normal(40)
+    text = zymo.cache_report(Reverse, rd, zymo.Active, zymo.Duplicated(u0, np.zeros(40)), 0.1, 0.2, 0.1,
+                             Const(25), memory_limit=2500)
+    assert "checkpoint schedule under memory_limit=2500 bytes" in text
+    assert "checkpointed (Revolve)" in text and "snapshot(s) of 320 bytes" in text
+    assert "iterations recomputed" in text
+    x = np.linspace(0.1, 0.9, 5)
+    text = zymo.cache_report(Reverse, converge, zymo.Active, zymo.Duplicated(x, np.zeros(5)), 0.05,
+                             memory_limit=100)
+    assert "while loop at line" in text and "30 iterations (not known at its entry)" in text
+    assert "memory_limit" not in zymo.cache_report(Reverse, converge, zymo.Active,
+                                                   zymo.Duplicated(x, np.zeros(5)), 0.05)
+    assert Plan.log is None

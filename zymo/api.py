@@ -1136,12 +1136,15 @@ def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any, numba
     return comp.source
 
 
-def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
+def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any, memory_limit: int | None = None) -> str:
     """What the reverse-mode derivative of this call caches, where, why, and how big.
 
     Like Enzyme's printperf: each cached value with its source line, the reason
     (defined inside a loop, or a later store that may overwrite it) and its
     size; "nothing is cached" when the adjoint sweep reads everything in place.
+    Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) it also runs the
+    derivative on copies of the arguments and adds the checkpoint schedule of each loop
+    (`checkpoint_rt.Plan.describe`): snapshots, their bytes, the iterations recomputed, and why.
     """
     import copy
 
@@ -1156,7 +1159,31 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
     comp, norm, leaves, all_values = _prepare(ReverseSplitWithPrimal, f, ret_activity, copies, False)
     shadows = _shadows(comp, leaves, all_values)
     _, recorded = comp.fn[0](*all_values, *shadows, None)
-    return report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
+    text = report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
+    limit = _memory_limit(memory_limit)
+    return text if limit is None else text + "\n" + _schedule_report(f, ret_activity, args, limit)
+
+
+def _schedule_report(f: Callable, ret_activity: Any, args: tuple, limit: int) -> str:
+    """The checkpoint schedules of one reverse-mode call under `limit` bytes (on copies of `args`)."""
+    import copy
+
+    from .annotations import Reverse as _Reverse
+    from .transform.checkpoint_rt import Plan
+
+    copies = copy.deepcopy(args)
+    saved, Plan.log = Plan.log, []
+    try:
+        _autodiff_slow(_Reverse, f, ret_activity, copies, False, limit)
+        plans = Plan.log
+    finally:
+        Plan.log = saved
+    lines = [f"checkpoint schedule under memory_limit={limit} bytes (the entries above are what the call "
+             "stores without a limit)"]
+    if not plans:
+        lines.append("  no loop records a tape: nothing is checkpointed")
+    lines += [f"  {p.describe()}" for p in plans]
+    return "\n".join(lines)
 
 
 def ir(f: Callable, *args: Any) -> Function:
