@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
+from zymo import Active, Const, Duplicated, Reverse
 from zymo.errors import ZymoError
 from zymo.transform.checkpoint_rt import Plan
 
@@ -137,11 +137,8 @@ def test_schedules_replay_every_step_once_reversed():
         assert sorted(taped) == list(range(n)) and not p.fits
 
 
-def test_split_mode_and_numba_are_refused_clearly():
+def test_numba_is_refused_clearly():
     u0 = np.random.default_rng(2).standard_normal(10)
-    with pytest.raises(ZymoError, match="split mode"):
-        zymo.autodiff_thunk(ReverseSplitWithPrimal, rd, Active, Duplicated(u0, np.zeros(10)), Active(0.1),
-                            Active(0.2), Active(0.1), Const(5), memory_limit=100)
     with pytest.raises(ZymoError, match="Numba backend cannot compile a checkpointed loop") as e:
         zymo.gradient(Reverse, rd, u0, 0.1, 0.2, 0.1, Const(5), numba=True, memory_limit=100)
     assert "line" in str(e.value)

@@ -889,10 +889,8 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
     """
     if not (isinstance(mode, Mode) and mode.split):
         raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
-    limit = _memory_limit(memory_limit)
-    if limit is not None:  # checkpointing is not available in split mode yet: refused if it would be needed
-        _prepare(mode, f, ret_activity, args, numba, limit)
-    _prepare(mode, f, ret_activity, args, numba)  # compile now, check the annotations
+    limit = _memory_limit(memory_limit)  # loops checkpointed: the tape holds the snapshots
+    _prepare(mode, f, ret_activity, args, numba, limit)  # compile now, check the annotations
     last: dict[int, tuple] = {}  # half -> (generation, _Match, what _prepare gave) of its last call
 
     def prepared(half: int, call_args: tuple) -> tuple:
@@ -901,7 +899,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         rec = last.get(half)
         if rec is not None and rec[0] == _GENERATION[0] and rec[1].matches(call_args):
             return rec[2]
-        got = _prepare(mode, f, ret_activity, call_args, numba)
+        got = _prepare(mode, f, ret_activity, call_args, numba, limit)
         comp, norm, leaves, all_values = got
         if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
             try:

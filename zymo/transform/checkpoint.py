@@ -219,16 +219,48 @@ class Checkpoint:
           f"{plan}_sb = {8 * (len(op.args) - 3) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
         w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
+        self._new_snaps(rev, w)
         with w.indent(f"if {plan}.fits:"):
             for line in taped.lines:
                 w(line)
         with w.indent("else:"):
-            w(f"{snaps} = {{}}")
             body = op.regions[0]
             assign_all(w, [(n(c), n(i)) for c, i in zip(body.args[1:], op.args[3:], strict=False)])
             with w.indent(f"for _ck_a in {plan}.forward:"):
                 self._advance(rev, op, w)
             assign_all(w, [(n(r), n(c)) for r, c in zip(op.results, body.args[1:], strict=False)])
+
+    def _new_snaps(self, rev: Reverse, w: Writer) -> None:
+        """The snapshots' dict (`checkpoint_rt.Snapshots`); in split mode a slot of the tape, whose
+        buffers a tape passed back in lends to this forward sweep."""
+        _, snaps, _ = self._names(rev)
+        if rev.split:
+            slot = len(rev.tape_slots)
+            rev.tape_slots.append(snaps)
+            w(f"{snaps} = _ck.reuse_snaps({rev.tape_in}, {slot})")
+        else:
+            w(f"{snaps} = _ck.Snapshots()")
+
+    @staticmethod
+    def _adjoint_prelude(rev: Reverse, w: Writer) -> None:
+        """The adjoint sweep's own import of the run-time module; in split mode, the taped forward
+        it runs allocates fresh caches (no tape passed back in there)."""
+        w("from zymo.transform import checkpoint_rt as _ck")
+        if rev.split:
+            w(f"{rev.tape_in} = None")
+
+    def tape_names(self, rev: Reverse) -> set[str]:
+        """Names the adjoint sweep assigns that it may read before assigning: the loop's bounds
+        and first carried numbers, and what the taped forward assigns (caches, counters, extents),
+        which the adjoint sweep runs again but reads from the forward sweep where the whole tape
+        fitted. A split-mode tape carries them too (`reverse._free_names`)."""
+        import ast
+
+        out = {rev.namer(v) for v in self.op.args}
+        if self.taped_fwd is not None:
+            tree = ast.parse("\n".join(self.taped_fwd.lines) or "pass")
+            out |= {x.id for x in ast.walk(tree) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+        return out
 
     def _advance(self, rev: Reverse, op: Op, w: Writer) -> None:
         """Interpret an ADVANCE action `_ck_a`: store a snapshot, then run the primal of its steps."""
@@ -237,7 +269,7 @@ class Checkpoint:
         body = op.regions[0]
         carries = [n(c) for c in body.args[1:]]
         with w.indent("if _ck_a[3]:"):
-            items = [f"_ck.snap({n(v)})" for v in self.state] + carries
+            items = [f"{snaps}.snap({n(v)})" for v in self.state] + carries
             w(f"{snaps}[_ck_a[1]] = ({', '.join(items)}{',' if len(items) == 1 else ''})")
         a, s = n(self.old_args[0]), n(op.args[2])
         w(f"_ck_j0, _ck_j1 = {plan}.iterations(_ck_a[1], _ck_a[2])")
@@ -295,6 +327,7 @@ class Checkpoint:
         inner = rev.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names, strict=False) if nm])
         rev._carry_back(inner, names, carries)
         lo, hi, step = (rev.use(v) for v in op.args[:3])
+        self._adjoint_prelude(rev, w)
         iv = n(body.args[0])
         r = n.fresh("_r")
         loop = self._reverse_loop(lo, hi, step, iv, r)
@@ -378,7 +411,7 @@ class WhileCheckpoint(Checkpoint):
           f"{plan}_sb = {8 * len(self.carries) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
         w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
-        w(f"{snaps} = {{}}")
+        self._new_snaps(rev, w)
         cond = op.regions[0]
         assign_all(w, [(n(c), n(i)) for c, i in zip(cond.args, op.args, strict=False)])
         w("_ck_more = True")
@@ -392,7 +425,7 @@ class WhileCheckpoint(Checkpoint):
     def _store(self, rev: Reverse, w: Writer, at: str) -> None:
         n = rev.namer
         _, snaps, _ = self._names(rev)
-        items = [f"_ck.snap({n(v)})" for v in self.state] + [n(c) for c in self.op.regions[0].args]
+        items = [f"{snaps}.snap({n(v)})" for v in self.state] + [n(c) for c in self.op.regions[0].args]
         w(f"{snaps}[{at}] = ({', '.join(items)}{',' if len(items) == 1 else ''})")
 
     def _run(self, rev: Reverse, op: Op, w: Writer, count: str) -> None:
@@ -426,6 +459,7 @@ class WhileCheckpoint(Checkpoint):
                 rev.adj_used.add(c.id)
         inner = rev.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names, strict=False) if nm])
         rev._carry_back(inner, names, body.args)
+        self._adjoint_prelude(rev, w)
         with w.indent(f"for _ck_a in {plan}.reverse({snaps}):"):
             w(f"_ck_j0, _ck_j1 = {plan}.iterations(_ck_a[1], _ck_a[2])")
             with w.indent("if _ck_a[0] == 0:"):
@@ -458,10 +492,6 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options:
     loops = taped_loops(rev0)
     if not loops:
         return None
-    if split:
-        raise CheckpointError("zymo cannot checkpoint this loop in split mode (autodiff_thunk) yet", loops[0].loc,
-                              why="the snapshots would have to travel on the tape",
-                              hint="use zymo.autodiff or gradient with memory_limit, or no memory_limit here")
     if backend not in ("python", "prefer"):
         from ..codegen.numba_ import ZymoNumbaError
 
@@ -478,7 +508,7 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options:
         rev = Reverse(fn, act, options["seed_return"], options["width"], options["dims"], options["internal"],
                       options["no_need"], options["need_return"], False)
         rev.checkpoints = {id(ck.op): ck for ck in cks}
-        src, names, params = rev.run(False)
+        src, names, params = rev.run(split)
     finally:
         for ck in reversed(cks):
             ck.undo()

@@ -233,6 +233,63 @@ def revolve(steps: int, snapshots: int, line: int = 0, limit: int = 0) -> tuple[
     return forward, reverse
 
 
+class Snapshots(dict):
+    """The snapshots of one checkpointed loop, by step number. A snapshot's arrays are copied into
+    the buffers of snapshots dropped earlier (`pop`, `del`) when their shape and dtype match, so a
+    schedule allocates no more buffers than it holds snapshots at once; a split-mode tape passed
+    back in (`reuse_snaps`) gives its buffers to the next forward sweep."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spare: list = []
+
+    def snap(self, x: Any) -> Any:
+        """A copy of state item `x` (an array, or a list of arrays), in a spare buffer if one fits."""
+        if isinstance(x, list):
+            return [self._copy(a) for a in x]
+        return self._copy(x)
+
+    def _copy(self, a: Any) -> Any:
+        for k, b in enumerate(self.spare):
+            if b.shape == a.shape and b.dtype == a.dtype:
+                del self.spare[k]
+                b[...] = a
+                return b
+        return a.copy()
+
+    def _recycle(self, entry: Any) -> None:
+        for item in entry:
+            if isinstance(item, list):
+                self.spare += [a for a in item if hasattr(a, "shape")]
+            elif hasattr(item, "shape") and hasattr(item, "dtype") and getattr(item, "ndim", 0):
+                self.spare.append(item)
+
+    def pop(self, key: Any, *default: Any) -> Any:  # type: ignore[override]
+        """Remove snapshot `key`; its buffers become spare (read the entry before the next `snap`)."""
+        entry = super().pop(key, *default)
+        if entry is not None:
+            self._recycle(entry)
+        return entry
+
+    def __delitem__(self, key: Any) -> None:
+        self._recycle(self[key])
+        super().__delitem__(key)
+
+    def recycle_all(self) -> None:
+        for entry in self.values():
+            self._recycle(entry)
+        self.clear()
+
+
+def reuse_snaps(tape: Any, slot: int) -> Snapshots:
+    """The snapshots of a split-mode tape passed back in (all their buffers spare), or new ones."""
+    if tape is not None and isinstance(tape[slot], Snapshots):
+        s = tape[slot]
+        s.recycle_all()
+        return s
+    return Snapshots()
+
+
 def nbytes(*state: Any) -> int:
     """Bytes of one snapshot of `state` (arrays, lists of arrays, numbers)."""
     total = 0

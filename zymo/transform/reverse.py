@@ -259,13 +259,14 @@ class Reverse:
                 w(f"return {rets}, {adjs}")
             return w.source(), [name], shadow_params + active_scalars
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads
+        also = {x for ck in self.checkpoints.values() for x in ck.tape_names(self)}  # `checkpoint.py`
         tape = self.tape_slots + sorted(
-            _free_names(rev, fwd) - set(self.tape_slots) - set(params) - set(self.seeds))
+            _free_names(rev, fwd, also) - set(self.tape_slots) - set(params) - set(self.seeds))
         self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
-            late = [t for t in tape if t not in self.tape_slots]
+            late = [t for t in tape if t not in self.tape_slots or t in also]
             # names a branch or loop may leave unassigned still go on the tape; a zero of
             # their type where it is known (Numba types a variable once)
             for init in sorted({n.typed_zero.get(t, "None") for t in late}):
@@ -1748,10 +1749,10 @@ def _one_element(op: Op) -> bool:
             and all(t[0] == "v" and isinstance(op.args[t[1]].type, T.Scalar) for t in parts))
 
 
-def _free_names(rev: Writer, fwd: Writer) -> set[str]:
-    """Names the adjoint sweep reads but never assigns itself, that the forward sweep assigns:
-    what a split-mode tape must carry. (Cache counters are updated with `-=`, so they count as
-    read; popped values and loop variables are assigned by the adjoint sweep.)"""
+def _free_names(rev: Writer, fwd: Writer, also: set[str] = frozenset()) -> set[str]:  # type: ignore[assignment]
+    """Names the adjoint sweep reads but never assigns itself (and the names `also`), that the
+    forward sweep assigns: what a split-mode tape must carry. (Cache counters are updated with
+    `-=`, so they count as read; popped values and loop variables are assigned by the adjoint sweep.)"""
     import ast
 
     def scan(w: Writer) -> tuple[set[str], set[str]]:
@@ -1768,7 +1769,7 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
     rev_loads, rev_stores = scan(rev)
     _, fwd_stores = scan(fwd)
-    return (rev_loads - rev_stores) & fwd_stores
+    return ((rev_loads - rev_stores) | set(also)) & fwd_stores
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
