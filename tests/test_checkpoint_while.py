@@ -173,3 +173,40 @@ def test_cache_report_shows_the_schedules():
     assert "memory_limit" not in zymo.cache_report(Reverse, converge, zymo.Active,
                                                    zymo.Duplicated(x, np.zeros(5)), 0.05)
     assert Plan.log is None
+
+
+def two_loops(x, n, tol):
+    u = x.copy()
+    for _t in range(n):
+        u[:] = np.sin(u) * 1.1 + 0.05
+    v = u * 2.0
+    while np.sum(v * v) > tol:
+        v[:] = 0.9 * v + 0.01 * np.cos(v)
+    w = v + u
+    for _t in range(n):
+        w[:] = w * 0.95 + 0.1 * np.tanh(u)
+    return np.sum(w * w * u)
+
+
+@pytest.mark.parametrize("limit", [None, 10**6, 3000, 1500, 400])
+def test_several_loops_share_the_limit(limit):
+    x = np.linspace(0.1, 0.9, 6)
+    ref = zymo.gradient(Reverse, two_loops, x.copy(), Const(20), 0.5)
+    Plan.log = []
+    try:
+        got = zymo.gradient(Reverse, two_loops, x.copy(), Const(20), 0.5, memory_limit=limit)
+        plans = Plan.log
+    finally:
+        Plan.log = None
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    np.testing.assert_allclose(got[0], _fd(lambda x: two_loops(x, 20, 0.5), [x.copy()], 0), rtol=1e-5, atol=1e-8)
+    assert np.max(np.abs(got[0])) > 1e-2
+    if limit is None:
+        return
+    assert len(plans) == 3
+    # each loop's plan is made under what the loops before it hold for the adjoint sweep
+    assert plans[0].limit == limit // 3
+    assert plans[1].limit == (limit - plans[0].held_bytes()) // 2
+    assert plans[2].limit == limit - plans[0].held_bytes() - plans[1].held_bytes()
+    if limit >= 1500:
+        assert sum(p.held_bytes() for p in plans[:2]) + plans[2].peak_bytes() <= limit

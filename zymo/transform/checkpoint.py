@@ -85,6 +85,7 @@ class Checkpoint:
 
     def __init__(self, fn: Function, op: Op, limit: int, est: tuple[int, int]) -> None:
         self.fn, self.op, self.limit, self.est = fn, op, limit, est
+        self.share = (0, 1)  # (this loop's place, how many) among the function's checkpointed loops
         self.taped_fwd: Writer | None = None
         self.marker = f"# zymo checkpoint forward {id(self)}"
         self.carries = op.regions[0].args[1:] if op.kind == "for" else op.regions[0].args
@@ -117,6 +118,8 @@ class Checkpoint:
 
     def undo(self) -> None:
         ops = self.fn.body.ops
+        if not self.new_ops:  # a while loop that carries nothing
+            return
         del ops[ops.index(self.new_ops[0]):ops.index(self.new_ops[0]) + len(self.new_ops)]
         self.op.args[:] = self.old_args
 
@@ -218,7 +221,8 @@ class Checkpoint:
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * (len(op.args) - 3)}" if self.state else
           f"{plan}_sb = {8 * (len(op.args) - 3) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
-        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
+        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line})")
+        w(f"_ck_room -= {plan}.held_bytes()")
         self._new_snaps(rev, w)
         with w.indent(f"if {plan}.fits:"):
             for line in taped.lines:
@@ -229,6 +233,16 @@ class Checkpoint:
             with w.indent(f"for _ck_a in {plan}.forward:"):
                 self._advance(rev, op, w)
             assign_all(w, [(n(r), n(c)) for r, c in zip(op.results, body.args[1:], strict=False)])
+
+    def _room(self, w: Writer) -> str:
+        """The limit of this loop's plan: the loops share the memory limit. The forward sweep holds
+        what each loop's plan keeps for its adjoint (`held_bytes`) until the adjoint sweep reaches
+        that loop, after every later loop's, so a loop gets an equal part of what the loops before
+        it left (`_ck_room`), the first a 1/m part of the limit."""
+        k, m = self.share
+        if k == 0:
+            w(f"_ck_room = {self.limit}")
+        return "_ck_room" if k == m - 1 else f"_ck_room // {m - k}"
 
     def _new_snaps(self, rev: Reverse, w: Writer) -> None:
         """The snapshots' dict (`checkpoint_rt.Snapshots`); in split mode a slot of the tape, whose
@@ -410,7 +424,8 @@ class WhileCheckpoint(Checkpoint):
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * len(self.carries)}" if self.state else
           f"{plan}_sb = {8 * len(self.carries) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
-        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
+        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line})")
+        w(f"_ck_room -= {plan}.held_bytes()")
         self._new_snaps(rev, w)
         cond = op.regions[0]
         assign_all(w, [(n(c), n(i)) for c, i in zip(cond.args, op.args, strict=False)])
@@ -504,6 +519,8 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options:
         for op in loops:
             cls = WhileCheckpoint if op.kind == "while" else Checkpoint
             cks.append(cls(fn, op, limit, iter_bytes_estimate(rev0, op)))
+        for k, ck in enumerate(cks):
+            ck.share = (k, len(cks))
         act = analyze()
         rev = Reverse(fn, act, options["seed_return"], options["width"], options["dims"], options["internal"],
                       options["no_need"], options["need_return"], False)

@@ -29,6 +29,7 @@ class Plan:
     log: list | None = None
 
     def __init__(self, n: int, state_bytes: int, iter_bytes: int, limit: int, line: int = 0) -> None:
+        limit = max(int(limit), 1)  # what earlier loops left may be nothing: one snapshot, then
         self.n, self.state_bytes, self.iter_bytes, self.limit, self.line = n, state_bytes, iter_bytes, limit, line
         self.fits = n <= 0 or n * iter_bytes <= limit
         self.block, self.steps, self.snapshots = n, 1, 0
@@ -57,6 +58,10 @@ class Plan:
     def _len(self, a: tuple[int, int, int, int]) -> int:
         j0, j1 = self.iterations(a[1], a[2])
         return j1 - j0
+
+    def held_bytes(self) -> int:
+        """What the forward sweep keeps for this loop's adjoint: the tape, or the snapshots."""
+        return self.n * self.iter_bytes if self.fits else self.snapshots * self.state_bytes
 
     def peak_bytes(self) -> int:
         """The estimate the schedule was chosen by: snapshots and one step's tape."""
@@ -92,6 +97,7 @@ class OnlinePlan:
     """
 
     def __init__(self, state_bytes: int, iter_bytes: int, limit: int, line: int = 0) -> None:
+        limit = max(int(limit), 1)
         self.state_bytes, self.iter_bytes, self.limit, self.line = state_bytes, iter_bytes, limit, line
         self.fits, self.online_schedule = False, True
         self.block = max(1, int(limit // (4 * max(iter_bytes, 1))))
@@ -152,6 +158,10 @@ class OnlinePlan:
     def recomputed(self) -> int:
         """Iterations the adjoint sweep runs again beyond the taped ones (primal advances)."""
         return sum(j1 - j0 for a in self.actions if a[0] == ADVANCE for j0, j1 in [self.iterations(a[1], a[2])])
+
+    def held_bytes(self) -> int:
+        """What the forward sweep keeps for the adjoint, at most: the snapshots of the online schedule."""
+        return self.online * self.state_bytes
 
     def peak_bytes(self) -> int:
         return self.slots * self.state_bytes + self.block * self.iter_bytes
