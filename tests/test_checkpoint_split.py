@@ -60,3 +60,32 @@ def test_split_mode_while_loop(limit):
     tape2, _ = fwd(Duplicated(x.copy(), dx2), Const(0.3), tape=tape)
     rev(Duplicated(x.copy(), dx2), Const(0.3), 1.0, tape2)
     np.testing.assert_allclose(dx2, ref, rtol=1e-12)
+
+
+def test_numba_prefer_warns_and_runs_python():
+    u0 = np.random.default_rng(6).standard_normal(30)
+    ref = zymo.gradient(Reverse, rd, u0, 0.1, 0.2, 0.1, Const(20))
+    with pytest.warns(zymo.ZymoWarning, match="runs as Python, not Numba: memory_limit checkpoints the loop") as ws:
+        got = zymo.gradient(Reverse, rd, u0, 0.1, 0.2, 0.1, Const(20), numba="prefer", memory_limit=700)
+    assert ws[0].filename == __file__
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    np.testing.assert_allclose(got[0], _fd(lambda u: rd(u, 0.1, 0.2, 0.1, 20), [u0], 0), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.slow
+def test_numba_kernels_backend_runs_checkpointed_programs():
+    from test_checkpoint import nested, scalar_carry
+    from test_checkpoint_while import brk
+
+    x = np.linspace(0.1, 0.9, 5)
+    for f, args in [(scalar_carry, (x, 1.3, Const(17))), (brk, (x, Const(37))), (decay, (x, 0.3))]:
+        ref = zymo.gradient(Reverse, f, *[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+        for limit in (None, 100, 1):
+            got = zymo.gradient(Reverse, f, *[a.copy() if isinstance(a, np.ndarray) else a for a in args],
+                                numba="kernels", memory_limit=limit)
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    y = np.linspace(-0.5, 0.5, 4)
+    ref = zymo.gradient(Reverse, nested, y.copy(), Const(6))
+    got = zymo.gradient(Reverse, nested, y.copy(), Const(6), numba="kernels", memory_limit=30)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    np.testing.assert_allclose(got[0], _fd(lambda y: nested(y, 6), [y], 0), rtol=1e-5, atol=1e-8)

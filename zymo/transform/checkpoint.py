@@ -498,6 +498,17 @@ class WhileCheckpoint(Checkpoint):
         rev._carry_out(w, names, op.args)
 
 
+def _outside_zymo() -> int:
+    """The `stacklevel` of the first caller outside zymo (and the decorators' stdlib frames)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_globals.get("__name__", "").split(".")[0] in ("zymo", "contextlib",
+                                                                                         "functools")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options: dict, split: bool = False,
                  backend: str = "python") -> tuple | None:
     """The program with the taped loops of `rev0` checkpointed under `limit` bytes, as
@@ -507,13 +518,22 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options:
     loops = taped_loops(rev0)
     if not loops:
         return None
-    if backend not in ("python", "prefer"):
+    if backend == "always":
         from ..codegen.numba_ import ZymoNumbaError
 
         raise ZymoNumbaError("zymo's Numba backend cannot compile a checkpointed loop yet", loops[0].loc,
                              why="memory_limit asks to checkpoint this loop, whose driver runs as Python",
-                             hint="use numba=False or 'prefer' (the derivative then runs as Python), "
-                                  "or no memory_limit")
+                             hint="use numba=False, 'prefer' (the derivative then runs as Python) or 'kernels' "
+                                  "(its loops of numbers compile), or no memory_limit")
+    if backend == "prefer":
+        import warnings
+
+        from ..errors import ZymoWarning
+
+        loc = loops[0].loc
+        warnings.warn(f"the derivative of {fn.name} runs as Python, not Numba: memory_limit checkpoints the loop at "
+                      f"line {loc.line} of {loc.file}, whose driver runs as Python (numba='kernels' compiles its "
+                      "loops of numbers)", ZymoWarning, stacklevel=_outside_zymo())
     cks: list[Checkpoint] = []
     try:
         for op in loops:
