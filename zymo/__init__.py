@@ -18,12 +18,13 @@ from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceEr
                      ZymoWarning)
 from .rules.custom import CustomRule, custom_rule, inactive
 from .shadows import make_zero, make_zero_
+from .transform.checkpoint_rt import checkpointed
 
 __all__ = [
     "gradient_forward", "hessian", "hvp", "hvp_and_gradient", "jacobian",
     "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
     "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
-    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive",
+    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive", "checkpointed",
 ]
 __version__ = "0.1.0"

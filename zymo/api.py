@@ -369,7 +369,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal,
                                                  numba=backend not in ("python", "kernels"))
-        if memory_limit is not None:  # checkpoint the loops whose tape may not fit (`transform/checkpoint.py`)
+        if memory_limit is not None or any("checkpoint" in op.attrs for op in ir.body.ops):
+            # checkpoint the loops whose tape may not fit, and those marked (`transform/checkpoint.py`)
             from .transform.checkpoint import checkpointed
 
             got = checkpointed(ir, rev, memory_limit, lambda: analyze(ir, active, classes, seed_return=seeded),

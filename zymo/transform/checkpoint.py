@@ -221,7 +221,8 @@ class Checkpoint:
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * (len(op.args) - 3)}" if self.state else
           f"{plan}_sb = {8 * (len(op.args) - 3) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
-        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line})")
+        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line}, "
+          f"{op.attrs.get('checkpoint')})")
         w(f"_ck_room -= {plan}.held_bytes()")
         self._new_snaps(rev, w)
         with w.indent(f"if {plan}.fits:"):
@@ -241,7 +242,7 @@ class Checkpoint:
         it left (`_ck_room`), the first a 1/m part of the limit."""
         k, m = self.share
         if k == 0:
-            w(f"_ck_room = {self.limit}")
+            w(f"_ck_room = {self.limit if self.limit is not None else 1 << 62}")
         return "_ck_room" if k == m - 1 else f"_ck_room // {m - k}"
 
     def _new_snaps(self, rev: Reverse, w: Writer) -> None:
@@ -424,7 +425,8 @@ class WhileCheckpoint(Checkpoint):
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * len(self.carries)}" if self.state else
           f"{plan}_sb = {8 * len(self.carries) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
-        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line})")
+        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line}, "
+          f"{op.attrs.get('checkpoint')})")
         w(f"_ck_room -= {plan}.held_bytes()")
         self._new_snaps(rev, w)
         cond = op.regions[0]
@@ -509,13 +511,15 @@ def _outside_zymo() -> int:
     return level
 
 
-def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options: dict, split: bool = False,
+def checkpointed(fn: Function, rev0: Reverse, limit: int | None, analyze: Any, options: dict, split: bool = False,
                  backend: str = "python") -> tuple | None:
     """The program with the taped loops of `rev0` checkpointed under `limit` bytes, as
     `(source, names, active params, generator, activity)`; None when no loop records a tape."""
     from .reverse import Reverse
 
     loops = taped_loops(rev0)
+    if limit is None:  # no memory limit: only the loops marked `zymo.checkpointed(...)`
+        loops = [op for op in loops if "checkpoint" in op.attrs]
     if not loops:
         return None
     if backend == "always":

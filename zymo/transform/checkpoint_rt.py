@@ -25,17 +25,32 @@ from typing import Any
 ADVANCE, RESTORE, TAPE = 0, 1, 2
 
 
+def checkpointed(loop: Any, snapshots: int = 1) -> Any:
+    """Marks a loop to checkpoint: `for t in zymo.checkpointed(range(n), snapshots=4):`. Run as
+    Python it is `loop` itself; differentiated in reverse mode, the loop is checkpointed with at
+    most `snapshots` snapshots of its state (one step per iteration), whatever the memory limit
+    (none needed): the adjoint sweep recomputes the iterations between them (`transform/checkpoint.py`)."""
+    if isinstance(snapshots, bool) or not isinstance(snapshots, int) or snapshots < 1:
+        raise ValueError(f"checkpointed takes snapshots= a positive int, not {snapshots!r}")
+    return loop
+
+
 class Plan:
     log: list | None = None
 
-    def __init__(self, n: int, state_bytes: int, iter_bytes: int, limit: int, line: int = 0) -> None:
+    def __init__(self, n: int, state_bytes: int, iter_bytes: int, limit: int, line: int = 0,
+                 marked: int | None = None) -> None:
         limit = max(int(limit), 1)  # what earlier loops left may be nothing: one snapshot, then
         self.n, self.state_bytes, self.iter_bytes, self.limit, self.line = n, state_bytes, iter_bytes, limit, line
-        self.fits = n <= 0 or n * iter_bytes <= limit
+        self.marked = marked  # `checkpointed(..., snapshots=marked)`: always checkpointed, steps of one iteration
+        self.fits = n <= 0 or (marked is None and n * iter_bytes <= limit)
         self.block, self.steps, self.snapshots = n, 1, 0
         self.forward: list[tuple[int, int, int, int]] = []
         self.reverse: list[tuple[int, int, int, int]] = []
-        if not self.fits:
+        if not self.fits and marked is not None:
+            self.block, self.steps, self.snapshots = 1, n, min(marked, n)
+            self._schedule()
+        elif not self.fits:
             self.block = max(1, min(n, int(limit // (4 * max(iter_bytes, 1)))))
             self.steps = -(-n // self.block)
             room = int((limit - self.block * iter_bytes) // max(state_bytes, 1))
@@ -74,8 +89,10 @@ class Plan:
             return (f"loop at line {self.line}: {self.n} iterations, tape about {self.n * self.iter_bytes} bytes "
                     f"within the limit of {self.limit} bytes: taped whole, not checkpointed")
         taped = self.n
-        return (f"loop at line {self.line}: {self.n} iterations, tape about {self.n * self.iter_bytes} bytes over "
-                f"the limit of {self.limit} bytes: checkpointed (Revolve) in {self.steps} steps of {self.block} "
+        why = (f"marked zymo.checkpointed(..., snapshots={self.marked})" if self.marked else
+               f"over the limit of {self.limit} bytes")
+        return (f"loop at line {self.line}: {self.n} iterations, tape about {self.n * self.iter_bytes} bytes {why}: "
+                f"checkpointed (Revolve) in {self.steps} steps of {self.block} "
                 f"iterations, {self.snapshots} snapshot(s) of {self.state_bytes} bytes, "
                 f"{self.recomputed()} iterations recomputed by primal advances and {taped} run taped in the "
                 f"adjoint sweep; estimated peak {self.peak_bytes()} bytes")
@@ -96,12 +113,13 @@ class OnlinePlan:
     snapshots leave free.
     """
 
-    def __init__(self, state_bytes: int, iter_bytes: int, limit: int, line: int = 0) -> None:
+    def __init__(self, state_bytes: int, iter_bytes: int, limit: int, line: int = 0,
+                 marked: int | None = None) -> None:
         limit = max(int(limit), 1)
         self.state_bytes, self.iter_bytes, self.limit, self.line = state_bytes, iter_bytes, limit, line
-        self.fits, self.online_schedule = False, True
-        self.block = max(1, int(limit // (4 * max(iter_bytes, 1))))
-        self.slots = max(1, int((limit - self.block * iter_bytes) // max(state_bytes, 1)))
+        self.fits, self.marked = False, marked
+        self.block = 1 if marked else max(1, int(limit // (4 * max(iter_bytes, 1))))
+        self.slots = marked or max(1, int((limit - self.block * iter_bytes) // max(state_bytes, 1)))
         self.online = max(1, self.slots // 2)
         self.interval, self.step, self.n = 1, 0, 0
         self.kept: list[int] = []
@@ -168,7 +186,9 @@ class OnlinePlan:
 
     def describe(self) -> str:
         return (f"while loop at line {self.line}: {self.n} iterations (not known at its entry), tape about "
-                f"{self.n * self.iter_bytes} bytes, limit {self.limit} bytes: checkpointed online in {self.steps} "
+                f"{self.n * self.iter_bytes} bytes, "
+                + (f"marked zymo.checkpointed(..., snapshots={self.marked})" if self.marked else
+                   f"limit {self.limit} bytes") + f": checkpointed online in {self.steps} "
                 f"steps of {self.block} iterations: the forward sweep kept {len(self.kept)} snapshot(s) of "
                 f"{self.state_bytes} bytes at steps {self.kept[:8]}{' ...' if len(self.kept) > 8 else ''} "
                 f"(every {self.interval} steps, doubling when {self.online} are held), each interval reversed "
