@@ -1,25 +1,27 @@
 """Checkpointing: reverse mode under a memory limit (`memory_limit=`, issue 35).
 
-Contract: `checkpointed_reverse(fn, act_of, rev0, limit, ...)` is called by `api._compile` with the
-store-all generator `rev0` of `fn`. The top-level `for` loops whose iterations record a tape
-(`taped_loops`) are *checkpointed*; the others, and everything outside them, are generated as
-without a limit. For such a loop the IR gets, just before it, identity ops for its start, stop
-and carried numbers (`zymo.checkpoint_bound`, `zymo.checkpoint_carry`), so that the generated
-driver can run the loop over any range of iterations from any state; the IR is restored
-after the program is written.
+Contract: `checkpointed(fn, rev0, limit, ...)` is called by `api._compile` with the store-all
+generator `rev0` of `fn`. The top-level `for` and `while` loops whose iterations record a tape
+(`taped_loops`) are *checkpointed* (with no limit, only those marked `zymo.checkpointed(...)`,
+`op.attrs["checkpoint"]`); the others, and everything outside them, are generated as without a
+limit. For such a loop the IR gets, just before it, identity ops for its start, stop and carried
+numbers (`zymo.checkpoint_bound`, `zymo.checkpoint_carry`), so that the generated driver can run
+the loop over any range of iterations from any state; the IR is restored after the program is
+written.
 
-The program (`Checkpoint.forward`, `Checkpoint.adjoint`) makes a `checkpoint_rt.Plan` at the
-loop's entry. When the whole tape fits the limit, the loop is taped and reversed as without a
-limit. Otherwise the forward sweep runs only the primal of the loop, storing snapshots of the
-loop's state at the iterations the schedule says (Revolve), and the adjoint sweep restores
-snapshots, runs iterations again (the primal, then the taped forward of the iterations it
-reverses) and their adjoint. The state of the loop: its carried numbers, and the memory
-defined before the loop that it writes, or that it reads and the code after it writes (each
-snapshot copies all of it). What cannot be snapshotted is refused at the loop's line:
-carried arrays or lists, writes into memory zymo cannot trace to an array or list of arrays
-defined before the loop. Python backend only; split mode is refused (`api`).
-"""
-from __future__ import annotations
+A `for` loop (`Checkpoint`) makes a `checkpoint_rt.Plan` at its entry. When the whole tape fits
+the limit, the loop is taped and reversed as without a limit. Otherwise the forward sweep runs
+only the primal of the loop, storing snapshots of the loop's state at the iterations the
+schedule says (Revolve), and the adjoint sweep restores snapshots, runs iterations again (the
+primal, then the taped forward of the iterations it reverses) and their adjoint. A `while` loop
+(`WhileCheckpoint`, also a `for` with `break`) makes a `checkpoint_rt.OnlinePlan` and is always
+checkpointed. Loops share the limit (`Checkpoint._room`). The state of the loop: its carried
+numbers, and the memory defined before the loop that it writes, or that it reads and the code
+after it writes (each snapshot copies all of it). What cannot be snapshotted is refused at the
+loop's line: carried arrays or lists, writes into memory zymo cannot trace to an array or list
+of arrays defined before the loop. Split mode: the tape carries the plans and the snapshots.
+Backends: Python and "kernels"; "prefer" warns and runs Python; Numba ("always") is refused.
+"""from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 

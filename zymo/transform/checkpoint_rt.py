@@ -16,7 +16,10 @@ holds, gives two action lists the generated driver interprets:
   adjoint.
 
 `iterations(n0, n1)` maps steps to the loop's iteration numbers. `Plan.log`, when a list, receives
-every plan made (`zymo.cache_report(..., memory_limit=)` reads it).
+every plan made (`zymo.cache_report(..., memory_limit=)` reads it). `OnlinePlan` is the schedule
+of a `while` loop (trip count unknown at entry: online doubling, then Revolve per interval);
+`Snapshots` holds a loop's snapshots and reuses dropped ones' buffers; `checkpointed` is the user's
+loop marker (the iterable itself at run time).
 """
 from __future__ import annotations
 
