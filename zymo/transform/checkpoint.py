@@ -21,7 +21,8 @@ after it writes (each snapshot copies all of it). What cannot be snapshotted is 
 loop's line: carried arrays or lists, writes into memory zymo cannot trace to an array or list
 of arrays defined before the loop. Split mode: the tape carries the plans and the snapshots.
 Backends: Python and "kernels"; "prefer" warns and runs Python; Numba ("always") is refused.
-"""from __future__ import annotations
+"""
+from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
