@@ -23,6 +23,7 @@ loop marker (the iterable itself at run time).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 ADVANCE, RESTORE, TAPE = 0, 1, 2
@@ -213,27 +214,51 @@ def _drop_at_last_use(actions: list[tuple[int, int, int, int]]) -> list[tuple[in
 
 
 def revolve(steps: int, snapshots: int, line: int = 0, limit: int = 0) -> tuple[list, list]:
-    """(forward, reverse) action lists (module docstring) of Griewank's binomial schedule over
-    `steps` steps holding at most `snapshots` snapshots at once (one: every step is recomputed
-    from the first)."""
+    """(forward, reverse) action lists (module docstring) of a binomial schedule (Griewank's: the
+    fewest recomputations for the snapshots) over `steps` steps holding at most `snapshots`
+    snapshots at once (one: every step is recomputed from the first). With a snapshot for every
+    step, each is stored; else `checkpoint-schedules` gives it: `Revolve` for small problems (its
+    tables cost about steps^2 * snapshots in Python), `MultistageCheckpointSchedule` (the same
+    binomial schedule, compiled by Numba at its first use) for larger ones. Cached."""
+    fwd, rev = _revolve(steps, snapshots, line, limit)
+    return list(fwd), list(rev)
+
+
+@functools.lru_cache(maxsize=64)
+def _revolve(steps: int, snapshots: int, line: int, limit: int) -> tuple[tuple, tuple]:
     forward: list[tuple[int, int, int, int]] = []
     reverse: list[tuple[int, int, int, int]] = []
     if steps == 1:
-        return [(ADVANCE, 0, 1, 1)], [(RESTORE, 0, 0, 0), (TAPE, 0, 1, 0)]
-    # Revolve's snapshots, and one more for the last step's state when there is room (else
+        return ((ADVANCE, 0, 1, 1),), ((RESTORE, 0, 0, 0), (TAPE, 0, 1, 0))
+    if snapshots >= steps:  # a snapshot per step: no recomputation
+        forward = [(ADVANCE, k, k + 1, 1) for k in range(steps)]
+        for k in reversed(range(steps)):
+            reverse += [(RESTORE, k, 0, 0), (TAPE, k, k + 1, 0)]
+        return tuple(forward), tuple(reverse)
+    # the schedule's snapshots, and one more for the last step's state when there is room (else
     # the adjoint sweep recomputes that state from the first snapshot)
     keep_last = snapshots >= 2
     try:
-        from checkpoint_schedules import Copy, EndForward, EndReverse, Forward, Move, Reverse, Revolve
+        from checkpoint_schedules import (
+            Copy,
+            EndForward,
+            EndReverse,
+            Forward,
+            Move,
+            MultistageCheckpointSchedule,
+            Reverse,
+            Revolve,
+        )
     except ImportError:
         from ..errors import ZymoUsageError
 
         raise ZymoUsageError(f"the loop at line {line} needs a checkpoint schedule under memory_limit="
                              f"{limit}, and the package checkpoint-schedules is not installed: "
                              "pip install 'zymo[checkpoint]' (or checkpoint-schedules)") from None
-
+    k = snapshots - 1 if keep_last else 1
+    schedule = Revolve(steps, k) if steps * steps * k <= 200_000 else MultistageCheckpointSchedule(steps, k, 0)
     out, pending = forward, None
-    for a in Revolve(steps, snapshots - 1 if keep_last else 1):
+    for a in schedule:
         if isinstance(a, Forward):
             n0, n1 = a.n0, a.n1
             if a.write_adj_deps and out is forward:
@@ -263,7 +288,7 @@ def revolve(steps: int, snapshots: int, line: int = 0, limit: int = 0) -> tuple[
             break
         else:  # pragma: no cover - Revolve gives only the actions above
             raise AssertionError(a)
-    return forward, reverse
+    return tuple(forward), tuple(reverse)
 
 
 class Snapshots(dict):
