@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's zymo
 
-import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
 
 
 def median_time(fn, budget: float = 0.5, max_reps: int = 500) -> float:

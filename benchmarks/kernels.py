@@ -20,8 +20,9 @@ The functional JAX ports of the same math are in `kernels_jax.py`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -329,7 +330,7 @@ def _make_durbin(n):
 
 def jacobi_1d(tsteps, A, B):
     n = A.shape[0]
-    for t in range(tsteps):
+    for _t in range(tsteps):
         for i in range(1, n - 1):
             B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1])
         for i in range(1, n - 1):
@@ -344,7 +345,7 @@ def _make_jacobi_1d(size):
 
 
 def jacobi_2d(tsteps, A, B):
-    for t in range(tsteps):
+    for _t in range(tsteps):
         B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
         A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
     return np.sum(A * A)
@@ -357,7 +358,7 @@ def _make_jacobi_2d(size):
 
 
 def heat_3d(tsteps, A, B):
-    for t in range(tsteps):
+    for _t in range(tsteps):
         B[1:-1, 1:-1, 1:-1] = (0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1])
                                + 0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1])
                                + 0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, :-2])
@@ -377,7 +378,7 @@ def _make_heat_3d(size):
 
 def seidel_2d(tsteps, A):
     n = A.shape[0]
-    for t in range(tsteps):
+    for _t in range(tsteps):
         for i in range(1, n - 1):
             for j in range(1, n - 1):
                 A[i, j] = (A[i - 1, j - 1] + A[i - 1, j] + A[i - 1, j + 1]
@@ -421,7 +422,7 @@ def adi(tsteps, u, v, p, q):
     d = -mul2 / 2.0
     e = 1.0 + mul2
     f = d
-    for t in range(1, tsteps + 1):
+    for _t in range(1, tsteps + 1):
         # column sweep
         for i in range(1, n - 1):
             v[0, i] = 1.0
@@ -582,7 +583,7 @@ def _make_conv2d(size):
 
 def nbody(pos, vel, mass, acc, dt, steps):
     n = pos.shape[0]
-    for s in range(steps):
+    for _s in range(steps):
         for i in range(n):
             acc[i, 0] = 0.0
             acc[i, 1] = 0.0
@@ -613,7 +614,7 @@ def _make_nbody(size):
 
 def cavity_flow(u, v, p, b, nt, nit, dt, dx, dy, rho, nu):
     """Lid-driven cavity (Barba, 12 steps to Navier-Stokes, step 11), as written there."""
-    for n in range(nt):
+    for _n in range(nt):
         un = u.copy()
         vn = v.copy()
         b[1:-1, 1:-1] = rho * (1.0 / dt * ((u[1:-1, 2:] - u[1:-1, 0:-2]) / (2.0 * dx)
@@ -622,7 +623,7 @@ def cavity_flow(u, v, p, b, nt, nit, dt, dx, dy, rho, nu):
                                - 2.0 * ((u[2:, 1:-1] - u[0:-2, 1:-1]) / (2.0 * dy)
                                         * (v[1:-1, 2:] - v[1:-1, 0:-2]) / (2.0 * dx))
                                - ((v[2:, 1:-1] - v[0:-2, 1:-1]) / (2.0 * dy)) ** 2)
-        for it in range(nit):
+        for _it in range(nit):
             pn = p.copy()
             p[1:-1, 1:-1] = (((pn[1:-1, 2:] + pn[1:-1, 0:-2]) * dy ** 2 + (pn[2:, 1:-1] + pn[0:-2, 1:-1]) * dx ** 2)
                              / (2.0 * (dx ** 2 + dy ** 2))
@@ -668,7 +669,7 @@ def _make_cavity(size):
 def hdiff(inp, coeff, lap, out, steps):
     """Fourth-order horizontal diffusion with flux limiter (COSMO's hdiff, the GT4Py/DaCe benchmark),
     applied `steps` times to a 2-d field."""
-    for s in range(steps):
+    for _s in range(steps):
         lap[1:-1, 1:-1] = 4.0 * inp[1:-1, 1:-1] - (inp[2:, 1:-1] + inp[:-2, 1:-1] + inp[1:-1, 2:] + inp[1:-1, :-2])
         flx = lap[2:-1, 2:-2] - lap[1:-2, 2:-2]
         flx = np.where(flx * (inp[2:-1, 2:-2] - inp[1:-2, 2:-2]) > 0.0, 0.0, flx)
@@ -720,7 +721,8 @@ KERNELS = {k.name: k for k in [
     K("conv2d", "ML", "slices", conv2d, _make_conv2d, (2, 2, 6, 3), (3, 8, 32, 3), (0, 1, 2), "C, F, H=W, K"),
     # physics
     K("nbody", "physics", "loops", nbody, _make_nbody, (4, 2), (64, 10), (0, 1, 2), "bodies, steps"),
-    K("cavity_flow", "physics", "vectorized", cavity_flow, _make_cavity, (7, 2, 3), (41, 20, 20), (0, 1, 2), "n, nt, nit"),
+    K("cavity_flow", "physics", "vectorized", cavity_flow, _make_cavity, (7, 2, 3), (41, 20, 20), (0, 1, 2),
+      "n, nt, nit"),
     # weather
     K("hdiff", "weather", "vectorized", hdiff, _make_hdiff, (8, 2), (64, 20), (0, 1), "n, steps"),
 ]}

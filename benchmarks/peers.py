@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
 from functools import lru_cache, partial
-from typing import Callable
 
 import numpy as np
 

@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's zymo
 
-import zymo  # noqa: E402
-from zymo import Const, Duplicated, Forward  # noqa: E402
-from zymo.sparse import hessian_from_plan, jacobian_from_plan, plan_hessian, plan_jacobian  # noqa: E402
+import zymo
+from zymo import Const, Duplicated, Forward
+from zymo.sparse import hessian_from_plan, jacobian_from_plan, plan_hessian, plan_jacobian
 
 
 def bratu(u: np.ndarray, lam: float) -> np.ndarray:

@@ -16,8 +16,9 @@ peers' functional rewrites live in `peers.py`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

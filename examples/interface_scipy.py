@@ -22,8 +22,21 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import minimize
 
 import zymo
-from zymo.interface import (AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo, BackendLimitation, Constant,
-                            gradient, hvp, jacobian, prepare_gradient, prepare_hvp, prepare_jacobian)
+from zymo.interface import (
+    AutoAutograd,
+    AutoFiniteDiff,
+    AutoJAX,
+    AutoTorch,
+    AutoZymo,
+    BackendLimitation,
+    Constant,
+    gradient,
+    hvp,
+    jacobian,
+    prepare_gradient,
+    prepare_hvp,
+    prepare_jacobian,
+)
 
 
 def make_rosenbrock(xp):

@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's zymo
 
-import zymo  # noqa: E402
-from zymo import Active, Duplicated, Forward, Reverse  # noqa: E402
+import zymo
+from zymo import Active, Duplicated, Forward, Reverse
 
 
 class Heat:

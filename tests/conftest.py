@@ -1,5 +1,18 @@
-"""Test settings: the IR verifier runs after every lowering; hypothesis is deterministic."""
+"""Test settings: the IR verifier runs after every lowering; hypothesis is deterministic; the
+suite's Numba cache is its own.
+
+Generated modules and Numba's machine code go to `ZYMO_CACHE_DIR`: unless the user set it, the
+suite uses `zymo-numba` under pytest's cache directory (`.pytest_cache/d/`, kept between runs, so
+a second run loads instead of compiling), or under the system's temporary directory when the
+cache provider is off (`-p no:cacheprovider`). It is one directory for the whole session,
+xdist workers included: the controller sets the variable before the workers start and they
+inherit it. Sharing is safe: zymo names each file by a hash of its source and of the versions
+that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba_.py`).
+"""
+import getpass
 import os
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("ZYMO_CHECK_IR", "1")
 
@@ -11,6 +24,18 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-import zymo.rules  # noqa: E402
+import zymo.rules
 
 zymo.rules.load_all()  # the lazily registered rules too (`rules.registry.LAZY`): the rule tests list them all
+
+
+def pytest_configure(config):
+    if os.environ.get("ZYMO_CACHE_DIR"):  # the user's choice (or, in an xdist worker, the controller's)
+        return
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        path = Path(cache.mkdir("zymo-numba"))
+    else:
+        path = Path(tempfile.gettempdir()) / f"zymo-numba-tests-{getpass.getuser()}"
+    os.environ["ZYMO_CACHE_DIR"] = str(path)
+    os.environ["ZYMO_TESTS_OWN_CACHE"] = "1"  # read by tests/test_suite_settings.py

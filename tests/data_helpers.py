@@ -14,7 +14,8 @@ Random cotangents and tangents make a result of zeros, or of the wrong sign, fai
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

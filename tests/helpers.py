@@ -22,7 +22,8 @@ dot-product identity <J t, c> == <t, J^T c>.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -266,9 +267,9 @@ def _reverse_annot(x: Any, cot: Any, const: bool) -> tuple[Any, Any]:
 
 def _fill_none(shadow: Any, like: Any) -> Any:
     if isinstance(like, tuple):
-        return tuple(_fill_none(s, l) for s, l in zip(shadow, like))
+        return tuple(_fill_none(s, lk) for s, lk in zip(shadow, like))
     if isinstance(like, list):
-        return [_fill_none(s, l) for s, l in zip(shadow, like)]
+        return [_fill_none(s, lk) for s, lk in zip(shadow, like)]
     if shadow is None:
         return zymo.make_zero(like)
     return shadow
@@ -383,7 +384,7 @@ def check(f: Callable, args: Sequence, *, seed: float | None = 1.0, const: Seque
 
 def _is_memory(x: Any) -> bool:
     return isinstance(x, (np.ndarray, list)) or (isinstance(x, tuple) and any(
-        isinstance(l, np.ndarray) for l in diff_leaves(x)))
+        isinstance(leaf, np.ndarray) for leaf in diff_leaves(x)))
 
 
 # -- autograd oracle -------------------------------------------------------------------

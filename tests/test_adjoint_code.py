@@ -19,9 +19,9 @@ import re
 
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check
 
 import zymo
-from helpers import assert_tree_close, check
 from zymo import Active, Duplicated, Reverse
 
 
@@ -143,6 +143,7 @@ def test_loops_run_backwards_as_a_count_up(rng):
     assert "for _r" in adj and " - 1 - _r" in adj
 
 
+@pytest.mark.slow
 def test_the_same_code_compiles_with_numba(rng):
     numba = pytest.importorskip("numba")
     assert numba
@@ -171,6 +172,7 @@ def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
     assert "_rt.unbroadcast" not in adj  # each term has x's shape already (analysis/extents.py)
 
 
+@pytest.mark.slow
 def test_a_reduction_along_an_axis_becomes_the_shadow(rng):
     x = rng.standard_normal((4, 3))
     check(row_sums, [x])
@@ -249,6 +251,7 @@ def test_a_second_reader_keeps_the_array_adjoint(rng):
     np.testing.assert_allclose(dx, expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_log_sum_exp_rows_both_backends(rng):
     x = rng.standard_normal((5, 4))
     check(log_sum_exp_rows, [x])
@@ -316,6 +319,7 @@ def test_a_temporary_read_twice_is_kept(rng):
     assert re.search(r"\bt\w* = x \* y\n", fwd) and "x * y" not in adj
 
 
+@pytest.mark.slow
 def test_recomputed_temporaries_under_numba(rng):
     pytest.importorskip("numba")
     u, v = rng.random((4, 3)) + 0.5, rng.random((4, 3)) + 0.5

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo import (Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Reverse,
-                  ZymoUsageError)
+from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Reverse, ZymoUsageError
 
 W = 3
 

@@ -5,13 +5,12 @@ import re
 
 import numpy as np
 import pytest
+from helpers import check, fd_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo.analysis.bounds import NeverUnsigned, NonNegative
 from zymo.ir.core import walk
-
-from helpers import check, fd_grad
 
 
 def indices(x, A, m):
@@ -80,6 +79,7 @@ def triangle(L, v):
     return s
 
 
+@pytest.mark.slow
 def test_computed_indices_skip_wraparound_under_numba():
     from test_numba import numba_sources
 

@@ -1,9 +1,9 @@
 """What reverse mode caches, and the report that says so (seed 001's question)."""
 import numpy as np
 import pytest
+from helpers import check, numpy_allocations, zymo_grad
 
 import zymo
-from helpers import check, numpy_allocations, zymo_grad
 from zymo import Active, Const, Duplicated, Reverse
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from data_helpers import check_data
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal, ZymoUsageError
-
-from data_helpers import check_data
 
 
 def make_model(n=3):
@@ -197,7 +196,7 @@ def test_default_argument_buffer_and_captured_function():
     def scale(v):
         return 3.0 * v
 
-    def f(x, out=np.zeros(2), g=scale):
+    def f(x, out=np.zeros(2), g=scale):  # noqa: B008  (an array default, under test)
         out[0] = g(x)
         out[1] = out[0] * x
         return out[1]

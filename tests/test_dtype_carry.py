@@ -19,7 +19,7 @@ def widening(x):
 
 def widening_written(x, o):
     acc = x * 0.5
-    for i in range(3):
+    for _i in range(3):
         o[0] = acc[0]          # float32 memory written in place
         acc = np.float_power(acc, 1.0) * 1.5 + x
     return acc

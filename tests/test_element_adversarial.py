@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 from numpy.lib.stride_tricks import as_strided
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Const, Duplicated, Reverse
 
 
@@ -213,7 +213,7 @@ def diag_shift(A):
 def inner_restarts(A):
     """Read A[0, j], write A[0, j + 1]: the outer loop starts j again."""
     s = 0.0
-    for i in range(2):
+    for _i in range(2):
         for j in range(A.shape[1] - 1):
             a = A[0, j]
             s = s + a * a
@@ -653,6 +653,7 @@ def _copy(a):
     return a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,make,const", CASES, ids=[c[0].__name__ for c in CASES])
 def test_against_finite_differences(f, make, const):
     args = [m() for m in make]

@@ -13,9 +13,9 @@ one again, the store goes through a view or `out=`, the index is not an affine s
 """
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Duplicated, Reverse
 
 
@@ -150,6 +150,7 @@ def _code(f, args, const):
     return zymo.generated_code(Reverse, f, Active, *ann)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,make,const", PROVED + KEPT, ids=lambda c: getattr(c, "__name__", ""))
 def test_gradients(f, make, const):
     args = make()

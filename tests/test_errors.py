@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal, Reverse,
-                  ReverseWithPrimal)
+from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -147,7 +146,7 @@ def nested_unsupported_call(x):
 
 
 def lambda_with_comprehension(x):
-    g = lambda v: len({v for _ in range(2)}) * v  # <-  (a set comprehension)
+    g = lambda v: len({v for _ in range(2)}) * v  # <-  # noqa: E731  (a set comprehension)
     return g(x)
 
 

@@ -103,7 +103,7 @@ def test_async_functions_and_generators_are_refused(fn, mode):
 def test_a_function_made_by_exec_is_refused_saying_so():
     ns: dict = {}
     src = "def made(x):\n    for i in range(2):\n        x = x * 2.0\n    else:\n        x = x + 1.0\n    return x\n"
-    exec(src, ns)  # noqa: S102
+    exec(src, ns)
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, ns["made"], Active, Active(3.0))
     msg = str(info.value)
@@ -112,7 +112,7 @@ def test_a_function_made_by_exec_is_refused_saying_so():
 
 def test_a_function_compiled_under_another_files_name_is_refused_saying_so():
     ns: dict = {}
-    exec(compile("def made(x):\n    return x * x\n", __file__, "exec"), ns)  # not this file's text  # noqa: S102
+    exec(compile("def made(x):\n    return x * x\n", __file__, "exec"), ns)  # not this file's text
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, ns["made"], Active, Active(3.0))
     assert THIS_FILE in str(info.value) and "exec" in str(info.value)
@@ -146,6 +146,7 @@ def checks_a_result(x):
     return s * s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_raise_and_assert_have_no_derivative(policy):
     numba_or_skip(policy)
@@ -208,6 +209,7 @@ def checks_through_a_callee(x):
     return np.sum(x * x * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_a_callee_that_always_raises(policy):
     numba_or_skip(policy)
@@ -218,6 +220,7 @@ def test_a_callee_that_always_raises(policy):
         grad(checks_through_a_callee, -x)
 
 
+@pytest.mark.slow
 def test_asserts_are_not_evaluated_under_python_O(tmp_path):
     import subprocess
     import sys
@@ -258,6 +261,7 @@ def try_catching_its_own_raise(x):
     return np.sum(y * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_a_try_that_catches_only_its_own_raise_compiles(policy):
     numba_or_skip(policy)
@@ -288,7 +292,7 @@ def test_a_user_exception_class_is_raised_and_keeps_python():
 def bare_raise(x):
     try:
         y = math.sqrt(x)
-    except ValueError:  # noqa: TRY203
+    except ValueError:
         raise  # <-
     return y
 
@@ -562,6 +566,7 @@ def raises_in_errstate(x):
     return np.sum(y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_errstate_and_catch_warnings(policy):
     numba_or_skip(policy)
@@ -688,10 +693,11 @@ def else_after_return(x):
     for v in x:
         if v > 5.0:
             return v * v
-    else:  # noqa: PLW0120  (the else clause is what is tested)
+    else:  # the else clause is what is tested
         return -x[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BACKENDS)
 @pytest.mark.parametrize("limit", [1.5, 100.0])
 def test_loop_else_runs_when_no_break(policy, limit):
@@ -715,7 +721,7 @@ def test_loop_else_after_a_return():
 def comprehension_in_loop_else(x):
     for _ in range(2):
         x = x * 2.0
-    else:  # noqa: PLW0120
+    else:
         y = [v for v in x]  # <-  (x is a number: not iterable)
     return y[0]
 

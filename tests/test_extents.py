@@ -10,9 +10,9 @@ against the Python program.
 """
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, zymo_grad
 
 import zymo
-from helpers import assert_tree_close, check, zymo_grad
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.analysis.extents import Extents, guards_hold
 from zymo.api import _lowered
@@ -112,6 +112,7 @@ def test_an_operand_that_broadcasts_keeps_its_sum(rng, wshape):
     assert np.max(np.abs(got["grad"][1])) > 0.1  # w's adjoint, summed over its broadcast axis
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_a_call_whose_sizes_break_a_guard_gets_its_own_program(rng, numba):
     def f(r, w, buf):
@@ -164,6 +165,7 @@ def test_one_argument_needs_no_guard(rng):
     assert all(not c.guards for c in _entries(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_gm3_pattern_stores_into_a_view_without_sums(rng, numba):
     r = rng.random((6, 6, 2)) + 0.5
@@ -191,6 +193,7 @@ def store_drops_an_axis(a, b, out):
     return np.sum(out * out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_a_store_that_drops_leading_axes_keeps_the_sum(rng, numba):
     a, b, out = rng.standard_normal(3), rng.standard_normal((1, 3)), rng.standard_normal((2, 3))
@@ -229,3 +232,55 @@ def test_a_replayed_call_checks_the_guards(rng):
     c = np.cos(x * w)  # (3, 3)
     np.testing.assert_allclose(dx, (c * w).sum(axis=1, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(dw, (c * x).sum(axis=0, keepdims=True), rtol=1e-12)
+
+
+def shifted_sum(x, y):
+    """A stencil's views: slices with constant bounds that shorten an axis by the same count."""
+    return np.sum(np.sin(x[1:-1] + x[2:] * x[:-2]) * y[1:-1, 0]) + np.sum(x[1:] * y[:-1, 1])
+
+
+def test_slices_that_shorten_an_axis_alike_have_one_extent(rng):
+    """`x[1:-1]`, `x[2:]`, `x[:-2]` have extent `("d", n, -2)` (`extents._shortened`); `x[1:]`
+    another; a positive stop (`x[:3]`), a step or a run-time bound stays unknown. The
+    adjoints into the stencil's views then need no sums (`y`'s rows are `x`'s length in this
+    call: a guard). Both modes against central differences."""
+    x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
+    ir = _lowered(shifted_sum, (x, y))[0].ir
+    views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
+    ext = Extents(ir, [x.shape, y.shape])
+    assert ext.shape(views[0])[0] == (("d", ("p", 0, 0), -2),)
+    assert ext.same(views[0], views[1]) and ext.same(views[1], views[2]) and not ext.same(views[0], views[4])
+    assert ext.same(views[0], views[3]) and ext.guards == {((0, 0), (1, 0))}  # y[1:-1, 0]: y's rows
+    check(shifted_sum, [x, y])
+    x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
+    src = _adjoint(zymo.generated_code(Reverse, shifted_sum, Active, Duplicated(x, np.zeros_like(x)),
+                                       Duplicated(y, np.zeros_like(y))))
+    assert "_rt.unbroadcast(" not in src
+
+
+def test_other_slices_stay_unknown():
+    def f(x, k):
+        return np.sum(x[:3] * x[1:4]) + np.sum(x[::2] * x[k:]) + np.sum(x[-3:] * x[-3:])
+
+    x = np.ones(7)
+    ir = _lowered(f, (x, 1))[0].ir
+    views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
+    ext = Extents(ir, [x.shape, None])
+    assert all(ext.shape(v)[0][0][0] in ("s", "u") for v in views)
+
+
+def test_matrix_products_have_their_operands_outer_extents():
+    """`X @ w` has `X`'s rows: the adjoint of a sum of an expression of it stays one number
+    (no `as_tangent` of the sum's adjoint over `X @ w`'s shape)."""
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((7, 3)), rng.random(7)
+
+    def nll(w, X, y):
+        z = X @ w
+        return np.sum(np.logaddexp(0.0, z) - y * z) / X.shape[0]
+
+    w = rng.standard_normal(3)
+    src = zymo.generated_code(zymo.Reverse, nll, zymo.Active, zymo.Duplicated(w, np.zeros(3)), zymo.Const(X),
+                              zymo.Const(y))
+    assert "_rt.expand_reduced" not in src
+    check(nll, [w, X, y], const=(1, 2))

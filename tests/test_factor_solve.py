@@ -12,10 +12,10 @@ import pytest
 
 scipy_linalg = pytest.importorskip("scipy.linalg")
 
-import zymo  # noqa: E402
-from zymo import Forward, Reverse  # noqa: E402
-from zymo.errors import ZymoError  # noqa: E402
-from zymo.testing import check_grad  # noqa: E402
+import zymo
+from zymo import Forward, Reverse
+from zymo.errors import ZymoError
+from zymo.testing import check_grad
 
 cho_factor, cho_solve = scipy_linalg.cho_factor, scipy_linalg.cho_solve
 lu_factor, lu_solve = scipy_linalg.lu_factor, scipy_linalg.lu_solve

@@ -15,9 +15,9 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers import check, zymo_grad
 
 import zymo
-from helpers import check, zymo_grad
 from zymo import Active, Duplicated, Reverse
 from zymo.codegen.fuse import ShadowFacts, fuse
 
@@ -180,6 +180,7 @@ def test_broadcasting_chains(f, make):
     check(f, make(np.random.default_rng(1)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,make", CASES, ids=[c[0].__name__ for c in CASES])
 def test_broadcasting_chains_under_numba(f, make):
     args = make(np.random.default_rng(2))
@@ -232,6 +233,7 @@ def test_long_programs_fuse_in_linear_time():
     assert "a5 = b" not in new and "y[0] += b" in new
 
 
+@pytest.mark.slow
 def test_a_long_chain_is_cut_into_statements():
     lines = ["def f(x):", "    t0 = x * 1.0"] + [f"    t{i} = t{i - 1} + x * {i}.0" for i in range(1, 2000)]
     lines += ["    return t1999"]
@@ -393,6 +395,7 @@ def gm3_like(r, dr, A):
     return np.sum(dr * dr)
 
 
+@pytest.mark.slow
 def test_gm3_like_adjoint_accumulates_each_view_once():
     r = np.random.default_rng(4)
     make = lambda: [r.random((5, 5, 2)) + 0.5, np.zeros((5, 5, 2)), r.random((5, 5))]  # noqa: E731
@@ -539,6 +542,7 @@ def captured_buffer(x):
     return np.sin(_BUF) * 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f,n_bufs", [(buffer_products, 2), (buffer_reused, 1)])
 def test_const_buffers_filled_by_products(f, n_bufs):
     r = np.random.default_rng(6)

@@ -3,7 +3,7 @@ preallocated buffers captured from the module, np.matmul(..., out=buf), views of
 import numpy as np
 
 import zymo
-from zymo import Active, Const, Duplicated, Forward, Reverse
+from zymo import Const, Duplicated, Forward, Reverse
 
 N = 6
 

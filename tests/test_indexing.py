@@ -254,6 +254,7 @@ def add_at_w(x, v, idx):
     return np.sum(add_at(x, v, idx) * np.arange(1.0, 6.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, f, make", [
     ("read1", read1_w, lambda r: (r.normal(size=5), IDX)),
     ("read_cols", read_cols_w, lambda r: (r.normal(size=(4, 3)), np.array([2, 0, 2]))),
@@ -324,6 +325,7 @@ def nb_add_at(x, v, idx):
     return np.sum(a * a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [nb_gather_scatter, nb_add_at])
 def test_numba_matches_python(f, tmp_path, monkeypatch):
     pytest.importorskip("numba")

@@ -8,13 +8,38 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo.interface import (AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo, BackendLimitation,
-                            BackendUnavailable, Cache, Constant, PreparationMismatch, derivative, gradient,
-                            gradient_and_hvp, hessian, hvp, jacobian, prepare_gradient, prepare_hvp,
-                            prepare_jacobian, prepare_pullback, prepare_pushforward, pullback, pushforward,
-                            second_derivative, value_and_derivative, value_and_gradient, value_and_jacobian,
-                            value_and_pullback, value_and_pushforward, value_gradient_and_hessian)
 from zymo.errors import ZymoUsageError
+from zymo.interface import (
+    AutoAutograd,
+    AutoFiniteDiff,
+    AutoJAX,
+    AutoTorch,
+    AutoZymo,
+    BackendLimitation,
+    BackendUnavailable,
+    Cache,
+    Constant,
+    PreparationMismatch,
+    derivative,
+    gradient,
+    gradient_and_hvp,
+    hessian,
+    hvp,
+    jacobian,
+    prepare_gradient,
+    prepare_hvp,
+    prepare_pullback,
+    prepare_pushforward,
+    pullback,
+    pushforward,
+    second_derivative,
+    value_and_derivative,
+    value_and_gradient,
+    value_and_jacobian,
+    value_and_pullback,
+    value_and_pushforward,
+    value_gradient_and_hessian,
+)
 
 HAS_HVP = getattr(zymo, "hvp", None) is not None
 X = np.array([0.7, -1.1, 1.9, 0.4])
@@ -261,6 +286,7 @@ def _need(b):
     return b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [AutoJAX(), AutoTorch(), AutoAutograd()], ids=repr)
 def test_peer_backends_agree_with_zymo(backend):
     b = _need(backend)
@@ -335,6 +361,7 @@ def test_missing_backend_says_how_to_install(monkeypatch):
     monkeypatch.setattr(backends.importlib, "import_module", real)
 
 
+@pytest.mark.slow
 def test_scipy_minimize_and_solve_ivp_agree_across_backends():
     import os
     import sys

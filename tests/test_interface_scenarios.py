@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo.interface import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo, scenarios as sc
+from zymo.interface import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoTorch, AutoZymo
+from zymo.interface import scenarios as sc
 from zymo.interface._finitediff import FiniteDiffEngine
 from zymo.interface.backends import Backend
 
@@ -29,6 +30,7 @@ def test_references_are_nonzero_and_consistent_with_finite_differences():
         assert r.status == "ok", (s.name, r.message)
 
 
+@pytest.mark.slow
 def test_zymo_passes_every_scenario():
     results = sc.check(AutoZymo(), allow=_zymo_second_order)
     ok = [r for r in results if r.status == "ok"]
@@ -36,6 +38,7 @@ def test_zymo_passes_every_scenario():
     assert {r.scenario for r in ok} >= {s.name for s in sc.default_scenarios()}
 
 
+@pytest.mark.slow
 def test_zymo_forward_and_reverse_modes_pass():
     subset = [s for s in sc.default_scenarios() if s.name in ("array_to_array", "inplace_array", "overwrites_input",
                                                                  "array_to_scalar_cache_closure")]
@@ -63,6 +66,7 @@ _JAX_SUBSET = ("scalar_to_scalar", "array_to_array_constant", "scalar_to_array_c
                "numpy_buffers_loop", "captured_cache")
 
 
+@pytest.mark.slow
 def test_jax_scenarios_subset():
     b = AutoJAX(jit=False)
     if not b.available():

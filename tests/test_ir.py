@@ -155,7 +155,7 @@ def test_types_follow_arguments():
 def test_int_accumulator_becomes_float_in_loop():
     def acc(x):
         s = 0
-        for i in range(3):
+        for _i in range(3):
             s = s + x
         return s
 

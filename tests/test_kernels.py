@@ -16,14 +16,15 @@ import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from kernels import KERNELS  # noqa: E402
+from kernels import KERNELS
 
 
 def _directions(args, wrt, rng):
-    return {i: rng.standard_normal(np.shape(args[i])) if isinstance(args[i], np.ndarray) else float(rng.standard_normal())
-            for i in wrt}
+    return {i: rng.standard_normal(np.shape(args[i])) if isinstance(args[i], np.ndarray)
+            else float(rng.standard_normal()) for i in wrt}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_gradient(name):
     k = KERNELS[name]
@@ -53,3 +54,26 @@ def test_kernel_gradient(name):
         (tangent,) = zymo.autodiff(Forward, k.primal, Duplicated, *fwd)
         mine = sum(float(np.sum(grad[i] * d[i])) for i in k.wrt)
         assert abs(tangent - mine) <= 1e-9 * max(1.0, abs(mine)), (name, tangent, mine)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_kernel_gradient_kernels_backend(name):
+    """`numba="kernels"` (loop nests compiled, the rest Python) gives the Python backend's
+    gradient to round-off on every kernel, and compiles the loop nests it outlines."""
+    from zymo.codegen.outline import Kernel
+
+    k = KERNELS[name]
+    args = k.make(k.small)
+
+    def grads(numba):
+        ann = [Duplicated(copy.deepcopy(a), np.zeros_like(a)) if i in k.wrt and isinstance(a, np.ndarray)
+               else Active(a) if i in k.wrt else Const(copy.deepcopy(a)) for i, a in enumerate(args)]
+        res = zymo.autodiff(Reverse, k.primal, Active, *ann, numba=numba)
+        return [ann[i].dval if isinstance(ann[i], Duplicated) else res[0][i] for i in k.wrt]
+
+    for got, ref in zip(grads("kernels"), grads(False)):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    comp = [c for entries in zymo.api._COMPILED.values() for c in entries if c.backend == "kernels"][-1]
+    kernels = [v for v in comp.fn.__globals__.values() if isinstance(v, Kernel)]
+    assert all(v.fn is not v.python or "not a number" in v.why for v in kernels), [(v.name, v.why) for v in kernels]

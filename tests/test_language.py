@@ -12,9 +12,9 @@ import zlib
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import assert_tree_close, autograd_grad, autograd_jvp, check, copy_tree, run
 
 import zymo
-from helpers import assert_tree_close, autograd_grad, autograd_jvp, check, copy_tree, run
 from zymo import Active, Const, Duplicated, Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal
 
 RNG = np.random.default_rng(1234)
@@ -71,7 +71,7 @@ def calls_none_default(x, y):
     return none_default(x) + none_default(x, y) + none_default(x, w=None)
 
 
-def buffer_default(x, buf=np.zeros(2)):
+def buffer_default(x, buf=np.zeros(2)):  # noqa: B008  (an array default, under test)
     buf[0] = x * 2.0                 # an array default is captured memory, like a global
     buf[1] = buf[0] * x
     return buf[1]
@@ -281,7 +281,7 @@ def op_div(x, y): return x / y + 2.0 / x + y / 4.0
 def op_floordiv(x, y): return x * (x // y) + y * (7.0 // x)
 def op_mod(x, y): return x % y + (y * 3.0) % x + x % 0.4
 def op_pow(x, y): return x ** y + x ** 2 + 2.0 ** y + x ** 3.5 + x ** -1
-def op_neg(x, y): return -x * y + -(-y) - (-x)
+def op_neg(x, y): return -x * y + -(-y) - (-x)  # noqa: B002  (a double negation, under test)
 def op_abs(x, y): return abs(x - y) * abs(-x) + abs(y)
 def op_mixed(x, y): return (x + y) * (x - y) / (x * y + 1.0) ** 2 - x % y
 
@@ -512,6 +512,7 @@ def range_back(x, a, b):
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [range_by_two, range_back], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("bounds", [(5, 1), (1, 5), (2, 2)], ids=str)
 @pytest.mark.parametrize("kind", [np.uint64, np.uint8, int])
@@ -541,6 +542,7 @@ def triangle_back(x, n):
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [np.uint64, np.uint8, np.int32, int])
 def test_loop_indices_are_python_ints_under_unsigned_bounds(kind):
     """`range(n)` gives the primal Python ints whatever `n` is; the adjoint sweep's index
@@ -568,6 +570,7 @@ def loop_count_of_a_bool(x, flag):
     return s + np.sum(y)
 
 
+@pytest.mark.slow
 def test_for_range_of_a_bool():
     """`range(True)`: one iteration; its cache is sized by a trip count that is an int, not
     the bool (`np.empty(True)` raises)."""
@@ -764,7 +767,7 @@ def while_in_for(x):
 
 
 def overwrite_chain(x):
-    for k in range(3):
+    for _k in range(3):
         for i in range(1, len(x)):
             x[i] = x[i] * x[i - 1] + math.cos(x[i])
     return np.sum(x)
@@ -1366,7 +1369,7 @@ def nested_functions(x, y):
         return a * b * k + c          # reads k and y from the enclosing function
     def twice(v, f=inner):
         return f(f(v))
-    g = lambda v, w=1.5: v * w + y
+    g = lambda v, w=1.5: v * w + y  # noqa: E731  (a lambda with a default, under test)
     s = inner(x) + inner(x, y) + inner(x, c=y, b=0.5) + inner(b=x, a=y)
     return s + twice(x) + g(x) + g(x, w=y)
 
@@ -1481,7 +1484,7 @@ def cached_fn(x, n):
 
 def test_repeated_calls_compile_cache():
     results = []
-    for rep in range(3):
+    for _rep in range(3):
         for x0 in (np.array([0.3, 0.7]), np.array([1.1, 0.2, 0.5])):
             for n in (1, 3):
                 x, dx = x0.copy(), np.zeros_like(x0)
@@ -1534,7 +1537,7 @@ def alias_fn(a, b):
 
 
 def test_repeated_calls_with_different_alias_patterns():
-    for rep in range(2):
+    for _rep in range(2):
         # a and b are the same array: the function is 2 * x1^2 (and x0 is overwritten)
         x, dx = np.array([1.0, 2.0]), np.zeros(2)
         zymo.autodiff(Reverse, alias_fn, Active, Duplicated(x, dx), Duplicated(x, dx))

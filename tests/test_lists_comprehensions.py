@@ -263,6 +263,7 @@ def test_append_arrays_is_a_list_of_references():
     assert "references to the appended arrays" in rep
 
 
+@pytest.mark.slow
 def test_append_arrays_numba(numba_always):
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(4), rng.standard_normal(3)]
@@ -396,7 +397,7 @@ def dicts(x):
     d.setdefault("z", x[3])
     d.setdefault("a", 100.0)  # present: unchanged
     s = 0.0
-    for k in d:  # noqa: PLC0206 (iterating a dict's keys is the construct under test)
+    for k in d:  # iterating a dict's keys is the construct under test
         s = s + d[k]
     for k, v in d.items():
         if k != "b":
@@ -414,7 +415,7 @@ def dict_comprehensions(x):
     names = ("p", "q", "r")
     d = {n: x[k] ** 2 for k, n in enumerate(names)}
     inv = {k: 1.0 / (v + 1.0) for k, v in d.items() if k != "q"}
-    cfg = dict(w=x[3], b=1.0)  # noqa: C408 (the dict() call is under test)
+    cfg = dict(w=x[3], b=1.0)  # the dict() call is under test
     cfg.update(inv)
     _scale(cfg, x[4])
     by_int = {i: x[i] * i for i in range(3)}
@@ -589,6 +590,7 @@ def numba_always(tmp_path, monkeypatch):
     set_numba(None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists,
                                conditional_append, recurrence])
 def test_numba(f, numba_always):
@@ -675,7 +677,8 @@ def set_comprehension(x):
 
 
 REFUSED = [runtime_index, dynamic_key, append_after_fill,
-           read_while_filling, while_growth, branch_lengths, list_per_branch, mixed_items_at_runtime, append_in_nested_loop,
+           read_while_filling, while_growth, branch_lengths, list_per_branch, mixed_items_at_runtime,
+           append_in_nested_loop,
            conditional_array_append, returns_dict,
            set_comprehension]
 
@@ -704,7 +707,7 @@ def test_refusals(f):
 
 def _program_source(ops: list) -> str:
     body = ["def prog(x):", "    lst = [x[0], x[1] * x[2]]", "    d = {'u': x[3]}"]
-    for k, (kind, a, b) in enumerate(ops):
+    for _k, (kind, a, b) in enumerate(ops):
         ea, eb = f"x[{a}]", f"x[{b}]"
         body += {
             "append": [f"    lst.append(np.sin({ea}) * {eb})"],
@@ -729,6 +732,7 @@ def _program_source(ops: list) -> str:
     return "import numpy as np\n\n" + "\n".join(body) + "\n"
 
 
+@pytest.mark.slow
 def test_generated_programs(tmp_path):
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
@@ -825,7 +829,7 @@ def list_changed_while_iterated(x):
 
 def dict_values_updated_while_iterated(x):
     d = {"a": x[0], "b": x[1]}
-    for k in d:  # noqa: PLC0206 (changing values, not keys, while iterating a dict is fine)
+    for k in d:  # changing values, not keys, while iterating a dict is fine
         d[k] = d[k] * x[2]
     return d["a"] + d["b"] * 2.0
 

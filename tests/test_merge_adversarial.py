@@ -21,14 +21,14 @@ import random
 import re
 import textwrap
 import zlib
+
 import numpy as np
 import pytest
-
-import zymo
 from helpers import check, fd_grad, zymo_grad
 from test_fuse import buffer_products
-from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 
+import zymo
+from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 
 # -- oracles for aliased arguments -------------------------------------------------------------
 
@@ -529,6 +529,7 @@ def test_split_mode(f, make):
             np.testing.assert_allclose(sh[i], g[i], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hessian_and_hvp():
     r = np.random.default_rng(8)
     x = r.standard_normal(6)
@@ -559,6 +560,7 @@ def test_hessian_through_const_buffers():
 # -- Numba against Python (few cases: each compile costs seconds) --------------------------
 
 
+@pytest.mark.slow
 def test_numba_views_and_broadcast():
     pytest.importorskip("numba")
     r = np.random.default_rng(10)
@@ -573,6 +575,7 @@ def test_numba_views_and_broadcast():
             np.testing.assert_allclose(n, p, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_numba_aliased_views():
     pytest.importorskip("numba")
     r = np.random.default_rng(11)
@@ -686,6 +689,7 @@ _SPLITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(_SPLITS))
 def test_random_programs_reverse_equals_forward(programs, how):
     """<J t, c> == <t, J^T c> for every program, reverse mode under test, forward mode as the
@@ -704,7 +708,7 @@ def test_random_programs_reverse_equals_forward(programs, how):
 
 
 def test_random_programs_against_finite_differences(programs):
-    for seed, f, src in programs[:10]:
+    for seed, f, _src in programs[:10]:
         r = np.random.default_rng(seed)
         args = [r.standard_normal(6) for _ in range(3)]
         check(f, args, rtol=1e-4, atol=1e-4)

@@ -12,11 +12,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers import fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Reverse, ReverseWithPrimal
-
-from helpers import fd_grad
 
 
 def reaction(r, w, out, Ay, Ayu, uAx):
@@ -46,6 +45,7 @@ def _reaction_gradient(ann, numba=False):
     return dr, bufs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
 def test_buffers_the_caller_does_not_need_are_not_written(numba):
     """With the output and both product buffers `DuplicatedNoNeed`, the forward sweep keeps only
@@ -112,7 +112,8 @@ def test_what_is_read_afterwards_is_kept():
     np.testing.assert_allclose(dx, 2 * x, rtol=1e-15)
 
     dx = np.zeros(3)
-    (_, value) = zymo.autodiff(ReverseWithPrimal, summed, Active, Duplicated(x, dx), DuplicatedNoNeed(np.zeros(3), np.zeros(3)))
+    (_, value) = zymo.autodiff(ReverseWithPrimal, summed, Active, Duplicated(x, dx),
+                               DuplicatedNoNeed(np.zeros(3), np.zeros(3)))
     assert value == pytest.approx(2.0 * np.sum(x), rel=1e-15)
     np.testing.assert_allclose(dx, 2.0, rtol=1e-15)
 
@@ -156,7 +157,8 @@ def test_a_view_left_out_keeps_its_shadow_view_and_index():
     rng = np.random.default_rng(2)
     r, w = rng.random((3, 4, 2)), rng.random((3, 4, 2))
     dr, out = np.zeros_like(r), np.zeros((3, 4, 2))
-    zymo.autodiff(Reverse, computed_view, Active, Duplicated(r, dr), DuplicatedNoNeed(out, np.zeros_like(out)), Const(w))
+    zymo.autodiff(Reverse, computed_view, Active, Duplicated(r, dr), DuplicatedNoNeed(out, np.zeros_like(out)),
+                  Const(w))
     np.testing.assert_array_equal(dr[:, :, 0], w[:, :, 1] * r[:, :, 1])
     np.testing.assert_array_equal(dr[:, :, 1], r[:, :, 0] * w[:, :, 1])
     assert not np.any(out)
@@ -271,6 +273,7 @@ def _loops(src: str) -> int:
     return sum(line.lstrip().startswith("for ") for line in src.splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba, penalized, left_out", [
     (True, penalized, 2), (True, penalized_root, 0), (False, penalized, 0)], ids=["numba", "numba-root", "python"])
 def test_reverse_leaves_out_a_loop_nest_that_only_computes_the_value(numba, penalized, left_out):

@@ -22,14 +22,14 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-import zymo.api  # noqa: E402
-from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views  # noqa: E402
-from zymo.config import set_numba  # noqa: E402
-from zymo.frontend.source import unwrap  # noqa: E402
+from helpers import assert_tree_close, check, fd_grad, zymo_grad
 
-from helpers import assert_tree_close, check, fd_grad, zymo_grad  # noqa: E402
+import zymo
+import zymo.api
+from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
+from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
+from zymo.config import set_numba
+from zymo.frontend.source import unwrap
 
 Dispatcher = numba.core.dispatcher.Dispatcher
 
@@ -122,6 +122,7 @@ def _array_args(rng):
     return [A, B, np.zeros((3, 5)), v, np.zeros(5), np.zeros((3, 5, 2))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, make_args, wrt", [(scalar_mix, _scalar_args, (0, 1)),
                                                (array_mix, _array_args, (0, 1, 3))])
 def test_numba_gradients_match_python_and_finite_differences(f, make_args, wrt):
@@ -191,6 +192,7 @@ def _split_run(numba_choice, x0, tape=None, seed=1.0):
     return y, x, dx, tape
 
 
+@pytest.mark.slow
 def test_split_mode_with_a_float_cache_and_tape_reuse_matches_python():
     x0 = np.array([0.5, -1.5, 2.0, 3.0])
     y, x, dx, tape = _split_run(True, x0)
@@ -253,6 +255,7 @@ def scaled_into_0d(x, b):
     return np.sum(b * x)
 
 
+@pytest.mark.slow
 def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     """Its adjoint is summed as `np.sum(db[...])`; Numba types `db[...]` of a 0-d array as a
     number and cannot lower it (a NotImplementedError escaped), so reads of `x[...]` are of `x`
@@ -270,7 +273,8 @@ def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     np.testing.assert_allclose(grads[0], want, rtol=1e-14)
     np.testing.assert_allclose(grads[1], want, rtol=1e-14)
     h = 1e-6
-    fd = [(scaled_into_0d(x + h * e, np.zeros(())) - scaled_into_0d(x - h * e, np.zeros(()))) / (2 * h) for e in np.eye(3)]
+    fd = [(scaled_into_0d(x + h * e, np.zeros(())) - scaled_into_0d(x - h * e, np.zeros(()))) / (2 * h)
+          for e in np.eye(3)]
     np.testing.assert_allclose(grads[0], fd, rtol=1e-7)
     (entry,) = numba_entries(scaled_into_0d)
     assert isinstance(entry.fn, Dispatcher)
@@ -313,6 +317,7 @@ def test_primal_numba_cannot_compile_raises_or_falls_back():
     np.testing.assert_allclose(dB, np.matmul(A.transpose(0, 2, 1), C2))
 
 
+@pytest.mark.slow
 def test_backend_gap_raises_or_falls_back():
     rng = np.random.default_rng(4)
     a0 = rng.standard_normal((3, 3))
@@ -360,6 +365,7 @@ def _split_grad(f, values, numba_choice, width=0, again=False):
     return y, [np.array(a.dvals) if width else a.dval for a in args]
 
 
+@pytest.mark.slow
 def test_split_mode_list_caches_compile_under_numba():
     """Split mode's list caches (a new array per iteration, their shadows kept by identity)
     are Numba typed lists that the tape carries to the reverse function: their arrays differ
@@ -391,6 +397,7 @@ def cumsum_sq(x):
     return np.sum(np.cumsum(x) ** 2)
 
 
+@pytest.mark.slow
 def test_a_refusal_of_zymos_shims_is_named_in_the_error():
     """Numba's message buries the shim's reason under the overloads it tried; the error leads
     with it. The primal compiles (Numba's cumsum flattens a 2-d array); zymo's Numba backend
@@ -407,6 +414,7 @@ def test_a_refusal_of_zymos_shims_is_named_in_the_error():
     assert_substantial(dx)
 
 
+@pytest.mark.slow
 def test_split_mode_tape_compiles_under_numba():
     """The loop's copies of `h` travel in a stacked tape, and no sum over broadcast dimensions
     needs the primal `sin(h * x)`, so the split program compiles (it once kept a list)."""
@@ -586,6 +594,7 @@ print("ok" if ok else "WRONG")
 """
 
 
+@pytest.mark.slow
 def test_programs_cached_by_different_processes_load_together(tmp_path):
     """Numba names an array expression's kernel by an object address and a per-process counter:
     two processes compiling two programs could give their kernels one name, and a third process
@@ -609,6 +618,7 @@ def test_programs_cached_by_different_processes_load_together(tmp_path):
     assert child("rows", "store") == "ok"  # both loaded from the cache by a third
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the compile lock uses fcntl.flock")
 def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     """Numba's cache index is not safe for two processes compiling one module at once (both
@@ -627,7 +637,8 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     assert first.returncode == 0, first.stderr
     (lock,) = cache.glob("*.py.lock")
     fd = os.open(lock, os.O_RDWR)
-    ready = _CHILD.format(src=str(src)).replace("t = time.perf_counter()", "print('ready', flush=True)\nt = time.perf_counter()")
+    ready = _CHILD.format(src=str(src)).replace("t = time.perf_counter()",
+                                                "print('ready', flush=True)\nt = time.perf_counter()")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         child = subprocess.Popen([sys.executable, "-c", ready], env=env,
@@ -645,6 +656,7 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     np.testing.assert_allclose(got["grad"], 3 * np.array([1.0, 2.0, 3.0]) ** 2)
 
 
+@pytest.mark.slow
 def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
     src, cache = tmp_path / "src", tmp_path / "cache"
     src.mkdir()
@@ -743,6 +755,7 @@ def issue7_ufuncs(x, y):
     return np.sum(np.clip(z, -1.0, 2.0) ** 2) + np.sum(np.cumsum(x)) + np.prod(y)
 
 
+@pytest.mark.slow
 def test_numba_compiles_issue7_rules():
     """Representative new rules (binary ufuncs, in-place hypot, clip, cumsum, prod) under numba=True."""
     rng = np.random.default_rng(0)
@@ -759,6 +772,7 @@ UNBROADCAST_CASES = [((6, 5), (5,)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3,
                      ((3, 4), (3, 4)), ((3,), (1, 3)), ((2, 3), (1, 1, 3))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gs,xs", UNBROADCAST_CASES)
 def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
     """`_rt.unbroadcast` under Numba (an odometer over `g`, `numba_rt._unbroadcast_to`) sums
@@ -778,6 +792,7 @@ def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
     """The outer-product and matrix-vector adjoints are loops under Numba (`numba_rt._outer`,
     `_matvec`): same values and dtypes as the Python runtime, strided and complex operands
@@ -787,7 +802,7 @@ def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
     from zymo.codegen import numba_rt
     from zymo.rules import runtime
 
-    fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))
+    fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))  # noqa: B008  (binds each helper)
            for name in ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")}
     rng = np.random.default_rng(11)
     m, v3, v4 = rng.random((4, 3)), rng.random(3), rng.random(4)
@@ -815,6 +830,7 @@ def test_numba_unbroadcast_refuses_shapes_that_do_not_broadcast():
     assert f(np.array(2.5), np.array(1.0)) == 2.5  # 0-d
 
 
+@pytest.mark.slow
 def test_product_adjoints_accumulate_in_place_under_numba():
     """`d += _rt.dot_vjp_a(g, a, b)` is compiled as `d = _rt.acc_dot_vjp_a(d, g, a, b)`: one
     BLAS call with beta = 1 for C-ordered `d` and C/F operands, a loop for outer products, the
@@ -832,7 +848,8 @@ def test_product_adjoints_accumulate_in_place_under_numba():
     assert "e[0] += _rt.dot_vjp_b(g, a, b)" in out and "d += 2.0 * _rt.matmul_vjp_b(g, a, b)" in out
 
     names = ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")
-    fns = {n: numba.njit(lambda acc, g, a, b, f=getattr(numba_rt, "acc_" + n): f(acc, g, a, b)) for n in names}
+    fns = {n: numba.njit(lambda acc, g, a, b, f=getattr(numba_rt, "acc_" + n): f(acc, g, a, b))  # noqa: B008
+           for n in names}
     rng = np.random.default_rng(5)
     A, B, G, v3, v4 = rng.random((4, 3)), rng.random((3, 5)), rng.random((4, 5)), rng.random(3), rng.random(4)
     cases = [(G, A, B), (G, np.asfortranarray(A), B), (np.asfortranarray(G), A, np.asfortranarray(B)),
@@ -856,6 +873,7 @@ def _add_reversed_in_place(x):
     return np.sum(x * x * np.arange(1.0, x.shape[0] + 1.0))
 
 
+@pytest.mark.slow
 def test_in_place_ufunc_over_an_overlapping_view_matches_numpy_under_numba():
     """Numba's ufuncs with `out` read an overlapping input while writing; zymo's shim copies
     such an input first (`numba_np._unaliased`), so primal and derivative are NumPy's."""
@@ -875,6 +893,7 @@ def _clip_broadcast(a, lo, B):
     return np.sum(np.where(B > 0.5, u * B, B))
 
 
+@pytest.mark.slow
 def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     """Numba's own `np.clip` keeps `a`'s shape when the bounds broadcast it; zymo's shim
     computes NumPy's `minimum(maximum(a, lo), hi)`."""
@@ -894,6 +913,7 @@ def _masked(x, y, c):
     return np.sum(v * np.abs(y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_masked_adjoints_compile_into_the_elementwise_intrinsics(mode):
     """The derivatives of `maximum`, `fmin`, `clip` and `where` multiply by masks
@@ -930,6 +950,7 @@ def _ufuncs_with_out(x, mask):
     return np.sum(np.where(mask, z * z, -z)) + np.sum(x)
 
 
+@pytest.mark.slow
 def test_ufuncs_called_with_out_compile_under_numba():
     """Numba types `np.degrees(z, out=z)` but cannot lower the `out` keyword (a bare
     NotImplementedError); every ufunc with a rule that Numba compiles goes through a shim that
@@ -980,6 +1001,7 @@ def _halve_sum(x):
     return acc
 
 
+@pytest.mark.slow
 def test_a_compiled_derivative_has_the_dtypes_of_numba_not_numpy():
     """Where Numba's typing differs from NumPy's (a float32 array times a Python float), the
     compiled derivative follows Numba, like the `@njit` primal it differentiates; the Python
@@ -1002,6 +1024,7 @@ def _vector_product(a, b):
     return (a @ b) * np.sum(a)
 
 
+@pytest.mark.slow
 def test_a_product_of_two_vectors_compiles_under_numba():
     """`a @ b` of 1-d arrays has a scalar adjoint: the shims' dtype of the product adjoint once
     read `.dtype` of it (an AttributeError out of Numba's typing)."""
@@ -1016,6 +1039,7 @@ def _axis_sums(x):
     return np.sum(x, axis=0) * np.sum(x * x) + sum(x) * 0.5  # sums over the one axis of a 1-d x
 
 
+@pytest.mark.slow
 def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
     """Its adjoint is one number, added into the operand's adjoint; the shim took it for an
     array when the axis was given (`np.sum(x, axis=0)`, the builtin `sum(x)`)."""
@@ -1032,6 +1056,7 @@ def _mask_2d(a):
     return np.sum(b * b)
 
 
+@pytest.mark.slow
 def test_a_numba_failure_without_a_message_is_named():
     """Numba sometimes fails with an exception that has no text (here compiling the user's own
     2-d boolean mask); the error says so instead of a bare exception name, and 'prefer' falls
@@ -1075,6 +1100,7 @@ def _cumprod_sum(x):
     return np.sum(np.cumprod(x) * 2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
 def test_cumprod_of_an_empty_array_has_an_empty_derivative(numba_choice):
     """The scan adjoints read `x[0]` / `g[n - 1]`: an IndexError as Python, and under Numba
@@ -1098,6 +1124,7 @@ def _max_rows(x):
     return np.sum(np.max(x, axis=0))
 
 
+@pytest.mark.slow
 def test_out_of_bounds_reads_of_the_shims_are_errors_or_broadcasts():
     """Numba checks no bounds, so the shims must: `np.add.at` with one value for every index
     (`v` of shape (1,)) read `v[1:]` past its end (wrong numbers), an index out of range wrote
@@ -1123,6 +1150,7 @@ def _prod_loss(x):
     return np.prod(x) * 2.0 + np.prod(x * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba_choice", [False, True], ids=["python", "numba"])
 def test_prod_of_an_empty_array_has_an_empty_derivative(numba_choice):
     """`prod_others` (the products of the other elements) reshaped an empty array with -1:
@@ -1212,6 +1240,7 @@ def math_power_of_shifted(t):
     return math.pow(t - 2.0, 0.5) + 0.5 * t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [False, True], ids=["python", "numba"])
 def test_derivatives_of_python_floats_divide_as_ieee(backend):
     """The derivative rules of numbers divide as IEEE division (`_rt.fdiv`, and raise to powers
@@ -1256,7 +1285,8 @@ def test_names_beyond_ascii_compile():
     x = np.array([1.0, 2.0])
     for numba in (False, True):
         dx = np.zeros(2)
-        (_, dsigma), = zymo.autodiff(Reverse, scaled_by_sigma, Active, Duplicated(x.copy(), dx), Active(2.0), numba=numba)
+        (_, dsigma), = zymo.autodiff(Reverse, scaled_by_sigma, Active, Duplicated(x.copy(), dx), Active(2.0),
+                                     numba=numba)
         assert dsigma == pytest.approx(-0.5 * 2.0 ** -1.5 * 5.0, rel=1e-13)
         np.testing.assert_allclose(dx, 2 * x / math.sqrt(2.0), rtol=1e-13)
         (t,) = zymo.autodiff(Forward, scaled_by_sigma, Duplicated, Const(x.copy()), Duplicated(2.0, 1.0), numba=numba)
@@ -1277,6 +1307,7 @@ def test_second_order_through_ieee_divisions():
         / 2e-5, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", SINGULAR, ids=lambda a: getattr(a, "__name__", str(a)))
 def test_a_compiled_derivative_divides_by_zero_as_the_python_backend(f, x):
     """Numba divides numbers as Python does (`ZeroDivisionError`); the Python backend divides
@@ -1346,6 +1377,7 @@ def _fd_hessian(f, x, eps=1e-5):
     return np.array(cols).T
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", [(norm_cubed, np.array([0.3, -1.2, 2.0])),
                                   (frobenius_cubed, np.array([[0.3, -1.2], [2.0, 0.5]]))],
                          ids=["norm", "frobenius"])
@@ -1372,6 +1404,7 @@ def reshaped(x):
     return np.sum(np.sin(a) * a.T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, x", [(tangent_chain, np.array([0.3, -1.2, 2.0])), (reshaped, np.array([0.7, -0.4]))],
                          ids=["elementwise", "reshape"])
 def test_second_order_of_array_programs_compiles_into_the_elementwise_intrinsics(f, x):
@@ -1398,6 +1431,7 @@ def widening_sum(x):
     return np.sum(acc)
 
 
+@pytest.mark.slow
 def test_a_loop_carry_that_widens_compiles_under_numba():
     """A float32 carry that a loop widens to float64 is a converted copy (`_rt.as_dtype`),
     which had no Numba version: numba=True was refused. Reverse and forward mode under Numba
@@ -1414,6 +1448,7 @@ def test_a_loop_carry_that_widens_compiles_under_numba():
     assert_substantial(g)
 
 
+@pytest.mark.slow
 def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     """`cholesky_vjp_dl`, what second order of `np.linalg.cholesky` calls, against its NumPy
     version (which the rule tests check against finite differences) and against central
@@ -1424,16 +1459,18 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 4))
-    l = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(4))
+    low = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(4))
     g, t = rng.standard_normal((4, 4)), np.tril(rng.standard_normal((4, 4)))
-    got = numba.njit(lambda t, g, l: numba_rt.cholesky_vjp_dl(t, g, l))(t, g, l)
-    np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, l), rtol=1e-12, atol=1e-12)
+    got = numba.njit(lambda t, g, low: numba_rt.cholesky_vjp_dl(t, g, low))(t, g, low)
+    np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, low), rtol=1e-12, atol=1e-12)
     eps = 1e-6
-    fd = (zymo.rules.runtime.cholesky_vjp(g, l + eps * t) - zymo.rules.runtime.cholesky_vjp(g, l - eps * t)) / (2 * eps)
+    vjp = zymo.rules.runtime.cholesky_vjp
+    fd = (vjp(g, low + eps * t) - vjp(g, low - eps * t)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
     assert_substantial(got)
 
 
+@pytest.mark.slow
 def test_second_order_of_a_norm_at_zero_is_zero_under_numba():
     """At x = 0 the norm's gradient is 0 by convention, and so is its tangent (as in Python)."""
     x = np.zeros(3)
@@ -1450,6 +1487,7 @@ def norm_inf(x):
     return np.linalg.norm(x, np.inf) * 2.0 + np.linalg.norm(x, -np.inf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [norm_p3, norm_inf])
 def test_a_norm_order_known_only_at_run_time_compiles_under_numba(f):
     """Numba has no float literals, so `ord=3.0` or `np.inf` reaches the gradient helper as a
@@ -1476,6 +1514,7 @@ def numbers_then_loops(x, m):
     return s
 
 
+@pytest.mark.slow
 def test_statements_of_numbers_are_left_to_numba_in_both_modes():
     """Outside loops, `t = a - 1` of numbers was an elementwise intrinsic (`_rt.ew_new`) when
     its operands were not float adjoints: the intrinsic's fallback ran it as written, at the

@@ -9,12 +9,12 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Active, Duplicated, Reverse  # noqa: E402
-from zymo.codegen import numba_rt  # noqa: E402
-from zymo.codegen.numba_ import elementwise_statements, numba_source  # noqa: E402
+from helpers import check, fd_grad
 
-from helpers import check, fd_grad  # noqa: E402
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.codegen import numba_rt
+from zymo.codegen.numba_ import elementwise_statements, numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -141,7 +141,8 @@ def _cases():
     yield "broadcast row", lambda: (r((3, 4)), "x0 * x1", (2.0, r((1, 4))))
     yield "broadcast column", lambda: (r((3, 4)), "x0 * (x1 - 1.5) * x2 + 2 * x0", (r((3, 1)), r((1, 4)), 4.0))
     yield "complex", lambda: (r(5) + 1j * r(5), "x0 * x1", (0.5 - 2j, r(5) + 1j * r(5)))
-    yield "float32 with a float64 number", lambda: (r(6).astype(np.float32), "x0 * x1", (np.float64(0.1), r(6).astype(np.float32)))
+    yield "float32 with a float64 number", lambda: (r(6).astype(np.float32), "x0 * x1",
+                                                    (np.float64(0.1), r(6).astype(np.float32)))
     yield "strided operand", lambda: (r(5), "x0 * x1", (2.0, r(10)[::2]))
     yield "empty", lambda: (np.zeros((0, 3)), "x0 * x1", (2.0, np.zeros((0, 3))))
     # a division is IEEE division, as NumPy's (a zero divisor gives inf, not an exception)
@@ -196,6 +197,7 @@ def _cases():
 CASES = list(_cases())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, make", CASES, ids=[c[0] for c in CASES])
 def test_acc_ew_is_numpys_in_place_add(name, make):
     d, expr, xs = make()
@@ -217,6 +219,7 @@ def test_acc_ew_raises_numpys_error_for_shapes_that_do_not_broadcast():
         d += 2.0 * np.ones((2, 4))
 
 
+@pytest.mark.slow
 def test_acc_ew_of_a_float_accumulator_returns_the_sum():
     assert _acc2(1.5, 2.0, 3.0) == 7.5
     assert _acc2(1.5, 2, 3) == 7.5  # integers promote as in Python
@@ -236,6 +239,7 @@ def _mv_b(acc, g, a, b):
     return numba_rt.acc_dot_vjp_b(acc, g, a, b)
 
 
+@pytest.mark.slow
 def test_matrix_vector_adjoints_accumulate_in_place_and_survive_overlap():
     rng = np.random.default_rng(3)
     A = rng.standard_normal((4, 3))
@@ -294,6 +298,7 @@ def small_array_loop(means, Q, x, xc, y):
     return s
 
 
+@pytest.mark.slow
 def test_small_array_adjoints_in_loops_match_python_and_finite_differences():
     rng = np.random.default_rng(11)
     means, Q, x = rng.standard_normal((3, 4)), rng.standard_normal((3, 4, 4)), rng.standard_normal((5, 4))
@@ -320,13 +325,14 @@ def test_small_array_adjoints_in_loops_match_python_and_finite_differences():
 @numba.njit
 def _through_a_list(dA, g, n):
     cache = []
-    for i in range(n):
+    for _i in range(n):
         cache.append(dA)
-    for r in range(n):
+    for _r in range(n):
         d = cache.pop()
         d = numba_rt.acc_ew(d, "x0 * x1", (2.0, g))
 
 
+@pytest.mark.slow
 def test_accumulating_into_an_array_taken_from_a_list_reaches_the_array():
     """Numba 0.68 loses such writes when the function has an inlined overload (`acc_ew` was
     inlined at first; the generated code's list caches do this)."""
@@ -343,6 +349,7 @@ def _aliased(u, v, w, s):
     return t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["disjoint", "overlapping", "identical"])
 def test_in_place_accumulations_with_aliased_arguments_match_python(case):
     """Shadows that overlap as their primals do (`u`, `v` views of one buffer): the in-place

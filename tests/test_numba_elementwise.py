@@ -11,13 +11,13 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse, ReverseWithPrimal  # noqa: E402
-from zymo.codegen import numba_elementwise as ew  # noqa: E402
-from zymo.codegen import numba_rt  # noqa: E402
-from zymo.codegen.numba_ import numba_source  # noqa: E402
+from helpers import fd_grad
 
-from helpers import fd_grad  # noqa: E402
+import zymo
+from zymo import Active, Const, Duplicated, Reverse, ReverseWithPrimal
+from zymo.codegen import numba_elementwise as ew
+from zymo.codegen import numba_rt
+from zymo.codegen.numba_ import numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -116,6 +116,7 @@ def _reference_sum(values, flat):
     return total
 
 
+@pytest.mark.slow
 def test_a_flat_sum_is_numpys_within_a_block():
     @numba.njit
     def squares(x):
@@ -139,6 +140,7 @@ def _shape(xs):
     return np.broadcast_shapes(*(np.shape(x) for x in xs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expr", EXPRS)
 @pytest.mark.parametrize("name, shape, make", OPERANDS, ids=[o[0] for o in OPERANDS])
 def test_each_intrinsic_is_numpys_statement(expr, name, shape, make):
@@ -175,9 +177,10 @@ def test_each_intrinsic_is_numpys_statement(expr, name, shape, make):
 
 
 def test_fast_statements_are_recognized_at_typing():
+    import ast
+
     from numba.core import types as t
     from numba.core.registry import cpu_target
-    import ast
 
     tc = cpu_target.typing_context
     tc.refresh()
@@ -229,6 +232,7 @@ def _overlaps():
 OVERLAPS = _overlaps()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expr", EXPRS)
 @pytest.mark.parametrize("name, make", OVERLAPS, ids=[o[0] for o in OVERLAPS])
 def test_operands_overlapping_the_written_array(expr, name, make):
@@ -297,6 +301,7 @@ def gm3_like(r, w, dr, p):
     return np.sum(dr * w) + np.sum(t * t)
 
 
+@pytest.mark.slow
 def test_gm3_like_program_is_rewritten_and_matches_python_and_finite_differences():
     rng = np.random.default_rng(3)
     r, w = rng.random((5, 4, 2)) + 0.5, rng.random((5, 4, 2))
@@ -381,6 +386,7 @@ def _functions_plain(a, b, s):
     return np.tanh(a) * np.exp(b - s) + np.sqrt(s) / np.cos(a), np.sum(np.log(a) * np.sin(b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["C", "strided", "broadcast"])
 def test_functions_of_one_operand_are_numbas_ufuncs_bit_for_bit(layout):
     rng = np.random.default_rng(2)
@@ -399,6 +405,7 @@ def test_functions_of_one_operand_are_numbas_ufuncs_bit_for_bit(layout):
 FUNCS = [f for f in __import__("zymo.codegen.numba_", fromlist=["_"])._EW_FUNCS + ("isinf", "isfinite", "signbit")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_every_function_of_one_operand_is_numbas_own_element_code(dtype):
     """Each of NumPy's functions of one operand in the intrinsics' expressions (`_EW_FUNCS`,
@@ -427,6 +434,7 @@ def test_every_function_of_one_operand_is_numbas_own_element_code(dtype):
 BINARY = list(__import__("zymo.codegen.numba_", fromlist=["_"])._EW_BINARY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_every_function_of_two_operands_is_numbas_own_element_code(dtype):
     """The same for NumPy's functions of two operands (`_EW_BINARY`: `maximum`, `fmin`,
@@ -458,6 +466,7 @@ def _outs(a, b, c):
     numba_rt.ew_out(c, "np.tanh(x0)", (c,), "np.tanh(x0, out=d)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["C", "bias row", "overlapping output", "integers (the ufunc itself)"])
 def test_ufuncs_with_out_match_numpy(case):
     rng = np.random.default_rng(4)
@@ -485,7 +494,7 @@ def test_read_only_destinations_are_refused_not_written():
     y.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         zymo.autodiff(Reverse, f, Active, Duplicated(x, np.zeros(3)), Const(y), numba=False)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017  (Numba's own error: its class varies between versions)
         zymo.autodiff(Reverse, f, Active, Duplicated(x, np.zeros(3)), Const(y), numba=True)
     np.testing.assert_array_equal(y, np.zeros(3))
 
@@ -619,6 +628,7 @@ def _shaped_numpy(z, a, s, y, b):
     return z + rt.as_shape(rt.as_shape(a * s, y) - rt.as_tangent(b, y), z)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["one shape", "broadcast up to y", "strided", "float32 y (not fast)"])
 def test_tangent_shapes_inside_elementwise_expressions_are_numpys(case):
     """`as_shape(e, y)` inside an intrinsic's expression: `e` cast to `y`'s dtype, `y`'s shape
@@ -709,6 +719,7 @@ def _mask_kernels():
 MASK_KERNELS = _mask_kernels()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["float64", "float32", "broadcast", "strided"])
 def test_masks_inside_elementwise_expressions_are_numpys(case):
     """Comparisons, `|`, `&`, `np.logical_not`, `np.isnan` and `np.where` inside an
@@ -756,9 +767,10 @@ def test_masks_are_typed_as_numpy_or_left_to_numba():
     takes its dtype); `|`, `&` and `np.logical_not` of bools only; no negation, square or
     function of a bool; comparisons of real numbers, unified as Numba unifies them. Anything
     else is not fast (the statement as written, by Numba), never a guess."""
+    import ast
+
     from numba.core import types as t
     from numba.core.registry import cpu_target
-    import ast
 
     tc = cpu_target.typing_context
     tc.refresh()
@@ -803,6 +815,7 @@ def test_statements_of_numbers_the_element_code_does_not_take_run_as_written():
 POWERS = ["x0 ** x1", "x0 ** x2 * x1", "x0 ** 3 - x1", "x0 ** 0.5", "x3 ** x0", "x0 ** -1.5", "(x0 - x1) ** x2"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_powers_are_numbas_own_array_expression(dtype):
     """`a ** b` other than a square is Numba's power of two numbers, which its array
@@ -836,6 +849,7 @@ def powers(x, p):
     return np.sum(y * x ** p)
 
 
+@pytest.mark.slow
 def test_gradients_of_powers_compile_into_the_intrinsics():
     """Both modes under Numba: no power is left outside the intrinsics' expressions (each one
     was an array expression, a kernel compiled on its own). Against the Python backend and

@@ -11,13 +11,13 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
-from zymo.codegen import numba_np, numba_rt  # noqa: E402
-from zymo.codegen.numba_ import numba_source  # noqa: E402
-from zymo.rules import runtime as rt  # noqa: E402
+from helpers import fd_grad
 
-from helpers import fd_grad  # noqa: E402
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+from zymo.codegen import numba_np, numba_rt
+from zymo.codegen.numba_ import numba_source
+from zymo.rules import runtime as rt
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -73,6 +73,7 @@ CASES = [  # d's shape, g's shape
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dshape,gshape", CASES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 def test_acc_unbroadcast_is_the_helpers_sum(dshape, gshape, dtype):
@@ -91,6 +92,7 @@ def test_acc_unbroadcast_is_the_helpers_sum(dshape, gshape, dtype):
     np.testing.assert_allclose(_sum_to_expr(d.copy(), d, g, h, s), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.slow
 def test_acc_unbroadcast_layouts_in_place_and_overlaps():
     rng = np.random.default_rng(4)
     base = rng.standard_normal((8, 6))
@@ -126,6 +128,7 @@ def test_acc_unbroadcast_sums_before_adding():
     assert not np.signbit(empty[1])
 
 
+@pytest.mark.slow
 def test_acc_unbroadcast_of_floats_and_fallbacks():
     g = np.arange(6.0).reshape(2, 3)
     assert _sum_to(1.5, 2.0, g) == 1.5 + g.sum()          # a float's adjoint: the whole sum
@@ -136,6 +139,7 @@ def test_acc_unbroadcast_of_floats_and_fallbacks():
     np.testing.assert_allclose(_sum_to(np.zeros(3), np.zeros(3), g.astype(np.float32)), g.sum(0))
 
 
+@pytest.mark.slow
 def test_acc_unbroadcast_errors():
     with pytest.raises(ValueError, match="broadcast"):
         _sum_to(np.zeros(3), np.zeros(3), np.ones((2, 4)))
@@ -158,6 +162,7 @@ def _acc_b(acc, g, a, b):
     return numba_rt.acc_dot_vjp_b(acc, g, a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 def test_product_adjoints_by_blas(dtype, orders):
@@ -208,6 +213,7 @@ def test_loop_product_adjoints_free_their_copies():
     assert _nrt_kept(lambda: _acc_b(buf[:3], buf[1:5][::-1], a, np.ones(3))) == 0  # strided: C copy
 
 
+@pytest.mark.slow
 def test_product_adjoints_of_strided_operands_take_the_general_path():
     rng = np.random.default_rng(7)
     big = rng.standard_normal((8, 6))
@@ -234,6 +240,7 @@ def _amax_keep(x):
     return numba_np.amax(x, keepdims=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x", [
     np.array([3.0, -1.0, 7.5, 7.5, 2.0]), np.array([1.0, np.nan, 3.0]), np.array([np.nan, 1.0]),
     np.arange(12.0).reshape(3, 4)[:, ::-2], np.array([[5, -2], [7, 1]]), np.array([[1.0, 2.0], [np.nan, 0.0]]),
@@ -258,6 +265,7 @@ def _mask(x, ans):
     return rt.extreme_mask(x, ans, None, False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x,ans", [
     (np.array([1.0, 3.0, 3.0, 2.0]), 3.0), (np.array([2.0, -1.0]), -1.0), (np.array([1.0, np.nan]), np.nan),
     (np.array([4, 1, 4]), 4), (np.array([1.5, 2.5], np.float32), np.float32(2.5)),
@@ -285,7 +293,8 @@ def _span(lo, hi):
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 5), (0, -5), (3, 3), (2, 7), (7, 2), (-4, 1), (np.uint64(5), np.uint64(1)),
-                                    (np.uint64(1), np.uint64(5)), (np.uint8(200), np.int64(3)), (np.int32(-3), np.uint8(4)),
+                                    (np.uint64(1), np.uint64(5)), (np.uint8(200), np.int64(3)),
+                                    (np.int32(-3), np.uint8(4)),
                                     (False, True), (True, False)])
 def test_span_is_the_helper(lo, hi):
     """`_rt.span(lo, hi)`, a trip count written out: `hi - lo`, or 0 where `hi <= lo`, an int;
@@ -318,6 +327,7 @@ def test_span_refuses_a_float():
         _span(0, 1.5)
 
 
+@pytest.mark.slow
 def test_grow_copies_its_entries():
     buf = np.arange(3.0)
     for need, size in ((0, 7), (12, 12)):
@@ -330,6 +340,7 @@ def test_grow_copies_its_entries():
     assert _grow1(np.zeros(0, np.bool_), 0).shape == (1,)
 
 
+@pytest.mark.slow
 def test_grow_stack_copies_its_entries():
     row = np.arange(3.0)
     buf = _grow(np.empty((0, 0)), row, 2)
@@ -402,6 +413,7 @@ def _acc_extreme(d, g, x, ans):
     return numba_rt.acc_extreme(d, g, x, ans)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x,ans,g", [
     (np.array([1.0, 3.0, 3.0, 2.0]), 3.0, 1.5), (np.array([2.0, -1.0, 0.5]), -1.0, -2.0),
     (np.array([1.0, np.nan]), np.nan, 1.0),                       # no element equals NaN: NaN, as 0/0
@@ -437,6 +449,7 @@ def _like(x, a, s):
     return numba_rt.ew_like(x, "x0 / x1 * x2", (a, s, a)), numba_rt.ew_like(x, "x0", (s,))
 
 
+@pytest.mark.slow
 def test_ew_like_broadcasts_into_a_new_array_like_x():
     x = np.zeros((3, 4))
     a = np.arange(1.0, 5.0)
@@ -485,6 +498,7 @@ def softmax_loss(W, b, X, labels, h):
     return loss / h.shape[0]
 
 
+@pytest.mark.slow
 def test_softmax_loss_matches_python_and_finite_differences():
     rng = np.random.default_rng(9)
     W, b, X = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal((6, 5))
@@ -528,6 +542,7 @@ def _mixed(x):
     return total + np.sum(h * h) * 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_mixed_program_in_both_modes_matches_python_and_finite_differences(mode):
     from zymo import Forward

@@ -80,7 +80,7 @@ def gmm_like(x, mu, out):
         for k in range(mu.shape[0]):
             d = x[i] - mu[k]
             out[k] = d * d
-            if out[k] > best:  # noqa: PLR1730  (a branch in the loop, as a derivative has)
+            if out[k] > best:  # a branch in the loop, as a derivative has
                 best = out[k]
         total = total + best
     return total

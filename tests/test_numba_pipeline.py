@@ -147,6 +147,7 @@ def grown_each_time(x):
     return appended_each_time(x)
 
 
+@pytest.mark.slow
 def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
     """A derivative the first pipeline refuses compiles with Numba's default pipeline and
     computes the same. The refusal is forced (`_SameTypes` widening every assignment): zymo's
@@ -217,6 +218,7 @@ def lifted_with_block(x, n):
     return r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, want", [
     (copied_before_loop, (1, 2.5)),
     (view_or_whole, (100.0, 100.0)),
@@ -273,6 +275,7 @@ def untyped_ir(f):
     return compiler.run_frontend(f)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f, nothing", [(running_sum, True), (loop_sums, True), (with_a_closure, False),
                                         (with_a_comprehension, False)])
 def test_closures_and_comprehensions_are_still_inlined(f, nothing):
@@ -368,6 +371,7 @@ def array_expression(a, b, c):
     return np.sum(a * b + c) + a[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [unrolled, array_expression])
 def test_programs_the_rewrites_change_compute_as_njit(f):
     """Where a rewrite applies before typing (`x[0]` to a static subscript, with `literal_unroll`,
@@ -425,7 +429,7 @@ def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
 
 def doubled_in_a_loop(x, n):
     y = x.copy()
-    for i in range(n):
+    for _i in range(n):
         y = y * 2 + 1
     return y
 

@@ -16,11 +16,11 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-import zymo.api  # noqa: E402
-from zymo import Forward, Reverse  # noqa: E402
-from zymo.codegen.numba_ import ZymoNumbaError  # noqa: E402
-from zymo.frontend.source import unwrap  # noqa: E402
+import zymo
+import zymo.api
+from zymo import Forward, Reverse
+from zymo.codegen.numba_ import ZymoNumbaError
+from zymo.frontend.source import unwrap
 
 RNG = np.random.default_rng(11)
 A = RNG.normal(size=(3, 3)) + 3.0 * np.eye(3)
@@ -88,6 +88,7 @@ def check_family(f, mode):
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 @pytest.mark.parametrize("f", [shapes, reductions], ids=lambda f: f.__name__)
 def test_family_compiles_and_agrees(f, mode):

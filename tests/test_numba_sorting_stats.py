@@ -64,6 +64,7 @@ def check_family(f, mode):
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
 def test_sorting_compiles_and_agrees(mode):
     check_family(sorting, mode)

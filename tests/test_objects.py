@@ -6,15 +6,14 @@ dot-product identity (tests/data_helpers.py), on repeated calls with reused shad
 from __future__ import annotations
 
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from data_helpers import check_data
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal, ZymoError, ZymoUsageError
-
-from data_helpers import check_data
 
 RNG = np.random.default_rng(6)
 
@@ -291,6 +290,7 @@ def _scale(o, x):
     return o.c * np.sum(o.w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_split_mode_and_numba_with_a_float_attribute(numba):
     # ret = w0 c1^2 + w1 c1 with c1 = c0 x: d/dx = 20, d/dc0 = 20, d/dw = [16, 4] at x = 2

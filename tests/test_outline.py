@@ -10,12 +10,11 @@ import ast
 
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Active, Duplicated, Reverse, ReverseSplitWithPrimal
 from zymo.codegen.outline import Kernel, outline
-
-from helpers import check
 
 pytest.importorskip("numba")
 
@@ -168,6 +167,7 @@ def _compiled(f, *args):
     return {k.name: k for k in fn.__globals__.values() if isinstance(k, Kernel)}
 
 
+@pytest.mark.slow
 def test_trisolv_against_fd_other_mode_and_python(kernels_backend):
     rng = np.random.default_rng(0)
     L = np.tril(rng.random((5, 5))) + 3 * np.eye(5)
@@ -225,3 +225,96 @@ def test_generated_code_shows_kernels_then_program():
 def test_unknown_backend_is_a_usage_error():
     with pytest.raises(zymo.ZymoUsageError, match="kernels"):
         zymo.gradient(Reverse, trisolv, np.eye(2), np.zeros(2), np.ones(2), numba="fast")
+
+
+# -- parallel loops (codegen/parallel.py) -------------------------------------------------------
+
+from zymo.codegen.parallel import overlapping, parallel_loops
+
+
+def _loops(src: str, ndims: dict[str, int]) -> list[str]:
+    fn = ast.parse(src).body[0]
+    return [ast.unparse(loop.target) for loop in parallel_loops(fn, ndims)]
+
+
+def test_parallel_rows_of_a_written_array():
+    src = '''
+def k(A, x, n, m):
+    for i in range(n):
+        for j in range(m):
+            A[i, j] = A[i, j] + x[j] * x[i]
+    for _r in range(n):
+        i_1 = n - 1 - _r
+        x[i_1] = A[i_1, 0] * 2.0
+    return ()
+'''
+    assert _loops(src, {"A": 2, "x": 1}) == ["i", "_r"]
+
+
+def test_serial_when_iterations_meet():
+    src = '''
+def k(A, x, y, n):
+    for i in range(1, n):
+        x[i] = x[i - 1] + 1.0
+    for i in range(n):
+        y[0] = y[0] + x[i]
+    s = 0.0
+    for i in range(n):
+        s = s + x[i]
+    for i in range(n):
+        t = x[i]
+    for j in range(n):
+        A[j, 0] = A[0, j]
+    return (s, t)
+'''
+    # a read of another iteration's element, one element for all, a carried sum, a value read
+    # after the loop, rows written and columns read
+    assert _loops(src, {"A": 2, "x": 1, "y": 1}) == []
+
+
+def test_inner_loop_of_a_time_loop():
+    src = '''
+def k(A, B, n, T):
+    for t in range(T):
+        for i in range(1, n):
+            B[i] = A[i - 1] + A[i]
+        for i in range(1, n):
+            A[i] = B[i]
+    return ()
+'''
+    assert _loops(src, {"A": 1, "B": 1}) == ["i", "i"]
+
+
+def test_overlapping_arguments_keep_the_serial_kernel():
+    a = np.zeros(10)
+    assert overlapping((a, a[2:5], 3), [0])
+    assert not overlapping((a, np.ones(3), 3), [0])
+
+
+def rows(A, u, v):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            A[i, j] = np.sin(A[i, j]) * u[i] + v[j] * A[i, j]
+    return np.sum(A * A)
+
+
+def test_two_threads_give_the_same_bits(kernels_backend):
+    rng = np.random.default_rng(5)
+    args = [rng.random((40, 30)), rng.random(40), rng.random(30)]
+    check(rows, [a[:6, :5] if a.ndim == 2 else a[:6] if a.shape[0] == 40 else a[:5] for a in args])
+    g1 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])
+    kernels = _compiled(rows)
+    assert any(k.parallel is not None for k in kernels.values())
+    zymo.config.set_threads(2)
+    try:
+        g2 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])
+    finally:
+        zymo.config.set_threads(None)
+    for a, b in zip(g1, g2):
+        assert np.array_equal(a, b)
+
+
+def test_threads_setting_is_checked():
+    with pytest.raises(ValueError):
+        zymo.config.set_threads(0)

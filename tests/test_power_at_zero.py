@@ -13,11 +13,10 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
-
-from helpers import check
 
 
 def np_power_base0(y):
@@ -47,6 +46,7 @@ def pow_exp0_number(x, k):
 Y = np.array([0.5, 1.0, 2.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("mode", [Reverse, Forward])
 def test_zero_base_has_zero_derivative_in_the_exponent(mode, numba):
@@ -64,6 +64,7 @@ def test_zero_base_agrees_with_autograd():
     np.testing.assert_allclose(g, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("mode", [Reverse, Forward])
 def test_zero_exponent_at_zero_base(mode, numba):

@@ -339,6 +339,7 @@ _SETTINGS = dict(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_t
                                         HealthCheck.filter_too_much])
 
 
+@pytest.mark.slow
 @settings(**_SETTINGS)
 @given(programs(loops=False))
 def test_straight_line_programs(progdir, prog):
@@ -346,6 +347,7 @@ def test_straight_line_programs(progdir, prog):
     check_program(src, args, progdir)
 
 
+@pytest.mark.slow
 @settings(**_SETTINGS)
 @given(programs(loops=True))
 def test_loop_programs(progdir, prog):
@@ -353,6 +355,7 @@ def test_loop_programs(progdir, prog):
     check_program(src, args, progdir)
 
 
+@pytest.mark.slow
 def test_generator_covers_the_grammar():
     """The grammar's constructs all show up in a handful of drawn programs."""
     seen = set()

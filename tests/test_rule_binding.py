@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedCall
-
-from helpers import check
 
 
 def clip_keywords(x):
@@ -37,6 +36,7 @@ def clip_upper_only(x):
 X = np.array([0.0, 0.5, 2.0, -1.0, 0.9])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [clip_keywords, clip_min_max])
 @pytest.mark.parametrize("numba", [False, True])
 def test_clip_keyword_bounds_are_the_bounds(f, numba):

@@ -68,6 +68,7 @@ def test_rule(key, case):
     case.run(("forward", "reverse"))
 
 
+@pytest.mark.slow
 def test_every_registered_rule_is_exercised():
     """Each key has cases whose IR calls it, and the parametrized test enumerates them all."""
     enumerated = {p.values[0] for p in PARAMS if p.values[1] is not None}
@@ -114,6 +115,7 @@ def test_check_rule_runs_all_cases_of_a_rule():
         testing.check_rule("numpy.no_such_function")
 
 
+@pytest.mark.slow
 def test_check_rule_reports_every_failing_case(swap_rule):
     """check_rule lists all failing cases of a rule in one AssertionError."""
     swap_rule(add_not_elementwise)
@@ -234,6 +236,7 @@ def _math_sin(x, y):
     return math.sin(x) * y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad, caught_by", [
     (sin_bad_vjp, {"reverse"}),
     (sin_bad_jvp, {"forward"}),

@@ -533,6 +533,7 @@ def fd_hessian(f, x, h=1e-5):
     return np.stack(cols, axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [h_sort, h_partition_take, h_put, h_nan, h_poly_hist, h_cov, h_corr, h_interp, h_lse],
                          ids=lambda f: f.__name__)
 def test_hessian_matches_fd_of_gradient(f):
@@ -617,6 +618,7 @@ def _jax_family(jnp, jsp):
     return f
 
 
+@pytest.mark.slow
 def test_gradient_matches_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)

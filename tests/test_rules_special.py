@@ -400,6 +400,7 @@ def _mp_functions(mp):
     }
 
 
+@pytest.mark.slow
 def test_first_derivatives_against_mpmath():
     """Each rule's derivative at ordinary and hard points (tails, near removable singularities,
     far out) against mpmath's numerical derivative at 50 digits: to rounding (2e-12)."""
@@ -531,6 +532,7 @@ def _fd_hessian(f, x, h=1e-5):
     return np.stack(cols, axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [so_gamma, so_normal, so_bessel, so_misc], ids=lambda f: f.__name__)
 def test_hessians_match_finite_differences_of_the_gradient(f):
     x = np.array([0.45, 0.9, 1.6, 2.2])
@@ -556,6 +558,7 @@ def _special_keys():
     return sorted(k for k, r in REGISTRY.items() if r.__module__ == special.__name__ and not r.nondiff)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", _special_keys())
 def test_second_order_of_every_rule(key):
     from zymo import testing
@@ -607,6 +610,7 @@ def private_cache_dir(tmp_path):
         yield
 
 
+@pytest.mark.slow
 def test_numba_compiles_sinc_and_falls_back_for_scipy(private_cache_dir):
     pytest.importorskip("numba")
     from zymo.codegen.numba_ import ZymoNumbaError

@@ -160,6 +160,7 @@ def test_hvp_on_benchmark_workloads(name):
     np.testing.assert_allclose(hv, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
 
 
+@pytest.mark.slow
 def test_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -192,6 +193,7 @@ def test_usage_errors():
         zymo.jacobian(zymo.ReverseSplitWithPrimal, rn_to_rm, X4)
 
 
+@pytest.mark.slow
 def test_batch_and_second_order_under_numba():
     pytest.importorskip("numba")
     x = np.array([0.3, 0.5, 1.2, -0.4])

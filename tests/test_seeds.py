@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import assert_tree_close, check, fd_grad
 
 import zymo
-from helpers import assert_tree_close, check, fd_grad
 from zymo import Active, Const, Duplicated, Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal
 
 RNG = np.random.default_rng(2024)
@@ -36,7 +36,7 @@ def mul_assign(R, A, B):
 
 def mul_loop(R, A, B):
     # only the last store matters: dA must not be 10x too large
-    for i in range(10):
+    for _i in range(10):
         np.matmul(A, B, out=R)
 
 

@@ -14,6 +14,7 @@ import importlib.util
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,7 @@ def _load(src: str, directory):
     return mod
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(programs(), st.floats(-1.2, 1.2), st.floats(-1.2, 1.2))

@@ -15,12 +15,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedSyntax, ZymoSourceError
-
-from helpers import check
 
 
 def scaled_powers(x, *scales, power=2, **opts):
@@ -95,6 +94,7 @@ def test_varargs_of_the_differentiated_function():
         np.testing.assert_allclose(mine, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numba", [False, True])
 def test_keyword_only_and_positional_only_parameters(numba):
     for mode in (Reverse, Forward):

@@ -13,11 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
-
-from helpers import check
 
 
 def masked_sqrt(x):
@@ -55,6 +54,7 @@ def test_default_is_ieee_in_reverse_mode():
     np.testing.assert_allclose(g, [0.0, 0.5, 0.25])
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("mode", [Reverse, Forward])

@@ -10,12 +10,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
+from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import ZymoUsageError
-
-from helpers import check
 
 
 def moments(x, t):
@@ -41,6 +40,7 @@ def autograd_ref(a):
 A = np.random.default_rng(4).standard_normal((3, 4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("f", [indexed, unpacked])
 def test_sum_of_a_returned_number(f):
     check(f, [A.copy()])

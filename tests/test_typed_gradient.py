@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import fd_grad
 
 import zymo
 from zymo import Reverse, ReverseWithPrimal, api
-
-from helpers import fd_grad
 
 W_DATA = np.random.default_rng(0).standard_normal((20, 3))
 SCALE = 2.0

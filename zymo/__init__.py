@@ -9,21 +9,40 @@
     zymo.gradient(Reverse, g, x, y)
 """
 from . import config, rules  # noqa: F401  (rules: registers the derivative rules)
-from .annotations import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated, DuplicatedNoNeed,
-                          Forward, ForwardWithPrimal,
-                          Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal, ReverseWithPrimal)
+from .annotations import (
+    Active,
+    BatchDuplicated,
+    BatchDuplicatedNoNeed,
+    Const,
+    Duplicated,
+    DuplicatedNoNeed,
+    Forward,
+    ForwardWithPrimal,
+    Reverse,
+    ReverseSplitNoPrimal,
+    ReverseSplitWithPrimal,
+    ReverseWithPrimal,
+)
 from .api import Tape, autodiff, autodiff_thunk, cache_clear, cache_report, generated_code, gradient, ir
 from .derivatives import gradient_forward, hessian, hvp, hvp_and_gradient, jacobian
-from .errors import (UnsupportedCall, UnsupportedSyntax, ZymoError, ZymoSourceError, ZymoTypeError, ZymoUsageError,
-                     ZymoWarning)
+from .errors import (
+    UnsupportedCall,
+    UnsupportedSyntax,
+    ZymoError,
+    ZymoSourceError,
+    ZymoTypeError,
+    ZymoUsageError,
+    ZymoWarning,
+)
 from .rules.custom import CustomRule, custom_rule, inactive
 from .shadows import make_zero, make_zero_
 from .transform.checkpoint_rt import checkpointed
 
 __all__ = [
     "gradient_forward", "hessian", "hvp", "hvp_and_gradient", "jacobian",
-    "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated", "DuplicatedNoNeed", "Forward", "ForwardWithPrimal", "Reverse",
-    "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape", "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
+    "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated", "DuplicatedNoNeed", "Forward",
+    "ForwardWithPrimal", "Reverse", "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape",
+    "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
     "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive", "checkpointed",
 ]

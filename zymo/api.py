@@ -15,9 +15,10 @@ the arguments, and the identity of the globals/closure data the function reads.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,16 @@ from . import config, data
 from .analysis.activity import Activity, analyze
 from .analysis.extents import guards_hold
 from .analysis.types import type_of_value
-from .annotations import (Active, Annotation, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
-                          DuplicatedNoNeed, Mode)
+from .annotations import (
+    Active,
+    Annotation,
+    BatchDuplicated,
+    BatchDuplicatedNoNeed,
+    Const,
+    Duplicated,
+    DuplicatedNoNeed,
+    Mode,
+)
 from .codegen.numba_ import tape_in as numba_tape_in
 from .codegen.python import compile_source, paused_collector
 from .errors import ZymoUsageError, ZymoWarning
@@ -36,8 +45,8 @@ from .frontend.source import unwrap
 from .ir.core import Function, Value
 from .ir.specialize import specialize
 from .ir.verify import verify
-from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 from .shadows import check_shadow, make_zero, make_zero_
+from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 
 # -- argument flattening ---------------------------------------------------------
 
@@ -434,9 +443,13 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     from .codegen.numba_ import compile_numba
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-    compiled = compile_numba(out.kernels, out.names, what, facts)
+    twins = [t for t, _ in out.parallel.values()]
+    compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins))
     python = compile_source(out.kernels, out.names)
-    kernels = {n: Kernel(n, c, p) for n, c, p in zip(out.names, compiled, python)}
+    by_name = dict(zip(out.names + twins, compiled))
+    kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], out.parallel[n][1])
+                                              if n in out.parallel else ()))
+               for n, p in zip(out.names, python)}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
     return compile_source(out.src, name, kernels), shown
 
@@ -642,8 +655,8 @@ class _Finish:
         return (derivs,)
 
 
-_FAST: dict[Any, "_Repeat"] = {}
-_LAST: dict[Any, "_Repeat"] = {}  # function -> its last replayed entry (also in _FAST)
+_FAST: dict[Any, _Repeat] = {}
+_LAST: dict[Any, _Repeat] = {}  # function -> its last replayed entry (also in _FAST)
 
 
 _GENERATION = [0]  # split mode's thunks record their last calls under this number
@@ -995,7 +1008,7 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None, memory_limi
     return (grads, value[0]) if mode.with_primal else grads
 
 
-_TYPED: dict[Any, "_TypedGradient"] = {}
+_TYPED: dict[Any, _TypedGradient] = {}
 
 
 class _TypedGradient:

@@ -104,3 +104,31 @@ def set_memory_limit(nbytes: int | None) -> None:
 
 def memory_limit() -> int | None:
     return _memory_limit[0] if _memory_limit else None
+
+
+_threads_override: list[int] = []
+
+
+def set_threads(n: int | None) -> None:
+    """The number of threads compiled derivative loops may use (None: back to `ZYMO_THREADS`,
+    default 1). Only loops proven to write disjoint memory in every iteration run in parallel
+    (`codegen/parallel.py`, the "kernels" backend), with results equal to the serial ones.
+    At most Numba's `NUMBA_NUM_THREADS`. BLAS threads are NumPy's own setting."""
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise ValueError(f"the number of threads is a positive int, not {n!r}")
+    _threads_override.clear()
+    if n is not None:
+        _threads_override.append(n)
+
+
+def threads() -> int:
+    if _threads_override:
+        return _threads_override[0]
+    raw = os.environ.get("ZYMO_THREADS", "1") or "1"
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"ZYMO_THREADS is a positive int, not {raw!r}") from None
+    if n < 1:
+        raise ValueError(f"ZYMO_THREADS is a positive int, not {raw!r}")
+    return n

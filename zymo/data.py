@@ -21,7 +21,8 @@ Contract (used by `api.py`; the frontend's side is `frontend/objects.py`):
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

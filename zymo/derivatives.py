@@ -27,7 +27,8 @@ dx)`, a rule whose result may view its first argument, as the analyses expect.
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -74,8 +74,9 @@ import sys
 import tempfile
 import textwrap
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -587,7 +588,8 @@ DOMAINS: dict[str, tuple[Domain, ...]] = {
     "float_power": (Domain(0.3, 2.0), Domain(-1.5, 2.5)), "arctan2": (NONZERO, ANY),
     "copysign": (NONZERO, NONZERO), "rint": (OFFINT,), "signbit": (NONZERO,), "around": (OFFINT,),
     "fix": (OFFINT,), "gammaln": (POS,), "digamma": (POS,), "logit": (Domain(0.05, 0.95),),
-    "xlogy": (POS, POS), "tri": (Domain(0.3, 2.0, signed=True),), "clip": (Domain(-2.0, 2.0), Domain(-1.0, -0.3), Domain(0.3, 1.0)),
+    "xlogy": (POS, POS), "tri": (Domain(0.3, 2.0, signed=True),),
+    "clip": (Domain(-2.0, 2.0), Domain(-1.0, -0.3), Domain(0.3, 1.0)),
     "numpy.max": (Domain(-3.0, 3.0, distinct=True),), "numpy.min": (Domain(-3.0, 3.0, distinct=True),),
     "numpy.amax": (Domain(-3.0, 3.0, distinct=True),), "numpy.amin": (Domain(-3.0, 3.0, distinct=True),),
 }
@@ -1657,7 +1659,7 @@ def _t_rt_view(fn):
     return rt_view
 
 
-def _runtime_cases(b: "_Builder", short: str) -> None:
+def _runtime_cases(b: _Builder, short: str) -> None:
     ALL = ("float64", "float32")
     if short == "unbroadcast":
         for shapes in (((3, 4), (4,)), ((3, 4), (3, 1)), ((3, 4), (3, 4)), ((5,), ()), ((), ())):

@@ -25,15 +25,16 @@ and `+ - * // %` and negation of these. A parameter or a value from memory may b
 """
 from __future__ import annotations
 
-from ..ir.core import Function, Value, walk
+from ..ir.core import Function, Op, Value, walk
 from ..ir.types import INT, Array
 
 _STEPS = 8  # upper bounds substituted, at most, per question
 
 
-def _definitions(fn: Function) -> tuple[dict, dict]:
+def _definitions(fn: Function) -> tuple[dict[int, Op], dict[int, Op]]:
     """(value id -> the op that makes it, loop variable id -> its `for` op) of `fn`."""
-    def_op, loop = {}, {}
+    def_op: dict[int, Op] = {}
+    loop: dict[int, Op] = {}
     for op in walk(fn.body):
         for r in op.results:
             def_op[r.id] = op
@@ -96,15 +97,16 @@ class NonNegative:
             return {}, c
         op = self.def_op.get(v.id)
         key = op.attrs.get("key") if op is not None and op.kind == "prim" and "out" not in op.attrs else None
-        if key in ("add", "sub") and len(op.args) == 2:
-            (fa, ca), (fb, cb) = self._linear(op.args[0]), self._linear(op.args[1])
+        args = op.args if op is not None else []
+        if key in ("add", "sub") and len(args) == 2:
+            (fa, ca), (fb, cb) = self._linear(args[0]), self._linear(args[1])
             sign = 1 if key == "add" else -1
             return _combine(fa, fb, sign), ca + sign * cb
-        if key == "neg" and len(op.args) == 1:
-            f, c0 = self._linear(op.args[0])
+        if key == "neg" and len(args) == 1:
+            f, c0 = self._linear(args[0])
             return {a: -k for a, k in f.items()}, -c0
-        if key == "mul" and len(op.args) == 2:
-            for x, y in (op.args, op.args[::-1]):
+        if key == "mul" and len(args) == 2:
+            for x, y in (args, args[::-1]):
                 k = _int_const(x)
                 if k is not None:
                     f, c0 = self._linear(y)

@@ -9,13 +9,18 @@ parameters are compared through those sizes, so two arrays of the same size `n` 
 one call are treated as equal, and the compiled program must then be reused only for
 calls whose sizes satisfy the same `guards` (`api._prepare` checks them).
 `fits(v, shape)` asks the same of `v` and a shape from `shape(w)`, or from
-`store_shape(op)` (the destination `x[idx]` of a `setitem` op). Reverse mode uses the answers to leave out the sums over broadcast
-dimensions (`_rt.unbroadcast`) of adjoints that have their operand's shape already.
+`store_shape(op)` (the destination `x[idx]` of a `setitem` op). Reverse mode uses the answers to
+leave out the sums over broadcast dimensions (`_rt.unbroadcast`) of adjoints that have their operand's shape already.
 
 Each value gets a shape: a tuple of extents, each
 - `("p", k, axis)`: extent `axis` of parameter `k`;
 - `("1",)`: a literal 1 (an inserted axis, `x[None]`);
-- `("u", id, axis)` (`("s", ...)` for a bounded slice): unknown, equal only to itself;
+- `("d", e, k)`: extent `e` (a parameter's, never itself a `"d"`) shortened by a slice with
+  constant bounds, `a:b` of step 1 with `a >= 0` and `b < 0` (either left out) and
+  `k = b - a < 0`: its length, `max(0, len(e) + k)`, is a function of `e` and `k` alone, so
+  `x[1:-1]`, `x[2:]` and `x[:-2]` have one extent; a slice of such a slice adds up the `k`s
+  (`max(0, max(0, n + k1) + k2) = max(0, n + k1 + k2)` when `k1, k2 <= 0`);
+- `("u", id, axis)` (`("s", ...)` for another bounded slice): unknown, equal only to itself;
 with the guards its derivation assumed. The rules (anything else is unknown):
 - a parameter's extents are its own; a scalar's shape is `()`;
 - a basic-indexing view keeps the base's extent where it takes a whole axis (`:`,
@@ -23,12 +28,15 @@ with the guards its derivation assumed. The rules (anything else is unknown):
   gives an unknown extent; an index by an array makes every extent unknown;
 - an elementwise rule's result (no `out=`) broadcasts its operands: per axis, a literal
   1 gives way, and equal extents give that extent; unequal ones give an unknown;
+- a matrix product of vectors and matrices (`@`, `np.matmul`, `np.dot`, no keywords) has
+  the outer extents of its operands;
 - block arguments, region results and every other op's results are unknown.
 The analysis is conservative: a False answer costs only a sum that finds nothing to do.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 from ..ir import types as T
 from ..ir.core import Function, Op, Value, tree_values, walk
@@ -57,11 +65,11 @@ class Extents:
         """Whether `a` and `b` have one shape (recording the guards that took)."""
         return self._same(self.shape(a), self.shape(b))
 
-    def fits(self, v: Value, shape: "_Shape | None") -> bool:
+    def fits(self, v: Value, shape: _Shape | None) -> bool:
         """Whether `v` has the symbolic `shape` (from `shape` or `store_shape`)."""
         return self._same(self.shape(v), shape)
 
-    def store_shape(self, op: Op) -> "_Shape | None":
+    def store_shape(self, op: Op) -> _Shape | None:
         """The shape of the destination `x[idx]` of `setitem` op."""
         return self._indexed(op, op.args[0])
 
@@ -81,6 +89,8 @@ class Extents:
     def _equal(self, x: Extent, y: Extent) -> tuple[bool, Guard | None]:
         if x == y:
             return True, None
+        if x[0] == "d" and y[0] == "d" and x[2] == y[2]:
+            return self._equal(x[1], y[1])
         if x[0] == "p" and y[0] == "p":
             dx, dy = self.dims[x[1]], self.dims[y[1]]
             if dx is not None and dy is not None and dx[x[2]] == dy[y[2]]:
@@ -101,7 +111,7 @@ class Extents:
         return got
 
     def _unknown(self, v: Value) -> _Shape:
-        return tuple(("u", v.id, a) for a in range(v.type.ndim)), frozenset()
+        return tuple(("u", v.id, a) for a in range(cast(T.Array, v.type).ndim)), frozenset()
 
     def _derive(self, v: Value) -> _Shape:
         op = self._def.get(v.id)
@@ -111,7 +121,9 @@ class Extents:
         elif op is not None and op.kind == "prim" and op.results == [v] and "out" not in op.attrs:
             if lookup(op.attrs["key"]).elementwise:
                 got = self._broadcast(v, op)
-        if got is None or len(got[0]) != v.type.ndim:
+            elif op.attrs["key"] in _PRODUCTS and len(op.args) == 2 and not op.attrs.get("kw"):
+                got = self._product(op)
+        if got is None or len(got[0]) != cast(T.Array, v.type).ndim:
             return self._unknown(v)
         return got
 
@@ -136,7 +148,8 @@ class Extents:
                 consumed += 1
             else:
                 return None  # an index array or a boolean: advanced indexing
-        extents, src = [], list(sb[0])
+        extents: list[tuple] = []
+        src = list(sb[0])
         pos = 0
         for part in parts:
             if part[0] == "c" and part[1] is None:
@@ -147,12 +160,23 @@ class Extents:
                 pos += fill
             elif part[0] == "s":
                 whole = all(t == ("c", None) for t in part[1:])
-                extents.append(src[pos] if whole and pos < len(src) else ("s", id(op), len(extents)))
+                cut = _shortened(src[pos], part, op.args) if pos < len(src) and not whole else None
+                extents.append(src[pos] if whole and pos < len(src) else cut or ("s", id(op), len(extents)))
                 pos += 1
             else:
                 pos += 1
         extents.extend(src[pos:])  # the axes an index leaves out are taken whole
         return tuple(extents), sb[1]
+
+    def _product(self, op: Op) -> _Shape | None:
+        """`a @ b` (`np.dot`, `np.matmul`) of vectors and matrices: the outer extents of its
+        operands (the inner ones meet, or NumPy raised)."""
+        a, b = op.args
+        sa, sb = self.shape(a), self.shape(b)
+        if sa is None or sb is None or not (1 <= len(sa[0]) <= 2 and 1 <= len(sb[0]) <= 2):
+            return None
+        extents = sa[0][:-1] + (sb[0][1:] if len(sb[0]) == 2 else ())
+        return extents, sa[1] | sb[1]
 
     def _broadcast(self, v: Value, op: Op) -> _Shape | None:
         operands = []
@@ -181,6 +205,35 @@ class Extents:
                     used.add(guard)
             out.append(first)
         return tuple(out), conds | used
+
+
+_PRODUCTS = frozenset({"matmul", "numpy.matmul", "numpy.dot"})
+
+
+def _shortened(e: Extent, part: tuple, args: list) -> Extent | None:
+    """The extent of a slice `part` (`("s", start, stop, step)`) of an axis of extent `e`: a
+    `"d"` extent (module docstring) for constant bounds `a >= 0`, `b < 0`, step 1; else None."""
+    bounds: list[int | None] = []
+    for t in part[1:4]:
+        if t == ("c", None):
+            bounds.append(None)
+        elif t[0] == "c":
+            bounds.append(t[1])
+        elif t[0] == "v" and args[t[1]].is_const:
+            bounds.append(args[t[1]].const)
+        else:
+            return None
+    start, stop, step = bounds
+    if any(x is not None and (isinstance(x, bool) or not isinstance(x, int)) for x in bounds):
+        return None
+    if step not in (None, 1) or (start is not None and start < 0) or (stop is not None and stop >= 0):
+        return None
+    k = (stop or 0) - (start or 0)
+    if e[0] == "d":
+        e, k = e[1], e[2] + k
+    if e[0] != "p":
+        return None
+    return e if k == 0 else ("d", e, k)
 
 
 def guards_hold(guards: Sequence[Guard], dims: Sequence[Any]) -> bool:

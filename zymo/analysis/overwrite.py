@@ -151,6 +151,8 @@ class Overwrites:
     def _loop_bounds(self, iv: Value) -> tuple[int, int] | None:
         """(start, step) of the `for` loop of `iv` when both are constants, the step positive."""
         loop = self.block_owner[id(iv.owner)]
+        if loop is None:
+            return None
         start, step = self._affine(loop.args[0]), self._affine(loop.args[2])
         if start is None or step is None or start[0] is not None or step[0] is not None or step[1] <= 0:
             return None
@@ -214,7 +216,7 @@ def _element_index(op: Op, first: int, full: bool = True) -> list[Value | int] |
         return None
     tree = op.attrs["index"]
     parts = list(tree[1]) if tree[0] == "t" else [tree]
-    out = []
+    out: list[Value | int] = []
     for part in parts:
         if part[0] == "c" and type(part[1]) is int:
             out.append(part[1])

@@ -95,12 +95,14 @@ class FixedShapes:
             body = op.regions[0]
             ys = body.ops[-1].args
             for a, init, y, r in zip(body.args[1:], op.args[3:], ys, op.results):
-                add(a, init), add(a, y), add(r, init), add(r, y)
+                for dst, src in ((a, init), (a, y), (r, init), (r, y)):
+                    add(dst, src)
         elif op.kind == "while":
             cond, body = op.regions
             ys = body.ops[-1].args
             for c, b, init, y, r in zip(cond.args, body.args, op.args, ys, op.results):
-                add(c, init), add(c, y), add(b, c), add(r, c)
+                for dst, src in ((c, init), (c, y), (b, c), (r, c)):
+                    add(dst, src)
         elif op.kind == "if":
             for region in op.regions:
                 for r, y in zip(op.results, region.ops[-1].args):

@@ -15,7 +15,8 @@ ndim is the length of the shape).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -57,8 +57,8 @@ each function (straight-line code, where names hold the same memory throughout):
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 # NumPy functions that return new values and write nothing, with the most positional
 # arguments that keeps them so (a ufunc's next positional argument is its `out`)

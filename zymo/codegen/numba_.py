@@ -5,9 +5,9 @@ Contract: `compile_numba(src, names, what, facts)` returns a list whose entries
 `numba_np` and `_rt` to `numba_rt` (after two rewrites that write loops in place, `numba_source`),
 and the names the transform says hold only ints declared `intp`, compiled by the pipeline of
 `numba_pipeline` (Numba's own, without SSA reconstruction where that types the program the same).
-The source is written once to a module file named by a hash of the source, of zymo's runtime and shim sources and of the Python, NumPy and
-Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`, else `~/.cache/zymo`); the
-dispatchers use Numba's `cache=True`, so a second process that generates the same source
+The source is written once to a module file named by a hash of the source, of zymo's runtime and
+shim sources and of the Python, NumPy and Numba versions, under `cache_dir()` (`ZYMO_CACHE_DIR`,
+else `~/.cache/zymo`); the dispatchers use Numba's `cache=True`, so a second process that generates the same source
 loads the machine code from disk instead of compiling. A changed user function generates
 different source, hence a different file: a stale entry can never be reused. When the
 directory cannot be written the program is compiled in memory only.
@@ -40,9 +40,10 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import Loc, ZymoSourceError
 from ..transform.emit import IEEEDivisions, zero_divisor
@@ -174,7 +175,8 @@ def accumulating_products(src: str) -> str:
             d = node.target.id
             args = ", ".join(ast.unparse(a) for a in node.value.args)
             line = lines[node.lineno - 1]
-            lines[node.lineno - 1] = _splice(line, node.col_offset, node.end_col_offset, f"{d} = _rt.acc_{f.attr}({d}, {args})")
+            lines[node.lineno - 1] = _splice(line, node.col_offset, node.end_col_offset,
+                                             f"{d} = _rt.acc_{f.attr}({d}, {args})")
     return "\n".join(lines)
 
 
@@ -759,7 +761,8 @@ def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> 
     return "\n".join(lines)
 
 
-def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = SourceFacts()) -> list[Callable]:
+def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = SourceFacts(),
+                  parallel: frozenset[str] = frozenset()) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
     `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
     declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
@@ -772,7 +775,8 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = So
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
     digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
     body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
-        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True)({n})\n" for n in names)
+        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True)({n})\n"
+        if n not in parallel else f"{n} = numba.njit(cache=True, locals=_INTS, parallel=True)({n})\n" for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)

@@ -27,7 +27,6 @@ from numba.np.arrayobj import load_item, store_item
 
 from .numba_elementwise import apply as _apply
 
-
 # -- product adjoints ---------------------------------------------------------------------
 # `numba_.accumulating_products` writes `d = _rt.acc_dot_vjp_a(d, g, a, b)` (and `_b`,
 # `acc_matmul_vjp_*`). For an outer product (`dot(A, x)`'s adjoint of `A`) and a matrix-vector
@@ -90,7 +89,6 @@ def _loop_kind(which, acc, g, a, b):
 
 
 def _product_loops(context, builder, kind, signature, args):
-    intp = context.get_value_type(types.intp)
     tys = signature.args
     arys = [context.make_array(ty)(context, builder, v) for ty, v in zip(tys, args)]
     shapes = [cgutils.unpack_tuple(builder, ary.shape, ty.ndim) for ary, ty in zip(arys, tys)]

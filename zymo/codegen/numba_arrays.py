@@ -9,8 +9,9 @@ primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetri
 2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`numba_np`
 wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`),
 and `np.einsum` where it is a view of one operand (`'ji'`, `'ii->i'`: a strided view built
-from the constant subscripts; other einsums fail at typing: Numba has no einsum). Anything else fails at typing with a message the backend reports
-(the derivative then runs in Python under the default policy, or `numba=True` refuses).
+from the constant subscripts; other einsums fail at typing: Numba has no einsum). Anything else
+fails at typing with a message the backend reports (the derivative then runs in Python under the
+default policy, or `numba=True` refuses).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from .numba_np import _literal, _ndim
 
 @register_jitable
 def _conv_start(na, nv, mode, kind):
-    lo, hi = min(na, nv), max(na, nv)
+    lo = min(na, nv)
     if mode == 0:  # full
         return 0
     if mode == 2:  # valid
@@ -96,12 +97,12 @@ def _kron_vjp(g, a, b, which):
         for i in range(ma):
             for k in range(na):
                 for j in range(mb):
-                    for l in range(nb):
-                        gv = g[i * mb + j, k * nb + l]
+                    for q in range(nb):
+                        gv = g[i * mb + j, k * nb + q]
                         if w == 0:
-                            out[i, k] += gv * b[j, l]
+                            out[i, k] += gv * b[j, q]
                         else:
-                            out[j, l] += gv * a[i, k]
+                            out[j, q] += gv * a[i, k]
         return out
     return impl2
 
@@ -418,7 +419,7 @@ def _einsum_view_overload(subscripts, a, b=None, c=None, d=None, e=None, f=None,
     src = (f"def impl(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):\n{checks}"
            f"    return as_strided(a, shape=({shape}), strides=({strides}))\n")
     ns = {"as_strided": _as_strided}
-    exec(src, ns)  # noqa: S102  (the indices are computed above from the constant subscripts)
+    exec(src, ns)  # the indices are computed above from the constant subscripts
     return ns["impl"]
 
 

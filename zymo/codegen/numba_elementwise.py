@@ -245,7 +245,8 @@ def new_array(context, builder, arrtype, shape):
     align = context.get_constant(types.uint32, context.get_preferred_array_alignment(arrtype.dtype))
     meminfo = context.nrt.meminfo_alloc_aligned(builder, size, align)
     ary = make_array(arrtype)(context, builder)
-    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo), context.get_data_type(arrtype.dtype).as_pointer())
+    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo),
+                           context.get_data_type(arrtype.dtype).as_pointer())
     populate_array(ary, data=data, shape=cgutils.pack_array(builder, shape, ty=intp),
                    strides=cgutils.pack_array(builder, strides, ty=intp), itemsize=itemsize, meminfo=meminfo)
     return ary
@@ -388,7 +389,8 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
             return impl_ret_borrowed(context, builder, d, args[0])
         return d(d, x, expr, xs), codegen
     ret, codegen_numpy = _as_written(typingctx, "unbroadcast", "d, x, xs",
-                                     f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n", (d, x, xs), (0, 1, 3))
+                                     f"{unpack}    d += _rt.unbroadcast({text}, x)\n    return d\n",
+                                     (d, x, xs), (0, 1, 3))
     return ret(d, x, expr, xs), codegen_numpy
 
 
@@ -830,7 +832,7 @@ def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, d
     def nested():
         bases = [None if geo is None else builder.load(geo[1]) for _, _, geo, _ in operands]
         eff = []
-        for (xty, _, geo, _), base in zip(operands, bases):
+        for _, _, geo, _ in operands:
             if geo is None:
                 eff.append(None)
                 continue

@@ -65,7 +65,8 @@ class Lower(lowering.Lower):
         super().lower_inst(inst)
         if id(inst) in self._back_edges:
             if self._loop_properties is None:
-                self._loop_properties = self.module.add_metadata([llvm_ir.MetaDataString(self.module, NO_RUNTIME_UNROLL)])
+                self._loop_properties = self.module.add_metadata(
+                    [llvm_ir.MetaDataString(self.module, NO_RUNTIME_UNROLL)])
             self.builder.block.terminator.set_metadata("llvm.loop", _LoopID(self.module, self._loop_properties))
 
 

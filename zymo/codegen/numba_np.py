@@ -10,9 +10,9 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
 - reductions with `keepdims=` and `max`/`min` along an axis;
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
-  `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad` (constant, edge, wrap, reflect,
-  symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis), which Numba lacks; `einsum`
-  only where it is a view of one operand (`numba_arrays`).
+  `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad`
+  (constant, edge, wrap, reflect, symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis),
+  which Numba lacks; `einsum` only where it is a view of one operand (`numba_arrays`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as _np
 from numba import types as _t
+from numba.core.errors import TypingError as _TypingError
 from numba.extending import intrinsic as _intrinsic
 from numba.extending import overload as _overload
 from numba.extending import register_jitable as _jitable
-from numba.core.errors import TypingError as _TypingError
 
 
 def __getattr__(name: str):
@@ -137,8 +137,8 @@ for _name in ("sin", "cos", "tan", "exp", "log", "sqrt", "tanh", "absolute", "ne
               "logical_and", "logical_or", "logical_xor", "logical_not",
               "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm"):
     globals()[_name] = _wrap_ufunc(getattr(_np, _name))
-abs = absolute  # noqa: A001  (np.abs is np.absolute)
-true_divide = divide
+abs = absolute  # noqa: F821  (np.abs is np.absolute; defined by the loop above)
+true_divide = divide  # noqa: F821
 
 
 def clip(a, a_min, a_max, out=None):
@@ -352,10 +352,10 @@ def _reduction(np_fn, name):
     return py
 
 
-sum = _reduction(_np.sum, "sum")  # noqa: A001
+sum = _reduction(_np.sum, "sum")
 mean = _reduction(_np.mean, "mean")
-max = _reduction(_np.max, "max")  # noqa: A001
-min = _reduction(_np.min, "min")  # noqa: A001
+max = _reduction(_np.max, "max")
+min = _reduction(_np.min, "min")
 amax = _reduction(_np.amax, "amax")
 amin = _reduction(_np.amin, "amin")
 

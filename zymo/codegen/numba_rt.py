@@ -17,12 +17,16 @@ from numba.extending import overload, register_jitable
 from numba.typed import List  # noqa: F401  (split mode's list caches: `numba_.fresh_lists`)
 
 from ..rules import runtime as rt
-from . import numba_arrays, numba_linalg, numba_shape  # noqa: F401  (register the rules' helpers' overloads)
-from . import numba_sorting  # noqa: F401  (the sorting and statistics helpers' overloads)
-from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv  # noqa: F401  (`numba_.elementwise_statements`, `ieee_divisions`)
-from .numba_accumulate import product as _product
-from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, span, zeros  # noqa: F401  (`numba_`)
+from . import (  # noqa: F401  (register the rules' helpers' overloads)
+    numba_arrays,
+    numba_linalg,
+    numba_shape,
+    numba_sorting,  # the sorting and statistics helpers' overloads
+)
 from . import numba_np as nnp
+from .numba_accumulate import product as _product
+from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv  # noqa: F401  (`numba_.elementwise_statements`, `ieee_divisions`)
+from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, span, zeros  # noqa: F401  (`numba_`)
 from .numba_np import _literal, _none
 
 for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`numba_inline`'s fallbacks)
@@ -192,7 +196,7 @@ def _reduced_count(x, ans):
 
 @overload(rt.extreme_mask, prefer_literal=True)
 def _extreme_mask(x, ans, axis, keepdims):
-    ax, keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
+    ax, _keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
     if ax is None and _arr(x) and x.ndim == 1 and isinstance(x.dtype, (t.Integer, t.Float)) and isinstance(
             ans, (t.Integer, t.Float)):
         dt = t.float64 if isinstance(x.dtype, t.Integer) else x.dtype
@@ -219,7 +223,6 @@ def _extreme_mask(x, ans, axis, keepdims):
     if not isinstance(ax, int):
         raise TypingError("zymo's Numba backend reduces over one axis at a time")
     a = ax % x.ndim
-    ex = _expand(ax, keep, x.ndim)
 
     def impl_axis(x, ans, axis, keepdims):
         m = (x == rt.expand_reduced(ans, x, axis, keepdims)).astype(np.float64)

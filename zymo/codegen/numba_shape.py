@@ -4,9 +4,10 @@ Contract: importing this module (numba_rt does) registers, with `numba.extending
 on each helper's own function object, Numba implementations of `_rt.concat2`,
 `split_first`, `split_last`, `negate`, `diag`, `diag_vjp`, `diagonal` (a view, as NumPy's),
 `diagonal_view`, `diagonal_vjp`,
-`expand_diag`, `flatten`, `norm_grad` (and `second_rt.norm_grad_dx`, for second order), `centered` and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the
-primal: 1-d and 2-d arrays, a constant `axis` (None for `norm` and `var`/`std`, which Numba
-reduces over every element only), diagonals of matrices (`axis1=0, axis2=1`). Anything
+`expand_diag`, `flatten`, `norm_grad` (and `second_rt.norm_grad_dx`, for second order), `centered`
+and `cumprod_jvp`/`cumprod_vjp` (1-d), for what Numba compiles in the primal: 1-d and 2-d arrays,
+a constant `axis` (None for `norm` and `var`/`std`, which Numba reduces over every element only),
+diagonals of matrices (`axis1=0, axis2=1`). Anything
 else fails at typing with a message that the backend reports.
 """
 from __future__ import annotations
@@ -20,7 +21,6 @@ from numpy.lib.stride_tricks import as_strided
 from ..rules import runtime as rt
 from ..rules import second_rt as srt
 from .numba_np import _axis, _literal, _ndim, _none
-
 
 # -- joins -------------------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ def _fdt(*tys):
         d = ty.dtype if _arr(ty) else ty
         try:
             d = as_dtype(d)
-        except Exception:  # noqa: BLE001 - None, literals of Python ints
+        except Exception:  # None, literals of Python ints
             d = _np.dtype(_np.float64)
         dts.append(_np.result_type(d, _np.float32))
     return _np.result_type(*dts) if dts else _np.dtype(_np.float64)

@@ -27,6 +27,11 @@ names come back as results. The program's statement becomes `(outputs,) = _kerne
 Names never assigned in the generated function (`np`, `_rt`, `math`, builtins) are globals of
 both modules, not inputs.
 
+A kernel whose loops write disjoint memory in every iteration (`codegen/parallel.py`) has a
+twin with `numba.prange` loops, compiled with `parallel=True` when first used: with more than
+one thread (`zymo.config.set_threads`) and no written array argument overlapping another, the
+twin runs (same results, to the bit), else the serial kernel.
+
 At run time each kernel is a `Kernel`: its first call tries the Numba dispatcher (compiled
 then, or loaded from the disk cache) when all arguments are numbers, NumPy arrays of numbers
 or tuples of them; when an argument is anything else (a list, an object) or Numba cannot
@@ -36,8 +41,9 @@ kernels compute the same numbers as the two backends do.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _FORBIDDEN = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With, ast.Raise, ast.Delete, ast.Global,
               ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
@@ -52,6 +58,8 @@ class Outlined:
     src: str  # the program, calling the kernels
     kernels: str  # the source of the module defining them ("" when none)
     names: list[str] = field(default_factory=list)  # the kernels' names, in order
+    # kernel -> (its twin with `numba.prange` loops, the positions of the arrays those write)
+    parallel: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
 
 
 def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str] = frozenset(),
@@ -67,8 +75,19 @@ def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: fr
             _Outliner(fn, work, kernels, prefix).run()
     if not kernels:
         return Outlined(src, "")
-    body = "\n\n".join(ast.unparse(k) for k in kernels) + "\n"
-    return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels])
+    from .parallel import parallel_loops, to_prange, written_arrays
+
+    twins, parallel = [], {}
+    for k in kernels:
+        loops = parallel_loops(k, ndims)
+        if loops:
+            twin = to_prange(k, loops, k.name + "_parallel")
+            params = [a.arg for a in k.args.args]
+            written = written_arrays(loops)
+            twins.append(twin)
+            parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written])
+    body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
+    return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 
 
 def _stores(node: ast.AST) -> set[str]:
@@ -308,18 +327,23 @@ class Kernel:
     """One outlined loop at run time (module contract): the Numba dispatcher while it serves,
     the loop's Python function once an argument or Numba says it cannot."""
 
-    __slots__ = ("compiled", "python", "fn", "name", "why")
+    __slots__ = ("compiled", "python", "fn", "name", "why", "parallel", "written")
 
-    def __init__(self, name: str, compiled: Callable, python: Callable):
+    def __init__(self, name: str, compiled: Callable, python: Callable, parallel: Callable | None = None,
+                 written: list[int] | None = None):
         self.name = name
         self.compiled = compiled
         self.python = python
         self.fn: Callable | None = None  # decided at the first call
         self.why = ""  # why it runs as Python, once it does
+        self.parallel = parallel  # the twin with prange loops (module contract), or None
+        self.written = written or []
 
     def __call__(self, *args: Any) -> Any:
         fn = self.fn
         if fn is not None:
+            if self.parallel is not None and fn is self.compiled and _threads() > 1:
+                return self._run_parallel(args)
             return fn(*args)
         if not all(_compilable_arg(a) for a in args):
             self.why = "an argument is not a number, an array of numbers or a tuple of them"
@@ -338,3 +362,30 @@ class Kernel:
             return self.python(*args)
         self.fn = self.compiled
         return out
+
+    def _run_parallel(self, args: tuple) -> Any:
+        from .parallel import overlapping
+
+        if overlapping(args, self.written):
+            return self.compiled(*args)
+        import numba
+
+        from .numba_ import quick_compile
+
+        numba.set_num_threads(min(_threads(), numba.config.NUMBA_NUM_THREADS))
+        try:
+            with quick_compile():
+                return self.parallel(*args)  # type: ignore[misc]
+        except Exception as exc:  # Numba refused the parallel twin: the serial kernel, for good
+            from numba.core.errors import NumbaError
+
+            if not isinstance(exc, NumbaError):
+                raise
+            self.parallel = None
+            return self.compiled(*args)
+
+
+def _threads() -> int:
+    from .. import config
+
+    return config.threads()

@@ -1,8 +1,8 @@
 """An indentation-aware writer of Python source lines."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class Writer:

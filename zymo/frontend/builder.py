@@ -7,7 +7,7 @@ Python syntax: that is `lower.py`'s job.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..analysis import types as TI
 from ..errors import Loc, ZymoTypeError
@@ -79,7 +79,7 @@ class Builder:
             attrs["out"] = len(args) - 1
         rtype = TI.infer_prim(key, rule.fn, [_plain(p) for p in pos], {k: _plain(v) for k, v in kw.items()}, loc)
         if out is not None:
-            if rtype != out.type and not (isinstance(rtype, T.Array) and rtype.ndim <= out.type.ndim):
+            if rtype != out.type and not (isinstance(rtype, T.Array) and rtype.ndim <= cast(T.Array, out.type).ndim):
                 raise ZymoTypeError(f"{key}: out= has type {out.type}, the result has type {rtype}", loc)
             self.emit(Op("prim", args, [], loc, attrs))
             return out

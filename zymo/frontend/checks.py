@@ -15,8 +15,8 @@ keeps what is not NumPy's, math's or a builtin's, and `_cannot_raise` is False f
   body's raising ops are preceded by their probe (they run twice). Python only.
 - `errstate_enter_key(settings)`: `np.seterr(<settings>)`, returning the previous settings;
   `ERRSTATE_EXIT`: `np.seterr(**<previous>)`. The Numba backend drops both (compiled code
-  never warns: `codegen.numba_.drop_errstate`); settings with 'raise' are Python only. Reverse mode runs the adjoint of the body
-  under the same settings (`Reverse.rev_prim` writes them back in the adjoint sweep).
+  never warns: `codegen.numba_.drop_errstate`); settings with 'raise' are Python only. Reverse
+  mode runs the adjoint of the body under the same settings (`Reverse.rev_prim` writes them back in the adjoint sweep).
 
 These rules live here and not in `zymo/rules/` because they are made by the frontend per use;
 their runtime helpers are registered through `_rt.USER` as `rules.custom` does.
@@ -24,7 +24,8 @@ their runtime helpers are registered through `_rt.USER` as `rules.custom` does.
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def probe_key(rule_key: str, handlers: tuple[tuple[type, ...], ...]) -> str:
     """(`rule_key` "getitem": a read `obj[index]`, the index a tuple without slices.)"""
     ident = ("probe", rule_key, handlers)
     if ident not in _KEYS:
-        inner = _getitem if rule_key == "getitem" else REGISTRY[rule_key].fn
+        inner = _getitem if rule_key == "getitem" else cast(Callable[..., Any], REGISTRY[rule_key].fn)
 
         def probe(*a: Any, **kw: Any) -> int:
             try:
@@ -136,7 +137,8 @@ def errstate_enter_key(settings: tuple[tuple[str, str], ...]) -> str:
         why = ("np.errstate(... 'raise') makes NumPy raise FloatingPointError, which compiled code never does"
                if any(v == "raise" for _, v in settings) else None)
         _KEYS[ident] = _register(f"zymo.errstate.enter({text})", T.INT, why,
-                                 fn=lambda: np.seterr(**dict(settings)), template=f"np.seterr({text})")
+                                 fn=lambda: np.seterr(**dict(settings)),  # type: ignore[arg-type]  # NumPy's names
+                                 template=f"np.seterr({text})")
     return _KEYS[ident]
 
 

@@ -38,7 +38,7 @@ import functools
 import itertools
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -47,6 +47,10 @@ from ..ir import types as T
 from ..ir.core import Block, Value
 from ..rules.registry import rule_for_callable
 from .bindings import Poison, S, same_shape
+from .host import LoweringHost
+
+if TYPE_CHECKING:
+    from .lower import Frame
 
 _ids = itertools.count()
 _KEYS: dict[tuple, tuple] = {}  # interned key tuples of dicts: same keys, same object
@@ -95,7 +99,7 @@ LIST_METHODS = ("append", "extend", "insert", "pop", "copy", "reverse", "index",
 DICT_METHODS = ("get", "items", "keys", "values", "setdefault", "pop", "update", "copy")
 
 
-class ContainerLowering:
+class ContainerLowering(LoweringHost):
     # -- contents -------------------------------------------------------------
     @property
     def _fills(self) -> dict:
@@ -115,13 +119,14 @@ class ContainerLowering:
                              "it can only be appended to there",
                              "keep the values you need in variables (prev = v; out.append(v)), or "
                              "preallocate an array with np.empty(n) and index it")
-        f = self.frame
+        f: Frame | None = self.frame
         while f is not None:
             if ref.key in f.env:
                 c = f.env[ref.key]
                 if isinstance(c, Poison):
                     break
                 if _counted(c):  # being filled at a count: the part filled so far
+                    assert fill is not None  # a count stands in the env only while its loop is lowered
                     return self.b.getitem(fill.buf, (slice(None, c[1], None),), self.loc(node), "sl")
                 return c
             f = f.parent
@@ -166,7 +171,8 @@ class ContainerLowering:
         return self.new_container("list", tuple(self.expr(e) for e in node.elts), node)
 
     def expr_Dict(self, node: ast.Dict) -> Any:
-        keys, vals = [], []
+        keys: list[Any] = []
+        vals: list[Any] = []
         for k, v in zip(node.keys, node.values):
             if k is None:
                 raise self.error(UnsupportedSyntax, "** unpacking in a dict display is not supported", node,
@@ -200,7 +206,7 @@ class ContainerLowering:
         if ok:
             for a in node.args:
                 if isinstance(a, ast.GeneratorExp):
-                    a._zymo_consumed = True
+                    a._zymo_consumed = True  # type: ignore[attr-defined]  # a mark on the node (read above)
 
     def cond_containers(self, outer: dict, env: dict, node: ast.AST) -> None:
         if any(k.startswith("$c") and env.get(k, v) is not v for k, v in outer.items()):
@@ -336,7 +342,7 @@ class ContainerLowering:
                     if not c:
                         continue
                     c = self.array_from(self.freeze(r, node), None, node)
-                    if c.type.ndim != 1:
+                    if cast(T.Array, c.type).ndim != 1:
                         raise self.error(UnsupportedSyntax, "+ of a list of numbers and a list of other items",
                                          node)
                 parts.append(c)
@@ -459,8 +465,8 @@ class ContainerLowering:
             dtype = kw.get("dtype")
             extra = set(kw) - {"dtype"}
             if extra or len(pos) > 1:
-                raise self.error(UnsupportedCall, f"np.{fn.__name__} with {', '.join(sorted(extra)) or 'more arguments'}"
-                                 " is not supported", node)
+                what = ", ".join(sorted(extra)) or "more arguments"
+                raise self.error(UnsupportedCall, f"np.{fn.__name__} with {what} is not supported", node)
             x = pos[0]
             if isinstance(x, Value) and isinstance(x.type, T.Array):
                 if dtype is not None and np.dtype(getattr(dtype, "obj", dtype)).name != x.type.dtype:
@@ -693,7 +699,7 @@ class ContainerLowering:
                          hint="supported: " + ", ".join(DICT_METHODS))
 
     def _extend(self, ref: Ref, other: Any, node: ast.AST) -> None:
-        c = self._static_items(ref, node, "extending") if ref.kind == "list" else None
+        c = self._static_items(ref, node, "extending")  # `ref` is a list (the callers check)
         if isinstance(other, Ref):
             items = self.iteration(other, node)
             if isinstance(items, Value):
@@ -717,7 +723,8 @@ class ContainerLowering:
     def _stack_list(self, lst: Value, node: ast.AST) -> Value:
         """`np.stack(lst)` of a runtime list of arrays: a fresh array filled row by row in a loop
         (the adjoint of each row store adds into the shadow of that item)."""
-        if lst.type.elt.dtype not in ("float64", "float32") and lst.type.elt.dtype != "int64":
+        elt = cast(T.Array, cast(T.List, lst.type).elt)
+        if elt.dtype not in ("float64", "float32") and elt.dtype != "int64":
             raise self.error(UnsupportedCall, "np.stack of this list is not supported", node)
         n = next(_ids)
         names = {"lst": f"_zymo_lst{n}", "np": f"_zymo_np{n}", "res": f"_zymo_res{n}", "k": f"_zymo_k{n}"}
@@ -792,10 +799,11 @@ class ContainerLowering:
         ref = self.new_container(kind, () if kind == "list" else (S(_intern(())),), node)
         f.env[acc] = ref
         name = ast.Name(id=acc, ctx=ast.Load())
-        if kind == "list":
-            inner: ast.stmt = ast.Expr(ast.Call(ast.Attribute(name, "append", ast.Load()), [node.elt], []))
-        else:
+        inner: ast.stmt
+        if isinstance(node, ast.DictComp):
             inner = ast.Assign([ast.Subscript(ast.Name(id=acc, ctx=ast.Load()), node.key, ast.Store())], node.value)
+        else:  # kind "list"
+            inner = ast.Expr(ast.Call(ast.Attribute(name, "append", ast.Load()), [node.elt], []))
         try:
             self._comp_loops(node, inner)
         finally:
@@ -840,7 +848,7 @@ class ContainerLowering:
         finally:
             f.env.pop(acc, None)
             f.env.pop(conv, None)
-        g._zymo_consumed = True
+        g._zymo_consumed = True  # type: ignore[attr-defined]  # a mark on the node (expr_Call reads it)
         items = self.comprehension(g, "list")
         c = self.contents(items, node)
         if isinstance(c, Value) and isinstance(c.type, T.List):
@@ -875,7 +883,7 @@ class ContainerLowering:
     # -- loops ----------------------------------------------------------------------
     def _peek(self, name: str) -> Any:
         """The binding of a local or enclosing name, without capturing globals (None if none)."""
-        f = self.frame
+        f: Frame | None = self.frame
         while f is not None and name not in f.env:
             f = f.parent
         return f.env.get(name) if f is not None else None
@@ -907,7 +915,7 @@ class ContainerLowering:
                 return True
         return False
 
-    def loop_containers(self, s: ast.AST, outer: dict, body_env: dict, carried: list, assigned: set) -> bool:
+    def loop_containers(self, s: ast.stmt, outer: dict, body_env: dict, carried: list, assigned: set) -> bool:
         """After lowering a loop body: lists and dicts it changed must be carried (True: lower
         the loop again); one whose length or keys changed is refused."""
         changed = []
@@ -962,7 +970,7 @@ class ContainerLowering:
             contains(s.body, (ast.Return,), loops=True)
         sites: dict[str, list] = {}
         nested: set[str] = set()
-        stack = [(n, False) for n in s.body]
+        stack: list[tuple[ast.AST, bool]] = [(n, False) for n in s.body]
         while stack:
             n, inner = stack.pop()
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append" \
@@ -1007,10 +1015,11 @@ class ContainerLowering:
         for ref, name, counted, calls in found:
             pre = self.frame.env[ref.key]
             buf = Value(T.Array("float64", 1), name if not name.startswith("$") else "lst")
-            zero = self.b.const(0, loc, "start") if bounds is None else None
-            one = self.b.const(1, loc, "step") if bounds is None else None
-            fill = _Fill(ref, buf, len(self.b.blocks) + 1, bounds[0] if bounds else zero,
-                         bounds[2] if bounds else one, len(pre), s.lineno, counted=counted,
+            if bounds is None:
+                start, step = self.b.const(0, loc, "start"), self.b.const(1, loc, "step")
+            else:
+                start, step = bounds[0], bounds[2]
+            fill = _Fill(ref, buf, len(self.b.blocks) + 1, start, step, len(pre), s.lineno, counted=counted,
                          sites=[id(c) for c in calls], keep=calls)
             for x in pre:
                 fill.types.append(self._fill_type(x, s))
@@ -1025,7 +1034,7 @@ class ContainerLowering:
             if bounds is not None:
                 self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
             else:
-                self.lower_sequence_loop(s, desc)
+                self.lower_sequence_loop(s, cast(tuple, desc))  # no bounds: a sequence
         finally:
             for fill, _, _ in fills:
                 self._fills.pop(fill.ref.key, None)
@@ -1035,7 +1044,7 @@ class ContainerLowering:
                 trips = self.b.prim("zymo.trip", list(bounds), {}, loc, "trips")
             else:
                 lens = []
-                for q in self._seqs(desc):
+                for q in self._seqs(cast(tuple, desc)):
                     lens.append(self.b.prim("zymo.dim", [q, 0], {}, loc, "n") if isinstance(q.type, T.Array)
                                 else self.b.prim("builtins.len", [q], {}, loc, "n"))
                 trips = lens[0]
@@ -1120,7 +1129,7 @@ class ContainerLowering:
         if fill.counted:
             f = self.frame
             while fill.ref.key not in f.env:
-                f = f.parent
+                f = cast("Frame", f.parent)  # the frame that made the list encloses this one
             _, count = f.env[fill.ref.key]
             self.b.setitem(fill.buf, (count,), self.as_value(v, node), loc)
             self.set_contents(fill.ref, (S(_COUNT), self.b.prim("add", [count, self.b.const(1, loc, "k")], {}, loc,
@@ -1200,7 +1209,7 @@ def _nest_shape(items: tuple) -> tuple[tuple | None, list]:
     subs = [_nest_shape(x) for x in items]
     if any(s is None for s, _ in subs) or len({s for s, _ in subs}) != 1:
         return None, []
-    return (len(items),) + subs[0][0], [leaf for _, ls in subs for leaf in ls]
+    return (len(items),) + cast(tuple, subs[0][0]), [leaf for _, ls in subs for leaf in ls]
 
 
 __all__ = ["CMethod", "ContainerLowering", "Ref"]

@@ -23,8 +23,8 @@ from ..rules import indexing
 from ..rules.registry import NOT_CONST, REGISTRY, const_value, lookup, rule_for_callable
 from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
-from .flow import RAISED
 from .containers import CMethod, ContainerLowering, Ref
+from .flow import RAISED
 from .source import FunctionSource, unwrap
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
@@ -103,10 +103,10 @@ class ExprLowering(ContainerLowering):
             slot = f"$bool{id(rhs)}"
             left = result
 
-            def keep(left=left):
+            def keep(left=left, slot=slot):
                 f.env[slot] = left
 
-            def other(rhs=rhs):
+            def other(rhs=rhs, slot=slot):
                 f.env[slot] = self.expr(rhs)
 
             if isinstance(node.op, ast.And):
@@ -188,7 +188,7 @@ class ExprLowering(ContainerLowering):
     # -- subscripts and attributes -------------------------------------------
     def index(self, node: ast.expr) -> tuple:
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
-        out = []
+        out: list[Any] = []
         for e in elts:
             if isinstance(e, ast.Slice):
                 parts = [None if p is None else self.as_value(self.expr(p), p) for p in (e.lower, e.upper, e.step)]
@@ -243,7 +243,8 @@ class ExprLowering(ContainerLowering):
             return self._tuple_index(obj, node)
         if not isinstance(obj, Value):
             raise self.error(ZymoTypeError, "cannot index this value", node)
-        return self.b.getitem(obj, self.index(node.slice), self.loc(node), "ld" if not isinstance(obj.type, T.Array) else "x")
+        return self.b.getitem(obj, self.index(node.slice), self.loc(node),
+                              "ld" if not isinstance(obj.type, T.Array) else "x")
 
     def _tuple_index(self, tup: tuple, node: ast.Subscript) -> Any:
         s = node.slice
@@ -371,8 +372,9 @@ class ExprLowering(ContainerLowering):
                 # a function returning a tuple: one op per element, each a rule of its own
                 return tuple(self.b.prim(k, list(pos), dict(kw), loc, _hint(k)) for k in rule.parts)
             out = kw.pop("out", None)
-            if getattr(rule, "inplace_arg", None) is not None:  # np.add.at(a, ...) updates `a`
-                out = pos[rule.inplace_arg] if len(pos) > rule.inplace_arg else None
+            at = getattr(rule, "inplace_arg", None)
+            if at is not None:  # np.add.at(a, ...) updates `a`
+                out = pos[at] if len(pos) > at else None
                 if not (isinstance(out, Value) and isinstance(out.type, T.Array)):
                     raise self.error(ZymoTypeError, f"{key} updates an array in place: pass the array", node)
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
@@ -406,14 +408,15 @@ class ExprLowering(ContainerLowering):
         full = f"{mod}.{name}" if mod and mod != "builtins" else name
         import difflib
 
-        near = difflib.get_close_matches(full, REGISTRY, n=3)
+        near = difflib.get_close_matches(str(full), list(REGISTRY), n=3)
         hint = "zymo has no derivative rule for it and cannot read its source"
         if near:
             hint += f"; similar rules: {', '.join(near)}"
         return self.error(UnsupportedCall, f"cannot differentiate a call to {full}", node,
-                          why=hint, hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
+                          why=hint,
+                          hint="rewrite it with supported NumPy functions, or wait for the NumPy coverage issue")
 
-    def join(self, key: str, pos: list, kw: dict, node: ast.Call) -> Any:
+    def join(self, key: str, pos: list, kw: dict, node: ast.AST) -> Any:
         """`np.concatenate`, `np.stack`, `np.hstack`, `np.vstack` as chains of `zymo.concat2`."""
         loc = self.loc(node)
         name = key.split(".")[-1]
@@ -470,7 +473,7 @@ class ExprLowering(ContainerLowering):
                                      f"{args} would change the derivative",
                                  hint="compute without that argument (e.g. mask with np.where), or see docs/rules.md")
 
-    def method(self, m: "_Method", pos: list, kw: dict, node: ast.Call) -> Any:
+    def method(self, m: _Method, pos: list, kw: dict, node: ast.Call) -> Any:
         if m.name in INPLACE_METHODS:
             key = INPLACE_METHODS[m.name]
             rule = lookup(key)

@@ -47,7 +47,7 @@ _REFUSED: dict[type, tuple[str, str, str]] = {
 }
 
 
-def check(node: ast.AST, file: str, func: str) -> None:
+def check(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, file: str, func: str) -> None:
     if isinstance(node, ast.AsyncFunctionDef):
         gen = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(node))
         raise UnsupportedSyntax(
@@ -79,7 +79,7 @@ def check(node: ast.AST, file: str, func: str) -> None:
                 )
 
 
-def _own_nodes(node: ast.AST):
+def _own_nodes(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
     """The nodes of a function's body, not looking into nested functions, lambdas or classes."""
     body = node.body if isinstance(node.body, list) else [node.body]
     stack = list(body)

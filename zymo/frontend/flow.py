@@ -37,6 +37,7 @@ from ..ir.core import Block, Op, Value
 from ..rules.registry import REGISTRY
 from . import checks
 from .bindings import S
+from .host import LoweringHost
 
 RAISED = "$raised"  # env key: the current path has raised (everything after is dead)
 
@@ -85,7 +86,7 @@ def _tags(tree: tuple) -> set[str]:
     return out
 
 
-class FlowLowering:
+class FlowLowering(LoweringHost):
     """`raise`, `assert` and `try` (see the module docstring)."""
 
     # -- raise and assert ---------------------------------------------------------
@@ -119,12 +120,14 @@ class FlowLowering:
         if s.cause is not None and not (isinstance(s.cause, ast.Constant) and s.cause.value is None):
             raise self.error(UnsupportedSyntax, "raise ... from <exception> is not supported", s,
                              hint="raise the exception without a cause, or `from None`")
-        node, arg_nodes = s.exc, []
+        node: ast.expr = s.exc
+        arg_nodes: list[ast.expr] = []
         if isinstance(node, ast.Call):
             if node.keywords:
                 raise self.error(UnsupportedSyntax, "keyword arguments of an exception are not supported", s,
                                  hint="pass the message positionally")
-            node, arg_nodes = node.func, node.args
+            arg_nodes = node.args
+            node = node.func
         b = self.expr(node)
         cls = b.obj if isinstance(b, S) else None
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
@@ -159,7 +162,7 @@ class FlowLowering:
         """`raise cls(*args)` at `node`: to a handler of the try being lowered, or raised."""
         ctx = self.trying[-1] if self.trying else None
         k = ctx.match(cls) if ctx is not None and self.try_top else None
-        if k is not None:
+        if ctx is not None and k is not None:
             self.handle(ctx, k)
             return
         for outer in self.trying:
@@ -278,7 +281,9 @@ class FlowLowering:
             args = [self.constant(s.msg, "an assert's message")] if s.msg is not None else []
 
             def check() -> None:
-                fail = lambda: self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))
+                def fail() -> None:
+                    self.at_top(lambda: self.stmt_Raise_of(AssertionError, args, s))
+
                 if cond is True or cond is False:
                     (go_on if cond else fail)()
                     return
@@ -335,7 +340,7 @@ class FlowLowering:
     def emit_probed(self, ctx: TryCtx, ops: list[Op], s: ast.stmt, then: Callable[[], None]) -> None:
         """Emit `ops`, each op that may raise what `ctx` catches preceded by its probe and the
         ops after it, then `then()`, under `if code == 0` (the handlers under the other branch)."""
-        for j, op in enumerate(ops):
+        for j, op in enumerate(ops):  # noqa: B007  (j is read after the loop)
             if self.may_raise(ctx, op):
                 break
         else:
@@ -367,7 +372,7 @@ class FlowLowering:
                 op.loc, "zymo finds the path a try takes by calling the function once more first, and "
                 "cannot do that without writing the array twice", "compute a new array in the try body "
                 "(y = a + b) and write it after the try statement, or catch a narrower exception")
-        attrs = probe_attrs or dict(op.attrs, key=checks.probe_key(key, ctx.classes()))
+        attrs: dict[str, Any] = probe_attrs or dict(op.attrs, key=checks.probe_key(key, ctx.classes()))
         self.python_only.append((checks.python_only(attrs["key"]), loc))
         code = Value(T.INT, "caught")
         self.b.emit(Op("prim", list(op.args), [code], op.loc, attrs))
@@ -403,7 +408,7 @@ class FlowLowering:
 
     def catches_raise(self, ctx: TryCtx, s: ast.If) -> bool:
         """Whether `if` statement `s` holds (outside loops and functions) a raise or assert `ctx` catches."""
-        stack: list[ast.AST] = list(s.body) + list(s.orelse)
+        stack: list[ast.AST] = [*s.body, *s.orelse]
         while stack:
             n = stack.pop()
             if isinstance(n, ast.Raise) and n.exc is not None:

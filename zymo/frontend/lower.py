@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,12 +37,12 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from . import fence, objects, signature
-from .flow import RAISED, FlowLowering
-from .managers import WithLowering
 from .bindings import Guarded, LocalFn, Poison, S, flatten, rebuild, same_shape
 from .builder import Builder
 from .containers import Ref
 from .expr import ExprLowering
+from .flow import RAISED, FlowLowering
+from .managers import WithLowering
 from .source import MISSING, FunctionSource
 
 _uid = itertools.count()
@@ -54,7 +55,7 @@ class Frame:
     name: str
     file: str
     src: FunctionSource | None  # where free names resolve (None: see parent)
-    parent: "Frame | None"  # defining frame of a nested function
+    parent: Frame | None  # defining frame of a nested function
     env: dict[str, Any] = field(default_factory=dict)
     ret: str = ""
     retval: str = ""
@@ -69,7 +70,7 @@ class Frame:
 class Lowerer(FlowLowering, WithLowering, ExprLowering):
     def __init__(self) -> None:
         self.b = Builder()
-        self.frame: Frame | None = None
+        self.frame: Frame  # set by `lower_function`
         self.inlining: list[Any] = []
         # id(obj) -> (param, obj, [(resolver, name)]): globals and closure data read by the function
         self.captured: dict[int, tuple[Value, Any, list]] = {}
@@ -80,7 +81,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         self.try_top = False  # lowering a raise at the top level of the innermost try body
         self.errstates: list = []  # np.errstate blocks being lowered: (enter value, key)
         self.uses_errstate = False
-        self.python_only: list[tuple[str, Loc]] = []  # why a derivative must run as Python, and where
+        self.python_only: list[tuple[str | None, Loc]] = []  # why a derivative must run as Python, and where
         self.last_broke: Any = None  # the break flag of the loop lowered last (for/else)
         self.unrolling = 0  # depth of unrolled loops being lowered (`merge_exited`)
         self.exited_envs: dict[int, dict] = {}  # id -> env of a path that certainly exited (`exited`)
@@ -102,7 +103,8 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
         body = self.b.push(Block())
         pos = []
         for i, obj in enumerate(args):  # `*args` parameters are named after the vararg: args_0, args_1
-            binding, tree = self._param_binding(obj, params[i] if i < len(params) else f"{a.vararg.arg}_{i - len(params)}")
+            pname = params[i] if i < len(params) else f"{cast(ast.arg, a.vararg).arg}_{i - len(params)}"
+            binding, tree = self._param_binding(obj, pname)
             structure.append(tree)
             pos.append(binding)
         raw = src.fn.__defaults__ or ()
@@ -160,11 +162,12 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             node = self.current or node
         return Loc(f.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), f.name)
 
-    def error(self, cls, msg: str, node: ast.AST, why: str = "", hint: str = ""):
+    def error(self, cls: type[ZymoSourceError], msg: str, node: ast.AST, why: str = "",
+              hint: str = "") -> ZymoSourceError:
         return cls(msg, self.loc(node), why, hint)
 
     def lookup(self, name: str, node: ast.AST) -> Any:
-        f = self.frame
+        f: Frame | None = self.frame
         while f is not None:
             if name in f.env:
                 b = f.env[name]
@@ -184,12 +187,12 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                     cell = src.cell(name)
                     if cell is not None and isinstance(obj, (float, np.floating)):
                         return objects.cell_read(self, cell, name, node)
-                    return self.capture(obj, lambda: src.resolve(name), name, node)
+                    return self.capture(obj, lambda src=src: src.resolve(name), name, node)
                 break
             f = f.parent
         raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
 
-    def capture(self, obj: Any, resolver: Callable[[], Any], name: str, node: ast.AST) -> Any:
+    def capture(self, obj: Any, resolver: Callable[..., Any], name: str, node: ast.AST) -> Any:
         """Binding of a global or closure object: data becomes an extra parameter; ints and
         bools are compile-time constants (axes, sizes), re-checked on every call."""
         if isinstance(obj, (int, bool)) and not isinstance(obj, type):
@@ -461,7 +464,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             return self.container_truth(b, node)
         raise self.error(ZymoTypeError, "cannot use this value as a condition", node)
 
-    def lower_if(self, cond: Any, then: Callable[[], None], orelse: Callable[[], None], node: ast.AST,
+    def lower_if(self, cond: Any, then: Callable[..., None], orelse: Callable[..., None], node: ast.AST,
                  ) -> None:
         if cond is True or cond is False:
             (then if cond else orelse)()
@@ -501,14 +504,16 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
                     self.b.pop()
                     a, c = (known, ph) if k == 1 else (ph, known)
                 else:
-                    f.env[n] = Poison(n, f"{n} is assigned in only one branch of the if at line {getattr(node, 'lineno', '?')}")
+                    line = getattr(node, "lineno", "?")
+                    f.env[n] = Poison(n, f"{n} is assigned in only one branch of the if at line {line}")
                     continue
             merged = self.merge(n, a, c, blocks, yields, node)
             if merged is not None:
                 templates[n] = merged
         results = []
         for (ya, yc) in zip(yields[0], yields[1]):
-            results.append(Value(T.join(ya.type, yc.type), ya.hint if not ya.hint.startswith("$") else "r"))
+            joined = cast(T.Type, T.join(ya.type, yc.type))  # `merge` refused types that do not join
+            results.append(Value(joined, ya.hint if not ya.hint.startswith("$") else "r"))
         for k, blk in enumerate(blocks):
             blk.ops.append(Op("yield", yields[k], [], self.loc(node)))
         self.b.emit(Op("if", [cond], results, self.loc(node), regions=blocks))
@@ -561,14 +566,15 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             if name.startswith("$c") or isinstance(a, Ref) or isinstance(c, Ref):
                 raise self.merge_error(name, node)
             if isinstance(a, S) or isinstance(c, S) or isinstance(a, LocalFn) or isinstance(c, LocalFn):
-                raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch", node,
-                                 hint="give it the same type on every path")
+                raise self.error(ZymoTypeError, f"{name.lstrip('$')} has a different kind of value in each branch",
+                                 node, hint="give it the same type on every path")
             raise self.error(ZymoTypeError, f"{name} has a different structure in each branch", node)
         va, vc = flatten(a), flatten(c)
         for k, (x, y) in enumerate(zip(va, vc)):
             j = T.join(x.type, y.type)
             if j is None:
-                raise self.error(ZymoTypeError, f"{name.lstrip('$')} is a {x.type} on one path and a {y.type} on the other",
+                raise self.error(ZymoTypeError,
+                                 f"{name.lstrip('$')} is a {x.type} on one path and a {y.type} on the other",
                                  node, hint="give it the same type on every path")
             if x.type != j:
                 va[k] = self.convert(x, j, blocks[0], node)
@@ -698,7 +704,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             return tuple(self._element(d, i, k, node) for d in desc[1])
         q = desc[1]
         if isinstance(q, tuple):
-            return q[k]
+            return q[cast(int, k)]  # a tuple is iterated unrolled, at a constant `k`
         return self.b.getitem(q, (i,), self.loc(node), "item")
 
     def _indexes_tuples(self, s: ast.For) -> bool:
@@ -851,7 +857,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     def lower_loop(self, s: ast.For | ast.While, kind: str, test: ast.expr | None = None,
                    bounds: list[Value] | None = None, bind=None, test_fn=None, body_fn=None,
-                   extra: list[str] = (), guard_bounds: list[Value] | None = None) -> None:
+                   extra: Sequence[str] = (), guard_bounds: list[Value] | None = None) -> None:
         f = self.frame
         brk, cont = f"$brk{next(_uid)}", f"$cont{next(_uid)}"
         has_break = contains(s.body, (ast.Break,), loops=False)
@@ -1024,7 +1030,7 @@ INPLACE = {"add": "numpy.add", "sub": "numpy.subtract", "mul": "numpy.multiply",
 
 def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
     """Whether `stmts` contain a node of `kinds` (looking into nested loops if `loops`)."""
-    stack = list(stmts)
+    stack: list[ast.AST] = list(stmts)
     while stack:
         n = stack.pop()
         if isinstance(n, kinds):
@@ -1063,7 +1069,8 @@ def assigned_names(stmts: list[ast.stmt]) -> set[str]:
 def nonlocal_names(node: ast.AST) -> set[str]:
     """Names a function body declares `nonlocal` (not looking into nested functions)."""
     out: set[str] = set()
-    stack = list(node.body) if isinstance(node.body, list) else []
+    body = getattr(node, "body", None)
+    stack = list(body) if isinstance(body, list) else []
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Nonlocal):

@@ -29,9 +29,10 @@ from ..ir.core import Value
 from . import checks
 from .bindings import S
 from .flow import RAISED, TryCtx
+from .host import LoweringHost
 
 
-class WithLowering:
+class WithLowering(LoweringHost):
     """`with` statements (see the module docstring)."""
 
     def stmt_With(self, s: ast.With) -> None:

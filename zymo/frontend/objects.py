@@ -37,7 +37,7 @@ import dataclasses
 import inspect
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def record(obj: Any) -> tuple[str, list[tuple[str, Any]]] | None:
     if mod.split(".")[0] in _NOT_RECORDS or mod in _NOT_RECORDS:
         return None
     if dataclasses.is_dataclass(obj):
-        frozen = type(obj).__dataclass_params__.frozen
+        frozen = cast(Any, type(obj)).__dataclass_params__.frozen
         if frozen:
             return "frozen", [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
     d = getattr(obj, "__dict__", None)
@@ -154,7 +154,7 @@ def bind_argument(lw: Any, obj: Any, name: str) -> tuple[Any, Any] | None:
         return None
     kind, fields = rec
     out: dict[str, Any] = {}
-    tree = []
+    tree: list[int | None] = []
     for key, v in fields:
         r = role(kind, v)
         sub = f"{name}_{key}"

@@ -21,7 +21,8 @@ NumPy returns lists for the first two; the tuple binding supports what code does
 from __future__ import annotations
 
 import ast
-from typing import Any
+import sys
+from typing import Any, cast
 
 import numpy as np
 
@@ -30,7 +31,6 @@ from ..ir import types as T
 from ..ir.core import Value
 from ..rules.registry import NOT_CONST, const_value
 from .bindings import S
-
 
 # what the frontend lowers here without a rule of its own (read by `rules.coverage`)
 LOWERED = (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit)
@@ -43,8 +43,9 @@ def lower_several(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
     if fn in (np.hsplit, np.vsplit, np.dsplit):  # np.split along axis 1, 0, 2 (hsplit of 1-d: 0)
         args = _bind(lw, fn, pos, kw, node)
         ary = _array(lw, args["ary"], f"np.{fn.__name__}", node)
-        axis = _SPLIT_AXIS[fn.__name__] if not (fn is np.hsplit and ary.type.ndim == 1) else 0
-        if axis >= ary.type.ndim:
+        ndim = cast(T.Array, ary.type).ndim
+        axis = _SPLIT_AXIS[fn.__name__] if not (fn is np.hsplit and ndim == 1) else 0
+        if axis >= ndim:
             raise lw.error(ZymoTypeError, f"np.{fn.__name__} needs an array of at least {axis + 1} dimensions", node)
         return _split(lw, np.split, [ary, args["indices_or_sections"]], {"axis": axis}, node)
     if fn is np.gradient and _per_axis(pos, kw):
@@ -57,11 +58,8 @@ def lower_several(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
 
 
 def _is_logsumexp(fn: Any) -> bool:
-    try:
-        from scipy.special import logsumexp
-    except ImportError:  # SciPy is optional
-        return False
-    return fn is logsumexp
+    special = sys.modules.get("scipy.special")  # a function that calls it has imported it: never import here
+    return special is not None and fn is getattr(special, "logsumexp", None)
 
 
 def _logsumexp_sign(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> tuple:
@@ -108,9 +106,10 @@ def _split(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> tuple:
     args = _bind(lw, fn, pos, kw, node)
     ary = _array(lw, args["ary"], name, node)
     axis = const_value(args.get("axis", 0))
-    if not isinstance(axis, int) or not -ary.type.ndim <= axis < ary.type.ndim:
+    ndim = cast(T.Array, ary.type).ndim
+    if not isinstance(axis, int) or not -ndim <= axis < ndim:
         raise lw.error(UnsupportedCall, f"{name} needs a constant axis of the array here", node)
-    axis %= ary.type.ndim
+    axis %= ndim
     ios = const_value(args["indices_or_sections"])
     loc = lw.loc(node)
 

@@ -23,7 +23,8 @@ unexpected keyword.
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .objects import Obj
 

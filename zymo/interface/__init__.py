@@ -14,12 +14,35 @@ Cache), `scenarios` (the test and benchmark suite, usable for your own backend),
 from .backends import AutoAutograd, AutoFiniteDiff, AutoJAX, AutoSparse, AutoTorch, AutoZymo, Backend, all_backends
 from .contexts import Cache, Constant
 from .errors import BackendLimitation, BackendUnavailable, PreparationMismatch
-from .operators import (derivative, gradient, gradient_and_hvp, hessian, hvp, jacobian, pullback, pushforward,
-                        second_derivative, value_and_derivative, value_and_gradient, value_and_jacobian,
-                        value_and_pullback, value_and_pushforward, value_derivative_and_second_derivative,
-                        value_gradient_and_hessian)
-from .prepare import (Preparation, prepare_derivative, prepare_gradient, prepare_hessian, prepare_hvp,
-                      prepare_jacobian, prepare_pullback, prepare_pushforward, prepare_second_derivative)
+from .operators import (
+    derivative,
+    gradient,
+    gradient_and_hvp,
+    hessian,
+    hvp,
+    jacobian,
+    pullback,
+    pushforward,
+    second_derivative,
+    value_and_derivative,
+    value_and_gradient,
+    value_and_jacobian,
+    value_and_pullback,
+    value_and_pushforward,
+    value_derivative_and_second_derivative,
+    value_gradient_and_hessian,
+)
+from .prepare import (
+    Preparation,
+    prepare_derivative,
+    prepare_gradient,
+    prepare_hessian,
+    prepare_hvp,
+    prepare_jacobian,
+    prepare_pullback,
+    prepare_pushforward,
+    prepare_second_derivative,
+)
 
 __all__ = [
     "AutoAutograd", "AutoFiniteDiff", "AutoJAX", "AutoSparse", "AutoTorch", "AutoZymo", "Backend", "all_backends",

@@ -15,9 +15,8 @@ with something better when it has it. Second-order operators raise
 """
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import numpy as np
 

@@ -17,12 +17,12 @@ it can do:
 
 | backend | mutation | second order | notes |
 | --- | --- | --- | --- |
+| `AutoZymo(mode, function_annotation, numba)` | yes | with `zymo.hvp` | captured active memory is shadowed |
 | `AutoSparse(AutoZymo(), detect)` | yes | with `zymo.hvp` | jacobian/hessian: `scipy.sparse` CSR, plan prepared once |
 | `AutoJAX(jit=True, x64=True)` | no | yes | `jit` bakes captured arrays in: pass changing data as `Constant` |
 | `AutoTorch()` | torch tensors, not over values torch saved | yes | f must use torch operations (`AutoTorch().numpy`) |
 | `AutoAutograd()` | no | yes | f must use `autograd.numpy` |
-| `AutoSparse(AutoZymo(), detect="auto")` | yes | with `zymo.hvp` | `jacobian`/`hessian` return `scipy.sparse` CSR (pattern and colors prepared once) |
-| `AutoFiniteDiff(rel_step=None)` | yes | yes (nested differences) | approximate: ~1e-9 relative first order, ~1e-6 second |
+| `AutoFiniteDiff(rel_step=None)` | yes | yes (nested differences) | approximate: ~1e-9 relative, ~1e-6 second order |
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def require(module: str, backend: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
-        raise BackendUnavailable(f"{backend} needs {top}, which is not installed: {_INSTALL.get(top, 'pip install ' + top)}"
-                                 ) from exc
+        how = _INSTALL.get(top, "pip install " + top)
+        raise BackendUnavailable(f"{backend} needs {top}, which is not installed: {how}") from exc
 
 
 class Backend:

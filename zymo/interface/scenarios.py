@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -466,7 +467,7 @@ def run_one(backend: Backend, s: Scenario, op: str) -> Result:
     except BackendLimitation as exc:
         res.status, res.message = "limitation", str(exc).splitlines()[0]
         return res
-    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+    except Exception as exc:  # reported, not hidden
         res.status, res.message = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return res
     now = [np.copy(x)] + [np.copy(o) for o in operand] + [

@@ -18,8 +18,9 @@ Contract:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import Loc
 from .types import Type
@@ -64,10 +65,10 @@ class Value:
 @dataclass(eq=False)
 class Block:
     args: list[Value] = field(default_factory=list)
-    ops: list["Op"] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
 
     @property
-    def terminator(self) -> "Op | None":
+    def terminator(self) -> Op | None:
         return self.ops[-1] if self.ops else None
 
 

@@ -7,7 +7,7 @@ printed after the op, as Enzyme's analysis printers do.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .core import Block, Function, Op, Value
 

@@ -111,9 +111,9 @@ def check_copies_of_views(fn: Function) -> None:
             if iw < i0:
                 # before the call: only in a loop that runs both, and then only a result carried
                 # into the next iteration sees the write stale
-                stale = escapes and any(l in loops0 for l in wloops)
+                stale = escapes and any(lp in loops0 for lp in wloops)
             else:
-                stale = escapes or any(iu > iw or any(l in order[iu][1] and l not in loops0 for l in wloops)
+                stale = escapes or any(iu > iw or any(lp in order[iu][1] and lp not in loops0 for lp in wloops)
                                        for iu in uses)
             if stale:
                 raise UnsupportedCall(

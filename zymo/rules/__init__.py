@@ -1,10 +1,29 @@
 """Derivative rules, stored as data (see `registry.py` for the contract)."""
-from . import (arith, arrays, custom, indexing, internal, linalg, lists, math_, numpy_, reductions, runtime_rules, scipy_,  # noqa: F401
-               sorting, statistics,
-               shape, ufuncs)  # (registers the rules)
-from . import special  # noqa: F401  (scipy.special and np.sinc/np.i0: rules/special.py)
-from .registry import LAZY, REGISTRY, Rule, load_all, lookup, rule_for_callable
+import numpy as _np
 
-LAZY["scipy.signal"] = "zymo.rules.scipy_signal"  # importing scipy.signal takes about a second
+from . import (  # noqa: F401  (importing a module registers its rules)
+    arith,
+    arrays,
+    custom,
+    indexing,
+    internal,
+    linalg,
+    lists,
+    math_,
+    numpy_,
+    reductions,
+    runtime_rules,
+    shape,
+    sorting,
+    statistics,
+    ufuncs,
+)
+from .registry import LAZY, LAZY_IDS, REGISTRY, Rule, load_all, lookup, rule_for_callable
+
+# SciPy's rules register when a callable without a rule is met and SciPy is in use (importing
+# scipy.signal takes about a second, scipy.linalg and scipy.special about 0.4 s together)
+LAZY["scipy.signal"] = ("zymo.rules.scipy_signal",)
+LAZY["scipy.linalg"] = LAZY["scipy.special"] = ("zymo.rules.scipy_", "zymo.rules.special")
+LAZY_IDS[id(_np.sinc)] = LAZY_IDS[id(_np.i0)] = "zymo.rules.special"  # rules/special.py (np.i0's needs SciPy)
 
 __all__ = ["REGISTRY", "Rule", "load_all", "lookup", "rule_for_callable"]

@@ -34,7 +34,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import linecache
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
@@ -147,12 +148,14 @@ class CustomRule:
     def jvp_term(self, k: int, t: Any, ans: Any, *args: Any) -> Any:
         tangents = [None] * len(args)
         tangents[k] = t
+        assert self.jvp is not None  # generated code calls jvp_term only for a rule with a jvp
         return self.jvp(ans, *args, *tangents)
 
     def vjp_term(self, k: int, g: Any, ans: Any, *args: Any) -> Any:
         if self.vjp is not None:
             out = self.vjp(g, ans, *args)
         else:
+            assert self.augmented is not None and self.reverse is not None  # (defreverse set both)
             _, tape = self.augmented(*args)
             out = self.reverse(tape, g, *args)
         if not isinstance(out, tuple) or len(out) != len(args):
@@ -176,7 +179,7 @@ class CustomRule:
             vans = "ans" if "ans" in read else "None"
             lines.append(f"    def jvp_{p}(t, ans, {args}): return _rt.USER[{n}].jvp_term({k}, t, ans, {args})")
             lines.append(f"    def vjp_{p}(g, ans, {args}): return _rt.USER[{n}].vjp_term({k}, g, {vans}, {vargs})")
-        src = f"class _R(Rule):\n" + "\n".join(lines) + "\n"
+        src = "class _R(Rule):\n" + "\n".join(lines) + "\n"
         filename = f"<zymo custom rule {self.key} #{next(_counter)}>"
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
         ns = {"Rule": Rule, "_rt": _rt}

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import Loc, ZymoTypeError
 from ..ir import types as T
-from ..ir.core import Op, Value, tree_map
+from ..ir.core import Op, Value
 from . import runtime as _rt
 from .registry import BY_METHOD, Rule
 

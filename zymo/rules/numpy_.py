@@ -13,6 +13,7 @@ import numpy as np
 from . import runtime as _rt
 from .registry import Rule
 
+
 # -- products ------------------------------------------------------------------
 class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True):
     def jvp_a(t, ans, a, b): return t @ b
@@ -96,7 +97,6 @@ class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND): pass
 # -- random numbers: non-differentiable by rule (a sample's derivative in loc/scale is 0) ----
 def _random_type(pos, kw):
     """Result type of a legacy np.random function, without calling it (which would draw)."""
-    from ..analysis.types import T
 
     size = kw.get("size")
     dims = [p for p in pos if not isinstance(p, (tuple, type(None)))]

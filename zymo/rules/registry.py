@@ -48,10 +48,11 @@ import ast
 import difflib
 import inspect
 import textwrap
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-REGISTRY: dict[str, type["Rule"]] = {}
+REGISTRY: dict[str, type[Rule]] = {}
 # primal callable (by id) -> key, for resolving calls in user code
 BY_CALLABLE: dict[int, str] = {}
 
@@ -127,7 +128,7 @@ class Rule:
         return sig.replace(parameters=list(sig.parameters.values())[2:])
 
     @classmethod
-    def binding(cls) -> "Binding":
+    def binding(cls) -> Binding:
         """How a call's arguments, named as the primal names them, map to the rule's parameters."""
         return _derived(cls, "binding", lambda: Binding(cls))
 
@@ -252,7 +253,7 @@ class Binding:
 def _same(a: Any, b: Any) -> bool:
     try:
         return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 (an array default compares elementwise)
+    except Exception:  # an array default compares elementwise
         return False
 
 
@@ -320,35 +321,51 @@ def rule_for_callable(fn: Any) -> str | None:
     if key is None and getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__, type(inspect)):
         # a bound method (np.random.rand is RandomState().rand): a new object on every access
         key = BY_METHOD.get((id(fn.__self__), getattr(fn, "__name__", "")))
-    if key is None and LAZY and _load_lazy(getattr(fn, "__module__", None) or ""):
+    if key is None and (LAZY or LAZY_IDS) and _load_lazy(fn):
         return rule_for_callable(fn)
     return key
 
 
-LAZY: dict[str, str] = {}  # a package of callables -> the module whose import registers their rules
+# Rules registered lazily, by the import of their module, because the packages they need are
+# slow to import (SciPy's: 0.3-2 s). A package of callables -> the modules of their rules;
+# a callable (NumPy's own, whose rule needs SciPy) -> the module of its rule.
+LAZY: dict[str, tuple[str, ...]] = {}
+LAZY_IDS: dict[int, str] = {}
 
 
-def _load_lazy(module: str) -> bool:
-    """Import the rules of callables defined in `module` if they are registered lazily
-    (`LAZY`: the packages slow to import, whose rules import them). True if any were."""
+def _load_lazy(fn: Any) -> bool:
+    """Import the lazily registered rules `fn` may need: those of the package that defines it,
+    those of packages already imported (SciPy's ufuncs name no module), its own. True if any
+    module was imported."""
     import importlib
+    import sys
 
-    for package, rules in list(LAZY.items()):
-        if module == package or module.startswith(package + "."):
-            del LAZY[package]
-            importlib.import_module(rules)
-            return True
-    return False
+    module = getattr(fn, "__module__", None) or ""
+    wanted = [mods for package, mods in LAZY.items()
+              if module == package or module.startswith(package + ".") or package in sys.modules]
+    own = LAZY_IDS.get(id(fn))
+    if own is not None:
+        wanted.append((own,))
+    if not wanted:
+        return False
+    for package in [p for p, mods in LAZY.items() if mods in wanted]:
+        del LAZY[package]
+    for name in {m for mods in wanted for m in mods}:
+        importlib.import_module(name)
+    for i in [i for i, m in LAZY_IDS.items() if m in sys.modules]:
+        del LAZY_IDS[i]
+    return True
 
 
 def load_all() -> None:
     """Register every rule, the lazy ones too (for code that lists the registry)."""
     import importlib
 
-    while LAZY:
-        package, rules = next(iter(LAZY.items()))
-        del LAZY[package]
-        importlib.import_module(rules)
+    names = {m for mods in LAZY.values() for m in mods} | set(LAZY_IDS.values())
+    LAZY.clear()
+    LAZY_IDS.clear()
+    for name in sorted(names):
+        importlib.import_module(name)
 
 
 BY_METHOD: dict[tuple[int, str], str] = {}

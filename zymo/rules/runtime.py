@@ -605,10 +605,11 @@ def split_last(g, b, axis):
     return np.moveaxis(np.moveaxis(g, axis, 0)[m - n:], 0, axis)
 
 
-from .linalg_rt import *  # noqa: E402,F401,F403  (helpers of the linear-algebra rules)
-from .second_rt import *  # noqa: E402,F401,F403  (derivatives of helpers: second order)
-from .sorting_rt import *  # noqa: E402,F401,F403  (helpers of the sorting and lookup rules)
-from .statistics_rt import *  # noqa: E402,F401,F403  (helpers of the statistics rules)
+from .linalg_rt import *  # noqa: E402, F403  (helpers of the linear-algebra rules)
+from .linalg_rt import cholesky_jvp, cholesky_vjp  # noqa: E402  (used below)
+from .second_rt import *  # noqa: E402, F403  (derivatives of helpers: second order)
+from .sorting_rt import *  # noqa: E402, F403  (helpers of the sorting and lookup rules)
+from .statistics_rt import *  # noqa: E402, F403  (helpers of the statistics rules)
 
 
 def linspace_unit(num, endpoint, like):
@@ -873,7 +874,7 @@ def kron_vjp(g, a, b, which):
 
 def _conv_start(na, nv, mode, kind):
     """Where `kind`'s `mode` result starts in the full convolution of lengths na and nv."""
-    lo, hi = min(na, nv), max(na, nv)
+    lo = min(na, nv)
     if mode == "full":
         return 0
     if mode == "valid":
@@ -994,4 +995,4 @@ def sp_correlate(in1, in2, mode="full", method="auto"):
     return scipy.signal.correlate(in1, in2, mode=mode, method=method)
 
 
-from .special_rt import *  # noqa: E402,F401,F403  (helpers of the scipy.special rules: rules/special.py)
+from .special_rt import *  # noqa: E402, F403  (helpers of the scipy.special rules: rules/special.py)

@@ -22,8 +22,6 @@ import numpy as np
 from . import runtime as _rt
 from .registry import Rule
 
-
-
 # Helpers whose result may be their adjoint argument itself or a read-only broadcast view of
 # it, yet are flagged as fresh memory: neither `view` (a broadcast view's adjoints must add
 # up) nor `maybe_view` (the argument may be a number) describes them, and generated code

@@ -155,7 +155,7 @@ class Checkpoint:
                 "zymo cannot checkpoint this loop: it writes memory whose origin zymo cannot trace for a snapshot",
                 why.loc, why=f"`{v.hint}` is not an array or list defined before the loop at line {self.op.loc.line}",
                 hint="write into arrays defined before the loop, or raise memory_limit")
-        if isinstance(v.type, T.Array) or (isinstance(v.type, T.List) and isinstance(v.type.item, T.Array)):
+        if isinstance(v.type, T.Array) or (isinstance(v.type, T.List) and isinstance(v.type.elt, T.Array)):
             return v
         raise CheckpointError(
             f"zymo cannot checkpoint this loop: it writes `{v.hint}` ({v.type}), which a snapshot cannot copy",

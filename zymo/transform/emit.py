@@ -4,14 +4,16 @@ Contract: `Emitter` turns argument trees into expressions, writes the primal
 statement of each non-region op exactly as the user's code computes it, and
 inlines a rule's jvp/vjp body with the op's arguments substituted
 (`rule_expr`; in a rule of numbers, a division by what may be zero is `_rt.fdiv` and a
-power whose exponent may be negative `_rt.fpow`: IEEE arithmetic). Both transforms (forward, reverse) write through it, so the
-primal part of every derivative program is the same code.
+power whose exponent may be negative `_rt.fpow`: IEEE arithmetic). Both transforms (forward,
+reverse) write through it, so the primal part of every derivative program is the same code.
 """
 from __future__ import annotations
 
 import ast
+import builtins as _builtins
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypeGuard
 
 from .. import config
 from ..codegen.naming import Namer, literal
@@ -19,8 +21,6 @@ from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Op, Value
 from ..rules.registry import Rule, inline_rule, lookup
-
-import builtins as _builtins
 
 # names a rule body may use: they exist in every generated module
 _GEN_GLOBALS = {"np", "math", "_rt"} | set(dir(_builtins))
@@ -265,12 +265,12 @@ class _Fold(ast.NodeTransformer):
         self.generic_visit(node)
         if (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) and _number(node.left)
                 and _number(node.comparators[0])):
-            same = node.left.value == node.comparators[0].value  # type: ignore[attr-defined]
+            same = node.left.value == node.comparators[0].value
             return ast.copy_location(ast.Constant(same == isinstance(node.ops[0], ast.Eq)), node)
         return node
 
 
-def _number(e: ast.expr) -> bool:
+def _number(e: ast.expr) -> TypeGuard[ast.Constant]:
     """A literal int, bool or float: arithmetic on two of them is folded as Python computes it."""
     return isinstance(e, ast.Constant) and type(e.value) in (int, bool, float)
 

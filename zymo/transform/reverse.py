@@ -30,11 +30,10 @@ and the function returns one tuple of adjoints per lane.
 """
 from __future__ import annotations
 
-import re
-
 import math
-
-from typing import TYPE_CHECKING, Any
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..analysis.activity import Activity
 from ..analysis.bounds import NeverUnsigned
@@ -100,6 +99,7 @@ class Reverse:
         self._remat_memo: dict[int, bool] = {}   # value id -> number recomputed, not cached
         self._alloc_memo: dict[int, bool] = {}   # value id -> shadow allocated in the adjoint sweep
         self._lazy_memo: dict[int, bool] = {}    # value id -> shadow created by the adjoint sweep
+        self._loop_lazy_memo: dict[int, bool] = {}  # value id -> loop temporary whose shadow may be (`_loop_lazy`)
         self._uniform_memo: dict[int, bool] = {}  # value id -> its adjoint is one number (`_uniform`)
         self._top_memo: dict[int, bool] = {}  # value id -> recomputed at the top level (`_top_remat`)
         # shadows of temporaries outside loops, created by the adjoint sweep (see `_lazy`):
@@ -148,7 +148,7 @@ class Reverse:
         """Name of the shadow of memory value `v` in the adjoint sweep (`how` it is used,
         recorded for the shadows the adjoint sweep creates)."""
         self.needed.add((v.id, "d"))
-        if self._lazy(v):
+        if self._lazy(v) or self._loop_lazy(v):
             self.lazy_refs.setdefault((v.id, self.namer.lane), []).append(how)
         name = self.namer.d(v)
         self.adjoint_names["memory"].add(name)
@@ -182,7 +182,10 @@ class Reverse:
         """`adjoint(v) += expr`; `fresh`: `expr` is an array nothing else writes later, so it
         may become the shadow of a temporary the adjoint sweep creates here."""
         if T.is_memory(v.type):
-            how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
+            if self._loop_lazy(v):  # resolved at the end of its block (`_resolve_loop_lazy`)
+                how: tuple = ("acc", w, len(w.lines), expr, fresh, w.depth)
+            else:
+                how = ("acc", w, len(w.lines), expr) if fresh and self.at_top else ("other",)
             w(f"{self.use_d(v, how)} += {expr}")
         else:
             w(f"{self.adj(v)} += {expr}")
@@ -237,7 +240,7 @@ class Reverse:
         if self.shape_needed:
             pre = Writer()
             for vid in sorted(self.shape_needed):
-                for d in range(self.values[vid].type.ndim):
+                for d in range(cast(T.Array, self.values[vid].type).ndim):
                     pre(f"{self._int(self._shape_name(self.values[vid], d))} = 0")
             splice(pre, fwd)
             fwd = pre
@@ -265,6 +268,7 @@ class Reverse:
         self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
+        assert self.tape_in is not None  # split mode
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
             late = [t for t in tape if t not in self.tape_slots or t in also]
             # names a branch or loop may leave unassigned still go on the tape; a zero of
@@ -303,7 +307,7 @@ class Reverse:
                              if role == "d" or role.startswith("d#")}
         return self._by_name
 
-    def fuse_facts(self) -> "ShadowFacts":
+    def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""
         from ..codegen.fuse import ShadowFacts
 
@@ -439,7 +443,9 @@ class Reverse:
         if op.kind == "getitem":
             return f"{self._recompute(op.args[0])}[{self.e.index(op, self._recompute)}]"
         if isinstance(v.type, T.Array) and op.attrs["key"] in _CHEAP:
-            return f"({self.e.call(op, with_out=False, name=lambda a: self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a))})"
+            def name(a: Value) -> str:
+                return self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a)
+            return f"({self.e.call(op, with_out=False, name=name)})"
         return f"({self.e.call(op, with_out=False, name=self._recompute)})"
 
     def _top_remat(self, v: Value) -> bool:
@@ -467,8 +473,7 @@ class Reverse:
         if (op is None or op.kind != "prim" or op.results != [v] or op.attrs["key"] not in _CHEAP
                 or "out" in op.attrs or self.overwrites.first_writer(op, v) is not None):
             return 0
-        self._count_readers()
-        if self._readers.get(v.id) != 1:
+        if self._count_readers().get(v.id) != 1:
             return 0
         n = 1
         for a in op.args:
@@ -494,7 +499,7 @@ class Reverse:
             if (v.id, "p") in self.needed:
                 return f"np.zeros_like({self.use(v)})"
             self.shape_needed.add(v.id)
-            return f"np.zeros({self._shape_expr(v)}, np.{v.type.dtype})"
+            return f"np.zeros({self._shape_expr(v)}, np.{cast(T.Array, v.type).dtype})"
         if role == "p":
             expr = self._recompute(v, top=True)
             return expr[1:-1] if op.kind == "prim" else expr
@@ -525,14 +530,30 @@ class Reverse:
         return self._cached(v) and (v.id, "d") not in self.needed and self._private_temporary(v)
 
     def _lazy(self, v: Value) -> bool:
-        """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the adjoint sweep
-        creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
+        """Whether `v` is a temporary of the function's body (outside every loop and branch) whose shadow the
+        adjoint sweep creates: `dt = <first adjoint>` when a single accumulation at the top level reaches
         it, else zeros at the start of the adjoint sweep (never in the forward sweep)."""
         memo = self._lazy_memo.get(v.id)
         if memo is None:
             memo = (not self._cached(v) and v.id in self.def_op
                     and self.def_block[v.id] is self.fn.body and self._private_temporary(v))
             self._lazy_memo[v.id] = memo
+        return memo
+
+    def _loop_lazy(self, v: Value) -> bool:
+        """Whether `v` is a temporary of a loop body whose shadow the adjoint sweep may create
+        where its first contribution is written (`_resolve_loop_lazy`): a fresh active array
+        defined in a block inside a loop (`_private_temporary`: nothing in the forward sweep
+        refers to its shadow), every reader of which is an op of that same block, so that
+        every contribution to its adjoint is a statement of that block's reversed body."""
+        memo = self._loop_lazy_memo.get(v.id)
+        if memo is None:
+            block = self.def_block.get(v.id)
+            memo = (v.id in self.def_op and self._cached(v) and isinstance(v.type, T.Array) and v.type.ndim > 0
+                    and self._private_temporary(v)
+                    and all(self.blocks_of_op[id(o)] is block
+                            for o in walk(self.fn.body) if any(a is v for a in o.args)))
+            self._loop_lazy_memo[v.id] = memo
         return memo
 
     def _private_temporary(self, v: Value) -> bool:
@@ -570,7 +591,7 @@ class Reverse:
         return self.namer.role(v, f"shape{d}", f"_shape_{v.hint.lstrip('$')}_{d}")
 
     def _shape_expr(self, v: Value) -> str:
-        dims = [self._shape_name(v, k) for k in range(v.type.ndim)]
+        dims = [self._shape_name(v, k) for k in range(cast(T.Array, v.type).ndim)]
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _stackable(self, v: Value) -> bool:
@@ -591,7 +612,9 @@ class Reverse:
 
     def _cache_name(self, v: Value, role: str) -> str:
         """The cache of `v` (role "p") or of its shadow in the current lane (role "d")."""
-        return self.namer.cache(v) if role == "p" else self.namer.lane_role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
+        if role == "p":
+            return self.namer.cache(v)
+        return self.namer.lane_role(v, "dcache", "_cache_d" + v.hint.lstrip("$"))
 
     def _lanes_of(self, role: str):
         """The lanes a role comes in: the primal once, a shadow once per lane."""
@@ -703,10 +726,12 @@ class Reverse:
         self.buffers.add(name)
         self.counters.add(self._counter(v))
         if kind == "stack":  # rows get their shape from the first entry; a tape is not reused
-            w(f"{name} = np.empty({(0,) * (v.type.ndim + 1)}, np.{v.type.dtype})")
+            arr = cast(T.Array, v.type)
+            w(f"{name} = np.empty({(0,) * (arr.ndim + 1)}, np.{arr.dtype})")
             w(f"{self._int(self._counter(v))} = 0")
             return
-        dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[v.type.kind]
+        dtype = {"f64": "np.float64", "f32": "np.float32", "int": "np.int64", "bool": "np.bool_"}[
+            cast(T.Scalar, v.type).kind]
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
@@ -815,7 +840,7 @@ class Reverse:
                 read(v)
         dead: set[int] = set()
         for op in reversed(body[:-1] if body and body[-1].kind == "return" else body):
-            for snap, of in self.snap_post.get(id(op), []):
+            for _snap, of in self.snap_post.get(id(op), []):
                 read(of)
             if self._droppable(op, live_vals, live_roots, unknown[0]):
                 dead.add(id(op))
@@ -824,7 +849,7 @@ class Reverse:
                         read(v)
             else:
                 self._reads(op, read)
-            for snap, of in self.snap_pre.get(id(op), []):
+            for _snap, of in self.snap_pre.get(id(op), []):
                 read(of)
         return dead
 
@@ -925,7 +950,8 @@ class Reverse:
                 if (T.is_memory(v.type) and self.act.is_active(v)) or v.id in self.shape_needed:
                     return False
             if inner.kind in ("for", "while", "if", "condition", "yield"):
-                if inner is not op and not self.no_need and inner.kind in ("for", "while") and not self._cannot_raise(inner):
+                if (inner is not op and not self.no_need and inner.kind in ("for", "while")
+                        and not self._cannot_raise(inner)):
                     return False
                 continue  # the ops of its regions are checked on their own
             if inner is not op and not self._droppable(inner, live_vals - {r.id for r in inner.results}, live_roots,
@@ -988,11 +1014,9 @@ class Reverse:
                             if rule.maybe_view:
                                 expr = f"_rt.maybe_view_shadow({n(r)}, {n(x)}, {expr}, {dx}, True)"
                             w(f"{n.d(r)} = {expr}")
-                        elif self._lazy(r) or self._made_by_adjoint(r):
-                            pass  # created by the adjoint sweep
-                        elif self._adjoint_alloc(r):
+                        elif self._lazy(r) or self._made_by_adjoint(r) or self._adjoint_alloc(r):
                             if n.lane == 0 and r.id in self.shape_needed:
-                                for d in range(r.type.ndim):
+                                for d in range(cast(T.Array, r.type).ndim):
                                     w(f"{self._shape_name(r, d)} = {n(r)}.shape[{d}]")
                         else:
                             w(f"{n.d(r)} = {zero(r, n(r))}")  # a list allocated inside: a list of zeros
@@ -1068,7 +1092,8 @@ class Reverse:
         assign_all(w, pairs)
 
     # -- adjoint sweep --------------------------------------------------------------
-    def rev_block(self, block: Block, top: bool = False, seeds: list[tuple[Value, str]] = ()) -> Writer:
+    def rev_block(self, block: Block, top: bool = False,
+                  seeds: Sequence[tuple[Value, Callable[[], str]]] = ()) -> Writer:
         """The adjoint code of `block`: pops, adjoint initialisation, then its ops reversed."""
         body = Writer()
         outer_top, self.at_top = self.at_top, top
@@ -1083,6 +1108,8 @@ class Reverse:
         head = Writer()
         if top:
             self._resolve_lazy(head, body)
+        elif self.depth[id(block)] > 0:
+            self._resolve_loop_lazy(block, body)
         if self.depth[id(block)] > 0:
             defined = self._defined_in(block)
             remat = {}
@@ -1118,10 +1145,12 @@ class Reverse:
         shadow starts as zeros at the head of the adjoint sweep."""
         for (vid, lane), refs in self.lazy_refs.items():
             v = self.values[vid]
+            if not self._lazy(v):
+                continue  # a loop temporary's (`_resolve_loop_lazy`)
             self.namer.lane = lane
             name = self.namer.d(v)
             first = refs[0]
-            if (first[0] == "acc" and first[1] is body and v.type.ndim > 0 and vid not in self.deferred
+            if (first[0] == "acc" and first[1] is body and cast(T.Array, v.type).ndim > 0 and vid not in self.deferred
                     and all(r[0] in ("def", "acc") for r in refs[1:]) and any(r[0] == "acc" for r in refs[1:])
                     and _fresh_array_expr(first[3])):
                 # several contributions, the first a new array (`_rt.unbroadcast(y * -g, z)`): it
@@ -1131,7 +1160,8 @@ class Reverse:
                 indent = line[:len(line) - len(line.lstrip())]
                 body.lines[first[2]] = f"{indent}{name} = _rt.as_shape({first[3]}, {self.namer(v)})"
                 self.needed.add((vid, "p"))
-            elif first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:]) and v.type.ndim > 0:
+            elif (first[0] == "acc" and first[1] is body and all(r[0] == "def" for r in refs[1:])
+                  and cast(T.Array, v.type).ndim > 0):
                 line = body.lines[first[2]]
                 indent = line[:len(line) - len(line.lstrip())]
                 expr = first[3]
@@ -1152,6 +1182,79 @@ class Reverse:
                             cut = len(line) - len(r[3])
                             r[1].lines[r[2]] = f"{line[:cut]}_rt.unbroadcast({r[3]}, {self.namer(v)})"
             self.namer.lane = 0
+
+    def _resolve_loop_lazy(self, block: Block, body: Writer) -> None:
+        """Create the shadows of `block`'s loop temporaries (`_loop_lazy`) where the reversed
+        iteration first contributes to them: that accumulation becomes the assignment
+        (`_loop_first_assign`), so the shadow is neither zeroed (in the adjoint sweep, from
+        extents the forward sweep recorded) nor allocated by the forward sweep and cached.
+        When that is not possible (in some lane), the shadow stays as it was (zeros where it
+        is used, or allocated and cached by the forward sweep), and a deferred sum over
+        broadcast dimensions (`_defers_unbroadcast`) is written into each contribution."""
+        plans: dict[int, list] = {}
+        for (vid, lane), refs in self.lazy_refs.items():
+            if self.def_block.get(vid) is block and self._loop_lazy(self.values[vid]):
+                plans.setdefault(vid, []).append((lane, refs))
+        for vid, lanes in plans.items():
+            v = self.values[vid]
+            edits = []
+            for lane, refs in lanes:
+                self.namer.lane = lane
+                edits.append(self._loop_first_assign(v, refs, body))
+            if all(e is not None for e in edits):
+                for idx, text in cast(list[tuple[int, str]], edits):
+                    body.lines[idx] = text
+                self.needed.discard((vid, "d"))
+            elif vid in self.deferred:
+                for lane, refs in lanes:
+                    self.namer.lane = lane
+                    for r in refs:
+                        if r[0] == "acc":
+                            line = r[1].lines[r[2]]
+                            cut = len(line) - len(r[3])
+                            r[1].lines[r[2]] = f"{line[:cut]}_rt.unbroadcast({r[3]}, {self.namer.d(v)})"
+            self.namer.lane = 0
+
+    def _loop_first_assign(self, v: Value, refs: list, body: Writer) -> tuple[int, str] | None:
+        """The line (index, text) assigning loop temporary `v`'s shadow its first
+        contribution, or None. That contribution must be an accumulation at the block's own
+        level, and every other reference another one or the defining op's read. The assigned
+        array must be one only the shadow holds when anything adds into it later, and have
+        `v`'s shape (or the deferred use's): a contribution summed back to `v`'s shape reads
+        that shape from the primal `v` (only when the adjoint sweep reads it anyway), any
+        other is copied into an array like the primal's (`_rt.as_shape`/`as_tangent`), or,
+        known to have the shape (deferred, or `whole`), copied unless it is fresh."""
+        first = refs[0]
+        if (first[0] != "acc" or first[1] is not body or first[5] != 0
+                or any(r[0] not in ("def", "acc") or (r[0] == "acc" and r[1] is not body) for r in refs[1:])):
+            return None
+        name, expr, fresh = self.namer.d(v), first[3], first[4]
+        several = any(r[0] == "acc" for r in refs[1:])
+        has_p = (v.id, "p") in self.needed
+        if expr.startswith("_rt.unbroadcast(") and expr.endswith(f", {name})"):
+            if has_p:
+                like = self.namer(v)
+            elif self.shapes.fixed(v):  # the extents the forward sweep records (`_shape_name`)
+                self.shape_needed.add(v.id)
+                like = f"np.empty({self._shape_expr(v)})"
+            else:
+                return None
+            expr, shaped = f"{expr[:-len(name) - 1]}{like})", True
+        else:
+            shaped = v.id in self.deferred or (v.id, expr) in self.whole
+        if shaped:
+            # arithmetic is a new array; another expression (a name, a view, a helper's result)
+            # is adopted only when nothing else holds it (`fresh`) and nothing adds into it later
+            new = _fresh_array_expr(expr)
+            rhs = expr if new or (fresh and not several) else f"np.copy({expr})"
+        elif has_p:
+            helper = "as_shape" if fresh and _fresh_array_expr(expr) else "as_tangent"
+            rhs = f"_rt.{helper}({expr}, {self.namer(v)})"
+        else:
+            return None
+        line = body.lines[first[2]]
+        indent = line[:len(line) - len(line.lstrip())]
+        return first[2], f"{indent}{name} = {rhs}"
 
     def _defined_in(self, block: Block) -> list[Value]:
         out = list(block.args)
@@ -1217,7 +1320,7 @@ class Reverse:
                 g = self.namer.fresh("_g")
                 w(f"{g} = np.copy({dobj if idx == '...' else f'{dobj}[{idx}]'})")
                 w(f"{dobj}[{idx}] = 0.0")
-                if self.at_top and self._defers_unbroadcast(val, op):
+                if (self.at_top or self._loop_lazy(val)) and self._defers_unbroadcast(val, op):
                     self.deferred.add(val.id)  # a store broadcasts like an elementwise op
                     self.deferred_to[val.id] = op
                     self.accumulate(w, val, g, fresh=True)
@@ -1278,6 +1381,8 @@ class Reverse:
         target = out if out is not None else (op.results[0] if op.results else None)
         if target is None or not act.is_active(target):
             return
+        if out is None and self._adjoint_is_zero(target):
+            return
         vals = self.e.arg_values(rule, op)
         actives = [(p, v) for p, v in vals.items()
                    if p in rule.vjps() and act.is_active(v) and v.type.differentiable]
@@ -1312,6 +1417,15 @@ class Reverse:
         if zero_after is not None:
             w(f"{zero_after}[...] = 0.0")
 
+    def _adjoint_is_zero(self, v: Value) -> bool:
+        """Whether temporary `v`, whose shadow the adjoint sweep creates (`_lazy`, `_loop_lazy`),
+        got no contribution at all (its readers are comparisons, or their results are not
+        active): every reader follows `v`'s definition, so their adjoints are written before
+        its op's adjoint; that adjoint, all zeros, is then left out, with the zeros it read."""
+        if not (isinstance(v.type, T.Array) and (self._lazy(v) or self._loop_lazy(v))) or self._uniform(v):
+            return False
+        return all(r[0] == "def" for r in self.lazy_refs.get((v.id, self.namer.lane), ()))
+
     def _rev_errstate(self, op: Op, w: Writer) -> None:
         """The adjoint of a `with np.errstate(...)` block runs under the same settings: the
         adjoint sweep meets the block's exit first (and sets them, keeping the state it finds
@@ -1329,13 +1443,18 @@ class Reverse:
             return
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
-            if fresh and self.at_top and self._defers_unbroadcast(v, op):
+            # a loop temporary's shadow copies a contribution that is not fresh (`_loop_first_assign`)
+            if ((fresh and self.at_top) or self._loop_lazy(v)) and self._defers_unbroadcast(v, op):
                 self.deferred.add(v.id)
                 self.deferred_to[v.id] = target
             elif isinstance(v.type, T.Array) and self.extents.fits(v, self._adjoint_shape(target)):
                 self.whole.add((v.id, expr))  # the adjoint already has `v`'s shape
             else:
-                shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
+                if self._loop_lazy(v):  # not a reference: the first contribution reads the primal's shape
+                    self.needed.add((v.id, "d"))
+                    shape_of = self.namer.d(v)
+                else:
+                    shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
 
@@ -1371,8 +1490,7 @@ class Reverse:
         if not (isinstance(v.type, T.Array) and d is not None and d.kind == "prim" and d.results == [v]
                 and "out" not in d.attrs and lookup(d.attrs["key"]).elementwise):
             return False
-        self._count_readers()
-        if self._readers.get(v.id) != 1:
+        if self._count_readers().get(v.id) != 1:
             return False
         reader = next((o for o in self.blocks_of_op_list(d) if any(a is v for a in o.args)), None)
         if (reader is None or reader.kind != "prim" or reader.attrs["key"] != "numpy.sum"
@@ -1390,12 +1508,13 @@ class Reverse:
         """The ops of the block `op` is in."""
         return self.blocks_of_op[id(op)].ops
 
-    def _count_readers(self) -> None:
+    def _count_readers(self) -> dict[int, int]:
         if self._readers is None:  # how many op arguments are each value, counted once
             self._readers = {}
             for o in walk(self.fn.body):
                 for a in o.args:
                     self._readers[a.id] = self._readers.get(a.id, 0) + 1
+        return self._readers
 
     def _defers_unbroadcast(self, v: Value, use: Op) -> bool:
         """Whether the adjoint of temporary `v` may keep the (broadcast) shape of its one use's
@@ -1404,13 +1523,12 @@ class Reverse:
         which are constant along the dimensions `v` lacks, so summing them away later, where
         the chain reaches an operand that is not such a temporary, gives the same numbers
         (linearity) and the chain's elementwise adjoints fuse into one expression."""
-        if not self._lazy(v):
+        if not (self._lazy(v) or self._loop_lazy(v)):
             return False
         d = self.def_op[v.id]
         if not lookup(d.attrs["key"]).elementwise:
             return False
-        self._count_readers()
-        return self._readers.get(v.id) == 1 and any(a is v for a in use.args)
+        return self._count_readers().get(v.id) == 1 and any(a is v for a in use.args)
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
         """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands
@@ -1449,12 +1567,14 @@ class Reverse:
                                 name=lambda v: self.namer(v) if v.id in lazy else name(v))
 
     # -- regions ------------------------------------------------------------------
-    def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[str]:
+    def _carry_seeds(self, carries: list[Value], results: list[Value], w: Writer) -> list[Callable[[], str] | None]:
         """Adjoint variables flowing backwards through the carries (floats only)."""
-        names = []
+        names: list[Callable[[], str] | None] = []
         for c, r in zip(carries, results):
             if self.act.is_active(c) and not T.is_memory(c.type):
-                nm = lambda c=c: self.namer.lane_role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+                def nm(c: Value = c) -> str:
+                    return self.namer.lane_role(c, "dnext", "d" + c.hint.lstrip("$") + "_next")
+
                 for _ in self.namer.lanes():
                     w(f"{nm()} = {self.adj(r) if self.act.is_active(r) else '0.0'}")
                 names.append(nm)
@@ -1577,12 +1697,12 @@ def _fold_zero_inits(names: list[str], body: Writer) -> list[str]:
                 first[tok] = i
     keep = []
     for name in names:
-        i = first.get(name)
+        at = first.get(name)
         prefix = f"{name} += "
-        if i is not None and body.lines[i].startswith(prefix):
-            rest = body.lines[i][len(prefix):]
+        if at is not None and body.lines[at].startswith(prefix):
+            rest = body.lines[at][len(prefix):]
             if name not in _WORD.findall(rest):
-                body.lines[i] = f"{name} = {rest}"
+                body.lines[at] = f"{name} = {rest}"
                 continue
         keep.append(name)
     return keep
@@ -1596,7 +1716,7 @@ def _where(loc) -> str:
     return f"{short}:{loc.line}" + (f"  `{text}`" if text else "")
 
 
-def report(rev: "Reverse", measured: dict | None = None) -> str:
+def report(rev: Reverse, measured: dict | None = None) -> str:
     """What the derivative program caches and why (Enzyme's printperf, for one call).
 
     `measured` maps tape names to what an augmented forward call recorded; with it,
@@ -1633,7 +1753,8 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
                 f"{kind}, taken {when} {_where(op.loc)}\n"
                 f"      why: the adjoint of that line reads it, and {_where(writer.loc)} may overwrite it"
                 + _alias_note(rev, of, writer)
-                + f"\n      size: {_size(of)} per execution" + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
+                + f"\n      size: {_size(of)} per execution"
+                + (" of that line" if not rev._cached(v) else ", on a per-iteration cache")
                 + used(name, count, True)
             )
         elif rev._cached(v) and not rev._remat(v, role):
@@ -1650,7 +1771,8 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
                    "list": "a list"}[kind]
             entries.append(
                 f"{what} `{v.hint}` ({v.type}), defined at {_where(d.loc) if d else '?'}\n"
-                f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, read by the adjoint sweep\n"
+                f"      why: defined inside the loop at {_where(loop.loc) if loop else '?'}, "
+                "read by the adjoint sweep\n"
                 f"      size: one entry per execution ({_size(v)} each), in {how}"
                 + used(rev._cache_name(v, role), None if kind == "list" else rev._counter(v), role == "p")
             )
@@ -1664,7 +1786,7 @@ def report(rev: "Reverse", measured: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _list_notes(rev: "Reverse") -> list[str]:
+def _list_notes(rev: Reverse) -> list[str]:
     """Lists the function builds by appending in a loop of run-time length (frontend/containers.py)."""
     from ..ir.core import walk
 
@@ -1681,14 +1803,15 @@ def _list_notes(rev: "Reverse") -> list[str]:
                            f"list `{v.hint}` ({v.type}) of the trip count's references to the appended arrays, "
                            f"allocated before that loop{shadow}: the primal's own memory, not a cache")
                 continue
-            item = "4 bytes" if v.type.dtype == "float32" else "1 byte" if v.type.dtype == "bool" else "8 bytes"
+            dt = cast(T.Array, v.type).dtype
+            item = "4 bytes" if dt == "float32" else "1 byte" if dt == "bool" else "8 bytes"
             out.append(f"  note: the list built at line {built} and appended to by the loop at line {loop} is an "
                        f"array `{v.hint}` ({v.type}) allocated before that loop with room for {room}, {item} "
                        f"per item{shadow}: the primal's own memory, not a cache")
     return out
 
 
-def _alias_note(rev: "Reverse", of: Value, writer: Op) -> str:
+def _alias_note(rev: Reverse, of: Value, writer: Op) -> str:
     """Whether the write reaches the array itself or memory that aliases it."""
     target = writer.args[writer.attrs["out"]] if writer.kind == "prim" else writer.args[0]
     roots_of = rev.act.roots.get(of.id, frozenset())
@@ -1712,7 +1835,7 @@ def _size(v: Value) -> str:
     return str(v.type)
 
 
-def _enclosing_loop(rev: "Reverse", block: Block):
+def _enclosing_loop(rev: Reverse, block: Block):
     from ..ir.core import walk
 
     for op in walk(rev.fn.body):
@@ -1745,7 +1868,7 @@ def _one_element(op: Op) -> bool:
     """Whether `setitem`/`getitem` `op` on an array selects a single element: a scalar index
     for every axis (no slice, `...` or `None`, none left out)."""
     parts = _index_parts(op)
-    return (len(parts) == op.args[0].type.ndim
+    return (len(parts) == cast(T.Array, op.args[0].type).ndim
             and all(t[0] == "v" and isinstance(op.args[t[1]].type, T.Scalar) for t in parts))
 
 
@@ -1775,7 +1898,7 @@ def _free_names(rev: Writer, fwd: Writer, also: set[str] = frozenset()) -> set[s
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
             split: bool = False, width: int = 1, dims=None, internal: frozenset = frozenset(),
             no_need: frozenset = frozenset(), need_return: bool = True,
-            numba: bool = False) -> tuple[str, list[str], list[int], "Reverse"]:
+            numba: bool = False) -> tuple[str, list[str], list[int], Reverse]:
     """The reverse-mode program: (source, function names, active params, the generator,
     whose `report(rev)` says what is cached, and whose `extents.guards` the call's sizes must
     satisfy for the program to be reused: `dims` are the parameters' shapes at this call).
@@ -1828,7 +1951,10 @@ def _fresh_array_expr(expr: str) -> bool:
     if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
             and e.func.value.id == "_rt" and e.func.attr == "unbroadcast" and len(e.args) == 2):
         e = e.args[0]
-    return isinstance(e, (ast.BinOp, ast.UnaryOp))
+    # `np.where(c, a, b)` always returns a new array
+    where = (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+             and e.func.value.id == "np" and e.func.attr == "where" and len(e.args) == 3 and not e.keywords)
+    return where or isinstance(e, (ast.BinOp, ast.UnaryOp))
 
 
 def _shape_only_names(src: str) -> frozenset[str]:
@@ -1845,8 +1971,9 @@ def _shape_only_names(src: str) -> frozenset[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(
                 node.func.value, ast.Name):
             at = _SHAPE_ARGS.get((node.func.value.id, node.func.attr))
-            if at is not None and len(node.args) > at and isinstance(node.args[at], ast.Name):
-                shape_uses[node.args[at].id] = shape_uses.get(node.args[at].id, 0) + 1
+            arg = node.args[at] if at is not None and len(node.args) > at else None
+            if isinstance(arg, ast.Name):
+                shape_uses[arg.id] = shape_uses.get(arg.id, 0) + 1
     uses: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

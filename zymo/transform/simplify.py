@@ -32,7 +32,7 @@ All four passes leave the IR valid (`ir.verify`) when it was.
 """
 from __future__ import annotations
 
-from ..ir.core import Block, Function, Op, walk
+from ..ir.core import Block, Function, Op, Value, walk
 from ..ir.types import INT, Scalar, is_memory
 
 _PURE = {"const", "prim", "getitem"}
@@ -61,7 +61,6 @@ def _dead_for_carries(fn: Function) -> dict[Op, set[int]]:
     if not loops:
         return {}
     feeds: dict[int, list[tuple[Op, int]]] = {}  # value id -> carries it flows into
-    carry_pos: dict[int, set[int]] = {}        # id(op) -> its yield's positions (body yields)
     yields = {id(op.regions[0].ops[-1]): op for op in loops}
     for op in loops:
         for k, init in enumerate(op.args[3:]):
@@ -183,7 +182,7 @@ def _drop_carries(op: Op, uses) -> bool:
 
 
 def cse_loads(fn: Function) -> Function:
-    subst: dict[int, object] = {}
+    subst: dict[int, Value] = {}
     _cse_block(fn.body, subst)
     if subst:
         for op in walk(fn.body):
@@ -256,7 +255,7 @@ def _size_op(op: Op) -> bool:
 
 def _defined_in(op: Op) -> set[int]:
     """The values `op`'s regions define (block arguments and results), at any depth."""
-    ids = set()
+    ids: set[int] = set()
     for region in op.regions:
         ids.update(a.id for a in region.args)
         for o in walk(region):

@@ -1,0 +1,183 @@
+"""Loops of a kernel whose iterations may run in parallel: they write disjoint memory.
+
+Contract: `parallel_loops(kernel, ndims)` returns the `for` statements of an outlined kernel
+(`codegen/outline.py`), at any depth but not inside one another, that Numba may run as
+`numba.prange` loops with the same results as the serial loop, to the bit, provided the
+kernel's arrays do not overlap in memory (the caller checks that at run time: `overlapping`). A loop qualifies when
+
+- it is `for v in range(...)` with step 1 (absent or the constant 1), no `else`, and no
+  `break` or `continue` anywhere in it (the kernels' loops never `return`);
+- its *index names* are `v` and names the body assigns once, at its top, before reading them,
+  as `v` plus or minus loop-invariant terms (`i = n - 1 - _r` of a reversed adjoint loop):
+  each is a one-to-one function of `v`;
+- every other name it assigns is private to an iteration: never read before it is assigned in
+  the iteration (nothing is carried from one iteration to the next; a sum `s = s + ...` is
+  carried, and keeps the loop serial: a parallel reduction would round differently), and not
+  read after the loop;
+- every array it writes is written and read only through single elements (`a[i, j]`), all
+  with one and the same index name at one position (`A[i, :]`-like rows of `A`, one per
+  iteration): two iterations never touch the same element of an array one of them writes.
+  Arrays it only reads are unconstrained.
+
+Different names may still be one array (a user's argument passed twice, or overlapping views):
+`overlapping(args, written)` says whether any written argument may share memory with another
+array argument (`np.may_share_memory`, by bounds), in which case the serial kernel runs.
+"""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+
+def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int]) -> list[ast.For]:
+    """The loops of `kernel` that may run as `prange` (module contract): outermost first; a
+    loop inside one of them is not considered (no nested parallel loops)."""
+    from .outline import _exposed
+
+    out: list[ast.For] = []
+
+    def visit(stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> None:
+        for k, s in enumerate(stmts):
+            rest = [stmts[k + 1:]] + after
+            if isinstance(s, ast.For) and _simple_range(s):
+                later: set[str] = set()
+                seen: set[str] = set()
+                for block in rest:  # what may run after the loop may read before writing it
+                    e, seen = _exposed(block, seen)
+                    later |= e
+                if _independent(s, ndims, later):
+                    out.append(s)
+                    continue
+            if isinstance(s, (ast.For, ast.While)):
+                visit(s.body, [[s]] + rest)  # run again by the enclosing loop's next iteration
+            elif isinstance(s, ast.If):
+                visit(s.body, rest)
+                visit(s.orelse, rest)
+
+    visit(kernel.body, [])
+    return out
+
+
+def written_arrays(loops: list[ast.For]) -> set[str]:
+    """The arrays the loops write (through elements)."""
+    names: set[str] = set()
+    for loop in loops:
+        for n in ast.walk(loop):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
+                names.add(n.value.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
+                    and isinstance(n.target.value, ast.Name):
+                names.add(n.target.value.id)
+    return names
+
+
+def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str) -> ast.FunctionDef:
+    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops."""
+    import copy
+
+    marks = {id(loop) for loop in loops}
+    new = copy.deepcopy(kernel)
+    for old, loop in zip(ast.walk(kernel), ast.walk(new)):  # the same walk over equal trees
+        if id(old) in marks and isinstance(loop, ast.For):
+            assert isinstance(loop.iter, ast.Call)
+            loop.iter.func = ast.Attribute(value=ast.Name("numba", ast.Load()), attr="prange", ctx=ast.Load())
+    new.name = name
+    return ast.fix_missing_locations(new)
+
+
+def overlapping(args: tuple, written: list[int]) -> bool:
+    """Whether an array argument the parallel loops write (positions `written`) may share
+    memory with another array argument."""
+    for w in written:
+        a = args[w]
+        for j, b in enumerate(args):
+            if j != w and isinstance(b, np.ndarray) and np.may_share_memory(a, b):
+                return True
+    return False
+
+
+def _simple_range(loop: ast.For) -> bool:
+    it = loop.iter
+    if not (isinstance(loop.target, ast.Name) and not loop.orelse and isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
+        return False
+    if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
+        return False
+    return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(loop))
+
+
+def _independent(loop: ast.For, ndims: dict[str, int], later: set[str]) -> bool:
+    from .outline import _exposed as exposed
+    from .outline import _stores as stores
+
+    assert isinstance(loop.target, ast.Name)
+    assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()
+    index = _index_names(loop, assigned)
+    if index is None:
+        return False
+    carried, _ = exposed(loop.body, {loop.target.id})
+    if (carried & assigned) or (assigned & later) or loop.target.id in later:
+        return False  # a value carried between iterations, or one read after the loop
+    return _disjoint_writes(loop, index, ndims)
+
+
+def _index_names(loop: ast.For, assigned: set[str]) -> set[str] | None:
+    """`v` and the names assigned at the top of the body as `v` plus or minus invariants."""
+    assert isinstance(loop.target, ast.Name)
+    index = {loop.target.id}
+    counts: dict[str, int] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    if counts.get(loop.target.id, 0) != 1:
+        return None
+    for s in loop.body:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            break
+        name = s.targets[0].id
+        if counts.get(name) == 1 and _affine(s.value, index, assigned):
+            index.add(name)
+        else:
+            break
+    return index
+
+
+def _affine(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
+    """`e` is one index name plus or minus loop-invariant terms (coefficient +1 or -1)."""
+    if isinstance(e, ast.Name):
+        return e.id in index
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        left, right = _affine(e.left, index, assigned), _affine(e.right, index, assigned)
+        if left and _invariant(e.right, index, assigned):
+            return True
+        return right and _invariant(e.left, index, assigned)
+    return False
+
+
+def _invariant(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
+    for n in ast.walk(e):
+        if isinstance(n, ast.Name) and (n.id in index or n.id in assigned):
+            return False
+        if isinstance(n, (ast.Call, ast.Subscript, ast.Attribute)):
+            return False
+    return isinstance(e, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp))
+
+
+def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int]) -> bool:
+    accesses: dict[str, list[tuple[ast.expr, ...]]] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Subscript):
+            if not isinstance(n.value, ast.Name):
+                return False
+            parts = tuple(n.slice.elts) if isinstance(n.slice, ast.Tuple) else (n.slice,)
+            accesses.setdefault(n.value.id, []).append(parts)
+    for name in written_arrays([loop]):
+        seen = accesses.get(name, [])
+        nd = ndims.get(name)
+        if nd is None or not seen or any(len(p) != nd or any(isinstance(x, ast.Slice) for x in p) for p in seen):
+            return False
+        if not any(all(isinstance(p[k], ast.Name) and p[k].id in index and p[k].id == seen[0][k].id
+                       for p in seen) for k in range(nd) if isinstance(seen[0][k], ast.Name)):
+            return False
+    return True
