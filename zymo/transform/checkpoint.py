@@ -86,7 +86,7 @@ def iter_bytes_estimate(rev0: Reverse, op: Op) -> tuple[int, int]:
 class Checkpoint:
     """One checkpointed loop: its IR edits and the code the generator writes for it."""
 
-    def __init__(self, fn: Function, op: Op, limit: int, est: tuple[int, int]) -> None:
+    def __init__(self, fn: Function, op: Op, limit: int | None, est: tuple[int, int]) -> None:
         self.fn, self.op, self.limit, self.est = fn, op, limit, est
         self.share = (0, 1)  # (this loop's place, how many) among the function's checkpointed loops
         self.taped_fwd: Writer | None = None
@@ -507,7 +507,8 @@ def _outside_zymo() -> int:
     """The `stacklevel` of the first caller outside zymo (and the decorators' stdlib frames)."""
     import sys
 
-    frame, level = sys._getframe(1), 1
+    frame: Any = sys._getframe(1)
+    level = 1
     while frame is not None and (frame.f_globals.get("__name__", "").split(".")[0] in ("zymo", "contextlib",
                                                                                          "functools")):
         frame, level = frame.f_back, level + 1

@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
+
 ADVANCE, RESTORE, TAPE = 0, 1, 2
 
 
@@ -318,11 +320,11 @@ class Snapshots(dict):
     def _recycle(self, entry: Any) -> None:
         for item in entry:
             if isinstance(item, list):
-                self.spare += [a for a in item if hasattr(a, "shape")]
-            elif hasattr(item, "shape") and hasattr(item, "dtype") and getattr(item, "ndim", 0):
+                self.spare += [a for a in item if isinstance(a, np.ndarray)]
+            elif isinstance(item, np.ndarray) and item.ndim:
                 self.spare.append(item)
 
-    def pop(self, key: Any, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, key: Any, *default: Any) -> Any:
         """Remove snapshot `key`; its buffers become spare (read the entry before the next `snap`)."""
         entry = super().pop(key, *default)
         if entry is not None:
