@@ -123,7 +123,8 @@ def _simulate(p: OnlinePlan, n: int) -> tuple[list[int], int]:
     return taped, most
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 7, 64, 65, 1000, 4097])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 64, 65, pytest.param(1000, marks=pytest.mark.slow),
+                               pytest.param(4097, marks=pytest.mark.slow)])  # long: Numba compiles Multistage
 @pytest.mark.parametrize("sizes", [(10, 10, 95), (8, 8, 9), (100, 10, 2000), (16000, 48000, 4 * 2**20)])
 def test_online_plan_reverses_every_iteration_once_within_the_slots(n, sizes):
     p = OnlinePlan(*sizes)
