@@ -1,7 +1,11 @@
 """Checkpointing under `memory_limit` (issue 35): time and peak extra memory (tracemalloc) of one
-reverse call against store-all, for the 1-d reaction-diffusion stencil (in place) and lorenz_rk4.
+reverse call against store-all, for the 1-d reaction-diffusion stencil (in place, as a `for` loop
+and as a `while` loop whose trip count the schedule learns only at its end) and `lorenz_state`,
+the Lorenz RK4 integration with its state overwritten in place (`lorenz_rk4` in workloads.py
+writes a trajectory, so its reverse mode reads every state in place and records no tape).
 
     PYTHONPATH=. python benchmarks/checkpoint.py [--points 2000] [--steps 4000]
+        [--lorenz-steps 100000 1000000] [--skip-rd]
 """
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ import time
 import tracemalloc
 
 import numpy as np
-from workloads import lorenz_rk4  # run from benchmarks/ or with it on sys.path
 
 import zymo
 from zymo import Const, Reverse
@@ -22,6 +25,34 @@ def rd(u0, D, k, dt, steps):
         lap = u[:-2] - 2.0 * u[1:-1] + u[2:]
         u[1:-1] += dt * (D * lap - k * u[1:-1] ** 3)
     return np.sum(u * u)
+
+
+def rd_while(u0, D, k, dt, steps):
+    u = u0.copy()
+    t = 0
+    while t < steps:
+        lap = u[:-2] - 2.0 * u[1:-1] + u[2:]
+        u[1:-1] += dt * (D * lap - k * u[1:-1] ** 3)
+        t += 1
+    return np.sum(u * u)
+
+
+def lorenz_state(s0, params, dt, steps):
+    sigma, rho, beta = params[0], params[1], params[2]
+    s = s0.copy()
+    for _i in range(steps):
+        x, y, z = s[0], s[1], s[2]
+        k1x, k1y, k1z = sigma * (y - x), x * (rho - z) - y, x * y - beta * z
+        x2, y2, z2 = x + 0.5 * dt * k1x, y + 0.5 * dt * k1y, z + 0.5 * dt * k1z
+        k2x, k2y, k2z = sigma * (y2 - x2), x2 * (rho - z2) - y2, x2 * y2 - beta * z2
+        x3, y3, z3 = x + 0.5 * dt * k2x, y + 0.5 * dt * k2y, z + 0.5 * dt * k2z
+        k3x, k3y, k3z = sigma * (y3 - x3), x3 * (rho - z3) - y3, x3 * y3 - beta * z3
+        x4, y4, z4 = x + dt * k3x, y + dt * k3y, z + dt * k3z
+        k4x, k4y, k4z = sigma * (y4 - x4), x4 * (rho - z4) - y4, x4 * y4 - beta * z4
+        s[0] = x + dt / 6.0 * (k1x + 2.0 * k2x + 2.0 * k3x + k4x)
+        s[1] = y + dt / 6.0 * (k1y + 2.0 * k2y + 2.0 * k3y + k4y)
+        s[2] = z + dt / 6.0 * (k1z + 2.0 * k2z + 2.0 * k3z + k4z)
+    return s[0] + s[1] + s[2]
 
 
 def measure(fn, *args, limit=None, reps=3):
@@ -38,30 +69,47 @@ def measure(fn, *args, limit=None, reps=3):
     return best, peak, g
 
 
+def row(name: str, limit: str, t: float, t_ref: float, m: float, g, g_ref) -> None:
+    a, b = np.asarray(g[0]), np.asarray(g_ref[0])
+    same = np.array_equal(a, b, equal_nan=True)
+    diff = "identical" if same else f"{np.nanmax(np.abs(a - b)) / np.nanmax(np.abs(b)):.1e}"
+    print(f"| {name} | {limit} | {t:.3f} | {t / t_ref:.2f} | {m / 2**20:.2f} | {diff} |", flush=True)
+
+
+def lorenz_rows(steps: int, limits: tuple) -> None:
+    # rho = 0.5: the flow decays to the origin, so the gradient over 10^6 steps stays finite (at
+    # the chaotic rho = 28 it overflows to inf and nan, the same in every schedule)
+    s0, params = np.array([1.0, 1.0, 1.0]), np.array([10.0, 0.5, 8.0 / 3.0])
+    args = (s0, params, Const(0.005), Const(steps))
+    t_ref, m_ref, g_ref = measure(lorenz_state, *args, reps=1)
+    row(f"lorenz_state {steps}", "none", t_ref, t_ref, m_ref, g_ref, g_ref)
+    for lim in limits:
+        t, m, g = measure(lorenz_state, *args, limit=lim, reps=1)
+        row(f"lorenz_state {steps}", "1 MB" if lim == 2**20 else f"{lim} B", t, t_ref, m, g, g_ref)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=2000)
     ap.add_argument("--steps", type=int, default=4000)
-    ap.add_argument("--lorenz-steps", type=int, default=10**6)
+    ap.add_argument("--lorenz-steps", type=int, nargs="*", default=[10**5, 10**6])
+    ap.add_argument("--skip-rd", action="store_true")
     a = ap.parse_args()
-    u0 = np.random.default_rng(0).standard_normal(a.points)
-    args = (u0, 0.1, 0.2, 0.1, Const(a.steps))
-    t_ref, m_ref, g_ref = measure(rd, *args)
-    print("| workload | memory_limit | time (s) | x store-all | peak extra (MB) | max rel. diff |")
-    print("|---|---|---|---|---|---|")
-    print(f"| rd {a.points}x{a.steps} | none | {t_ref:.3f} | 1.00 | {m_ref / 2**20:.1f} | 0 |")
-    for mb in (32, 16, 8, 4, 1, 0.25):
-        t, m, g = measure(rd, *args, limit=int(mb * 2**20))
-        diff = np.max(np.abs(g[0] - g_ref[0])) / np.max(np.abs(g_ref[0]))
-        print(f"| rd {a.points}x{a.steps} | {mb} MB | {t:.3f} | {t / t_ref:.2f} | {m / 2**20:.1f} | {diff:.1e} |")
-    traj = np.zeros((a.lorenz_steps + 1, 3))
-    traj[0] = 1.0
-    largs = (traj, np.array([10.0, 28.0, 8.0 / 3.0]), Const(0.005))
-    t_ref, m_ref, g_ref = measure(lorenz_rk4, *largs, reps=1)
-    t, m, g = measure(lorenz_rk4, *largs, limit=2**20, reps=1)
-    diff = np.max(np.abs(g[1] - g_ref[1])) / np.max(np.abs(g_ref[1]))
-    print(f"| lorenz_rk4 {a.lorenz_steps} | none | {t_ref:.3f} | 1.00 | {m_ref / 2**20:.1f} | 0 |")
-    print(f"| lorenz_rk4 {a.lorenz_steps} | 1 MB | {t:.3f} | {t / t_ref:.2f} | {m / 2**20:.1f} | {diff:.1e} |")
+    print("| workload | memory_limit | time (s) | x store-all | peak extra (MB) | gradient vs store-all |")
+    print("|---|---|---|---|---|---|", flush=True)
+    lorenz_rows(300, (1,))  # 1 byte: a single snapshot
+    if not a.skip_rd:
+        u0 = np.random.default_rng(0).standard_normal(a.points)
+        for fn, mbs in ((rd, (32, 16, 8, 4, 1)), (rd_while, (16, 4, 1))):
+            args = (u0, 0.1, 0.2, 0.1, Const(a.steps))
+            name = f"{fn.__name__} {a.points}x{a.steps}"
+            t_ref, m_ref, g_ref = measure(fn, *args)
+            row(name, "none", t_ref, t_ref, m_ref, g_ref, g_ref)
+            for mb in mbs:
+                t, m, g = measure(fn, *args, limit=int(mb * 2**20))
+                row(name, f"{mb} MB", t, t_ref, m, g, g_ref)
+    for steps in a.lorenz_steps:
+        lorenz_rows(steps, (2**20,))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from .errors import (
 )
 from .rules.custom import CustomRule, custom_rule, inactive
 from .shadows import make_zero, make_zero_
+from .transform.checkpoint_rt import checkpointed
 
 __all__ = [
     "gradient_forward", "hessian", "hvp", "hvp_and_gradient", "jacobian",
@@ -43,6 +44,6 @@ __all__ = [
     "ForwardWithPrimal", "Reverse", "ReverseSplitNoPrimal", "ReverseSplitWithPrimal", "ReverseWithPrimal", "Tape",
     "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
-    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive",
+    "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive", "checkpointed",
 ]
 __version__ = "0.1.0"

@@ -378,7 +378,8 @@ def _compile(mode: Mode, ir: Function, active: list[bool], classes: list[int], r
                                                  split=mode.split, width=width, dims=dims, internal=internal,
                                                  no_need=no_need, need_return=mode.with_primal,
                                                  numba=backend not in ("python", "kernels"))
-        if memory_limit is not None:  # checkpoint the loops whose tape may not fit (`transform/checkpoint.py`)
+        if memory_limit is not None or any("checkpoint" in op.attrs for op in ir.body.ops):
+            # checkpoint the loops whose tape may not fit, and those marked (`transform/checkpoint.py`)
             from .transform.checkpoint import checkpointed
 
             got = checkpointed(ir, rev, memory_limit, lambda: analyze(ir, active, classes, seed_return=seeded),
@@ -902,10 +903,8 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
     """
     if not (isinstance(mode, Mode) and mode.split):
         raise ZymoUsageError("autodiff_thunk takes ReverseSplitWithPrimal or ReverseSplitNoPrimal")
-    limit = _memory_limit(memory_limit)
-    if limit is not None:  # checkpointing is not available in split mode yet: refused if it would be needed
-        _prepare(mode, f, ret_activity, args, numba, limit)
-    _prepare(mode, f, ret_activity, args, numba)  # compile now, check the annotations
+    limit = _memory_limit(memory_limit)  # loops checkpointed: the tape holds the snapshots
+    _prepare(mode, f, ret_activity, args, numba, limit)  # compile now, check the annotations
     last: dict[int, tuple] = {}  # half -> (generation, _Match, what _prepare gave) of its last call
 
     def prepared(half: int, call_args: tuple) -> tuple:
@@ -914,7 +913,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
         rec = last.get(half)
         if rec is not None and rec[0] == _GENERATION[0] and rec[1].matches(call_args):
             return rec[2]
-        got = _prepare(mode, f, ret_activity, call_args, numba)
+        got = _prepare(mode, f, ret_activity, call_args, numba, limit)
         comp, norm, leaves, all_values = got
         if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
             try:
@@ -1173,12 +1172,15 @@ def generated_code(mode: Mode, f: Callable, ret_activity: Any, *args: Any, numba
     return comp.source
 
 
-def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
+def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any, memory_limit: int | None = None) -> str:
     """What the reverse-mode derivative of this call caches, where, why, and how big.
 
     Like Enzyme's printperf: each cached value with its source line, the reason
     (defined inside a loop, or a later store that may overwrite it) and its
     size; "nothing is cached" when the adjoint sweep reads everything in place.
+    Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) it also runs the
+    derivative on copies of the arguments and adds the checkpoint schedule of each loop
+    (`checkpoint_rt.Plan.describe`): snapshots, their bytes, the iterations recomputed, and why.
     """
     import copy
 
@@ -1193,7 +1195,31 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any) -> str:
     comp, norm, leaves, all_values = _prepare(ReverseSplitWithPrimal, f, ret_activity, copies, False)
     shadows = _shadows(comp, leaves, all_values)
     _, recorded = comp.fn[0](*all_values, *shadows, None)
-    return report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
+    text = report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
+    limit = _memory_limit(memory_limit)
+    return text if limit is None else text + "\n" + _schedule_report(f, ret_activity, args, limit)
+
+
+def _schedule_report(f: Callable, ret_activity: Any, args: tuple, limit: int) -> str:
+    """The checkpoint schedules of one reverse-mode call under `limit` bytes (on copies of `args`)."""
+    import copy
+
+    from .annotations import Reverse as _Reverse
+    from .transform.checkpoint_rt import Plan
+
+    copies = copy.deepcopy(args)
+    saved, Plan.log = Plan.log, []
+    try:
+        _autodiff_slow(_Reverse, f, ret_activity, copies, False, limit)
+        plans = Plan.log
+    finally:
+        Plan.log = saved
+    lines = [f"checkpoint schedule under memory_limit={limit} bytes (the entries above are what the call "
+             "stores without a limit)"]
+    if not plans:
+        lines.append("  no loop records a tape: nothing is checkpointed")
+    lines += [f"  {p.describe()}" for p in plans]
+    return "\n".join(lines)
 
 
 def ir(f: Callable, *args: Any) -> Function:

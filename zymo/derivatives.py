@@ -96,7 +96,7 @@ def _as_output(y: Any, what: str) -> Any:
 
 
 def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
-             numba: Any = None, sparse: bool = False, detect: str = "auto") -> Any:
+             numba: Any = None, sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`.
 
     `sparse=True` returns a `scipy.sparse.csr_matrix` of shape `(y.size, x.size)` (C order):
@@ -104,20 +104,25 @@ def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = 
     color (or reverse lane per row color, when fewer; `mode` breaks ties) computes it.
     `detect="global"`: a pattern valid at every x; `"local"`: exact for the branches taken at
     this x, valid only for inputs taking the same branches; `"auto"` (default): global, else
-    local with a warning. See `zymo/sparse/`."""
+    local with a warning. See `zymo/sparse/`. `memory_limit` (bytes) bounds what each
+    reverse-mode pass stores, as for `autodiff` (loops checkpointed); forward mode stores nothing."""
     consts = _constants(consts)
     if not isinstance(mode, Mode) or mode.split:
         raise ZymoUsageError("jacobian takes Forward or Reverse")
+    if memory_limit is not None and not mode.forward:
+        if sparse:
+            raise ZymoUsageError("jacobian(Reverse, ..., sparse=True) takes no memory_limit yet; use the dense "
+                                 "jacobian or Forward mode")
     if sparse:
         from .sparse.drivers import sparse_jacobian
 
         return sparse_jacobian(mode, f, x, consts, detect, chunk, numba)
     x = _check_x(x, "jacobian")
     if isinstance(x, float):
-        return _jacobian_scalar(mode, f, x, consts, numba)
+        return _jacobian_scalar(mode, f, x, consts, numba, memory_limit)
     if mode.forward:
         return _jacobian_forward(f, x, consts, chunk, numba)
-    return _jacobian_reverse(f, x, consts, chunk, numba)
+    return _jacobian_reverse(f, x, consts, chunk, numba, memory_limit)
 
 
 def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> tuple:
@@ -176,11 +181,13 @@ def _pull4(y, f, x, c1, c2, c3, c4):
 _PULL = [_pull0, _pull1, _pull2, _pull3, _pull4]
 
 
-def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any) -> Any:
+def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any,
+                      memory_limit: int | None = None) -> Any:
     y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
     if isinstance(y, float):  # one row: the gradient
         dx = np.zeros_like(x)
-        _autodiff(Reverse, f, Active, Duplicated(np.copy(x), dx), *map(Const, _copies(consts)), numba=numba)
+        _autodiff(Reverse, f, Active, Duplicated(np.copy(x), dx), *map(Const, _copies(consts)), numba=numba,
+                  memory_limit=memory_limit)
         return dx
     if len(consts) >= len(_PULL):
         raise ZymoUsageError(f"jacobian(Reverse, ...) takes at most {len(_PULL) - 1} constant arguments; "
@@ -195,24 +202,25 @@ def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, num
         ybuf = np.zeros_like(y)
         if width == 1:
             _autodiff(Reverse, pull, Const, Duplicated(ybuf, seeds[0]), f,
-                      Duplicated(np.copy(x), dxs[0]), *args, numba=numba)
+                      Duplicated(np.copy(x), dxs[0]), *args, numba=numba, memory_limit=memory_limit)
         else:
             _autodiff(Reverse, pull, Const, BatchDuplicated(ybuf, seeds), f,
-                      BatchDuplicated(np.copy(x), dxs), *args, numba=numba)
+                      BatchDuplicated(np.copy(x), dxs), *args, numba=numba, memory_limit=memory_limit)
         for lane, d in enumerate(dxs):
             if start + lane < y.size:
                 J[start + lane] = d
     return J.reshape(y.shape + x.shape)
 
 
-def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: Any) -> Any:
+def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: Any,
+                     memory_limit: int | None = None) -> Any:
     """d f / d x for a float x: the tangent (forward) or, for a float result, the adjoint."""
     y = _as_output(f(x, *_copies(consts)), "jacobian")
     args = [Const(c) for c in _copies(consts)]
     if mode.forward or not isinstance(y, float):
         (t,) = _autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), *args, numba=numba)
         return t
-    (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba)
+    (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba, memory_limit=memory_limit)
     return d[0]
 
 
@@ -353,24 +361,88 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
                   BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
 
 
-def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> tuple:
-    """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program."""
+def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None,
+                     memory_limit: int | None = None) -> tuple:
+    """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program.
+
+    Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) it is reverse mode over
+    zymo's forward-mode program instead (`_hvp_limited`): that reverse pass checkpoints its loops."""
+    from .api import _memory_limit
+
     consts = _constants(consts)
     x = _check_x(x, "hvp")
+    limit = _memory_limit(memory_limit)
     if isinstance(x, float):
+        if limit is not None:
+            raise ZymoUsageError("hvp with memory_limit takes an array x; a float x stores one number per loop "
+                                 "iteration at most")
         return _scalar_second(f, x, consts, numba, float(v))
     v = np.array(v, dtype=x.dtype)  # a copy: the program writes tangents of what f overwrites
     if v.shape != x.shape:
         raise ZymoUsageError(f"hvp: v has shape {v.shape}, x has shape {x.shape}")
+    if limit is not None:
+        return _hvp_limited(f, x, v, consts, numba, limit)
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     hv, g = np.zeros_like(x), np.zeros_like(x)
     _over_reverse(comp, x, rest, internal, (v,), (hv,), numba, g)
     return hv, g
 
 
-def hvp(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None) -> Any:
-    """The Hessian of scalar `f` at `x` times `v` (forward over reverse)."""
-    return hvp_and_gradient(f, x, v, *consts, numba=numba)[0]
+def hvp(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None, memory_limit: int | None = None) -> Any:
+    """The Hessian of scalar `f` at `x` times `v` (forward over reverse; under a memory limit,
+    reverse over forward)."""
+    return hvp_and_gradient(f, x, v, *consts, numba=numba, memory_limit=memory_limit)[0]
+
+
+def _dir1(fn, x, a1):
+    return fn(x, a1)[1][0]
+
+
+def _dir2(fn, x, a1, a2):
+    return fn(x, a1, a2)[1][0]
+
+
+def _dir3(fn, x, a1, a2, a3):
+    return fn(x, a1, a2, a3)[1][0]
+
+
+def _dir4(fn, x, a1, a2, a3, a4):
+    return fn(x, a1, a2, a3, a4)[1][0]
+
+
+def _dir5(fn, x, a1, a2, a3, a4, a5):
+    return fn(x, a1, a2, a3, a4, a5)[1][0]
+
+
+def _dir6(fn, x, a1, a2, a3, a4, a5, a6):
+    return fn(x, a1, a2, a3, a4, a5, a6)[1][0]
+
+
+_DIR = [None, _dir1, _dir2, _dir3, _dir4, _dir5, _dir6]
+
+
+def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba: Any, limit: int) -> tuple:
+    """(H(x) v, grad f(x)) under `limit` bytes: the gradient of the directional derivative
+    `f'(x) v`, by reverse mode (with `memory_limit`) over zymo's forward-mode program of `f`,
+    and the gradient by a reverse pass of its own under the same limit."""
+    from .api import _prepare, _shadows
+
+    g = np.zeros_like(x)
+    _autodiff(Reverse, f, Active, Duplicated(np.copy(x), g), *map(Const, _copies(consts)), numba=numba,
+              memory_limit=limit)
+    comp, _, leaves, values = _prepare(Forward, f, Duplicated, (Duplicated(np.copy(x), np.copy(v)),
+                                                                 *map(Const, _copies(consts))), numba=False)
+    shadows = _shadows(comp, leaves, values)
+    hv = np.zeros_like(x)
+    if not shadows:  # f does not depend on x
+        return hv, g
+    rest = [*values[1:], v, *(make_zero(s) for s in shadows[1:])]
+    if len(rest) >= len(_DIR):
+        raise ZymoUsageError(f"hvp with memory_limit takes at most {len(_DIR) - 2} constant arguments; "
+                             "pack them in a tuple")
+    _autodiff(Reverse, _DIR[len(rest)], Active, comp.fn, Duplicated(np.copy(x), hv), *map(Const, _copies(rest)),
+              numba=numba, memory_limit=limit)
+    return hv, g
 
 
 def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None,

@@ -641,6 +641,9 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     def lower_for(self, s: ast.For) -> None:
         it = s.iter
+        if isinstance(it, ast.Call) and self._is_checkpoint_marker(it.func):
+            self._lower_marked_loop(s, it)
+            return
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
             fn = self.lookup(it.func.id, it.func)
             if fn == S(range):
@@ -775,6 +778,50 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
             self.unrolling -= 1
             f.loops.pop()
             self.last_broke = f.env.pop(brk, None)
+
+    def _is_checkpoint_marker(self, func: ast.expr) -> bool:
+        """Whether `func` names `zymo.checkpointed` (as a global or an attribute of a module)."""
+        from ..transform.checkpoint_rt import checkpointed
+
+        if isinstance(func, ast.Name):
+            try:
+                return self.lookup(func.id, func) == S(checkpointed)
+            except ZymoSourceError:
+                return False
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr == "checkpointed":
+            try:
+                base = self.lookup(func.value.id, func.value)
+            except ZymoSourceError:
+                return False
+            return isinstance(base, S) and getattr(base.obj, "checkpointed", None) is checkpointed
+        return False
+
+    def _lower_marked_loop(self, s: ast.For, it: ast.Call) -> None:
+        """`for t in zymo.checkpointed(range(...), snapshots=k):` lowered as the plain loop, whose op
+        gets `attrs["checkpoint"] = k` (`transform/checkpoint.py` checkpoints it)."""
+        if len(it.args) != 1 or not (isinstance(it.args[0], ast.Call) and isinstance(it.args[0].func, ast.Name)
+                                     and self.lookup(it.args[0].func.id, it.args[0].func) == S(range)):
+            raise self.error(UnsupportedSyntax, "zymo.checkpointed() marks a loop over range(...)", it,
+                             hint="write: for t in zymo.checkpointed(range(n), snapshots=4):")
+        k = 1
+        for kw in it.keywords:
+            v = self.expr(kw.value) if kw.arg == "snapshots" else None
+            if isinstance(v, Value) and v.is_const:
+                v = S(v.const)
+            if kw.arg != "snapshots" or not (isinstance(v, S) and type(v.obj) is int and v.obj >= 1):
+                raise self.error(UnsupportedSyntax, "zymo.checkpointed() takes snapshots= a positive int known "
+                                 "when zymo reads the function", kw.value if kw.arg else it)
+            k = v.obj
+        plain = ast.copy_location(ast.For(target=s.target, iter=it.args[0], body=s.body, orelse=s.orelse,
+                                          type_comment=None), s)
+        block = self.b.block
+        before = len(block.ops)
+        self.lower_for(plain)
+        loops = [op for op in block.ops[before:] if op.kind in ("for", "while")]
+        if not loops:
+            raise self.error(UnsupportedSyntax, "zymo cannot checkpoint this loop: it is unrolled", s,
+                             hint="zymo unrolls small loops over tuples: remove zymo.checkpointed here")
+        loops[-1].attrs["checkpoint"] = k
 
     def lower_range_loop(self, s: ast.For, bounds: list[Value], bind: Callable[[Value], None]) -> None:
         if contains(s.body, (ast.Break,), loops=False) or contains(s.body, (ast.Return,), loops=True):

@@ -146,7 +146,7 @@ def grow_stack(buf, row, need):
 
 def reuse_buffer(tape, slot, size, dtype):
     """Slot `slot` of a tape passed back in, if it can hold `size` entries; else a new buffer."""
-    if tape is not None:
+    if tape is not None and tape[slot] is not None:  # None: a checkpointed loop that did not tape
         buf = tape[slot]
         if buf.dtype == dtype and buf.shape[0] >= size:
             return buf
@@ -155,7 +155,7 @@ def reuse_buffer(tape, slot, size, dtype):
 
 def reuse_list(tape, slot):
     """A list cache from a tape passed back in (emptied), or a new one."""
-    if tape is not None:
+    if tape is not None and tape[slot] is not None:
         lst = tape[slot]
         lst.clear()
         return lst

@@ -1,23 +1,26 @@
 """Checkpointing: reverse mode under a memory limit (`memory_limit=`, issue 35).
 
-Contract: `checkpointed_reverse(fn, act_of, rev0, limit, ...)` is called by `api._compile` with the
-store-all generator `rev0` of `fn`. The top-level `for` loops whose iterations record a tape
-(`taped_loops`) are *checkpointed*; the others, and everything outside them, are generated as
-without a limit. For such a loop the IR gets, just before it, identity ops for its start, stop
-and carried numbers (`zymo.checkpoint_bound`, `zymo.checkpoint_carry`), so that the generated
-driver can run the loop over any range of iterations from any state; the IR is restored
-after the program is written.
+Contract: `checkpointed(fn, rev0, limit, ...)` is called by `api._compile` with the store-all
+generator `rev0` of `fn`. The top-level `for` and `while` loops whose iterations record a tape
+(`taped_loops`) are *checkpointed* (with no limit, only those marked `zymo.checkpointed(...)`,
+`op.attrs["checkpoint"]`); the others, and everything outside them, are generated as without a
+limit. For such a loop the IR gets, just before it, identity ops for its start, stop and carried
+numbers (`zymo.checkpoint_bound`, `zymo.checkpoint_carry`), so that the generated driver can run
+the loop over any range of iterations from any state; the IR is restored after the program is
+written.
 
-The program (`Checkpoint.forward`, `Checkpoint.adjoint`) makes a `checkpoint_rt.Plan` at the
-loop's entry. When the whole tape fits the limit, the loop is taped and reversed as without a
-limit. Otherwise the forward sweep runs only the primal of the loop, storing snapshots of the
-loop's state at the iterations the schedule says (Revolve), and the adjoint sweep restores
-snapshots, runs iterations again (the primal, then the taped forward of the iterations it
-reverses) and their adjoint. The state of the loop: its carried numbers, and the memory
-defined before the loop that it writes, or that it reads and the code after it writes (each
-snapshot copies all of it). What cannot be snapshotted is refused at the loop's line:
-carried arrays or lists, writes into memory zymo cannot trace to an array or list of arrays
-defined before the loop. Python backend only; split mode is refused (`api`).
+A `for` loop (`Checkpoint`) makes a `checkpoint_rt.Plan` at its entry. When the whole tape fits
+the limit, the loop is taped and reversed as without a limit. Otherwise the forward sweep runs
+only the primal of the loop, storing snapshots of the loop's state at the iterations the
+schedule says (Revolve), and the adjoint sweep restores snapshots, runs iterations again (the
+primal, then the taped forward of the iterations it reverses) and their adjoint. A `while` loop
+(`WhileCheckpoint`, also a `for` with `break`) makes a `checkpoint_rt.OnlinePlan` and is always
+checkpointed. Loops share the limit (`Checkpoint._room`). The state of the loop: its carried
+numbers, and the memory defined before the loop that it writes, or that it reads and the code
+after it writes (each snapshot copies all of it). What cannot be snapshotted is refused at the
+loop's line: carried arrays or lists, writes into memory zymo cannot trace to an array or list
+of arrays defined before the loop. Split mode: the tape carries the plans and the snapshots.
+Backends: Python and "kernels"; "prefer" warns and runs Python; Numba ("always") is refused.
 """
 from __future__ import annotations
 
@@ -55,23 +58,15 @@ class CheckpointError(ZymoSourceError):
 
 
 def taped_loops(rev0: Reverse) -> list[Op]:
-    """The top-level loops in which the store-all program `rev0` records a tape; a `while` loop
-    among them is refused (no online schedule yet)."""
+    """The top-level loops (`for` and `while`) in which the store-all program `rev0` records a tape."""
     out = []
     for op in rev0.fn.body.ops:
         if op.kind not in ("for", "while"):
             continue
         taped = any(rev0._cached(rev0.values[vid]) and not rev0._remat(rev0.values[vid], role)
                     and rev0._inside(rev0.def_block[vid], op) for vid, role in rev0.needed)
-        if not taped:
-            continue
-        if op.kind == "while":
-            raise CheckpointError(
-                "zymo cannot checkpoint this loop under the memory limit: it is a while loop (or a for loop "
-                "with break or return, which zymo lowers to one)", op.loc,
-                why="only for loops over a range known at the loop's entry have a checkpoint schedule yet",
-                hint="raise memory_limit, or write the loop as a for loop without break")
-        out.append(op)
+        if taped:
+            out.append(op)
     return out
 
 
@@ -91,12 +86,13 @@ def iter_bytes_estimate(rev0: Reverse, op: Op) -> tuple[int, int]:
 class Checkpoint:
     """One checkpointed loop: its IR edits and the code the generator writes for it."""
 
-    def __init__(self, fn: Function, op: Op, limit: int, est: tuple[int, int]) -> None:
+    def __init__(self, fn: Function, op: Op, limit: int | None, est: tuple[int, int]) -> None:
         self.fn, self.op, self.limit, self.est = fn, op, limit, est
+        self.share = (0, 1)  # (this loop's place, how many) among the function's checkpointed loops
         self.taped_fwd: Writer | None = None
         self.marker = f"# zymo checkpoint forward {id(self)}"
-        body = op.regions[0]
-        for c in body.args[1:]:
+        self.carries = op.regions[0].args[1:] if op.kind == "for" else op.regions[0].args
+        for c in self.carries:
             if T.is_memory(c.type):
                 raise CheckpointError(
                     f"zymo cannot checkpoint this loop: it carries `{c.hint}`, an array or list rebound in "
@@ -107,12 +103,13 @@ class Checkpoint:
         self.old_args = list(op.args)
         self.index = fn.body.ops.index(op)
         new_ops, args = [], list(op.args)
-        for k in (0, 1):
+        first = 3 if op.kind == "for" else 0
+        for k in (0, 1) if op.kind == "for" else ():
             v = Value(T.INT, "_ck_lo" if k == 0 else "_ck_hi")
             new_ops.append(Op("prim", [args[k]], [v], op.loc, {"key": "zymo.checkpoint_bound",
                                                               "pos": (("v", 0),), "kw": ()}))
             args[k] = v
-        for k in range(3, len(args)):
+        for k in range(first, len(args)):
             c = args[k]
             v = Value(c.type, c.hint.lstrip("$") + "_0")
             key = "zymo.checkpoint_carry" if c.type.differentiable else "zymo.checkpoint_bound"
@@ -124,6 +121,8 @@ class Checkpoint:
 
     def undo(self) -> None:
         ops = self.fn.body.ops
+        if not self.new_ops:  # a while loop that carries nothing
+            return
         del ops[ops.index(self.new_ops[0]):ops.index(self.new_ops[0]) + len(self.new_ops)]
         self.op.args[:] = self.old_args
 
@@ -163,7 +162,7 @@ class Checkpoint:
             why.loc, why="a snapshot copies arrays and lists of arrays", hint="raise memory_limit")
 
     def _inside_loop(self, o: Op) -> bool:
-        return any(o is x for x in walk(self.op.regions[0]))
+        return any(o is x for r in self.op.regions for x in walk(r))
 
     def _state(self) -> list[Value]:
         from ..analysis.overwrite import Overwrites
@@ -183,7 +182,7 @@ class Checkpoint:
         later = self.fn.body.ops[self.fn.body.ops.index(self.op) + 1:]
         written_after = [(w, t) for o in later for w, t in Overwrites._writes(o)]
         if written_after:
-            read = [a for o in walk(self.op.regions[0]) for a in o.args if T.is_memory(a.type)]
+            read = [a for r in self.op.regions for o in walk(r) for a in o.args if T.is_memory(a.type)]
             for w, t in written_after:
                 b = t
                 while not self._before(b) and isinstance(b.owner, Op) and b.owner.kind in ("getitem", "prim"):
@@ -225,17 +224,61 @@ class Checkpoint:
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * (len(op.args) - 3)}" if self.state else
           f"{plan}_sb = {8 * (len(op.args) - 3) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
-        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self.limit}, {op.loc.line})")
+        w(f"{plan} = _ck.Plan({plan}_n, {plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line}, "
+          f"{op.attrs.get('checkpoint')})")
+        w(f"_ck_room -= {plan}.held_bytes()")
+        self._new_snaps(rev, w)
         with w.indent(f"if {plan}.fits:"):
             for line in taped.lines:
                 w(line)
         with w.indent("else:"):
-            w(f"{snaps} = {{}}")
             body = op.regions[0]
             assign_all(w, [(n(c), n(i)) for c, i in zip(body.args[1:], op.args[3:], strict=False)])
             with w.indent(f"for _ck_a in {plan}.forward:"):
                 self._advance(rev, op, w)
             assign_all(w, [(n(r), n(c)) for r, c in zip(op.results, body.args[1:], strict=False)])
+
+    def _room(self, w: Writer) -> str:
+        """The limit of this loop's plan: the loops share the memory limit. The forward sweep holds
+        what each loop's plan keeps for its adjoint (`held_bytes`) until the adjoint sweep reaches
+        that loop, after every later loop's, so a loop gets an equal part of what the loops before
+        it left (`_ck_room`), the first a 1/m part of the limit."""
+        k, m = self.share
+        if k == 0:
+            w(f"_ck_room = {self.limit if self.limit is not None else 1 << 62}")
+        return "_ck_room" if k == m - 1 else f"_ck_room // {m - k}"
+
+    def _new_snaps(self, rev: Reverse, w: Writer) -> None:
+        """The snapshots' dict (`checkpoint_rt.Snapshots`); in split mode a slot of the tape, whose
+        buffers a tape passed back in lends to this forward sweep."""
+        _, snaps, _ = self._names(rev)
+        if rev.split:
+            slot = len(rev.tape_slots)
+            rev.tape_slots.append(snaps)
+            w(f"{snaps} = _ck.reuse_snaps({rev.tape_in}, {slot})")
+        else:
+            w(f"{snaps} = _ck.Snapshots()")
+
+    @staticmethod
+    def _adjoint_prelude(rev: Reverse, w: Writer) -> None:
+        """The adjoint sweep's own import of the run-time module; in split mode, the taped forward
+        it runs allocates fresh caches (no tape passed back in there)."""
+        w("from zymo.transform import checkpoint_rt as _ck")
+        if rev.split:
+            w(f"{rev.tape_in} = None")
+
+    def tape_names(self, rev: Reverse) -> set[str]:
+        """Names the adjoint sweep assigns that it may read before assigning: the loop's bounds
+        and first carried numbers, and what the taped forward assigns (caches, counters, extents),
+        which the adjoint sweep runs again but reads from the forward sweep where the whole tape
+        fitted. A split-mode tape carries them too (`reverse._free_names`)."""
+        import ast
+
+        out = {rev.namer(v) for v in self.op.args}
+        if self.taped_fwd is not None:
+            tree = ast.parse("\n".join(self.taped_fwd.lines) or "pass")
+            out |= {x.id for x in ast.walk(tree) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+        return out
 
     def _advance(self, rev: Reverse, op: Op, w: Writer) -> None:
         """Interpret an ADVANCE action `_ck_a`: store a snapshot, then run the primal of its steps."""
@@ -244,7 +287,7 @@ class Checkpoint:
         body = op.regions[0]
         carries = [n(c) for c in body.args[1:]]
         with w.indent("if _ck_a[3]:"):
-            items = [f"_ck.snap({n(v)})" for v in self.state] + carries
+            items = [f"{snaps}.snap({n(v)})" for v in self.state] + carries
             w(f"{snaps}[_ck_a[1]] = ({', '.join(items)}{',' if len(items) == 1 else ''})")
         a, s = n(self.old_args[0]), n(op.args[2])
         w(f"_ck_j0, _ck_j1 = {plan}.iterations(_ck_a[1], _ck_a[2])")
@@ -302,6 +345,7 @@ class Checkpoint:
         inner = rev.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names, strict=False) if nm])
         rev._carry_back(inner, names, carries)
         lo, hi, step = (rev.use(v) for v in op.args[:3])
+        self._adjoint_prelude(rev, w)
         iv = n(body.args[0])
         r = n.fresh("_r")
         loop = self._reverse_loop(lo, hi, step, iv, r)
@@ -358,35 +402,158 @@ class Checkpoint:
         raise AssertionError("checkpoint marker not found")
 
 
-def checkpointed(fn: Function, rev0: Reverse, limit: int, analyze: Any, options: dict, split: bool = False,
+class WhileCheckpoint(Checkpoint):
+    """A checkpointed `while` loop (also a `for` with `break`): its trip count is known only when
+    it ends, so it is always checkpointed, by `checkpoint_rt.OnlinePlan` (online doubling, then
+    Revolve between the snapshots kept)."""
+
+    def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
+        """The forward sweep at the loop: its primal a step at a time, snapshots where the plan says."""
+        from ..codegen.writer import Writer
+
+        n = rev.namer
+        taped = Writer()
+        ck = rev.checkpoints.pop(id(op))
+        rev.while_header[id(op)] = "for _ck_it in range(_ck_cnt):"  # a TAPE action runs _ck_cnt iterations
+        try:
+            rev.fwd_op(op, taped)
+        finally:
+            rev.checkpoints[id(op)] = ck
+            del rev.while_header[id(op)]
+        self.taped_fwd = taped
+        plan, snaps, _ = self._names(rev)
+        scal, arrs = self.est
+        state = ", ".join(n(v) for v in self.state)
+        w("from zymo.transform import checkpoint_rt as _ck")
+        w(f"{plan}_sb = _ck.nbytes({state}) + {8 * len(self.carries)}" if self.state else
+          f"{plan}_sb = {8 * len(self.carries) or 8}")
+        big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"
+        w(f"{plan} = _ck.OnlinePlan({plan}_sb, {scal} + {arrs} * {big}, {self._room(w)}, {op.loc.line}, "
+          f"{op.attrs.get('checkpoint')})")
+        w(f"_ck_room -= {plan}.held_bytes()")
+        self._new_snaps(rev, w)
+        cond = op.regions[0]
+        assign_all(w, [(n(c), n(i)) for c, i in zip(cond.args, op.args, strict=False)])
+        w("_ck_more = True")
+        with w.indent("while _ck_more:"):
+            with w.indent(f"if {plan}.store({snaps}):"):
+                self._store(rev, w, f"{plan}.step")
+            self._run(rev, op, w, f"{plan}.block")
+            w(f"_ck_more = {plan}.advanced(_ck_c, {snaps})")
+        assign_all(w, [(n(r), n(c)) for r, c in zip(op.results, cond.args, strict=False)])
+
+    def _store(self, rev: Reverse, w: Writer, at: str) -> None:
+        n = rev.namer
+        _, snaps, _ = self._names(rev)
+        items = [f"{snaps}.snap({n(v)})" for v in self.state] + [n(c) for c in self.op.regions[0].args]
+        w(f"{snaps}[{at}] = ({', '.join(items)}{',' if len(items) == 1 else ''})")
+
+    def _run(self, rev: Reverse, op: Op, w: Writer, count: str) -> None:
+        """The primal of at most `count` iterations from the state in the condition's arguments;
+        `_ck_c` counts those run (fewer when the loop ends)."""
+        n = rev.namer
+        cond, body = op.regions
+        w("_ck_c = 0")
+        with w.indent(f"while _ck_c < {count}:"):
+            self._primal_block(rev, cond, w)  # ends with `if not ...: break`
+            assign_all(w, [(n(b), n(c)) for b, c in zip(body.args, cond.args, strict=False)])
+            self._primal_block(rev, body, w)
+            assign_all(w, [(n(c), n(y)) for c, y in zip(cond.args, body.ops[-1].args, strict=False)])
+            w("_ck_c += 1")
+
+    def adjoint(self, rev: Reverse, op: Op, w: Writer) -> None:
+        """The adjoint sweep at the loop: the driver of `OnlinePlan.reverse`."""
+        n = rev.namer
+        plan, snaps, _ = self._names(rev)
+        cond, body = op.regions
+        trip = rev.trips.get(id(op))
+        if trip is None:
+            trip = Value(T.INT, "_trip")
+            rev.values[trip.id] = trip
+            rev.def_block[trip.id] = rev.blocks_of_op[id(op)]
+            rev.trips[id(op)] = trip
+        names = rev._carry_seeds(body.args, op.results, w)
+        ys = body.ops[-1].args
+        for nm, c in zip(names, body.args, strict=False):
+            if nm is not None:
+                rev.adj_used.add(c.id)
+        inner = rev.rev_block(body, seeds=[(y, nm) for y, nm in zip(ys, names, strict=False) if nm])
+        rev._carry_back(inner, names, body.args)
+        self._adjoint_prelude(rev, w)
+        with w.indent(f"for _ck_a in {plan}.reverse({snaps}):"):
+            w(f"_ck_j0, _ck_j1 = {plan}.iterations(_ck_a[1], _ck_a[2])")
+            with w.indent("if _ck_a[0] == 0:"):
+                with w.indent("if _ck_a[3]:"):
+                    self._store(rev, w, "_ck_a[1]")
+                self._run(rev, op, w, "_ck_j1 - _ck_j0")
+            with w.indent("elif _ck_a[0] == 1:"):
+                w(f"_ck_s = {snaps}[_ck_a[1]] if _ck_a[3] else {snaps}.pop(_ck_a[1])")
+                for k, v in enumerate(self.state):
+                    w(f"_ck.put({n(v)}, _ck_s[{k}])")
+                for k, c in enumerate(cond.args):
+                    w(f"{n(c)} = _ck_s[{len(self.state) + k}]")
+            with w.indent("else:"):
+                w("_ck_cnt = _ck_j1 - _ck_j0")
+                for c, i in zip(cond.args, op.args, strict=False):
+                    w(f"{n(i)} = {n(c)}")
+                w(self.marker)
+                with w.indent(f"for _ in range({rev.use(trip)}):"):
+                    for line in inner.lines:
+                        w(line)
+        rev._carry_out(w, names, op.args)
+
+
+def _outside_zymo() -> int:
+    """The `stacklevel` of the first caller outside zymo (and the decorators' stdlib frames)."""
+    import sys
+
+    frame: Any = sys._getframe(1)
+    level = 1
+    while frame is not None and (frame.f_globals.get("__name__", "").split(".")[0] in ("zymo", "contextlib",
+                                                                                         "functools")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def checkpointed(fn: Function, rev0: Reverse, limit: int | None, analyze: Any, options: dict, split: bool = False,
                  backend: str = "python") -> tuple | None:
     """The program with the taped loops of `rev0` checkpointed under `limit` bytes, as
     `(source, names, active params, generator, activity)`; None when no loop records a tape."""
     from .reverse import Reverse
 
     loops = taped_loops(rev0)
+    if limit is None:  # no memory limit: only the loops marked `zymo.checkpointed(...)`
+        loops = [op for op in loops if "checkpoint" in op.attrs]
     if not loops:
         return None
-    if split:
-        raise CheckpointError("zymo cannot checkpoint this loop in split mode (autodiff_thunk) yet", loops[0].loc,
-                              why="the snapshots would have to travel on the tape",
-                              hint="use zymo.autodiff or gradient with memory_limit, or no memory_limit here")
-    if backend not in ("python", "prefer"):
+    if backend == "always":
         from ..codegen.numba_ import ZymoNumbaError
 
         raise ZymoNumbaError("zymo's Numba backend cannot compile a checkpointed loop yet", loops[0].loc,
                              why="memory_limit asks to checkpoint this loop, whose driver runs as Python",
-                             hint="use numba=False or 'prefer' (the derivative then runs as Python), "
-                                  "or no memory_limit")
+                             hint="use numba=False, 'prefer' (the derivative then runs as Python) or 'kernels' "
+                                  "(its loops of numbers compile), or no memory_limit")
+    if backend == "prefer":
+        import warnings
+
+        from ..errors import ZymoWarning
+
+        loc = loops[0].loc
+        warnings.warn(f"the derivative of {fn.name} runs as Python, not Numba: memory_limit checkpoints the loop at "
+                      f"line {loc.line} of {loc.file}, whose driver runs as Python (numba='kernels' compiles its "
+                      "loops of numbers)", ZymoWarning, stacklevel=_outside_zymo())
     cks: list[Checkpoint] = []
     try:
         for op in loops:
-            cks.append(Checkpoint(fn, op, limit, iter_bytes_estimate(rev0, op)))
+            cls = WhileCheckpoint if op.kind == "while" else Checkpoint
+            cks.append(cls(fn, op, limit, iter_bytes_estimate(rev0, op)))
+        for k, ck in enumerate(cks):
+            ck.share = (k, len(cks))
         act = analyze()
         rev = Reverse(fn, act, options["seed_return"], options["width"], options["dims"], options["internal"],
                       options["no_need"], options["need_return"], False)
         rev.checkpoints = {id(ck.op): ck for ck in cks}
-        src, names, params = rev.run(False)
+        src, names, params = rev.run(split)
     finally:
         for ck in reversed(cks):
             ck.undo()

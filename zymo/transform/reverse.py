@@ -112,6 +112,7 @@ class Reverse:
         self._by_name: dict[str, Any] | None = None  # shadow name -> its value (`same_shape`)
         self.at_top = False
         self.checkpoints: dict[int, Any] = {}  # loop op id -> its `checkpoint.Checkpoint` (memory limit)
+        self.while_header: dict[int, str] = {}  # while op id -> the header a checkpoint runs it by
         self._index(fn.body, 0)
         for p in fn.params:
             self.def_block[p.id] = fn.body
@@ -261,14 +262,15 @@ class Reverse:
                 w(f"return {rets}, {adjs}")
             return w.source(), [name], shadow_params + active_scalars
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads
+        also = {x for ck in self.checkpoints.values() for x in ck.tape_names(self)}  # `checkpoint.py`
         tape = self.tape_slots + sorted(
-            _free_names(rev, fwd) - set(self.tape_slots) - set(params) - set(self.seeds))
+            _free_names(rev, fwd, also) - set(self.tape_slots) - set(params) - set(self.seeds))
         self.tape_names = tape
         tup = ", ".join(tape) + ("," if len(tape) == 1 else "")
         aug = n.fresh(f"{fn.name}_augmented")
         assert self.tape_in is not None  # split mode
         with w.indent(f"def {aug}({', '.join(params + [self.tape_in])}):"):
-            late = [t for t in tape if t not in self.tape_slots]
+            late = [t for t in tape if t not in self.tape_slots or t in also]
             # names a branch or loop may leave unassigned still go on the tape; a zero of
             # their type where it is known (Numba types a variable once)
             for init in sorted({n.typed_zero.get(t, "None") for t in late}):
@@ -1058,7 +1060,7 @@ class Reverse:
             if trip is not None:
                 w(f"{n(trip)} = 0")
             self._fwd_assign(w, cond.args, op.args)
-            with w.indent("while True:"):
+            with w.indent(self.while_header.get(id(op), "while True:")):
                 self.fwd_block(cond, w)
                 self._fwd_assign(w, body.args, cond.args)
                 if trip is not None:
@@ -1882,10 +1884,10 @@ def _one_element(op: Op) -> bool:
             and all(t[0] == "v" and isinstance(op.args[t[1]].type, T.Scalar) for t in parts))
 
 
-def _free_names(rev: Writer, fwd: Writer) -> set[str]:
-    """Names the adjoint sweep reads but never assigns itself, that the forward sweep assigns:
-    what a split-mode tape must carry. (Cache counters are updated with `-=`, so they count as
-    read; popped values and loop variables are assigned by the adjoint sweep.)"""
+def _free_names(rev: Writer, fwd: Writer, also: set[str] = frozenset()) -> set[str]:  # type: ignore[assignment]
+    """Names the adjoint sweep reads but never assigns itself (and the names `also`), that the
+    forward sweep assigns: what a split-mode tape must carry. (Cache counters are updated with
+    `-=`, so they count as read; popped values and loop variables are assigned by the adjoint sweep.)"""
     import ast
 
     def scan(w: Writer) -> tuple[set[str], set[str]]:
@@ -1902,7 +1904,7 @@ def _free_names(rev: Writer, fwd: Writer) -> set[str]:
 
     rev_loads, rev_stores = scan(rev)
     _, fwd_stores = scan(fwd)
-    return (rev_loads - rev_stores) & fwd_stores
+    return ((rev_loads - rev_stores) | set(also)) & fwd_stores
 
 
 def reverse(fn: Function, act: Activity, seed_return: bool = True,
