@@ -6,6 +6,10 @@ writes a trajectory, so its reverse mode reads every state in place and records 
 
     PYTHONPATH=. python benchmarks/checkpoint.py [--points 2000] [--steps 4000]
         [--lorenz-steps 100000 1000000] [--skip-rd]
+    PYTHONPATH=. python benchmarks/checkpoint.py --curve docs/benchmarks_checkpoint.png
+
+`--curve PATH` measures only the trade-off curve: the stencil's reverse call under limits from
+64 MB down to 0.25 MB, time against store-all and peak extra memory, as a table and a plot.
 """
 from __future__ import annotations
 
@@ -88,13 +92,59 @@ def lorenz_rows(steps: int, limits: tuple) -> None:
         row(f"lorenz_state {steps}", "1 MB" if lim == 2**20 else f"{lim} B", t, t_ref, m, g, g_ref)
 
 
+def curve(points: int, steps: int, path: str) -> None:
+    """Time and peak extra memory of the stencil's reverse call against the memory limit."""
+    u0 = np.random.default_rng(0).standard_normal(points)
+    args = (u0, 0.1, 0.2, 0.1, Const(steps))
+    t_ref, m_ref, g_ref = measure(rd, *args, reps=2)
+    mbs = (64, 32, 16, 8, 4, 2, 1, 0.5, 0.25)
+    rows = []
+    print(f"| memory_limit | time (s) | x store-all | peak extra (MB) | gradient vs store-all |  (rd {points}x{steps})")
+    print("|---|---|---|---|---|")
+    print(f"| none | {t_ref:.3f} | 1.00 | {m_ref / 2**20:.2f} | |", flush=True)
+    for mb in mbs:
+        t, m, g = measure(rd, *args, limit=int(mb * 2**20), reps=2)
+        same = np.array_equal(np.asarray(g[0]), np.asarray(g_ref[0]))
+        rows.append((mb, t / t_ref, m / 2**20))
+        print(f"| {mb} MB | {t:.3f} | {t / t_ref:.2f} | {m / 2**20:.2f} | {'identical' if same else 'DIFFERS'} |",
+              flush=True)
+    plot_curve(rows, t_ref, m_ref, points, steps, path)
+
+
+def plot_curve(rows: list, t_ref: float, m_ref: float, points: int, steps: int, path: str) -> None:
+    """`rows`: (limit in MB, time / store-all, peak extra MB) per limit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    lt = ax.plot([r[0] for r in rows], [r[1] for r in rows], "o-", label="time / store-all time")
+    ax.set_xscale("log")
+    ax.set_xlabel("memory_limit (MB, log)")
+    ax.set_ylabel("reverse call time / store-all")
+    ax.axhline(1.0, color="k", lw=0.5)
+    ax2 = ax.twinx()
+    lm = ax2.plot([r[0] for r in rows], [r[2] for r in rows], "s--", color="tab:orange", label="peak extra memory")
+    ax2.set_ylabel("peak extra memory (MB)")
+    ax.set_title(f"Checkpointing: reaction-diffusion stencil, {points} points, {steps} steps "
+                 f"(store-all: {t_ref:.2f} s, {m_ref / 2**20:.0f} MB)", fontsize=9)
+    ax.legend(lt + lm, [h.get_label() for h in lt + lm], loc="upper center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=2000)
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--lorenz-steps", type=int, nargs="*", default=[10**5, 10**6])
     ap.add_argument("--skip-rd", action="store_true")
+    ap.add_argument("--curve", metavar="PATH", help="only the trade-off curve, plotted into PATH")
     a = ap.parse_args()
+    if a.curve:
+        return curve(a.points, a.steps, a.curve)
     print("| workload | memory_limit | time (s) | x store-all | peak extra (MB) | gradient vs store-all |")
     print("|---|---|---|---|---|---|", flush=True)
     lorenz_rows(300, (1,))  # 1 byte: a single snapshot
