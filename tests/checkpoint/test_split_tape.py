@@ -3,8 +3,8 @@
 sweep. Gradients against combined mode's and central differences."""
 import numpy as np
 import pytest
-from test_checkpoint import _fd, rd
-from test_checkpoint_while import decay
+from test_memory_limit import _fd, rd
+from test_while import decay
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal
@@ -74,8 +74,8 @@ def test_numba_prefer_warns_and_runs_python():
 
 @pytest.mark.slow
 def test_numba_kernels_backend_runs_checkpointed_programs():
-    from test_checkpoint import nested, scalar_carry
-    from test_checkpoint_while import brk
+    from test_memory_limit import nested, scalar_carry
+    from test_while import brk
 
     x = np.linspace(0.1, 0.9, 5)
     for f, args in [(scalar_carry, (x, 1.3, Const(17))), (brk, (x, Const(37))), (decay, (x, 0.3))]:

@@ -854,7 +854,7 @@ def test_gradients_of_powers_compile_into_the_intrinsics():
     """Both modes under Numba: no power is left outside the intrinsics' expressions (each one
     was an array expression, a kernel compiled on its own). Against the Python backend and
     central differences."""
-    from test_numba import numba_sources
+    from numba_helpers import numba_sources
 
     x, p = np.linspace(0.3, 1.7, 7), 1.5
     for mode in (Reverse, zymo.Forward):

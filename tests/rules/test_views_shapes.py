@@ -104,7 +104,7 @@ COPIES_OF_VIEWS = {
                                  "which copies",
     "numpy.imag": "NumPy's np.imag of an array is a view; generated code calls _rt.imag_copy (an adjoint added "
                   "into a view of Im(dz) would have the wrong sign); writing into it is refused at lowering time "
-                  "(tests/test_complex.py, write_imag)",
+                  "(tests/rules/test_complex.py, write_imag)",
 }
 
 

@@ -262,7 +262,7 @@ def test_the_simulation_example():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "simulation.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "simulation.py"
     spec = importlib.util.spec_from_file_location("zymo_example_simulation", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

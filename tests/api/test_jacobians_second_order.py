@@ -12,7 +12,7 @@ import pytest
 import zymo
 from zymo import Forward, Reverse, ZymoUsageError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def rn_to_rm(x):  # R^4 -> R^3, loops and an in-place write

@@ -266,7 +266,7 @@ def add_complex(x, z):
 
 
 def test_complex_argument():
-    """Complex arguments are differentiated now (tests/test_complex.py); a real input's adjoint
+    """Complex arguments are differentiated now (tests/rules/test_complex.py); a real input's adjoint
     from a complex result is the real part (JAX's convention)."""
     ((g, _),) = zymo.autodiff(Reverse, add_complex, Active, Active(1.5), Const(1.0 + 2.0j))
     assert g == 1.0
@@ -312,7 +312,7 @@ def test_function_without_source(mode):
 
 def test_not_a_python_function():
     """A callable with neither source nor a rule is refused (one with a rule, np.sin, is
-    differentiated through it: tests/test_signatures.py)."""
+    differentiated through it: tests/api/test_signatures.py)."""
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, np.frompyfunc(math.sin, 1, 1), Active, Active(1.5))
     assert "Hint:" in str(info.value)

@@ -81,7 +81,7 @@ def triangle(L, v):
 
 @pytest.mark.slow
 def test_computed_indices_skip_wraparound_under_numba():
-    from test_numba import numba_sources
+    from numba_helpers import numba_sources
 
     rng = np.random.default_rng(7)
     L, v = rng.standard_normal((2, 10)), rng.standard_normal(4)
@@ -107,7 +107,7 @@ def test_computed_indices_skip_wraparound_under_numba():
 @pytest.mark.parametrize("numba", [False, True])
 def test_indices_that_may_be_negative_keep_wraparound(numba):
     """`x[i - 1]` at `i = 0` reads the last element, under Numba as in Python."""
-    from test_numba import numba_sources
+    from numba_helpers import numba_sources
 
     x = np.linspace(0.3, 1.5, 6)
     with numba_sources() as sources:

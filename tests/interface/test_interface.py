@@ -366,7 +366,7 @@ def test_scipy_minimize_and_solve_ivp_agree_across_backends():
     import os
     import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
     try:
         import interface_scipy as ex
     finally:

@@ -3,7 +3,7 @@ forward-mode program, checkpointed): against the unlimited operators, another mo
 differences."""
 import numpy as np
 import pytest
-from test_checkpoint import _fd, rd
+from test_memory_limit import _fd, rd
 
 import zymo
 from zymo import Forward, Reverse

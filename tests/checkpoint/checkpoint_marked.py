@@ -1,4 +1,4 @@
-"""Functions with loops marked `zymo.checkpointed(...)` (tests/test_checkpoint_marker.py)."""
+"""Functions with loops marked `zymo.checkpointed(...)` (tests/checkpoint/test_marker.py)."""
 import numpy as np
 
 import zymo

@@ -3,7 +3,7 @@
 store-all and central differences, for limits from "one step per snapshot" to a single snapshot."""
 import numpy as np
 import pytest
-from test_checkpoint import _fd
+from test_memory_limit import _fd
 
 import zymo
 from zymo import Const, Reverse
@@ -155,11 +155,11 @@ def test_a_while_loop_that_rebinds_an_array_is_refused_at_its_line():
     x = np.linspace(0.1, 0.9, 5)
     with pytest.raises(zymo.ZymoError, match="rebound in each iteration") as e:
         zymo.gradient(Reverse, rebind, x, 0.1, memory_limit=16)
-    assert "test_checkpoint_while.py" in str(e.value)
+    assert "test_while.py" in str(e.value)
 
 
 def test_cache_report_shows_the_schedules():
-    from test_checkpoint import rd
+    from test_memory_limit import rd
 
     u0 = np.random.default_rng(3).standard_normal(40)
     text = zymo.cache_report(Reverse, rd, zymo.Active, zymo.Duplicated(u0, np.zeros(40)), 0.1, 0.2, 0.1,

@@ -149,7 +149,7 @@ def uses_incomplete(x):
 def test_an_incomplete_rule_is_refused_at_the_callers_line():
     with pytest.raises(zymo.UnsupportedCall, match="incomplete") as e:
         zymo.gradient(zymo.Reverse, uses_incomplete, np.ones(3))
-    assert "test_custom.py" in str(e.value) and "incomplete(x)" in str(e.value)
+    assert "test_custom_rules.py" in str(e.value) and "incomplete(x)" in str(e.value)
 
 
 # -- inactive functions ----------------------------------------------------------------------

@@ -6,7 +6,6 @@ nothing allocates nothing, and compiled derivatives are cached on disk across pr
 Numba compiles take seconds, so each function below exercises several features at once.
 Generated modules go to a temporary `ZYMO_CACHE_DIR`, never to the user's cache.
 """
-import contextlib
 import json
 import math
 import os
@@ -23,23 +22,15 @@ import pytest
 numba = pytest.importorskip("numba")
 
 from helpers import assert_tree_close, check, fd_grad, zymo_grad
+from numba_helpers import numba_entries, numba_sources, private_cache_dir  # noqa: F401  (fixture: fresh cache directory)
 
 import zymo
 import zymo.api
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
 from zymo.config import set_numba
-from zymo.frontend.source import unwrap
 
 Dispatcher = numba.core.dispatcher.Dispatcher
-
-
-@pytest.fixture(scope="module", autouse=True)
-def private_cache_dir(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        path = tmp_path_factory.mktemp("zymo_cache")
-        mp.setenv("ZYMO_CACHE_DIR", str(path))
-        yield path
 
 
 @pytest.fixture(autouse=True)
@@ -48,28 +39,6 @@ def default_policy(monkeypatch):
     set_numba(None)
     yield
     set_numba(None)
-
-
-def numba_entries(f, split=False):
-    """The compiled derivatives of `f` (split mode's, or the others) that run under Numba."""
-    return [c for key, cs in zymo.api._COMPILED.items() for c in cs
-            if key[0][0] is unwrap(f) and key[2] == split and c.backend != "python"]
-
-
-@contextlib.contextmanager
-def numba_sources():
-    """The sources the Numba backend compiles while the block runs (a list, filled in)."""
-    from zymo.codegen import numba_
-
-    sources, real = [], numba_.numba_source
-
-    def keep(src, *a, **kw):
-        out = real(src, *a, **kw)
-        sources.append(out)
-        return out
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(numba_, "numba_source", keep)
-        yield sources
 
 
 def assert_substantial(tree, at_least=0.1):

@@ -180,7 +180,7 @@ def test_lorenz_keeps_no_tape():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from workloads import WORKLOADS
 
     w = WORKLOADS["lorenz_rk4"]

@@ -15,7 +15,7 @@ import pytest
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from kernels import KERNELS
 
 

@@ -9,8 +9,8 @@ numba = pytest.importorskip("numba")
 literal_unroll = numba.literal_unroll  # a global of its own: Numba looks for it by value
 
 from helpers import check, fd_grad, zymo_grad
-from test_array_caches import appended_each_time
-from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
+from loop_programs import appended_each_time
+from numba_helpers import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
 from zymo.codegen.numba_pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
@@ -142,7 +142,7 @@ def test_loop_derivatives_compile_without_ssa_in_both_modes():
 
 
 def grown_each_time(x):
-    """`test_array_caches.appended_each_time`, under a function of its own: compiled here
+    """`loop_programs.appended_each_time`, under a function of its own: compiled here
     (in this module's fresh cache directory), not loaded from another test's entry."""
     return appended_each_time(x)
 

@@ -4,7 +4,7 @@ gradient, forward mode and central differences; misuse refused at the user's lin
 import numpy as np
 import pytest
 from checkpoint_marked import bad_snapshots, marked, marked_break, not_a_range, unmarked
-from test_checkpoint import _fd
+from test_memory_limit import _fd
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal

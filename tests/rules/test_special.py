@@ -1,6 +1,6 @@
 """The `scipy.special` rules of `rules/special.py` end to end.
 
-`tests/test_rules.py` checks every rule alone from its cases (both modes against central
+`tests/rules/test_rule_cases.py` checks every rule alone from its cases (both modes against central
 differences, both dtypes). Here: functions that combine them, in forward and reverse mode
 against central differences (`helpers.check`); gradients against autograd's
 (`autograd.scipy.special`) where autograd has the function; values at the removable
@@ -629,7 +629,7 @@ def test_numba_compiles_sinc_and_falls_back_for_scipy(private_cache_dir):
             assert got == pytest.approx(zymo.gradient(mode, nb_sinc_number, v, numba=False)[0], rel=1e-13)
         with pytest.raises(ZymoNumbaError, match="Numba cannot compile nb_gamma") as info:
             zymo.gradient(mode, nb_gamma, x + 1.0, numba=True)
-        assert "test_rules_special.py" in str(info.value)
+        assert "test_special.py" in str(info.value)
         with pytest.warns(ZymoWarning, match="Numba cannot compile nb_gamma"):
             got = zymo.gradient(mode, nb_gamma, x + 1.0, numba="prefer")[0]
         np.testing.assert_allclose(got, sp.gamma(x + 1.0) * (1.0 + (x + 1.0) * sp.digamma(x + 1.0)), rtol=1e-12)

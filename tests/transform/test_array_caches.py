@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 from helpers import assert_tree_close, check, fd_grad
+from loop_programs import appended_each_time
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
@@ -321,16 +322,6 @@ def shrinking_window(x):
     for k in range(3):
         h = np.sin(h[1:] * h[:-1])
         acc += np.sum(h) * (k + 1.0)
-    return acc
-
-
-def appended_each_time(x):
-    """`h` gains an element every iteration (a join with a loop-carried array)."""
-    h = x
-    acc = 0.0
-    for k in range(3):
-        h = np.concatenate((h, h[:1] * 0.5))
-        acc += np.sum(np.sin(h)) * (k + 1.0)
     return acc
 
 

@@ -1,6 +1,6 @@
 """scipy.linalg factor/solve pairs: cho_factor -> cho_solve and lu_factor -> lu_solve.
 
-The rules themselves are in the systematic cases (`tests/test_rules.py`); here the
+The rules themselves are in the systematic cases (`tests/rules/test_rule_cases.py`); here the
 compositions are checked against finite differences, the other mode (`check_grad`)
 and `np.linalg.solve` as a second method: solving through a factorization has the
 derivative of solving with the matrix, w.r.t. the matrix and the right-hand side.

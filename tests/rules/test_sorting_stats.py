@@ -1,7 +1,7 @@
 """End-to-end tests of the sorting, lookup and statistics rules (`rules/sorting.py`,
 `rules/statistics.py`, `logsumexp(b=)` in `rules/scipy_.py`).
 
-The rule cases in `tests/test_rules.py` check every argument form against central
+The rule cases in `tests/rules/test_rule_cases.py` check every argument form against central
 differences; here each function is differentiated inside a small program, with
 `helpers.check` (reverse and forward mode against central differences and against each
 other), against a value worked out by hand (a rule returning zeros or the wrong sign
@@ -462,7 +462,7 @@ def test_refused_at_the_users_line(f, words):
     with pytest.raises(UnsupportedCall) as info:
         zymo.gradient(Reverse, f, X)
     text = str(info.value)
-    assert words in text and "test_rules_sorting_stats.py" in text
+    assert words in text and "test_sorting_stats.py" in text
 
 
 # -- second order: zymo.hessian differentiates the reverse program ----------------------------
@@ -559,7 +559,7 @@ def test_second_order_not_covered_is_refused():
     with pytest.raises(UnsupportedCall) as info:
         zymo.hessian(h_nanprod, X4)
     text = str(info.value)
-    assert "numpy.nanprod" in text and "_rt.prod_others" in text and "test_rules_sorting_stats.py" in text
+    assert "numpy.nanprod" in text and "_rt.prod_others" in text and "test_sorting_stats.py" in text
 
 
 # -- every argument by keyword, as NumPy names it -----------------------------------------------

@@ -43,7 +43,7 @@ def _params() -> list:
     out = []
     for key in sorted(REGISTRY):
         if getattr(REGISTRY[key], "user", False):
-            continue  # users' rules (tests/test_custom.py) are checked with check_custom_rule
+            continue  # users' rules (tests/rules/test_custom_rules.py) are checked with check_custom_rule
         if getattr(REGISTRY[key], "part_of", None):
             continue  # one element of a tuple-returning function: its cases are that function's
         try:
