@@ -571,8 +571,8 @@ def test_second_order_of_every_rule(key):
         src, shapes = "np.sum(fn(x[:3], x[3:]))", ((3,), (3,))
     else:
         src, shapes = "np.sum(fn(x))", ((3,),)
-    v = np.concatenate(testing._sample(key, shapes, "float64", rng))
-    f = testing._t_expr(src, 1, "so_" + short)(rule.fn)
+    v = np.concatenate(testing.draw_inputs(key, shapes, "float64", rng))
+    f = testing.expr_factory(src, 1, "so_" + short)(rule.fn)
     H = zymo.hessian(f, v)
     ref = _fd_hessian(f, v)
     scale = max(np.max(np.abs(ref)), 1e-3)

@@ -28,9 +28,14 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   `svd`, `slogdet`): the frontend lowers a call into one op per part, each a
   rule of its own computing one element of the tuple with the same arguments
   (and naming the function in `part_of`).
-- `cases` lists extra test cases for `zymo.testing.rule_cases`: tuples
+- `cases` lists the rule's test cases for `zymo.testing.rule_cases`: tuples
   `(expression, argument specs[, options])`, the expression calling the
-  primitive as `fn` with arguments named x, y, z, w (see `zymo.testing`).
+  primitive as `fn` with arguments named x, y, z, w, and `Form`s, a named test
+  function of `zymo.testing.forms` at given shapes (see `zymo.testing`). A rule
+  declaring a `Form` gets no automatic cases; otherwise elementwise rules, ufuncs
+  and `math` functions get the automatic ones (shapes, dtypes, `out=`, loops)
+  unless `auto_cases` is False. `domains` (one `(lo, hi[, signed])` per
+  argument) says where the cases draw each argument.
 - `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
   message (an argument combination the rule does not differentiate, such as
   `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
@@ -50,7 +55,32 @@ import inspect
 import textwrap
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
+
+BOTH = ("float64", "float32")  # the dtypes of most test cases
+
+
+class Form(NamedTuple):
+    """A test case of a rule in one of `zymo.testing.forms`' named forms (test functions such
+    as `red_axis0`, `return fn(x, axis=0)`), for `Rule.cases`: arguments drawn at `shapes`
+    in each of `dtypes` ("mixed": float32 and float64 alternate); `kind` "grad" (against
+    finite differences) or "zero" (the derivative exactly zero as well); `extra` arguments
+    appended (a value, or `("w", shape)`: random weights); `fn` the callable the form calls
+    (default: the rule's); `dom` the key whose domains draw the arguments; `fix` a named
+    adjustment of them ("ascending", "descending", "positive", "negative"); `tag` a suffix
+    of the case's name; `params` those of a parametrized form."""
+
+    name: str
+    shapes: tuple
+    dtypes: tuple = ("float64",)
+    kind: str = "grad"
+    extra: tuple = ()
+    fn: Any = None
+    dom: str | None = None
+    fix: str | None = None
+    tag: str = ""
+    params: tuple = ()
+
 
 REGISTRY: dict[str, type[Rule]] = {}
 # primal callable (by id) -> key, for resolving calls in user code
@@ -72,6 +102,8 @@ class Rule:
     parts: ClassVar[tuple[str, ...]] = ()
     part_of: ClassVar[str | None] = None
     cases: ClassVar[tuple] = ()
+    auto_cases: ClassVar[bool] = True
+    domains: ClassVar[tuple] = ()
     aliases: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
@@ -85,7 +117,7 @@ class Rule:
         cls.template = template
         for name, value in flags.items():
             if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
-                            "parts", "cases", "part_of", "aliases"):
+                            "parts", "cases", "part_of", "aliases", "auto_cases", "domains"):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:
