@@ -116,7 +116,7 @@ _QUERY = (Form("const1", ((3, 4),), BOTH), Form("zero1", ((3, 4),), kind="zero")
 _PICK = (Form("pick", ((6,),), BOTH), Form("zero1", ((6,),), kind="zero"))
 
 
-class shape(Rule, key="numpy.shape", fn=np.shape, **_ND, cases=(
+class shape(Rule, key="numpy.shape", fn=np.shape, **_ND, may_raise=False, cases=(
         Form("shape_const", ((3, 4),), BOTH), Form("shape_zero", ((3, 4),), kind="zero"))): pass
 class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND, cases=_QUERY): pass
 class size(Rule, key="numpy.size", fn=np.size, **_ND, cases=_QUERY): pass
@@ -174,10 +174,10 @@ def _register_random():
             ("np.random.seed(3)\nreturn x * fn(1.0, 2.0, size=5)", ((5,),)),
             ("np.random.seed(3)\nreturn 2.0 * fn(0.0, 1.0, (2, 3)) + 0.0 * x", ((2, 3),), {"kind": "zero"}))
         type(name, (Rule,), {"__module__": __name__}, key=f"numpy.random.{name}", fn=fn, call=f"np.random.{name}",
-             nondiff=True, alloc=True, cases=cases)
+             nondiff=True, alloc=True, pure=False, cases=cases)  # a draw advances the random state
         RESULT_TYPES[f"numpy.random.{name}"] = _random_result(kind)
     type("seed", (Rule,), {"__module__": __name__}, key="numpy.random.seed", fn=np.random.seed,
-         call="np.random.seed", nondiff=True, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
+         call="np.random.seed", nondiff=True, pure=False, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
     RESULT_TYPES["numpy.random.seed"] = lambda pos, kw: T.NONE
 
 

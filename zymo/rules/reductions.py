@@ -44,13 +44,13 @@ class _Reduction(Rule):
         return None
 
 
-class sum_(_Reduction, key="numpy.sum", fn=np.sum, cases=_SUM + (
+class sum_(_Reduction, key="numpy.sum", fn=np.sum, array_safe=True, cases=_SUM + (
         Form("sum_method", ((3, 4),), BOTH), Form("sum_builtin", ((3, 4),), BOTH))):
     def jvp_x(t, ans, x, axis=None, keepdims=False): return np.sum(t, axis=axis, keepdims=keepdims)
     def vjp_x(g, ans, x, axis=None, keepdims=False): return _rt.expand_reduced(g, x, axis, keepdims)
 
 
-class mean(_Reduction, key="numpy.mean", fn=np.mean, cases=_SUM + (Form("mean_method", ((3, 4),), BOTH),)):
+class mean(_Reduction, key="numpy.mean", fn=np.mean, array_safe=True, cases=_SUM + (Form("mean_method", ((3, 4),), BOTH),)):
     def jvp_x(t, ans, x, axis=None, keepdims=False): return np.mean(t, axis=axis, keepdims=keepdims)
     def vjp_x(g, ans, x, axis=None, keepdims=False):
         return _rt.expand_reduced(g, x, axis, keepdims) / _rt.reduced_count(x, ans)
@@ -78,7 +78,7 @@ class amin(max_, key="numpy.amin", fn=np.amin, cases=_MAX):
     """Ties share the derivative equally."""
 
 
-class prod(_Reduction, key="numpy.prod", fn=np.prod, cases=_AX + (
+class prod(_Reduction, key="numpy.prod", fn=np.prod, array_safe=True, cases=_AX + (
         ("x.prod(axis=1) * x.prod()", ((3, 4),)), ("fn(x, axis=1)", (("withzero", (3, 4)),)),
         ("fn(x)", (("withzero", (5,)),)))):
     """Exact with zeros: each element's derivative is the product of the others."""

@@ -36,6 +36,15 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   and `math` functions get the automatic ones (shapes, dtypes, `out=`, loops)
   unless `auto_cases` is False. `domains` (one `(lo, hi[, signed])` per
   argument) says where the cases draw each argument.
+- Facts for the analyses and rewrites, each a class keyword with a default:
+  `pure` (False: the call has an effect of its own, output or random state, and is never
+  left out), `may_raise` (False: never raises, whatever its operands), `numbers_safe`
+  (never raises on numbers: Python's ints, IEEE floats), `overflows` (on NumPy numbers it
+  raises only under `np.errstate(over="raise")`: `+ - *`), `array_safe` (never raises on a
+  float array, an empty one included), `numba_safe` (Numba computes it without raising:
+  nan or inf where Python raises), `cheap` (recomputed rather than cached),
+  `value_numbered` (a function of its number operands only: equal calls are merged),
+  `size_arith` (`+ - *`: of ints computed from sizes, an int computed from sizes).
 - `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
   message (an argument combination the rule does not differentiate, such as
   `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
@@ -58,6 +67,14 @@ from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
 BOTH = ("float64", "float32")  # the dtypes of most test cases
+# the facts a rule declares for the analyses (`Rule`'s class keywords; see the contract)
+FACTS = ("pure", "may_raise", "numbers_safe", "overflows", "array_safe", "numba_safe", "cheap", "value_numbered",
+         "size_arith")
+
+
+def rules_with(fact: str) -> frozenset[str]:
+    """The keys of the registered rules that declare `fact` (lazily registered ones included once loaded)."""
+    return frozenset(k for k, r in REGISTRY.items() if getattr(r, fact))
 
 
 class Form(NamedTuple):
@@ -102,6 +119,15 @@ class Rule:
     parts: ClassVar[tuple[str, ...]] = ()
     part_of: ClassVar[str | None] = None
     cases: ClassVar[tuple] = ()
+    pure: ClassVar[bool] = True
+    may_raise: ClassVar[bool] = True
+    numbers_safe: ClassVar[bool] = False
+    overflows: ClassVar[bool] = False
+    array_safe: ClassVar[bool] = False
+    numba_safe: ClassVar[bool] = False
+    cheap: ClassVar[bool] = False
+    value_numbered: ClassVar[bool] = False
+    size_arith: ClassVar[bool] = False
     auto_cases: ClassVar[bool] = True
     domains: ClassVar[tuple] = ()
     aliases: ClassVar[dict[str, str]] = {}
@@ -117,7 +143,7 @@ class Rule:
         cls.template = template
         for name, value in flags.items():
             if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
-                            "parts", "cases", "part_of", "aliases", "auto_cases", "domains"):
+                            "parts", "cases", "part_of", "aliases", "auto_cases", "domains", *FACTS):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:
