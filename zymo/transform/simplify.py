@@ -17,8 +17,8 @@ between (`x[i] * x[i]`) one value, so reverse mode caches it once.
 `cse_numbers(fn)` makes arithmetic of numbers computed twice with the same operands
 (`0.5 * dt` in each stage of a Runge-Kutta step) one value, where the first computation
 comes before the second in its block or in a block around it: `+ - * / // % **`,
-negation, comparisons and `math` functions (the rules declaring `value_numbered`), of numbers only (never an array: two arrays
-are two memories), and an array's dimension. Constants match by type and value. The
+negation, comparisons and `math` functions (rules declaring `value_numbered`), of numbers only
+(never an array: two arrays are two memories), and an array's dimension. Constants match by type and value. The
 second computation would have given the same number, or raised where the first had.
 
 `hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
