@@ -25,7 +25,9 @@ from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
 from .containers import CMethod, ContainerLowering, Ref
 from .flow import RAISED
+from .frame import Frame
 from .source import FunctionSource, unwrap
+from .syntax import BINOPS, nonlocal_names
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
           ast.Is: "is", ast.IsNot: "is_not"}
@@ -131,8 +133,6 @@ class ExprLowering(ContainerLowering):
         return self.b.prim(key, [self.as_value(x, node)], {}, self.loc(node))
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
-        from .lower import BINOPS
-
         key = BINOPS.get(type(node.op))
         if key is None:
             raise self.error(UnsupportedSyntax, f"operator {type(node.op).__name__} is not supported", node)
@@ -546,8 +546,6 @@ class ExprLowering(ContainerLowering):
 
     def inline(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         """Lower a call to a user function in place, in a frame of its own."""
-        from .lower import Frame
-
         if isinstance(fn, LocalFn):
             fnode, src, parent, defaults = fn.node, None, fn.frame, fn.defaults
             name = getattr(fnode, "name", "<lambda>")
@@ -570,7 +568,6 @@ class ExprLowering(ContainerLowering):
                                lambda msg: self.error(ZymoSourceError, msg, node), lambda d: self.make_dict(d, node))
         caller = self.frame
         frame = Frame(name, file, src, parent)
-        from .lower import nonlocal_names
         frame.nonlocals = nonlocal_names(fnode)
         frame.env.update(bound)
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
