@@ -21,6 +21,7 @@ from ..rules import indexing
 from . import objects
 from .bindings import S
 from .containers import Ref
+from .expr import load_hint
 from .host import LoweringHost
 from .syntax import BINOPS
 
@@ -102,7 +103,8 @@ class AssignLowering(LoweringHost):
             index = self.index(t.slice)
             if not isinstance(obj, Value):
                 raise self.error(UnsupportedSyntax, "augmented item assignment needs an array or list", s)
-            cur = self.b.getitem(obj, index, self.loc(s), "ld")
+            cur = self.b.getitem(obj, index, self.loc(s),
+                                 load_hint(t.value, obj) if isinstance(obj.type, T.Array) else "ld")
             if any(indexing.is_index_array(ix) for ix in index):
                 # x[idx] += v with an advanced index is NumPy's read (a copy), add, write:
                 # a repeated index adds once (the last write wins)

@@ -5,7 +5,9 @@ order: a registered rule for the callee object (`rules.registry`), the builtins
 zymo lowers itself (`len`, `range` in loops, `min`/`max`/`sum`, `print`), array
 methods and attributes (`x.sum()`, `x.T`, `x.shape`), then user functions, which
 are inlined (Numba dispatchers through `py_func`). Anything else raises
-`UnsupportedCall` with the user's line and a hint.
+`UnsupportedCall` with the user's line and a hint. A load or slice of an array is named
+after the array's variable (`load_hint`: `u[1:-1]` is `u`, which the generated code and
+`zymo.cache_report` show).
 """
 from __future__ import annotations
 
@@ -242,7 +244,7 @@ class ExprLowering(ContainerLowering):
         if not isinstance(obj, Value):
             raise self.error(ZymoTypeError, "cannot index this value", node)
         return self.b.getitem(obj, self.index(node.slice), self.loc(node),
-                              "ld" if not isinstance(obj.type, T.Array) else "x")
+                              "ld" if not isinstance(obj.type, T.Array) else load_hint(node.value, obj))
 
     def _tuple_index(self, tup: tuple, node: ast.Subscript) -> Any:
         s = node.slice
@@ -302,7 +304,7 @@ class ExprLowering(ContainerLowering):
     # -- calls ---------------------------------------------------------------
     def expr_Call(self, node: ast.Call) -> Any:
         callee = self.expr(node.func)
-        done = self.generator_call(callee, node)  # sum/any/all of a generator (containers.py)
+        done = self.generator_call(callee, node)  # sum/any/all of a generator (comprehensions.py)
         if done is not NotImplemented:
             return done
         self.mark_consumed(callee, node)
@@ -326,7 +328,7 @@ class ExprLowering(ContainerLowering):
                 if name in kw:
                     raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
                 kw[name] = v
-        done = self.container_call(callee, pos, kw, node)  # lists and dicts (containers.py)
+        done = self.container_call(callee, pos, kw, node)  # lists and dicts (container_calls.py)
         if done is not NotImplemented:
             return done
         return self.call(callee, pos, kw, node)
@@ -583,6 +585,12 @@ class ExprLowering(ContainerLowering):
         if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
             caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
+
+
+def load_hint(node: ast.expr, arr: Value) -> str:
+    """The name hint of a load or slice of the array `arr` that `node` evaluates to: the array
+    variable's own name (`u[1:-1]` is `u`; the generated code makes it `u_1` when `u` is taken)."""
+    return node.id if isinstance(node, ast.Name) else arr.hint
 
 
 def _rule_of(fn: Any) -> Any:

@@ -85,7 +85,7 @@ class LoopLowering(LoweringHost):
                         self.unroll(s, len(idx), lambda k: self.assign(
                             s.target, self.b.const(idx[k], self.loc(s), "k"), s))
                         return
-                if self.fill_loop(s, bounds, None):  # out.append(v) once per iteration (containers.py)
+                if self.fill_loop(s, bounds, None):  # out.append(v) in a loop of run-time length (fills.py)
                     return
                 self.lower_range_loop(s, bounds, lambda i: self.assign(s.target, i, s))
                 return
