@@ -5,8 +5,9 @@ Contract:
   bounds) or a `while` op (a condition region, then the body) that carries the names its
   body assigns: `lower_loop` lowers the body with the carried values as block arguments,
   joins their types with the values before the loop, and lowers it again until the types
-  settle (`_loop_attempt`); names first bound inside the loop are `Poison` after it, loop
-  variables of a loop that may run zero times `Guarded` by its bounds.
+  settle (`_loop_attempt`); names first bound inside the loop are `Poison` after it, and a
+  loop variable unbound before the loop is `Guarded` by its bounds (a read after the loop
+  checks that the loop ran).
 - A `for` over `range` with `break` or `return` becomes `while i < stop and not flag`
   (`range_as_while`); a loop's `else` runs under `if not (broke or returned)`.
 - Iteration over tuples (and static lists and dicts, and small constant ranges whose body

@@ -313,7 +313,6 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
         self.lower_if(cond, lambda: self.stmts(s.body), lambda: self.stmts(s.orelse), s)
 
 
-
 def lower(fn: Any, args: tuple) -> Function:
     return Lowerer().lower_function(fn, args)
 
