@@ -96,8 +96,8 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None, memory_limi
         out = typed.run(args)
         if out is not None:
             return out
-    annotated = []
-    shadows = []
+    annotated: list[Any] = []
+    shadows: list[Any] = []
     for a in args:
         if isinstance(a, Const):  # its entry of the gradient is None
             shadows.append(None)
@@ -128,7 +128,7 @@ def _not_scalar(f: Callable) -> ZymoUsageError:
 def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 
-    out = []
+    out: list[Any] = []
     const = [isinstance(a, Const) for a in args]
     args = tuple(a.val if c else a for a, c in zip(args, const))
     for k, a in enumerate(args):

@@ -183,6 +183,7 @@ class Match:
     sizes it assumes equal (`comp.guards`) index."""
 
     __slots__ = ("spec", "lists", "comp", "flat", "lowered", "matches")
+    matches: Callable[[tuple], bool]
 
     def __init__(self, args: tuple, comp: Compiled, flat: list):
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)

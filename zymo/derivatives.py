@@ -27,7 +27,7 @@ dx)`, a rule whose result may view its first argument, as the analyses expect.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,7 @@ def _constants(consts: tuple) -> tuple:
     return tuple(c.val if isinstance(c, Const) else c for c in consts)
 
 
-def _copies(consts: tuple) -> list:
+def _copies(consts: Sequence[Any]) -> list:
     return [np.copy(c) if isinstance(c, np.ndarray) else c for c in consts]
 
 
@@ -140,7 +140,7 @@ def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> 
         ts = _basis(x, start, width)
         copies = _copies(tuple(args))
         if width == 1:
-            ann = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
+            ann: list[Any] = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
             tan, prim = _autodiff(ForwardWithPrimal, f, Duplicated, *ann, numba=numba)
             tans = (tan,)
         else:
@@ -238,7 +238,7 @@ def gradient_forward(f: Callable, x: Any, *consts: Any, chunk: int | None = None
 # -- second order: forward over reverse ---------------------------------------------------
 
 
-def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
+def _reverse_program(f: Callable, x: np.ndarray, consts: Sequence[Any]) -> tuple:
     """The generated reverse-mode program of f at (x, *consts), as a plain Python function,
     with the values it takes after x and the internal shadows it takes after dx (of
     constant or captured memory that receives active data: constants of the outer call)."""
@@ -248,7 +248,7 @@ def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
     shadows = call_shadows(comp, leaves, all_values)
     if not shadows or shadows[0] is not dx:  # f does not depend on x
         return None, all_values[1:], []
-    second = getattr(comp, "second_order", None)  # one per compiled program: its compile cache holds
+    second = comp.second_order  # one per compiled program: its compile cache holds
     if second is None:
         second = comp.second_order = _SecondOrder(comp)
     return second, all_values[1:], shadows[1:]
@@ -487,7 +487,7 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
     return float(tan[1][0]), float(prim[1][0])
 
 
-def _autodiff(mode: Mode, f: Callable, ret_activity: Any, *args: Any, numba: Any = None,
+def _autodiff(mode: Mode, f: Any, ret_activity: Any, *args: Any, numba: Any = None,
               memory_limit: int | None = None) -> Any:
     """`zymo.autodiff` (`cache.call`: this module sits below the public API)."""
     return call(mode, f, ret_activity, args, numba, memory_limit)

@@ -13,7 +13,6 @@ policy says (`choose_backend`, `config.set_numba`). Nothing here caches: `cache.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +58,7 @@ class Lowered:
 
 @dataclass
 class Compiled:
-    fn: Callable
+    fn: Any  # the program; in split mode a list of its two halves
     source: str
     ir: Function
     activity: Activity
@@ -72,6 +71,7 @@ class Compiled:
     width: int = 1  # batch width
     unchecked: set = field(default_factory=set)  # split mode: the halves not yet compiled
     guards: list = field(default_factory=list)  # equal parameter extents the program assumes
+    second_order: Any = None  # reverse mode: `derivatives._SecondOrder`, made at its first use
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -119,6 +119,7 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     seeded = ret_activity is not Const  # Active (reverse) or Duplicated (forward) return
     act = analyze(ir, active, classes, seed_return=seeded)
     generator, guards = None, []
+    name: Any  # the generated function's name (a list of two in split mode)
     if mode.forward:
         src, name, active_params, namer = forward(ir, act, width)
         numbers = namer.numbers() | namer.scalar_derivatives  # tangents of scalars are numbers
@@ -235,9 +236,10 @@ def _errstate_guard(fn: Any, ir: Function) -> Any:
     def guarded(*args: Any) -> Any:
         with np.errstate():
             return fn(*args)
-    guarded.__zymo_source__ = getattr(fn, "__zymo_source__", None)
-    guarded.__wrapped__ = fn
-    return guarded
+    out: Any = guarded
+    out.__zymo_source__ = getattr(fn, "__zymo_source__", None)
+    out.__wrapped__ = fn
+    return out
 
 
 def run_program(comp: Compiled, which: int | None, args: list, f: Any, norm: list) -> Any:
