@@ -42,6 +42,8 @@ from .shadows import check_shadow, make_zero
 
 @dataclass
 class Leaf:
+    """One array, float or list of a call's flattened arguments, with its shadow."""
+
     value: Any
     shadow: Any  # None unless Duplicated; in batch mode a tuple with one shadow per lane
     kind: str  # "const" | "active" | "dup"
@@ -49,6 +51,8 @@ class Leaf:
 
 
 def flatten(obj: Any, shadow: Any, kind: str, where: str, out: list[Leaf]) -> None:
+    """Append the leaves of `obj` (with its `shadow`) to `out`; static values (None, strings,
+    callables) are not parameters of the IR and give none."""
     if data.flatten_record(obj, shadow, kind, where, out, flatten, Leaf):
         return
     if isinstance(obj, tuple):
@@ -99,6 +103,8 @@ def batch_width(args: tuple) -> int:
 
 
 def normalize(mode: Mode, args: tuple) -> list[tuple[Any, Any, str]]:
+    """(value, shadow, kind) per annotated argument, kind "const", "active", "dup" or "batch";
+    refuses the annotations `mode` does not take."""
     norm: list[tuple[Any, Any, str]] = []
     for k, a in enumerate(args):
         where = f"argument {k}"
@@ -151,6 +157,8 @@ has_memory_leaf = data.has_memory  # arrays, lists, boxed floats of mutable reco
 
 
 def type_key(obj: Any) -> Any:
+    """What the compile cache keys a value on: its IR type (lists with their length), the
+    structure of tuples and records, and static values themselves."""
     if data.is_record(obj):
         return data.type_key(obj, type_key)
     if isinstance(obj, tuple):
