@@ -5,7 +5,7 @@ import contextlib
 import pytest
 
 import zymo
-import zymo.api
+import zymo.cache
 from zymo.frontend.source import unwrap
 
 
@@ -19,7 +19,7 @@ def private_cache_dir(tmp_path_factory):
 
 def numba_entries(f, split=False):
     """The compiled derivatives of `f` (split mode's, or the others) that run under Numba."""
-    return [c for key, cs in zymo.api._COMPILED.items() for c in cs
+    return [c for key, cs in zymo.cache.COMPILED.items() for c in cs
             if key[0][0] is unwrap(f) and key[2] == split and c.backend != "python"]
 
 

@@ -25,7 +25,7 @@ from helpers import assert_tree_close, check, fd_grad, zymo_grad
 from numba_helpers import numba_entries, numba_sources, private_cache_dir  # noqa: F401  (fixture: fresh cache directory)
 
 import zymo
-import zymo.api
+import zymo.cache
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
 from zymo.config import set_numba
@@ -506,12 +506,12 @@ _CHILD = """
 import json, sys, time
 sys.path.insert(0, {src!r})
 import numpy as np
-import zymo, zymo.api
+import zymo, zymo.cache
 from cached_loss import loss
 t = time.perf_counter()
 (g,) = zymo.gradient(zymo.Reverse, loss, np.array([1.0, 2.0, 3.0]), numba=True)
 seconds = time.perf_counter() - t
-(fn,) = [c.fn for cs in zymo.api._COMPILED.values() for c in cs]
+(fn,) = [c.fn for cs in zymo.cache.COMPILED.values() for c in cs]
 print(json.dumps({{"grad": g.tolist(), "seconds": seconds, "hits": sum(fn.stats.cache_hits.values()),
                   "misses": sum(fn.stats.cache_misses.values())}}))
 """

@@ -40,13 +40,13 @@ from ..analysis.bounds import NeverUnsigned
 from ..analysis.extents import Extents
 from ..analysis.overwrite import Overwrites
 from ..analysis.shapes import FixedShapes
-from ..codegen.naming import Namer
-from ..codegen.writer import Writer, splice
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules import indexing
 from ..rules.registry import lookup, uses
 from .emit import Emitter, assign_all, range_args, span, trip_count, zero
+from .naming import Namer
+from .writer import Writer, splice
 
 if TYPE_CHECKING:
     from ..codegen.fuse import ShadowFacts
