@@ -26,7 +26,7 @@ and `+ - * // %` and negation of these. A parameter or a value from memory may b
 """
 from __future__ import annotations
 
-from ..ir.core import Function, Op, Value, walk
+from ..ir.core import Function, Value, walk
 from ..ir.types import INT, Array
 from .index import Index
 
