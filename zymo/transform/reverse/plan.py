@@ -178,7 +178,12 @@ class TapePlanner(Needs):
                 why = ("allocated by the adjoint sweep where it is used" if self._adjoint_alloc(v)
                        else "a view or list item, taken again from its base's shadow")
             else:
-                why = "cheap arithmetic on values the adjoint sweep has, or a load nothing overwrites later"
+                op = self.def_op[v.id]
+                view = op.kind == "getitem" or lookup(op.attrs["key"]).view
+                why = ("a view, taken again from its base" if isinstance(v.type, T.Array) and view
+                       else "a load of memory nothing overwrites later" if op.kind == "getitem"
+                       else "an array's extent" if op.attrs["key"] == "zymo.dim"
+                       else "cheap arithmetic on values the adjoint sweep has")
             return Decision(v, role, "recompute", why)
         if v.id in self.why:
             op, _of, writer, post = self.why[v.id]
