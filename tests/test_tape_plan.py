@@ -39,7 +39,7 @@ def overwritten_after_read(x):
 
 def overwritten_in_loop(x):
     s = 0.0
-    for i in range(3):
+    for _ in range(3):
         s += np.sum(np.sin(x))
         x[0] = s
     return s
