@@ -7,6 +7,10 @@ snapshot (a copy of an array a later write may change, `Needs.contents`), or a p
 cache: a list, a stacked array buffer (`_stackable`), or a NumPy buffer allocated once with
 the trip counts of its loop nest (`_nest`) or grown geometrically (`_kind`). `_plan_caches`
 writes them all into `self.plan` (`tape.TapePlan`) before the forward sweep is written.
+Whether a number in a loop is recomputed depends on which numbers the adjoint sweep restores
+anyway, and recomputing one makes the adjoint sweep read its operands: so it is decided, once,
+as the adjoint sweep closes the value's block (`AdjointEmitter.rev_block`), and kept in
+`plan.recompute`; no decision is taken once the plan is complete (asserted).
 """
 from __future__ import annotations
 

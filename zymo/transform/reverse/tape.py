@@ -41,6 +41,7 @@ class Decision:
 
 @dataclass
 class TapePlan:
+    """Every decision, in the order of `sorted(needed)`, and where the caches are allocated."""
     decisions: list[Decision] = field(default_factory=list)
     # value id -> a number the adjoint sweep recomputes rather than caches (`TapePlanner._remat`)
     recompute: dict[int, bool] = field(default_factory=dict)
