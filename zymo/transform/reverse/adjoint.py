@@ -47,7 +47,9 @@ class AdjointEmitter(AugmentedEmitter):
         if self.depth[id(block)] > 0:
             defined = self._defined_in(block)
             remat = {}
-            for v in reversed(defined):  # registers what the recomputations read first
+            # the block's recompute decisions (`TapePlanner._remat`, kept in the plan) are taken
+            # here, latest definition first, each registering what its recomputation reads
+            for v in reversed(defined):
                 for role in ("d", "p"):
                     if (v.id, role) in self.needed and self._remat(v, role):
                         for lane in self._lanes_of(role):
