@@ -1,7 +1,7 @@
 """Rules for `np.fft`: fft, ifft, fft2, ifft2, fftn, ifftn, rfft, irfft, fftshift, ifftshift.
 
 Contract: every transform is linear, so its tangent is the same transform of the tangent; its
-adjoint (JAX's convention, `rules/complex_.py`) is the transform's transpose, computed by
+adjoint (JAX's convention, `rules/complex.py`) is the transform's transpose, computed by
 `rules/fft_rt.py`: a complex DFT matrix is symmetric (the adjoint of `fft` is `fft` of the
 adjoint, same `norm`, cut or padded back to the input's length), `rfft`'s is the real part of
 the full `fft` of the zero-padded adjoint, `irfft`'s weights the rfft of the adjoint by the

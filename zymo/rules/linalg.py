@@ -1,5 +1,5 @@
 """Rules for `numpy.linalg`: solve, inv, det, slogdet, cholesky, eigh, qr, svd,
-svdvals, lstsq (matmul, dot and norm live in numpy_.py and reductions.py).
+svdvals, lstsq (matmul, dot and norm live in npmisc.py and reductions.py).
 
 Contract: functions returning tuples (`slogdet`, `eigh`, `qr`, `svd`, `lstsq`)
 declare `parts`; the frontend lowers `w, v = np.linalg.eigh(a)` to one op per
