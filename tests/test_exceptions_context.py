@@ -193,7 +193,7 @@ def test_raise_and_assert_compile_under_numba():
     pytest.importorskip("numba")
     set_numba("always")
     grad(cubes, np.ones(3), Const(2))
-    entries = [c for key, cs in zymo.api._COMPILED.items() for c in cs
+    entries = [c for key, cs in zymo.cache.COMPILED.items() for c in cs
                if key[0][0] is cubes and c.backend != "python"]
     assert entries and all(c.backend == "always" for c in entries) and any(c.checked for c in entries)
     assert all("raise ValueError('n must be positive')" in c.source for c in entries)
@@ -599,7 +599,7 @@ def test_errstate_in_a_njit_function_compiles_without_it():
     x = np.array([0.5, 2.0, 3.0])
     (g,) = grad(logs_quietly, x)
     np.testing.assert_allclose(g[1:], np.log(x[1:]) + 1.0)
-    entries = [c for key, cs in zymo.api._COMPILED.items() for c in cs if key[0][0] is logs_quietly]
+    entries = [c for key, cs in zymo.cache.COMPILED.items() for c in cs if key[0][0] is logs_quietly]
     assert any(c.backend == "always" for c in entries)
 
 

@@ -15,7 +15,7 @@ from helpers import assert_tree_close, check, zymo_grad
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.analysis.extents import Extents, guards_hold
-from zymo.api import _lowered
+from zymo.cache import lowered
 
 
 def scaled_store(r, w, buf):
@@ -49,7 +49,7 @@ def _adjoint(src: str) -> str:
 
 
 def _entries(f):
-    return [c for key, cs in zymo.api._COMPILED.items() if key[0][0] is f for c in cs]
+    return [c for key, cs in zymo.cache.COMPILED.items() if key[0][0] is f for c in cs]
 
 
 # -- the analysis -------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def _entries(f):
 
 def test_views_and_broadcasts_have_symbolic_extents():
     x, y = np.ones((4, 3)), np.ones((4, 3))
-    ir = _lowered(rows_of, (x, y))[0].ir
+    ir = lowered(rows_of, (x, y))[0].ir
     ops = list(_walk(ir.body))
     ext = Extents(ir, [x.shape, y.shape])
     row = next(op.result for op in ops if op.kind == "getitem" and op.args[0] is ir.params[0])  # x[i]
@@ -78,7 +78,7 @@ def test_a_bounded_slice_or_an_index_array_is_unknown():
         return np.sum(x[1:3] * x[idx])
 
     x, idx = np.ones((4, 3)), np.array([0, 1])
-    ir = _lowered(f, (x, idx))[0].ir
+    ir = lowered(f, (x, idx))[0].ir
     views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
     ext = Extents(ir, [x.shape, idx.shape])
     assert not ext.same(views[0], views[1])
@@ -245,7 +245,7 @@ def test_slices_that_shorten_an_axis_alike_have_one_extent(rng):
     adjoints into the stencil's views then need no sums (`y`'s rows are `x`'s length in this
     call: a guard). Both modes against central differences."""
     x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
-    ir = _lowered(shifted_sum, (x, y))[0].ir
+    ir = lowered(shifted_sum, (x, y))[0].ir
     views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
     ext = Extents(ir, [x.shape, y.shape])
     assert ext.shape(views[0])[0] == (("d", ("p", 0, 0), -2),)
@@ -263,7 +263,7 @@ def test_other_slices_stay_unknown():
         return np.sum(x[:3] * x[1:4]) + np.sum(x[::2] * x[k:]) + np.sum(x[-3:] * x[-3:])
 
     x = np.ones(7)
-    ir = _lowered(f, (x, 1))[0].ir
+    ir = lowered(f, (x, 1))[0].ir
     views = [op.result for op in _walk(ir.body) if op.kind == "getitem"]
     ext = Extents(ir, [x.shape, None])
     assert all(ext.shape(v)[0][0][0] in ("s", "u") for v in views)

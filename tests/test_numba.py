@@ -25,7 +25,7 @@ numba = pytest.importorskip("numba")
 from helpers import assert_tree_close, check, fd_grad, zymo_grad
 
 import zymo
-import zymo.api
+import zymo.cache
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
 from zymo.config import set_numba
@@ -52,7 +52,7 @@ def default_policy(monkeypatch):
 
 def numba_entries(f, split=False):
     """The compiled derivatives of `f` (split mode's, or the others) that run under Numba."""
-    return [c for key, cs in zymo.api._COMPILED.items() for c in cs
+    return [c for key, cs in zymo.cache.COMPILED.items() for c in cs
             if key[0][0] is unwrap(f) and key[2] == split and c.backend != "python"]
 
 
@@ -537,12 +537,12 @@ _CHILD = """
 import json, sys, time
 sys.path.insert(0, {src!r})
 import numpy as np
-import zymo, zymo.api
+import zymo, zymo.cache
 from cached_loss import loss
 t = time.perf_counter()
 (g,) = zymo.gradient(zymo.Reverse, loss, np.array([1.0, 2.0, 3.0]), numba=True)
 seconds = time.perf_counter() - t
-(fn,) = [c.fn for cs in zymo.api._COMPILED.values() for c in cs]
+(fn,) = [c.fn for cs in zymo.cache.COMPILED.values() for c in cs]
 print(json.dumps({{"grad": g.tolist(), "seconds": seconds, "hits": sum(fn.stats.cache_hits.values()),
                   "misses": sum(fn.stats.cache_misses.values())}}))
 """

@@ -168,7 +168,7 @@ def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
     monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))  # compiled anew: not from disk,
     for name in [m for m in sys.modules if m.startswith("zymo_generated_")]:  # nor from memory
         monkeypatch.delitem(sys.modules, name)
-    zymo.api.cache_clear()
+    zymo.cache.cache_clear()
     g = zymo_grad(grown_each_time, [x.copy()], numba=True)
     entries = [e for e in numba_entries(grown_each_time) if pipeline_of(e.fn) == "nopython"]
     assert entries, "the default pipeline compiled it"

@@ -160,7 +160,7 @@ def with_list(x):
 
 def _compiled(f, *args):
     """The kernels of the program `autodiff(Reverse, f, Active, *args)` ran: name -> Numba or Python."""
-    comps = [c for entries in zymo.api._COMPILED.values() for c in entries
+    comps = [c for entries in zymo.cache.COMPILED.values() for c in entries
              if c.backend == "kernels" and c.ir.name == f.__name__]
     assert comps, "no program of the kernels backend"
     fn = comps[-1].fn if not isinstance(comps[-1].fn, list) else comps[-1].fn[0]

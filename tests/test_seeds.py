@@ -291,7 +291,7 @@ def test_seed000_batch_loop_cache_one_entry_per_iteration():
 
 
 def _tape_names(f, args):
-    comp, *_ = zymo.api._prepare(zymo.ReverseSplitNoPrimal, f, Const, args)
+    comp, *_ = zymo.cache.prepare(zymo.ReverseSplitNoPrimal, f, Const, args)
     return comp.generator.tape_names
 
 

@@ -15,7 +15,7 @@ contents directly when nothing may overwrite them, and copies them otherwise.
 provably names another element whenever it runs after `op` (`_disjoint`), as in
 a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
 reasoning assumes what NumPy's own writes assume: two different indices of one
-array name two different elements (`api._self_overlapping` refuses writable arrays
+array name two different elements (`boundary.self_overlapping` refuses writable arrays
 whose elements overlap).
 
 The loop nests come from the shared `index.Index` (pass one in to share it).

@@ -500,11 +500,11 @@ def _has_slice(idx: Any) -> bool:
 
 
 def _setup(f: Callable, x: np.ndarray, consts: tuple, mode: str, hessian: bool) -> tuple[Interpreter, list]:
-    from ..api import ir
+    from ..cache import lowered
 
     if mode not in MODES:
         raise ZymoUsageError(f"sparsity detection mode must be 'local' or 'global', not {mode!r}")
-    fn = ir(f, x, *consts)
+    fn = lowered(f, (x, *consts))[0].ir
     x = np.array(x, dtype=x.dtype, order="C", copy=True)
     args = [x, *(np.array(c, copy=True) if isinstance(c, np.ndarray) else c for c in consts)]
     captured = fn.attrs.get("captured", [])

@@ -28,7 +28,7 @@ import ast
 from typing import cast
 
 from ...analysis.activity import Activity
-from ...codegen.writer import Writer, splice
+from ..writer import Writer, splice
 from ...ir import types as T
 from ...ir.core import Function
 from .adjoint import AdjointEmitter

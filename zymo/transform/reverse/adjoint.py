@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from ...codegen.writer import Writer, splice
+from ..writer import Writer, splice
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules import indexing

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from ...codegen.writer import Writer
+from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules import indexing

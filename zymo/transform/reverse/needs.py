@@ -10,7 +10,7 @@ Each records what it read (`needed`, `adj_used`, `snap_pre`/`snap_post` with `wh
 """
 from __future__ import annotations
 
-from ...codegen.writer import Writer
+from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Op, Value
 from .shadows import ShadowAllocation

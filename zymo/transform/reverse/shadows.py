@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import cast
 
-from ...codegen.writer import Writer
+from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules.registry import lookup

@@ -22,8 +22,8 @@ from ...analysis.extents import Extents
 from ...analysis.index import Index
 from ...analysis.overwrite import Overwrites
 from ...analysis.shapes import FixedShapes
-from ...codegen.naming import Namer
-from ...codegen.writer import Writer
+from ..naming import Namer
+from ..writer import Writer
 from ...ir.core import Block, Function, Op, Value
 from ..emit import Emitter
 from .tape import TapePlan
