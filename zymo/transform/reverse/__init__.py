@@ -28,9 +28,9 @@ import ast
 from typing import cast
 
 from ...analysis.activity import Activity
-from ..writer import Writer, splice
 from ...ir import types as T
 from ...ir.core import Function
+from ..writer import Writer, splice
 from .adjoint import AdjointEmitter
 from .dead import _names_a_dead_value, _shape_only_names
 from .report import report

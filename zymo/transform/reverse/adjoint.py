@@ -15,12 +15,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from ..writer import Writer, splice
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules import indexing
 from ...rules.registry import lookup, uses
 from ..emit import span, trip_count
+from ..writer import Writer, splice
 from .augmented import AugmentedEmitter
 from .tables import _CHEAP
 

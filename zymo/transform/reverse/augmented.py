@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules import indexing
 from ...rules.registry import lookup
 from ..emit import Emitter, assign_all, range_args, trip_count, zero
+from ..writer import Writer
 from .facts import ExportedFacts
 
 

@@ -10,9 +10,9 @@ Each records what it read (`needed`, `adj_used`, `snap_pre`/`snap_post` with `wh
 """
 from __future__ import annotations
 
-from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Op, Value
+from ..writer import Writer
 from .shadows import ShadowAllocation
 from .tables import _CHEAP
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import ast
 from typing import cast
 
-from ..writer import Writer
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
 from ...rules.registry import lookup
+from ..writer import Writer
 from .state import ReverseState
 
 

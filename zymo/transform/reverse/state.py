@@ -22,10 +22,10 @@ from ...analysis.extents import Extents
 from ...analysis.index import Index
 from ...analysis.overwrite import Overwrites
 from ...analysis.shapes import FixedShapes
-from ..naming import Namer
-from ..writer import Writer
 from ...ir.core import Block, Function, Op, Value
 from ..emit import Emitter
+from ..naming import Namer
+from ..writer import Writer
 from .tape import TapePlan
 
 
