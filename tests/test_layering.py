@@ -44,7 +44,7 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("zymo.frontend", "zymo.analysis.types", "the frontend types each op as it builds it"),
     # files other parts of the restructure own (change there: real code motion, not imports)
     ("zymo.rules.coverage", "zymo.frontend.several", "coverage lists what the frontend lowers itself"),
-    ("zymo.frontend.lower", "zymo.transform.checkpoint_rt", "`zymo.checkpointed` is the runtime's marker"),
+    ("zymo.frontend.loops", "zymo.transform.checkpoint_rt", "`zymo.checkpointed` is the runtime's marker"),
     ("zymo.transform.checkpoint", "zymo.codegen.numba_", "ZymoNumbaError lives with the Numba backend"),
     ("zymo.transform.reverse", "zymo.codegen.fuse", "ShadowFacts: what reverse mode tells fuse"),
 ]
