@@ -114,7 +114,9 @@ def test_loop_carried_number_is_cached_in_a_buffer():
 def test_loop_array_is_cached_in_a_stack():
     rev = plan_of(rows, np.ones((3, 2)))
     assert how(rev, "exp") == "stack"
-    assert how(rev, "x", role="d") == "recompute"  # the row's shadow: taken again from dA
+    # the row A[i] (named after its array): its shadow is taken again from dA
+    assert sorted((str(d.value.type), d.how) for d in decisions(rev, "A", "d")) == [("f64[:,:]", "in place"),
+                                                                                   ("f64[:]", "recompute")]
 
 
 def test_value_outside_loops_is_read_in_place():
