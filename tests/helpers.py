@@ -358,7 +358,7 @@ def check(f: Callable, args: Sequence, *, seed: float | None = 1.0, const: Seque
             if k in const:
                 continue
             assert_tree_close(g[k], g_fd[k], rtol, atol, f"reverse: argument {k}")
-        out["grad"] = g
+        out.reverse = g
     if forward:
         rt, ft = zymo_jvp(f, args, tangents, ret_dup=ret_active, const=const)
         rt_fd, ft_fd = fd_jvp(f, args, [t if t is not None else None for t in tangents], eps=eps)
