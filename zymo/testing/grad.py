@@ -47,7 +47,8 @@ class GradCheck:
     argument `k`; `fd[(k, j)]` the finite difference of F along it and `fd_error[(k, j)]`
     a bound on its error (elementwise); `forward[(k, j)]` zymo's tangent of F (`k` is None
     for all arguments seeded together with their direction 0); `weight` the cotangent w of
-    F; `weight_of_result` its part on f's result (`1` for a float result);
+    F; `result_size` the number of F's values that are f's result (they come first);
+    `weight_of_result` the weight's part on f's result (`1` for a float result);
     `cotangents[k]` the shadow argument `k` was passed in reverse mode (None for one
     passed Active or Const); `reverse[k]` zymo's `J^T w` for argument `k` as zymo
     returns it (the shadow after the call, or the derivative of an Active argument; None
@@ -56,6 +57,7 @@ class GradCheck:
 
     primal: Any
     weight: Any
+    result_size: int
     weight_of_result: Any
     directions: dict = field(default_factory=dict)
     fd: dict = field(default_factory=dict)
@@ -155,8 +157,8 @@ def check_grad(f: Callable, *args: Any, modes: Any = ("forward", "reverse"), rto
     absent: random); `seed` seeds the random draws; `name` what messages call `f`.
     """
     check = _GradChecker(f, args, modes, rtol, atol, eps, seed, directions, wrt, const, name)
-    check.draw_weights(cotangents)
     check.finite_differences()
+    check.draw_weights(cotangents)
     if "forward" in check.modes:
         check.forward()
     if "reverse" in check.modes:
@@ -211,31 +213,32 @@ class _GradChecker:
         self.out = _Flat(self.outputs(y0, after))
         self.args64 = [_as64(a) for a in self.args]
         self.out_dtype = y0.dtype if isinstance(y0, (np.ndarray, np.floating)) else np.dtype(np.float64)
+        # the weight of f's result: 1 for a float, random for an array, none for a tuple
+        # (whose reverse mode is not checked)
+        if _is_float_scalar(y0):
+            v: Any = np.float64(1.0)
+        elif isinstance(y0, np.ndarray):
+            v = self.rng.uniform(-1.0, 1.0, size=y0.shape)
+        else:
+            v = None
+        self.reverse_result = v is not None
+        self.res = GradCheck(primal=y0, weight=None, result_size=self.result.size, weight_of_result=v,
+                             cotangents=[None] * self.n, reverse=[None] * self.n)
 
     def outputs(self, result: Any, final: Sequence) -> tuple:
         """F's value as a tree: (f's result, the final values of the arguments passed by reference)."""
         return (result if self.with_result else None, tuple(final[k] for k in self.memory))
 
     def draw_weights(self, cotangents: Sequence | None) -> None:
-        """The cotangent w of F: of f's result (1 for a float; random for an array; 0 for a
-        tuple, whose reverse mode is not checked) and of the final values (random unless given)."""
-        y0, rng = self.y0, self.rng
-        if _is_float_scalar(y0):
-            v: Any = np.float64(1.0)
-        elif isinstance(y0, np.ndarray):
-            v = rng.uniform(-1.0, 1.0, size=y0.shape)
-        else:
-            v = None
-        self.reverse_result = v is not None
-        cots = list(cotangents) if cotangents is not None else []
-        parts = [self.result.vector(v, "the weight") if self.with_result else np.zeros(0)]
+        """The cotangent w of F: its part on f's result (drawn with the primal) and on the
+        final values (random unless given; drawn after the directions)."""
+        res, cots = self.res, list(cotangents) if cotangents is not None else []
+        parts = [self.result.vector(res.weight_of_result, "the weight") if self.with_result else np.zeros(0)]
         for k in self.memory:
             c = cots[k] if k < len(cots) else None
             parts.append(self.flats[k].vector(c, f"cotangent {k}") if c is not None
-                         else rng.uniform(-1.0, 1.0, size=self.flats[k].size))
-        w = np.concatenate(parts)
-        self.res = GradCheck(primal=y0, weight=w, weight_of_result=v, cotangents=[None] * self.n,
-                             reverse=[None] * self.n)
+                         else self.rng.uniform(-1.0, 1.0, size=self.flats[k].size))
+        res.weight = np.concatenate(parts)
 
     def native(self, k: int, u: np.ndarray, base: Any = None) -> Any:
         """Vector `u` as a shadow of argument `k` (its types and layouts; other values zero)."""
