@@ -80,6 +80,24 @@ def test_overwritten_array_is_copied_and_the_report_names_the_store():
     np.testing.assert_allclose(g, expected)
 
 
+def sine_of_inner_then_overwrite(u):
+    v = np.sin(u[1:-1])
+    u[2] = 0.5
+    return np.sum(v * u[1:-1])
+
+
+def test_a_copied_slice_is_named_after_its_array():
+    """`u[1:-1]` is read by sin's adjoint and overwritten by `u[2] = 0.5`: the report and the
+    generated code name the copied slice after `u` (its own variable), not a generic name."""
+    u = np.linspace(0.1, 1.0, 6)
+    rep = zymo.cache_report(Reverse, sine_of_inner_then_overwrite, Active, Duplicated(u.copy(), np.zeros(6)))
+    assert _entries(rep) == 1
+    assert "a copy of array `u` (f64[:])" in rep and "`v = np.sin(u[1:-1])`" in rep and "`u[2] = 0.5`" in rep
+    src = zymo.generated_code(Reverse, sine_of_inner_then_overwrite, Active, Duplicated(u.copy(), np.zeros(6)))
+    assert "u_2 = u[1:(-1)]" in src and "_saved_u = u_2.copy()" in src
+    check(sine_of_inner_then_overwrite, [u])
+
+
 def halve_until_small(x):
     s = 0.0
     while x > 1e-3:

@@ -149,7 +149,7 @@ def test_row_views_in_a_loop_need_no_sums(rng):
     src = zymo.generated_code(Reverse, rows_of, Active, Duplicated(x, np.zeros_like(x)),
                               Duplicated(y, np.zeros_like(y)))
     assert "_rt.unbroadcast" not in _adjoint(src)
-    assert "dx_4 += dt_4" in src and "dx_5 += -dt_4" in src
+    assert "dx_3 += dt_4" in src and "dy_2 += -dt_4" in src  # the rows x[i], y[i]: views of dx, dy
     # the guards name only the extents that had to be equal: the rows' and the columns' lengths
     (entry,) = [c for c in _entries(rows_of) if c.source == src]
     assert set(entry.guards) == {((0, 0), (1, 0)), ((0, 1), (1, 1))}

@@ -82,7 +82,7 @@ def test_a_contribution_that_is_a_view_is_copied():
     check_grad(accumulated_into_a_view, x, w, out)
     src, forward, adjoint = _sweeps(accumulated_into_a_view, _dup(x), _dup(w), _dup(out.copy()))
     assert "_cache_dt" not in forward and "np.zeros_like(t)" not in src
-    assert "dt_1 = np.copy(dx_1)" in adjoint  # after `dx_1[...] = dx_1 * 1.5`
+    assert "dt_1 = np.copy(dout_1)" in adjoint  # after `dout_1[...] = dout_1 * 1.5`
 
 
 def test_an_adjoint_nothing_contributes_to_is_left_out():
