@@ -95,7 +95,7 @@ def test_a_copied_slice_is_named_after_its_array():
     assert "a copy of array `u` (f64[:])" in rep and "`v = np.sin(u[1:-1])`" in rep and "`u[2] = 0.5`" in rep
     src = zymo.generated_code(Reverse, sine_of_inner_then_overwrite, Active, Duplicated(u.copy(), np.zeros(6)))
     assert "u_2 = u[1:(-1)]" in src and "_saved_u = u_2.copy()" in src
-    check(sine_of_inner_then_overwrite, [u])
+    check_grad(sine_of_inner_then_overwrite, u)
 
 
 def halve_until_small(x):
