@@ -307,7 +307,7 @@ def test_two_threads_give_the_same_bits(kernels_backend):
     # a program of `rows` runs a kernel in parallel: its forward derivative does (the reverse
     # sweep has none); `_compiled` reads the last program compiled, which check_grad's order
     # (forward, then reverse) makes the reverse one
-    programs = [c.fn if not isinstance(c.fn, list) else c.fn[0] for entries in zymo.api._COMPILED.values()
+    programs = [c.fn if not isinstance(c.fn, list) else c.fn[0] for entries in zymo.cache.COMPILED.values()
                 for c in entries if c.backend == "kernels" and c.ir.name == "rows"]
     assert any(isinstance(k, Kernel) and k.parallel is not None for fn in programs for k in fn.__globals__.values())
     zymo.config.set_threads(2)
