@@ -779,8 +779,8 @@ def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
     over exactly the broadcast dimensions, for strided and complex adjoints too."""
     import numba
 
+    from zymo import runtime
     from zymo.codegen import numba_rt
-    from zymo.rules import runtime
 
     f = numba.njit(lambda g, x: numba_rt.unbroadcast(g, x))
     rng = np.random.default_rng(7)
@@ -799,8 +799,8 @@ def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
     included."""
     import numba
 
+    from zymo import runtime
     from zymo.codegen import numba_rt
-    from zymo.rules import runtime
 
     fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))  # noqa: B008  (binds each helper)
            for name in ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")}
@@ -837,9 +837,9 @@ def test_product_adjoints_accumulate_in_place_under_numba():
     plain sum otherwise; `d` is updated in place, a float `d` gets the sum."""
     import numba
 
+    from zymo import runtime
     from zymo.codegen import numba_rt
     from zymo.codegen.numba_ import accumulating_products
-    from zymo.rules import runtime
 
     src = ("def f(d, e, g, a, b):\n    d += _rt.dot_vjp_a(g, a, b)\n    e[0] += _rt.dot_vjp_b(g, a, b)\n"
            "    d += 2.0 * _rt.matmul_vjp_b(g, a, b)\n    return d\n")
@@ -1455,7 +1455,7 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     differences of `cholesky_vjp` itself. (A whole Hessian of a 3x3 cholesky program compiles
     for 87 s under Numba, eight lanes in one function; not run here.)"""
     from zymo.codegen import numba_rt
-    from zymo.rules import second_rt
+    from zymo.runtime import second as second_rt
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 4))
@@ -1464,7 +1464,7 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     got = numba.njit(lambda t, g, low: numba_rt.cholesky_vjp_dl(t, g, low))(t, g, low)
     np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, low), rtol=1e-12, atol=1e-12)
     eps = 1e-6
-    vjp = zymo.rules.runtime.cholesky_vjp
+    vjp = zymo.runtime.cholesky_vjp
     fd = (vjp(g, low + eps * t) - vjp(g, low - eps * t)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
     assert_substantial(got)

@@ -15,9 +15,9 @@ from helpers import fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
+from zymo import runtime as rt
 from zymo.codegen import numba_np, numba_rt
 from zymo.codegen.numba_ import numba_source
-from zymo.rules import runtime as rt
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -312,7 +312,7 @@ def _helpers_as_written(a, b, lo, hi):
 
 
 def test_the_python_helpers_compile_as_written():
-    """`rules.runtime.fdiv`, `fpow` and `span`, reached as the Python functions (as where zymo
+    """`zymo.runtime.fdiv`, `fpow` and `span`, reached as the Python functions (as where zymo
     compiles a reverse program as written, to say why a second order failed), compile with
     Numba: IEEE results, as the Python helpers give them."""
     got = _helpers_as_written(0.0, 0.0, np.uint64(5), np.uint64(1))

@@ -12,9 +12,9 @@ from helpers import check, fd_grad
 
 import zymo
 from zymo import Forward, Reverse
+from zymo import runtime as _rt
 from zymo.errors import ZymoError
 from zymo.rules import REGISTRY
-from zymo.rules import runtime as _rt
 
 # -- np.einsum('ji', a) is a view of a -------------------------------------------------------
 

@@ -1349,7 +1349,7 @@ class _Builder:
 
 def rule_cases(key: str, dtypes: Iterable[str] = ("float64", "float32"), seed: int = 0) -> list[RuleCase]:
     """The test functions and inputs `check_rule` runs for rule `key`."""
-    from .rules import runtime as _rt
+    from . import runtime as _rt
     from .rules.internal import _and, _dim, _or
 
     b = _Builder(key, tuple(dtypes), seed)

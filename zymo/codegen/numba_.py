@@ -132,10 +132,10 @@ def _stamp() -> str:
 
     h = hashlib.sha256()
     # every Numba shim, intrinsic and pass (codegen/numba*.py) and every runtime module generated
-    # code calls (rules/runtime.py, rules/*_rt.py), found by name so that a new one is not missed
+    # code calls (zymo/runtime/*.py), found by name so that a new one is not missed
     here = Path(__file__).resolve().parent
-    rules = here.parent / "rules"
-    for path in sorted(here.glob("numba*.py")) + [rules / "runtime.py"] + sorted(rules.glob("*_rt.py")):
+    runtime = here.parent.parent / "runtime"
+    for path in sorted(here.glob("numba*.py")) + sorted(runtime.glob("*.py")):
         h.update(path.read_bytes())
     h.update(Path(__file__).read_bytes())  # how modules are written, locked and named
     h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())

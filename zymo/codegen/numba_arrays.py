@@ -19,7 +19,7 @@ import numpy as _np
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
-from ..rules import runtime as rt
+from .. import runtime as rt
 from . import numba_np as nnp
 from .numba_np import _literal, _ndim
 

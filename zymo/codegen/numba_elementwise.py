@@ -258,7 +258,7 @@ def _writable(d) -> bool:
 
 
 def _fallback(params: str, body: str, np_module=np):
-    from ..rules import runtime  # its helpers' Numba implementations: `numba_rt`
+    from .. import runtime  # its helpers' Numba implementations: `numba_rt`
 
     ns: dict = {"np": np_module, "_rt": runtime}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)

@@ -18,7 +18,7 @@ from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
-from ..rules import runtime as rt
+from .. import runtime as rt
 from .numba_np import _none
 
 

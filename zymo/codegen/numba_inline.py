@@ -39,7 +39,7 @@ from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
-from ..rules import runtime as rt
+from .. import runtime as rt
 from .numba_elementwise import _as_written, _copy_into_new, _span, apply, new_array
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"

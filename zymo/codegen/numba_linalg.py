@@ -17,8 +17,8 @@ from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
-from ..rules import linalg_rt as rt
-from ..rules import second_rt as srt
+from ..runtime import linalg as rt
+from ..runtime import second as srt
 
 
 def _need(what: str, *arrs) -> None:

@@ -457,7 +457,7 @@ def rollaxis(a, axis, start=0):
 
 @_overload(rollaxis, prefer_literal=True)
 def _ov_rollaxis(a, axis, start=0):
-    from ..rules.runtime import rollaxis_perm
+    from ..runtime import rollaxis_perm
 
     perm = rollaxis_perm(_ndim(a), _literal(axis, "axis"), _literal(start, "start"))
     return lambda a, axis, start=0: _np.transpose(a, perm)

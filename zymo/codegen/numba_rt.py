@@ -16,7 +16,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 from numba.typed import List  # noqa: F401  (split mode's list caches: `numba_.fresh_lists`)
 
-from ..rules import runtime as rt
+from .. import runtime as rt
 from . import (  # noqa: F401  (register the rules' helpers' overloads)
     numba_arrays,
     numba_linalg,

@@ -18,8 +18,8 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 from numpy.lib.stride_tricks import as_strided
 
-from ..rules import runtime as rt
-from ..rules import second_rt as srt
+from .. import runtime as rt
+from ..runtime import second as srt
 from .numba_np import _axis, _literal, _ndim, _none
 
 # -- joins -------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 from numba.np.numpy_support import as_dtype
 
-from ..rules import runtime as rt
+from .. import runtime as rt
 from .numba_np import _literal, _ndim, _none
 
 

@@ -781,7 +781,7 @@ class Lowerer(FlowLowering, WithLowering, ExprLowering):
 
     def _is_checkpoint_marker(self, func: ast.expr) -> bool:
         """Whether `func` names `zymo.checkpointed` (as a global or an attribute of a module)."""
-        from ..transform.checkpoint_rt import checkpointed
+        from ..runtime.checkpoint import checkpointed
 
         if isinstance(func, ast.Name):
             try:

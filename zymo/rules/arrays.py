@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import NOT_CONST, Rule, const_value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt  # (names used by inlined rule bodies)
+from .. import runtime as _rt  # (names used by inlined rule bodies)
 from .registry import Rule
 
 _PY = "np.fft has no Numba implementation"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import Rule, const_value
 
 _WC3 = ("wc", 3, 3)

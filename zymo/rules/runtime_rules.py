@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import Rule
 
 # Helpers whose result may be their adjoint argument itself or a read-only broadcast view of

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..ir import types as T
-from . import runtime as _rt
 from .registry import BY_CALLABLE, NOT_CONST, Rule, const_value
 
 _C = "const"

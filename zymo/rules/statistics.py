@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..ir import types as T
-from . import runtime as _rt
 from .registry import Rule
 
 _M5 = ("const", np.array([False, True, False, False, True]))
