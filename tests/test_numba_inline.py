@@ -16,8 +16,9 @@ from helpers import fd_grad
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
 from zymo import runtime as rt
-from zymo.codegen import numba_np, numba_rt
-from zymo.codegen.numba_ import numba_source
+from zymo.codegen.numba import np_shim as numba_np
+from zymo.codegen.numba import twins as numba_rt
+from zymo.codegen.numba.rewrites import numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -464,7 +465,7 @@ def test_ew_like_broadcasts_into_a_new_array_like_x():
 
 
 def test_rewrites_of_calls_and_helpers():
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = ("def f(d, g, x, m, t, n):\n"
            "    a = np.zeros((n, 2), np.float32)\n"

@@ -13,7 +13,7 @@ from test_array_caches import appended_each_time
 from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
-from zymo.codegen.numba_pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
+from zymo.codegen.numba.pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
 
 
 def pipeline_of(dispatcher):

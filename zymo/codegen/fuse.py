@@ -38,7 +38,7 @@ each function (straight-line code, where names hold the same memory throughout):
   read memory `d` may overlap, or write it other than by another `+=` (in-place additions
   commute, up to rounding). Neither term may read memory `d` overlaps. Product adjoints
   (`_rt.dot_vjp_a`, ...) are never merged: the Numba backend turns `d += _rt.dot_vjp_a(...)`
-  into one BLAS call that adds in place (`numba_.accumulating_products`).
+  into one BLAS call that adds in place (`rewrites.accumulating_products`).
 - a statement passes a moved expression (a merged term, or a temporary being substituted)
   when it is a pure assignment to a name the expression does not read, or an accumulation
   `d2 += f` / a store `d2[...] = v` into a shadow `d2` that no name the expression reads

@@ -65,7 +65,7 @@ def repeat_vjp(g, x, repeats, axis):
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
     """`np.diagonal(a, offset, axis1, axis2)`: NumPy's read-only view of the diagonal (the
-    Numba backend's twin returns a view of 2-d arrays too, `numba_shape._diagonal`)."""
+    Numba backend's twin returns a view of 2-d arrays too, `twins/arrays.py`)."""
     return np.diagonal(a, offset, axis1, axis2)
 
 

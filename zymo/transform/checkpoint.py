@@ -527,7 +527,7 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int | None, analyze: Any, o
     if not loops:
         return None
     if backend == "always":
-        from ..codegen.numba_ import ZymoNumbaError
+        from ..codegen.numba.backend import ZymoNumbaError
 
         raise ZymoNumbaError("zymo's Numba backend cannot compile a checkpointed loop yet", loops[0].loc,
                              why="memory_limit asks to checkpoint this loop, whose driver runs as Python",

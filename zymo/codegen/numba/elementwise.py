@@ -1,9 +1,9 @@
 """Elementwise statements compiled as loops in place, for Numba-compiled derivative code.
 
-Contract: five Numba intrinsics (callable from Numba-compiled code only; `numba_.
-elementwise_statements` writes the calls), each taking `expr`, a constant string built of the
-names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
-(`np.exp(x0)`; `numba_._EW_FUNCS`) and of two (`np.maximum(x0, x1)`; `numba_._EW_BINARY`),
+Contract: five Numba intrinsics (callable from Numba-compiled code only;
+`ew_rewrite.elementwise_statements` writes the calls), each taking `expr`, a constant string
+built of the names `x<i>` and numbers by `+ - * /`, unary minus, NumPy's functions of one operand
+(`np.exp(x0)`; `ew_rewrite._EW_FUNCS`) and of two (`np.maximum(x0, x1)`; `ew_rewrite._EW_BINARY`),
 `_rt.as_shape(e, x<k>)` (or `as_tangent`: `e` cast to the dtype of array `x<k>`, whose shape
 takes part in the broadcast; a number `x<k>` is refused at typing) and masks (one comparison,
 `|`, `&`, `_MASKS`, `np.where(c, a, b)`; typed as `_operand_types` says), and `xs`, the tuple
@@ -41,7 +41,7 @@ runs over the elements; otherwise the loops nest, stepping by each operand's str
 
 Fast: every array operand has one float or complex dtype (or is a bool array: a mask), `d`'s
 when there is a `d`, a rank no higher than the statement's, and the element arithmetic
-(`numba_accumulate`-style lowering by Numba's own operators) stays in that dtype (a number
+(`accumulate`-style lowering by Numba's own operators) stays in that dtype (a number
 that would widen it, as Python's floats do float32's, is not fast); a division only in real
 dtypes (it is written as IEEE division, NumPy's: a zero divisor gives inf, as everywhere in the
 generated program: `fdiv`).
@@ -88,7 +88,7 @@ _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _LOGIC = {ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
 _BINOPS = {**_OPS, **_LOGIC}
-# NumPy's functions of one operand that give a bool (`numba_._EW_MASKS`, which imports Numba late)
+# NumPy's functions of one operand that give a bool (`ew_rewrite._EW_MASKS`, which imports Numba late)
 _MASKS = ("logical_not", "isnan", "isinf", "isfinite", "signbit")
 
 
@@ -258,7 +258,7 @@ def _writable(d) -> bool:
 
 
 def _fallback(params: str, body: str, np_module=np):
-    from .. import runtime  # its helpers' Numba implementations: `numba_rt`
+    from zymo import runtime  # its helpers' Numba implementations: `twins`
 
     ns: dict = {"np": np_module, "_rt": runtime}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)
@@ -424,14 +424,14 @@ def ew_set(typingctx, d, expr, xs):
 def ew_out(typingctx, d, expr, xs, call):
     """`call` (a NumPy ufunc with `out=d`, as text over `x<i>` and `d`) when it is `d[...] = e`:
     fast (module contract) with array operands; otherwise `call` itself, compiled by Numba with
-    zymo's `np` (`numba_np`: its `out=` buffers overlapping inputs as NumPy does)."""
+    zymo's `np` (`np_shim`: its `out=` buffers overlapping inputs as NumPy does)."""
     text, tree, unpack = _parse(expr, xs)
     if not isinstance(call, types.StringLiteral):
         raise TypingError("zymo: ew_out takes a constant call")
     fast = (_writable(d) and any(isinstance(x, types.Array) for x in xs)
             and _dtype(typingctx, tree, xs, d) is not None)
     if not fast:
-        from . import numba_np
+        from . import np_shim as numba_np
 
         run = _fallback("d, xs", f"{unpack}    {call.literal_value}\n", numba_np)
 
@@ -578,7 +578,7 @@ def apply(context, builder, fn, operands, ieee=False):
 
 @intrinsic
 def fdiv(typingctx, a, b):
-    """`a / b` (`numba_.ieee_divisions` writes the calls): two real numbers divide as IEEE
+    """`a / b` (`rewrites.ieee_divisions` writes the calls): two real numbers divide as IEEE
     division, NumPy's (a zero divisor gives inf or nan; Numba's division of numbers raises
     `ZeroDivisionError`, as Python's does); anything else as Numba divides it."""
     real = (types.Integer, types.Float, types.Boolean)

@@ -1,13 +1,13 @@
 """Helpers of generated code written into the program, for Numba-compiled derivative code.
 
 Contract: Numba intrinsics (callable from Numba-compiled code only) that generated code reaches
-as `_rt.<name>` (`numba_rt` exports them; `numba_.numba_source` writes the calls that are not
+as `_rt.<name>` (`twins` exports them; `rewrites.numba_source` writes the calls that are not
 in the generated source already):
 
 - `zeros(shape, dtype)`, `empty(shape, dtype)`: `np.zeros`/`np.empty` (an int or a tuple of
   ints, a NumPy scalar type or dtype): a C-ordered array;
 - `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
-  Numba uses as an index without first adding the extent to a negative one (`numba_.nonneg_indices`);
+  Numba uses as an index without first adding the extent to a negative one (`rewrites.nonneg_indices`);
 - `span(lo, hi)`: `rules.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
   (unsigned bounds do not wrap), as one select: a conditional expression would be three more
   blocks for Numba and LLVM (a trip count);
@@ -39,8 +39,9 @@ from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
-from .. import runtime as rt
-from .numba_elementwise import _as_written, _copy_into_new, _span, apply, new_array
+from zymo import runtime as rt
+
+from .elementwise import _as_written, _copy_into_new, _span, apply, new_array
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
 
@@ -200,7 +201,7 @@ def _real_vector(x) -> bool:
 
 
 def _extreme(larger: bool):
-    from . import numba_np
+    from . import np_shim as numba_np
 
     fn = numba_np.max if larger else numba_np.min
     name = "maximum" if larger else "minimum"
