@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from zymo.runtime import registry
 from zymo.transform.emit import rt_call as _rt_call
 
 from .lines import alone, splice
@@ -57,20 +58,17 @@ def _operand(e: ast.expr) -> bool:
 
 # zymo's helpers that return a new value and write nothing: one operand of an elementwise
 # expression each (computed before the loops, as NumPy computes it before the expression)
-_PURE_RT = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "matmul_vjp_a", "matmul_vjp_b", "norm_grad",
-                      "norm_grad_dx", "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
-
-
 def _opaque(e: ast.expr) -> bool:
-    """A product `a @ b`, `np.zeros_like(x)` or a call of a pure helper (`_PURE_RT`), its
-    arguments plain or elementwise: an operand the intrinsics read, not write into their loops."""
+    """A product `a @ b`, `np.zeros_like(x)` or a call of a helper that is a loop operand
+    (`runtime.registry`), its arguments plain or elementwise: an operand the intrinsics read,
+    not write into their loops."""
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult):
         return _elementwise(e.left) and _elementwise(e.right)
     if _np_call(e, ("zeros_like",)) and len(e.args) == 1 and not e.keywords:
         return _operand(e.args[0])
     f = e.func if isinstance(e, ast.Call) else None
     return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
-            and f.attr in _PURE_RT and not e.keywords and all(
+            and registry.is_loop_operand(f.attr) and not e.keywords and all(
                 _elementwise(a) or isinstance(a, ast.Constant) for a in e.args))
 
 

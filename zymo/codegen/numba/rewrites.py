@@ -14,13 +14,12 @@ import copy
 import re
 from dataclasses import dataclass
 
+from zymo.runtime import registry
 from zymo.transform.emit import IEEEDivisions, zero_divisor
 from zymo.transform.emit import rt_call as _rt_call
 
 from .ew_rewrite import elementwise_statements
 from .lines import after, alone, before, splice
-
-_PRODUCT_VJPS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
 
 
 def accumulating_products(src: str) -> str:
@@ -36,7 +35,7 @@ def accumulating_products(src: str) -> str:
             continue
         f = node.value.func
         if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
-                and f.attr in _PRODUCT_VJPS and len(node.value.args) == 3 and not node.value.keywords
+                and registry.is_product_vjp(f.attr) and len(node.value.args) == 3 and not node.value.keywords
                 and alone(node, lines)):
             d = node.target.id
             args = ", ".join(ast.unparse(a) for a in node.value.args)
