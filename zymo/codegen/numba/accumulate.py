@@ -25,7 +25,7 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
-from .elementwise import apply as _apply
+from .ew_loops import apply as _apply
 
 # -- product adjoints ---------------------------------------------------------------------
 # `rewrites.accumulating_products` writes `d = _rt.acc_dot_vjp_a(d, g, a, b)` (and `_b`,
@@ -133,7 +133,7 @@ def _unshared(context, builder, acc_ty, acc, ty, ary, shape, strides):
     memory meets the accumulator's (the loops would read what they write), a copy in NRT memory
     (C- and F-ordered operands as they are stored, one memcpy; others C-ordered); `copy.free()`
     after the loops."""
-    from .elementwise import _copy_into_new, _span
+    from .ew_loops import _copy_into_new, _span
 
     intp = context.get_value_type(types.intp)
     zero = ir.Constant(intp, 0)

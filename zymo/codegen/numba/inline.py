@@ -41,7 +41,9 @@ from numba.np.arrayobj import load_item, store_item
 
 from zymo import runtime as rt
 
-from .elementwise import _as_written, _copy_into_new, _span, apply, new_array
+from .elementwise import _as_written
+from .ew_loops import _copy_into_new, _span, apply
+from .ew_types import new_array
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
 
