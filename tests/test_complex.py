@@ -1,4 +1,4 @@
-"""Complex numbers and FFTs (rules/complex_.py, rules/fft.py).
+"""Complex numbers and FFTs (rules/complex.py, rules/fft.py).
 
 Every case is a real loss of complex (or real) arguments, written once with `np` and run
 three ways: zymo's reverse gradient and forward tangents against central finite differences

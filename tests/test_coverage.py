@@ -100,7 +100,7 @@ def test_functions_without_rules_are_refused_at_the_users_line():
     assert len(calls) > 100
     silent = []
     for name, fn in calls:
-        f = testing._t_expr("fn(x)", 1, "uses_" + name.replace(".", "_"))(fn)
+        f = testing.expr_factory("fn(x)", 1, "uses_" + name.replace(".", "_"))(fn)
         try:
             zymo.ir(f, np.ones(3))
         except zymo.UnsupportedCall as e:
@@ -113,7 +113,7 @@ def test_functions_without_rules_are_refused_at_the_users_line():
 
 
 def test_gap_ufunc_error_message():
-    f = testing._t_expr("fn(x, 2.0)", 1, "uses_divmod")(np.divmod)
+    f = testing.expr_factory("fn(x, 2.0)", 1, "uses_divmod")(np.divmod)
     with pytest.raises(zymo.UnsupportedCall, match="cannot differentiate a call to") as e:
         zymo.gradient(zymo.Reverse, f, np.ones(3))
     assert "fn(x, 2.0)" in str(e.value)

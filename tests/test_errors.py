@@ -131,7 +131,7 @@ def uses_list_comprehension(x):
 
 def uses_complex_maximum(x):
     z = x * 2.0
-    w = np.maximum(z + 1j, 2.0)  # <-  (a comparison of complex numbers: refused, rules/complex_.py)
+    w = np.maximum(z + 1j, 2.0)  # <-  (a comparison of complex numbers: refused, rules/complex.py)
     return w
 
 

@@ -1,5 +1,5 @@
 """End-to-end tests of the sorting, lookup and statistics rules (`rules/sorting.py`,
-`rules/statistics.py`, `logsumexp(b=)` in `rules/scipy_.py`).
+`rules/statistics.py`, `logsumexp(b=)` in `rules/scipy_base.py`).
 
 The rule cases in `tests/test_rules.py` check every argument form against central
 differences; here each function is differentiated inside a small program, with

@@ -1,4 +1,4 @@
-"""The `scipy.special` rules of `rules/special.py` end to end.
+"""The `scipy.special` rules of `rules/special.py` and `rules/special_bessel.py` end to end.
 
 `tests/test_rules.py` checks every rule alone from its cases (both modes against central
 differences, both dtypes). Here: functions that combine them, in forward and reverse mode
@@ -543,7 +543,7 @@ def test_hessians_match_finite_differences_of_the_gradient(f):
     np.testing.assert_allclose(H, H.T, rtol=1e-9, atol=1e-12)
 
 
-# every differentiable rule of rules/special.py: the Hessian of sum(fn(a[, b])) in all its
+# every differentiable rule of rules/special.py and rules/special_bessel.py: the Hessian of sum(fn(a[, b])) in all its
 # differentiable arguments (one vector v = (a, b)), against central differences of the gradient;
 # arguments drawn from the rule's test domains, constant ones (orders, shape parameters) fixed
 _CONST_FIRST = {"polygamma": "1", "expn": "2", "jv": "1.5", "yv": "1.5", "iv": "1.5", "kv": "1.5", "ive": "1.5",
@@ -553,9 +553,10 @@ _CONST_FIRST = {"polygamma": "1", "expn": "2", "jv": "1.5", "yv": "1.5", "iv": "
 
 
 def _special_keys():
-    from zymo.rules import special
+    from zymo.rules import special, special_bessel
 
-    return sorted(k for k, r in REGISTRY.items() if r.__module__ == special.__name__ and not r.nondiff)
+    modules = (special.__name__, special_bessel.__name__)
+    return sorted(k for k, r in REGISTRY.items() if r.__module__ in modules and not r.nondiff)
 
 
 @pytest.mark.slow
@@ -571,8 +572,8 @@ def test_second_order_of_every_rule(key):
         src, shapes = "np.sum(fn(x[:3], x[3:]))", ((3,), (3,))
     else:
         src, shapes = "np.sum(fn(x))", ((3,),)
-    v = np.concatenate(testing._sample(key, shapes, "float64", rng))
-    f = testing._t_expr(src, 1, "so_" + short)(rule.fn)
+    v = np.concatenate(testing.draw_inputs(key, shapes, "float64", rng))
+    f = testing.expr_factory(src, 1, "so_" + short)(rule.fn)
     H = zymo.hessian(f, v)
     ref = _fd_hessian(f, v)
     scale = max(np.max(np.abs(ref)), 1e-3)

@@ -113,9 +113,9 @@ class Builder:
         return v
 
     def _complex_key(self, key: str, args: list[Value], rtype: Any, loc: Loc) -> str:
-        """The rule that differentiates a call with complex operands or result (`rules/complex_.py`),
+        """The rule that differentiates a call with complex operands or result (`rules/complex.py`),
         or a refusal at the user's line."""
-        from ..rules.complex_ import complex_key
+        from ..rules.complex import complex_key
 
         new, why = complex_key(key, [a.type for a in args], rtype)
         if why:

@@ -41,13 +41,6 @@ from .host import LoweringHost
 
 RAISED = "$raised"  # env key: the current path has raised (everything after is dead)
 
-# rules that never raise on numbers (as `transform.reverse._SAFE_OPS`), and zymo's helpers that never raise;
-# `+ - *` of NumPy numbers raise FloatingPointError on overflow under np.errstate(over="raise")
-_SAFE_NUMBERS = frozenset({"neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "not",
-                           "builtins.abs", "builtins.min", "builtins.max", "builtins.float", "builtins.bool"})
-_ARITHMETIC = frozenset({"add", "sub", "mul"})
-_SAFE_ALWAYS = frozenset({"zymo.dim", "zymo.or", "zymo.and", "zymo.trip", "zymo.span", "numpy.shape",
-                          "builtins.len", "builtins.print"})
 
 
 @dataclass
@@ -440,13 +433,15 @@ class FlowLowering(LoweringHost):
         if k != "prim":
             return False
         key = op.attrs["key"]
-        if key.startswith("zymo.raise.") or checks.is_errstate(key) or key in _SAFE_ALWAYS:
+        rule = REGISTRY.get(key)
+        # the rule's facts: never raises; never on numbers (`+ - *` of NumPy numbers raise
+        # FloatingPointError on overflow under np.errstate(over="raise"))
+        if key.startswith("zymo.raise.") or checks.is_errstate(key) or (rule is not None and not rule.may_raise):
             return False
-        if all(isinstance(a.type, T.Scalar) for a in op.args) and (
-                key in _SAFE_NUMBERS or key in _ARITHMETIC and not ctx.may_catch((FloatingPointError, RuntimeWarning))):
+        if rule is not None and rule.numbers_safe and all(isinstance(a.type, T.Scalar) for a in op.args) and (
+                not rule.overflows or not ctx.may_catch((FloatingPointError, RuntimeWarning))):
             return False
         raisable: tuple[type, ...] = (Exception,)
-        rule = REGISTRY.get(key)
         if rule is not None and rule.elementwise and sum(isinstance(a.type, T.Array) for a in op.args) == 1:
             # one array and numbers: no shapes to mismatch; NumPy's error state may raise, or a
             # warnings filter turn its RuntimeWarning into an error

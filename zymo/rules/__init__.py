@@ -4,15 +4,15 @@ import numpy as _np
 from . import (  # noqa: F401  (importing a module registers its rules)
     arith,
     arrays,
-    complex_,
+    complex,
     custom,
     fft,
     indexing,
     internal,
     linalg,
     lists,
-    math_,
-    numpy_,
+    npmisc,
+    pymath,
     reductions,
     runtime_rules,
     shape,
@@ -25,7 +25,8 @@ from .registry import LAZY, LAZY_IDS, REGISTRY, Rule, load_all, lookup, rule_for
 # SciPy's rules register when a callable without a rule is met and SciPy is in use (importing
 # scipy.signal takes about a second, scipy.linalg and scipy.special about 0.4 s together)
 LAZY["scipy.signal"] = ("zymo.rules.scipy_signal",)
-LAZY["scipy.linalg"] = LAZY["scipy.special"] = ("zymo.rules.scipy_", "zymo.rules.special")
+LAZY["scipy.linalg"] = LAZY["scipy.special"] = ("zymo.rules.scipy_base", "zymo.rules.special",
+                                                  "zymo.rules.special_bessel")
 LAZY_IDS[id(_np.sinc)] = LAZY_IDS[id(_np.i0)] = "zymo.rules.special"  # rules/special.py (np.i0's needs SciPy)
 
 __all__ = ["REGISTRY", "Rule", "load_all", "lookup", "rule_for_callable"]

@@ -1,8 +1,8 @@
 """Rules for `np.fft`: fft, ifft, fft2, ifft2, fftn, ifftn, rfft, irfft, fftshift, ifftshift.
 
 Contract: every transform is linear, so its tangent is the same transform of the tangent; its
-adjoint (JAX's convention, `rules/complex_.py`) is the transform's transpose, computed by
-`rules/fft_rt.py`: a complex DFT matrix is symmetric (the adjoint of `fft` is `fft` of the
+adjoint (JAX's convention, `rules/complex.py`) is the transform's transpose, computed by
+`runtime/fft.py`: a complex DFT matrix is symmetric (the adjoint of `fft` is `fft` of the
 adjoint, same `norm`, cut or padded back to the input's length), `rfft`'s is the real part of
 the full `fft` of the zero-padded adjoint, `irfft`'s weights the rfft of the adjoint by the
 Hermitian weights. NumPy's `n`, `s`, `axis`, `axes` and `norm` arguments are taken; `out=` is

@@ -1,11 +1,11 @@
 """Rules for `numpy.linalg`: solve, inv, det, slogdet, cholesky, eigh, qr, svd,
-svdvals, lstsq (matmul, dot and norm live in numpy_.py and reductions.py).
+svdvals, lstsq (matmul, dot and norm live in npmisc.py and reductions.py).
 
 Contract: functions returning tuples (`slogdet`, `eigh`, `qr`, `svd`, `lstsq`)
 declare `parts`; the frontend lowers `w, v = np.linalg.eigh(a)` to one op per
 part (each recomputes the factorisation in its derivative; an unused part costs
 nothing in reverse mode). The conditions under which each derivative exists are
-in `linalg_rt.py` and `docs/rules.md`; calls outside what is covered (eigh with
+in `runtime/linalg.py` and `docs/rules.md`; calls outside what is covered (eigh with
 UPLO='U', qr modes other than 'reduced', svd with compute_uv=False or
 hermitian=True) are refused at the user's line.
 """

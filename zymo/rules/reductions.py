@@ -15,14 +15,24 @@ At `x = 0` the 2-norm's derivative is taken as 0 (a subgradient).
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .. import runtime as _rt
-from .registry import Rule, const_value
+from .registry import BOTH, Form, Rule, const_value
 
 _AX = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, 1)", ((3, 4),)),
        ("fn(x, axis=-1, keepdims=True)", ((2, 3, 4),)), ("fn(x, axis=(0, 2))", ((2, 3, 4),)),
        ("fn(x, keepdims=True)", ((3, 4),)), ("fn(fn(x * x, axis=0))", ((3, 4),)))
+
+
+# sum, mean, max, min: all elements, axis 0, the last axis kept, all kept, axis 1, axes (0, 2)
+_RED = tuple(Form(name, (s,), BOTH) for s in [(5,), (3, 4), (2, 3, 4)]
+             for name in ("red_all", "red_axis0", "red_last_keep", "red_all_keep"))
+_SUM = _RED + tuple(Form(name, (s,), BOTH) for s in [(3, 4), (2, 3, 4)] for name in ("red_axis1", "red_chain")) + (
+    Form("red_axes02", ((2, 3, 4),), BOTH),)
+_MAX = _RED + (Form("red_axis1", ((3, 4),), BOTH), Form("red_axes02", ((2, 3, 4),), BOTH))
 
 
 class _Reduction(Rule):
@@ -34,18 +44,20 @@ class _Reduction(Rule):
         return None
 
 
-class sum_(_Reduction, key="numpy.sum", fn=np.sum):
+class sum_(_Reduction, key="numpy.sum", fn=np.sum, array_safe=True, cases=_SUM + (
+        Form("sum_method", ((3, 4),), BOTH), Form("sum_builtin", ((3, 4),), BOTH))):
     def jvp_x(t, ans, x, axis=None, keepdims=False): return np.sum(t, axis=axis, keepdims=keepdims)
     def vjp_x(g, ans, x, axis=None, keepdims=False): return _rt.expand_reduced(g, x, axis, keepdims)
 
 
-class mean(_Reduction, key="numpy.mean", fn=np.mean):
+class mean(_Reduction, key="numpy.mean", fn=np.mean, array_safe=True, cases=_SUM + (Form("mean_method", ((3, 4),), BOTH),)):
     def jvp_x(t, ans, x, axis=None, keepdims=False): return np.mean(t, axis=axis, keepdims=keepdims)
     def vjp_x(g, ans, x, axis=None, keepdims=False):
         return _rt.expand_reduced(g, x, axis, keepdims) / _rt.reduced_count(x, ans)
 
 
-class max_(_Reduction, key="numpy.max", fn=np.max):
+class max_(_Reduction, key="numpy.max", fn=np.max, cases=_MAX + (
+        Form("max_method", ((3, 4),), BOTH), Form("call1", ((5,),), BOTH, fn=builtins.max, tag=",builtin"))):
     """Ties share the derivative equally (the subgradient of the mean of the tied elements)."""
     def jvp_x(t, ans, x, axis=None, keepdims=False):
         return np.sum(t * _rt.extreme_mask(x, ans, axis, keepdims), axis=axis, keepdims=keepdims)
@@ -53,19 +65,20 @@ class max_(_Reduction, key="numpy.max", fn=np.max):
         return _rt.expand_reduced(g, x, axis, keepdims) * _rt.extreme_mask(x, ans, axis, keepdims)
 
 
-class min_(max_, key="numpy.min", fn=np.min):
+class min_(max_, key="numpy.min", fn=np.min, cases=_MAX + (
+        Form("min_method", ((3, 4),), BOTH), Form("call1", ((5,),), BOTH, fn=builtins.min, tag=",builtin"))):
     """Ties share the derivative equally."""
 
 
-class amax(max_, key="numpy.amax", fn=np.amax):
+class amax(max_, key="numpy.amax", fn=np.amax, cases=_MAX):
     """Ties share the derivative equally."""
 
 
-class amin(max_, key="numpy.amin", fn=np.amin):
+class amin(max_, key="numpy.amin", fn=np.amin, cases=_MAX):
     """Ties share the derivative equally."""
 
 
-class prod(_Reduction, key="numpy.prod", fn=np.prod, cases=_AX + (
+class prod(_Reduction, key="numpy.prod", fn=np.prod, array_safe=True, cases=_AX + (
         ("x.prod(axis=1) * x.prod()", ((3, 4),)), ("fn(x, axis=1)", (("withzero", (3, 4)),)),
         ("fn(x)", (("withzero", (5,)),)))):
     """Exact with zeros: each element's derivative is the product of the others."""

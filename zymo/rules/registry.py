@@ -28,9 +28,23 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   `svd`, `slogdet`): the frontend lowers a call into one op per part, each a
   rule of its own computing one element of the tuple with the same arguments
   (and naming the function in `part_of`).
-- `cases` lists extra test cases for `zymo.testing.rule_cases`: tuples
+- `cases` lists the rule's test cases for `zymo.testing.rule_cases`: tuples
   `(expression, argument specs[, options])`, the expression calling the
-  primitive as `fn` with arguments named x, y, z, w (see `zymo.testing`).
+  primitive as `fn` with arguments named x, y, z, w, and `Form`s, a named test
+  function of `zymo.testing.forms` at given shapes (see `zymo.testing`). A rule
+  declaring a `Form` gets no automatic cases; otherwise elementwise rules, ufuncs
+  and `math` functions get the automatic ones (shapes, dtypes, `out=`, loops)
+  unless `auto_cases` is False. `domains` (one `(lo, hi[, signed])` per
+  argument) says where the cases draw each argument.
+- Facts for the analyses and rewrites, each a class keyword with a default:
+  `pure` (False: the call has an effect of its own, output or random state, and is never
+  left out), `may_raise` (False: never raises, whatever its operands), `numbers_safe`
+  (never raises on numbers: Python's ints, IEEE floats), `overflows` (on NumPy numbers it
+  raises only under `np.errstate(over="raise")`: `+ - *`), `array_safe` (never raises on a
+  float array, an empty one included), `numba_safe` (Numba computes it without raising:
+  nan or inf where Python raises), `cheap` (recomputed rather than cached),
+  `value_numbered` (a function of its number operands only: equal calls are merged),
+  `size_arith` (`+ - *`: of ints computed from sizes, an int computed from sizes).
 - `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
   message (an argument combination the rule does not differentiate, such as
   `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
@@ -50,7 +64,40 @@ import inspect
 import textwrap
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
+
+BOTH = ("float64", "float32")  # the dtypes of most test cases
+# the facts a rule declares for the analyses (`Rule`'s class keywords; see the contract)
+FACTS = ("pure", "may_raise", "numbers_safe", "overflows", "array_safe", "numba_safe", "cheap", "value_numbered",
+         "size_arith")
+
+
+def rules_with(fact: str) -> frozenset[str]:
+    """The keys of the registered rules that declare `fact` (lazily registered ones included once loaded)."""
+    return frozenset(k for k, r in REGISTRY.items() if getattr(r, fact))
+
+
+class Form(NamedTuple):
+    """A test case of a rule in one of `zymo.testing.forms`' named forms (test functions such
+    as `red_axis0`, `return fn(x, axis=0)`), for `Rule.cases`: arguments drawn at `shapes`
+    in each of `dtypes` ("mixed": float32 and float64 alternate); `kind` "grad" (against
+    finite differences) or "zero" (the derivative exactly zero as well); `extra` arguments
+    appended (a value, or `("w", shape)`: random weights); `fn` the callable the form calls
+    (default: the rule's); `dom` the key whose domains draw the arguments; `fix` a named
+    adjustment of them ("ascending", "descending", "positive", "negative"); `tag` a suffix
+    of the case's name; `params` those of a parametrized form."""
+
+    name: str
+    shapes: tuple
+    dtypes: tuple = ("float64",)
+    kind: str = "grad"
+    extra: tuple = ()
+    fn: Any = None
+    dom: str | None = None
+    fix: str | None = None
+    tag: str = ""
+    params: tuple = ()
+
 
 REGISTRY: dict[str, type[Rule]] = {}
 # primal callable (by id) -> key, for resolving calls in user code
@@ -72,6 +119,17 @@ class Rule:
     parts: ClassVar[tuple[str, ...]] = ()
     part_of: ClassVar[str | None] = None
     cases: ClassVar[tuple] = ()
+    pure: ClassVar[bool] = True
+    may_raise: ClassVar[bool] = True
+    numbers_safe: ClassVar[bool] = False
+    overflows: ClassVar[bool] = False
+    array_safe: ClassVar[bool] = False
+    numba_safe: ClassVar[bool] = False
+    cheap: ClassVar[bool] = False
+    value_numbered: ClassVar[bool] = False
+    size_arith: ClassVar[bool] = False
+    auto_cases: ClassVar[bool] = True
+    domains: ClassVar[tuple] = ()
     aliases: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, key: str = "", fn: Any = None, call: str | None = None,
@@ -85,7 +143,7 @@ class Rule:
         cls.template = template
         for name, value in flags.items():
             if name not in ("elementwise", "view", "maybe_view", "alloc", "nondiff", "out", "sample",
-                            "parts", "cases", "part_of", "aliases"):
+                            "parts", "cases", "part_of", "aliases", "auto_cases", "domains", *FACTS):
                 raise TypeError(f"unknown rule flag {name}")
             setattr(cls, name, value)
         if register:

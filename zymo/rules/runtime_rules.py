@@ -1,7 +1,7 @@
 """Rules for the runtime helpers generated code calls (`_rt.*`): second order.
 
 Contract: forward mode over a reverse-mode program (`zymo.hvp`) reads zymo's own
-generated source, which calls the helpers of `runtime.py`. Each helper is a
+generated source, which calls the helpers of `zymo.runtime`. Each helper is a
 primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
@@ -10,7 +10,7 @@ adjoints are bilinear, `grow` and `grow_stack` copy, and the helpers that only i
 
 The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
 each has a tangent rule for every argument a derivative flows through, and an adjoint
-(for the rule tests); multi-statement derivatives live in `second_rt.py`. Helpers
+(for the rule tests); multi-statement derivatives live in `runtime/second.py`. Helpers
 without a rule here (eigh, qr, svd, lstsq, cumprod, prod, tile, repeat, diagonal,
 einsum, SciPy's) make `zymo.hvp` refuse the function (`derivatives.py`), so second
 order never inlines a helper's body by accident.
@@ -20,7 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import runtime as _rt
-from .registry import Rule
+from .registry import BOTH, Form, Rule
+
+# their cases: small functions of the helper, the inputs drawn anywhere in [-2, 2]
+_ADD = "numpy.add"
+_RESHAPE = tuple(Form("rt2", s, BOTH, dom=_ADD) for s in (((4,), (3, 4)), ((3, 4), (3, 4)), ((), (5,))))
+_PRODUCT = tuple(Form("rt_matrix", s, BOTH, dom=_ADD)
+                 for s in (((3, 2), (3, 4), (4, 2)), ((3,), (3, 4), (4,)), ((2,), (4,), (4, 2)), ((), (4,), (4,))))
 
 # Helpers whose result may be their adjoint argument itself or a read-only broadcast view of
 # it, yet are flagged as fresh memory: neither `view` (a broadcast view's adjoints must add
@@ -30,25 +36,30 @@ from .registry import Rule
 ALIASING_HELPERS = ("zymo.rt.unbroadcast", "zymo.rt.as_shape", "zymo.rt.expand_reduced")
 
 
-class unbroadcast(Rule, key="zymo.rt.unbroadcast", fn=_rt.unbroadcast, call="_rt.unbroadcast"):
+class unbroadcast(Rule, key="zymo.rt.unbroadcast", fn=_rt.unbroadcast, call="_rt.unbroadcast", cases=tuple(
+        Form("rt2", s, BOTH, dom=_ADD) for s in (((3, 4), (4,)), ((3, 4), (3, 1)), ((3, 4), (3, 4)), ((5,), ()),
+                                                 ((), ())))):
     """`g` itself where it has `x`'s shape, else fresh sums or a broadcast view: not fresh memory,
     but flagged plain (see ALIASING_HELPERS)."""
     def jvp_g(t, ans, g, x): return _rt.unbroadcast(t, x)
     def vjp_g(gb, ans, g, x): return gb + np.zeros_like(g)
 
 
-class as_shape(Rule, key="zymo.rt.as_shape", fn=_rt.as_shape, call="_rt.as_shape"):
+class as_shape(Rule, key="zymo.rt.as_shape", fn=_rt.as_shape, call="_rt.as_shape", cases=_RESHAPE):
     """`t` itself where it already has `y`'s shape and dtype, else a fresh copy (see ALIASING_HELPERS)."""
     def jvp_t(tt, ans, t, y): return _rt.as_shape(tt, y)
     def vjp_t(gb, ans, t, y): return _rt.unbroadcast(gb, t)
 
 
-class as_tangent(Rule, key="zymo.rt.as_tangent", fn=_rt.as_tangent, call="_rt.as_tangent"):
+class as_tangent(Rule, key="zymo.rt.as_tangent", fn=_rt.as_tangent, call="_rt.as_tangent", cases=_RESHAPE):
     def jvp_t(tt, ans, t, y): return _rt.as_tangent(tt, y)
     def vjp_t(gb, ans, t, y): return _rt.unbroadcast(gb, t)
 
 
-class expand_reduced(Rule, key="zymo.rt.expand_reduced", fn=_rt.expand_reduced, call="_rt.expand_reduced"):
+class expand_reduced(Rule, key="zymo.rt.expand_reduced", fn=_rt.expand_reduced, call="_rt.expand_reduced", cases=(
+        Form("rt_expand", ((3,), (3, 4)), BOTH, dom=_ADD, tag=",axis1", params=(1, False)),
+        Form("rt_expand", ((3, 1), (3, 4)), BOTH, dom=_ADD, tag=",keepdims", params=(1, True)),
+        Form("rt_expand", ((), (3, 4)), BOTH, dom=_ADD, tag=",all", params=(None, False)))):
     """A read-only broadcast view of `g` (see ALIASING_HELPERS)."""
     def jvp_g(t, ans, g, x, axis, keepdims): return _rt.expand_reduced(t, x, axis, keepdims)
     def vjp_g(gb, ans, g, x, axis, keepdims): return np.sum(gb, axis=axis, keepdims=keepdims)
@@ -56,28 +67,28 @@ class expand_reduced(Rule, key="zymo.rt.expand_reduced", fn=_rt.expand_reduced, 
 
 # The adjoint of `a` in `a @ b` is linear in the adjoint `g` and in `b` (`a` gives only
 # its shape); the transposes follow from <gb, vjp_a(g, a, b)> = <gb @ b, g>.
-class matmul_vjp_a(Rule, key="zymo.rt.matmul_vjp_a", fn=_rt.matmul_vjp_a, call="_rt.matmul_vjp_a"):
+class matmul_vjp_a(Rule, key="zymo.rt.matmul_vjp_a", fn=_rt.matmul_vjp_a, call="_rt.matmul_vjp_a", cases=_PRODUCT):
     def jvp_g(t, ans, g, a, b): return _rt.matmul_vjp_a(t, a, b)
     def jvp_b(t, ans, g, a, b): return _rt.matmul_vjp_a(g, a, t)
     def vjp_g(gb, ans, g, a, b): return np.matmul(gb, b)
     def vjp_b(gb, ans, g, a, b): return _rt.matmul_vjp_b(g, gb, b)
 
 
-class matmul_vjp_b(Rule, key="zymo.rt.matmul_vjp_b", fn=_rt.matmul_vjp_b, call="_rt.matmul_vjp_b"):
+class matmul_vjp_b(Rule, key="zymo.rt.matmul_vjp_b", fn=_rt.matmul_vjp_b, call="_rt.matmul_vjp_b", cases=_PRODUCT):
     def jvp_g(t, ans, g, a, b): return _rt.matmul_vjp_b(t, a, b)
     def jvp_a(t, ans, g, a, b): return _rt.matmul_vjp_b(g, t, b)
     def vjp_g(gb, ans, g, a, b): return np.matmul(a, gb)
     def vjp_a(gb, ans, g, a, b): return _rt.matmul_vjp_a(g, a, gb)
 
 
-class dot_vjp_a(Rule, key="zymo.rt.dot_vjp_a", fn=_rt.dot_vjp_a, call="_rt.dot_vjp_a"):
+class dot_vjp_a(Rule, key="zymo.rt.dot_vjp_a", fn=_rt.dot_vjp_a, call="_rt.dot_vjp_a", cases=_PRODUCT):
     def jvp_g(t, ans, g, a, b): return _rt.dot_vjp_a(t, a, b)
     def jvp_b(t, ans, g, a, b): return _rt.dot_vjp_a(g, a, t)
     def vjp_g(gb, ans, g, a, b): return np.dot(gb, b)
     def vjp_b(gb, ans, g, a, b): return _rt.dot_vjp_b(g, gb, b)
 
 
-class dot_vjp_b(Rule, key="zymo.rt.dot_vjp_b", fn=_rt.dot_vjp_b, call="_rt.dot_vjp_b"):
+class dot_vjp_b(Rule, key="zymo.rt.dot_vjp_b", fn=_rt.dot_vjp_b, call="_rt.dot_vjp_b", cases=_PRODUCT):
     def jvp_g(t, ans, g, a, b): return _rt.dot_vjp_b(t, a, b)
     def jvp_a(t, ans, g, a, b): return _rt.dot_vjp_b(g, t, b)
     def vjp_g(gb, ans, g, a, b): return np.dot(a, gb)
@@ -96,18 +107,23 @@ class reshape_shadow(Rule, key="zymo.rt.reshape_shadow", fn=_rt.reshape_shadow, 
     def vjp_du(g, ans, du, u, x, dx): return np.zeros_like(du)
 
 
-class grow(Rule, key="zymo.rt.grow", fn=_rt.grow, call="_rt.grow"):
+class grow(Rule, key="zymo.rt.grow", fn=_rt.grow, call="_rt.grow", cases=(Form("rt_grow", ((5,),), BOTH, dom=_ADD),)):
     def jvp_buf(t, ans, buf, need=0): return _rt.grow(t, need)
     def vjp_buf(g, ans, buf, need=0): return g[:buf.shape[0]]
 
 
-class grow_stack(Rule, key="zymo.rt.grow_stack", fn=_rt.grow_stack, call="_rt.grow_stack"):
+class grow_stack(Rule, key="zymo.rt.grow_stack", fn=_rt.grow_stack, call="_rt.grow_stack",
+                 cases=(Form("rt_grow_stack", ((2, 3),), BOTH, dom=_ADD),)):
     # the row only gives the new rows their shape: no derivative flows from it
     def jvp_buf(t, ans, buf, row, need): return _rt.grow_stack(t, row, need)
     def vjp_buf(g, ans, buf, row, need): return g[:buf.shape[0]]
 
 
-class fdiv(Rule, key="zymo.fdiv", fn=_rt.fdiv, call="_rt.fdiv", elementwise=True):
+_NUMBERS = tuple(Form("call2", p, BOTH) for p in [((), ()), ((5,), (5,)), ((3, 4), (4,))]) + (
+    Form("loop2", ((), ()), BOTH),)
+
+
+class fdiv(Rule, key="zymo.fdiv", fn=_rt.fdiv, call="_rt.fdiv", elementwise=True, cases=_NUMBERS):
     """IEEE division (rules of numbers divide with it): a quotient's derivatives, IEEE too."""
     def jvp_a(t, ans, a, b): return _rt.fdiv(t, b)
     def jvp_b(t, ans, a, b): return -_rt.fdiv(t * ans, b)
@@ -115,7 +131,7 @@ class fdiv(Rule, key="zymo.fdiv", fn=_rt.fdiv, call="_rt.fdiv", elementwise=True
     def vjp_b(g, ans, a, b): return -_rt.fdiv(g * ans, b)
 
 
-class fpow(Rule, key="zymo.fpow", fn=_rt.fpow, call="_rt.fpow", elementwise=True):
+class fpow(Rule, key="zymo.fpow", fn=_rt.fpow, call="_rt.fpow", elementwise=True, cases=_NUMBERS):
     """A power as NumPy computes it (rules of numbers raise to powers with it): `pow`'s rule."""
     def jvp_a(t, ans, a, b): return t * b * _rt.fpow(a, b - 1 + (b == 0))
     def jvp_b(t, ans, a, b): return t * ans * np.log(a + (a == 0))
@@ -124,14 +140,16 @@ class fpow(Rule, key="zymo.fpow", fn=_rt.fpow, call="_rt.fpow", elementwise=True
 
 
 class reduced_count(Rule, key="zymo.rt.reduced_count", fn=_rt.reduced_count, call="_rt.reduced_count",
-                    nondiff=True): pass
+                    nondiff=True, cases=(Form("rt_count", ((3, 4),), BOTH, dom=_ADD),)): pass
 
 
 class extreme_mask(Rule, key="zymo.rt.extreme_mask", fn=_rt.extreme_mask, call="_rt.extreme_mask",
-                   nondiff=True): pass
+                   nondiff=True, cases=(Form("rt_mask", ((5,),), BOTH, kind="zero", dom=_ADD),
+                                        Form("rt_mask_const", ((5,),), BOTH, dom=_ADD))): pass
 
 
-class is_view(Rule, key="zymo.rt.is_view", fn=_rt.is_view, call="_rt.is_view", nondiff=True): pass
+class is_view(Rule, key="zymo.rt.is_view", fn=_rt.is_view, call="_rt.is_view", nondiff=True,
+              cases=(Form("rt_view", ((5,),), BOTH, dom=_ADD),)): pass
 
 
 class clip_inside(Rule, key="zymo.rt.clip_inside", fn=_rt.clip_inside, call="_rt.clip_inside", nondiff=True,

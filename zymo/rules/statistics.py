@@ -1,6 +1,6 @@
 """Rules for NaN-ignoring reductions and scans (`nansum`, `nanmean`, `nanmax`, `nanmin`,
 `nanprod`, `nanvar`, `nanstd`, `nancumsum`, `nancumprod`), `np.cov`, `np.corrcoef` and
-`np.polyval` (helpers in `statistics_rt.py`).
+`np.polyval` (helpers in `runtime/statistics.py`).
 
 Contract:
 - Parameters are named as NumPy names them (`a`, `axis`, `keepdims`, `ddof`, `m`, `y`,

@@ -17,12 +17,12 @@ between (`x[i] * x[i]`) one value, so reverse mode caches it once.
 `cse_numbers(fn)` makes arithmetic of numbers computed twice with the same operands
 (`0.5 * dt` in each stage of a Runge-Kutta step) one value, where the first computation
 comes before the second in its block or in a block around it: `+ - * / // % **`,
-negation, comparisons and `math` functions, of numbers only (never an array: two arrays
-are two memories), and an array's dimension. Constants match by type and value. The
+negation, comparisons and `math` functions (rules declaring `value_numbered`), of numbers only
+(never an array: two arrays are two memories), and an array's dimension. Constants match by type and value. The
 second computation would have given the same number, or raised where the first had.
 
 `hoist_sizes(fn)` moves an array's dimension (`A.shape[1]`, `len(x)`: a shape never
-changes) and integer `+ - *` of such values and constants out of the loops and branches
+changes) and integer `+ - *` (rules declaring `size_arith`) of such values and constants out of the loops and branches
 that do not define their operands, to just before the loop or branch. So
 `for j in range(A.shape[1])` inside another loop has a trip count known at the outer
 loop's entry, where reverse mode makes room for the whole nest's caches. None of these
@@ -34,8 +34,15 @@ from __future__ import annotations
 
 from ..ir.core import Block, Function, Op, Value, walk
 from ..ir.types import INT, Scalar, is_memory
+from ..rules.registry import REGISTRY
 
-_PURE = {"const", "prim", "getitem"}
+_PURE = {"const", "prim", "getitem"}  # op kinds without an effect of their own
+
+
+def _fact(key: str, fact: str) -> bool:
+    """Whether the rule of `key` declares `fact` (`rules/registry.py`)."""
+    rule = REGISTRY.get(key)
+    return rule is not None and bool(getattr(rule, fact))
 
 
 def dce(fn: Function) -> Function:
@@ -211,9 +218,6 @@ def _cse_block(block: Block, subst: dict) -> None:
                 seen[key] = op.result
 
 
-_SIZE_ARITH = {"add", "sub", "mul"}
-
-
 def hoist_sizes(fn: Function) -> Function:
     _hoist_from(fn.body)
     return fn
@@ -249,7 +253,7 @@ def _size_op(op: Op) -> bool:
     if op.kind != "prim" or "out" in op.attrs:
         return False
     key = op.attrs["key"]
-    return key == "zymo.dim" or (key in _SIZE_ARITH and op.results[0].type == INT
+    return key == "zymo.dim" or (_fact(key, "size_arith") and op.results[0].type == INT
                                  and all(a.type == INT for a in op.args))
 
 
@@ -263,10 +267,6 @@ def _defined_in(op: Op) -> set[int]:
             for inner in o.regions:
                 ids.update(a.id for a in inner.args)
     return ids
-
-
-_NUMBER_OPS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos",
-               "lt", "le", "gt", "ge", "eq", "ne"}
 
 
 def cse_numbers(fn: Function) -> Function:
@@ -296,7 +296,7 @@ def _number_key(op: Op) -> tuple | None:
     if op.kind != "prim" or "out" in op.attrs or len(op.results) != 1:
         return None
     key = op.attrs["key"]
-    if not (key in _NUMBER_OPS or key.startswith("math.") or key == "zymo.dim"):
+    if not _fact(key, "value_numbered"):
         return None
     operand_types_ok = key == "zymo.dim" or all(isinstance(v.type, Scalar) for v in op.args)
     if not (operand_types_ok and isinstance(op.results[0].type, Scalar)):

@@ -8,10 +8,10 @@ in the generated source already):
   ints, a NumPy scalar type or dtype): a C-ordered array;
 - `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
   Numba uses as an index without first adding the extent to a negative one (`rewrites.nonneg_indices`);
-- `span(lo, hi)`: `rules.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
+- `span(lo, hi)`: `zymo.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
   (unsigned bounds do not wrap), as one select: a conditional expression would be three more
   blocks for Numba and LLVM (a trip count);
-- `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
+- `grow(buf, need)`, `grow_stack(buf, row, need)`: `zymo.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
   of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty;

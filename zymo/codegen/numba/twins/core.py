@@ -31,7 +31,7 @@ for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`inline
 
 
 # the IEEE arithmetic of rules of numbers and the trip counts, reached as the Python helpers
-# (`zymo.rules.runtime`) where a program is compiled as written (second order's primal check)
+# (`zymo.runtime`) where a program is compiled as written (second order's primal check)
 @overload(rt.fdiv)
 def _fdiv(a, b):
     return lambda a, b: fdiv(a, b)

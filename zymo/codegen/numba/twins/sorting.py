@@ -157,7 +157,7 @@ def _ov_take_along_axis_vjp(g, arr, indices, axis):
 
 @register_jitable
 def _seg(xv, xp):
-    """(j, j1, w, inside) of one point (`sorting_rt._segments`)."""
+    """(j, j1, w, inside) of one point (`runtime/sorting.py`'s `_segments`)."""
     n = xp.shape[0]
     j = _np.searchsorted(xp, xv, side="right") - 1
     j = min(max(j, 0), max(n - 2, 0))

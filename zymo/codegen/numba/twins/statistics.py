@@ -99,7 +99,7 @@ def _ov_nan_ones(a):
 
 
 def _rows_fn(v, rowvar: bool, is_y: bool):
-    """A jitted `v -> float64 2-d rows` as NumPy's cov lays `v` out (`statistics_rt._rows`)."""
+    """A jitted `v -> float64 2-d rows` as NumPy's cov lays `v` out (`runtime/statistics.py`'s `_rows`)."""
     nd = _ndim(v)
     if nd == 1:
         return register_jitable(lambda v: _np.asarray(v, _np.float64).reshape(1, v.shape[0]).copy())

@@ -11,22 +11,30 @@ import operator
 import numpy as np
 
 from .. import runtime as _rt
-from .registry import Rule
-
+from .registry import BOTH, Form, Rule
 
 # -- products ------------------------------------------------------------------
-class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True):
+_PAIRS = tuple(Form("call2", p, BOTH) for p in [((3, 4), (4, 2)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 3))])
+_BATCHED = tuple(Form("call2", p, BOTH) for p in [((2, 3, 4), (4, 2)), ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5))])
+_SELF = (Form("call2", ((3, 4), (4,)), ("mixed",)), Form("self2", ((3, 3),), BOTH), Form("self2", ((4,),), BOTH))
+_OUT = (Form("outmat", ((3, 4), (4, 2)), BOTH),)
+
+
+class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True,
+             cases=_PAIRS + _BATCHED + _SELF + _OUT):
     def jvp_a(t, ans, a, b): return t @ b
     def jvp_b(t, ans, a, b): return a @ t
     def vjp_a(g, ans, a, b): return _rt.matmul_vjp_a(g, a, b)
     def vjp_b(g, ans, a, b): return _rt.matmul_vjp_b(g, a, b)
 
 
-class matmul_op(matmul, key="matmul", fn=operator.matmul, template="{0} @ {1}", out=False):
+class matmul_op(matmul, key="matmul", fn=operator.matmul, template="{0} @ {1}", out=False,
+                cases=_PAIRS + _BATCHED + _SELF):
     pass
 
 
-class dot(Rule, key="numpy.dot", fn=np.dot, out=True):
+class dot(Rule, key="numpy.dot", fn=np.dot, out=True, cases=_PAIRS + (
+        Form("call2", ((), (4,)), BOTH), Form("call2", ((3, 4), ()), BOTH)) + _SELF + _OUT):
     def jvp_a(t, ans, a, b): return np.dot(t, b)
     def jvp_b(t, ans, a, b): return np.dot(a, t)
     def vjp_a(g, ans, a, b): return _rt.dot_vjp_a(g, a, b)
@@ -34,17 +42,26 @@ class dot(Rule, key="numpy.dot", fn=np.dot, out=True):
 
 
 # -- copies and views ----------------------------------------------------------
-class copy(Rule, key="numpy.copy", fn=np.copy):
+class copy(Rule, key="numpy.copy", fn=np.copy, cases=(
+        Form("call1", ((5,),), BOTH), Form("call1", ((3, 4),), BOTH), Form("copy_write", ((5,),), BOTH))):
     def jvp_x(t, ans, x): return np.copy(t)
     def vjp_x(g, ans, x): return g
 
 
-class transpose(Rule, key="numpy.transpose", fn=np.transpose, view=True):
+class transpose(Rule, key="numpy.transpose", fn=np.transpose, view=True, cases=(
+        Form("view", ((3, 4),), BOTH, extra=(("w", (4, 3)),)),
+        Form("view_write", ((3, 4),), BOTH, extra=(("w", (3, 4)),)),
+        Form("transpose_axes", ((2, 3, 4),), BOTH, extra=(("w", (3, 2, 4)),)),
+        Form("transpose_attr", ((3, 4),), BOTH, extra=(("w", (4, 3)),)))):
     def jvp_x(t, ans, x, axes=None): return np.transpose(t, axes)
     def vjp_x(g, ans, x, axes=None): return np.transpose(g, np.argsort(axes) if axes is not None else None)
 
 
-class reshape(Rule, key="numpy.reshape", fn=np.reshape, maybe_view=True):
+class reshape(Rule, key="numpy.reshape", fn=np.reshape, maybe_view=True, cases=(
+        Form("reshape_flat", ((3, 4),), BOTH, extra=(("w", (12,)),)),
+        Form("reshape_infer", ((3, 4),), BOTH, extra=(("w", (2, 6)),)),
+        Form("reshape_method", ((3, 4),), BOTH, extra=(("w", (4, 3)),)),
+        Form("reshape_write", ((3, 4),), BOTH, extra=(("w", (3, 4)),)))):
     def jvp_x(t, ans, x, shape): return np.reshape(t, shape)
     def vjp_x(g, ans, x, shape): return np.reshape(g, np.shape(x))
 
@@ -53,18 +70,26 @@ class reshape(Rule, key="numpy.reshape", fn=np.reshape, maybe_view=True):
 _A = dict(alloc=True, nondiff=True)
 
 
-class zeros(Rule, key="numpy.zeros", fn=np.zeros, **_A): pass
-class ones(Rule, key="numpy.ones", fn=np.ones, **_A): pass
-class empty(Rule, key="numpy.empty", fn=np.empty, **_A): pass
+# written into, partly or wholly, then read
+_NEW = (Form("new_n", ((5,),), BOTH), Form("new_2d", ((4,),), BOTH))
+_FILLED = _NEW + (Form("new_n_partial", ((5,),), BOTH), Form("new_dtype", ((5,),), BOTH))
+_LIKE = (Form("like", ((5,),), BOTH),)
+
+
+class zeros(Rule, key="numpy.zeros", fn=np.zeros, **_A, cases=_FILLED): pass
+class ones(Rule, key="numpy.ones", fn=np.ones, **_A, cases=_FILLED): pass
+class empty(Rule, key="numpy.empty", fn=np.empty, **_A, cases=_NEW): pass
 class full(Rule, key="numpy.full", fn=np.full, cases=(
-        ("fn(x.shape[0], y) * x", ((5,), ())), ("fn((2, 3), y) * x", ((2, 3), (3,))))):
+        ("fn(x.shape[0], y) * x", ((5,), ())), ("fn((2, 3), y) * x", ((2, 3), (3,))), Form("full", ((5,),), BOTH))):
     """Fresh memory filled with `fill_value`, which is differentiable (a float or an array)."""
     def jvp_fill_value(t, ans, shape, fill_value, dtype=None): return _rt.as_tangent(t, ans)
     def vjp_fill_value(g, ans, shape, fill_value, dtype=None): return _rt.unbroadcast(g, fill_value)
-class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A): pass
-class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A): pass
-class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A): pass
-class arange(Rule, key="numpy.arange", fn=np.arange, **_A): pass
+class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A,
+                 cases=_LIKE + (Form("like_partial", ((5,),), BOTH),)): pass
+class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A,
+                cases=_LIKE + (Form("like_partial", ((5,),), BOTH),)): pass
+class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A, cases=_LIKE): pass
+class arange(Rule, key="numpy.arange", fn=np.arange, **_A, cases=(Form("arange", ((3,),), BOTH),)): pass
 class eye(Rule, key="numpy.eye", fn=np.eye, **_A, cases=(
         ("fn(3) @ x", ((3, 4),)), ("fn(x.shape[0], 4, 1) * x", ((3, 4),)), ("fn(3, dtype=x.dtype) * x", ((3, 3),)))):
     pass
@@ -87,11 +112,16 @@ class linspace(Rule, key="numpy.linspace", fn=np.linspace, cases=(
 _ND = dict(nondiff=True)
 
 
-class shape(Rule, key="numpy.shape", fn=np.shape, **_ND): pass
-class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND): pass
-class size(Rule, key="numpy.size", fn=np.size, **_ND): pass
-class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND): pass
-class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND): pass
+_QUERY = (Form("const1", ((3, 4),), BOTH), Form("zero1", ((3, 4),), kind="zero"))
+_PICK = (Form("pick", ((6,),), BOTH), Form("zero1", ((6,),), kind="zero"))
+
+
+class shape(Rule, key="numpy.shape", fn=np.shape, **_ND, may_raise=False, cases=(
+        Form("shape_const", ((3, 4),), BOTH), Form("shape_zero", ((3, 4),), kind="zero"))): pass
+class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND, cases=_QUERY): pass
+class size(Rule, key="numpy.size", fn=np.size, **_ND, cases=_QUERY): pass
+class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND, cases=_PICK): pass
+class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND, cases=_PICK): pass
 
 
 # -- random numbers: non-differentiable by rule (a sample's derivative in loc/scale is 0) ----
@@ -144,10 +174,10 @@ def _register_random():
             ("np.random.seed(3)\nreturn x * fn(1.0, 2.0, size=5)", ((5,),)),
             ("np.random.seed(3)\nreturn 2.0 * fn(0.0, 1.0, (2, 3)) + 0.0 * x", ((2, 3),), {"kind": "zero"}))
         type(name, (Rule,), {"__module__": __name__}, key=f"numpy.random.{name}", fn=fn, call=f"np.random.{name}",
-             nondiff=True, alloc=True, cases=cases)
+             nondiff=True, alloc=True, pure=False, cases=cases)  # a draw advances the random state
         RESULT_TYPES[f"numpy.random.{name}"] = _random_result(kind)
     type("seed", (Rule,), {"__module__": __name__}, key="numpy.random.seed", fn=np.random.seed,
-         call="np.random.seed", nondiff=True, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
+         call="np.random.seed", nondiff=True, pure=False, cases=(("fn(3)\nreturn x * np.random.rand(5)", ((5,),)),))
     RESULT_TYPES["numpy.random.seed"] = lambda pos, kw: T.NONE
 
 
