@@ -1,4 +1,4 @@
-"""zymo's Numba pipeline (`codegen/numba_pipeline.py`): typing without SSA only where it types
+"""zymo's Numba pipeline (`codegen/numba/pipeline.py`): typing without SSA only where it types
 the program as Numba's default pipeline does; otherwise the default pipeline runs."""
 import sys
 
@@ -154,7 +154,7 @@ def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
     programs now type the same without SSA (the last that did not, the shadow of `np.sin(h)`
     here, an array in the forward sweep and a number in the adjoint sweep, is no longer
     allocated in the forward sweep: `Reverse._made_by_adjoint`)."""
-    from zymo.codegen import numba_pipeline
+    from zymo.codegen.numba import pipeline as numba_pipeline
 
     x = np.random.default_rng(3).random(4)
     fast = zymo_grad(grown_each_time, [x.copy()], numba=True)
@@ -180,7 +180,7 @@ def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
 
 def test_an_internal_error_of_the_first_pipeline_falls_back(monkeypatch):
     """A pass that fails on IR not in SSA form (simulated) must not fail the compile."""
-    from zymo.codegen import numba_pipeline
+    from zymo.codegen.numba import pipeline as numba_pipeline
 
     def broken(self, state):
         raise AssertionError("simulated")
@@ -400,7 +400,7 @@ def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
     `_NopythonRewrites` placed; Numba's own legalization of the same IR places the same."""
     from numba.core import ir, ir_utils
 
-    from zymo.codegen import numba_pipeline as npl
+    from zymo.codegen.numba import pipeline as npl
 
     def layout(func_ir):
         return {label: [("del", s.value) if isinstance(s, ir.Del) else id(s) for s in block.body]
