@@ -8,7 +8,7 @@ NumPy; their compiled twins live with the Numba backend (`zymo/codegen/numba/twi
 per family), and the facts the code generators ask about them (pure, product adjoint,
 shape-only arguments, Python only) in `registry.py`. `checkpoint` is the run-time side of
 checkpointing, imported by generated code as `_ck` (not part of `_rt`). The family modules
-import only `core` (and `second` `linalg`), never this package: no import cycle.
+import at most `core`, never this package: no import cycle.
 """
 from __future__ import annotations
 
