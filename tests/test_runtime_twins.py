@@ -46,6 +46,7 @@ def test_the_registry_names_only_helpers():
     for name, facts in registry.HELPERS.items():
         assert not facts.product_vjp or facts.pure, name
         assert not facts.loop_operand or facts.pure, name
+        assert not facts.movable or facts.pure, name
         if facts.shape_arg is not None:
             assert facts.shape_arg < len(inspect.signature(getattr(rt, name)).parameters), name
 

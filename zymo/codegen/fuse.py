@@ -12,7 +12,7 @@ A substitution moves the evaluation of an expression from its statement to a lat
 one, so it is made only where nothing between them can change what it reads:
 - the moved expression is pure: names, constants, arithmetic, comparisons,
   subscripts, attributes, and calls of functions known to neither write their
-  arguments nor keep them (`_PURE_NP`, `math`, the runtime helpers `runtime.registry` says are pure);
+  arguments nor keep them (`_PURE_NP`, `math`, the runtime helpers `runtime.registry` says are movable);
 - every statement in between assigns pure expressions to plain names, none of
   which the moved expression reads (no store into an array, no `+=`, no loop or
   branch, no other call);
@@ -114,10 +114,10 @@ def _pure_call(call: ast.Call, products: bool = False) -> bool:
         return False  # `out=`, `**kwargs`, `*args`: it may write
     if mod == "np":
         return name in _PURE_NP and len(call.args) <= _PURE_NP[name]
-    # zymo's runtime helpers that write nothing (`runtime.registry`); the product adjoints only
-    # where asked (pure in the Python source, kept as their own accumulations: module contract)
-    return mod == "math" or (mod == "_rt" and registry.is_pure(name)
-                             and (products or not registry.is_product_vjp(name)))
+    # zymo's runtime helpers that `runtime.registry` says fuse may move; the product adjoints
+    # only where asked (pure in the Python source, kept as their own accumulations: contract)
+    return mod == "math" or (mod == "_rt" and (registry.is_movable(name)
+                                               or (products and registry.is_product_vjp(name))))
 
 
 _PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute,

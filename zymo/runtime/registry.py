@@ -5,7 +5,10 @@ generated code); a helper not listed below has the defaults (not pure, no shape-
 a Numba twin). The flags:
 
 - `pure`: the call writes nothing and returns a new value, an argument unchanged or a
-  read-only view of one, so it may be moved to its single reader (`codegen/fuse.py`);
+  read-only view of one;
+- `movable`: pure and a mere adjustment of shape, dtype or a number, which `codegen/fuse.py`
+  substitutes into its single reader (other pure helpers stay where they are: substituting
+  `norm_grad` makes second order's elementwise statements ones the Numba backend refuses);
 - `product_vjp`: the adjoint of an operand of a matrix product (`dot`, `matmul`): pure, but
   kept as its own accumulation (`fuse.py`), which the Numba backend adds in place
   (`codegen/numba/rewrites.accumulating_products`);
@@ -31,6 +34,7 @@ class HelperFacts:
     """What the code generators may assume of one runtime helper (module contract)."""
 
     pure: bool = False
+    movable: bool = False
     product_vjp: bool = False
     loop_operand: bool = False
     shape_arg: int | None = None
@@ -42,9 +46,10 @@ _PRODUCT_VJPS = frozenset({"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp
 _LOOP_OPERANDS = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "matmul_vjp_a", "matmul_vjp_b",
                             "norm_grad", "norm_grad_dx", "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
 
-# pure helpers (module contract): numbers (`trip`, `negate`, `fdiv`, `fpow`), the shape and
-# dtype adjusters, the product adjoints, and the loop operands
-_PURE = frozenset({"as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"}) | _PRODUCT_VJPS | _LOOP_OPERANDS
+_MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"})
+
+# pure helpers (module contract): the movable ones, the product adjoints and the loop operands
+_PURE = _MOVABLE | _PRODUCT_VJPS | _LOOP_OPERANDS
 
 _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape": 1, "reduced_count": 0}
 
@@ -81,8 +86,9 @@ _PYTHON_ONLY = frozenset({
 _DEFAULT = HelperFacts()
 
 HELPERS: dict[str, HelperFacts] = {
-    name: HelperFacts(pure=name in _PURE, product_vjp=name in _PRODUCT_VJPS, loop_operand=name in _LOOP_OPERANDS,
-                      shape_arg=_SHAPE_ARGS.get(name), python_only=name in _PYTHON_ONLY)
+    name: HelperFacts(pure=name in _PURE, movable=name in _MOVABLE, product_vjp=name in _PRODUCT_VJPS,
+                      loop_operand=name in _LOOP_OPERANDS, shape_arg=_SHAPE_ARGS.get(name),
+                      python_only=name in _PYTHON_ONLY)
     for name in _PURE | _SHAPE_ARGS.keys() | _PYTHON_ONLY
 }
 
@@ -94,6 +100,10 @@ def facts(name: str) -> HelperFacts:
 
 def is_pure(name: str) -> bool:
     return facts(name).pure
+
+
+def is_movable(name: str) -> bool:
+    return facts(name).movable
 
 
 def is_product_vjp(name: str) -> bool:
