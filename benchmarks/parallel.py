@@ -65,7 +65,7 @@ def scaled(size, scale):
 
 
 def parallel_kernels():
-    comps = [c for entries in zymo.api._COMPILED.values() for c in entries if c.backend == "kernels"]
+    comps = [c for entries in zymo.cache.COMPILED.values() for c in entries if c.backend == "kernels"]
     fn = comps[-1].fn
     fn = fn[0] if isinstance(fn, list) else fn
     return [k.name for k in fn.__globals__.values() if isinstance(k, Kernel) and k.parallel is not None]

@@ -7,7 +7,7 @@
 For every kernel, first the gradients are built and checked: zymo's reverse-mode gradient
 with the Python backend, zymo's with Numba (`numba=True`) and JAX's `jit(grad)` of the
 functional port (`kernels_jax.py`), each built once, at the timed size, its first call timed
-(zymo's Python gradient: `zymo.api.cache_clear()`, an empty disk cache and its generated modules
+(zymo's Python gradient: `zymo.cache.cache_clear()`, an empty disk cache and its generated modules
 dropped, so the whole pipeline runs; zymo's Numba gradient: in a new process with Numba loaded,
 the pipeline and Numba's compile, within `--numba-timeout` seconds, and this process then loads
 the compiled program from the disk cache; JAX: trace and XLA compile). Then, at the small
@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))
 from kernels import KERNELS  # noqa: E402
 
 import zymo  # noqa: E402
-import zymo.api  # noqa: E402
+import zymo.cache  # noqa: E402
 from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
 
 SLOW_CALL = 2.0  # seconds: a call slower than this is timed once
@@ -120,7 +120,7 @@ def cold(make_call):
     """(call, its result, seconds of its first call) with zymo's caches empty: memory, disk, and the
     generated modules of Numba programs (`zymo.codegen.numba.backend` keeps them in `sys.modules` by
     digest, with their compiled dispatchers), so a first call compiles again."""
-    zymo.api.cache_clear()
+    zymo.cache.cache_clear()
     os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")
     for mod in [m for m in sys.modules if m.startswith("zymo_generated_")]:  # compiled modules kept by digest
         del sys.modules[mod]
@@ -148,7 +148,7 @@ def numba_first_call(k, size, timeout, backend="numba", fresh=True):
     import subprocess
 
     if fresh:  # else the disk cache is the one the last call filled (programs already built here keep working)
-        zymo.api.cache_clear()
+        zymo.cache.cache_clear()
         os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")
         for mod in [m for m in sys.modules if m.startswith("zymo_generated_")]:
             del sys.modules[mod]
@@ -509,7 +509,7 @@ def write(rows, opts, cmd):
         f"all at the small size (relative errors; tolerances {FD_TOL:g} and {AGREE_TOL:g}), and again at the "
         "timed size. Times: medians after a warm-up call; the inputs a primal overwrites are restored before "
         "each call in every column (the restore is inside the time). First call (at the timed size): "
-        "zymo (Python) after `zymo.api.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
+        "zymo (Python) after `zymo.cache.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
         "(Numba, the whole program compiled) and zymo (kernels: `numba=\"kernels\"`, the loop nests that do "
         "scalar work compiled as small Numba kernels, the rest run as NumPy calls) each in a new process, Numba "
         "loaded and set up first, with an empty disk cache (zymo's pipeline "

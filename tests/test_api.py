@@ -4,7 +4,7 @@ import pytest
 from helpers import numpy_allocations
 
 import zymo
-from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseWithPrimal, api
+from zymo import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseWithPrimal, cache
 
 
 def fd_scalar(f, x, eps=1e-6):
@@ -18,18 +18,18 @@ def square_sum(x):
 
 
 def test_compile_cache_reused_per_types_and_activity():
-    api.cache_clear()
+    cache.cache_clear()
     x = np.arange(3.0)
     zymo.gradient(Reverse, square_sum, x.copy())
-    n = len(api._COMPILED)
+    n = len(cache.COMPILED)
     for _ in range(3):
         (g,) = zymo.gradient(Reverse, square_sum, x.copy())
         np.testing.assert_allclose(g, 2 * x)
-    assert len(api._COMPILED) == n
+    assert len(cache.COMPILED) == n
     zymo.gradient(Reverse, square_sum, x.astype(np.float32))  # new types: a new derivative
-    assert len(api._COMPILED) == n + 1
+    assert len(cache.COMPILED) == n + 1
     zymo.autodiff(Forward, square_sum, Duplicated, Duplicated(x.copy(), np.ones(3)))  # new mode
-    assert len(api._COMPILED) == n + 2
+    assert len(cache.COMPILED) == n + 2
 
 
 def two_arrays(a, b):

@@ -157,7 +157,7 @@ def test_captured_weights_stay_constant_and_cost_nothing():
         return np.sum(np.tanh(W @ x))
     src = zymo.generated_code(Reverse, f, Active, Duplicated(np.ones(4), np.zeros(4)))
     assert "dW" not in src and "d_W" not in src
-    comp = zymo.api._prepare(Reverse, f, Active, (Duplicated(np.ones(4), np.zeros(4)),))[0]
+    comp = zymo.cache.prepare(Reverse, f, Active, (Duplicated(np.ones(4), np.zeros(4)),))[0]
     assert comp.active_params == [0]                    # only x has a shadow
 
 

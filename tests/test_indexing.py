@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import zymo
-import zymo.api
+import zymo.cache
 from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
 from zymo.errors import ZymoError
 from zymo.frontend.source import unwrap
@@ -338,7 +338,7 @@ def test_numba_matches_python(f, tmp_path, monkeypatch):
     for a, b in zip(got[:2], ref[:2]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
         assert np.max(np.abs(a)) > 0.1
-    assert any(key[0][0] is unwrap(f) and c.backend != "python" for key, cs in zymo.api._COMPILED.items() for c in cs)
+    assert any(key[0][0] is unwrap(f) and c.backend != "python" for key, cs in zymo.cache.COMPILED.items() for c in cs)
 
 
 # -- refusals ------------------------------------------------------------------------

@@ -185,12 +185,12 @@ def test_out_writes_into_caller_memory():
 
 def test_prepared_calls_reuse_compiled_code_and_check_their_inputs():
     prep = prepare_gradient(weighted, AutoZymo(), X, Constant(C))
-    n = len(zymo.api._COMPILED)
+    n = len(zymo.cache.COMPILED)
     for k in range(3):
         x = X + k
         np.testing.assert_allclose(gradient(weighted, AutoZymo(), x, Constant(C), prep=prep), weighted_grad(x, C),
                                    rtol=1e-12)
-    assert len(zymo.api._COMPILED) == n
+    assert len(zymo.cache.COMPILED) == n
     with pytest.raises(PreparationMismatch, match=r"shape \(4,\).*\(5,\)"):
         gradient(weighted, AutoZymo(), np.ones(5), Constant(C), prep=prep)
     with pytest.raises(PreparationMismatch, match="float32"):

@@ -74,6 +74,6 @@ def test_kernel_gradient_kernels_backend(name):
 
     for got, ref in zip(grads("kernels"), grads(False)):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
-    comp = [c for entries in zymo.api._COMPILED.values() for c in entries if c.backend == "kernels"][-1]
+    comp = [c for entries in zymo.cache.COMPILED.values() for c in entries if c.backend == "kernels"][-1]
     kernels = [v for v in comp.fn.__globals__.values() if isinstance(v, Kernel)]
     assert all(v.fn is not v.python or "not a number" in v.why for v in kernels), [(v.name, v.why) for v in kernels]

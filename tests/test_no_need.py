@@ -374,7 +374,7 @@ def test_the_guard_sees_values_made_inside_a_loop_left_out():
     from zymo.transform.reverse import _names_a_dead_value
 
     x, w = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, 2.0])
-    comp, *_ = zymo.api._prepare(Reverse, penalized, Active, (Duplicated(x, np.zeros(3)), Duplicated(w, np.zeros(3))),
+    comp, *_ = zymo.cache.prepare(Reverse, penalized, Active, (Duplicated(x, np.zeros(3)), Duplicated(w, np.zeros(3))),
                                  True)
     rev = comp.generator
     regions = [op for op in rev.fn.body.ops if id(op) in rev.dead and op.regions]

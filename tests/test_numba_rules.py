@@ -17,7 +17,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 import zymo
-import zymo.api
+import zymo.cache
 from zymo import Forward, Reverse
 from zymo.codegen.numba.backend import ZymoNumbaError
 from zymo.frontend.source import unwrap
@@ -73,7 +73,7 @@ def fd_gradient(f, x, h=1e-6):
 
 
 def compiled_with_numba(f) -> bool:
-    return any(key[0][0] is unwrap(f) and c.backend != "python" for key, cs in zymo.api._COMPILED.items() for c in cs)
+    return any(key[0][0] is unwrap(f) and c.backend != "python" for key, cs in zymo.cache.COMPILED.items() for c in cs)
 
 
 def check_family(f, mode):

@@ -97,13 +97,13 @@ def _sq_into(dst, x, w):
 def test_replay_check_refuses_any_other_object():
     """The replay check is written out per recorded call (`_Repeat._matcher`): each kind of
     argument (annotation type, value, shadow, plain value) must be the very same object."""
-    from zymo import api
+    from zymo import cache
 
     x, dst = np.array([1.0, 2.0]), np.zeros(2)
     dx, ddst = np.zeros(2), np.zeros(2)
     args = (Duplicated(dst, ddst), Duplicated(x, dx), 3.0)
     zymo.autodiff(Reverse, _sq_into, zymo.Active, *args)
-    rep = api._FAST[(_sq_into, Reverse, zymo.Active, None)]
+    rep = cache.FAST[(_sq_into, Reverse, zymo.Active, None)]
     assert rep.matches(args) and rep.matches((Duplicated(dst, ddst), Duplicated(x, dx), args[2]))
     others = [
         (Duplicated(dst, ddst), Const(x), args[2]),                # another annotation
@@ -157,7 +157,7 @@ def test_replay_of_a_list_argument_checks_its_length():
 
 def test_a_changed_backend_policy_is_not_replayed_past():
     """`set_numba` forgets recorded calls, including the per-function shortcut to the last one."""
-    from zymo import api
+    from zymo import cache
     from zymo.config import set_numba
 
     def cube_sum(x):
@@ -169,11 +169,11 @@ def test_a_changed_backend_policy_is_not_replayed_past():
         set_numba("never")
         for _ in range(2):
             zymo.autodiff(Reverse, cube_sum, zymo.Active, *args)
-        assert api._LAST[cube_sum].comp.backend == "python"
+        assert cache.LAST[cube_sum].comp.backend == "python"
         set_numba("always")
         dx[:] = 0.0
         zymo.autodiff(Reverse, cube_sum, zymo.Active, *args)
-        assert api._LAST[cube_sum].comp.backend != "python"
+        assert cache.LAST[cube_sum].comp.backend != "python"
         np.testing.assert_allclose(dx, 3 * x * x)
     finally:
         set_numba(None)

@@ -111,14 +111,14 @@ def scaled_sumsq(x, w):
 
 
 def test_thunks_replay_a_call_with_the_same_arguments(monkeypatch):
-    """A thunk called again with the very same argument objects skips `_prepare` (about half
+    """A thunk called again with the very same argument objects skips `cache.prepare` (about half
     of a small call), like `autodiff`'s replays; new objects, a changed captured global and
     a changed Numba policy prepare afresh. Every call's numbers are the closed form."""
-    import zymo.api as api
+    import zymo.cache as cache
 
     calls = []
-    real = api._prepare
-    monkeypatch.setattr(api, "_prepare", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = cache.prepare
+    monkeypatch.setattr(cache, "prepare", lambda *a, **k: calls.append(1) or real(*a, **k))
     x, dx, w = np.linspace(0.1, 1.0, 4), np.zeros(4), np.linspace(1.0, 2.0, 4)
     args = (Duplicated(x, dx), Const(w))
     fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, scaled_sumsq, Active, *args, numba=False)

@@ -1,5 +1,5 @@
 """`zymo.gradient`'s everyday call: the same function on new arrays of the same types reuses
-the program after O(number of arguments) checks (`api._TypedGradient`), and anything the
+the program after O(number of arguments) checks (`cache.TypedGradient`), and anything the
 checks do not admit takes the full path. Each result is compared with the full path's (a
 fresh cache) and with central differences."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from helpers import fd_grad
 
 import zymo
-from zymo import Reverse, ReverseWithPrimal, api
+from zymo import Reverse, ReverseWithPrimal, cache
 
 W_DATA = np.random.default_rng(0).standard_normal((20, 3))
 SCALE = 2.0
@@ -25,14 +25,14 @@ def pair(x, y, a):
 
 
 def _full(f, *args, mode=Reverse):
-    api.cache_clear()
+    cache.cache_clear()
     return zymo.gradient(mode, f, *args)
 
 
 def test_new_arrays_of_the_same_type_reuse_the_program():
     rng = np.random.default_rng(1)
     zymo.gradient(Reverse, loss, rng.standard_normal(3))
-    assert (loss, Reverse, None) in api._TYPED
+    assert (loss, Reverse, None) in cache.TYPED
     for _ in range(3):
         w = rng.standard_normal(3)
         (g,) = zymo.gradient(Reverse, loss, w)

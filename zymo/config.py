@@ -6,10 +6,30 @@
   (`set_numba` overrides it in-process; see there).
 - `ZYMO_CACHE_DIR`: where compiled derivatives are cached on disk (default ~/.cache/zymo).
 - `ZYMO_STRONG_ZERO=1`: strong zeros (`set_strong_zero` overrides it in-process; see there).
+
+A setting that changes which program a call runs (`set_numba`, `set_strong_zero`) calls
+the functions registered with `on_change` (the caches register `forget_replays`), so this
+module imports nothing of zymo's above it.
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
+
+from .errors import ZymoUsageError
+
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(fn: Callable[[], None]) -> None:
+    """Call `fn()` whenever a setting changes which derivative program a call runs."""
+    _listeners.append(fn)
+
+
+def _changed() -> None:
+    for fn in _listeners:
+        fn()
 
 
 def check_ir() -> bool:
@@ -43,9 +63,7 @@ def set_numba(choice: str | None) -> None:
     _numba_override.clear()
     if choice is not None:
         _numba_override.append(choice)
-    from . import api
-
-    api.forget_replays()  # a replayed call must not keep the old backend
+    _changed()  # a replayed call must not keep the old backend
 
 
 def numba_policy() -> str:
@@ -74,9 +92,7 @@ def set_strong_zero(on: bool | None) -> None:
     _strong_zero_override.clear()
     if on is not None:
         _strong_zero_override.append(bool(on))
-    from . import api
-
-    api.forget_replays()
+    _changed()
 
 
 def strong_zero() -> bool:
@@ -104,6 +120,14 @@ def set_memory_limit(nbytes: int | None) -> None:
 
 def memory_limit() -> int | None:
     return _memory_limit[0] if _memory_limit else None
+
+
+def call_memory_limit(memory_limit: Any) -> int | None:
+    """A call's memory limit in bytes: its `memory_limit=`, else `memory_limit()`."""
+    limit = memory_limit if memory_limit is not None else _memory_limit[0] if _memory_limit else None
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+        raise ZymoUsageError(f"memory_limit is a positive number of bytes (or None), not {limit!r}")
+    return None if limit is None else int(limit)
 
 
 _threads_override: list[int] = []

@@ -1,6 +1,6 @@
 """Python data at the API boundary: records, boxes, closures and their shadows.
 
-Contract (used by `api.py`; the frontend's side is `frontend/objects.py`):
+Contract (used by `boundary.py` and `cache.py`; the frontend's side is `frontend/objects.py`):
 - `flatten_record` turns a record argument (object, dataclass, namedtuple, dict)
   into leaves in the frontend's order; a boxed float becomes a one-element array
   (its shadow a box of the shadow object's field) that `write_back` copies back to
@@ -15,7 +15,7 @@ Contract (used by `api.py`; the frontend's side is `frontend/objects.py`):
   Const (and gets an internal shadow if active data flows into it).
 - `check_const_function`: with `Const(f)`, active data written into captured
   memory raises `ZymoUsageError` naming the variable and the line of the write.
-- `replayable`: whether a call may be replayed by `api._Repeat` (not when a record
+- `replayable`: whether a call may be replayed by `cache.Repeat` (not when a record
   or a slot is involved: their fields are read afresh on every call).
 """
 from __future__ import annotations

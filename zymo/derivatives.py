@@ -27,12 +27,15 @@ dx)`, a rule whose result may view its first argument, as the analyses expect.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from . import config
 from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
+from .boundary import call_shadows
+from .cache import call, prepare
 from .errors import UnsupportedCall, UnsupportedSyntax, ZymoUsageError
 from .shadows import make_zero
 
@@ -61,7 +64,7 @@ def _constants(consts: tuple) -> tuple:
     return tuple(c.val if isinstance(c, Const) else c for c in consts)
 
 
-def _copies(consts: tuple) -> list:
+def _copies(consts: Sequence[Any]) -> list:
     return [np.copy(c) if isinstance(c, np.ndarray) else c for c in consts]
 
 
@@ -137,7 +140,7 @@ def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> 
         ts = _basis(x, start, width)
         copies = _copies(tuple(args))
         if width == 1:
-            ann = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
+            ann: list[Any] = [Const(c) if j != k else Duplicated(c, ts[0]) for j, c in enumerate(copies)]
             tan, prim = _autodiff(ForwardWithPrimal, f, Duplicated, *ann, numba=numba)
             tans = (tan,)
         else:
@@ -235,19 +238,17 @@ def gradient_forward(f: Callable, x: Any, *consts: Any, chunk: int | None = None
 # -- second order: forward over reverse ---------------------------------------------------
 
 
-def _reverse_program(f: Callable, x: np.ndarray, consts: tuple):
+def _reverse_program(f: Callable, x: np.ndarray, consts: Sequence[Any]) -> tuple:
     """The generated reverse-mode program of f at (x, *consts), as a plain Python function,
     with the values it takes after x and the internal shadows it takes after dx (of
     constant or captured memory that receives active data: constants of the outer call)."""
-    from .api import _prepare, _shadows
-
     dx = np.zeros_like(x)
-    comp, norm, leaves, all_values = _prepare(Reverse, f, Active, (Duplicated(x, dx), *map(Const, consts)),
-                                              numba=False)
-    shadows = _shadows(comp, leaves, all_values)
+    comp, norm, leaves, all_values = prepare(Reverse, f, Active, (Duplicated(x, dx), *map(Const, consts)),
+                                             numba=False)
+    shadows = call_shadows(comp, leaves, all_values)
     if not shadows or shadows[0] is not dx:  # f does not depend on x
         return None, all_values[1:], []
-    second = getattr(comp, "second_order", None)  # one per compiled program: its compile cache holds
+    second = comp.second_order  # one per compiled program: its compile cache holds
     if second is None:
         second = comp.second_order = _SecondOrder(comp)
     return second, all_values[1:], shadows[1:]
@@ -367,11 +368,9 @@ def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = Non
 
     Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) it is reverse mode over
     zymo's forward-mode program instead (`_hvp_limited`): that reverse pass checkpoints its loops."""
-    from .api import _memory_limit
-
     consts = _constants(consts)
     x = _check_x(x, "hvp")
-    limit = _memory_limit(memory_limit)
+    limit = config.call_memory_limit(memory_limit)
     if isinstance(x, float):
         if limit is not None:
             raise ZymoUsageError("hvp with memory_limit takes an array x; a float x stores one number per loop "
@@ -425,14 +424,12 @@ def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba
     """(H(x) v, grad f(x)) under `limit` bytes: the gradient of the directional derivative
     `f'(x) v`, by reverse mode (with `memory_limit`) over zymo's forward-mode program of `f`,
     and the gradient by a reverse pass of its own under the same limit."""
-    from .api import _prepare, _shadows
-
     g = np.zeros_like(x)
     _autodiff(Reverse, f, Active, Duplicated(np.copy(x), g), *map(Const, _copies(consts)), numba=numba,
               memory_limit=limit)
-    comp, _, leaves, values = _prepare(Forward, f, Duplicated, (Duplicated(np.copy(x), np.copy(v)),
-                                                                 *map(Const, _copies(consts))), numba=False)
-    shadows = _shadows(comp, leaves, values)
+    comp, _, leaves, values = prepare(Forward, f, Duplicated, (Duplicated(np.copy(x), np.copy(v)),
+                                                                *map(Const, _copies(consts))), numba=False)
+    shadows = call_shadows(comp, leaves, values)
     hv = np.zeros_like(x)
     if not shadows:  # f does not depend on x
         return hv, g
@@ -478,10 +475,8 @@ def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: 
 
 def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -> tuple:
     """(f''(x) v, f'(x)) for a float x: forward mode over the reverse program's Active adjoint."""
-    from .api import _prepare
-
-    comp, norm, leaves, values = _prepare(Reverse, f, Active, (Active(x), *map(Const, _copies(consts))),
-                                          numba=False)
+    comp, norm, leaves, values = prepare(Reverse, f, Active, (Active(x), *map(Const, _copies(consts))),
+                                         numba=False)
     if comp.active_params != [0]:
         if not comp.active_params:  # f does not depend on x
             return 0.0, 0.0
@@ -492,7 +487,7 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
     return float(tan[1][0]), float(prim[1][0])
 
 
-def _autodiff(*args: Any, **kw: Any) -> Any:
-    from .api import autodiff
-
-    return autodiff(*args, **kw)
+def _autodiff(mode: Mode, f: Any, ret_activity: Any, *args: Any, numba: Any = None,
+              memory_limit: int | None = None) -> Any:
+    """`zymo.autodiff` (`cache.call`: this module sits below the public API)."""
+    return call(mode, f, ret_activity, args, numba, memory_limit)

@@ -7,7 +7,7 @@ each a pair `((param, axis), (param, axis))`. `dims[k]` is the shape parameter `
 has at the call being specialized (None where unknown or not an array); extents of
 parameters are compared through those sizes, so two arrays of the same size `n` in
 one call are treated as equal, and the compiled program must then be reused only for
-calls whose sizes satisfy the same `guards` (`api._prepare` checks them).
+calls whose sizes satisfy the same `guards` (`cache.prepare` checks them).
 `fits(v, shape)` asks the same of `v` and a shape from `shape(w)`, or from
 `store_shape(op)` (the destination `x[idx]` of a `setitem` op). Reverse mode uses the answers to
 leave out the sums over broadcast dimensions (`_rt.unbroadcast`) of adjoints that have their operand's shape already.

@@ -1,4 +1,4 @@
-"""Python source -> IR (see lower.py)."""
+"""Python source -> IR (see lower.py and the mixins it lists)."""
 from .lower import lower
 
 __all__ = ["lower"]

@@ -5,7 +5,9 @@ order: a registered rule for the callee object (`rules.registry`), the builtins
 zymo lowers itself (`len`, `range` in loops, `min`/`max`/`sum`, `print`), array
 methods and attributes (`x.sum()`, `x.T`, `x.shape`), then user functions, which
 are inlined (Numba dispatchers through `py_func`). Anything else raises
-`UnsupportedCall` with the user's line and a hint.
+`UnsupportedCall` with the user's line and a hint. A load or slice of an array is named
+after the array's variable (`load_hint`: `u[1:-1]` is `u`, which the generated code and
+`zymo.cache_report` show).
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from . import fence, objects, several, signature
 from .bindings import LocalFn, Partial, S
 from .containers import CMethod, ContainerLowering, Ref
 from .flow import RAISED
+from .frame import Frame
 from .source import FunctionSource, unwrap
+from .syntax import BINOPS, nonlocal_names
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
           ast.Is: "is", ast.IsNot: "is_not"}
@@ -131,8 +135,6 @@ class ExprLowering(ContainerLowering):
         return self.b.prim(key, [self.as_value(x, node)], {}, self.loc(node))
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
-        from .lower import BINOPS
-
         key = BINOPS.get(type(node.op))
         if key is None:
             raise self.error(UnsupportedSyntax, f"operator {type(node.op).__name__} is not supported", node)
@@ -242,7 +244,7 @@ class ExprLowering(ContainerLowering):
         if not isinstance(obj, Value):
             raise self.error(ZymoTypeError, "cannot index this value", node)
         return self.b.getitem(obj, self.index(node.slice), self.loc(node),
-                              "ld" if not isinstance(obj.type, T.Array) else "x")
+                              "ld" if not isinstance(obj.type, T.Array) else load_hint(node.value, obj))
 
     def _tuple_index(self, tup: tuple, node: ast.Subscript) -> Any:
         s = node.slice
@@ -302,7 +304,7 @@ class ExprLowering(ContainerLowering):
     # -- calls ---------------------------------------------------------------
     def expr_Call(self, node: ast.Call) -> Any:
         callee = self.expr(node.func)
-        done = self.generator_call(callee, node)  # sum/any/all of a generator (containers.py)
+        done = self.generator_call(callee, node)  # sum/any/all of a generator (comprehensions.py)
         if done is not NotImplemented:
             return done
         self.mark_consumed(callee, node)
@@ -326,7 +328,7 @@ class ExprLowering(ContainerLowering):
                 if name in kw:
                     raise self.error(ZymoSourceError, f"keyword argument {name!r} repeated", node)
                 kw[name] = v
-        done = self.container_call(callee, pos, kw, node)  # lists and dicts (containers.py)
+        done = self.container_call(callee, pos, kw, node)  # lists and dicts (container_calls.py)
         if done is not NotImplemented:
             return done
         return self.call(callee, pos, kw, node)
@@ -546,8 +548,6 @@ class ExprLowering(ContainerLowering):
 
     def inline(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         """Lower a call to a user function in place, in a frame of its own."""
-        from .lower import Frame
-
         if isinstance(fn, LocalFn):
             fnode, src, parent, defaults = fn.node, None, fn.frame, fn.defaults
             name = getattr(fnode, "name", "<lambda>")
@@ -570,7 +570,6 @@ class ExprLowering(ContainerLowering):
                                lambda msg: self.error(ZymoSourceError, msg, node), lambda d: self.make_dict(d, node))
         caller = self.frame
         frame = Frame(name, file, src, parent)
-        from .lower import nonlocal_names
         frame.nonlocals = nonlocal_names(fnode)
         frame.env.update(bound)
         frame.env[frame.ret] = self.b.const(False, self.loc(node), "ret")
@@ -586,6 +585,12 @@ class ExprLowering(ContainerLowering):
         if frame.env.get(RAISED) is True:  # the callee raises on every path: so does the caller
             caller.env[RAISED] = True
         return frame.env.get(frame.retval, S(None))
+
+
+def load_hint(node: ast.expr, arr: Value) -> str:
+    """The name hint of a load or slice of the array `arr` that `node` evaluates to: the array
+    variable's own name (`u[1:-1]` is `u`; the generated code makes it `u_1` when `u` is taken)."""
+    return node.id if isinstance(node, ast.Name) else arr.hint
 
 
 def _rule_of(fn: Any) -> Any:

@@ -38,6 +38,7 @@ from ..rules.registry import REGISTRY
 from . import checks
 from .bindings import S
 from .host import LoweringHost
+from .syntax import may_exit
 
 RAISED = "$raised"  # env key: the current path has raised (everything after is dead)
 
@@ -386,8 +387,6 @@ class FlowLowering(LoweringHost):
 
     def continue_after(self, s: ast.stmt, go_on: Callable[[], None]) -> None:
         """What `stmts` does after a statement: stop after a raise or an exit, else go on."""
-        from .lower import may_exit
-
         if self.frame.env.get(RAISED) is True:
             return
         if may_exit(s):

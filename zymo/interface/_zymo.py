@@ -16,6 +16,7 @@ then bound in a closure); without `zymo.hvp`, second-order operators raise
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,14 +35,14 @@ _NEEDS_HVP = ("{op} with AutoZymo needs zymo.hvp (forward over reverse), which t
 class ZymoEngine(Engine):
     def setup(self, x: Any, contexts: tuple, y: Any) -> None:
         b = self.backend
-        self.fa = Const(self.f) if b.function_annotation is Const else self.f
+        self.fa: Any = Const(self.f) if b.function_annotation is Const else self.f  # f, or Const(f)
         self.kw = {} if b.numba is None else {"numba": b.numba}
         if not self.x_scalar:
             self.xc = np.array(x, copy=True)
             self.dx = np.zeros_like(self.xc)
         if self.inplace:
             self.dy = np.zeros_like(y)
-        self._into = None
+        self._into: tuple | None = None
         self._bound: tuple | None = None
 
     def check_op(self, op: str) -> None:
@@ -156,7 +157,7 @@ class ZymoEngine(Engine):
 
     def gradient_and_hvp(self, x: Any, v: Any, contexts: tuple) -> tuple:
         hvp_and_grad = getattr(zymo, "hvp_and_gradient", None)
-        hvp = getattr(zymo, "hvp", None)
+        hvp: Any = getattr(zymo, "hvp", None)
         if hvp is None and hvp_and_grad is None:
             raise BackendLimitation(_NEEDS_HVP.format(op="a Hessian-vector product"))
         g = self._fx(contexts)
@@ -194,6 +195,7 @@ class ZymoEngine(Engine):
 
 # Wrappers are written out (zymo reads their source): one per number of contexts.
 def _into(f: Any, n: int) -> Any:
+    into: Callable[..., None]
     if n == 0:
         def into(y, x):
             y[...] = f(x)

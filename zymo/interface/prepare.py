@@ -47,7 +47,7 @@ class Preparation:
         self.engine = backend.engine(f, x, contexts, y)
         e = self.engine
         e.check_op(op)
-        self.y_sig = signature(y) if y is not None else (
+        self.y_sig: tuple = signature(y) if y is not None else (
             ("scalar",) if e.y_scalar else ("array", e.y_shape, e.y_dtype.str))
         _, _, _, y_scalar = OPERATORS[op]
         if y_scalar and not e.y_scalar:

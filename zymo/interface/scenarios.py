@@ -30,7 +30,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class Scenario:
         vals = [c.value.copy() if isinstance(c.value, np.ndarray) else c.value for c in self.contexts]
         x = self.x if np.ndim(self.x) == 0 else self.x.copy()
         if self.inplace:
-            y = np.zeros(self.y_shape)
+            y = np.zeros(cast(tuple, self.y_shape))
             f(y, x, *vals)
             return y
         return f(x, *vals)
@@ -255,9 +255,10 @@ def closure(s: Scenario) -> Scenario:
         (ctx,) = s.contexts
         v0 = ctx.value
 
-        def make_closure(xp):
+        def make_closure(xp: Any) -> Callable[..., Any]:
             f0 = make(xp)
             c0 = xp.zeros(v0.shape) if isinstance(ctx, Cache) else xp.asarray(v0)
+            g: Callable[..., Any]
             if s.inplace:
                 def g(y, x):
                     f0(y, x, c0)
@@ -267,8 +268,9 @@ def closure(s: Scenario) -> Scenario:
             return g
         mutates = s.mutates or isinstance(ctx, Cache)
     else:
-        def make_closure(xp):
+        def make_closure(xp: Any) -> Callable[..., Any]:
             f0 = make(xp)
+            g: Callable[..., Any]
             if s.inplace:
                 def g(y, x):
                     f0(y, x)
@@ -392,6 +394,7 @@ def _references(s: Scenario, op: str, operand: tuple, yv: Any) -> dict:
     J = np.asarray(s.jac(s.x, *vals), dtype=np.float64)
     nx, ny = np.ndim(s.x), np.ndim(yv)
     ref: dict = {"value": yv}
+    second = cast(Callable, s.second)  # given for the scenarios of the second-order operators
     if op in ("derivative", "gradient", "jacobian"):
         ref["d1"] = J
     elif op == "pushforward":
@@ -399,11 +402,11 @@ def _references(s: Scenario, op: str, operand: tuple, yv: Any) -> dict:
     elif op == "pullback":
         ref["d1"] = np.tensordot(np.asarray(operand[0]), J, axes=ny) if ny else operand[0] * J
     elif op == "second_derivative":
-        ref["d1"], ref["d2"] = J, np.asarray(s.second(s.x, *vals))
+        ref["d1"], ref["d2"] = J, np.asarray(second(s.x, *vals))
     elif op == "hessian":
-        ref["d1"], ref["d2"] = J, np.asarray(s.second(s.x, *vals))
+        ref["d1"], ref["d2"] = J, np.asarray(second(s.x, *vals))
     elif op == "hvp":
-        H = np.asarray(s.second(s.x, *vals))
+        H = np.asarray(second(s.x, *vals))
         ref["d1"], ref["d2"] = J, np.tensordot(H, operand[0], axes=nx)
     return ref
 
@@ -430,7 +433,7 @@ def _close(got: Any, want: Any, rtol: float, atol: float) -> str:
 
 
 def _args(s: Scenario, backend: Backend, operand: tuple, x: Any) -> tuple:
-    y = (np.zeros(s.y_shape),) if s.inplace else ()
+    y = (np.zeros(cast(tuple, s.y_shape)),) if s.inplace else ()
     return (*y, backend, x, *operand, *s.contexts)
 
 

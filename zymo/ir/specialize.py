@@ -1,6 +1,6 @@
 """Rename a primitive call to a more specific rule, decided from its constant arguments.
 
-Contract: `specialize(fn)` walks the IR once, right after lowering (`api._lowered`), and
+Contract: `specialize(fn)` walks the IR once, right after lowering (`pipeline.lower_ir`), and
 for each `prim` op whose rule defines a `specialize(pos, kw)` classmethod replaces the
 op's key by the key that method returns (None: keep it). `pos`/`kw` are as `Rule.check`
 sees them: IR values (with their types) and Python constants. The replacement rule takes

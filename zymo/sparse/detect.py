@@ -59,7 +59,7 @@ class Interpreter:
         self.bufs: dict[int, Buffer] = {}
         self.lists: dict[int, list] = {}  # id(list) -> [list, summary set, taint]
         self.spec = 0  # > 0 inside a speculative region (a joined branch, a fixed point)
-        self.code: dict[int, tuple] = {}
+        self.code: dict[tuple[int, bool], tuple] = {}
         self.hess_sets: list[frozenset] = []
         self.hess_mat: sp.csr_matrix | None = M.empty(n, n) if hessian else None
         self.hessian = hessian
@@ -148,7 +148,7 @@ class Interpreter:
         if entry is None:
             from ..transform.emit import Emitter
 
-            names = {}
+            names: dict[int, str] = {}
             for k, v in enumerate(op.args):
                 names.setdefault(v.id, f"_a{k}")
             expr = Emitter(None, None).call(op, with_out=with_out, name=lambda v: names[v.id])  # type: ignore[arg-type]
@@ -500,11 +500,11 @@ def _has_slice(idx: Any) -> bool:
 
 
 def _setup(f: Callable, x: np.ndarray, consts: tuple, mode: str, hessian: bool) -> tuple[Interpreter, list]:
-    from ..api import ir
+    from ..cache import lowered
 
     if mode not in MODES:
         raise ZymoUsageError(f"sparsity detection mode must be 'local' or 'global', not {mode!r}")
-    fn = ir(f, x, *consts)
+    fn = lowered(f, (x, *consts))[0].ir
     x = np.array(x, dtype=x.dtype, order="C", copy=True)
     args = [x, *(np.array(c, copy=True) if isinstance(c, np.ndarray) else c for c in consts)]
     captured = fn.attrs.get("captured", [])

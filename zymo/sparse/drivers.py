@@ -226,7 +226,7 @@ def hessian_from_plan(plan: HessianPlan, f: Callable, x: Any, *consts: Any, chun
     n = x.size
     if k == 0:
         return sp.csr_matrix((n, n))
-    comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
+    comp, rest, internal = _reverse_program(f, np.copy(x), tuple(_copies(consts)))
     width = _chunk(chunk if chunk is not None else k, k)
     b = np.empty((k, n))
     for start in range(0, k, width):

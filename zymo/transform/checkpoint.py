@@ -1,6 +1,6 @@
 """Checkpointing: reverse mode under a memory limit (`memory_limit=`, issue 35).
 
-Contract: `checkpointed(fn, rev0, limit, ...)` is called by `api._compile` with the store-all
+Contract: `checkpointed(fn, rev0, limit, ...)` is called by `pipeline.compile_program` with the store-all
 generator `rev0` of `fn`. The top-level `for` and `while` loops whose iterations record a tape
 (`taped_loops`) are *checkpointed* (with no limit, only those marked `zymo.checkpointed(...)`,
 `op.attrs["checkpoint"]`); the others, and everything outside them, are generated as without a
@@ -33,8 +33,8 @@ from ..rules.registry import Rule, lookup
 from .emit import Emitter, assign_all, range_args, span, trip_count
 
 if TYPE_CHECKING:
-    from ..codegen.writer import Writer
     from .reverse import Reverse
+    from .writer import Writer
 
 
 def _same(x: Any) -> Any:
@@ -205,7 +205,7 @@ class Checkpoint:
 
     def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
         """The forward sweep at the loop: the taped loop when it fits, else the primal with snapshots."""
-        from ..codegen.writer import Writer
+        from .writer import Writer
 
         n = rev.namer
         taped = Writer()
@@ -409,7 +409,7 @@ class WhileCheckpoint(Checkpoint):
 
     def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
         """The forward sweep at the loop: its primal a step at a time, snapshots where the plan says."""
-        from ..codegen.writer import Writer
+        from .writer import Writer
 
         n = rev.namer
         taped = Writer()

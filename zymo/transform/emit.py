@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from .. import config
-from ..codegen.naming import Namer, literal
-from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Op, Value
 from ..rules.registry import Rule, inline_rule, lookup
+from .naming import Namer, literal
+from .writer import Writer
 
 # names a rule body may use: they exist in every generated module
 _GEN_GLOBALS = {"np", "math", "_rt"} | set(dir(_builtins))

@@ -21,12 +21,12 @@ tuple of result tangents per lane.
 from __future__ import annotations
 
 from ..analysis.activity import Activity
-from ..codegen.naming import Namer
-from ..codegen.writer import Writer
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from ..rules.registry import lookup, uses
 from .emit import Emitter, assign_all, range_args, zero
+from .naming import Namer
+from .writer import Writer
 
 
 class Forward:

@@ -1,0 +1,458 @@
+"""The caches: compiled derivatives keyed by types and flags, and the replays of calls.
+
+Contract: `lowered(f, values)` is the IR of `f` for values of these types
+(`boundary.type_key`), lowered once and reused while the globals and closure data it
+read are still the same objects (`pipeline.Lowered.still_valid`). `prepare(mode, f,
+ret_activity, args, ...)` checks and flattens a call (`boundary.py`) and returns the
+`Compiled` program for it with the call's leaves and values; programs are cached per
+function, mode, activities, argument types, the alias pattern of the arguments, backend,
+batch width, strong zeros and memory limit, and, among those, per the equal sizes a
+program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays the last
+call of a function whose annotations hold the very same objects (`Repeat`) and records
+replayable calls; `thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
+(`Match`); `TypedGradient` is `gradient`'s everyday call (new arrays of the recorded
+types). `cache_clear` empties every cache; `forget_replays` drops the replays (a changed
+setting calls it through `config.on_change`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from . import config, data
+from .analysis.extents import guards_hold
+from .annotations import Active, Annotation, Const, Duplicated, Mode
+from .boundary import (
+    Finish,
+    Leaf,
+    alias_classes,
+    batch_width,
+    call_shadows,
+    check_call,
+    derivs,
+    flatten_arguments,
+    internal_shadows,
+    normalize,
+    rebuild_result,
+    self_overlapping,
+    type_key,
+)
+from .codegen.numba.backend import tape_in as numba_tape_in
+from .errors import ZymoUsageError
+from .frontend.source import unwrap
+from .pipeline import Compiled, Lowered, choose_backend, compile_program, lower_ir, run_program
+from .shadows import make_zero_
+
+# -- the compile cache -------------------------------------------------------------------
+
+LOWERED: dict[Any, Lowered] = {}
+COMPILED: dict[Any, list[Compiled]] = {}  # key -> programs, each for calls its guards admit
+
+
+def cache_clear() -> None:
+    """Forget every lowered function, compiled derivative and recorded call."""
+    LOWERED.clear()
+    COMPILED.clear()
+    forget_replays()
+
+
+def lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
+    """The lowered IR of `f` for `values` (cached while still valid), and its cache key."""
+    key = (unwrap(f), tuple(type_key(v) for v in values))
+    lw = LOWERED.get(key)
+    if lw is None or not lw.still_valid():
+        lw = LOWERED[key] = lower_ir(f, values)
+    return lw, key
+
+
+def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
+            memory_limit: int | None = None) -> tuple[Compiled, list, list[Leaf], list]:
+    """The program for this call, the normalized arguments, their leaves and the values the
+    program takes (module contract)."""
+    f, fshadow, fconst = data.function_annotation(f)
+    width = check_call(mode, ret_activity, args, fshadow)
+    norm = normalize(mode, args)
+    lw, lkey = lowered(f, tuple(v for v, _, _ in norm))
+    leaves, no_need = flatten_arguments(mode, args, norm, width)
+    captured_objs = [obj for _, obj, _ in lw.captured]
+    n_args = len(leaves)
+    leaves += data.captured_leaves(lw.captured, data.shadow_map(f, fshadow) if fshadow is not None else None, Leaf)
+    data.share_boxes(leaves)
+    all_values = [lf.value for lf in leaves]
+    active = [lf.kind != "const" for lf in leaves]
+    classes = alias_classes(all_values)
+    backend = choose_backend(numba, f)
+    ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
+            tuple(active), tuple(classes), backend, width,
+            frozenset(no_need), mode.with_primal and not (mode.forward or mode.split),  # Reverse: `_dead_primal_ops`
+            config.strong_zero(), None if mode.forward else memory_limit)
+    dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
+    entries = COMPILED.get(ckey)
+    if not entries or entries[0].ir is not lw.ir:
+        entries = COMPILED[ckey] = []
+    # programs that assumed equal sizes (`analysis/extents.py`) serve only calls that have them
+    comp = next((c for c in entries if guards_hold(c.guards, dims)), None)
+    if comp is None:
+        comp = compile_program(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims,
+                               frozenset(no_need), None if mode.forward else memory_limit)
+        entries.append(comp)
+    if fconst:
+        data.check_const_function(comp, lw.captured, n_args)
+    return comp, norm, leaves, all_values
+
+
+# -- autodiff: the full path and the replays -----------------------------------------------
+
+
+def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
+         memory_limit: int | None = None) -> tuple:
+    """`autodiff(mode, f, ret_activity, *args, numba=numba, memory_limit=memory_limit)`."""
+    limit = config.call_memory_limit(memory_limit)
+    if limit is not None and not mode.forward:
+        return _call_limited(mode, f, ret_activity, args, numba, limit)
+    try:
+        fast = LAST.get(f)  # the entry this function used last: one lookup, no key tuple
+        if fast is None or fast.key[1] is not mode or fast.key[2] is not ret_activity or fast.key[3] is not numba:
+            fast = FAST.get((f, mode, ret_activity, numba))
+    except TypeError:  # an unhashable callable
+        fast = None
+    if fast is not None and fast.matches(args):
+        LAST[f] = fast
+        return fast.run()
+    _check_mode(mode)
+    comp, norm, leaves, all_values = prepare(mode, f, ret_activity, args, numba)
+    shadows = call_shadows(comp, leaves, all_values)
+    flat = [*all_values, *shadows] + ([] if mode.forward or ret_activity is not Active else [1.0] * comp.width)
+    finish = Finish(mode, ret_activity, comp, norm, leaves)
+    results = run_program(comp, None, flat, f, norm)
+    data.write_back(leaves)
+    out = finish(results)
+    if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
+        mine = {id(s) for s in internal_shadows(comp, leaves, shadows)}
+        internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
+        try:
+            key = (f, mode, ret_activity, numba)
+            FAST[key] = LAST[f] = Repeat(key, args, comp, flat, finish, f, norm, internal)
+        except TypeError:
+            pass
+    return out
+
+
+def _check_mode(mode: Any) -> None:
+    if not isinstance(mode, Mode):
+        raise ZymoUsageError(f"the first argument must be a mode (Forward, Reverse, ...), not {mode!r}")
+    if mode.split:
+        raise ZymoUsageError(f"{mode} is for zymo.autodiff_thunk, not autodiff")
+
+
+def _call_limited(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any, limit: int) -> tuple:
+    """`autodiff` under a memory limit: the full path, never the replay caches."""
+    _check_mode(mode)
+    comp, norm, leaves, all_values = prepare(mode, f, ret_activity, args, numba, limit)
+    shadows = call_shadows(comp, leaves, all_values)
+    flat = [*all_values, *shadows] + ([] if ret_activity is not Active else [1.0] * comp.width)
+    finish = Finish(mode, ret_activity, comp, norm, leaves)
+    results = run_program(comp, None, flat, f, norm)
+    data.write_back(leaves)
+    return finish(results)
+
+
+FAST: dict[Any, Repeat] = {}  # (f, mode, return activity, numba) -> its last replayable call
+LAST: dict[Any, Repeat] = {}  # function -> its last replayed entry (also in FAST)
+_GENERATION = [0]  # split mode's thunks record their last calls under this number
+
+
+def forget_replays() -> None:
+    """Drop every recorded call (a changed backend policy must not be replayed past)."""
+    FAST.clear()
+    LAST.clear()
+    TYPED.clear()
+    _GENERATION[0] += 1
+
+
+config.on_change(forget_replays)
+
+
+class Match:
+    """Whether a call has the very arguments of a recorded one (`_Repeat`'s check, which
+    split mode's thunks use too): the same objects, types, list lengths and assumed sizes,
+    and captured globals still valid. `flat` holds the program's argument values, which the
+    sizes it assumes equal (`comp.guards`) index."""
+
+    __slots__ = ("spec", "lists", "comp", "flat", "lowered", "matches")
+    matches: Callable[[tuple], bool]
+
+    def __init__(self, args: tuple, comp: Compiled, flat: list):
+        vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
+        dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
+        # per argument: its type, and what must be the very same objects: the argument itself
+        # (not an annotation, 0), a Const's value (1), a Duplicated's value and shadow (2);
+        # any other annotation (batch shadows) never matches (3)
+        self.spec = tuple((type(a), v, s, 2 if s is not None else 1 if type(a) is Const
+                           else 3 if isinstance(a, Annotation) else 0)
+                          for a, v, s in zip(args, vals, dvals))
+        self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
+        self.comp, self.flat = comp, flat
+        self.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and
+                        (lw.captured or lw.ir.attrs.get("frozen"))]
+        self.matches = self._first_match
+
+    def _first_match(self, args: tuple) -> bool:
+        """The replay check by a loop over `spec`; once it has matched, the entry is being
+        replayed and `matches` becomes the written-out check (`_matcher`), whose ~0.1 ms of
+        compiling a call with new objects every time should not pay."""
+        if len(args) != len(self.spec):
+            return False
+        for a, (t, v, s, how) in zip(args, self.spec):
+            if type(a) is not t or how == 3:
+                return False
+            if (a.val if how else a) is not v or (how == 2 and a.dval is not s):
+                return False
+        if any(len(x) != n for x, n in self.lists) or not self._lowered_valid():
+            return False
+        dims = [getattr(v, "shape", None) for v in self.flat]
+        if self.comp.guards and not guards_hold(self.comp.guards, dims):
+            return False  # an argument was given a new shape in place (`x.shape = ...`)
+        self.matches = self._matcher()
+        return True
+
+    def _matcher(self) -> Callable[[tuple], bool]:
+        """`matches`, written out for this call's arguments: identity tests on locals, about
+        a third of the time of the loop in `_first_match`, which it must agree with."""
+        if any(how == 3 for *_, how in self.spec):
+            return lambda args: False
+        n = len(self.spec)
+        consts: dict[str, Any] = {}
+        conds = []
+        for i, (t, v, s, how) in enumerate(self.spec):
+            consts[f"T{i}"], consts[f"V{i}"], consts[f"S{i}"] = t, v, s
+            if how == 0:
+                conds.append(f"a{i} is V{i}")
+            else:
+                conds.append(f"type(a{i}) is T{i} and a{i}.val is V{i}")
+                if how == 2:
+                    conds.append(f"a{i}.dval is S{i}")
+        for j, (x, k) in enumerate(self.lists):
+            consts[f"L{j}"], consts[f"N{j}"] = x, k
+            conds.append(f"len(L{j}) == N{j}")
+        if self.lowered:
+            consts["_valid"] = self._lowered_valid
+            conds.append("_valid()")
+        for (i, a), (j, b) in self.comp.guards:  # the equal sizes the program assumes
+            consts[f"F{i}"], consts[f"F{j}"] = self.flat[i], self.flat[j]
+            conds.append(f"F{i}.shape[{a}] == F{j}.shape[{b}]")
+        unpack = (", ".join(f"a{i}" for i in range(n)) + ("," if n == 1 else "") + " = args") if n else "pass"
+        src = (f"def matches(args, {', '.join(f'{k}={k}' for k in consts)}):\n"
+               f"    if len(args) != {n}:\n        return False\n"
+               f"    {unpack}\n"
+               f"    return {' and '.join(conds) or 'True'}\n")
+        ns: dict[str, Any] = dict(consts)
+        exec(compile(src, "<zymo replay check>", "exec"), ns)
+        return ns["matches"]
+
+    def _lowered_valid(self) -> bool:
+        return all(lw.still_valid() for lw in self.lowered)
+
+
+class Repeat(Match):
+    """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
+
+    A call whose annotations hold the very same objects (arrays, shadows, constants) as
+    the recorded one has the same types and aliasing, so it runs the recorded program on
+    the recorded argument list without re-deriving anything (about 2 µs in all; the
+    generated program reads sizes afresh). Lists must keep their length. Internal shadows
+    (of Const or captured memory that receives active data) are zeroed in place for each
+    call. Calls with Active floats are never recorded; captured globals are re-checked when
+    the function reads any. The sizes a program assumes equal (its guards,
+    `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
+    shape in place (`x.shape = ...`) while its shadow keeps the old one."""
+
+    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers")
+
+    def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: Finish, f: Any,
+                 norm: list, internal: list[int]):
+        super().__init__(args, comp, flat)
+        self.key = key
+        # zeroing the internal shadows: an array in place, anything else by `make_zero_`
+        self.zeroers = [partial(flat[i].fill, 0) if isinstance(flat[i], np.ndarray) else partial(make_zero_, flat[i])
+                        for i in internal]
+        self.finish, self.f, self.norm = finish, f, norm
+        # plain Reverse: every derivative is in a shadow, the result is always the same
+        mode = finish.mode
+        self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
+
+    def run(self) -> tuple:
+        for zero in self.zeroers:
+            zero()
+        comp = self.comp
+        out = comp.fn(*self.flat) if comp.checked else run_program(comp, None, self.flat, self.f, self.norm)
+        return self.const_result or self.finish(out)
+
+
+# -- split mode -------------------------------------------------------------------------
+
+
+class Tape:
+    """What an augmented forward call recorded for its reverse call.
+
+    Pass it to the reverse thunk; pass it back to the forward thunk (`tape=`) to
+    reuse its buffers, so repeated calls allocate no new caches."""
+
+    __slots__ = ("inner", "internal", "owner")
+
+    def __init__(self, inner: tuple, internal: list, owner: Compiled):
+        self.inner, self.internal, self.owner = inner, internal, owner
+
+
+def thunks(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
+           limit: int | None) -> tuple[Callable, Callable]:
+    """`autodiff_thunk`'s `(forward, reverse)` for calls shaped like `args`."""
+    prepare(mode, f, ret_activity, args, numba, limit)  # compile now, check the annotations
+    last: dict[int, tuple] = {}  # half -> (generation, Match, what prepare gave) of its last call
+
+    def prepared(half: int, call_args: tuple) -> tuple:
+        """`prepare`, or what it gave for the last call of this half if `call_args` hold the
+        very same objects (`Match`; the conditions of `autodiff`'s replays)."""
+        rec = last.get(half)
+        if rec is not None and rec[0] == _GENERATION[0] and rec[1].matches(call_args):
+            return rec[2]
+        got = prepare(mode, f, ret_activity, call_args, numba, limit)
+        comp, norm, leaves, all_values = got
+        if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
+            try:
+                last[half] = (_GENERATION[0], Match(call_args, comp, all_values), got)
+            except TypeError:
+                pass
+        return got
+
+    def forward(*call_args: Any, tape: Tape | None = None) -> tuple:
+        comp, norm, leaves, all_values = prepared(0, call_args)
+        shadows = call_shadows(comp, leaves, all_values)
+        inner = tape.inner if tape is not None and tape.owner is comp else None
+        if inner is not None and comp.backend != "python":
+            inner = numba_tape_in(inner)
+        primal_flat, recorded = run_program(comp, 0, [*all_values, *shadows, inner], f, norm)
+        data.write_back(leaves)
+        new = Tape(recorded, internal_shadows(comp, leaves, shadows), comp)
+        return new, (rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
+
+    def reverse(*call_args: Any) -> tuple:
+        if not call_args or not isinstance(call_args[-1], Tape):
+            raise ZymoUsageError("the reverse thunk takes the arguments, the return seed (for an Active "
+                                 "return), then the tape of the forward thunk")
+        tape = call_args[-1]
+        seed: tuple = ()
+        rest = call_args[:-1]
+        if ret_activity is Active:
+            nseed = batch_width(rest)  # one seed per batch lane
+            if len(rest) < nseed:
+                raise ZymoUsageError("the reverse thunk of an Active return needs the seed before the tape")
+            seed, rest = tuple(rest[-nseed:]), rest[:-nseed]
+        comp, norm, leaves, all_values = prepared(1, rest)
+        if tape.owner is not comp:
+            raise ZymoUsageError("this tape was recorded for other argument types or activities")
+        shadows = call_shadows(comp, leaves, all_values, tape.internal)
+        adj = run_program(comp, 1, [*all_values, *shadows, *seed, *tape.inner], f, norm)
+        data.write_back(leaves)
+        return (derivs(norm, leaves, comp, adj),)
+
+    return forward, reverse
+
+
+# -- gradient's everyday call ------------------------------------------------------------
+
+TYPED: dict[Any, TypedGradient] = {}
+
+
+class TypedGradient:
+    """`gradient`'s everyday call: the same function on new arrays of the same types.
+
+    For calls whose arguments are all float arrays and floats, recorded after a full call: the
+    program is reused when every argument has the recorded type, dtype and ndim, no two arrays
+    share memory (nor did they when recorded), no writable array overlaps itself, the sizes the
+    program assumes equal still are, and the captured globals are still those it read. That is
+    O(number of arguments) checks (pairwise overlap tests for several arrays), where the full
+    path flattens, types, keys and classifies every argument again. Shadows are fresh zeros
+    per call, as `gradient` promises."""
+
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats")
+    spec: tuple
+    comp: Compiled
+    captured: list
+    finish: Finish
+    f: Any
+    norm: list
+    dup: list[int]
+    lowered: list
+    seed: list
+    floats: bool
+
+    @staticmethod
+    def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
+        if not all(_plain_array(a) or _plain_float(a) for a in args):
+            return
+        try:
+            key = (f, mode, numba)
+            hash(key)
+        except TypeError:
+            return
+        comp, norm, leaves, all_values = prepare(mode, f, Active, tuple(annotated), numba)  # cached: cheap
+        n = len(args)
+        if comp.width != 1 or any(k >= n for k in comp.active_params):
+            return  # internal shadows of captured memory: the full path allocates them
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return
+        t = TypedGradient()
+        t.spec = tuple((type(a), a.dtype, a.ndim) if isinstance(a, np.ndarray) else (type(a), None, None)
+                       for a in args)
+        t.comp, t.captured, t.f, t.norm = comp, list(all_values[n:]), f, norm
+        t.finish = Finish(mode, Active, comp, norm, leaves)
+        t.dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
+        t.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+        t.seed = [] if mode.forward else [1.0]
+        t.floats = any(not isinstance(a, np.ndarray) for a in args)
+        TYPED[key] = t
+
+    def run(self, args: tuple) -> Any:
+        """The gradient, or None where the call does not match (the full path then runs)."""
+        spec = self.spec
+        if len(args) != len(spec):
+            return None
+        arrays = []
+        for a, (t, dtype, ndim) in zip(args, spec):
+            if type(a) is not t:
+                return None
+            if dtype is not None:
+                if a.dtype != dtype or a.ndim != ndim or (not (a.flags.c_contiguous or a.flags.f_contiguous)
+                                                          and self_overlapping(a)):
+                    return None
+                arrays.append(a)
+        if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return None
+        if self.lowered and not all(lw.still_valid() for lw in self.lowered):
+            return None
+        values = [*args, *self.captured]
+        comp = self.comp
+        if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
+            return None
+        shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
+        flat = [*values, *(shadows[k] for k in self.dup), *self.seed]
+        results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        if self.floats:
+            out = self.finish(results)
+            grads = tuple(d if s is None else s for d, s in zip(out[0], shadows))
+            return (grads, out[1]) if len(out) > 1 else grads
+        grads = tuple(shadows)  # arrays only: every derivative is in a shadow
+        return (grads, rebuild_result(comp.ir, results[0])) if self.finish.mode.with_primal else grads
+
+
+def _plain_array(a: Any) -> bool:
+    return type(a) is np.ndarray and a.dtype.kind == "f"
+
+
+def _plain_float(a: Any) -> bool:
+    return type(a) is float or type(a) is np.float64
