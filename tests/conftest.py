@@ -7,7 +7,7 @@ a second run loads instead of compiling), or under the system's temporary direct
 cache provider is off (`-p no:cacheprovider`). It is one directory for the whole session,
 xdist workers included: the controller sets the variable before the workers start and they
 inherit it. Sharing is safe: zymo names each file by a hash of its source and of the versions
-that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba_.py`).
+that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba/backend.py`).
 
 `NUMBA_OPT=0` (unless the user set it): the suite checks what compiled code computes, not how
 fast, and LLVM's optimization passes are half of its compile time; zymo asks for no `fastmath`,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zymo.codegen.numba_ import cache_dir
+from zymo.codegen.numba.backend import cache_dir
 
 
 def test_the_suite_compiles_into_its_own_cache_directory():
