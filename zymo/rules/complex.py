@@ -1,6 +1,6 @@
 """Complex numbers: the rules that are not holomorphic, and which rules take complex values.
 
-Contract (JAX's convention, followed everywhere; docs/architecture.md, "Complex numbers"):
+Contract (JAX's convention, followed everywhere; docs/complex.md):
 
 - A tangent of a complex value is complex: forward mode propagates `dz = dx + i dy`
   (R-linear). A tangent of a real value stays real.
