@@ -51,3 +51,13 @@ def test_never_raising_rules():
     _all()
     assert rules_with("may_raise") == frozenset(REGISTRY) - {
         "zymo.dim", "zymo.or", "zymo.and", "zymo.trip", "zymo.span", "numpy.shape", "builtins.len", "builtins.print"}
+
+
+def test_int_arithmetic_sizes_and_shapes():
+    _all()  # read by analysis/bounds.py and analysis/shapes.py
+    assert rules_with("int_arith") == {"add", "sub", "mul", "floordiv", "mod", "neg", "pos"}
+    assert rules_with("size") == {"zymo.dim", "builtins.len", "numpy.size", "zymo.trip", "zymo.span"}
+    assert rules_with("keeps_shape") == {"matmul", "numpy.matmul", "numpy.dot", "numpy.copy", "numpy.zeros_like",
+                                         "numpy.ones_like", "numpy.empty_like"}
+    assert rules_with("data_shaped") == {"numpy.repeat", "numpy.arange", "numpy.linspace", "numpy.histogram"}
+    assert rules_with("matrix_product") == {"matmul", "numpy.matmul", "numpy.dot"}

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 from ..ir.core import Function, Value, walk
 from ..ir.types import INT, Array
+from ..rules.registry import lookup
 from .index import Index
 
 _STEPS = 8  # upper bounds substituted, at most, per question
 
 
-_SIZES = frozenset({"zymo.dim", "builtins.len", "numpy.size", "zymo.trip", "zymo.span"})
-_INT_ARITHMETIC = frozenset({"add", "sub", "mul", "floordiv", "mod", "neg", "pos"})
 
 
 class NeverUnsigned:
@@ -59,7 +58,8 @@ class NeverUnsigned:
         if op is None or op.kind != "prim" or op.results != [v]:
             return False  # a parameter, a loop's carry, a branch's result
         key = op.attrs["key"]
-        return key in _SIZES or (key in _INT_ARITHMETIC and all(self(a) for a in op.args))
+        rule = lookup(key)
+        return rule.size or (rule.int_arith and all(self(a) for a in op.args))
 
 
 class NonNegative:

@@ -121,7 +121,7 @@ class Extents:
         elif op is not None and op.kind == "prim" and op.results == [v] and "out" not in op.attrs:
             if lookup(op.attrs["key"]).elementwise:
                 got = self._broadcast(v, op)
-            elif op.attrs["key"] in _PRODUCTS and len(op.args) == 2 and not op.attrs.get("kw"):
+            elif lookup(op.attrs["key"]).matrix_product and len(op.args) == 2 and not op.attrs.get("kw"):
                 got = self._product(op)
         if got is None or len(got[0]) != cast(T.Array, v.type).ndim:
             return self._unknown(v)
@@ -206,8 +206,6 @@ class Extents:
             out.append(first)
         return tuple(out), conds | used
 
-
-_PRODUCTS = frozenset({"matmul", "numpy.matmul", "numpy.dot"})
 
 
 def _shortened(e: Extent, part: tuple, args: list) -> Extent | None:

@@ -26,7 +26,7 @@ The analysis is conservative; unknown ops are not fixed. The rules:
   shape: so an op on a loop's cycle (computed from a loop-carried array and
   flowing back into it) is fixed only if it is elementwise, a view that keeps
   every axis whole (`h[:]`) or drops one by an integer index, or a product or
-  copy (`_KEEPS_SHAPE`: a product that changed the shape would fail at the next
+  copy (rules declaring `keeps_shape`: a product that changed the shape would fail at the next
   iteration). `h = np.sin(h[1:] * h[:-1])` or `h = np.concatenate((h, y))` in a
   loop changes `h`'s shape every iteration; such values are cached in lists. An
   op that only reads the cycle (`t = h[1:]`, not fed back) follows the rules above.
@@ -39,15 +39,6 @@ from ..ir import types as T
 from ..ir.core import Function, Op, Value, tree_values, walk
 from ..rules.registry import lookup
 from .index import Index
-
-_INT_ARITH = {"add", "sub", "mul", "floordiv", "mod", "neg"}
-_DATA_SHAPED = {"numpy.nonzero", "numpy.flatnonzero", "numpy.argwhere", "numpy.unique",
-                "numpy.extract", "numpy.compress", "numpy.trim_zeros", "numpy.repeat",
-                "numpy.arange", "numpy.linspace", "numpy.histogram"}
-# rules whose result keeps the shape of a loop-carried operand around a cycle (or the primal
-# fails at the next iteration: `W @ h` with W not square)
-_KEEPS_SHAPE = {"matmul", "numpy.matmul", "numpy.dot", "numpy.copy", "numpy.zeros_like",
-                "numpy.ones_like", "numpy.empty_like", "numpy.full_like"}
 
 
 class FixedShapes:
@@ -138,7 +129,7 @@ class FixedShapes:
         if v.is_const or self.depth.get(v.id, 0) == 0:
             return True
         op = self.def_op.get(v.id)
-        if budget <= 0 or op is None or op.kind != "prim" or op.attrs["key"] not in _INT_ARITH:
+        if budget <= 0 or op is None or op.kind != "prim" or not lookup(op.attrs["key"]).int_arith:
             return False
         if not isinstance(v.type, T.Scalar) or v.type.kind != "int":
             return False
@@ -180,14 +171,14 @@ class FixedShapes:
     def _prim(self, op: Op) -> bool:
         key = op.attrs["key"]
         rule = lookup(key)
-        if key in _DATA_SHAPED or getattr(rule, "user", False):
+        if rule.data_shaped or getattr(rule, "user", False):
             return False
         arrays = [a for a in op.args if T.is_memory(a.type)]
         if not all(isinstance(a.type, T.Array) and self._arr_fixed(a) for a in arrays):
             return False
         if rule.elementwise:
             return True
-        if key not in _KEEPS_SHAPE and op.results[0].id in self._cycle:
+        if not rule.keeps_shape and op.results[0].id in self._cycle:
             return False
         if any(not a.type.differentiable for a in arrays):
             return False

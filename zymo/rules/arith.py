@@ -18,7 +18,7 @@ from .registry import BOTH, Form, Rule
 _P = dict(elementwise=True)
 # facts (registry.py): `+ - *` never raise on numbers but overflow under np.errstate, are
 # cheap to recompute and keep ints computed from sizes such; each operator is value-numbered
-_RING = dict(numbers_safe=True, overflows=True, cheap=True, value_numbered=True, size_arith=True)
+_RING = dict(numbers_safe=True, overflows=True, cheap=True, value_numbered=True, size_arith=True, int_arith=True)
 _NUM = dict(value_numbered=True)
 S2 = ((), ())  # two scalars
 
@@ -51,7 +51,7 @@ class truediv(Rule, key="truediv", fn=operator.truediv, template="{0} / {1}", **
     def vjp_y(g, ans, x, y): return -g * x / (y * y)
 
 
-class mod(Rule, key="mod", fn=operator.mod, template="{0} % {1}", **_P, **_NUM, cheap=True):
+class mod(Rule, key="mod", fn=operator.mod, template="{0} % {1}", **_P, **_NUM, cheap=True, int_arith=True):
     def jvp_x(t, ans, x, y): return t
     def jvp_y(t, ans, x, y): return -t * (x // y)
     def vjp_x(g, ans, x, y): return g
@@ -65,12 +65,12 @@ class pow_(Rule, key="pow", fn=operator.pow, template="{0} ** {1}", **_P, **_NUM
     def vjp_y(g, ans, x, y): return g * ans * np.log(x + (x == 0))
 
 
-class neg(Rule, key="neg", fn=operator.neg, template="-{0}", **_P, **_NUM, cheap=True, numbers_safe=True):
+class neg(Rule, key="neg", fn=operator.neg, template="-{0}", **_P, **_NUM, cheap=True, numbers_safe=True, int_arith=True):
     def jvp_x(t, ans, x): return -t
     def vjp_x(g, ans, x): return -g
 
 
-class pos(Rule, key="pos", fn=operator.pos, template="+{0}", **_P, **_NUM, numbers_safe=True):
+class pos(Rule, key="pos", fn=operator.pos, template="+{0}", **_P, **_NUM, numbers_safe=True, int_arith=True):
     def jvp_x(t, ans, x): return t
     def vjp_x(g, ans, x): return g
 
@@ -117,7 +117,7 @@ _CMP = _ZERO2 + (Form("branch2", S2), Form("zero2", ((5,), (5,)), BOTH, kind="ze
 _ZERO1 = (Form("zero1", ((),), kind="zero"), Form("const1", ((),)))
 
 
-class floordiv(Rule, key="floordiv", fn=operator.floordiv, template="{0} // {1}", **_ND, **_NUM, cheap=True,
+class floordiv(Rule, key="floordiv", fn=operator.floordiv, template="{0} // {1}", **_ND, **_NUM, cheap=True, int_arith=True,
                cases=_ZERO2 + (Form("const2", ((5,), (5,)), BOTH),)): pass
 class lt(Rule, key="lt", fn=operator.lt, template="{0} < {1}", **_ND, **_NUM, numbers_safe=True, cases=_CMP): pass
 class le(Rule, key="le", fn=operator.le, template="{0} <= {1}", **_ND, **_NUM, numbers_safe=True, cases=_CMP): pass
@@ -132,7 +132,7 @@ class is_(Rule, key="is", fn=operator.is_, template="{0} is {1}", **_ND, cases=_
 class is_not(Rule, key="is_not", fn=operator.is_not, template="{0} is not {1}", **_ND, cases=_ZERO2): pass
 class int_(Rule, key="builtins.int", fn=builtins.int, **_ND, cases=_ZERO1): pass
 class bool_(Rule, key="builtins.bool", fn=builtins.bool, **_ND, numbers_safe=True, cases=_ZERO1): pass
-class len_(Rule, key="builtins.len", fn=builtins.len, **_ND, may_raise=False, cases=(
+class len_(Rule, key="builtins.len", fn=builtins.len, **_ND, may_raise=False, size=True, cases=(
         Form("len_list", ((),), extra=([1.0, 2.0, 3.0],)),)): pass
 class round_(Rule, key="builtins.round", fn=builtins.round, **_ND, cases=_ZERO1): pass
 class print_(Rule, key="builtins.print", fn=builtins.print, **_ND, pure=False, may_raise=False, cases=(

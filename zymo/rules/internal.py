@@ -22,14 +22,14 @@ _BOOL = (Form("bool_zero", S2, kind="zero"), Form("bool_const", S2))
 _LOOP = (Form("break_continue", ((6,),), extra=(0.9,)),)
 
 
-class dim(Rule, key="zymo.dim", fn=_dim, template="{0}.shape[{1}]", nondiff=True, may_raise=False, value_numbered=True, cases=(
+class dim(Rule, key="zymo.dim", fn=_dim, template="{0}.shape[{1}]", nondiff=True, may_raise=False, size=True, value_numbered=True, cases=(
         Form("dim", ((3, 4),), BOTH), Form("dim_syntax", ((5,),), BOTH))): pass
 class or_(Rule, key="zymo.or", fn=_or, template="({0} or {1})", nondiff=True, may_raise=False, cases=_BOOL + _LOOP): pass
 class and_(Rule, key="zymo.and", fn=_and, template="({0} and {1})", nondiff=True, may_raise=False,
            cases=_BOOL + (Form("chain_cmp", S2),) + _LOOP): pass
-class trip(Rule, key="zymo.trip", fn=_rt.trip, call="_rt.trip", nondiff=True, may_raise=False, cases=(
+class trip(Rule, key="zymo.trip", fn=_rt.trip, call="_rt.trip", nondiff=True, may_raise=False, size=True, cases=(
         Form("trip", ((5,),), BOTH), Form("after_loop", ((5,),), BOTH))): pass
-class span(Rule, key="zymo.span", fn=_rt.span, call="_rt.span", nondiff=True, may_raise=False, cases=(
+class span(Rule, key="zymo.span", fn=_rt.span, call="_rt.span", nondiff=True, may_raise=False, size=True, cases=(
         Form("span", ((5,),), BOTH),)): pass
 class check_bound(Rule, key="zymo.check_bound", fn=_rt.check_bound, call="_rt.check_bound", nondiff=True,
                   cases=(Form("after_loop", ((5,),), BOTH),)): pass

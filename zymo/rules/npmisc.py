@@ -20,7 +20,7 @@ _SELF = (Form("call2", ((3, 4), (4,)), ("mixed",)), Form("self2", ((3, 3),), BOT
 _OUT = (Form("outmat", ((3, 4), (4, 2)), BOTH),)
 
 
-class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True,
+class matmul(Rule, key="numpy.matmul", fn=np.matmul, call="np.matmul", out=True, keeps_shape=True, matrix_product=True,
              cases=_PAIRS + _BATCHED + _SELF + _OUT):
     def jvp_a(t, ans, a, b): return t @ b
     def jvp_b(t, ans, a, b): return a @ t
@@ -33,7 +33,7 @@ class matmul_op(matmul, key="matmul", fn=operator.matmul, template="{0} @ {1}", 
     pass
 
 
-class dot(Rule, key="numpy.dot", fn=np.dot, out=True, cases=_PAIRS + (
+class dot(Rule, key="numpy.dot", fn=np.dot, out=True, keeps_shape=True, matrix_product=True, cases=_PAIRS + (
         Form("call2", ((), (4,)), BOTH), Form("call2", ((3, 4), ()), BOTH)) + _SELF + _OUT):
     def jvp_a(t, ans, a, b): return np.dot(t, b)
     def jvp_b(t, ans, a, b): return np.dot(a, t)
@@ -42,7 +42,7 @@ class dot(Rule, key="numpy.dot", fn=np.dot, out=True, cases=_PAIRS + (
 
 
 # -- copies and views ----------------------------------------------------------
-class copy(Rule, key="numpy.copy", fn=np.copy, cases=(
+class copy(Rule, key="numpy.copy", fn=np.copy, keeps_shape=True, cases=(
         Form("call1", ((5,),), BOTH), Form("call1", ((3, 4),), BOTH), Form("copy_write", ((5,),), BOTH))):
     def jvp_x(t, ans, x): return np.copy(t)
     def vjp_x(g, ans, x): return g
@@ -84,19 +84,19 @@ class full(Rule, key="numpy.full", fn=np.full, cases=(
     """Fresh memory filled with `fill_value`, which is differentiable (a float or an array)."""
     def jvp_fill_value(t, ans, shape, fill_value, dtype=None): return _rt.as_tangent(t, ans)
     def vjp_fill_value(g, ans, shape, fill_value, dtype=None): return _rt.unbroadcast(g, fill_value)
-class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A,
+class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A, keeps_shape=True,
                  cases=_LIKE + (Form("like_partial", ((5,),), BOTH),)): pass
-class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A,
+class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A, keeps_shape=True,
                 cases=_LIKE + (Form("like_partial", ((5,),), BOTH),)): pass
-class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A, cases=_LIKE): pass
-class arange(Rule, key="numpy.arange", fn=np.arange, **_A, cases=(Form("arange", ((3,),), BOTH),)): pass
+class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A, keeps_shape=True, cases=_LIKE): pass
+class arange(Rule, key="numpy.arange", fn=np.arange, **_A, data_shaped=True, cases=(Form("arange", ((3,),), BOTH),)): pass
 class eye(Rule, key="numpy.eye", fn=np.eye, **_A, cases=(
         ("fn(3) @ x", ((3, 4),)), ("fn(x.shape[0], 4, 1) * x", ((3, 4),)), ("fn(3, dtype=x.dtype) * x", ((3, 3),)))):
     pass
 class identity(Rule, key="numpy.identity", fn=np.identity, **_A, cases=(("fn(3) * x", ((3, 3),)),)): pass
 
 
-class linspace(Rule, key="numpy.linspace", fn=np.linspace, cases=(
+class linspace(Rule, key="numpy.linspace", fn=np.linspace, data_shaped=True, cases=(
         ("fn(x, y, 5)", ((), ())), ("fn(x, 2.0, 4, endpoint=False) * z", ((), (), (4,))),
         ("fn(0.0, y, num=3)", ((), ())))):
     """Differentiable in start and stop (scalars): start + (stop - start) * (0, 1/(n-1), ..., 1)."""
@@ -119,7 +119,7 @@ _PICK = (Form("pick", ((6,),), BOTH), Form("zero1", ((6,),), kind="zero"))
 class shape(Rule, key="numpy.shape", fn=np.shape, **_ND, may_raise=False, cases=(
         Form("shape_const", ((3, 4),), BOTH), Form("shape_zero", ((3, 4),), kind="zero"))): pass
 class ndim(Rule, key="numpy.ndim", fn=np.ndim, **_ND, cases=_QUERY): pass
-class size(Rule, key="numpy.size", fn=np.size, **_ND, cases=_QUERY): pass
+class size(Rule, key="numpy.size", fn=np.size, **_ND, size=True, cases=_QUERY): pass
 class argmax(Rule, key="numpy.argmax", fn=np.argmax, **_ND, cases=_PICK): pass
 class argmin(Rule, key="numpy.argmin", fn=np.argmin, **_ND, cases=_PICK): pass
 

@@ -44,7 +44,12 @@ Contract: a rule is a class deriving from `Rule`, declared with class keywords:
   float array, an empty one included), `numba_safe` (Numba computes it without raising:
   nan or inf where Python raises), `cheap` (recomputed rather than cached),
   `value_numbered` (a function of its number operands only: equal calls are merged),
-  `size_arith` (`+ - *`: of ints computed from sizes, an int computed from sizes).
+  `size_arith` (`+ - *`: of ints computed from sizes, an int computed from sizes),
+  `int_arith` (of ints, an int: `+ - * // %`, unary `-`/`+`), `size` (returns a size or a
+  trip count: an int never negative), `keeps_shape` (its result keeps the shape of the
+  operand it is computed from, or the primal fails: in a loop, `W @ h` with `W` not square
+  fails at the next iteration), `data_shaped` (its result's shape depends on the operands'
+  values or on number arguments: `np.repeat`, `np.arange`), `matrix_product` (`@`, `np.dot`).
 - `check(pos, kw)` (a classmethod) may refuse a call at lowering time with a
   message (an argument combination the rule does not differentiate, such as
   `np.linalg.norm(x, ord=3)`); the frontend raises it at the user's line.
@@ -69,7 +74,7 @@ from typing import Any, ClassVar, NamedTuple
 BOTH = ("float64", "float32")  # the dtypes of most test cases
 # the facts a rule declares for the analyses (`Rule`'s class keywords; see the contract)
 FACTS = ("pure", "may_raise", "numbers_safe", "overflows", "array_safe", "numba_safe", "cheap", "value_numbered",
-         "size_arith")
+         "size_arith", "int_arith", "size", "keeps_shape", "data_shaped", "matrix_product")
 
 
 def rules_with(fact: str) -> frozenset[str]:
@@ -128,6 +133,11 @@ class Rule:
     cheap: ClassVar[bool] = False
     value_numbered: ClassVar[bool] = False
     size_arith: ClassVar[bool] = False
+    int_arith: ClassVar[bool] = False
+    size: ClassVar[bool] = False
+    keeps_shape: ClassVar[bool] = False
+    data_shaped: ClassVar[bool] = False
+    matrix_product: ClassVar[bool] = False
     auto_cases: ClassVar[bool] = True
     domains: ClassVar[tuple] = ()
     aliases: ClassVar[dict[str, str]] = {}

@@ -130,7 +130,7 @@ class tile(Rule, key="numpy.tile", fn=np.tile, cases=(
     def vjp_A(g, ans, A, reps): return _rt.tile_vjp(g, A, reps)
 
 
-class repeat(Rule, key="numpy.repeat", fn=np.repeat, cases=(
+class repeat(Rule, key="numpy.repeat", fn=np.repeat, data_shaped=True, cases=(
         ("fn(a=x, repeats=2, axis=0) * y", ((3,), (6,))), ("fn(x, repeats=3) * y", ((2, 2), (12,))),
         ("fn(x, 2) * y", ((4,), (8,))), ("fn(x, 3, axis=0) * y", ((2, 3), (6, 3))), ("fn(x, 2) * y", ((2, 3), (12,))),
         ("fn(x, np.arange(3), axis=1) * y", ((2, 3), (2, 3))), ("x.repeat(2, axis=1) * y", ((2, 3), (2, 6))))):

@@ -209,7 +209,7 @@ class interp(Rule, key="numpy.interp", fn=np.interp, cases=(
 _EDGES = np.array([-2.0, -0.9, 0.1, 0.7, 2.0])
 
 
-class histogram(Rule, key="numpy.histogram", fn=np.histogram,
+class histogram(Rule, key="numpy.histogram", fn=np.histogram, data_shaped=True,
                 parts=("numpy.histogram.hist", "numpy.histogram.bin_edges"), cases=(
         ("fn(x, bins=4, range=(-2.0, 2.0), weights=y)[0]", ((9,), (9,))),
         ("fn(z, 3, weights=y * y)[0] * x", ((3,), (3, 4), (_C, np.linspace(-1.0, 1.3, 12).reshape(3, 4)))),
