@@ -15,8 +15,9 @@ from ...ir import types as T
 from ...ir.core import Op, Value, walk
 from ...rules import indexing
 from ...rules.registry import lookup
+from ...runtime.registry import shape_arg
 from .plan import TapePlanner
-from .tables import _SHAPE_ARGS, _SHAPE_ATTRS
+from .tables import _NP_SHAPE_ARGS, _SHAPE_ATTRS
 
 
 class DeadPrimal(TapePlanner):
@@ -210,8 +211,8 @@ class DeadPrimal(TapePlanner):
 
 def _shape_only_names(src: str) -> frozenset[str]:
     """The names `src` (statements) reads only for their shape or dtype: every mention is
-    `x.shape` (`ndim`, `dtype`, `size`) or an argument `_SHAPE_ARGS` says a call reads only
-    that way."""
+    `x.shape` (`ndim`, `dtype`, `size`) or an argument a call reads only that way (a runtime
+    helper's `shape_arg`, `runtime/registry.py`; NumPy's `_NP_SHAPE_ARGS`)."""
     tree = ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in src.splitlines()) + "    pass\n")
     shape_uses: dict[str, int] = {}
     for node in ast.walk(tree):
@@ -219,7 +220,8 @@ def _shape_only_names(src: str) -> frozenset[str]:
             shape_uses[node.value.id] = shape_uses.get(node.value.id, 0) + 1
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(
                 node.func.value, ast.Name):
-            at = _SHAPE_ARGS.get((node.func.value.id, node.func.attr))
+            module, name = node.func.value.id, node.func.attr
+            at = shape_arg(name) if module == "_rt" else _NP_SHAPE_ARGS.get(name) if module == "np" else None
             arg = node.args[at] if at is not None and len(node.args) > at else None
             if isinstance(arg, ast.Name):
                 shape_uses[arg.id] = shape_uses.get(arg.id, 0) + 1
