@@ -8,8 +8,8 @@ by a call to `overloaded` (`twins.core._acc_product`: BLAS with beta = 1, or the
 Elementwise accumulations (`d += e`) are `elementwise.acc_ew`.
 
 Why intrinsics: the loops run once per iteration of the user's loop over arrays of a few
-elements, where a call costs more than the work (16 ns against 4 for ten elements, measured,
-mostly reference counts that Numba keeps on the arguments of a call). Numba's own inlining
+elements, where a call costs more than the work (mostly reference counts that Numba keeps on
+the arguments of a call; `docs/decisions/0001`). Numba's own inlining
 (`overload(..., inline="always")`) avoided the call but broke two programs of the test suite
 under Numba 0.68 (writes through an array appended to a list in a loop were lost; a product
 adjoint's BLAS call read wrong values), so it is not used. The element arithmetic is Numba's
@@ -207,8 +207,8 @@ def _loops(context, builder, op, p, q, tys, arys, shapes, strides, sizes, data):
 # -- matrix products: one BLAS call -----------------------------------------------------------
 # For 2-d arrays (`acc` C-ordered, the operands C- or F-ordered, one BLAS dtype) the intrinsic
 # calls Numba's BLAS entry (`numba_xxgemm`: SciPy's xgemm) once with beta = 1, from the program
-# itself: no helper function is compiled (an overload and its BLAS wrapper cost 0.2-0.3 s of
-# compile per signature). An operand that shares memory with `acc` is copied first (into NRT
+# itself: no helper function is compiled (an overload and its BLAS wrapper would be a compile
+# of their own per signature: `docs/decisions/0002`). An operand that shares memory with `acc` is copied first (into NRT
 # memory, freed after): BLAS would read what it writes.
 
 _BLAS_KIND = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}

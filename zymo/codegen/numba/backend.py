@@ -64,8 +64,8 @@ def quick_compile():
 
     Numba lowers every array-to-slice assignment (`out[:n] = buf`, a stacked cache's
     `_cache[k] = row`) with a shape-mismatch error whose CPU message formats both shapes
-    as strings; compiling that formatter costs about 1.8 s per pair of ranks, the largest
-    single item of a derivative's first compile. While this context is active the
+    as strings; that formatter is a compile of its own per pair of ranks, the largest single
+    item of a derivative's first compile (`docs/decisions/0009`). While this context is active the
     generic-target message ("cannot assign slice from input of different size") is used
     instead: the error is still raised on a mismatch, only its text is shorter. Numba's
     messages are also built without colours meanwhile (`_plain_messages`). The swaps are
@@ -96,8 +96,8 @@ def quick_compile():
 def _plain_messages():
     """Numba's error-message markup without colours. Numba's typing builds a message for each
     overload it tries and rejects (thousands per derivative); with colorama installed, each
-    is marked up through colorama's `init`/`deinit` of the terminal, about 0.1 s of a
-    `lorenz_rk4` first compile. zymo reports its own errors, so its compiles skip that."""
+    is marked up through colorama's `init`/`deinit` of the terminal, a visible part of a
+    first compile (`docs/decisions/0009`). zymo reports its own errors, so its compiles skip that."""
     from numba.core import errors
 
     class Plain(errors._DummyColorScheme):
@@ -142,7 +142,8 @@ _STAMP: list[str] = []
 def tape_in(inner: tuple) -> tuple:
     """The tape a compiled forward half takes back (`tape=`): its lists replaced by None.
     `fresh_lists` makes new ones, so only the buffers are read; and Numba's dispatcher types a
-    tuple that holds typed lists in Python (80 us a call, against under 1 for buffers)."""
+    tuple that holds typed lists in Python, far slower than one of buffers
+    (`docs/decisions/0010`)."""
     from numba.typed import List
 
     return tuple(None if isinstance(item, List) else item for item in inner)
@@ -156,7 +157,7 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = _N
     `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
     declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
     meets `k += 1` through a loop; every such widening costs its type inference one more pass
-    over the whole function (gmm_objective's gradient: four more, 0.2 s)."""
+    over the whole function (`docs/decisions/0009`)."""
     src = numba_source(src, facts)
     ints = facts.ints
     if not _STAMP:

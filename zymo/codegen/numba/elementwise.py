@@ -28,7 +28,7 @@ loop keeps eight interleaved partial sums (element `i` into sum `i % 8`, the res
 last full block into the total), added pairwise at the end as NumPy does within a block (its
 pairwise recursion over longer arrays is not followed: last bits differ from NumPy's and
 from Numba's C-order `np.sum`; the error bound is eight times smaller than C order's, and the
-adds no longer wait on each other: 100,000 squares sum about 2.5x faster); a nested loop adds
+adds no longer wait on each other: `docs/decisions/0001`); a nested loop adds
 in C order. A read-only `d` is never fast
 (Numba refuses the statement, as NumPy does). When the
 statement is *fast* (below) the intrinsic writes the loops over the elements itself: no
@@ -49,10 +49,9 @@ generated program: `fdiv`).
 Anything else runs the statement itself, compiled by Numba (`compile_internal`).
 
 Why intrinsics: Numba's array expressions compile a kernel per statement and run the loop nest
-of the result's rank with no collapse: over 3-d arrays with a last extent of 2 (a gm3 state
-`r[:, :, k]`, `ddr += s * w`) a product of two 8,192-element arrays took 18.6 µs against 3.1
-µs for the same elements as a 2-d array. In loops over small arrays the call and temporaries
-of an array expression cost more than the work (16 ns against 4 for ten elements).
+of the result's rank with no collapse, slow over 3-d arrays with a last extent of 2 (a gm3
+state `r[:, :, k]`, `ddr += s * w`). In loops over small arrays the call and temporaries of an
+array expression cost more than the work (measurements: `docs/decisions/0001`).
 """
 from __future__ import annotations
 

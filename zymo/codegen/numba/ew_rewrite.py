@@ -119,8 +119,7 @@ def _rt_as_shape(e: ast.expr) -> bool:
     dtype. Under Numba the two are one (a new array); inside an elementwise expression, `e`
     cast to `y`'s dtype, with `y`'s shape taking part in the broadcast. Forward mode writes it
     around each tangent of an array, and forward over reverse nests it: an array expression
-    each, which Numba compiled as a kernel of its own (16 s for the Hessian of a three-line
-    program, 5 s now)."""
+    each, which Numba compiled as a kernel of its own (`docs/decisions/0001`)."""
     f = e.func if isinstance(e, ast.Call) else None
     return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
             and f.attr in ("as_shape", "as_tangent") and len(e.args) == 2 and not e.keywords
@@ -215,8 +214,8 @@ _EXTREMES = {"max": "ew_max", "amax": "ew_max", "min": "ew_min", "amin": "ew_min
 
 
 class _Calls(ast.NodeTransformer):
-    """Calls in any statement that become intrinsics (Numba's own functions cost 0.1-0.5 s of
-    compile per signature each):
+    """Calls in any statement that become intrinsics (each of Numba's own functions is a compile
+    of its own per signature: `docs/decisions/0002`):
     - `np.sum(e)` (or `np.sum(e, axis=None, keepdims=False)`), `e` a compound elementwise
       expression or an operand, -> `_rt.ew_sum("...", (...))` (Numba's `np.sum` also adds in C
       order);

@@ -173,8 +173,7 @@ def new_array(context, builder, arrtype, shape):
     `arrayobj._empty_nd_impl` makes it: the same size overflow check and error, alignment and
     NRT allocation, without its call of the array type's `_allocate` class method. That is an
     extension point for array subclasses, which zymo's arrays never are, and a compile of its
-    own the first time a process allocates (0.1 s of `gmm_objective`'s first gradient, whose
-    primal allocates nothing)."""
+    own the first time a process allocates (`docs/decisions/0002`)."""
     assert arrtype.layout == "C", arrtype
     intp = context.get_value_type(types.intp)
     itemsize = context.get_constant(types.intp, get_itemsize(context, arrtype))

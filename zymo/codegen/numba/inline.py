@@ -23,10 +23,9 @@ in the generated source already):
 Outside these cases (other layouts, dtypes, ranks) each runs the helper or NumPy function it
 stands for, compiled by Numba, so results never depend on which path ran.
 
-Why: each of these, as a Numba function, is a compile of its own per signature, 0.1-0.3 s each
-(`np.zeros` 0.13-0.19 s, `np.max` 0.5 s through `np.nditer`, `extreme_mask` 0.2 s, measured
-in `mlp_loss` and `gmm_objective_dot`), where the intrinsics add a few instructions to the
-program's own compile. They also allocate nothing per call that the statement did not.
+Why: each of these, as a Numba function, is a compile of its own per signature, where the
+intrinsics add a few instructions to the program's own compile (measurements:
+`docs/decisions/0002`). They also allocate nothing per call that the statement did not.
 """
 from __future__ import annotations
 

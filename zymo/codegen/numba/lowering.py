@@ -7,12 +7,11 @@ of the program (a jump, or a branch, to a block at or before its own) carries th
 run time (eight copies of the body, and a remainder loop). The property is a hint to LLVM's
 optimizer; it changes no result.
 
-Loops of a derivative carry caches, adjoint accumulations and branches. Unrolled, they were
-about a tenth of `gmm_objective`'s first compile (its optimized gradient had 3728 lines of
-LLVM IR, 1291 without), and made its gradient slower (2.45 ms against 2.17 ms). Loops that
-Numba's implementations and zymo's intrinsics write (NumPy kernels, elementwise loops) are
-not loops of the program: they are unrolled as Numba unrolls them (`gmm_objective_dot`'s
-gradient, whose time is in such loops, was 10% slower with them marked too). So are the
+Loops of a derivative carry caches, adjoint accumulations and branches. Unrolled, they made
+longer programs that compiled and ran slower (`docs/decisions/0005`). Loops that Numba's
+implementations and zymo's intrinsics write (NumPy kernels, elementwise loops) are not loops
+of the program: they are unrolled as Numba unrolls them (marking them too slowed programs
+whose time is in such loops). So are the
 program's loops whose trip count is a constant, which LLVM unrolls in full.
 """
 

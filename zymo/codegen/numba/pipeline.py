@@ -7,8 +7,8 @@ Numba's default nopython pipeline rebuilds SSA form (`ReconstructSSA`) before ty
 name assigned in more than one block becomes one version per assignment, joined by phi
 nodes. Generated derivatives reassign many names across blocks (loop-carried sums and
 adjoints, cache counters, values recomputed in the adjoint sweep), and the pass, with the
-phis it leaves to strip, is about a tenth of a loop-heavy derivative's first compile
-(`gmm_objective`'s gradient: 0.1 s of 1.1 s).
+phis it leaves to strip, is a visible part of a loop-heavy derivative's first compile
+(measurements: `docs/decisions/0004`).
 
 `Compiler` first runs the default pipeline without that pass. Without SSA, type inference
 gives a name one type for all its assignments, their unification: `k = 1` in one block and
@@ -34,8 +34,8 @@ Numba's behaviour where its shortcut does not hold:
   no closure, list display, `reduce` or stencil, one scope), as in every generated program;
 - type inference resolves each call once per function and argument types (`_MemoTyping`),
   where Numba resolves it at every call site and every round (the result is the same);
-- a `PostProcessor` run (CFG canonicalization, variable lifetimes, `del` placement: 9-11 ms
-  each on `gmm_objective`'s gradient, six per compile) is skipped where the IR it would
+- a `PostProcessor` run (CFG canonicalization, variable lifetimes, `del` placement; six per
+  compile) is skipped where the IR it would
   process is the one the previous run processed: after the rewrites when none applied
   (`_GenericRewrites`, `_NopythonRewrites`), when stripping phis finds none (`_StripPhis`),
   and for legalization, whose `del`s are those `_NopythonRewrites` placed on the same IR
@@ -148,8 +148,8 @@ class _MemoTyping:
     typing context it stands for (`ctx`) in everything else. Numba resolves a call anew at
     every call site and every round of propagation, trying templates in order (each failure
     recorded), though the result depends only on the function and the argument types, literal
-    values included; it remembers only failures (`lookup_resolve_cache`). `gmm_objective`'s
-    gradient resolves 621 calls of 39 kinds: 0.035 s of its 0.065 s of typing. Only successes
+    values included; it remembers only failures (`lookup_resolve_cache`). A derivative makes
+    hundreds of calls of a few dozen kinds (`docs/decisions/0004`). Only successes
     are remembered, and not calls of a Numba dispatcher (typing one compiles it, and a
     recursive one is typed differently while it is on the call stack)."""
 
@@ -245,8 +245,7 @@ def _nothing_to_inline(func_ir: Any) -> bool:
 @register_pass(mutates_CFG=True, analysis_only=False)
 class _InlineClosureLikes(up.InlineClosureLikes):
     """Numba's `InlineClosureLikes`, skipped where it has nothing to inline (`_nothing_to_inline`):
-    a pass over the whole IR that also recomputes its variables' lifetimes twice (0.03 s of
-    `gmm_objective`'s gradient, a tenth of the primal's whole Numba pipeline)."""
+    a pass over the whole IR that also recomputes its variables' lifetimes twice."""
 
     _name = "zymo_inline_closure_likes"
 
@@ -286,11 +285,11 @@ def _same_edges(old: Any, new: Any) -> bool:
 class _GenericRewrites(up.GenericRewrites):
     """Numba's `GenericRewrites` (the rewrites before typing: constant subscripts, raises,
     `print`), through `_apply_rewrites`. Numba closes the pass with a `PostProcessor` run that
-    canonicalizes the CFG and computes variable lifetimes again (9 ms of `gmm_objective`'s
-    gradient). Where every replaced block keeps its successors, the CFG stays canonical, and
-    the lifetimes are only invalidated instead: the passes up to typing that change the IR
-    compute them anew themselves, and the one that reads them without (`literal_unroll`'s,
-    which generated programs never call) would stop the first pipeline, not misread them."""
+    canonicalizes the CFG and computes variable lifetimes again. Where every replaced block keeps
+    its successors, the CFG stays canonical, and the lifetimes are only invalidated instead:
+    the passes up to typing that change the IR compute them anew themselves, and the one that
+    reads them without (`literal_unroll`'s, which generated programs never call) would stop
+    the first pipeline, not misread them."""
 
     _name = "zymo_generic_rewrites"
 
@@ -338,7 +337,7 @@ class _IRLegalization(tp.IRLegalization):
     `del`s in for lowering), where the IR is exactly the one `_NopythonRewrites` took its
     `del`s out of (the same blocks holding the same statements), the `del`s put back: the
     run would place them exactly so (the same IR, the same lifetimes, `extend_lifetimes` off
-    in both), 10 ms of `gmm_objective`'s gradient."""
+    in both)."""
 
     _name = "zymo_ir_legalization"
 

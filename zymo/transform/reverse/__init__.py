@@ -109,7 +109,7 @@ class Reverse(AdjointEmitter):
         w("")
         name = n.fresh(f"{fn.name}_rev")
         # the tape's items come as arguments, not one tuple: Numba's dispatcher types a tuple
-        # that holds typed lists in Python, 80 us a call, against 4 for the items themselves
+        # that holds typed lists in Python, far slower (docs/decisions/0010)
         with w.indent(f"def {name}({', '.join(params + ([seed] if seed else []) + tape)}):"):
             splice(w, rev)
             w(f"return {adjs}")

@@ -136,7 +136,7 @@ def _unbroadcast(g, x):
 def _as_tangent(tan, y):
     if isinstance(tan, t.Array) and isinstance(y, t.Array) and tan.dtype == y.dtype and y.ndim > 0:
         # the intrinsic's loop: Numba's `out[...] = tan` of an array compiles its shape-mismatch
-        # message (str of two shapes), 5 s the first time in a process
+        # message (str of two shapes), a compile of its own (docs/decisions/0009)
         def fill(tan, y):
             out = np.empty_like(y)
             ew_set(out, "x0", (tan,))
@@ -199,7 +199,7 @@ def _extreme_mask(x, ans, axis, keepdims):
         dt = t.float64 if isinstance(x.dtype, t.Integer) else x.dtype
 
         def impl_loop(x, ans, axis, keepdims):
-            # as loops: the array expressions below cost about 0.2 s of compile per signature
+            # as loops: the array expressions below are kernels compiled per signature (docs/decisions/0003)
             n = x.shape[0]
             c = 0
             for i in range(n):
