@@ -115,13 +115,15 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
         return _call_limited(mode, f, ret_activity, args, numba, limit)
     try:
         fast = LAST.get(f)  # the entry this function used last: one lookup, no key tuple
-        if fast is None or fast.key[1] is not mode or fast.key[2] is not ret_activity or fast.key[3] is not numba:
-            fast = FAST.get((f, mode, ret_activity, numba))
+        if (fast is not None and fast.key[1] is mode and fast.key[2] is ret_activity and fast.key[3] is numba
+                and fast.matches(args)):
+            return fast.run()
+        for fast in FAST.get((f, mode, ret_activity, numba), ()):
+            if fast.matches(args):
+                LAST[f] = fast
+                return fast.run()
     except TypeError:  # an unhashable callable
-        fast = None
-    if fast is not None and fast.matches(args):
-        LAST[f] = fast
-        return fast.run()
+        pass
     _check_mode(mode)
     comp, norm, leaves, all_values = prepare(mode, f, ret_activity, args, numba)
     shadows = call_shadows(comp, leaves, all_values)
@@ -135,7 +137,8 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
         internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
         try:
             key = (f, mode, ret_activity, numba)
-            FAST[key] = LAST[f] = Repeat(key, args, comp, flat, finish, f, norm, internal)
+            LAST[f] = rep = Repeat(key, args, comp, flat, finish, f, norm, internal)
+            FAST[key] = [rep, *FAST.get(key, ())[:REPLAYS - 1]]
         except TypeError:
             pass
     return out
@@ -160,7 +163,9 @@ def _call_limited(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any
     return finish(results)
 
 
-FAST: dict[Any, Repeat] = {}  # (f, mode, return activity, numba) -> its last replayable call
+REPLAYS = 4  # recorded calls kept per (f, mode, return activity, numba): callers that alternate
+# (a prepared `zymo.interface` operator and a direct `autodiff` of the same function) each keep theirs
+FAST: dict[Any, list[Repeat]] = {}  # (f, mode, return activity, numba) -> its last replayable calls, newest first
 LAST: dict[Any, Repeat] = {}  # function -> its last replayed entry (also in FAST)
 _GENERATION = [0]  # split mode's thunks record their last calls under this number
 
@@ -270,7 +275,7 @@ class Repeat(Match):
     `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
     shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
-    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers")
+    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers", "generation")
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: Finish, f: Any,
                  norm: list, internal: list[int]):
@@ -283,6 +288,7 @@ class Repeat(Match):
         # plain Reverse: every derivative is in a shadow, the result is always the same
         mode = finish.mode
         self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
+        self.generation = _GENERATION[0]
 
     def run(self) -> tuple:
         for zero in self.zeroers:
@@ -290,6 +296,27 @@ class Repeat(Match):
         comp = self.comp
         out = comp.fn(*self.flat) if comp.checked else run_program(comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
+
+    def replay(self, args: tuple) -> tuple | None:
+        """For a caller that holds this entry (`recorded`): the call's result if `args` pass
+        the replay check and no setting changed since it was recorded, else None."""
+        if (self.generation != _GENERATION[0] or not self.matches(args)
+                or (config.memory_limit() is not None and not self.key[1].forward)):  # `call`'s limited path
+            return None
+        return self.run()
+
+
+def recorded(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None) -> Repeat | None:
+    """The entry the last `call(mode, f, ret_activity, args, numba)` recorded or replayed, for a
+    caller that repeats that call and holds the entry (`Repeat.replay`), so that other calls
+    of `f` cannot evict it; None when the call was not replayable."""
+    try:
+        rep = LAST.get(f)
+    except TypeError:  # an unhashable callable
+        return None
+    if rep is None or rep.key[1:] != (mode, ret_activity, numba) or not rep.matches(args):
+        return None
+    return rep
 
 
 # -- split mode -------------------------------------------------------------------------
