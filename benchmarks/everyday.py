@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's zymo
 
-import zymo  # noqa: E402
-from zymo import Active, Const, Duplicated, Reverse  # noqa: E402
-from zymo.interface import AutoZymo, gradient, prepare_gradient  # noqa: E402
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+from zymo.interface import AutoZymo, gradient, prepare_gradient
 
 _rng = np.random.default_rng(0)
 X = _rng.standard_normal((200, 5))
@@ -60,28 +60,32 @@ def contestants() -> dict[str, Callable[[], object]]:
 
     backend = AutoZymo()
     prep = prepare_gradient(nll, backend, w)
-    calls: dict[str, Callable[[], object]] = {
+    out, x = np.zeros(1), np.array([[0.5, 2.0]])
+    ann = (Duplicated(out, np.ones(1)), Duplicated(x, np.zeros_like(x)))
+    return {
         "NumPy primal": lambda: nll(w),
         "zymo.gradient(Reverse, nll, w)": lambda: zymo.gradient(Reverse, nll, w)[0],
         "zymo.autodiff replay": replay,
         "interface.gradient, prepared": lambda: gradient(nll, backend, w, prep=prep),
+        "tuple_iter bare call (Numba)": lambda: zymo.autodiff(Reverse, tuple_iter, Const, *ann, numba=True),
     }
+
+
+def jax_contestants() -> dict[str, Callable[[], object]]:
+    """The primal and JAX's `jit(grad)`, or nothing without JAX. Measured after the others:
+    once imported, JAX's threads slow every call in the process here (the primal by up to 2x)."""
     try:
         import jax
-
-        jax.config.update("jax_enable_x64", True)
-        import jax.numpy as jnp
-
-        Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
-        g = jax.jit(jax.grad(lambda w: jnp.sum(jnp.logaddexp(0.0, -Yj * (Xj @ w)))))
-        wj = jnp.asarray(w)
-        calls["JAX jit(grad)"] = lambda: g(wj).block_until_ready()
     except ImportError:
-        pass
-    out, x = np.zeros(1), np.array([[0.5, 2.0]])
-    ann = (Duplicated(out, np.ones(1)), Duplicated(x, np.zeros_like(x)))
-    calls["tuple_iter bare call (Numba)"] = lambda: zymo.autodiff(Reverse, tuple_iter, Const, *ann, numba=True)
-    return calls
+        return {}
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    w = np.array([0.1, -0.2, 0.3, 0.05, -0.1])
+    Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
+    g = jax.jit(jax.grad(lambda w: jnp.sum(jnp.logaddexp(0.0, -Yj * (Xj @ w)))))
+    wj = jnp.asarray(w)
+    return {"NumPy primal": lambda: nll(w), "JAX jit(grad)": lambda: g(wj).block_until_ready()}
 
 
 def check(calls: dict[str, Callable[[], object]]) -> None:
@@ -113,12 +117,15 @@ def measure(calls: dict[str, Callable[[], object]], rounds: int, per_round: int)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def table(times: dict[str, float]) -> str:
-    primal = times["NumPy primal"]
+def table(times: dict[str, float], jax_times: dict[str, float]) -> str:
     lines = ["| call | time (us) | x primal |", "|---|---|---|"]
     for name, t in times.items():
-        ratio = "" if name.startswith("tuple_iter") else f"{t / primal:.2f}"
+        ratio = "" if name.startswith("tuple_iter") else f"{t / times['NumPy primal']:.2f}"
         lines.append(f"| {name} | {t * 1e6:.2f} | {ratio} |")
+    if jax_times:
+        primal, t = jax_times["NumPy primal"], jax_times["JAX jit(grad)"]
+        lines.append(f"| JAX jit(grad) (after importing JAX; primal then {primal * 1e6:.2f} us) | {t * 1e6:.2f} "
+                     f"| {t / primal:.2f} |")
     return "\n".join(lines)
 
 
@@ -126,11 +133,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a short run")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--no-jax", action="store_true", help="leave JAX out")
     opts = ap.parse_args()
+    rounds = opts.rounds or (60 if opts.quick else 600)
     calls = contestants()
     check(calls)
-    rounds = opts.rounds or (60 if opts.quick else 600)
-    print(table(measure(calls, rounds, 20)))
+    times = measure(calls, rounds, 20)
+    jax_calls = {} if opts.no_jax else jax_contestants()
+    check(jax_calls)
+    print(table(times, measure(jax_calls, rounds, 20) if jax_calls else {}))
 
 
 if __name__ == "__main__":

@@ -450,14 +450,23 @@ class TypedGradient:
         if len(args) != len(spec):
             return None
         arrays = []
+        shadows: list[Any] = []
         for a, (t, dtype, ndim) in zip(args, spec):
             if type(a) is not t:
                 return None
-            if dtype is not None:
-                if a.dtype != dtype or a.ndim != ndim or (not (a.flags.c_contiguous or a.flags.f_contiguous)
-                                                          and self_overlapping(a)):
-                    return None
-                arrays.append(a)
+            if dtype is None:
+                shadows.append(None)
+                continue
+            if (a.dtype is not dtype and a.dtype != dtype) or a.ndim != ndim:
+                return None
+            flags = a.flags
+            if flags.c_contiguous:  # the shadow: np.zeros is about 1 us faster than zeros_like
+                shadows.append(np.zeros(a.shape, dtype))
+            elif flags.f_contiguous or not self_overlapping(a):
+                shadows.append(np.zeros_like(a))
+            else:
+                return None
+            arrays.append(a)
         if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return None
         if self.lowered and not all(lw.still_valid() for lw in self.lowered):
@@ -466,7 +475,6 @@ class TypedGradient:
         comp = self.comp
         if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
             return None
-        shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
         flat = [*values, *(shadows[k] for k in self.dup), *self.seed]
         results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
         if self.floats:

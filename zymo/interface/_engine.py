@@ -81,7 +81,8 @@ class Engine:
         pushforwards; fixed for an engine, decided at its first use."""
         if self._by_push is None:
             mode = getattr(self.backend, "mode", None)
-            self._by_push = bool(mode.forward) if mode is not None else self.size(self.x_shape) <= self.size(self.y_shape)
+            by_size = self.size(self.x_shape) <= self.size(self.y_shape)
+            self._by_push = bool(mode.forward) if mode is not None else by_size
         return self._by_push
 
     @staticmethod
