@@ -1,0 +1,266 @@
+"""The everyday call's fast paths (issue 32, item 5) and everything that must make them fall back.
+
+Three fast paths: `zymo.gradient`'s typed call (`cache.TypedGradient`), `autodiff`'s replay of
+the very same objects (`cache.Repeat`, several per function) and a prepared
+`zymo.interface` operator, which holds its own replay entry (`Repeat.replay`). An unchanged
+call must not reach the full path (`cache.prepare` is replaced by a function that fails);
+a new shape or dtype, a global rebound to another array, a changed closure cell, another
+context array and a changed setting must give the derivative of the call as it now is.
+Every gradient is compared with central differences and with forward mode."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import fd_grad
+
+import zymo
+from zymo import Active, Const, Duplicated, Forward, Reverse, cache, config
+from zymo.interface import AutoZymo, Constant, PreparationMismatch, gradient, prepare_gradient
+
+_rng = np.random.default_rng(7)
+X_DATA = _rng.standard_normal((20, 3))
+Y_DATA = np.sign(_rng.standard_normal(20))
+
+
+def nll(w):
+    z = X_DATA @ w
+    return np.sum(np.logaddexp(0.0, -Y_DATA * z))
+
+
+def wave(w):
+    return np.sum(np.sin(w) * w)
+
+
+def weighted(w, data):
+    return np.sum(np.logaddexp(0.0, data @ w))
+
+
+def closure():
+    data = np.array([[1.0, -2.0, 0.5], [0.3, 0.2, -1.0]])
+
+    def f(w):
+        return np.sum(np.logaddexp(0.0, data @ w))
+
+    def set_data(d):
+        nonlocal data
+        data = d
+    return f, set_data
+
+
+def _check(f, w, g, *rest):
+    np.testing.assert_allclose(g, fd_grad(f, [w, *rest])[0], rtol=1e-6, atol=1e-8)
+    # forward mode on a C-ordered copy: zymo.gradient(Forward, ...) of an F-ordered array gives
+    # zeros (a bug of `derivatives.forward_columns`, outside these fast paths)
+    (fwd,) = zymo.gradient(Forward, f, np.ascontiguousarray(w), *(Const(r) for r in rest))[:1]
+    np.testing.assert_allclose(g, fwd, rtol=1e-12, atol=1e-14)
+
+
+def _no_full_path(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("the full path ran")
+    monkeypatch.setattr(cache, "prepare", boom)
+
+
+class Replayer:
+    """`autodiff(Reverse, f, Active, Duplicated(w, dw))` on the same w and dw every call."""
+
+    def __init__(self, f, w):
+        self.f, self.w, self.dw = f, w.copy(), np.zeros_like(w)
+
+    def __call__(self, w):
+        if w.shape != self.w.shape or w.dtype != self.w.dtype:
+            self.w, self.dw = w.copy(), np.zeros_like(w)
+        self.w[...] = w
+        self.dw.fill(0.0)
+        zymo.autodiff(Reverse, self.f, Active, Duplicated(self.w, self.dw))
+        return self.dw.copy()
+
+
+class Prepared:
+    """A prepared `zymo.interface.gradient`, prepared again for a new shape or dtype."""
+
+    def __init__(self, f, w):
+        self.f, self.b = f, AutoZymo()
+        self.prep = prepare_gradient(f, self.b, w)
+
+    def __call__(self, w):
+        try:
+            return gradient(self.f, self.b, w, prep=self.prep)
+        except PreparationMismatch:
+            self.prep = prepare_gradient(self.f, self.b, w)
+            return gradient(self.f, self.b, w, prep=self.prep)
+
+
+PATHS = {
+    "gradient": lambda f, w: (lambda v: zymo.gradient(Reverse, f, v)[0]),
+    "replay": Replayer,
+    "interface": Prepared,
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    cache.cache_clear()
+    yield
+    cache.cache_clear()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_unchanged_call_takes_the_fast_path(path, monkeypatch):
+    w = np.array([0.3, -0.2, 0.1])
+    call = PATHS[path](nll, w)
+    expected = call(w)
+    call(w)  # recorded now (the typed gradient after its first full call, a replay after its first match)
+    _check(nll, w, expected)
+    _no_full_path(monkeypatch)
+    for _ in range(3):
+        np.testing.assert_array_equal(call(w), expected)
+    np.testing.assert_array_equal(call(w.copy()), expected)  # a new array of the same type
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_new_shapes_and_dtypes_take_the_full_path(path):
+    w = np.array([0.3, -0.2, 0.1])
+    call = PATHS[path](wave, w)
+    _check(wave, w, call(w))
+    call(w)
+    for v in (np.linspace(-1.0, 1.0, 5), np.array([[0.1, 0.2], [0.3, -0.4]]), np.asfortranarray(np.ones((2, 3))),
+              np.linspace(0.0, 1.0, 8)[::2]):
+        g = call(v)
+        assert g.shape == v.shape
+        _check(wave, v, g)
+    v32 = np.array([0.5, -1.0], dtype=np.float32)
+    g32 = call(v32)
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, np.cos(v32) * v32 + np.sin(v32), rtol=1e-5)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_rebound_global_and_a_global_changed_in_place(path):
+    global X_DATA
+    w = np.array([0.3, -0.2, 0.1])
+    call = PATHS[path](nll, w)
+    call(w)
+    call(w)
+    old = X_DATA
+    try:
+        X_DATA = old * 3.0 + 1.0  # another array bound to the name
+        g = call(w)
+        _check(nll, w, g)
+        np.testing.assert_allclose(g, _grad_with(X_DATA, w), rtol=1e-12)
+        assert not np.allclose(g, _grad_with(old, w))
+        X_DATA[0, 0] = 10.0  # the same array, new values: read at call time
+        _check(nll, w, call(w))
+        X_DATA = np.ones((20, 4))[:, :3]  # a strided view
+        _check(nll, w, call(w))
+    finally:
+        X_DATA = old
+    _check(nll, w, call(w))
+
+
+def _grad_with(data, w):
+    z = -Y_DATA * (data @ w)
+    return data.T @ (-Y_DATA / (1.0 + np.exp(-z)))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_changed_closure_cell(path):
+    f, set_data = closure()
+    w = np.array([0.3, -0.2, 0.1])
+    call = PATHS[path](f, w)
+    call(w)
+    call(w)
+    set_data(np.array([[2.0, 1.0, -0.5], [0.1, 0.7, 1.5]]))
+    g = call(w)
+    _check(f, w, g)
+    np.testing.assert_allclose(g, np.array([[2.0, 1.0, -0.5], [0.1, 0.7, 1.5]]).T @ (
+        1.0 / (1.0 + np.exp(-np.array([[2.0, 1.0, -0.5], [0.1, 0.7, 1.5]]) @ w))))
+
+
+def test_a_prepared_interface_call_with_another_context_array():
+    w = np.array([0.3, -0.2, 0.1])
+    b = AutoZymo()
+    d1, d2 = np.arange(6.0).reshape(2, 3) / 5, -np.ones((2, 3))
+    prep = prepare_gradient(weighted, b, w, Constant(d1))
+    for d in (d1, d1, d2, d1, d2.copy()):
+        g = gradient(weighted, b, w, Constant(d), prep=prep)
+        _check(weighted, w, g, d)
+    with pytest.raises(PreparationMismatch):
+        gradient(weighted, b, w, Constant(np.ones((3, 3))), prep=prep)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_setting_changes_are_not_replayed_past(path):
+    w = np.array([0.3, -0.2, 0.1])
+    call = PATHS[path](nll, w)
+    call(w)
+    call(w)
+    try:
+        config.set_numba("always")
+        g = call(w)
+        # the program that ran: the last recorded one (the prepared operator's own entry)
+        ran = call.prep.engine.held[(Reverse, Active)] if path == "interface" else cache.LAST[nll]
+        assert ran.comp.backend != "python"
+        _check(nll, w, g)
+        config.set_numba(None)
+        config.set_strong_zero(True)
+        _check(nll, w, call(w))
+        config.set_strong_zero(None)
+        config.set_memory_limit(1 << 20)
+        _check(nll, w, call(w))
+    finally:
+        config.set_strong_zero(None)
+        config.set_memory_limit(None)
+        config.set_numba(None)
+    _check(nll, w, call(w))
+
+
+def test_the_held_entry_checks_the_generation_and_the_memory_limit():
+    w = np.array([0.3, -0.2, 0.1])
+    b = AutoZymo()
+    prep = prepare_gradient(nll, b, w)
+    gradient(nll, b, w, prep=prep)
+    (rep,) = prep.engine.held.values()
+    args = (prep.engine.xa,)
+    assert rep.replay(args) is not None
+    try:
+        config.set_memory_limit(1 << 20)
+        assert rep.replay(args) is None
+    finally:
+        config.set_memory_limit(None)
+    config.set_strong_zero(None)  # any setting: the recorded calls are forgotten
+    assert rep.replay(args) is None
+
+
+def test_prepared_results_are_fresh_arrays():
+    w = np.array([0.3, -0.2, 0.1])
+    b = AutoZymo()
+    prep = prepare_gradient(nll, b, w)
+    g1 = gradient(nll, b, w, prep=prep)
+    g2 = gradient(nll, b, w * 2.0, prep=prep)
+    assert g1 is not g2 and not np.shares_memory(g1, g2)
+    _check(nll, w, g1)
+    _check(nll, w * 2.0, g2)
+    out = np.empty(3)
+    assert gradient(nll, b, w, prep=prep, out=out) is out
+    np.testing.assert_array_equal(out, g1)
+
+
+def test_replays_of_two_callers_of_one_function_are_both_kept(monkeypatch):
+    """A direct `autodiff` replay and a prepared operator on the same function used to evict
+    each other's entry (one per function), so both took the full path every call."""
+    w, dw = np.array([0.3, -0.2, 0.1]), np.zeros(3)
+    w2, dw2 = w.copy(), np.zeros(3)
+    for _ in range(2):
+        zymo.autodiff(Reverse, nll, Active, Duplicated(w, dw))
+        zymo.autodiff(Reverse, nll, Active, Duplicated(w2, dw2))
+    assert len(cache.FAST[(nll, Reverse, Active, None)]) == 2
+    _no_full_path(monkeypatch)
+    for _ in range(3):
+        dw.fill(0.0)
+        dw2.fill(0.0)
+        zymo.autodiff(Reverse, nll, Active, Duplicated(w, dw))
+        zymo.autodiff(Reverse, nll, Active, Duplicated(w2, dw2))
+        np.testing.assert_array_equal(dw, dw2)
+    monkeypatch.undo()
+    _check(nll, w, dw)
