@@ -7,9 +7,12 @@ ret_activity, args, ...)` checks and flattens a call (`boundary.py`) and returns
 `Compiled` program for it with the call's leaves and values; programs are cached per
 function, mode, activities, argument types, the alias pattern of the arguments, backend,
 batch width, strong zeros and memory limit, and, among those, per the equal sizes a
-program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays the last
-call of a function whose annotations hold the very same objects (`Repeat`) and records
-replayable calls; `thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
+program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays a recent
+call of a function whose annotations hold the very same objects (`Repeat`, up to `REPLAYS`
+per function and mode) and records replayable calls; `recorded(...)` hands the entry of a
+call to a caller that holds it (a prepared `zymo.interface` operator: `Repeat.replay` makes
+the same checks, the recording's setting generation and the memory limit included);
+`thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
 (`Match`); `TypedGradient` is `gradient`'s everyday call (new arrays of the recorded
 types). `cache_clear` empties every cache; `forget_replays` drops the replays (a changed
 setting calls it through `config.on_change`).
@@ -263,7 +266,7 @@ class Match:
 
 
 class Repeat(Match):
-    """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
+    """A recent call of `autodiff` for one (f, mode, return activity, numba), replayable.
 
     A call whose annotations hold the very same objects (arrays, shadows, constants) as
     the recorded one has the same types and aliasing, so it runs the recorded program on

@@ -4,7 +4,9 @@ Contract: exact derivatives of imperative NumPy code, mutation included. The eng
 copies `x` into a buffer it owns before every call (the caller's `x` is never
 mutated, even by an `f` that overwrites its input) and keeps its shadows, so a
 prepared call passes the very same objects to `zymo.autodiff` every time and hits
-zymo's replay path. `Constant(c)` is passed as `Const(c)`; `Cache(buf)` as
+zymo's replay path; the engine holds the replay entry of each (mode, return activity)
+it uses (`zymo.cache.recorded`), which other calls of `f` cannot evict. Results are
+fresh arrays (the shadow's copy), or the caller's `out=`. `Constant(c)` is passed as `Const(c)`; `Cache(buf)` as
 `Const(buf)` too: zymo's activity analysis gives it an internal shadow exactly when
 active data flows through it. Closures need nothing: zymo shadows captured memory
 that active data flows into. Array-valued out-of-place functions are pulled back
@@ -64,7 +66,7 @@ class ZymoEngine(Engine):
         """The annotated x: a Duplicated copy (tangent `tx`, or a zero shadow when tx is None)."""
         if self.x_scalar:
             return Active(float(x)) if tx is None else Duplicated(float(x), float(tx))
-        np.copyto(self.xc, x)
+        self.xc[...] = x  # of the prepared shape and dtype (checked); 1 us faster than np.copyto
         if tx is None:
             if type(self.dx) is np.ndarray:
                 self.dx.fill(0)
