@@ -17,6 +17,7 @@ its upper bound first. Atoms and their bounds:
   with a constant `c > 0` is.
 Anything else (a `while` loop's counter, a value from memory, a parameter) is unknown, and
 the answer is False. Substitutions are bounded, so the analysis always ends.
+Definitions and loop variables come from the shared `index.Index` (pass one in to share it).
 
 `NeverUnsigned(fn)(v)` is True only when the int `v` is never an unsigned NumPy int (whose
 arithmetic wraps round below zero where Python's `range` gives the primal ints): a literal, a
@@ -25,22 +26,11 @@ and `+ - * // %` and negation of these. A parameter or a value from memory may b
 """
 from __future__ import annotations
 
-from ..ir.core import Function, Op, Value, walk
+from ..ir.core import Function, Value, walk
 from ..ir.types import INT, Array
+from .index import Index
 
 _STEPS = 8  # upper bounds substituted, at most, per question
-
-
-def _definitions(fn: Function) -> tuple[dict[int, Op], dict[int, Op]]:
-    """(value id -> the op that makes it, loop variable id -> its `for` op) of `fn`."""
-    def_op: dict[int, Op] = {}
-    loop: dict[int, Op] = {}
-    for op in walk(fn.body):
-        for r in op.results:
-            def_op[r.id] = op
-        if op.kind == "for":
-            loop[op.regions[0].args[0].id] = op
-    return def_op, loop
 
 
 _SIZES = frozenset({"zymo.dim", "builtins.len", "numpy.size", "zymo.trip", "zymo.span"})
@@ -48,8 +38,9 @@ _INT_ARITHMETIC = frozenset({"add", "sub", "mul", "floordiv", "mod", "neg", "pos
 
 
 class NeverUnsigned:
-    def __init__(self, fn: Function):
-        self.def_op, self.loop = _definitions(fn)
+    def __init__(self, fn: Function, index: Index | None = None):
+        index = index or Index(fn)
+        self.def_op, self.loop = index.producer, index.loop_var  # the latter: induction variable id -> its `for`
         self.memo: dict[int, bool] = {}
 
     def __call__(self, v: Value) -> bool:
@@ -72,8 +63,9 @@ class NeverUnsigned:
 
 
 class NonNegative:
-    def __init__(self, fn: Function):
-        self.def_op, self.loop = _definitions(fn)  # the latter: induction variable id -> its `for` op
+    def __init__(self, fn: Function, index: Index | None = None):
+        index = index or Index(fn)
+        self.def_op, self.loop = index.producer, index.loop_var  # the latter: induction variable id -> its `for` op
         self.values: dict[int, Value] = {}
         self.memo: dict[int, bool] = {}
 

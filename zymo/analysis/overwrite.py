@@ -17,27 +17,23 @@ a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
 reasoning assumes what NumPy's own writes assume: two different indices of one
 array name two different elements (`boundary.self_overlapping` refuses writable arrays
 whose elements overlap).
+
+The loop nests come from the shared `index.Index` (pass one in to share it).
 """
 from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.core import Block, Function, Op, Value, walk
 from .activity import Activity
+from .index import Index
 
 
 class Overwrites:
-    def __init__(self, fn: Function, act: Activity):
+    def __init__(self, fn: Function, act: Activity, index: Index | None = None):
         self.act = act
-        self.parent: dict[int, tuple[Op | None, Block, int]] = {}  # op id -> (owner op, block, index)
-        self.block_owner: dict[int, Op | None] = {id(fn.body): None}
-        self._index(fn.body, None)
-
-    def _index(self, block: Block, owner: Op | None) -> None:
-        self.block_owner[id(block)] = owner
-        for i, op in enumerate(block.ops):
-            self.parent[id(op)] = (owner, block, i)
-            for region in op.regions:
-                self._index(region, op)
+        self.index = index or Index(fn)
+        self.parent = self.index.parent  # op id -> (owner op, block, index)
+        self.block_owner = self.index.block_owner
 
     @staticmethod
     def _writes(op: Op) -> list[tuple[Op, Value]]:
@@ -110,13 +106,7 @@ class Overwrites:
 
     def _loops(self, op: Op) -> list[Op]:
         """The loops around `op`, innermost first."""
-        out = []
-        owner = self.parent[id(op)][0]
-        while owner is not None:
-            if owner.kind in ("for", "while"):
-                out.append(owner)
-            owner = self.parent[id(owner)][0]
-        return out
+        return self.index.loops(op)
 
     def _affine(self, v: Value, depth: int = 0) -> tuple[Value | None, int] | None:
         """Integer `v` as `(iv, c)`, meaning `iv + c` for the induction variable `iv` of a

@@ -30,12 +30,15 @@ The analysis is conservative; unknown ops are not fixed. The rules:
   iteration). `h = np.sin(h[1:] * h[:-1])` or `h = np.concatenate((h, y))` in a
   loop changes `h`'s shape every iteration; such values are cached in lists. An
   op that only reads the cycle (`t = h[1:]`, not fed back) follows the rules above.
+
+Definitions and loop depths come from the shared `index.Index` (pass one in to share it).
 """
 from __future__ import annotations
 
 from ..ir import types as T
-from ..ir.core import Block, Function, Op, Value, tree_values
+from ..ir.core import Function, Op, Value, tree_values, walk
 from ..rules.registry import lookup
+from .index import Index
 
 _INT_ARITH = {"add", "sub", "mul", "floordiv", "mod", "neg"}
 _DATA_SHAPED = {"numpy.nonzero", "numpy.flatnonzero", "numpy.argwhere", "numpy.unique",
@@ -48,14 +51,18 @@ _KEEPS_SHAPE = {"matmul", "numpy.matmul", "numpy.dot", "numpy.copy", "numpy.zero
 
 
 class FixedShapes:
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, index: Index | None = None):
+        index = index or Index(fn)
         self.depth: dict[int, int] = {}            # value id -> loop depth of its definition
-        self.def_op: dict[int, Op] = {}            # value id -> defining op (results only)
+        self.def_op: dict[int, Op] = index.producer  # value id -> defining op (results only)
         self.inflow: dict[int, list[Value]] = {}   # block arg / region result id -> values flowing in
-        self.values: list[Value] = []
+        self.values: list[Value] = index.order
         for p in fn.params:
             self.depth[p.id] = 0
-        self._index(fn.body, 0)
+        for v in self.values:
+            self.depth[v.id] = index.value_depth(v)
+        for op in walk(fn.body):
+            self._flows(op)
         self._cycle = self._cycle_values()
         self._fixed = {v.id for v in self.values if isinstance(v.type, T.Array)}
         changed = True
@@ -72,21 +79,7 @@ class FixedShapes:
             return isinstance(v.type, T.Array)
         return v.id in self._fixed
 
-    # -- indexing the function ------------------------------------------------------
-    def _index(self, block: Block, depth: int) -> None:
-        for a in block.args:
-            self.depth[a.id] = depth
-            self.values.append(a)
-        for op in block.ops:
-            for r in op.results:
-                self.depth[r.id] = depth
-                self.def_op[r.id] = op
-                self.values.append(r)
-            inner = depth + 1 if op.kind in ("for", "while") else depth
-            for region in op.regions:
-                self._index(region, inner)
-            self._flows(op)
-
+    # -- what flows into loop carries and branch results ---------------------------
     def _flows(self, op: Op) -> None:
         def add(dst: Value, src: Value) -> None:
             self.inflow.setdefault(dst.id, []).append(src)
