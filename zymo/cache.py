@@ -246,9 +246,9 @@ class Match:
         for j, (x, k) in enumerate(self.lists):
             consts[f"L{j}"], consts[f"N{j}"] = x, k
             conds.append(f"len(L{j}) == N{j}")
-        if self.lowered:
-            consts["_valid"] = self._lowered_valid
-            conds.append("_valid()")
+        for k, lw in enumerate(self.lowered):  # the captured globals it read are still those objects
+            consts[f"W{k}"] = lw.still_valid
+            conds.append(f"W{k}()")
         for (i, a), (j, b) in self.comp.guards:  # the equal sizes the program assumes
             consts[f"F{i}"], consts[f"F{j}"] = self.flat[i], self.flat[j]
             conds.append(f"F{i}.shape[{a}] == F{j}.shape[{b}]")
@@ -472,8 +472,9 @@ class TypedGradient:
             arrays.append(a)
         if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return None
-        if self.lowered and not all(lw.still_valid() for lw in self.lowered):
-            return None
+        for lw in self.lowered:
+            if not lw.still_valid():
+                return None
         values = [*args, *self.captured]
         comp = self.comp
         if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
