@@ -1,6 +1,6 @@
 """The everyday call (issue 32, item 5): what one gradient call costs beyond the primal.
 
-    python benchmarks/everyday.py            # about 20 s
+    python benchmarks/everyday.py            # about 10 s
     python benchmarks/everyday.py --quick    # a few seconds
 
 A vectorized logistic loss (200x5 data as module globals, `w` of 5 floats), timed as users
