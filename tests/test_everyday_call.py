@@ -1,7 +1,8 @@
 """The everyday call's fast paths (issue 32, item 5) and everything that must make them fall back.
 
-Three fast paths: `zymo.gradient`'s typed call (`cache.TypedGradient`), `autodiff`'s replay of
-the very same objects (`cache.Repeat`, several per function) and a prepared
+Four fast paths: `zymo.gradient`'s typed call (`cache.TypedGradient`), `autodiff`'s replay of
+the very same objects (`cache.Repeat`, several per function), `autodiff` on new objects of the
+recorded types (`cache.TypedCall`) and a prepared
 `zymo.interface` operator, which holds its own replay entry (`Repeat.replay`). An unchanged
 call must not reach the full path (`cache.prepare` is replaced by a function that fails);
 a new shape or dtype, a global rebound to another array, a changed closure cell, another
@@ -91,9 +92,19 @@ class Prepared:
             return gradient(self.f, self.b, w, prep=self.prep)
 
 
+def _typed_call(f, w):
+    """`autodiff` on new objects every call (`cache.TypedCall`)."""
+    def call(v):
+        v, dv = v.copy(), np.zeros_like(v)
+        zymo.autodiff(Reverse, f, Active, Duplicated(v, dv))
+        return dv
+    return call
+
+
 PATHS = {
     "gradient": lambda f, w: (lambda v: zymo.gradient(Reverse, f, v)[0]),
     "replay": Replayer,
+    "typed autodiff": _typed_call,
     "interface": Prepared,
 }
 
@@ -199,7 +210,9 @@ def test_setting_changes_are_not_replayed_past(path):
         config.set_numba("always")
         g = call(w)
         # the program that ran: the last recorded one (the prepared operator's own entry)
-        ran = call.prep.engine.held[(Reverse, Active)] if path == "interface" else cache.LAST[nll]
+        ran = {"interface": lambda: call.prep.engine.held[(Reverse, Active)],
+               "typed autodiff": lambda: cache.TYPED_CALLS[(nll, Reverse, Active, None)]}.get(
+                   path, lambda: cache.LAST[nll])()
         assert ran.comp.backend != "python"
         _check(nll, w, g)
         config.set_numba(None)
@@ -250,17 +263,84 @@ def test_replays_of_two_callers_of_one_function_are_both_kept(monkeypatch):
     """A direct `autodiff` replay and a prepared operator on the same function used to evict
     each other's entry (one per function), so both took the full path every call."""
     w, dw = np.array([0.3, -0.2, 0.1]), np.zeros(3)
-    w2, dw2 = w.copy(), np.zeros(3)
+    b = AutoZymo()
+    prep = prepare_gradient(nll, b, w)
     for _ in range(2):
         zymo.autodiff(Reverse, nll, Active, Duplicated(w, dw))
-        zymo.autodiff(Reverse, nll, Active, Duplicated(w2, dw2))
-    assert len(cache.FAST[(nll, Reverse, Active, None)]) == 2
+        gradient(nll, b, w, prep=prep)
     _no_full_path(monkeypatch)
+    monkeypatch.setattr(cache.TypedCall, "run", lambda self, args: None)  # replays only
     for _ in range(3):
         dw.fill(0.0)
-        dw2.fill(0.0)
         zymo.autodiff(Reverse, nll, Active, Duplicated(w, dw))
-        zymo.autodiff(Reverse, nll, Active, Duplicated(w2, dw2))
-        np.testing.assert_array_equal(dw, dw2)
+        np.testing.assert_array_equal(gradient(nll, b, w, prep=prep), dw)
     monkeypatch.undo()
     _check(nll, w, dw)
+
+def mix(x, A, s):
+    return np.sum(np.tanh(A @ x)) * s + s * s
+
+
+def test_typed_autodiff_with_const_and_active_arguments(monkeypatch):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((4, 3))
+
+    def call(x, s, mode=Reverse):
+        dx = np.zeros_like(x)
+        derivs, *value = zymo.autodiff(mode, mix, Active, Duplicated(x.copy(), dx), Const(A.copy()), Active(s))
+        return dx, derivs[2], value
+    x = rng.standard_normal(3)
+    call(x, 0.5)
+    ref = [call(x + k, 0.5 * k) for k in range(3)]
+    call(x + 1.0, 0.5, zymo.ReverseWithPrimal)
+    _no_full_path(monkeypatch)
+    for k in range(3):
+        dx, ds, _ = call(x + k, 0.5 * k)
+        np.testing.assert_array_equal(dx, ref[k][0])
+        assert ds == ref[k][1]
+    dx, ds, value = call(x, 0.5, zymo.ReverseWithPrimal)
+    monkeypatch.undo()
+    assert value[0] == pytest.approx(mix(x, A, 0.5))
+    gx, _, gs = fd_grad(mix, [x, A, 0.5])
+    np.testing.assert_allclose(dx, gx, rtol=1e-6, atol=1e-8)
+    assert ds == pytest.approx(gs, rel=1e-6)
+    assert isinstance(ds, float)
+
+
+def test_typed_autodiff_forward_mode(monkeypatch):
+    x, t = np.array([0.3, -0.2, 0.1]), np.array([1.0, 2.0, -1.0])
+    zymo.autodiff(Forward, nll, Duplicated, Duplicated(x.copy(), t.copy()))
+    _no_full_path(monkeypatch)
+    (tan,) = zymo.autodiff(Forward, nll, Duplicated, Duplicated(x.copy(), t.copy()))
+    monkeypatch.undo()
+    assert tan == pytest.approx(float(_grad_with(X_DATA, x) @ t), rel=1e-12)
+
+
+def test_typed_autodiff_still_refuses_misused_shadows():
+    x = np.array([0.3, -0.2, 0.1])
+    zymo.autodiff(Reverse, nll, Active, Duplicated(x.copy(), np.zeros(3)))
+    y = x.copy()
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    for bad in (Duplicated(y, np.zeros(4)), Duplicated(y, np.zeros(3, dtype=np.float32)), Duplicated(y, y[::-1]),
+                Duplicated(y, ro), Active(y)):
+        with pytest.raises(zymo.ZymoUsageError):
+            zymo.autodiff(Reverse, nll, Active, bad)
+
+
+def test_typed_autodiff_with_aliased_arguments_takes_the_full_path():
+    def axpy(y, x):
+        y[:] = y + 2.0 * x
+        return np.sum(y * y)
+
+    def call(y, x):
+        dy, dx = np.zeros_like(y), np.zeros_like(x)
+        zymo.autodiff(Reverse, axpy, Active, Duplicated(y, dy), Duplicated(x, dx))
+        return dy, dx
+    for _ in range(2):
+        _, dx = call(np.array([3.0, 4.0]), np.array([1.0, 2.0]))
+        np.testing.assert_allclose(dx, 4 * (np.array([3.0, 4.0]) + 2 * np.array([1.0, 2.0])))
+    z = np.array([1.0, 2.0])
+    dz = np.zeros(2)
+    zymo.autodiff(Reverse, axpy, Active, Duplicated(z, dz), Duplicated(z, dz))  # y = 3 y: loss 9 sum(y^2)
+    np.testing.assert_allclose(dz, 18 * np.array([1.0, 2.0]))

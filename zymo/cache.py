@@ -9,8 +9,9 @@ function, mode, activities, argument types, the alias pattern of the arguments, 
 batch width, strong zeros and memory limit, and, among those, per the equal sizes a
 program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays a recent
 call of a function whose annotations hold the very same objects (`Repeat`, up to `REPLAYS`
-per function and mode) and records replayable calls; `recorded(...)` hands the entry of a
-call to a caller that holds it (a prepared `zymo.interface` operator: `Repeat.replay` makes
+per function and mode) or, for new objects of the recorded types, the program of a recent call
+(`TypedCall`), and records calls; `held_call(...)` hands the entry of a call to a caller that
+holds it (a prepared `zymo.interface` operator: `Repeat.replay` makes
 the same checks, the recording's setting generation and the memory limit included);
 `thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
 (`Match`); `TypedGradient` is `gradient`'s everyday call (new arrays of the recorded
@@ -71,6 +72,12 @@ def lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     return lw, key
 
 
+def lowered_of(comp: Compiled) -> list[Lowered]:
+    """The lowered functions of `comp`'s IR whose validity a reuse of `comp` re-checks (those
+    that read globals or closure data)."""
+    return [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+
+
 def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
             memory_limit: int | None = None) -> tuple[Compiled, list, list[Leaf], list]:
     """The program for this call, the normalized arguments, their leaves and the values the
@@ -116,17 +123,48 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     limit = config.call_memory_limit(memory_limit)
     if limit is not None and not mode.forward:
         return _call_limited(mode, f, ret_activity, args, numba, limit)
+    key: tuple | None
     try:
         fast = LAST.get(f)  # the entry this function used last: one lookup, no key tuple
         if (fast is not None and fast.key[1] is mode and fast.key[2] is ret_activity and fast.key[3] is numba
                 and fast.matches(args)):
             return fast.run()
-        for fast in FAST.get((f, mode, ret_activity, numba), ()):
+        key = (f, mode, ret_activity, numba)
+        for fast in FAST.get(key, ()):
             if fast.matches(args):
                 LAST[f] = fast
                 return fast.run()
+        typed = TYPED_CALLS.get(key)  # new objects of the recorded types
+        if typed is not None:
+            got = typed.run(args)
+            if got is not None:
+                return got
     except TypeError:  # an unhashable callable
-        pass
+        key = None
+    return _call_full(mode, f, ret_activity, args, numba, key)[0]
+
+
+def held_call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None) -> tuple[tuple, Repeat | None]:
+    """`call` for a caller that will repeat it with the very same objects and hold the entry
+    (a prepared `zymo.interface` operator; `Repeat.replay`, which no other call of `f` can
+    evict): the result, and the recorded entry (None where the call is not replayable).
+    Never served by `TypedCall`, which records nothing."""
+    if config.memory_limit() is not None and not mode.forward:
+        return call(mode, f, ret_activity, args, numba), None
+    try:
+        key = (f, mode, ret_activity, numba)
+        for rep in FAST.get(key, ()):
+            if rep.matches(args):
+                return rep.run(), rep
+    except TypeError:  # an unhashable callable
+        return call(mode, f, ret_activity, args, numba), None
+    return _call_full(mode, f, ret_activity, args, numba, key)
+
+
+def _call_full(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
+               key: tuple | None) -> tuple[tuple, Repeat | None]:
+    """The full path of `call`: checks, flattening, the program (compiled if new); records the
+    call under `key` (a `TypedCall`, and a `Repeat` if it is replayable) unless key is None."""
     _check_mode(mode)
     comp, norm, leaves, all_values = prepare(mode, f, ret_activity, args, numba)
     shadows = call_shadows(comp, leaves, all_values)
@@ -135,16 +173,16 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     results = run_program(comp, None, flat, f, norm)
     data.write_back(leaves)
     out = finish(results)
-    if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
-        mine = {id(s) for s in internal_shadows(comp, leaves, shadows)}
-        internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
-        try:
-            key = (f, mode, ret_activity, numba)
-            LAST[f] = rep = Repeat(key, args, comp, flat, finish, f, norm, internal)
-            FAST[key] = [rep, *FAST.get(key, ())[:REPLAYS - 1]]
-        except TypeError:
-            pass
-    return out
+    if key is None:  # an unhashable callable: nothing is recorded
+        return out, None
+    TypedCall.record(key, args, comp, all_values, finish, norm, leaves, flat[len(all_values) + len(shadows):])
+    if not (comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves)):
+        return out, None
+    mine = {id(s) for s in internal_shadows(comp, leaves, shadows)}
+    internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
+    LAST[f] = rep = Repeat(key, args, comp, flat, finish, f, norm, internal)
+    FAST[key] = [rep, *FAST.get(key, ())[:REPLAYS - 1]]
+    return out, rep
 
 
 def _check_mode(mode: Any) -> None:
@@ -178,6 +216,7 @@ def forget_replays() -> None:
     FAST.clear()
     LAST.clear()
     TYPED.clear()
+    TYPED_CALLS.clear()
     _GENERATION[0] += 1
 
 
@@ -204,8 +243,7 @@ class Match:
                           for a, v, s in zip(args, vals, dvals))
         self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
         self.comp, self.flat = comp, flat
-        self.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and
-                        (lw.captured or lw.ir.attrs.get("frozen"))]
+        self.lowered = lowered_of(comp)
         self.matches = self._first_match
 
     def _first_match(self, args: tuple) -> bool:
@@ -301,25 +339,12 @@ class Repeat(Match):
         return self.const_result or self.finish(out)
 
     def replay(self, args: tuple) -> tuple | None:
-        """For a caller that holds this entry (`recorded`): the call's result if `args` pass
+        """For a caller that holds this entry (`held_call`): the call's result if `args` pass
         the replay check and no setting changed since it was recorded, else None."""
         if (self.generation != _GENERATION[0] or not self.matches(args)
                 or (config.memory_limit() is not None and not self.key[1].forward)):  # `call`'s limited path
             return None
         return self.run()
-
-
-def recorded(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None) -> Repeat | None:
-    """The entry the last `call(mode, f, ret_activity, args, numba)` recorded or replayed, for a
-    caller that repeats that call and holds the entry (`Repeat.replay`), so that other calls
-    of `f` cannot evict it; None when the call was not replayable."""
-    try:
-        rep = LAST.get(f)
-    except TypeError:  # an unhashable callable
-        return None
-    if rep is None or rep.key[1:] != (mode, ret_activity, numba) or not rep.matches(args):
-        return None
-    return rep
 
 
 # -- split mode -------------------------------------------------------------------------
@@ -442,7 +467,7 @@ class TypedGradient:
         t.comp, t.captured, t.f, t.norm = comp, list(all_values[n:]), f, norm
         t.finish = Finish(mode, Active, comp, norm, leaves)
         t.dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
-        t.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+        t.lowered = lowered_of(comp)
         t.seed = [] if mode.forward else [1.0]
         t.floats = any(not isinstance(a, np.ndarray) for a in args)
         TYPED[key] = t
@@ -487,6 +512,108 @@ class TypedGradient:
             return (grads, out[1]) if len(out) > 1 else grads
         grads = tuple(shadows)  # arrays only: every derivative is in a shadow
         return (grads, rebuild_result(comp.ir, results[0])) if self.finish.mode.with_primal else grads
+
+
+# -- autodiff's everyday call on new objects ---------------------------------------------
+
+TYPED_CALLS: dict[Any, TypedCall] = {}  # (f, mode, return activity, numba) -> its last typed call
+_ANNOTATED = (Active, Const, Duplicated)
+
+
+class TypedCall:
+    """`autodiff`'s everyday call on new objects: the same function, annotations and types.
+
+    Recorded after a full call whose arguments are float arrays and floats, each passed as it
+    is, as `Const`, as `Active` (a float) or as `Duplicated` (an array and its shadow), with no
+    internal shadows, batch width 1 and an unannotated function. A later call with other
+    objects runs the recorded program when every argument has the recorded annotation, type,
+    dtype and ndim, each shadow is a writable array of its value's shape and dtype, no two of
+    the arrays (shadows included) share memory, none overlaps itself, the sizes the program
+    assumes equal still are and the captured globals are still those it read: checks linear in
+    the number of arguments (pairwise overlap tests for several arrays), where the full path
+    normalizes, flattens, types, keys and classifies every argument again."""
+
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed")
+
+    def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
+                 dup: list[int], seed: list):
+        self.spec, self.comp, self.finish, self.f, self.norm, self.dup, self.seed = \
+            spec, comp, finish, f, norm, dup, seed
+        self.captured = list(all_values[len(spec):])
+        self.lowered = lowered_of(comp)
+
+    @staticmethod
+    def record(key: tuple, args: tuple, comp: Compiled, all_values: list, finish: Finish, norm: list,
+               leaves: list[Leaf], seed: list) -> None:
+        """Keep `key`'s call for later calls of the same types, if its arguments admit it."""
+        spec = []
+        arrays: list[np.ndarray] = []
+        for a in args:
+            at = type(a)
+            v = a.val if at in _ANNOTATED else a
+            if not (_plain_array(v) or _plain_float(v)) or (at is Active and isinstance(v, np.ndarray)):
+                return
+            if at is Duplicated and not (isinstance(v, np.ndarray) and type(a.dval) is np.ndarray):
+                return
+            arrays += [v, a.dval] if at is Duplicated else [v] if isinstance(v, np.ndarray) else []
+            spec.append((at, type(v), v.dtype, v.ndim) if isinstance(v, np.ndarray) else (at, type(v), None, None))
+        n = len(args)
+        if (comp.width != 1 or isinstance(key[0], Annotation) or len(leaves) < n
+                or any(k >= n for k in comp.active_params)):
+            return  # internal shadows of captured memory: the full path allocates them
+        if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return
+        dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
+        TYPED_CALLS[key] = TypedCall(tuple(spec), comp, all_values, finish, key[0], norm, dup, seed)
+
+    def run(self, args: tuple) -> tuple | None:
+        """The call's result, or None where it does not match (the full path then runs)."""
+        spec = self.spec
+        if len(args) != len(spec):
+            return None
+        values: list[Any] = []
+        arrays: list[np.ndarray] = []
+        shadow_of: dict[int, np.ndarray] = {}
+        for k, (a, (at, vt, dtype, ndim)) in enumerate(zip(args, spec)):
+            if type(a) is not at:
+                return None
+            v = a if at is vt else a.val
+            if type(v) is not vt:
+                return None
+            values.append(v)
+            if dtype is None:
+                continue
+            if not _passable(v, dtype, ndim):
+                return None
+            arrays.append(v)
+            if at is Duplicated:
+                d = a.dval
+                if type(d) is not np.ndarray or d.shape != v.shape or not _passable(d, dtype, ndim) \
+                        or not d.flags.writeable:
+                    return None
+                arrays.append(d)
+                shadow_of[k] = d
+        if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return None
+        for lw in self.lowered:
+            if not lw.still_valid():
+                return None
+        values += self.captured
+        comp = self.comp
+        if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
+            return None
+        flat = [*values, *(shadow_of[k] for k in self.dup), *self.seed]
+        results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        return self.finish(results)
+
+
+def _passable(a: np.ndarray, dtype: Any, ndim: int) -> bool:
+    """Whether array `a` has the recorded dtype and ndim and is not a writable array whose
+    elements overlap (`boundary.self_overlapping`, which the full path refuses)."""
+    if (a.dtype is not dtype and a.dtype != dtype) or a.ndim != ndim:
+        return False
+    flags = a.flags
+    return flags.c_contiguous or flags.f_contiguous or not self_overlapping(a)
 
 
 def _plain_array(a: Any) -> bool:

@@ -5,7 +5,7 @@ copies `x` into a buffer it owns before every call (the caller's `x` is never
 mutated, even by an `f` that overwrites its input) and keeps its shadows, so a
 prepared call passes the very same objects to `zymo.autodiff` every time and hits
 zymo's replay path; the engine holds the replay entry of each (mode, return activity)
-it uses (`zymo.cache.recorded`), which other calls of `f` cannot evict. Results are
+it uses (`zymo.cache.held_call`), which other calls of `f` cannot evict. Results are
 fresh arrays (the shadow's copy), or the caller's `out=`. `Constant(c)` is passed as `Const(c)`; `Cache(buf)` as
 `Const(buf)` too: zymo's activity analysis gives it an internal shadow exactly when
 active data flows through it. Closures need nothing: zymo shadows captured memory
@@ -25,7 +25,7 @@ import numpy as np
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal
-from zymo.cache import recorded
+from zymo.cache import held_call
 from zymo.shadows import make_zero_
 
 from ._engine import Engine, like
@@ -85,8 +85,7 @@ class ZymoEngine(Engine):
             out = rep.replay(args)
             if out is not None:
                 return out
-        out = zymo.autodiff(mode, self.fa, ret, *args, **self.kw)
-        self.held[(mode, ret)] = recorded(mode, self.fa, ret, args, self.backend.numba)
+        out, self.held[(mode, ret)] = held_call(mode, self.fa, ret, args, self.backend.numba)
         return out
 
     def _tx(self, d: Any) -> Any:
