@@ -6,9 +6,10 @@
 A vectorized logistic loss (200x5 data as module globals, `w` of 5 floats), timed as users
 call it: the NumPy primal, `zymo.gradient(Reverse, nll, w)`, `zymo.autodiff(Reverse, nll,
 Active, Duplicated(w, dw))` with the same `w` and `dw` every call (the replay; `dw` zeroed
-per call), a prepared `zymo.interface.gradient`, and JAX `jit(grad)` of the same loss when
-JAX is installed; then the `tuple_iter` bare call of `benchmarks/run.py` (Numba, the
-annotations made once). Every gradient is checked against central differences first.
+per call), the same with a new `dw = np.zeros_like(w)` each call, a prepared
+`zymo.interface.gradient`, and JAX `jit(grad)` of the same loss when JAX is installed; then
+the `tuple_iter` bare call of `benchmarks/run.py` (Numba, the annotations made once).
+Every gradient is checked against central differences first.
 Contestants run interleaved, in rounds of a few calls each, in one process; the table
 gives the median time per call over the rounds and its ratio to the primal.
 Targets: `zymo.gradient` within 2.5x the primal, the prepared interface gradient within
@@ -58,6 +59,11 @@ def contestants() -> dict[str, Callable[[], object]]:
         zymo.autodiff(Reverse, nll, Active, Duplicated(w, dw))
         return dw
 
+    def new_shadow(w):
+        d = np.zeros_like(w)
+        zymo.autodiff(Reverse, nll, Active, Duplicated(w, d))
+        return d
+
     backend = AutoZymo()
     prep = prepare_gradient(nll, backend, w)
     out, x = np.zeros(1), np.array([[0.5, 2.0]])
@@ -66,6 +72,7 @@ def contestants() -> dict[str, Callable[[], object]]:
         "NumPy primal": lambda: nll(w),
         "zymo.gradient(Reverse, nll, w)": lambda: zymo.gradient(Reverse, nll, w)[0],
         "zymo.autodiff replay": replay,
+        "zymo.autodiff, a new shadow each call": lambda: new_shadow(w),
         "interface.gradient, prepared": lambda: gradient(nll, backend, w, prep=prep),
         "tuple_iter bare call (Numba)": lambda: zymo.autodiff(Reverse, tuple_iter, Const, *ann, numba=True),
     }

@@ -344,3 +344,19 @@ def test_typed_autodiff_with_aliased_arguments_takes_the_full_path():
     dz = np.zeros(2)
     zymo.autodiff(Reverse, axpy, Active, Duplicated(z, dz), Duplicated(z, dz))  # y = 3 y: loss 9 sum(y^2)
     np.testing.assert_allclose(dz, 18 * np.array([1.0, 2.0]))
+
+
+def into_buffer(x, tmp):
+    for i in range(3):
+        tmp[i] = x[i] * x[i]
+    return np.sum(tmp) * 2.0
+
+
+@pytest.mark.parametrize("as_const", [True, False])
+def test_typed_autodiff_with_a_const_buffer_receiving_active_data(as_const):
+    """Const memory written with active data gets an internal shadow: calls on new objects
+    must allocate it (the full path), not run the program without it."""
+    for k in range(3):
+        x, dx, tmp = np.array([1.0, -2.0, 3.0]) + k, np.zeros(3), np.zeros(3)
+        zymo.autodiff(Reverse, into_buffer, Active, Duplicated(x, dx), Const(tmp) if as_const else tmp)
+        np.testing.assert_allclose(dx, 4.0 * x)

@@ -123,24 +123,27 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     limit = config.call_memory_limit(memory_limit)
     if limit is not None and not mode.forward:
         return _call_limited(mode, f, ret_activity, args, numba, limit)
-    key: tuple | None
+    # the lookups in try blocks, not the programs: a TypeError the program raises is the user's
     try:
         fast = LAST.get(f)  # the entry this function used last: one lookup, no key tuple
-        if (fast is not None and fast.key[1] is mode and fast.key[2] is ret_activity and fast.key[3] is numba
-                and fast.matches(args)):
+    except TypeError:  # an unhashable callable: nothing is recorded
+        return _call_full(mode, f, ret_activity, args, numba, None)[0]
+    if (fast is not None and fast.key[1] is mode and fast.key[2] is ret_activity and fast.key[3] is numba
+            and fast.matches(args)):
+        return fast.run()
+    key = (f, mode, ret_activity, numba)
+    try:
+        entries, typed = FAST.get(key, ()), TYPED_CALLS.get(key)
+    except TypeError:  # an unhashable numba= (the full path refuses it)
+        return _call_full(mode, f, ret_activity, args, numba, None)[0]
+    for fast in entries:
+        if fast.matches(args):
+            LAST[f] = fast
             return fast.run()
-        key = (f, mode, ret_activity, numba)
-        for fast in FAST.get(key, ()):
-            if fast.matches(args):
-                LAST[f] = fast
-                return fast.run()
-        typed = TYPED_CALLS.get(key)  # new objects of the recorded types
-        if typed is not None:
-            got = typed.run(args)
-            if got is not None:
-                return got
-    except TypeError:  # an unhashable callable
-        key = None
+    if typed is not None:  # new objects of the recorded types
+        got = typed.run(args)
+        if got is not None:
+            return got
     return _call_full(mode, f, ret_activity, args, numba, key)[0]
 
 
@@ -151,13 +154,14 @@ def held_call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = N
     Never served by `TypedCall`, which records nothing."""
     if config.memory_limit() is not None and not mode.forward:
         return call(mode, f, ret_activity, args, numba), None
+    key = (f, mode, ret_activity, numba)
     try:
-        key = (f, mode, ret_activity, numba)
-        for rep in FAST.get(key, ()):
-            if rep.matches(args):
-                return rep.run(), rep
+        entries = FAST.get(key, ())
     except TypeError:  # an unhashable callable
         return call(mode, f, ret_activity, args, numba), None
+    for rep in entries:
+        if rep.matches(args):
+            return rep.run(), rep
     return _call_full(mode, f, ret_activity, args, numba, key)
 
 
@@ -525,7 +529,8 @@ class TypedCall:
 
     Recorded after a full call whose arguments are float arrays and floats, each passed as it
     is, as `Const`, as `Active` (a float) or as `Duplicated` (an array and its shadow), with no
-    internal shadows, batch width 1 and an unannotated function. A later call with other
+    internal shadows (of Const or captured memory that receives active data), batch width 1
+    and an unannotated function. A later call with other
     objects runs the recorded program when every argument has the recorded annotation, type,
     dtype and ndim, each shadow is a writable array of its value's shape and dtype, no two of
     the arrays (shadows included) share memory, none overlaps itself, the sizes the program
@@ -559,8 +564,8 @@ class TypedCall:
             spec.append((at, type(v), v.dtype, v.ndim) if isinstance(v, np.ndarray) else (at, type(v), None, None))
         n = len(args)
         if (comp.width != 1 or isinstance(key[0], Annotation) or len(leaves) < n
-                or any(k >= n for k in comp.active_params)):
-            return  # internal shadows of captured memory: the full path allocates them
+                or any(k >= n or leaves[k].kind == "const" for k in comp.active_params)):
+            return  # internal shadows (of Const or captured memory): the full path allocates them
         if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return
         dup = [k for k in comp.active_params if leaves[k].kind == "dup"]

@@ -6,12 +6,12 @@ mutated, even by an `f` that overwrites its input) and keeps its shadows, so a
 prepared call passes the very same objects to `zymo.autodiff` every time and hits
 zymo's replay path; the engine holds the replay entry of each (mode, return activity)
 it uses (`zymo.cache.held_call`), which other calls of `f` cannot evict. Results are
-fresh arrays (the shadow's copy), or the caller's `out=`. `Constant(c)` is passed as `Const(c)`; `Cache(buf)` as
-`Const(buf)` too: zymo's activity analysis gives it an internal shadow exactly when
-active data flows through it. Closures need nothing: zymo shadows captured memory
-that active data flows into. Array-valued out-of-place functions are pulled back
-through a wrapper `y[...] = f(x, ...)` (reverse mode needs a float return or an
-output array). Jacobians, Hessians and Hessian-vector products use `zymo.jacobian`,
+fresh arrays (the shadow's copy), or the caller's `out=`. `Constant(c)` is passed as
+`Const(c)`; `Cache(buf)` as `Const(buf)` too: zymo's activity analysis gives it an
+internal shadow exactly when active data flows through it. Closures need nothing: zymo
+shadows captured memory that active data flows into. Array-valued out-of-place
+functions are pulled back through a wrapper `y[...] = f(x, ...)` (reverse mode needs a
+float return or an output array). Jacobians, Hessians and Hessian-vector products use `zymo.jacobian`,
 `zymo.hessian`, `zymo.hvp` / `zymo.hvp_and_gradient` when zymo has them (contexts
 then bound in a closure); without `zymo.hvp`, second-order operators raise
 `BackendLimitation`.

@@ -86,7 +86,6 @@ class Preparation:
             raise PreparationMismatch(f"this preparation of {op} was made for {len(self.ctx_sig)} contexts; "
                                       f"got {len(got)}")
 
-
     def quick(self, op: str, f: Any, args: tuple) -> tuple | None:
         """`resolve`'s result for a call that is the prepared one by identity (function, backend)
         and cheap checks (x a plain array of the prepared shape and dtype, y and contexts of
