@@ -360,3 +360,25 @@ def test_typed_autodiff_with_a_const_buffer_receiving_active_data(as_const):
         x, dx, tmp = np.array([1.0, -2.0, 3.0]) + k, np.zeros(3), np.zeros(3)
         zymo.autodiff(Reverse, into_buffer, Active, Duplicated(x, dx), Const(tmp) if as_const else tmp)
         np.testing.assert_allclose(dx, 4.0 * x)
+
+
+def test_the_same_objects_twice_on_the_typed_path_become_a_replay(monkeypatch):
+    f, set_data = closure()
+    zymo.autodiff(Reverse, f, Active, Duplicated(np.ones(3), np.zeros(3)))  # records the typed call
+    w, dw = np.array([0.3, -0.2, 0.1]), np.zeros(3)
+    for _ in range(2):  # typed, then typed with the very same objects: recorded as a replay
+        dw.fill(0.0)
+        zymo.autodiff(Reverse, f, Active, Duplicated(w, dw))
+    assert any(rep.flat[0] is w and rep.flat[-2] is dw for rep in cache.FAST[(f, Reverse, Active, None)])
+    expected = dw.copy()
+    _check(f, w, expected)
+    monkeypatch.setattr(cache.TypedCall, "run", lambda self, args: None)  # replays only
+    _no_full_path(monkeypatch)
+    dw.fill(0.0)
+    zymo.autodiff(Reverse, f, Active, Duplicated(w, dw))
+    np.testing.assert_array_equal(dw, expected)
+    monkeypatch.undo()
+    set_data(np.array([[2.0, 1.0, -0.5], [0.1, 0.7, 1.5]]))  # the replay must see the new cell
+    dw.fill(0.0)
+    zymo.autodiff(Reverse, f, Active, Duplicated(w, dw))
+    _check(f, w, dw)

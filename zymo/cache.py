@@ -143,6 +143,10 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     if typed is not None:  # new objects of the recorded types
         got = typed.run(args)
         if got is not None:
+            if typed.again is not None:  # the same objects twice: replay them from now on
+                LAST[f] = rep = Repeat(key, args, typed.comp, typed.again, typed.finish, f, typed.norm, [])
+                FAST[key] = [rep, *entries[:REPLAYS - 1]]
+                typed.again = None
             return got
     return _call_full(mode, f, ret_activity, args, numba, key)[0]
 
@@ -538,7 +542,7 @@ class TypedCall:
     the number of arguments (pairwise overlap tests for several arrays), where the full path
     normalizes, flattens, types, keys and classifies every argument again."""
 
-    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed")
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again")
 
     def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
                  dup: list[int], seed: list):
@@ -546,6 +550,10 @@ class TypedCall:
             spec, comp, finish, f, norm, dup, seed
         self.captured = list(all_values[len(spec):])
         self.lowered = lowered_of(comp)
+        # the last call's argument list; `again`: the same, when a call had the very same objects
+        # as the one before (`call` then records it as a `Repeat`; not with Active floats)
+        self.last: list = []
+        self.again: list | None = None
 
     @staticmethod
     def record(key: tuple, args: tuple, comp: Compiled, all_values: list, finish: Finish, norm: list,
@@ -609,6 +617,11 @@ class TypedCall:
             return None
         flat = [*values, *(shadow_of[k] for k in self.dup), *self.seed]
         results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        last = self.last
+        if (len(last) == len(flat) and all(a is b for a, b in zip(flat, last))
+                and not any(at is Active for at, *_ in spec)):
+            self.again = flat
+        self.last = flat
         return self.finish(results)
 
 
