@@ -7,7 +7,8 @@ recorded types (`cache.TypedCall`) and a prepared
 call must not reach the full path (`cache.prepare` is replaced by a function that fails);
 a new shape or dtype, a global rebound to another array, a changed closure cell, another
 context array and a changed setting must give the derivative of the call as it now is.
-Every gradient is compared with central differences and with forward mode."""
+Every gradient is compared with central differences and with forward mode (lives next to
+`test_replay.py` and `test_typed_gradient.py`, the older tests of the same paths)."""
 from __future__ import annotations
 
 import numpy as np
