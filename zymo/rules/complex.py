@@ -28,8 +28,8 @@ import builtins
 
 import numpy as np
 
+from .. import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from ..ir import types as T
-from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from . import ufuncs  # noqa: F401  (registered first: np.abs and np.conj keep their real rules' keys)
 from .registry import REGISTRY, Rule
 
