@@ -75,6 +75,14 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None, memory_limi
     reverse sweep) or `Forward` (batched forward sweeps, 8 input elements per call);
     `ReverseWithPrimal` returns `(gradient, value)`, as Enzyme's `gradient` does.
     """
+    try:  # the everyday call: only plain float arrays and floats pass its checks (`TypedGradient.run`)
+        typed = TYPED.get((f, mode, numba)) if memory_limit is None and config.memory_limit() is None else None
+    except TypeError:  # an unhashable callable
+        typed = None
+    if typed is not None:
+        out = typed.run(args)
+        if out is not None:
+            return out
     if mode.forward and mode.with_primal:
         raise ZymoUsageError("gradient takes Forward, Reverse or ReverseWithPrimal (which also returns the value), "
                              f"not {mode}")
@@ -88,14 +96,6 @@ def gradient(mode: Mode, f: Callable, *args: Any, numba: Any = None, memory_limi
     if mode.forward:
         return _gradient_forward(f, args, numba)
     limit = config.call_memory_limit(memory_limit)
-    try:
-        typed = TYPED.get((f, mode, numba)) if limit is None else None
-    except TypeError:  # an unhashable callable
-        typed = None
-    if typed is not None:
-        out = typed.run(args)
-        if out is not None:
-            return out
     annotated: list[Any] = []
     shadows: list[Any] = []
     for a in args:

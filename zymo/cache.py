@@ -7,9 +7,13 @@ ret_activity, args, ...)` checks and flattens a call (`boundary.py`) and returns
 `Compiled` program for it with the call's leaves and values; programs are cached per
 function, mode, activities, argument types, the alias pattern of the arguments, backend,
 batch width, strong zeros and memory limit, and, among those, per the equal sizes a
-program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays the last
-call of a function whose annotations hold the very same objects (`Repeat`) and records
-replayable calls; `thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
+program assumes (`analysis/extents.py`). `call(...)` is `autodiff`: it replays a recent
+call of a function whose annotations hold the very same objects (`Repeat`, up to `REPLAYS`
+per function and mode) or, for new objects of the recorded types, the program of a recent call
+(`TypedCall`), and records calls; `held_call(...)` hands the entry of a call to a caller that
+holds it (a prepared `zymo.interface` operator: `Repeat.replay` makes
+the same checks, the recording's setting generation and the memory limit included);
+`thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
 (`Match`); `TypedGradient` is `gradient`'s everyday call (new arrays of the recorded
 types). `cache_clear` empties every cache; `forget_replays` drops the replays (a changed
 setting calls it through `config.on_change`).
@@ -68,6 +72,12 @@ def lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     return lw, key
 
 
+def lowered_of(comp: Compiled) -> list[Lowered]:
+    """The lowered functions of `comp`'s IR whose validity a reuse of `comp` re-checks (those
+    that read globals or closure data)."""
+    return [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+
+
 def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
             memory_limit: int | None = None) -> tuple[Compiled, list, list[Leaf], list]:
     """The program for this call, the normalized arguments, their leaves and the values the
@@ -113,15 +123,56 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     limit = config.call_memory_limit(memory_limit)
     if limit is not None and not mode.forward:
         return _call_limited(mode, f, ret_activity, args, numba, limit)
+    # the lookups in try blocks, not the programs: a TypeError the program raises is the user's
     try:
         fast = LAST.get(f)  # the entry this function used last: one lookup, no key tuple
-        if fast is None or fast.key[1] is not mode or fast.key[2] is not ret_activity or fast.key[3] is not numba:
-            fast = FAST.get((f, mode, ret_activity, numba))
-    except TypeError:  # an unhashable callable
-        fast = None
-    if fast is not None and fast.matches(args):
-        LAST[f] = fast
+    except TypeError:  # an unhashable callable: nothing is recorded
+        return _call_full(mode, f, ret_activity, args, numba, None)[0]
+    if (fast is not None and fast.key[1] is mode and fast.key[2] is ret_activity and fast.key[3] is numba
+            and fast.matches(args)):
         return fast.run()
+    key = (f, mode, ret_activity, numba)
+    try:
+        entries, typed = FAST.get(key, ()), TYPED_CALLS.get(key)
+    except TypeError:  # an unhashable numba= (the full path refuses it)
+        return _call_full(mode, f, ret_activity, args, numba, None)[0]
+    for fast in entries:
+        if fast.matches(args):
+            LAST[f] = fast
+            return fast.run()
+    if typed is not None:  # new objects of the recorded types
+        got = typed.run(args)
+        if got is not None:
+            if typed.again is not None:  # the same objects twice: replay them from now on
+                LAST[f] = rep = Repeat(key, args, typed.comp, typed.again, typed.finish, f, typed.norm, [])
+                FAST[key] = [rep, *entries[:REPLAYS - 1]]
+                typed.again = None
+            return got
+    return _call_full(mode, f, ret_activity, args, numba, key)[0]
+
+
+def held_call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None) -> tuple[tuple, Repeat | None]:
+    """`call` for a caller that will repeat it with the very same objects and hold the entry
+    (a prepared `zymo.interface` operator; `Repeat.replay`, which no other call of `f` can
+    evict): the result, and the recorded entry (None where the call is not replayable).
+    Never served by `TypedCall`, which records nothing."""
+    if config.memory_limit() is not None and not mode.forward:
+        return call(mode, f, ret_activity, args, numba), None
+    key = (f, mode, ret_activity, numba)
+    try:
+        entries = FAST.get(key, ())
+    except TypeError:  # an unhashable callable
+        return call(mode, f, ret_activity, args, numba), None
+    for rep in entries:
+        if rep.matches(args):
+            return rep.run(), rep
+    return _call_full(mode, f, ret_activity, args, numba, key)
+
+
+def _call_full(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
+               key: tuple | None) -> tuple[tuple, Repeat | None]:
+    """The full path of `call`: checks, flattening, the program (compiled if new); records the
+    call under `key` (a `TypedCall`, and a `Repeat` if it is replayable) unless key is None."""
     _check_mode(mode)
     comp, norm, leaves, all_values = prepare(mode, f, ret_activity, args, numba)
     shadows = call_shadows(comp, leaves, all_values)
@@ -130,15 +181,16 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     results = run_program(comp, None, flat, f, norm)
     data.write_back(leaves)
     out = finish(results)
-    if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
-        mine = {id(s) for s in internal_shadows(comp, leaves, shadows)}
-        internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
-        try:
-            key = (f, mode, ret_activity, numba)
-            FAST[key] = LAST[f] = Repeat(key, args, comp, flat, finish, f, norm, internal)
-        except TypeError:
-            pass
-    return out
+    if key is None:  # an unhashable callable: nothing is recorded
+        return out, None
+    TypedCall.record(key, args, comp, all_values, finish, norm, leaves, flat[len(all_values) + len(shadows):])
+    if not (comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves)):
+        return out, None
+    mine = {id(s) for s in internal_shadows(comp, leaves, shadows)}
+    internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
+    LAST[f] = rep = Repeat(key, args, comp, flat, finish, f, norm, internal)
+    FAST[key] = [rep, *FAST.get(key, ())[:REPLAYS - 1]]
+    return out, rep
 
 
 def _check_mode(mode: Any) -> None:
@@ -160,7 +212,9 @@ def _call_limited(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any
     return finish(results)
 
 
-FAST: dict[Any, Repeat] = {}  # (f, mode, return activity, numba) -> its last replayable call
+REPLAYS = 4  # recorded calls kept per (f, mode, return activity, numba): callers that alternate
+# (a prepared `zymo.interface` operator and a direct `autodiff` of the same function) each keep theirs
+FAST: dict[Any, list[Repeat]] = {}  # (f, mode, return activity, numba) -> its last replayable calls, newest first
 LAST: dict[Any, Repeat] = {}  # function -> its last replayed entry (also in FAST)
 _GENERATION = [0]  # split mode's thunks record their last calls under this number
 
@@ -170,6 +224,7 @@ def forget_replays() -> None:
     FAST.clear()
     LAST.clear()
     TYPED.clear()
+    TYPED_CALLS.clear()
     _GENERATION[0] += 1
 
 
@@ -196,8 +251,7 @@ class Match:
                           for a, v, s in zip(args, vals, dvals))
         self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
         self.comp, self.flat = comp, flat
-        self.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and
-                        (lw.captured or lw.ir.attrs.get("frozen"))]
+        self.lowered = lowered_of(comp)
         self.matches = self._first_match
 
     def _first_match(self, args: tuple) -> bool:
@@ -238,9 +292,9 @@ class Match:
         for j, (x, k) in enumerate(self.lists):
             consts[f"L{j}"], consts[f"N{j}"] = x, k
             conds.append(f"len(L{j}) == N{j}")
-        if self.lowered:
-            consts["_valid"] = self._lowered_valid
-            conds.append("_valid()")
+        for k, lw in enumerate(self.lowered):  # the captured globals it read are still those objects
+            consts[f"W{k}"] = lw.still_valid
+            conds.append(f"W{k}()")
         for (i, a), (j, b) in self.comp.guards:  # the equal sizes the program assumes
             consts[f"F{i}"], consts[f"F{j}"] = self.flat[i], self.flat[j]
             conds.append(f"F{i}.shape[{a}] == F{j}.shape[{b}]")
@@ -258,7 +312,7 @@ class Match:
 
 
 class Repeat(Match):
-    """The last call of `autodiff` for one (f, mode, return activity, numba), replayable.
+    """A recent call of `autodiff` for one (f, mode, return activity, numba), replayable.
 
     A call whose annotations hold the very same objects (arrays, shadows, constants) as
     the recorded one has the same types and aliasing, so it runs the recorded program on
@@ -270,7 +324,7 @@ class Repeat(Match):
     `analysis/extents.py`) are compared too. Not detected: giving one array of the call a new
     shape in place (`x.shape = ...`) while its shadow keeps the old one."""
 
-    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers")
+    __slots__ = ("key", "finish", "f", "norm", "const_result", "zeroers", "generation")
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: Finish, f: Any,
                  norm: list, internal: list[int]):
@@ -283,6 +337,7 @@ class Repeat(Match):
         # plain Reverse: every derivative is in a shadow, the result is always the same
         mode = finish.mode
         self.const_result = ((None,) * len(norm),) if not (mode.forward or mode.with_primal) else None
+        self.generation = _GENERATION[0]
 
     def run(self) -> tuple:
         for zero in self.zeroers:
@@ -290,6 +345,14 @@ class Repeat(Match):
         comp = self.comp
         out = comp.fn(*self.flat) if comp.checked else run_program(comp, None, self.flat, self.f, self.norm)
         return self.const_result or self.finish(out)
+
+    def replay(self, args: tuple) -> tuple | None:
+        """For a caller that holds this entry (`held_call`): the call's result if `args` pass
+        the replay check and no setting changed since it was recorded, else None."""
+        if (self.generation != _GENERATION[0] or not self.matches(args)
+                or (config.memory_limit() is not None and not self.key[1].forward)):  # `call`'s limited path
+            return None
+        return self.run()
 
 
 # -- split mode -------------------------------------------------------------------------
@@ -412,7 +475,7 @@ class TypedGradient:
         t.comp, t.captured, t.f, t.norm = comp, list(all_values[n:]), f, norm
         t.finish = Finish(mode, Active, comp, norm, leaves)
         t.dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
-        t.lowered = [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+        t.lowered = lowered_of(comp)
         t.seed = [] if mode.forward else [1.0]
         t.floats = any(not isinstance(a, np.ndarray) for a in args)
         TYPED[key] = t
@@ -423,23 +486,32 @@ class TypedGradient:
         if len(args) != len(spec):
             return None
         arrays = []
+        shadows: list[Any] = []
         for a, (t, dtype, ndim) in zip(args, spec):
             if type(a) is not t:
                 return None
-            if dtype is not None:
-                if a.dtype != dtype or a.ndim != ndim or (not (a.flags.c_contiguous or a.flags.f_contiguous)
-                                                          and self_overlapping(a)):
-                    return None
-                arrays.append(a)
+            if dtype is None:
+                shadows.append(None)
+                continue
+            if (a.dtype is not dtype and a.dtype != dtype) or a.ndim != ndim:
+                return None
+            flags = a.flags
+            if flags.c_contiguous:  # the shadow: np.zeros is about 1 us faster than zeros_like
+                shadows.append(np.zeros(a.shape, dtype))
+            elif flags.f_contiguous or not self_overlapping(a):
+                shadows.append(np.zeros_like(a))
+            else:
+                return None
+            arrays.append(a)
         if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return None
-        if self.lowered and not all(lw.still_valid() for lw in self.lowered):
-            return None
+        for lw in self.lowered:
+            if not lw.still_valid():
+                return None
         values = [*args, *self.captured]
         comp = self.comp
         if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
             return None
-        shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
         flat = [*values, *(shadows[k] for k in self.dup), *self.seed]
         results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
         if self.floats:
@@ -448,6 +520,118 @@ class TypedGradient:
             return (grads, out[1]) if len(out) > 1 else grads
         grads = tuple(shadows)  # arrays only: every derivative is in a shadow
         return (grads, rebuild_result(comp.ir, results[0])) if self.finish.mode.with_primal else grads
+
+
+# -- autodiff's everyday call on new objects ---------------------------------------------
+
+TYPED_CALLS: dict[Any, TypedCall] = {}  # (f, mode, return activity, numba) -> its last typed call
+_ANNOTATED = (Active, Const, Duplicated)
+
+
+class TypedCall:
+    """`autodiff`'s everyday call on new objects: the same function, annotations and types.
+
+    Recorded after a full call whose arguments are float arrays and floats, each passed as it
+    is, as `Const`, as `Active` (a float) or as `Duplicated` (an array and its shadow), with no
+    internal shadows (of Const or captured memory that receives active data), batch width 1
+    and an unannotated function. A later call with other
+    objects runs the recorded program when every argument has the recorded annotation, type,
+    dtype and ndim, each shadow is a writable array of its value's shape and dtype, no two of
+    the arrays (shadows included) share memory, none overlaps itself, the sizes the program
+    assumes equal still are and the captured globals are still those it read: checks linear in
+    the number of arguments (pairwise overlap tests for several arrays), where the full path
+    normalizes, flattens, types, keys and classifies every argument again."""
+
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again")
+
+    def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
+                 dup: list[int], seed: list):
+        self.spec, self.comp, self.finish, self.f, self.norm, self.dup, self.seed = \
+            spec, comp, finish, f, norm, dup, seed
+        self.captured = list(all_values[len(spec):])
+        self.lowered = lowered_of(comp)
+        # the last call's argument list; `again`: the same, when a call had the very same objects
+        # as the one before (`call` then records it as a `Repeat`; not with Active floats)
+        self.last: list = []
+        self.again: list | None = None
+
+    @staticmethod
+    def record(key: tuple, args: tuple, comp: Compiled, all_values: list, finish: Finish, norm: list,
+               leaves: list[Leaf], seed: list) -> None:
+        """Keep `key`'s call for later calls of the same types, if its arguments admit it."""
+        spec = []
+        arrays: list[np.ndarray] = []
+        for a in args:
+            at = type(a)
+            v = a.val if at in _ANNOTATED else a
+            if not (_plain_array(v) or _plain_float(v)) or (at is Active and isinstance(v, np.ndarray)):
+                return
+            if at is Duplicated and not (isinstance(v, np.ndarray) and type(a.dval) is np.ndarray):
+                return
+            arrays += [v, a.dval] if at is Duplicated else [v] if isinstance(v, np.ndarray) else []
+            spec.append((at, type(v), v.dtype, v.ndim) if isinstance(v, np.ndarray) else (at, type(v), None, None))
+        n = len(args)
+        if (comp.width != 1 or isinstance(key[0], Annotation) or len(leaves) < n
+                or any(k >= n or leaves[k].kind == "const" for k in comp.active_params)):
+            return  # internal shadows (of Const or captured memory): the full path allocates them
+        if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return
+        dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
+        TYPED_CALLS[key] = TypedCall(tuple(spec), comp, all_values, finish, key[0], norm, dup, seed)
+
+    def run(self, args: tuple) -> tuple | None:
+        """The call's result, or None where it does not match (the full path then runs)."""
+        spec = self.spec
+        if len(args) != len(spec):
+            return None
+        values: list[Any] = []
+        arrays: list[np.ndarray] = []
+        shadow_of: dict[int, np.ndarray] = {}
+        for k, (a, (at, vt, dtype, ndim)) in enumerate(zip(args, spec)):
+            if type(a) is not at:
+                return None
+            v = a if at is vt else a.val
+            if type(v) is not vt:
+                return None
+            values.append(v)
+            if dtype is None:
+                continue
+            if not _passable(v, dtype, ndim):
+                return None
+            arrays.append(v)
+            if at is Duplicated:
+                d = a.dval
+                if type(d) is not np.ndarray or d.shape != v.shape or not _passable(d, dtype, ndim) \
+                        or not d.flags.writeable:
+                    return None
+                arrays.append(d)
+                shadow_of[k] = d
+        if len(arrays) > 1 and any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
+            return None
+        for lw in self.lowered:
+            if not lw.still_valid():
+                return None
+        values += self.captured
+        comp = self.comp
+        if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
+            return None
+        flat = [*values, *(shadow_of[k] for k in self.dup), *self.seed]
+        results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        last = self.last
+        if (len(last) == len(flat) and all(a is b for a, b in zip(flat, last))
+                and not any(at is Active for at, *_ in spec)):
+            self.again = flat
+        self.last = flat
+        return self.finish(results)
+
+
+def _passable(a: np.ndarray, dtype: Any, ndim: int) -> bool:
+    """Whether array `a` has the recorded dtype and ndim and is not a writable array whose
+    elements overlap (`boundary.self_overlapping`, which the full path refuses)."""
+    if (a.dtype is not dtype and a.dtype != dtype) or a.ndim != ndim:
+        return False
+    flags = a.flags
+    return flags.c_contiguous or flags.f_contiguous or not self_overlapping(a)
 
 
 def _plain_array(a: Any) -> bool:

@@ -25,6 +25,8 @@ from .errors import BackendLimitation, ZymoUsageError
 
 
 class Engine:
+    _by_push: bool | None = None  # `jacobian_by_pushforward`, once known
+
     def __init__(self, backend: Any, f: Any, x: Any, contexts: tuple, y: Any = None):
         self.backend, self.f = backend, f
         self.inplace = y is not None
@@ -75,10 +77,13 @@ class Engine:
         return self.value_and_gradient(x, contexts)[1]
 
     def jacobian_by_pushforward(self) -> bool:
-        mode = getattr(self.backend, "mode", None)
-        if mode is not None:
-            return bool(mode.forward)
-        return self.size(self.x_shape) <= self.size(self.y_shape)
+        """Whether Jacobians (and gradients, where a backend's mode asks for it) are built from
+        pushforwards; fixed for an engine, decided at its first use."""
+        if self._by_push is None:
+            mode = getattr(self.backend, "mode", None)
+            by_size = self.size(self.x_shape) <= self.size(self.y_shape)
+            self._by_push = bool(mode.forward) if mode is not None else by_size
+        return self._by_push
 
     @staticmethod
     def size(shape: tuple) -> int:

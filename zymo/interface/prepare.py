@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .backends import Backend
-from .contexts import check_contexts, context_signature, describe, is_scalar, signature
+from .contexts import Context, check_contexts, context_signature, describe, is_scalar, signature
 from .errors import PreparationMismatch, ZymoUsageError
 
 # operator family: (operands after x, in-place f(y, x) allowed, x must be scalar, y must be scalar)
@@ -39,11 +39,12 @@ _OPERAND = {"hvp": "direction v", "pushforward": "tangent tx", "pullback": "cota
 class Preparation:
     """What `prepare_<op>` made; pass it back as `prep=`."""
 
-    __slots__ = ("op", "f", "backend", "inplace", "x_sig", "y_sig", "ctx_sig", "engine")
+    __slots__ = ("op", "f", "backend", "inplace", "x_sig", "y_sig", "ctx_sig", "engine", "x_like")
 
     def __init__(self, op: str, f: Any, backend: Backend, x: Any, y: Any, contexts: tuple):
         self.op, self.f, self.backend, self.inplace = op, f, backend, y is not None
         self.x_sig, self.ctx_sig = signature(x), context_signature(contexts)
+        self.x_like = (x.shape, x.dtype) if type(x) is np.ndarray else None  # for `quick`
         self.engine = backend.engine(f, x, contexts, y)
         e = self.engine
         e.check_op(op)
@@ -84,6 +85,31 @@ class Preparation:
                                               f"{a[0]}({describe(a[1])}); got {b[0]}({describe(b[1])})")
             raise PreparationMismatch(f"this preparation of {op} was made for {len(self.ctx_sig)} contexts; "
                                       f"got {len(got)}")
+
+    def quick(self, op: str, f: Any, args: tuple) -> tuple | None:
+        """`resolve`'s result for a call that is the prepared one by identity (function, backend)
+        and cheap checks (x a plain array of the prepared shape and dtype, y and contexts of
+        their signatures), in O(number of arguments); None sends the call through `parse` and
+        `check`, which explain any difference."""
+        if op != self.op or f is not self.f or self.x_like is None:
+            return None
+        k = 1 if self.inplace else 0
+        n_operands = OPERATORS[op][0]
+        if len(args) < 2 + k + n_operands or args[k] is not self.backend:
+            return None
+        x = args[k + 1]
+        if type(x) is not np.ndarray or x.shape != self.x_like[0] or x.dtype != self.x_like[1]:
+            return None
+        y = args[0] if k else None
+        if y is not None and (type(y) is not np.ndarray or signature(y) != self.y_sig):
+            return None
+        contexts = args[k + 2 + n_operands:]
+        if len(contexts) != len(self.ctx_sig) or (contexts and not (
+                all(isinstance(c, Context) for c in contexts) and context_signature(contexts) == self.ctx_sig)):
+            return None
+        operands = args[k + 2:k + 2 + n_operands]
+        check_operands(self, operands)
+        return self, y, x, operands, contexts
 
 
 def _name(f: Any) -> str:
@@ -136,6 +162,10 @@ def prepare(op: str, f: Any, *args: Any) -> Preparation:
 
 def resolve(op: str, f: Any, args: tuple, prep: Preparation | None) -> tuple:
     """(preparation, y, x, operands, contexts) for one operator call."""
+    if type(prep) is Preparation:
+        got = prep.quick(op, f, args)
+        if got is not None:
+            return got
     y, backend, x, operands, contexts = parse(op, f, args)
     if prep is None:
         prep = Preparation(op, f, backend, x, y, contexts)
