@@ -162,9 +162,10 @@ class CheckpointedCall:
     def _define(self, src: str) -> Callable:
         filename = f"<zymo checkpoint {self.key} #{next(_counter)}>"
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        ns = {"_fn": self.fn, "np": np}
+        ns: dict[str, Any] = {"_fn": self.fn, "np": np}
         exec(compile(src, filename, "exec"), ns)
-        return next(v for k, v in ns.items() if k in ("_h", "_p"))
+        fn: Callable = ns["_h" if "_h" in ns else "_p"]
+        return fn
 
     def _build(self) -> None:
         """Register the rule (one per result part) whose jvp/vjp bodies call this object."""
@@ -190,12 +191,16 @@ class CheckpointedCall:
             if self.written is not None:
                 body["inplace_arg"] = self.written
                 flags["out"] = True
-                w = self.written
-                TI.RESULT_TYPES[key] = lambda pos, kw: pos[w].type  # the array written (example calls give None)
+                TI.RESULT_TYPES[key] = functools.partial(_written_type, self.written)
             type(f"checkpoint_{n}_{i}", (_CheckBase,), body, key=key, **flags)
         if self.parts:
             type(f"checkpoint_{n}", (_CheckBase,), {"__module__": __name__, "user": True, "checkpointed": self},
                  key=self.key, fn=self, call=f"_rt.USER[{n}].primal", parts=tuple(keys))
+
+
+def _written_type(k: int, pos: list, kw: dict) -> Any:
+    """The result type of a call that writes parameter k: that array (an example call returns None)."""
+    return pos[k].type
 
 
 class _CheckBase(Rule):
@@ -208,9 +213,9 @@ class _CheckBase(Rule):
 
         for p, a in zip(c.params, pos):
             t = getattr(a, "type", None)
-            if isinstance(t, T.List) or (t is not None and T.is_complex(t)):
-                return (f"zymo.checkpoint({c.__qualname__}): argument {p!r} is a list or complex; a checkpointed "
-                        "call takes numbers and real arrays (other values as constants)")
+            if isinstance(t, T.List) or (t is not None and T.is_complex(t)) or not hasattr(a, "type"):
+                return (f"zymo.checkpoint({c.__qualname__}): argument {p!r} is a list, a tuple or complex; a checkpointed "
+                        "call takes numbers and real arrays")
         if c.written is not None:
             a = pos[c.written] if c.written < len(pos) else None
             if not isinstance(getattr(a, "type", None), T.Array):
