@@ -1,23 +1,19 @@
-"""Shared test helpers: finite differences, zymo drivers and an autograd oracle.
+"""Shared test helpers: an elementwise finite-difference gradient, a reverse-mode driver
+and an autograd oracle. The checker of derivatives is `zymo.testing.check_grad`.
 
 Everything works on "trees": floats, ints, bools, None, NumPy arrays, and
 tuples/lists of them. Functions under test may MUTATE their inputs, so every
 evaluation runs on a fresh deep copy of the arguments.
 
-The derivative checked everywhere is that of the map
+The derivative these helpers compute is that of the map (as `check_grad`'s)
 
     F: initial values of the arguments -> (return value, final values of the arguments)
 
-- forward mode:  tangents in  -> (tangent of the return, tangents of the final arguments),
-  which is what zymo writes into the shadows (memory only read keeps its tangent);
-- reverse mode:  cotangents of the final arguments (the shadows passed in) and the
-  seed of the return  -> adjoints of the initial arguments (the shadows after the
-  call, and the returned derivatives of Active floats).
-
-So reverse mode is checked against the central-difference gradient of
-`L = seed * ret + sum <cot_k, final_k>`, forward mode against the central
-difference of F along the tangent, and the two modes against each other by the
-dot-product identity <J t, c> == <t, J^T c>.
+- `zymo_grad`: reverse mode, cotangents of the final arguments (the shadows passed in)
+  and the seed of the return -> adjoints of the initial arguments (the shadows after
+  the call, and the returned derivatives of Active floats);
+- `fd_grad`: the central-difference gradient of `L = seed * ret + sum <cot_k, final_k>`,
+  element by element, for tests that compare a whole gradient.
 """
 from __future__ import annotations
 
@@ -28,7 +24,7 @@ from typing import Any
 import numpy as np
 
 import zymo
-from zymo import Active, Const, Duplicated, Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal
+from zymo import Active, Const, Duplicated, Reverse, ReverseWithPrimal
 
 # -- trees -------------------------------------------------------------------------
 
@@ -79,18 +75,6 @@ def zeros_tree(x: Any) -> Any:
         return None
 
     return map_tree(z, x)
-
-
-def rand_tree(x: Any, rng: np.random.Generator, scale: float = 1.0) -> Any:
-    """Random tangents/cotangents of the same structure, shapes and dtypes."""
-    def r(o: Any) -> Any:
-        if is_float(o):
-            return type(o)(scale * rng.standard_normal())
-        if is_float_array(o):
-            return (scale * rng.standard_normal(o.shape)).astype(o.dtype)
-        return None
-
-    return map_tree(r, x)
 
 
 def vdot_tree(a: Any, b: Any) -> float:
@@ -162,31 +146,6 @@ def _as64(x: Any) -> Any:
     return map_tree(up, x)
 
 
-def fd_jvp(f: Callable, args: Sequence, tangents: Sequence, eps: float = 1e-6, upcast: bool = True
-           ) -> tuple[Any, list]:
-    """Central difference of F along `tangents`: (tangent of the return, tangents of the final args)."""
-    base = _as64(list(args)) if upcast else list(args)
-    tans = [zeros_tree(a) if t is None else t for a, t in zip(base, tangents)]
-    tans = _as64(tans) if upcast else tans
-
-    def shifted(h: float) -> list:
-        def sh(x: Any, t: Any) -> Any:
-            if t is None or not (is_float(x) or is_float_array(x)):
-                return copy.deepcopy(x)
-            return x + h * t
-        return map_tree(sh, base, tans)
-
-    rp, ap = run(f, shifted(eps))
-    rm, am = run(f, shifted(-eps))
-
-    def diff(p: Any, m: Any) -> Any:
-        if is_float(p) or is_float_array(p):
-            return (np.asarray(p, dtype=np.float64) - np.asarray(m, dtype=np.float64)) / (2 * eps)
-        return None
-
-    return map_tree(diff, rp, rm), map_tree(diff, ap, am)
-
-
 def _leaf_paths(x: Any, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
     """(path, leaf) of every differentiable leaf; a path is a tuple of container indices."""
     if isinstance(x, (tuple, list)):
@@ -207,12 +166,6 @@ def _replace(x: Any, path: tuple, value: Any) -> Any:
     parts = list(x)
     parts[k] = _replace(parts[k], path[1:], value)
     return tuple(parts) if isinstance(x, tuple) else parts
-
-
-def _get(x: Any, path: tuple) -> Any:
-    for k in path:
-        x = x[k]
-    return x
 
 
 def fd_grad(f: Callable, args: Sequence, cotangents: Sequence | None = None, seed: float = 1.0,
@@ -297,94 +250,6 @@ def zymo_grad(f: Callable, args: Sequence, cotangents: Sequence | None = None, r
     if with_primal:
         return out, res[1], a
     return out
-
-
-def zymo_jvp(f: Callable, args: Sequence, tangents: Sequence, ret_dup: bool = True, const: Sequence[int] = (),
-             with_primal: bool = False):
-    """Forward mode on fresh copies: every differentiable argument Duplicated with its tangent.
-
-    Returns (tangent of the return, tangents of the final args) [+ (primal, final args)]."""
-    a = copy_tree(list(args))
-    tans = [copy_tree(t) for t in tangents]
-    annots = []
-    for k, (x, t) in enumerate(zip(a, tans)):
-        if k in const or not diff_leaves(x):
-            annots.append(Const(x))
-            tans[k] = None
-        else:
-            tans[k] = _fill_none(t, x)
-            annots.append(Duplicated(x, tans[k]))
-    mode = ForwardWithPrimal if with_primal else Forward
-    res = zymo.autodiff(mode, f, Duplicated if ret_dup else zymo.Const, *annots)
-    if ret_dup:
-        ret_t = res[0]
-    else:
-        ret_t = None
-    if with_primal:
-        return ret_t, tans, res[-1], a
-    return ret_t, tans
-
-
-def check(f: Callable, args: Sequence, *, seed: float | None = 1.0, const: Sequence[int] = (),
-          rtol: float = 1e-5, atol: float = 1e-6, eps: float = 1e-6, rng_seed: int = 0,
-          forward: bool = True, reverse: bool = True, cotangents: Sequence | None = None,
-          tangents: Sequence | None = None) -> dict:
-    """Check f in both modes against central differences and against each other.
-
-    `seed=None` means f returns no float (Const return in reverse mode, and in
-    forward mode the return tangent is not requested). Arguments listed in `const`
-    are passed as Const. Cotangents of the final arguments (the shadows given to
-    reverse mode) and the forward tangents are random unless given.
-    Returns a dict with what was computed, for extra assertions.
-    """
-    rng = np.random.default_rng(rng_seed)
-    args = list(args)
-    if cotangents is None:
-        cotangents = [None if k in const else rand_tree(x, rng) for k, x in enumerate(args)]
-    if tangents is None:
-        tangents = [None if k in const else rand_tree(x, rng) for k, x in enumerate(args)]
-    # constants: no cotangent/tangent
-    cotangents = [None if k in const else c for k, c in enumerate(cotangents)]
-    tangents = [None if k in const else t for k, t in enumerate(tangents)]
-    out: dict = {}
-    ret_active = seed is not None
-    if reverse:
-        # an Active float has no cotangent of its "final value": only memory has one
-        mem_cots = [c if _is_memory(x) else None for x, c in zip(args, cotangents)]
-        g = zymo_grad(f, args, mem_cots, ret_active=ret_active, const=const)
-        fd_cots = [copy_tree(c) if c is not None else None for c in mem_cots]
-        g_fd = fd_grad(f, args, fd_cots, seed=seed or 0.0, eps=eps)
-        for k in range(len(args)):
-            if k in const:
-                continue
-            assert_tree_close(g[k], g_fd[k], rtol, atol, f"reverse: argument {k}")
-        out["grad"] = g
-    if forward:
-        rt, ft = zymo_jvp(f, args, tangents, ret_dup=ret_active, const=const)
-        rt_fd, ft_fd = fd_jvp(f, args, [t if t is not None else None for t in tangents], eps=eps)
-        if ret_active:
-            assert_tree_close(rt, rt_fd, rtol, atol, "forward: tangent of the return")
-        for k in range(len(args)):
-            if k in const or not diff_leaves(args[k]):
-                continue
-            if _is_memory(args[k]):
-                assert_tree_close(ft[k], ft_fd[k], rtol, atol, f"forward: tangent of final argument {k}")
-        out["tangent"] = rt
-        out["final_tangents"] = ft
-    if forward and reverse:
-        # <J t, c> == <t, J^T c>, J: initial args -> (ret, final memory args)
-        lhs = (seed or 0.0) * (float(np.sum(rt)) if ret_active and rt is not None else 0.0)
-        lhs += sum(vdot_tree(ft[k], mem_cots[k]) for k in range(len(args))
-                   if k not in const and mem_cots[k] is not None)
-        rhs = sum(vdot_tree(tangents[k], g[k]) for k in range(len(args)) if k not in const)
-        np.testing.assert_allclose(lhs, rhs, rtol=max(rtol, 1e-9), atol=atol * 10,
-                                   err_msg="forward and reverse mode disagree (dot-product test)")
-    return out
-
-
-def _is_memory(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, list)) or (isinstance(x, tuple) and any(
-        isinstance(leaf, np.ndarray) for leaf in diff_leaves(x)))
 
 
 # -- autograd oracle -------------------------------------------------------------------

@@ -10,7 +10,7 @@
 - constant arithmetic from literal arguments is folded (`x ** (2 - 1)` is `x`).
 
 Each function is checked in both modes against central differences and the other mode
-(`helpers.check`), then the generated program is inspected; the cases where the shortcut
+(`zymo.testing.check_grad`), then the generated program is inspected; the cases where the shortcut
 must not apply (the output read twice, an operand that overlaps the output, an adjoint first
 touched inside a branch) are checked the same way.
 """
@@ -19,10 +19,11 @@ import re
 
 import numpy as np
 import pytest
-from helpers import assert_tree_close, check
+from helpers import assert_tree_close
 
 import zymo
 from zymo import Active, Duplicated, Reverse
+from zymo.testing import check_grad
 
 
 def layers(W, b, X, h):
@@ -97,7 +98,7 @@ def rng():
 
 def test_in_place_update_of_an_out_buffer(rng):
     W, b, X = rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal((5, 4))
-    check(layers, [W, b, X, np.zeros((5, 3))])
+    check_grad(layers, W, b, X, np.zeros((5, 3)))
     adj = _adjoint(_code(layers, W, b, X, np.zeros((5, 3))))
     assert ".copy()" not in adj and "np.copy" not in adj
     assert "dh[...] = dh * (1.0 - h * h)" in adj  # tanh's adjoint, in place
@@ -106,19 +107,19 @@ def test_in_place_update_of_an_out_buffer(rng):
 
 def test_in_place_update_is_not_used_when_the_output_is_read_twice(rng):
     x, y = rng.standard_normal(6), rng.standard_normal(6)
-    check(square_in_place, [x, y])
+    check_grad(square_in_place, x, y)
     assert ".copy()" in _adjoint(_code(square_in_place, x, y))
 
 
 def test_in_place_update_is_not_used_when_an_operand_overlaps_the_output(rng):
     x = rng.standard_normal(7)
-    check(reversed_operand, [x])
+    check_grad(reversed_operand, x)
     assert ".copy()" in _adjoint(_code(reversed_operand, x))
 
 
 def test_zero_inits_fold_into_the_first_accumulation(rng):
     x, w = rng.standard_normal(6), rng.standard_normal((6, 6))
-    check(triangle, [x, w])
+    check_grad(triangle, x, w)
     adj = _adjoint(_code(triangle, x, w))
     # the inner loop's carried adjoint is copied, never `0.0 + ...`
     assert "dt_next = 0.0" not in adj
@@ -128,7 +129,7 @@ def test_zero_inits_fold_into_the_first_accumulation(rng):
 
 def test_a_branch_keeps_its_zero_init(rng):
     x, c = rng.standard_normal(8), np.array([1.0, -1.0] * 4)
-    check(branchy, [x, c], const=[1])
+    check_grad(branchy, x, c, const=[1])
     adj = _adjoint(_code(branchy, x, c))
     # the adjoints the `if` and the `else` accumulate into are initialised before the branch
     zeroed = set(re.findall(r"^\s+(\w+) = 0\.0$", adj, re.M))
@@ -162,7 +163,7 @@ def test_the_same_code_compiles_with_numba(rng):
 
 def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
     x = rng.standard_normal(7)
-    check(sum_of_powers, [x])
+    check_grad(sum_of_powers, x)
     adj = _adjoint(_code(sum_of_powers, x))
     # the sum's operand has one adjoint in every element: the number itself scales the vjps
     # (`Reverse._uniform`), no array of it is made
@@ -175,7 +176,7 @@ def test_a_reduction_adjoint_becomes_the_shadow_and_constants_fold(rng):
 @pytest.mark.slow
 def test_a_reduction_along_an_axis_becomes_the_shadow(rng):
     x = rng.standard_normal((4, 3))
-    check(row_sums, [x])
+    check_grad(row_sums, x)
     adj = _adjoint(_code(row_sums, x))
     assert "np.zeros_like" not in adj and adj.count("_rt.as_tangent(") == 2
     got = []
@@ -215,7 +216,7 @@ def log_sum_exp_rows(x):
 
 def test_a_sum_of_same_shaped_operands_scales_them_by_its_adjoint(rng):
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
-    check(sum_of_product, [x, w])
+    check_grad(sum_of_product, x, w)
     adj = _adjoint(_code(sum_of_product, x, w))
     assert "expand_reduced" not in adj and "as_tangent" not in adj
     assert "dx += _seed * w" in adj
@@ -226,7 +227,7 @@ def test_a_sum_of_same_shaped_operands_scales_them_by_its_adjoint(rng):
 
 def test_a_broadcast_operand_keeps_the_array_adjoint(rng):
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
-    check(sum_of_product, [x, w])
+    check_grad(sum_of_product, x, w)
     adj = _adjoint(_code(sum_of_product, x, w))
     assert "expand_reduced" in adj and "_rt.unbroadcast" in adj
     dx, dw = zymo.gradient(Reverse, sum_of_product, x, w)
@@ -236,7 +237,7 @@ def test_a_broadcast_operand_keeps_the_array_adjoint(rng):
 
 def test_an_active_float_operand_gets_the_sum(rng):
     x = rng.standard_normal((3, 4))
-    check(scaled_sum, [1.5, x])
+    check_grad(scaled_sum, 1.5, x)
     da, dx = zymo.gradient(Reverse, scaled_sum, 1.5, x)
     np.testing.assert_allclose(da, np.sum(x), rtol=1e-12)
     np.testing.assert_allclose(dx, np.full((3, 4), 2.5), rtol=1e-12)
@@ -244,7 +245,7 @@ def test_an_active_float_operand_gets_the_sum(rng):
 
 def test_a_second_reader_keeps_the_array_adjoint(rng):
     x = rng.standard_normal((3, 4))
-    check(sum_and_corner, [x])
+    check_grad(sum_and_corner, x)
     expected = 2 * x.copy()
     expected[0, 1] += 2 * x[0, 1]
     (dx,) = zymo.gradient(Reverse, sum_and_corner, x)
@@ -254,7 +255,7 @@ def test_a_second_reader_keeps_the_array_adjoint(rng):
 @pytest.mark.slow
 def test_log_sum_exp_rows_both_backends(rng):
     x = rng.standard_normal((5, 4))
-    check(log_sum_exp_rows, [x])
+    check_grad(log_sum_exp_rows, x)
     adj = _adjoint(_code(log_sum_exp_rows, x))
     assert "expand_reduced(dt" not in adj.split("np.exp", 1)[0]  # the sum's adjoint: one number
     got = []
@@ -294,7 +295,7 @@ def read_twice(x, y):
 
 def test_cheap_temporaries_are_recomputed_not_kept(rng):
     u, v = rng.random(6) + 0.5, rng.random(6) + 0.5
-    check(cheap_chain, [u, v, np.zeros(6)])
+    check_grad(cheap_chain, u, v, np.zeros(6))
     # under Numba the recomputation fuses into the adjoint's loop: nothing is kept
     src = _code(cheap_chain, u, v, np.zeros(6), numba=True)
     fwd, adj = src.split("# adjoint sweep", 1)
@@ -307,14 +308,14 @@ def test_cheap_temporaries_are_recomputed_not_kept(rng):
 
 def test_a_temporary_whose_operand_is_overwritten_is_kept(rng):
     x, y = rng.standard_normal(5), rng.standard_normal(5)
-    check(operand_overwritten, [x, y])  # a recomputed `x * y` would read the zeros
+    check_grad(operand_overwritten, x, y)  # a recomputed `x * y` would read the zeros
     fwd, adj = _code(operand_overwritten, x, y).split("# adjoint sweep", 1)
     assert "x * y" not in adj and "np.cos(t" in adj
 
 
 def test_a_temporary_read_twice_is_kept(rng):
     x, y = rng.standard_normal(5), rng.standard_normal(5)
-    check(read_twice, [x, y])
+    check_grad(read_twice, x, y)
     fwd, adj = _code(read_twice, x, y).split("# adjoint sweep", 1)
     assert re.search(r"\bt\w* = x \* y\n", fwd) and "x * y" not in adj
 
@@ -346,7 +347,7 @@ def temporary_read_in_a_loop(x, y):
 
 def test_a_temporary_read_in_a_loop_is_not_recomputed_there(rng):
     x, y = rng.standard_normal(5), rng.standard_normal(5)
-    check(temporary_read_in_a_loop, [x, y])
+    check_grad(temporary_read_in_a_loop, x, y)
     fwd, adj = _code(temporary_read_in_a_loop, x, y).split("# adjoint sweep", 1)
     assert "x * y" not in adj.split("for ", 1)[1]
 
@@ -372,7 +373,7 @@ def ranges(x):
 
 def test_reversed_ranges():
     x = np.linspace(0.2, 1.4, 7)
-    check(ranges, [x])
+    check_grad(ranges, x)
     adj = zymo.generated_code(Reverse, ranges, Active, Duplicated(x.copy(), np.zeros_like(x)))
     assert "_rt.trip" not in adj and re.search(r"range\(_rt.span\(2, n(_\d+)?\)\)", adj) and "range(5)" in adj
     dx_py, dx_nb = np.zeros_like(x), np.zeros_like(x)
@@ -391,7 +392,7 @@ def test_a_reduction_divided_is_left_out_of_reverse():
     """`np.sum(t) / n` computes only the value `Reverse` does not return: an np.float64 divided
     by an int never raises (inf or nan at n = 0), so it is left out; the gradient is right."""
     x, y = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.0, 1.0])
-    check(mean_loss, [x, y])
+    check_grad(mean_loss, x, y)
     fwd = _code(mean_loss, x, y).split("# adjoint sweep")[0]
     assert "np.sum(" not in fwd, fwd
     (gx, gy) = zymo.gradient(Reverse, mean_loss, x.copy(), y.copy())

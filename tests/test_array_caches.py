@@ -2,7 +2,7 @@
 where they are used (issue 4's array caches).
 
 Each function is checked in both modes against central differences and against the
-other mode (`helpers.check`); the generated program is then inspected for what it
+other mode (`zymo.testing.check_grad`); the generated program is then inspected for what it
 caches, and (for the loops users write most: a softmax per row, a buffer reused by
 `out=` every iteration) compiled with Numba and compared with the Python program.
 """
@@ -10,10 +10,11 @@ import math
 
 import numpy as np
 import pytest
-from helpers import assert_tree_close, check, fd_grad
+from helpers import assert_tree_close, fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
+from zymo.testing import check_grad
 
 
 def row_softmax_loss(logits, labels):
@@ -85,7 +86,7 @@ def _gen(f, *args):
 def test_row_softmax_stacks_exp_recomputes_the_row_and_allocates_shadows_in_the_adjoint():
     rng = np.random.default_rng(0)
     logits, labels = _softmax_args(rng)
-    check(row_softmax_loss, [logits, labels], const=(1,))
+    check_grad(row_softmax_loss, logits, labels, const=(1,))
     src = _gen(row_softmax_loss, Duplicated(logits, np.zeros_like(logits)), Const(labels))
     assert ".append(" not in src and ".pop()" not in src     # no list caches at all
     assert src.count("_rt.grow_stack(") == 1                 # exp(row - m), one row per iteration
@@ -124,7 +125,7 @@ def _buffer_args(rng, n=4, k=3, d=3):
 def test_buffers_overwritten_by_out_are_copied_straight_into_stacked_rows():
     rng = np.random.default_rng(2)
     args = _buffer_args(rng)
-    check(reused_buffers, args)
+    check_grad(reused_buffers, *args)
     src = _gen(reused_buffers, *[Duplicated(a, np.zeros_like(a)) for a in args])
     assert ".append(" not in src and ".copy()" not in src
     assert "_cache__saved_xc[_k__saved_xc] = xc" in src       # contents of xc, no temporary copy
@@ -137,7 +138,7 @@ def test_buffers_overwritten_by_out_are_copied_straight_into_stacked_rows():
 
 def test_varying_shapes_stay_in_lists_and_stay_correct():
     x = np.linspace(-0.5, 0.7, 5)
-    check(growing_prefix, [x])
+    check_grad(growing_prefix, x)
     src = _gen(growing_prefix, Duplicated(x, np.zeros_like(x)))
     assert ".append(" in src and "grow_stack" not in src
 
@@ -145,12 +146,12 @@ def test_varying_shapes_stay_in_lists_and_stay_correct():
 def test_a_temporary_written_after_its_definition_is_not_copied_early():
     rng = np.random.default_rng(3)
     x, out = rng.standard_normal((4, 3)), np.zeros((4, 3))
-    check(written_after, [x, out])
+    check_grad(written_after, x, out)
 
 
 def test_a_while_loop_grows_its_stack():
     x = np.random.default_rng(4).standard_normal((7, 3))
-    check(while_rows, [x])
+    check_grad(while_rows, x)
     src = _gen(while_rows, Duplicated(x, np.zeros_like(x)))
     assert "grow_stack" in src and ".append(" not in src
 
@@ -244,7 +245,7 @@ def for_in_while(x):
 def test_nested_for_loops_with_a_branch():
     A = np.linspace(0.1, 1.2, 20).reshape(4, 5)
     c = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
-    check(nested_branch, [A.copy(), c], const=(1,))
+    check_grad(nested_branch, A.copy(), c, const=(1,))
     src = zymo.generated_code(Reverse, nested_branch, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(c))
     # `A.shape[1]` is read before the loops (`hoist_sizes`): each cache is allocated once, for
     # the whole nest, with the inner loop's trip count written out
@@ -274,7 +275,7 @@ def test_nested_caches_in_split_mode():
 
 def test_a_for_loop_inside_a_while_loop_grows_its_cache():
     x = np.linspace(0.1, 0.9, 6)
-    check(for_in_while, [x.copy()])
+    check_grad(for_in_while, x.copy())
     src = zymo.generated_code(Reverse, for_in_while, Active, Duplicated(x.copy(), np.zeros_like(x)))
     assert "_rt.grow(" in src
 
@@ -299,7 +300,7 @@ def triangle_in_while(A, rounds):
 
 def test_room_for_a_nest_is_made_where_its_trip_counts_are_known():
     A = np.linspace(0.1, 1.3, 16).reshape(4, 4)
-    check(triangle_in_while, [A.copy(), 2], const=(1,))
+    check_grad(triangle_in_while, A.copy(), 2, const=(1,))
     src = zymo.generated_code(Reverse, triangle_in_while, Active, Duplicated(A.copy(), np.zeros_like(A)), Const(2))
     # the nest in the while loop: one check for both loops, before the outer one
     assert "_cache_sin = _rt.grow(_cache_sin, _k_sin + _trips * _rt.span(0, n_1))" in src
@@ -367,7 +368,7 @@ def test_arrays_whose_shape_changes_around_a_loop_are_cached_in_lists(f, make):
     broadcast error in the forward sweep). Checked against central differences and forward
     mode, in split mode, and under Numba."""
     args = make(np.random.default_rng(2))
-    check(f, args)
+    check_grad(f, *args)
     src = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) for a in args])
     assert ".append(" in src and "grow_stack" not in src
     (g,) = zymo.gradient(Reverse, f, *args, numba=False)
@@ -407,7 +408,7 @@ def test_a_product_around_a_loop_keeps_its_stacked_cache():
     next iteration), so its values stay in one stacked buffer."""
     r = np.random.default_rng(3)
     args = [r.standard_normal(4), 0.5 * r.standard_normal((4, 4))]
-    check(rebound_by_a_product, args)
+    check_grad(rebound_by_a_product, *args)
     src = zymo.generated_code(Reverse, rebound_by_a_product, Active,
                               *[Duplicated(a, np.zeros_like(a)) for a in args])
     assert "grow_stack" in src
@@ -428,7 +429,7 @@ def test_a_slice_that_only_reads_a_loop_carried_array_stays_stacked():
     """Only ops on the cycle itself must keep the shape; `sin(h[1:])` reads the cycle."""
     r = np.random.default_rng(4)
     args = [r.standard_normal(4), 0.5 * r.standard_normal((4, 4))]
-    check(reads_a_slice_of_the_state, args)
+    check_grad(reads_a_slice_of_the_state, *args)
     src = zymo.generated_code(Reverse, reads_a_slice_of_the_state, Active,
                               *[Duplicated(a, np.zeros_like(a)) for a in args])
     assert "_cache_sin = _rt.grow_stack(" in src and "_cache_sin.append(" not in src

@@ -5,12 +5,13 @@ import re
 
 import numpy as np
 import pytest
-from helpers import check, fd_grad
+from helpers import fd_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo.analysis.bounds import NeverUnsigned, NonNegative
 from zymo.ir.core import walk
+from zymo.testing import check_grad
 
 
 def indices(x, A, m):
@@ -126,4 +127,4 @@ def test_indices_that_may_be_negative_keep_wraparound(numba):
     fd = fd_grad(lambda y: indices(y, np.ones((4, 4)) * 0.5, 0), [x])[0]
     np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-8)
     assert abs(dx[-1]) > 0.1  # x[i - 1] at i = 0 is x[-1]
-    check(indices, [x, np.ones((4, 4)) * 0.5, 0], const=(1, 2))
+    check_grad(indices, x, np.ones((4, 4)) * 0.5, 0, const=(1, 2))

@@ -1,10 +1,11 @@
 """What reverse mode caches, and the report that says so (seed 001's question)."""
 import numpy as np
 import pytest
-from helpers import check, numpy_allocations, zymo_grad
+from helpers import numpy_allocations, zymo_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
+from zymo.testing import check_grad
 
 
 def sumsq_inplace(x):
@@ -94,7 +95,7 @@ def test_a_copied_slice_is_named_after_its_array():
     assert "a copy of array `u` (f64[:])" in rep and "`v = np.sin(u[1:-1])`" in rep and "`u[2] = 0.5`" in rep
     src = zymo.generated_code(Reverse, sine_of_inner_then_overwrite, Active, Duplicated(u.copy(), np.zeros(6)))
     assert "u_2 = u[1:(-1)]" in src and "_saved_u = u_2.copy()" in src
-    check(sine_of_inner_then_overwrite, [u])
+    check_grad(sine_of_inner_then_overwrite, u)
 
 
 def halve_until_small(x):
@@ -314,14 +315,14 @@ def test_stage_values_are_recomputed_from_the_restored_state():
     assert _entries(rep) == 0 and "nothing is cached" in rep
     src = zymo.generated_code(Reverse, rk2_steps, Active, *args)
     assert src.count("np.empty(") == 0 and src.count("= traj[i, 0]") == 2
-    check(rk2_steps, [_rk2_args(), 0.1], const=(1,))
+    check_grad(rk2_steps, _rk2_args(), 0.1, const=(1,))
 
 
 def test_a_value_whose_operands_are_not_restored_stays_cached():
     x = np.array([0.4, 1.3, -0.2, 0.9, 2.0])
     rep = zymo.cache_report(Reverse, squared_steps, Active, Duplicated(x.copy(), np.zeros(5)))
     assert _entries(rep) == 1 and "t = x[i + 1] - x[i]" in rep  # one difference, not two loads
-    check(squared_steps, [x])
+    check_grad(squared_steps, x)
 
 
 def test_recomputed_stage_values_under_numba_match_python():
@@ -346,5 +347,5 @@ def test_array_quotient_of_unmodified_memory_is_recomputed():
     X, y = rng.random((4, 3)), rng.random(3) + 0.5
     args = (Duplicated(X.copy(), np.zeros_like(X)), Duplicated(y.copy(), np.zeros_like(y)))
     assert "nothing is cached" in zymo.cache_report(Reverse, scaled_rows, Active, *args)
-    out = check(scaled_rows, [X, y])
-    assert np.abs(out["grad"][1]).max() > 0.1
+    out = check_grad(scaled_rows, X, y)
+    assert np.abs(out.reverse[1]).max() > 0.1

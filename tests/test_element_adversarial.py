@@ -3,7 +3,7 @@
 
 Each program reads `x[i + a]` and writes `x[i + b]` (or rows, views, `out=`, branches, callees,
 while loops, nested loops, odd starts and steps) and is checked in both modes against central
-differences (`helpers.check`), and its reverse gradient under Numba against the Python backend.
+differences (`zymo.testing.check_grad`), and its reverse gradient under Numba against the Python backend.
 Update rules are contracting (sin, small factors) so finite differences stay accurate.
 
 The review that wrote this file found two wrong gradients, fixed since and kept at the end:
@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from helpers import assert_tree_close, check, zymo_grad
+from helpers import assert_tree_close, zymo_grad
 from numpy.lib.stride_tricks import as_strided
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
+from zymo.testing import check_grad
 
 
 def _g(a):
@@ -657,7 +658,7 @@ def _copy(a):
 @pytest.mark.parametrize("f,make,const", CASES, ids=[c[0].__name__ for c in CASES])
 def test_against_finite_differences(f, make, const):
     args = [m() for m in make]
-    out = check(f, args, const=const)
+    out = check_grad(f, *args, const=const)
     if f.__name__ in NUMBA:
         crng = np.random.default_rng(2)
         cots = [None if k in const else
@@ -666,7 +667,7 @@ def test_against_finite_differences(f, make, const):
         g_py = zymo_grad(f, _copy(args), _copy(cots), const=const)
         g_nb = zymo_grad(f, _copy(args), _copy(cots), const=const, numba=True)
         assert_tree_close(g_nb, g_py, rtol=1e-10, atol=1e-12, what="numba vs python")
-    assert out["grad"] is not None
+    assert out.reverse is not None
 
 
 def test_aliased_arguments():
@@ -788,7 +789,7 @@ def test_swapped_array_carries():
     gradient. Now one tuple assignment (`emit.assign_all`)."""
     a0 = np.random.default_rng(1).random(6)
     b0 = np.random.default_rng(2).random(6)
-    check(_swap_arrays, [a0, b0])
+    check_grad(_swap_arrays, a0, b0)
     assert zymo.autodiff(zymo.ReverseWithPrimal, _swap_arrays, Active, Const(a0), Const(b0))[1] == \
         pytest.approx(_swap_arrays(a0, b0))
     grads = {nb: (np.zeros(6), np.zeros(6)) for nb in (False, True)}
@@ -800,4 +801,4 @@ def test_swapped_array_carries():
 
 
 def test_swapped_scalar_carries():
-    check(_swap_scalars, [1.3, 0.7])
+    check_grad(_swap_scalars, 1.3, 0.7)

@@ -6,17 +6,18 @@ array is passed over when its index provably names another element whenever it r
 the load: a time-stepping loop that reads row `i` and writes row `i + 1` keeps no tape at all.
 
 Every program is checked in both modes against central differences and the other mode
-(`helpers.check`) and under Numba, and the generated code is inspected: the tape must be gone
+(`zymo.testing.check_grad`) and under Numba, and the generated code is inspected: the tape must be gone
 where the proof holds, and kept where the store can reach the element (a later iteration
 writes what an earlier one read, a negative index wraps around, an outer loop starts the inner
 one again, the store goes through a view or `out=`, the index is not an affine sum).
 """
 import numpy as np
 import pytest
-from helpers import assert_tree_close, check, zymo_grad
+from helpers import assert_tree_close, zymo_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
+from zymo.testing import check_grad
 
 
 def steps(traj, p):
@@ -154,7 +155,7 @@ def _code(f, args, const):
 @pytest.mark.parametrize("f,make,const", PROVED + KEPT, ids=lambda c: getattr(c, "__name__", ""))
 def test_gradients(f, make, const):
     args = make()
-    check(f, args, const=const)
+    check_grad(f, *args, const=const)
     cots = [None if k in const else np.zeros_like(a) for k, a in enumerate(args)]
     g_py = zymo_grad(f, [np.copy(a) if isinstance(a, np.ndarray) else a for a in args], cots, const=const)
     g_nb = zymo_grad(f, [np.copy(a) if isinstance(a, np.ndarray) else a for a in args], cots, const=const,
@@ -186,7 +187,7 @@ def test_lorenz_keeps_no_tape():
     w = WORKLOADS["lorenz_rk4"]
     args = w.make(6)["args"]
     assert "_cache" not in _code_lorenz(w, args)
-    check(w.primal, args, const=(2,), rtol=1e-5)
+    check_grad(w.primal, *args, const=(2,), rtol=1e-5)
 
 
 def _code_lorenz(w, args):

@@ -2,7 +2,7 @@
 while/else, and the refusals around them (async functions, generators, exec).
 
 Every construct is checked in forward and reverse mode against central differences and
-against the other mode (`helpers.check`), under the Python backend and, where the construct
+against the other mode (`zymo.testing.check_grad`), under the Python backend and, where the construct
 compiles, under Numba (`set_numba("always")`); the primal's exceptions come through zymo
 with the same type and message; refusals name this file and the marked line (`# <-`).
 """
@@ -16,11 +16,11 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import check
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
 from zymo.config import set_numba
+from zymo.testing import check_grad
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -151,9 +151,9 @@ def checks_a_result(x):
 def test_raise_and_assert_have_no_derivative(policy):
     numba_or_skip(policy)
     x = np.array([1.0, -2.0, 0.5])
-    check(cubes, [x, 3], const=(1,))
-    check(checked_scale, [x, 1.5])
-    check(checks_a_result, [x])
+    check_grad(cubes, x, 3, const=(1,))
+    check_grad(checked_scale, x, 1.5)
+    check_grad(checks_a_result, x)
     np.testing.assert_allclose(grad(cubes, x, Const(3))[0], 3.0 * x * x)  # not zero, not negated
     np.testing.assert_allclose(grad(checked_scale, x, 1.5)[1], np.sum(x * x))
 
@@ -214,7 +214,7 @@ def checks_through_a_callee(x):
 def test_a_callee_that_always_raises(policy):
     numba_or_skip(policy)
     x = np.array([-1.0, 2.0])
-    check(checks_through_a_callee, [x])
+    check_grad(checks_through_a_callee, x)
     np.testing.assert_allclose(grad(checks_through_a_callee, x)[0], 3.0 * x * x)
     with pytest.raises(ValueError, match="bad input"):
         grad(checks_through_a_callee, -x)
@@ -266,7 +266,7 @@ def try_catching_its_own_raise(x):
 def test_a_try_that_catches_only_its_own_raise_compiles(policy):
     numba_or_skip(policy)
     for x, expect in ((np.array([1.0, 2.0]), [4.0, 8.0]), (np.array([-1.0, 2.0]), [2.0, -4.0])):
-        check(try_catching_its_own_raise, [x])
+        check_grad(try_catching_its_own_raise, x)
         np.testing.assert_allclose(grad(try_catching_its_own_raise, x)[0], expect)
 
 
@@ -374,33 +374,33 @@ def several_handlers(x, d):
 def test_try_except_records_the_path_taken(singular):
     A = np.zeros((2, 2)) if singular else np.array([[2.0, 0.5], [0.3, 1.5]])
     b = np.array([1.0, -2.0])
-    check(solve_or_fallback, [A, b], const=(0,) if singular else ())
+    check_grad(solve_or_fallback, A, b, const=(0,) if singular else ())
     y = 2.0 * b if singular else np.linalg.solve(A, b)
     db = 8.0 * b if singular else 2.0 * np.linalg.solve(A.T, y)
     np.testing.assert_allclose(grad(solve_or_fallback, Const(A), b)[1], db)
 
 
 def test_try_except_with_a_tuple_of_handlers():
-    out = check(ratio, [1.5, 2.0])
-    np.testing.assert_allclose(out["grad"], [2.0 * 1.5 / 2.0, -1.5 ** 2 / 2.0 ** 2])
-    out = check(ratio, [1.5, 0.0], const=(1,))
-    np.testing.assert_allclose(out["grad"][0], -3.0 * 1.5 ** 2)  # the handler's path: -x**3
+    out = check_grad(ratio, 1.5, 2.0)
+    np.testing.assert_allclose(out.reverse, [2.0 * 1.5 / 2.0, -1.5 ** 2 / 2.0 ** 2])
+    out = check_grad(ratio, 1.5, 0.0, const=(1,))
+    np.testing.assert_allclose(out.reverse[0], -3.0 * 1.5 ** 2)  # the handler's path: -x**3
 
 
 @pytest.mark.parametrize("singular", [False, True])
 def test_try_with_else_and_finally(singular):
     A = np.zeros((2, 2)) if singular else np.array([[2.0, 0.5], [0.3, 1.5]])
-    check(with_else_and_finally, [A, np.array([1.0, -2.0]), np.array([0.7, 0.2])],
+    check_grad(with_else_and_finally, A, np.array([1.0, -2.0]), np.array([0.7, 0.2]),
           const=(0,) if singular else ())
 
 
 def test_return_inside_try_and_several_handlers():
-    np.testing.assert_allclose(check(returns_inside, [1.5, 2.0])["grad"], [0.5, -1.5 / 4.0])
-    np.testing.assert_allclose(check(returns_inside, [1.5, 0.0], const=(1,))["grad"][0], -3.0)
-    np.testing.assert_allclose(check(several_handlers, [2.0, 0.5])["grad"][0], (math.log(2.0) + 1.0) / 0.5)
-    np.testing.assert_allclose(check(several_handlers, [2.0, 0.0], const=(1,))["grad"][0], 12.0)
-    np.testing.assert_allclose(check(several_handlers, [12.0, 1.0], const=(1,))["grad"][0], -24.0)
-    np.testing.assert_allclose(check(several_handlers, [-2.0, 1.0], const=(1,))["grad"][0], 4.0)  # log: ValueError
+    np.testing.assert_allclose(check_grad(returns_inside, 1.5, 2.0).reverse, [0.5, -1.5 / 4.0])
+    np.testing.assert_allclose(check_grad(returns_inside, 1.5, 0.0, const=(1,)).reverse[0], -3.0)
+    np.testing.assert_allclose(check_grad(several_handlers, 2.0, 0.5).reverse[0], (math.log(2.0) + 1.0) / 0.5)
+    np.testing.assert_allclose(check_grad(several_handlers, 2.0, 0.0, const=(1,)).reverse[0], 12.0)
+    np.testing.assert_allclose(check_grad(several_handlers, 12.0, 1.0, const=(1,)).reverse[0], -24.0)
+    np.testing.assert_allclose(check_grad(several_handlers, -2.0, 1.0, const=(1,)).reverse[0], 4.0)  # log: ValueError
 
 
 def test_try_under_numba_falls_back_to_python_with_a_reason():
@@ -441,7 +441,7 @@ def try_in_a_loop(x, d):
 
 def test_a_try_in_a_loop_replays_each_iterations_path():
     x, d = np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.0, 4.0])
-    check(try_in_a_loop, [x, d], const=(1,))
+    check_grad(try_in_a_loop, x, d, const=(1,))
     np.testing.assert_allclose(grad(try_in_a_loop, x, Const(d))[0], [0.5, -4.0, 0.25])
     d = np.array([0.0, 1.0, 0.0])
     np.testing.assert_allclose(grad(try_in_a_loop, x, Const(d))[0], [-2.0, 1.0, -6.0])
@@ -504,14 +504,14 @@ def skips_bad_elements(x):
 
 def test_a_caught_index_error_and_handlers_that_continue_or_break():
     x = np.array([1.5, 2.0, 3.0])
-    check(caught_indexing, [x, 2], const=(1,))
+    check_grad(caught_indexing, x, 2, const=(1,))
     np.testing.assert_allclose(grad(caught_indexing, x, Const(2))[0], [0.0, 3.0, 2.0])
-    check(caught_indexing, [x, 7], const=(1,))
+    check_grad(caught_indexing, x, 7, const=(1,))
     np.testing.assert_allclose(grad(caught_indexing, x, Const(7))[0], [-2.0, -1.5, 0.0])
     for x, expect in ((np.array([1.5, 2.0, 3.0]), 2.0 * (np.log([1.5, 2.0, 3.0]) + 1.0)),
                       (np.array([-1.0, 2.0, -3.0, 4.0]), [0.0, np.log(2.0) + 1.0, 0.0, 0.0]),
                       (np.array([1.5, -2.0, 3.0]), [np.log(1.5) + 1.0, 0.0, 0.0])):
-        check(skips_bad_elements, [x])
+        check_grad(skips_bad_elements, x)
         np.testing.assert_allclose(grad(skips_bad_elements, x)[0], expect)
 
 
@@ -571,7 +571,7 @@ def raises_in_errstate(x):
 def test_errstate_and_catch_warnings(policy):
     numba_or_skip(policy)
     x = np.array([0.5, 2.0, 3.0])
-    check(logs_quietly, [x])
+    check_grad(logs_quietly, x)
     np.testing.assert_allclose(grad(logs_quietly, x)[0], np.r_[0.0, np.log(x[1:]) + 1.0])
 
 
@@ -620,14 +620,14 @@ def nothing_managed(x):
 
 
 def test_nullcontext():
-    check(nothing_managed, [1.5])
+    check_grad(nothing_managed, 1.5)
     assert grad(nothing_managed, 1.5) == (3.0,)
 
 
 def test_contextlib_suppress_is_a_try():
-    out = check(suppressed, [1.5, 2.0])
-    np.testing.assert_allclose(out["grad"], [1.5, -1.5 ** 2 / 4.0])
-    np.testing.assert_allclose(check(suppressed, [1.5, 0.0], const=(1,))["grad"][0], 6.0)
+    out = check_grad(suppressed, 1.5, 2.0)
+    np.testing.assert_allclose(out.reverse, [1.5, -1.5 ** 2 / 4.0])
+    np.testing.assert_allclose(check_grad(suppressed, 1.5, 0.0, const=(1,)).reverse[0], 6.0)
 
 
 LOCK = __import__("threading").Lock()
@@ -703,7 +703,7 @@ def else_after_return(x):
 def test_loop_else_runs_when_no_break(policy, limit):
     numba_or_skip(policy)
     x = np.array([1.0, 2.0, 0.5])
-    check(first_large, [x, limit], const=(1,))
+    check_grad(first_large, x, limit, const=(1,))
     if limit > 10.0:  # no break: s = -(sum x^2) * x0, then (s + x0 + x1) * 2
         expect = 2.0 * np.array([-(np.sum(x * x)) - 2.0 * x[0] * x[0] + 1.0, -2.0 * x[1] * x[0] + 1.0,
                                  -2.0 * x[2] * x[0]])
@@ -714,7 +714,7 @@ def test_loop_else_runs_when_no_break(policy, limit):
 
 def test_loop_else_after_a_return():
     for x, expect in ((np.array([1.0, 6.0]), [0.0, 12.0]), (np.array([1.0, 2.0]), [-1.0, 0.0])):
-        check(else_after_return, [x])
+        check_grad(else_after_return, x)
         np.testing.assert_allclose(grad(else_after_return, x)[0], expect)
 
 
@@ -751,7 +751,7 @@ def branches_in_try(A, b, flag):
 def test_branches_and_asserts_in_a_try_body():
     A = np.array([[2.0, 0.5], [0.3, 1.5]])
     b = np.array([1.0, -2.0])
-    check(branches_in_try, [A, b, True], const=(2,))
+    check_grad(branches_in_try, A, b, True, const=(2,))
     np.testing.assert_allclose(grad(branches_in_try, Const(A), b, Const(False))[1],
                                np.linalg.solve(A, b) + np.linalg.solve(A.T, b))
     small = np.array([[0.5, 0.0], [0.0, 0.5]])  # det 0.25: the else branch
@@ -809,5 +809,5 @@ def uses_a_value_bound_before_a_break(x):
 
 def test_a_name_bound_in_the_branch_that_does_not_exit():
     x = np.array([1.0, 2.0, -1.0, 3.0])
-    check(uses_a_value_bound_before_a_break, [x])
+    check_grad(uses_a_value_bound_before_a_break, x)
     np.testing.assert_allclose(grad(uses_a_value_bound_before_a_break, x)[0], [4.0, 8.0, 0.0, 0.0])

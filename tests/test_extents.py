@@ -5,17 +5,18 @@ operand's shape (`_rt.unbroadcast`) unless the analysis shows the two shapes are
 sizes of two parameters count as equal shapes for the call being compiled, and the program
 records that as a guard: a later call whose sizes differ (an operand that now broadcasts)
 must get a program of its own, never the one without the sum. Every case is checked in both
-modes against central differences and the other mode (`helpers.check`), and under Numba
+modes against central differences and the other mode (`zymo.testing.check_grad`), and under Numba
 against the Python program.
 """
 import numpy as np
 import pytest
-from helpers import assert_tree_close, check, zymo_grad
+from helpers import assert_tree_close, zymo_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.analysis.extents import Extents, guards_hold
 from zymo.cache import lowered
+from zymo.testing import check_grad
 
 
 def scaled_store(r, w, buf):
@@ -95,7 +96,7 @@ def _walk(block):
 
 def test_equal_shapes_need_no_sum_over_broadcast_dimensions(rng):
     r, w, buf = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), np.zeros((3, 4))
-    check(scaled_store, [r, w, buf], const=(2,))
+    check_grad(scaled_store, r, w, buf, const=(2,))
     src = zymo.generated_code(Reverse, scaled_store, Active, Duplicated(r, np.zeros_like(r)),
                               Duplicated(w, np.zeros_like(w)), Const(buf))
     assert "_rt.unbroadcast" not in _adjoint(src)
@@ -105,11 +106,11 @@ def test_equal_shapes_need_no_sum_over_broadcast_dimensions(rng):
 @pytest.mark.parametrize("wshape", [(1, 4), (3, 1), (1, 1)])
 def test_an_operand_that_broadcasts_keeps_its_sum(rng, wshape):
     r, w, buf = rng.standard_normal((3, 4)), rng.standard_normal(wshape), np.zeros((3, 4))
-    got = check(scaled_store, [r, w, buf], const=(2,))
+    got = check_grad(scaled_store, r, w, buf, const=(2,))
     src = zymo.generated_code(Reverse, scaled_store, Active, Duplicated(r, np.zeros_like(r)),
                               Duplicated(w, np.zeros_like(w)), Const(buf))
     assert "dw += _rt.unbroadcast(r * _g, dw)" in src
-    assert np.max(np.abs(got["grad"][1])) > 0.1  # w's adjoint, summed over its broadcast axis
+    assert np.max(np.abs(got.reverse[1])) > 0.1  # w's adjoint, summed over its broadcast axis
 
 
 @pytest.mark.slow
@@ -144,7 +145,7 @@ def test_a_call_whose_sizes_break_a_guard_gets_its_own_program(rng, numba):
 
 def test_row_views_in_a_loop_need_no_sums(rng):
     x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
-    check(rows_of, [x, y])
+    check_grad(rows_of, x, y)
     src = zymo.generated_code(Reverse, rows_of, Active, Duplicated(x, np.zeros_like(x)),
                               Duplicated(y, np.zeros_like(y)))
     assert "_rt.unbroadcast" not in _adjoint(src)
@@ -159,7 +160,7 @@ def test_one_argument_needs_no_guard(rng):
         return np.sum(np.exp(x[1] - x[0]) * x[2])
 
     x = rng.standard_normal((3, 4))
-    check(f, [x])
+    check_grad(f, x)
     src = zymo.generated_code(Reverse, f, Active, Duplicated(x, np.zeros_like(x)))
     assert "_rt.unbroadcast" not in _adjoint(src)
     assert all(not c.guards for c in _entries(f))
@@ -172,7 +173,7 @@ def test_gm3_pattern_stores_into_a_view_without_sums(rng, numba):
     dr0, w = np.zeros((6, 6, 2)), rng.random((6, 6, 2))
     args = [r, dr0, w]
     if not numba:
-        check(species, args, const=(2,))
+        check_grad(species, *args, const=(2,))
     src = zymo.generated_code(Reverse, species, Active, Duplicated(r, np.zeros_like(r)),
                               Duplicated(dr0, np.zeros_like(dr0)), Const(w))
     assert "_rt.unbroadcast" not in _adjoint(src)
@@ -198,7 +199,7 @@ def store_drops_an_axis(a, b, out):
 def test_a_store_that_drops_leading_axes_keeps_the_sum(rng, numba):
     a, b, out = rng.standard_normal(3), rng.standard_normal((1, 3)), rng.standard_normal((2, 3))
     if not numba:
-        check(store_drops_an_axis, [a, b, out])
+        check_grad(store_drops_an_axis, a, b, out)
     ref = zymo_grad(store_drops_an_axis, [a, b, out], numba=False)
     got = zymo_grad(store_drops_an_axis, [a, b, out], numba=numba)
     assert_tree_close(got, ref, rtol=1e-12, atol=1e-12)
@@ -251,7 +252,7 @@ def test_slices_that_shorten_an_axis_alike_have_one_extent(rng):
     assert ext.shape(views[0])[0] == (("d", ("p", 0, 0), -2),)
     assert ext.same(views[0], views[1]) and ext.same(views[1], views[2]) and not ext.same(views[0], views[4])
     assert ext.same(views[0], views[3]) and ext.guards == {((0, 0), (1, 0))}  # y[1:-1, 0]: y's rows
-    check(shifted_sum, [x, y])
+    check_grad(shifted_sum, x, y)
     x, y = rng.standard_normal(7), rng.standard_normal((7, 2))
     src = _adjoint(zymo.generated_code(Reverse, shifted_sum, Active, Duplicated(x, np.zeros_like(x)),
                                        Duplicated(y, np.zeros_like(y))))
@@ -283,4 +284,4 @@ def test_matrix_products_have_their_operands_outer_extents():
     src = zymo.generated_code(zymo.Reverse, nll, zymo.Active, zymo.Duplicated(w, np.zeros(3)), zymo.Const(X),
                               zymo.Const(y))
     assert "_rt.expand_reduced" not in src
-    check(nll, [w, X, y], const=(1, 2))
+    check_grad(nll, w, X, y, const=(1, 2))

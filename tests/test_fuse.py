@@ -15,11 +15,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import check, zymo_grad
+from helpers import zymo_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo.codegen.fuse import ShadowFacts, fuse
+from zymo.testing import check_grad
 
 
 def _run(src, **arrays):
@@ -177,7 +178,7 @@ CASES = [
 
 @pytest.mark.parametrize("f,make", CASES, ids=[c[0].__name__ for c in CASES])
 def test_broadcasting_chains(f, make):
-    check(f, make(np.random.default_rng(1)))
+    check_grad(f, *make(np.random.default_rng(1)))
 
 
 @pytest.mark.slow
@@ -399,7 +400,7 @@ def gm3_like(r, dr, A):
 def test_gm3_like_adjoint_accumulates_each_view_once():
     r = np.random.default_rng(4)
     make = lambda: [r.random((5, 5, 2)) + 0.5, np.zeros((5, 5, 2)), r.random((5, 5))]  # noqa: E731
-    check(gm3_like, make(), const=(2,))
+    check_grad(gm3_like, *make(), const=(2,))
     args = make()
     ann = [Duplicated(args[0], np.zeros_like(args[0])), Duplicated(args[1], np.zeros_like(args[1])),
            zymo.Const(args[2])]
@@ -548,7 +549,7 @@ def test_const_buffers_filled_by_products(f, n_bufs):
     r = np.random.default_rng(6)
     x, A = r.random(4), r.random((4, 4))
     bufs = [np.zeros(4) for _ in range(n_bufs)]
-    check(f, [x, A, *bufs], const=tuple(range(1, 2 + n_bufs)))
+    check_grad(f, x, A, *bufs, const=tuple(range(1, 2 + n_bufs)))
     got = [zymo_grad(f, [x, A, *bufs], const=tuple(range(1, 2 + n_bufs)), numba=nb)[0] for nb in (False, True)]
     np.testing.assert_allclose(got[1], got[0], rtol=1e-12, atol=1e-14)
     assert np.abs(got[0]).max() > 0.1
@@ -587,6 +588,6 @@ def test_a_one_number_adjoint_never_stands_for_a_zero_shadow():
     x = np.random.default_rng(12).standard_normal(4)
     g = zymo_grad(sum_of_a_buffer, [x, 0.5, np.zeros(4)], const=(2,))
     assert g[1] == pytest.approx(8.0)
-    check(sum_of_a_buffer, [x, 0.5, np.zeros(4)], const=(2,))
+    check_grad(sum_of_a_buffer, x, 0.5, np.zeros(4), const=(2,))
     r = np.random.default_rng(13)
-    check(product_of_a_buffer, [r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4)], const=(1, 2))
+    check_grad(product_of_a_buffer, r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4), const=(1, 2))

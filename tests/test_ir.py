@@ -55,7 +55,7 @@ def reused_loop_variable(x, y):
 
 
 def test_loop_variables_carried_only_into_each_other_are_dropped():
-    from helpers import check
+    from zymo.testing import check_grad
 
     f = zymo.ir(reused_loop_variable, np.ones((3, 4)), np.zeros(4))
     verify(f)
@@ -63,7 +63,7 @@ def test_loop_variables_carried_only_into_each_other_are_dropped():
     assert "undef" not in text and text.count("carry()") == 2  # the loops that only write y
     assert "for %i.1 in range(%start.1, %n, %step.1) carry(%s.2 = %s):" in text  # the outer one: s
     rng = np.random.default_rng(2)
-    check(reused_loop_variable, [rng.standard_normal((3, 4)), np.zeros(4)])
+    check_grad(reused_loop_variable, rng.standard_normal((3, 4)), np.zeros(4))
 
 
 def window_sums(A, m):
@@ -79,7 +79,7 @@ def window_sums(A, m):
 
 
 def test_sizes_are_read_before_the_loops_that_do_not_change_them():
-    from helpers import check
+    from zymo.testing import check_grad
 
     f = zymo.ir(window_sums, np.ones((3, 5)), 2)
     verify(f)
@@ -91,7 +91,7 @@ def test_sizes_are_read_before_the_loops_that_do_not_change_them():
     # `row` is made in the loop: its size, and the floor division (which may raise), stay there
     assert "zymo.dim(%row, 0)" in body and "floordiv(" in body
     rng = np.random.default_rng(3)
-    check(window_sums, [rng.standard_normal((3, 5)), 2], const=(1,))
+    check_grad(window_sums, rng.standard_normal((3, 5)), 2, const=(1,))
 
 
 def repeated_numbers(x, dt, flag):
@@ -114,7 +114,7 @@ def repeated_numbers(x, dt, flag):
 
 
 def test_numbers_computed_twice_are_computed_once():
-    from helpers import check
+    from zymo.testing import check_grad
 
     f = zymo.ir(repeated_numbers, np.ones(3), 0.1, 1)
     verify(f)
@@ -123,9 +123,9 @@ def test_numbers_computed_twice_are_computed_once():
     assert text.count("math.sin(") == 2  # the branch's sine is not the one after it
     rng = np.random.default_rng(4)
     for flag in (1, -1):
-        got = check(repeated_numbers, [rng.standard_normal(4), 0.3, flag], const=(2,))
-        assert np.abs(got["grad"][0]).max() > 0.1
-        assert np.abs(got["grad"][1]) > 0.1
+        got = check_grad(repeated_numbers, rng.standard_normal(4), 0.3, flag, const=(2,))
+        assert np.abs(got.reverse[0]).max() > 0.1
+        assert np.abs(got.reverse[1]) > 0.1
 
 
 def early(x, n):

@@ -1,6 +1,6 @@
 """Lists, comprehensions, generators and dicts built inside the differentiated function
 (`zymo/frontend/containers.py`): each construct in forward and reverse mode against central
-differences and against the other mode (`check`), a few under Numba, a few against autograd,
+differences and against the other mode (`check_grad`), a few under Numba, a few against autograd,
 the refusals (file and line in the message), and a small property test over generated
 programs."""
 import functools
@@ -10,10 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import autograd_grad, check, zymo_grad
+from helpers import autograd_grad, zymo_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
+from zymo.testing import check_grad
 
 X = np.array([0.3, 1.2, -0.7, 2.0, 0.9])
 
@@ -117,7 +118,7 @@ def numpy_of_lists(x):
 @pytest.mark.parametrize("f", [list_methods, list_items_in_runtime_loop, list_through_helpers, list_in_branches,
                                unrolled_appends, arrays_in_lists, constant_index_lists, numpy_of_lists])
 def test_static_lists(f):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
 
 
 def test_static_list_signs():
@@ -244,7 +245,7 @@ def comprehension_of_rows(X, w):
 @pytest.mark.parametrize("f", [append_idiom, append_time_steps, append_strided_range, conditional_append,
                                filtered_comprehension, recurrence, two_lists_and_break])
 def test_append_idiom(f):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
 
 
 @pytest.mark.parametrize("f", [append_arrays, append_states, comprehension_of_rows])
@@ -252,7 +253,7 @@ def test_append_arrays(f):
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(4), rng.standard_normal(3)] if f is append_arrays else \
         [rng.standard_normal((4, 3)), rng.standard_normal(3)]
-    check(f, args)
+    check_grad(f, *args)
 
 
 def test_append_arrays_is_a_list_of_references():
@@ -267,7 +268,7 @@ def test_append_arrays_is_a_list_of_references():
 def test_append_arrays_numba(numba_always):
     rng = np.random.default_rng(3)
     args = [rng.standard_normal(4), rng.standard_normal(3)]
-    check(append_arrays, args)
+    check_grad(append_arrays, *args)
     g_nb = zymo_grad(append_arrays, args, numba=True)
     g_py = zymo_grad(append_arrays, args, numba=False)
     for a, b in zip(g_nb, g_py):
@@ -276,12 +277,12 @@ def test_append_arrays_numba(numba_always):
 
 def test_sum_of_array_generator():
     rng = np.random.default_rng(5)
-    check(sum_of_array_generator, [rng.standard_normal((4, 3)), rng.standard_normal(2)])
+    check_grad(sum_of_array_generator, rng.standard_normal((4, 3)), rng.standard_normal(2))
 
 
 def test_append_over_rows():
     rng = np.random.default_rng(1)
-    check(append_over_rows, [rng.standard_normal((4, 3)), rng.standard_normal(3)])
+    check_grad(append_over_rows, rng.standard_normal((4, 3)), rng.standard_normal(3))
 
 
 def test_append_idiom_preallocates():
@@ -358,7 +359,7 @@ def sums_with_start(x):
 
 @pytest.mark.parametrize("f", [comprehensions, runtime_comprehension, generators, generator_loops, sums_with_start])
 def test_comprehensions(f):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
 
 
 def test_comprehension_against_autograd():
@@ -424,7 +425,7 @@ def dict_comprehensions(x):
 
 @pytest.mark.parametrize("f", [dicts, dict_comprehensions])
 def test_dicts(f):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
 
 
 def test_dict_against_autograd():
@@ -570,11 +571,11 @@ ADVERSARIAL = [a1, a2, a3, a4, a5, a6, a7, a9, a10, a11, a12, a13, a14, a15]
 
 @pytest.mark.parametrize("f", ADVERSARIAL, ids=[f.__name__ for f in ADVERSARIAL])
 def test_adversarial(f):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
 
 
 def test_list_item_is_the_array():
-    check(a8, [X.copy(), X[::-1].copy()])
+    check_grad(a8, X.copy(), X[::-1].copy())
 
 
 # -- Numba ------------------------------------------------------------------------------
@@ -594,7 +595,7 @@ def numba_always(tmp_path, monkeypatch):
 @pytest.mark.parametrize("f", [list_methods, append_idiom, comprehensions, generator_loops, dicts, numpy_of_lists,
                                conditional_append, recurrence])
 def test_numba(f, numba_always):
-    check(f, [X.copy()])
+    check_grad(f, X.copy())
     g_nb = zymo_grad(f, [X.copy()], numba=True)
     g_py = zymo_grad(f, [X.copy()], numba=False)
     np.testing.assert_allclose(g_nb[0], g_py[0], rtol=1e-12)
@@ -752,7 +753,7 @@ def test_generated_programs(tmp_path):
         sys.modules[path.stem] = mod
         spec.loader.exec_module(mod)
         try:
-            check(mod.prog, [X.copy()], rtol=1e-4, atol=1e-6)
+            check_grad(mod.prog, X.copy(), rtol=1e-4, atol=1e-6)
         except AssertionError as e:
             raise AssertionError(f"{e}\n{src}") from None
 
@@ -838,7 +839,7 @@ def test_iterated_list_changes_are_refused():
     with pytest.raises(zymo.ZymoSourceError) as info:
         zymo.autodiff(Reverse, list_changed_while_iterated, Active, Duplicated(X.copy(), np.zeros(5)))
     assert f"line {_marked_line(list_changed_while_iterated)}" in str(info.value)
-    check(dict_values_updated_while_iterated, [X.copy()])
+    check_grad(dict_values_updated_while_iterated, X.copy())
 
 
 def test_batch_forward():

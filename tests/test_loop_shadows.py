@@ -2,15 +2,15 @@
 (issue 32, item 3: `Reverse._resolve_loop_lazy`, `_loop_first_assign`, `_adjoint_is_zero`).
 
 Each function is checked in both modes against central differences and against the other
-mode (`helpers.check`), then its generated program is inspected: the forward sweep neither
+mode (`zymo.testing.check_grad`), then its generated program is inspected: the forward sweep neither
 allocates nor caches the temporaries' shadows nor records their extents, and the adjoint
 sweep zeroes none of them.
 """
 import numpy as np
-from helpers import check
 
 import zymo
 from zymo import Active, Duplicated, Reverse
+from zymo.testing import check_grad
 
 
 def jacobi(A, B, steps):
@@ -65,7 +65,7 @@ def _dup(a):
 def test_a_stencil_loop_keeps_no_shadow_and_records_nothing():
     rng = np.random.default_rng(0)
     A, B = rng.random((6, 5)), rng.random((6, 5))
-    check(lambda A, B: jacobi(A, B, 3), [A, B])
+    check_grad(lambda A, B: jacobi(A, B, 3), A, B)
     src, forward, adjoint = _sweeps(jacobi, _dup(A.copy()), _dup(B.copy()), 3)
     # the forward sweep is the primal: no caches, no extents, no shadows made
     assert "_cache" not in forward and "_shape_" not in forward and "zeros" not in forward
@@ -79,7 +79,7 @@ def test_a_stencil_loop_keeps_no_shadow_and_records_nothing():
 def test_a_contribution_that_is_a_view_is_copied():
     rng = np.random.default_rng(1)
     x, w, out = rng.random((4, 3)), rng.random((4, 3)), rng.random((2, 3))
-    check(accumulated_into_a_view, [x, w, out])
+    check_grad(accumulated_into_a_view, x, w, out)
     src, forward, adjoint = _sweeps(accumulated_into_a_view, _dup(x), _dup(w), _dup(out.copy()))
     assert "_cache_dt" not in forward and "np.zeros_like(t)" not in src
     assert "dt_1 = np.copy(dout_1)" in adjoint  # after `dout_1[...] = dout_1 * 1.5`
@@ -88,7 +88,7 @@ def test_a_contribution_that_is_a_view_is_copied():
 def test_an_adjoint_nothing_contributes_to_is_left_out():
     rng = np.random.default_rng(2)
     x, y = rng.random(7), rng.random(7)
-    check(lambda x, y: read_by_a_comparison(x, y, 2), [x, y])
+    check_grad(lambda x, y: read_by_a_comparison(x, y, 2), x, y)
     src, forward, adjoint = _sweeps(read_by_a_comparison, _dup(x.copy()), _dup(y.copy()), 2)
     # `flx * t` has no adjoint, so neither `t` nor `y`'s shadow is touched, and `t` is not kept
     assert "np.zeros" not in src and "dy" not in adjoint
@@ -100,7 +100,7 @@ def test_an_adjoint_nothing_contributes_to_is_left_out():
 def test_a_temporary_read_twice_is_summed_back_to_its_shape():
     rng = np.random.default_rng(3)
     x, v = rng.random((3, 4)), rng.random((3, 1))
-    check(two_readers_broadcast, [x, v])
+    check_grad(two_readers_broadcast, x, v)
     src, forward, adjoint = _sweeps(two_readers_broadcast, _dup(x), _dup(v))
     assert "_cache_dt" not in forward and "np.zeros" not in src
     assert "dt_3 = _rt.as_shape(dt * t_1, t_1)" in adjoint and "_rt.unbroadcast(dt_4 * x, dt_3)" in adjoint

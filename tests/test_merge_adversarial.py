@@ -24,11 +24,12 @@ import zlib
 
 import numpy as np
 import pytest
-from helpers import check, fd_grad, zymo_grad
+from helpers import fd_grad, zymo_grad
 from test_fuse import buffer_products
 
 import zymo
 from zymo import Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
+from zymo.testing import check_grad
 
 # -- oracles for aliased arguments -------------------------------------------------------------
 
@@ -244,7 +245,7 @@ CASES = [
 
 @pytest.mark.parametrize("f,make,const", CASES, ids=[c[0].__name__ for c in CASES])
 def test_against_finite_differences_and_forward_mode(f, make, const):
-    check(f, make(np.random.default_rng(zlib.crc32(f.__name__.encode()))), const=const)
+    check_grad(f, *make(np.random.default_rng(zlib.crc32(f.__name__.encode()))), const=const)
 
 
 def test_the_rewrites_fire_in_these_cases():
@@ -383,7 +384,7 @@ def buffer_written_twice(x, A, buf):
 def test_const_buffers(f, make, const):
     r = np.random.default_rng(3)
     args = make(r)
-    check(f, args, const=const)
+    check_grad(f, *args, const=const)
     again = zymo_grad(f, make(np.random.default_rng(3)), const=const)  # replayed: internal shadows re-zeroed
     np.testing.assert_allclose(again[0], zymo_grad(f, args, const=const)[0], rtol=0, atol=0)
 
@@ -403,8 +404,8 @@ def output_buffer_views(x, out):
 
 def test_functions_returning_through_output_buffers():
     r = np.random.default_rng(4)
-    check(output_buffer_only, [r.random(5) + 0.5, r.random(5) + 0.5, np.zeros(5)], seed=None)
-    check(output_buffer_views, [r.standard_normal(4), np.zeros(4)], seed=None)
+    check_grad(output_buffer_only, r.random(5) + 0.5, r.random(5) + 0.5, np.zeros(5))
+    check_grad(output_buffer_views, r.standard_normal(4), np.zeros(4))
 
 
 class _State:
@@ -711,7 +712,7 @@ def test_random_programs_against_finite_differences(programs):
     for seed, f, _src in programs[:10]:
         r = np.random.default_rng(seed)
         args = [r.standard_normal(6) for _ in range(3)]
-        check(f, args, rtol=1e-4, atol=1e-4)
+        check_grad(f, *args, rtol=1e-4, atol=1e-4)
 
 
 # -- cases that failed at 808a6f1 (fixed in the working tree since: now regression tests) ------
@@ -730,7 +731,7 @@ def zero_shadow_scalar_broadcast(x, s, buf):
 
 def test_zero_shadow_filled_by_a_float_adjoint():
     x = np.random.default_rng(12).standard_normal(4)
-    check(zero_shadow_scalar_broadcast, [x, 0.5, np.zeros(4)], const=(2,))
+    check_grad(zero_shadow_scalar_broadcast, x, 0.5, np.zeros(4), const=(2,))
     g = zymo_grad(zero_shadow_scalar_broadcast, [x, 0.5, np.zeros(4)], const=(2,))
     assert g[1] == pytest.approx(8.0)  # d/ds 2 * sum(x + s + x) over 4 elements
     src = zymo.generated_code(Reverse, zero_shadow_scalar_broadcast, Active, Duplicated(x, np.zeros(4)),
@@ -755,7 +756,7 @@ def zero_shadow_product_sin(x, A, buf):
 @pytest.mark.parametrize("f", [zero_shadow_product, zero_shadow_product_sin])
 def test_zero_shadow_into_a_product_adjoint(f):
     r = np.random.default_rng(13)
-    check(f, [r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4)], const=(1, 2))
+    check_grad(f, r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4), const=(1, 2))
 
 
 def test_zero_shadow_float_adjoint_in_batch_mode():
@@ -789,5 +790,5 @@ def scalar_into_row_float(out, s):
 
 def test_float_stored_into_a_row():
     r = np.random.default_rng(14)
-    check(scalar_into_row, [r.standard_normal((3, 2)), r.standard_normal(2)])
-    check(scalar_into_row_float, [r.standard_normal((3, 2)), 0.7])
+    check_grad(scalar_into_row, r.standard_normal((3, 2)), r.standard_normal(2))
+    check_grad(scalar_into_row_float, r.standard_normal((3, 2)), 0.7)

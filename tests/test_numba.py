@@ -22,7 +22,7 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from helpers import assert_tree_close, check, fd_grad, zymo_grad
+from helpers import assert_tree_close, fd_grad, zymo_grad
 
 import zymo
 import zymo.cache
@@ -30,6 +30,7 @@ from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPr
 from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
 from zymo.config import set_numba
 from zymo.frontend.source import unwrap
+from zymo.testing import check_grad
 
 Dispatcher = numba.core.dispatcher.Dispatcher
 
@@ -126,20 +127,21 @@ def _array_args(rng):
 @pytest.mark.parametrize("f, make_args, wrt", [(scalar_mix, _scalar_args, (0, 1)),
                                                (array_mix, _array_args, (0, 1, 3))])
 def test_numba_gradients_match_python_and_finite_differences(f, make_args, wrt):
-    """`check` compares reverse and forward mode with central differences and with each
+    """`check_grad` compares reverse and forward mode with finite differences and with each
     other; run it under Numba and under Python with the same seeds, then compare."""
     args = make_args(np.random.default_rng(0))
     results = {}
     for policy in ("always", "never"):
         set_numba(policy)
-        results[policy] = check(f, args)
+        results[policy] = check_grad(f, *args)
     num, py = results["always"], results["never"]
     for k in wrt:
-        assert_substantial(num["grad"][k])
-    assert_substantial(num["tangent"])
-    assert_tree_close(num["grad"], py["grad"], rtol=1e-12, atol=1e-12, what="reverse")
-    assert_tree_close(num["tangent"], py["tangent"], rtol=1e-12, atol=1e-12, what="forward")
-    assert_tree_close(num["final_tangents"], py["final_tangents"], rtol=1e-12, atol=1e-12, what="forward")
+        assert_substantial(num.reverse[k])
+    assert_substantial(num.forward[(None, 0)][0])  # the tangent of the (float) return, all arguments seeded
+    assert_tree_close(num.reverse, py.reverse, rtol=1e-12, atol=1e-12, what="reverse")
+    # tangents of the return and of the final arguments, for every direction
+    assert_tree_close(list(num.forward.values()), list(py.forward.values()), rtol=1e-12, atol=1e-12,
+                      what="forward")
     entries = numba_entries(f)
     assert len(entries) >= 2  # the reverse and the forward derivative
     assert all(c.backend == "always" and c.checked and isinstance(c.fn, Dispatcher) for c in entries)
@@ -878,7 +880,7 @@ def test_in_place_ufunc_over_an_overlapping_view_matches_numpy_under_numba():
     """Numba's ufuncs with `out` read an overlapping input while writing; zymo's shim copies
     such an input first (`numba_np._unaliased`), so primal and derivative are NumPy's."""
     x0 = np.random.default_rng(3).random(5)
-    check(_add_reversed_in_place, [x0.copy()])
+    check_grad(_add_reversed_in_place, x0.copy())
     res = []
     for numba in (False, True):
         x, dx = x0.copy(), np.zeros(5)
@@ -899,7 +901,7 @@ def test_clip_with_bounds_that_broadcast_matches_numpy_under_numba():
     computes NumPy's `minimum(maximum(a, lo), hi)`."""
     rng = np.random.default_rng(0)
     args = [rng.random((3, 1)), rng.random((1, 4)) * 0.6, rng.random((2, 3, 4))]
-    check(_clip_broadcast, args)
+    check_grad(_clip_broadcast, *args)
     grads = [zymo_grad(_clip_broadcast, args, numba=numba) for numba in (False, True)]
     for g_py, g_nb in zip(*grads):
         np.testing.assert_allclose(g_nb, g_py, rtol=1e-13, atol=1e-14)
@@ -957,7 +959,8 @@ def test_ufuncs_called_with_out_compile_under_numba():
     passes `out` positionally. Checked under numba=True against the Python backend, the
     closed form and finite differences."""
     x0 = np.array([0.2, 0.6, 0.9, -0.4, 0.5])
-    check(_ufuncs_with_out, [x0.copy(), np.zeros(5, np.bool_)], const=(1,))
+    # x's final value is floor(86 x): a step of 1e-6 (the old checker's), not 1e-3, stays between its jumps
+    check_grad(_ufuncs_with_out, x0.copy(), np.zeros(5, np.bool_), const=(1,), eps=1e-6)
     grads = []
     for numba_choice in (False, True):
         x, dx, mask = x0.copy(), np.zeros(5), np.zeros(5, np.bool_)
@@ -1032,7 +1035,7 @@ def test_a_product_of_two_vectors_compiles_under_numba():
     da, db = zymo.gradient(Reverse, _vector_product, a, b, numba=True)
     np.testing.assert_allclose(da, np.sum(a) * b + a @ b, rtol=1e-14)
     np.testing.assert_allclose(db, np.sum(a) * a, rtol=1e-14)
-    check(_vector_product, [a, b])
+    check_grad(_vector_product, a, b)
 
 
 def _axis_sums(x):
@@ -1047,7 +1050,7 @@ def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
     (dx,) = zymo.gradient(Reverse, _axis_sums, x, numba=True)
     np.testing.assert_allclose(dx, np.sum(x * x) + 2 * x * np.sum(x) + 0.5, rtol=1e-14)
     np.testing.assert_allclose(dx, zymo.gradient(Reverse, _axis_sums, x, numba=False)[0], rtol=1e-14)
-    check(_axis_sums, [x])
+    check_grad(_axis_sums, x)
 
 
 def _mask_2d(a):

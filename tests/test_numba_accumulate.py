@@ -9,12 +9,13 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from helpers import check, fd_grad
+from helpers import fd_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo.codegen import numba_rt
 from zymo.codegen.numba_ import elementwise_statements, numba_source
+from zymo.testing import check_grad
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -303,7 +304,7 @@ def test_small_array_adjoints_in_loops_match_python_and_finite_differences():
     rng = np.random.default_rng(11)
     means, Q, x = rng.standard_normal((3, 4)), rng.standard_normal((3, 4, 4)), rng.standard_normal((5, 4))
     args = [means, Q, x, np.zeros(4), np.zeros(4)]
-    check(small_array_loop, args, const=(2,))  # both modes, Python backend, finite differences
+    check_grad(small_array_loop, *args, const=(2,))  # both modes, Python backend, finite differences
     grads = {}
     for use_numba in (False, True):
         shadows = [np.zeros_like(a) for a in args]

@@ -8,12 +8,13 @@ import pytest
 numba = pytest.importorskip("numba")
 literal_unroll = numba.literal_unroll  # a global of its own: Numba looks for it by value
 
-from helpers import check, fd_grad, zymo_grad
+from helpers import fd_grad, zymo_grad
 from test_array_caches import appended_each_time
 from test_numba import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
 from zymo.codegen.numba_pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
+from zymo.testing import check_grad
 
 
 def pipeline_of(dispatcher):
@@ -125,7 +126,7 @@ def loop_sums(x, w):
 def test_loop_derivatives_compile_without_ssa_in_both_modes():
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal(5), rng.standard_normal(4)
-    check(loop_sums, [x, w])  # Python backend: both modes against central differences
+    check_grad(loop_sums, x, w)  # Python backend: both modes against central differences
     g = zymo_grad(loop_sums, [x.copy(), w.copy()], numba=True)
     fd = fd_grad(loop_sums, [x, w])
     for a, b in zip(g, fd):

@@ -4,17 +4,17 @@ A call names the primal's parameters (`np.clip(x, a_min=lo)`, NumPy 2's `min=`, 
 `x.clip(max=hi)`, `np.sum(x, 0, None, None, True)` positionally); `Rule.binding` maps them to
 the rule's parameters. An argument that would change the derivative and that the rule does not
 take (`np.sum(x, where=m)`) is refused at the user's line, never dropped. Each derivative is
-checked against central differences and the other mode (`helpers.check`), and against a
+checked against central differences and the other mode (`zymo.testing.check_grad`), and against a
 closed form that a dropped argument would miss."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedCall
+from zymo.testing import check_grad
 
 
 def clip_keywords(x):
@@ -45,7 +45,7 @@ def test_clip_keyword_bounds_are_the_bounds(f, numba):
     for mode in (Reverse, Forward):
         (g,) = zymo.gradient(mode, f, X.copy(), numba=numba)
         np.testing.assert_allclose(g, expected, atol=1e-12)
-    check(f, [X + 0.013])
+    check_grad(f, X + 0.013)
 
 
 def test_clip_method_and_one_sided_keywords():
@@ -53,7 +53,7 @@ def test_clip_method_and_one_sided_keywords():
     np.testing.assert_allclose(g, np.where(X <= 1.1, 2 * X, 1.1))
     (g,) = zymo.gradient(Forward, clip_upper_only, X.copy())
     np.testing.assert_allclose(g, (X <= 1.1).astype(float))
-    check(clip_method, [X + 0.013])
+    check_grad(clip_method, X + 0.013)
 
 
 def keepdims_keyword(x):
@@ -73,10 +73,10 @@ def test_options_bind_by_name_and_positional_options_are_refused():
     # d/dx sum_ij (sum_k x_ik) x_ij = 2 * rowsum broadcast
     (g,) = zymo.gradient(Reverse, keepdims_keyword, x.copy())
     np.testing.assert_allclose(g, 2 * np.sum(x, axis=1, keepdims=True) * np.ones_like(x))
-    check(keepdims_keyword, [x])
+    check_grad(keepdims_keyword, x)
     (g,) = zymo.gradient(Reverse, var_keyword, x.copy())
     np.testing.assert_allclose(g, 2 * (x - x.mean(0)) / (x.shape[0] - 1))
-    check(var_keyword, [x])
+    check_grad(var_keyword, x)
     with pytest.raises(UnsupportedCall, match="by keyword"):
         zymo.gradient(Reverse, keepdims_positional, x.copy())
 

@@ -3,7 +3,7 @@
 
 The rule cases in `tests/test_rules.py` check every argument form against central
 differences; here each function is differentiated inside a small program, with
-`helpers.check` (reverse and forward mode against central differences and against each
+`zymo.testing.check_grad` (reverse and forward mode against central differences and against each
 other), against a value worked out by hand (a rule returning zeros or the wrong sign
 fails it), and against autograd where autograd differentiates the function (sort,
 partition, logsumexp with b) or an autograd rewrite of it with functions it does
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import autograd_grad, check
+from helpers import autograd_grad
 from scipy.special import logsumexp
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedCall
+from zymo.testing import check_grad
 
 RNG = np.random.default_rng(3)
 X = np.array([0.3, -0.45, 0.7, 0.1, -1.2])
@@ -60,9 +61,9 @@ def test_sort_follows_the_permutation():
     g = grads(sort_weighted, X)
     # the k-th smallest element gets weight k + 1: ranks of X are [3, 1, 4, 2, 0]
     np.testing.assert_array_equal(g, [4.0, 2.0, 5.0, 3.0, 1.0])
-    check(sort_weighted, [X])
-    check(sort_rows, [M])
-    check(sort_cols, [M])
+    check_grad(sort_weighted, X)
+    check_grad(sort_rows, M)
+    check_grad(sort_cols, M)
     g = grads(sort_flat, M)
     want = np.zeros_like(M)
     want.flat[np.argmax(M)] = 1.0
@@ -103,7 +104,7 @@ def partition_kth(m):
 
 
 def test_partition():
-    check(partition_pow, [X])
+    check_grad(partition_pow, X)
     g = grads(partition_kth, M)
     want = np.zeros_like(M)
     med = np.argsort(M, axis=0)[1]
@@ -131,7 +132,7 @@ def test_take_along_axis():
         for j in IDX[i]:
             want[i, j] += 2 * M[i, j]  # a repeated index accumulates
     np.testing.assert_allclose(g, want)
-    check(take_repeat, [M, IDX], const=[1])
+    check_grad(take_repeat, M, IDX, const=[1])
     # autograd has no take_along_axis VJP: the same gather written as fancy indexing
     rows = np.arange(3)[:, None]
     np.testing.assert_allclose(g, autograd_grad(lambda m: (m[rows, IDX] ** 2).sum(), M), rtol=1e-12)
@@ -165,7 +166,7 @@ def test_put_along_axis():
             want_v[i, k] = wo[i, j]
     np.testing.assert_allclose(gm, want_m)
     np.testing.assert_allclose(gv, want_v)
-    check(put_rows, [M, v, idx], const=[2])
+    check_grad(put_rows, M, v, idx, const=[2])
 
 
 # -- searchsorted, interp, histogram -------------------------------------------------------
@@ -189,7 +190,7 @@ def test_searchsorted_lookup():
     gx, gs = zymo.gradient(Reverse, lookup_scalar, x, 0.7)
     np.testing.assert_allclose(gx, [0.0, 0.0, 0.0, 0.7, 0.0])
     assert gs == pytest.approx(0.5)
-    check(lookup, [x, t])
+    check_grad(lookup, x, t)
 
 
 XP = np.array([-1.0, 0.0, 0.5, 2.0])
@@ -206,7 +207,7 @@ def interp_scalar(s, fp):
 
 def test_interp():
     x = np.array([-1.5, -0.3, 0.2, 1.0, 2.4])
-    check(interp_all, [x, XP, FP])
+    check_grad(interp_all, x, XP, FP)
     gs, gfp = zymo.gradient(Reverse, interp_scalar, 0.2, FP)
     assert gs == pytest.approx((2.0 - -1.0) / 0.5)  # the slope of the segment [0, 0.5]
     np.testing.assert_allclose(gfp, [0.0, 0.6, 0.4, 0.0])
@@ -230,7 +231,7 @@ def test_histogram():
     g = zymo.gradient(Reverse, hist_weights, w, zymo.Const(a))[0]
     bins = np.array([1.0, 3.0, 4.0, 2.0, 4.0, 0.0])  # each element's bin (the last one is out of range)
     np.testing.assert_allclose(g, 2 * w * bins)
-    check(hist_weights, [w, a], const=[1])
+    check_grad(hist_weights, w, a, const=[1])
     g = grads(hist_edges, a)
     k = np.arange(4) / 3.0
     want = np.zeros_like(a)
@@ -277,7 +278,7 @@ def test_nan_reductions_ignore_nans():
     g = grads(nan_stats, M)
     assert np.all(g[MASK] == 0.0)  # NaN entries get derivative zero
     np.testing.assert_allclose(g, autograd_grad(nan_stats_ag, M), rtol=1e-10, atol=1e-12)
-    check(nan_stats, [M])
+    check_grad(nan_stats, M)
 
 
 def nansum_simple(x):
@@ -330,9 +331,9 @@ def test_cov_and_corrcoef_match_autograd():
     gm, gy = zymo.gradient(Reverse, cov_fn, M, y)
     np.testing.assert_allclose(gm, autograd_grad(cov_fn_ag, M, y), rtol=1e-10)
     np.testing.assert_allclose(gy, autograd_grad(cov_fn_ag, M, y, argnum=1), rtol=1e-10)
-    check(cov_fn, [M, y])
+    check_grad(cov_fn, M, y)
     np.testing.assert_allclose(grads(corr_fn, M), autograd_grad(corr_fn_ag, M), rtol=1e-10, atol=1e-12)
-    check(corr_fn, [M])
+    check_grad(corr_fn, M)
 
 
 def var_by_cov(x):
@@ -366,7 +367,7 @@ def test_polyval():
     y = np.polyval(p, x)
     np.testing.assert_allclose(gp, [np.sum(2 * y * x ** 2), np.sum(2 * y * x), np.sum(2 * y)])
     np.testing.assert_allclose(gx, 2 * y * (2 * 0.5 * x - 1.0))
-    check(poly, [p, x])
+    check_grad(poly, p, x)
 
     def horner(p, x):  # autograd has no polyval VJP
         y = 0.0 * x
@@ -376,7 +377,7 @@ def test_polyval():
 
     np.testing.assert_allclose(gp, autograd_grad(horner, p, x), rtol=1e-12)
     np.testing.assert_allclose(gx, autograd_grad(horner, p, x, argnum=1), rtol=1e-12)
-    check(poly, [p, 0.7])
+    check_grad(poly, p, 0.7)
 
 
 def lse_b(a, b):
@@ -404,7 +405,7 @@ def test_logsumexp_with_b_matches_autograd():
     np.testing.assert_allclose(ga, autograd_grad(ag, X, b), rtol=1e-10)
     # autograd differentiates logsumexp in a only; b against its closed form exp(a - lse)
     np.testing.assert_allclose(gb, _lse_b_grad(X, b), rtol=1e-10)
-    check(lse_b, [X, b])
+    check_grad(lse_b, X, b)
 
 
 # -- refused at the user's line ---------------------------------------------------------------
@@ -439,7 +440,7 @@ def test_logsumexp_return_sign_is_lowered_not_refused():
     plain logsumexp's where the sum is positive, and so is the gradient."""
     g = zymo.gradient(Reverse, lse_sign, X.copy())[0]
     np.testing.assert_allclose(g, np.exp(X - logsumexp(X)), rtol=1e-12)
-    check(lse_sign, [X.copy()])
+    check_grad(lse_sign, X.copy())
 
 
 def cov_aweights(x):
@@ -589,7 +590,7 @@ def kw_stats(x):
 
 @pytest.mark.parametrize("f", [kw_sort, kw_take, kw_interp_hist, kw_stats], ids=lambda f: f.__name__)
 def test_keyword_forms(f):
-    check(f, [np.random.default_rng(1).normal(size=(3, 4)) * 0.8])
+    check_grad(f, np.random.default_rng(1).normal(size=(3, 4)) * 0.8)
 
 
 # -- JAX as a second oracle, where it is installed ----------------------------------------------
@@ -655,7 +656,7 @@ def method_partition_in_place(x, w):
 def test_sorting_methods(f):
     x = np.array([3.0, -1.0, 2.0, 0.5, 4.0])
     w = np.arange(5.0)
-    check(f, [x, w])
+    check_grad(f, x, w)
     gx, _ = zymo.gradient(zymo.Reverse, f, x.copy(), w.copy())
     if f is not method_partition_in_place:  # each x gets the weight of its sorted position
         np.testing.assert_allclose(gx, [3.0, 0.0, 2.0, 1.0, 4.0])

@@ -2,7 +2,7 @@
 
 `tests/test_rules.py` checks every rule alone from its cases (both modes against central
 differences, both dtypes). Here: functions that combine them, in forward and reverse mode
-against central differences (`helpers.check`); gradients against autograd's
+against central differences (`zymo.testing.check_grad`); gradients against autograd's
 (`autograd.scipy.special`) where autograd has the function; values at the removable
 singularities and kinks the rules' docstrings name; the parameters without a derivative
 refused when active; second order (`zymo.hessian`) against finite differences of the
@@ -18,12 +18,13 @@ import pytest
 
 sp = pytest.importorskip("scipy.special")
 
-from helpers import autograd_grad, check
+from helpers import autograd_grad
 
 import zymo
 from zymo import Const, Duplicated, Forward, Reverse
 from zymo.rules import REGISTRY
 from zymo.rules.registry import rule_for_callable
+from zymo.testing import check_grad
 
 X = np.array([0.35, 0.8, 1.3, 2.1])
 P = np.array([0.15, 0.4, 0.55, 0.85])  # probabilities / arguments in (0, 1)
@@ -85,7 +86,7 @@ def extras(x, r):
     (bessels, (X, R)), (integrals, (X, P)), (transforms, (X, np.array([-0.3, 0.0, 0.45, 1.2]))),
     (numpy_ones, (X * 0.9, R)), (extras, (X, R))], ids=lambda a: getattr(a, "__name__", ""))
 def test_composites_both_modes_against_central_differences(f, args):
-    check(f, [a.copy() for a in args], rtol=1e-5, atol=1e-6)
+    check_grad(f, *[a.copy() for a in args], rtol=1e-5, atol=1e-6)
 
 
 def scalar_loop(x, n):
@@ -96,7 +97,7 @@ def scalar_loop(x, n):
 
 
 def test_numbers_in_a_loop():
-    check(scalar_loop, [1.3, 3], const=[1])
+    check_grad(scalar_loop, 1.3, 3, const=[1])
 
 
 # -- models as real code writes them ---------------------------------------------------------
@@ -137,13 +138,13 @@ def test_factorial_of_data_and_comb_refusal():
 
 def test_models_both_modes_and_autograd():
     k, n = np.array([3, 0, 7, 5]), np.array([10, 4, 9, 12])
-    check(beta_binomial_loglik, [1.7, 2.4, k, n], const=[2, 3])
+    check_grad(beta_binomial_loglik, 1.7, 2.4, k, n, const=[2, 3])
     x = np.array([0.8, 1.9, 3.3, 0.4, 5.1])
     for lam in (0.3, 0.0, -0.6):
-        check(boxcox_profile_loglik, [lam, x.copy()], const=[1])
+        check_grad(boxcox_profile_loglik, lam, x.copy(), const=[1])
     rng = np.random.default_rng(0)
     a, y = rng.normal(size=(6, 3)), (rng.uniform(size=6) < 0.5).astype(float)
-    check(probit_loglik, [np.array([0.3, -0.5, 0.8]), a, y], const=[1, 2])
+    check_grad(probit_loglik, np.array([0.3, -0.5, 0.8]), a, y, const=[1, 2])
     anp, asp = _ag()
     ref = autograd_grad(lambda al, be: anp.sum(asp.betaln(k + al, n - k + be) - asp.betaln(al, be)), 1.7, 2.4,
                         argnum=(0, 1))
@@ -468,7 +469,7 @@ def test_parameters_without_derivative_are_refused_when_active(f, args, name):
         with pytest.raises(NotImplementedError, match=f"in its argument {name}"):
             zymo.gradient(mode, f, *[a.copy() for a in args])
     # constant there: the derivative in the other argument, against central differences
-    check(f, [a.copy() for a in args], const=[0])
+    check_grad(f, *[a.copy() for a in args], const=[0])
 
 
 def test_zeta_in_q_matches_its_closed_form():

@@ -1,20 +1,21 @@
 """Views, shapes and tensor products end to end: which calls return views (and that zymo
 models them so), the forms of `np.einsum`, and the array rules of `rules/arrays.py`, each
 checked with `zymo.gradient` in forward and reverse mode against central differences of
-the map from the arguments' initial values (tests/helpers.py `check`), and against
+the map from the arguments' initial values (`zymo.testing.check_grad`), and against
 autograd where autograd has the function.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import check, fd_grad
+from helpers import fd_grad
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import ZymoError
 from zymo.rules import REGISTRY
 from zymo.rules import runtime as _rt
+from zymo.testing import check_grad
 
 # -- np.einsum('ji', a) is a view of a -------------------------------------------------------
 
@@ -34,7 +35,7 @@ def test_einsum_view_regression():
     np.testing.assert_allclose(ga, fa, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ga, 2.0 * a)
     np.testing.assert_allclose(gb, fb, atol=1e-6)
-    check(einsum_view_then_overwrite, [a.copy(), b])
+    check_grad(einsum_view_then_overwrite, a.copy(), b)
     ir = str(zymo.ir(einsum_view_then_overwrite, a.copy(), b))
     assert "numpy.einsum_view" in ir, ir
 
@@ -65,7 +66,7 @@ def einsum_ellipsis_view(a):
 ])
 def test_einsum_views_both_modes(f, shapes):
     rng = np.random.default_rng(3)
-    check(f, [rng.normal(size=s) for s in shapes])
+    check_grad(f, *[rng.normal(size=s) for s in shapes])
 
 
 @pytest.mark.parametrize("subscripts, shapes", [
@@ -281,9 +282,9 @@ def bt_inplace_through(x, y):
 
 def test_broadcast_to_copy_then_write_is_right():
     rng = np.random.default_rng(0)
-    check(bt_write_after_read, [rng.normal(size=4), rng.normal(size=(3, 4))])
-    check(bt_in_loop_ok, [rng.normal(size=4), rng.normal(size=(3, 4))])
-    check(bt_copied_then_written, [rng.normal(size=4), rng.normal(size=(3, 4))])
+    check_grad(bt_write_after_read, rng.normal(size=4), rng.normal(size=(3, 4)))
+    check_grad(bt_in_loop_ok, rng.normal(size=4), rng.normal(size=(3, 4)))
+    check_grad(bt_copied_then_written, rng.normal(size=4), rng.normal(size=(3, 4)))
 
 
 @pytest.mark.parametrize("f", [bt_read_after_write, bt_loop_reads_after_write, bt_write_through, bt_inplace_through])
@@ -409,7 +410,7 @@ def _sample(shape):
 
 @pytest.mark.parametrize("f, shapes", E2E, ids=lambda v: getattr(v, "__name__", ""))
 def test_end_to_end_both_modes(f, shapes):
-    check(f, [_sample(s) for s in shapes])
+    check_grad(f, *[_sample(s) for s in shapes])
 
 
 # functions that do not mutate their arguments, as autograd differentiates them (with autograd.numpy)
@@ -450,7 +451,7 @@ def test_scipy_convolve_against_autograd():
     ours = zymo.gradient(Reverse, f_sp_conv_full_valid, a, v)
     for k in range(2):
         np.testing.assert_allclose(ours[k], autograd.grad(theirs, k)(a, v), rtol=1e-9, atol=1e-9)
-    check(f_sp_conv_full_valid, [a, v])
+    check_grad(f_sp_conv_full_valid, a, v)
 
 
 def f_pad_constant(a):
@@ -458,7 +459,7 @@ def f_pad_constant(a):
 
 
 def test_pad_constant_both_modes():  # (autograd's pad fails on this NumPy version: no oracle)
-    check(f_pad_constant, [_sample((2, 3))])
+    check_grad(f_pad_constant, _sample((2, 3)))
 
 
 def f_einsum_autograd(a, b, c):
@@ -476,7 +477,7 @@ def test_more_against_autograd(f, shapes):
     ours = zymo.gradient(Reverse, f, *args)
     for k in range(len(args)):
         np.testing.assert_allclose(ours[k], autograd.grad(ag_f, k)(*args), rtol=1e-9, atol=1e-9)
-    check(f, args)
+    check_grad(f, *args)
 
 
 # -- calls returning several arrays (frontend/several.py): tuples of slices and single calls ------
@@ -524,7 +525,7 @@ def test_calls_returning_several_arrays(f, shapes):
     import autograd
     import autograd.numpy as anp
     args = [_sample(s) for s in shapes]
-    check(f, args)
+    check_grad(f, *args)
     ag_f = types.FunctionType(f.__code__, {**f.__globals__, "np": anp}, f.__name__)
     if f not in (split_then_write, gradient_per_axis, atleast_several):  # autograd lacks these forms
         ours = zymo.gradient(Reverse, f, *args)
@@ -698,7 +699,7 @@ def hvd_split(m):
 
 def test_hsplit_vsplit():
     m = np.arange(8.0).reshape(2, 4) * 0.3
-    check(hvd_split, [m])
+    check_grad(hvd_split, m)
 
 
 def lse_sign(a, b):
@@ -710,7 +711,7 @@ def test_logsumexp_with_return_sign():
     logsumexp = scipy.special.logsumexp
     a = np.array([[0.3, -1.0, 2.0], [0.5, 0.1, -0.2]])
     b = np.array([[1.0, -2.0, 0.5], [-1.0, 0.3, 0.2]])  # one positive and one negative sum
-    check(lse_sign, [a, b])
+    check_grad(lse_sign, a, b)
     _, value = zymo.gradient(zymo.ReverseWithPrimal, lse_sign, a.copy(), b.copy())
     lse, sign = logsumexp(a, axis=1, b=b, return_sign=True)
     assert set(sign) == {-1.0, 1.0}

@@ -4,7 +4,7 @@ objects, bound methods and lambdas stored in variables, and callables without Py
 (`np.sin`, `np.linalg.det`, `math.exp`, `operator.mul`) differentiated through their rules.
 
 Every derivative is checked against central differences and the other mode
-(`helpers.check`), and against autograd or a closed form that a wrong binding would miss."""
+(`zymo.testing.check_grad`), and against autograd or a closed form that a wrong binding would miss."""
 from __future__ import annotations
 
 import functools
@@ -15,11 +15,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
-from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import UnsupportedSyntax, ZymoSourceError
+from zymo.testing import check_grad
 
 
 def scaled_powers(x, *scales, power=2, **opts):
@@ -75,19 +75,19 @@ X = np.array([1.0, 2.0, -0.5])
 
 
 def test_varargs_kwargs_and_keyword_defaults_in_a_callee():
-    check(varargs_callee, [X.copy()])
+    check_grad(varargs_callee, X.copy())
     (g,) = zymo.gradient(Reverse, varargs_callee, X.copy())
     np.testing.assert_allclose(g, 9 * X ** 2)  # (1 + 2) * 3 x^2: power=3 reached the callee
 
 
 def test_star_and_double_star_expansion_at_a_call():
-    check(spread_call, [X.copy()])
+    check_grad(spread_call, X.copy())
     (g,) = zymo.gradient(Reverse, spread_call, X.copy())
     np.testing.assert_allclose(g, 2 * 2 * X + 0.5 + 3.0)
 
 
 def test_varargs_of_the_differentiated_function():
-    check(varargs_top, [X.copy(), 2.0, 3.0])
+    check_grad(varargs_top, X.copy(), 2.0, 3.0)
     g = zymo.gradient(Reverse, varargs_top, X.copy(), 2.0, 3.0)
     ref = autograd.grad(lambda x, a, b: anp.sum(x * a) + anp.sum(anp.sin(x)) * b, (0, 1, 2))(X.copy(), 2.0, 3.0)
     for mine, theirs in zip(g, ref):
@@ -103,15 +103,15 @@ def test_keyword_only_and_positional_only_parameters(numba):
         gx, gy = zymo.gradient(mode, positional_only, X.copy(), 2 * X, numba=numba)
         np.testing.assert_allclose(gx, 4 * X)
         np.testing.assert_allclose(gy, 2 * X)
-    check(keyword_only, [X.copy()])
-    check(positional_only, [X.copy(), X + 1.0])
+    check_grad(keyword_only, X.copy())
+    check_grad(positional_only, X.copy(), X + 1.0)
 
 
 def test_partial_objects_lambdas_and_functions_in_variables():
-    check(partial_inside, [X.copy()])
+    check_grad(partial_inside, X.copy())
     (g,) = zymo.gradient(Reverse, partial_inside, X.copy())
     np.testing.assert_allclose(g, 6 * X)
-    check(partial_global_and_lambda, [X.copy()])
+    check_grad(partial_global_and_lambda, X.copy())
     (g,) = zymo.gradient(Forward, partial_global_and_lambda, X.copy())
     np.testing.assert_allclose(g, 8 * X + 2 * X)
 
@@ -133,7 +133,7 @@ def bound_method_in_a_variable(x):
 
 
 def test_bound_method_in_a_variable():
-    check(bound_method_in_a_variable, [X.copy()])
+    check_grad(bound_method_in_a_variable, X.copy())
     (g,) = zymo.gradient(Reverse, bound_method_in_a_variable, X.copy())
     np.testing.assert_allclose(g, 1.5 * (2 * X + 8 * X))
 
@@ -187,7 +187,7 @@ def calls_kwargs_methods(x, a):
 
 
 def test_kwargs_is_a_dict_with_its_methods():
-    check(calls_kwargs_methods, [X.copy(), 0.7])
+    check_grad(calls_kwargs_methods, X.copy(), 0.7)
     gx, ga = zymo.gradient(Reverse, calls_kwargs_methods, X.copy(), 0.7)
     np.testing.assert_allclose(gx, 0.7 + (2.0 + 0.49) * 2 * X)
     assert ga == pytest.approx(np.sum(X) + 2 * 0.7 * np.sum(X * X))

@@ -10,11 +10,11 @@ import autograd
 import autograd.numpy as anp
 import numpy as np
 import pytest
-from helpers import check
 
 import zymo
 from zymo import Forward, Reverse
 from zymo.errors import ZymoUsageError
+from zymo.testing import check_grad
 
 
 def moments(x, t):
@@ -43,7 +43,7 @@ A = np.random.default_rng(4).standard_normal((3, 4))
 @pytest.mark.slow
 @pytest.mark.parametrize("f", [indexed, unpacked])
 def test_sum_of_a_returned_number(f):
-    check(f, [A.copy()])
+    check_grad(f, A.copy())
     (g,) = zymo.gradient(Reverse, f, A.copy())
     np.testing.assert_allclose(g, autograd.grad(autograd_ref)(A.copy()))
     (gf,) = zymo.gradient(Forward, f, A.copy())

@@ -82,7 +82,8 @@ class abs_(Rule, key="builtins.abs", fn=builtins.abs, **_P, numbers_safe=True, c
     def vjp_x(g, ans, x): return g * np.sign(x)
 
 
-class float_(Rule, key="builtins.float", fn=builtins.float, numbers_safe=True, cases=(Form("to_float", ((),), ("float32",)),)):
+# not `numbers_safe`: float() of a Python int beyond 1.8e308 raises OverflowError
+class float_(Rule, key="builtins.float", fn=builtins.float, cases=(Form("to_float", ((),), ("float32",)),)):
     def jvp_x(t, ans, x): return float(t)
     def vjp_x(g, ans, x): return g
 

@@ -2,33 +2,38 @@
 
 Contract:
 
-- `check_grad(f, *args, modes=("forward", "reverse"), rtol=None, atol=None, ...)`
-  differentiates `f` at `args` with zymo and checks it. Floats (Python or
-  NumPy) and float arrays are differentiated (`wrt=` narrows that down); every
-  other argument is passed as `Const`. For each differentiated argument `k` and
-  random directions `u` (entries in [-1, 1]), `FD(J u)` is the central
-  difference of `f` itself, evaluated in float64 at steps h, h/2 and h/4 and
-  Richardson-extrapolated (h = eps * max(1, max |x_k|)); then
-  * forward mode: zymo's tangent `J u` equals `FD(J u)` (argument by argument,
-    then all arguments seeded together);
-  * reverse mode: `<J^T v, u>` equals `<v, FD(J u)>`, with `v` a random weight
-    of the result's shape (`1` for a float result; for an array result zymo
-    differentiates `np.sum(f(*args) * v)`, a wrapper this module writes). The
-    shadows of arrays `f` does not write to start non-zero, so the check also
-    tests that adjoints are *added*; those it writes to start at zero (their
-    initial shadow is the cotangent of their final value, not checked here);
-  * with both modes, the dot-product test `<u, J^T v> == <J u, v>`, to rounding;
+- `check_grad(f, *args, modes=("forward", "reverse"), rtol=None, atol=None, const=(), ...)`
+  differentiates `f` at `args` with zymo and checks it: the one finite-difference
+  checker of the project (its own tests use it too). The derivative checked is that
+  of the map F: initial values of the differentiated arguments -> (f's result, final
+  values of the differentiated arguments passed by reference), so in-place outputs
+  are checked like results. Arguments holding floats (Python or NumPy floats, float
+  arrays, and tuples and lists of them) are differentiated (`wrt=` narrows that
+  down, `const=` leaves some out); every other argument is passed as `Const`.
+  Arrays, lists and tuples holding arrays are passed by reference (`Duplicated`);
+  floats and tuples of floats are `Active`. f's result counts when it holds floats
+  (a float, a float array, or a tuple of them: a tuple is checked in forward mode
+  only); a function returning nothing else must write to an argument. For each
+  differentiated argument `k` and random directions `u` (entries in [-1, 1]),
+  `FD(J u)` is the central difference of F itself, evaluated in float64 at steps h,
+  h/2 and h/4 and Richardson-extrapolated (h = eps * max(1, max |x_k|)); then
+  * forward mode: zymo's tangent `J u` (of the result and of the final values)
+    equals `FD(J u)` (argument by argument, then all arguments seeded together);
+  * reverse mode: `<J^T w, u>` equals `<w, FD(J u)>`, with `w` a random cotangent
+    of F: `1` for a float result; for an array result, random, and zymo
+    differentiates `np.sum(f(*args) * v)`, a wrapper this module writes; for the
+    final values random (or `cotangents=`), passed as the arguments' shadows, so
+    the check also tests that adjoints are *added* to them;
+  * with both modes, the dot-product test `<u, J^T w> == <J u, w>`, to rounding;
   * the primal values zymo returns equal `f(*args)`, and a forward tangent has
     the result's dtype.
   A mismatch raises `AssertionError` naming the function, the argument, the
   check, and zymo's and the reference value; `FiniteDifferenceError` (an
   AssertionError) when finite differences disagree with zymo but do not
   converge at that point themselves (no verdict). It returns a `GradCheck` with
-  what it computed. The derivative checked is that of `f`'s result with respect
-  to the arguments' initial values; `f` may mutate its arguments (every call
-  gets copies). `f` must return a float or a float array and be a Python
-  function whose source zymo can read (a `def` in a file, a closure, a lambda
-  alone on its line).
+  what it computed (every call of `f` gets copies of the arguments). `f` must
+  be a Python function whose source zymo can read (a `def` in a file, a
+  closure, a lambda alone on its line).
 
 - `check_rule(key, modes=..., dtypes=("float64", "float32"))` tests the
   registered rule `key`: `rule_cases(key)` builds small test functions (real

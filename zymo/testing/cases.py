@@ -57,9 +57,12 @@ class RuleCase:
             raise AssertionError(f"{self.name}: the IR does not call {' or '.join(expect)} (it calls {sorted(keys)})")
         res = check_grad(self.fn, *self.args, modes=modes, rtol=self.rtol, atol=self.atol, seed=seed,
                          name=self.name)
-        if self.kind == "zero":
-            for label, d in list(res.forward.items()) + [(i, g) for i, g in enumerate(res.reverse)]:
-                if d is not None and np.any(np.asarray(d) != 0):
+        if self.kind == "zero":  # the derivatives of f's result (not of the arguments' final values)
+            forward = [(label, d[:res.result_size]) for label, d in res.forward.items()]
+            reverse = [(i, g if c is None else np.asarray(g) - np.asarray(c))
+                       for i, (g, c) in enumerate(zip(res.reverse, res.cotangents)) if g is not None]
+            for label, d in forward + reverse:
+                if np.any(np.asarray(d) != 0):
                     raise AssertionError(f"{self.name}: {self.key} is nondiff, but the derivative "
                                          f"({'forward' if isinstance(label, tuple) else 'reverse'}, "
                                          f"{label}) is {_fmt(d)}, not exactly zero")

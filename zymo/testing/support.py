@@ -10,6 +10,7 @@ text from a file of its own, once per text, so that `inspect` (and zymo) can rea
 from __future__ import annotations
 
 import atexit
+import copy
 import importlib.util
 import inspect
 import math
@@ -66,22 +67,47 @@ def _is_diff(a: Any) -> bool:
 
 
 def _copy(a: Any) -> Any:
-    if isinstance(a, np.ndarray):
-        return a.copy(order="K")  # keeps a transposed (Fortran-ordered) layout
-    if isinstance(a, list):
-        return [_copy(x) for x in a]
-    return a
+    """A deep copy: arrays keep their layout (a transposed array stays Fortran-ordered) and
+    an array held twice in a list or tuple is copied once (aliasing is kept)."""
+    return copy.deepcopy(a)
 
 
 def _as64(a: Any) -> Any:
-    """`a` with float32 data widened to float64 (finite differences run in float64)."""
+    """A copy of `a` with float32 data widened to float64 (finite differences run in float64)."""
     if isinstance(a, np.ndarray) and a.dtype.kind == "f":
         return a.astype(np.float64)
     if _is_float_scalar(a):
         return float(a)
-    if isinstance(a, list):
-        return [_as64(x) for x in a]
+    if isinstance(a, (tuple, list)):
+        return type(a)(_as64(x) for x in a)
     return _copy(a)
+
+
+# -- trees: floats, arrays, other values, and tuples and lists of them ------------------
+
+
+def _leaves(x: Any) -> list[tuple[tuple, Any]]:
+    """(path, leaf) of every float and float array in `x`, depth first; a path is the
+    tuple of container indices that leads to the leaf."""
+    if isinstance(x, (tuple, list)):
+        return [(((k,) + p), leaf) for k, o in enumerate(x) for p, leaf in _leaves(o)]
+    return [((), x)] if _is_diff(x) else []
+
+
+def _replace(x: Any, path: tuple, value: Any) -> Any:
+    """`x` with the leaf at `path` replaced (containers on the path rebuilt)."""
+    if not path:
+        return value
+    parts = list(x)
+    parts[path[0]] = _replace(parts[path[0]], path[1:], value)
+    return tuple(parts) if isinstance(x, tuple) else parts
+
+
+def _is_memory(x: Any) -> bool:
+    """An argument zymo passes by reference (its shadow is updated in place): an array, a
+    list, or a tuple holding an array."""
+    return isinstance(x, (np.ndarray, list)) or (
+        isinstance(x, tuple) and any(isinstance(leaf, np.ndarray) for _, leaf in _leaves(x)))
 
 
 def _dtype_of(a: Any) -> str:

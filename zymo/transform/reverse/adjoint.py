@@ -22,7 +22,6 @@ from ...rules.registry import lookup, uses
 from ..emit import span, trip_count
 from ..writer import Writer, splice
 from .augmented import AugmentedEmitter
-from .tables import _CHEAP
 
 
 class AdjointEmitter(AugmentedEmitter):
@@ -91,7 +90,7 @@ class AdjointEmitter(AugmentedEmitter):
         op = self.def_op[v.id]
         if op.kind == "getitem":
             return f"{self._recompute(op.args[0])}[{self.e.index(op, self._recompute)}]"
-        if isinstance(v.type, T.Array) and op.attrs["key"] in _CHEAP:
+        if isinstance(v.type, T.Array) and lookup(op.attrs["key"]).cheap:
             def name(a: Value) -> str:
                 return self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a)
             return f"({self.e.call(op, with_out=False, name=name)})"

@@ -16,7 +16,7 @@ from ...ir.core import Op, Value, walk
 from ...rules import indexing
 from ...rules.registry import lookup
 from .plan import TapePlanner
-from .tables import _EFFECTS, _NEVER_RAISING_REDUCTIONS, _NUMBA_SAFE_MATH, _SAFE_OPS, _SHAPE_ARGS, _SHAPE_ATTRS
+from .tables import _SHAPE_ARGS, _SHAPE_ATTRS
 
 
 class DeadPrimal(TapePlanner):
@@ -88,7 +88,7 @@ class DeadPrimal(TapePlanner):
         if k == "prim":
             key = op.attrs["key"]
             rule = lookup(key)
-            if key.startswith("numpy.random") or key in _EFFECTS or not (
+            if not rule.pure or not (
                     "." not in key or key.split(".")[0] in ("numpy", "math", "builtins")):
                 return False
         for r in op.results:
@@ -126,15 +126,15 @@ class DeadPrimal(TapePlanner):
             return step.is_const and isinstance(step.const, int) and step.const != 0
         if k == "prim":
             key = op.attrs["key"]
-            if key in _NEVER_RAISING_REDUCTIONS and "out" not in op.attrs:
+            if lookup(key).array_safe and "out" not in op.attrs:
                 return True  # an invalid axis failed while lowering (types come from example calls)
             if not numbers or "out" in op.attrs:
                 return False
-            if key in _SAFE_OPS:
+            if lookup(key).numbers_safe:
                 return True
             if key == "truediv" and self._numpy_scalar(args[0]):
                 return True  # an np.float64 divided by zero is inf or nan (a warning), never an error
-            return self.numba and (key == "truediv" or key.startswith("math.") and key in _NUMBA_SAFE_MATH
+            return self.numba and (key == "truediv" or lookup(key).numba_safe
                                    or key.startswith("numpy.") and lookup(key).elementwise
                                    and all(T.is_float(a.type) for a in args))
         if k in ("getitem", "setitem") and self.numba:
@@ -148,7 +148,7 @@ class DeadPrimal(TapePlanner):
     def _numpy_scalar(self, v: Value) -> bool:
         """Whether number `v` is at run time a NumPy scalar: the result of a reduction of an array."""
         d = self.def_op.get(v.id)
-        return (d is not None and d.kind == "prim" and d.attrs["key"] in _NEVER_RAISING_REDUCTIONS
+        return (d is not None and d.kind == "prim" and lookup(d.attrs["key"]).array_safe
                 and any(isinstance(a.type, T.Array) for a in d.args))
 
     def _droppable_region(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:

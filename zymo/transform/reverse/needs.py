@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ...ir import types as T
 from ...ir.core import Op, Value
+from ...rules.registry import lookup
 from ..writer import Writer
 from .shadows import ShadowAllocation
-from .tables import _CHEAP
 
 _TOP_REMAT_OPS = 3  # the most operations a top-level temporary is recomputed with (`_top_remat`)
 
@@ -79,7 +79,7 @@ class Needs(ShadowAllocation):
     def _top_remat(self, v: Value) -> bool:
         """Whether array `v` is recomputed where the top level of the adjoint sweep reads it
         instead of kept from the forward sweep: a temporary of the function's body (outside
-        loops and branches), the result of cheap arithmetic (`_CHEAP`, no `out=`) read once by
+        loops and branches), the result of cheap arithmetic (rules declaring `cheap`, no `out=`) read once by
         the primal and never written, on numbers and on arrays whose contents nothing writes
         later (an operand that is such a temporary is recomputed in turn; at most
         `_TOP_REMAT_OPS` operations in all). The forward sweep then writes it into its one reader
@@ -98,7 +98,7 @@ class Needs(ShadowAllocation):
         if not isinstance(v.type, T.Array) or self.def_block.get(v.id) is not self.fn.body:
             return 0
         op = self.def_op.get(v.id)
-        if (op is None or op.kind != "prim" or op.results != [v] or op.attrs["key"] not in _CHEAP
+        if (op is None or op.kind != "prim" or op.results != [v] or not lookup(op.attrs["key"]).cheap
                 or "out" in op.attrs or self.overwrites.first_writer(op, v) is not None):
             return 0
         if self.index.reader_count(v) != 1:

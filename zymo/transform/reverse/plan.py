@@ -20,7 +20,6 @@ from ...rules import indexing
 from ...rules.registry import lookup
 from ..emit import trip_count
 from .needs import Needs
-from .tables import _CHEAP
 from .tape import Decision
 
 
@@ -76,7 +75,7 @@ class TapePlanner(Needs):
         if budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]:
             return False
         if isinstance(v.type, T.Array):
-            if op.kind == "prim" and op.attrs["key"] in _CHEAP and "out" not in op.attrs:
+            if op.kind == "prim" and lookup(op.attrs["key"]).cheap and "out" not in op.attrs:
                 return self._cheap_array(op, budget)
             # a view is the same memory however often it is taken: recompute it from its base
             if op.kind == "getitem" and not _basic_index(op):
@@ -93,7 +92,7 @@ class TapePlanner(Needs):
             if self.overwrites.first_element_writer(op) is not None:
                 return False
             return all(self._recomputable(a, budget - 1) for a in op.args[1:])
-        if op.kind == "prim" and op.attrs["key"] in _CHEAP and "out" not in op.attrs:
+        if op.kind == "prim" and lookup(op.attrs["key"]).cheap and "out" not in op.attrs:
             return all(self._recomputable(a, budget - 1) for a in op.args)
         if op.kind == "prim" and op.attrs["key"] == "zymo.dim":
             # an array's shape never changes: read it again from an array the sweep still has
