@@ -156,3 +156,35 @@ def test_an_int_argument_passes_as_a_constant():
 def test_numba_always_is_refused():
     with pytest.raises(zymo.ZymoError, match="Numba cannot compile marked"):
         zymo.gradient(Reverse, marked, U0.copy(), 0.3, Const(3), numba=True)
+
+
+def through_a_view(u, a):
+    v = u[1:-1]
+    v[:] = np.sin(v) * a
+
+
+def copies_first(u, a):
+    w = u.copy()
+    w[0] = a
+    return w * u
+
+
+c_view, c_copies = zymo.checkpoint(through_a_view), zymo.checkpoint(copies_first)
+
+
+def view_user(u, a):
+    c_view(u, a)
+    return np.sum(c_copies(u, a) ** 2)
+
+
+def view_user0(u, a):
+    through_a_view(u, a)
+    return np.sum(copies_first(u, a) ** 2)
+
+
+def test_a_write_through_a_view_is_a_write_into_the_parameter():
+    assert c_view.written == 0 and c_copies.written is None
+    got = zymo.gradient(Reverse, view_user, U0.copy(), 0.3)
+    ref = zymo.gradient(Reverse, view_user0, U0.copy(), 0.3)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    assert got[1] == pytest.approx(ref[1], rel=1e-12)

@@ -13,14 +13,15 @@ built here, as `custom_rule` builds one), not `fn`'s inlined body:
 - What `fn` may be: a Python function of positional arguments (float or int numbers, arrays;
   other arguments pass as constants) returning a number, an array, a tuple of them written
   `return a, b` (each element a part, `Rule.parts`), or None after writing into exactly one of
-  its array parameters in place (`p[...] = ...`, `out=p`, `p.fill(...)`: the call is that
+  its array parameters in place (`p[...] = ...`, `out=p`, `p.fill(...)`, also through a view
+  `v = p[1:-1]` made in `fn`: the call is that
   parameter's `out=`, and the adjoint reads and replaces its shadow). Its closures and globals
   are read as in normal calls (constants). Refused at the caller's line (`check`): keyword
   arguments, lists or complex values as arguments; refused when marking (`ZymoUsageError`):
   writes into two parameters, into a name that is not a parameter or a local (a global or
   closure array), a write into a parameter together with a returned value, or with a tuple.
-  zymo finds the writes from `fn`'s source, so an array must be written through its parameter's
-  name (not through an alias made inside `fn`).
+  zymo finds the writes from `fn`'s source: through the parameter's name or a view bound to a
+  local name (`v = p[...]`, `p.reshape(...)`, `p.T`), not through a function `fn` calls.
 - `cache_report` lists each checkpointed call (`recording`, `report_lines`): recomputed in the
   adjoint sweep, and the bytes of the inputs it keeps.
 - The generated code calls `fn` through `_rt.USER[i]` (as custom rules): under `numba=True` the
@@ -48,6 +49,7 @@ from .registry import REGISTRY, Rule
 
 _counter = itertools.count()
 _INPLACE_METHODS = {"fill", "sort", "put", "itemset", "resize", "partition", "setfield"}
+_VIEW_METHODS = {"reshape", "ravel", "view", "transpose", "swapaxes", "squeeze"}
 _LOG: list[tuple[str, int]] | None = None  # `recording`: the calls' descriptions, while cache_report measures
 
 
@@ -237,7 +239,10 @@ class _Memo:
         if self.key and self.key[0] == part and self.key[1] is g and len(self.key[2]) == len(args) and \
                 all(a is b for a, b in zip(self.key[2], args)) and k in self.left:
             self.left.discard(k)
-            return self.cots
+            cots = self.cots
+            if not self.left:  # every one handed out: let go of the arrays
+                self.key, self.cots = (), []
+            return cots
         return None
 
     def put(self, part: int | None, k: int, g: Any, args: tuple, cots: list, n: int | None = None) -> None:
@@ -266,24 +271,9 @@ def _shape_of(fn: Callable, params: list[str]) -> tuple[int | None, int]:
     except (OSError, TypeError, SyntaxError) as e:
         raise ZymoUsageError(f"zymo.checkpoint({fn.__qualname__}): cannot read its source ({e})") from None
     node = next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
-    local = {t.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-             for t in [n]} - set(params)
-    writes: set[str] = set()
-    for n in ast.walk(node):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            for t in targets:
-                for s in ast.walk(t):
-                    if isinstance(s, ast.Subscript) and isinstance(s.ctx, ast.Store):
-                        writes.add(_root(s.value))
-            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id in params:
-                writes.add(n.target.id + "+=")
-        elif isinstance(n, ast.Call):
-            for kw in n.keywords:
-                if kw.arg == "out":
-                    writes.add(_root(kw.value))
-            if isinstance(n.func, ast.Attribute) and n.func.attr in _INPLACE_METHODS:
-                writes.add(_root(n.func.value))
+    local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - set(params)
+    alias = _aliases(node, params)
+    writes = {alias.get(w, w) for w in _writes(node, params)}
     name = fn.__qualname__
     if any(w.endswith("+=") for w in writes):
         p = next(w for w in writes if w.endswith("+="))[:-2]
@@ -306,6 +296,47 @@ def _shape_of(fn: Callable, params: list[str]) -> tuple[int | None, int]:
     if len(sizes) > 1:
         raise ZymoUsageError(f"zymo.checkpoint({name}): its returns differ in shape (a tuple and not)")
     return (params.index(mine[0]) if mine else None), (sizes.pop() if sizes else 0)
+
+
+def _writes(node: ast.AST, params: list[str]) -> set[str]:
+    """The names whose memory `node` writes (`x[...] = `, `out=x`, `x.fill()`, `np.copyto(x, ...)`);
+    "p+=" for an augmented assignment to parameter p."""
+    writes: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                writes |= {_root(s.value) for s in ast.walk(t) if isinstance(s, ast.Subscript)
+                           and isinstance(s.ctx, ast.Store)}
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id in params:
+                writes.add(n.target.id + "+=")
+        elif isinstance(n, ast.Call):
+            writes |= {_root(kw.value) for kw in n.keywords if kw.arg == "out"}
+            if isinstance(n.func, ast.Attribute) and n.func.attr in _INPLACE_METHODS:
+                writes.add(_root(n.func.value))
+            if isinstance(n.func, (ast.Attribute, ast.Name)) and _name(n.func) == "copyto" and n.args:
+                writes.add(_root(n.args[0]))
+    return writes
+
+
+def _aliases(node: ast.AST, params: list[str]) -> dict[str, str]:
+    """Local names bound to a view of a parameter (`v = u[1:-1]`, `w = u.reshape(...)`, `t = u.T`):
+    name -> the parameter, so that a write through them is a write into it."""
+    out: dict[str, str] = {}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            v = n.value
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _VIEW_METHODS:
+                v = v.func.value
+            if isinstance(v, (ast.Name, ast.Subscript, ast.Attribute)):
+                r = _root(v)
+                r = out.get(r, r)
+                if r in params:
+                    out[n.targets[0].id] = r
+    return out
+
+
+def _name(e: ast.AST) -> str:
+    return e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else ""
 
 
 def _root(e: ast.AST) -> str:
