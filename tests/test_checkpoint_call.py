@@ -83,10 +83,11 @@ def test_the_call_stores_nothing_of_its_internals():
     assert "checkpointed call react()" not in zymo.cache_report(Reverse, unmarked, Active, *args)
 
 
-def test_split_mode():
+@pytest.mark.parametrize("numba", [False, "kernels"])
+def test_split_mode(numba):
     u, du = U0.copy(), np.zeros(7)
     ann = (Duplicated(u, du), Active(0.3), Const(3))
-    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, marked, Active, *ann)
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, marked, Active, *ann, numba=numba)
     tape, y = fwd(*ann)
     assert y == pytest.approx(unmarked(U0.copy(), 0.3, 3), rel=1e-14)
     (d,) = rev(*ann, 1.0, tape)  # the arguments as the forward half left them
