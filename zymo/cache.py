@@ -202,8 +202,8 @@ class Match:
 
     def _first_match(self, args: tuple) -> bool:
         """The replay check by a loop over `spec`; once it has matched, the entry is being
-        replayed and `matches` becomes the written-out check (`_matcher`), whose ~0.1 ms of
-        compiling a call with new objects every time should not pay."""
+        replayed and `matches` becomes the written-out check (`_matcher`), whose compile a
+        call with new objects every time should not pay (docs/decisions/0008)."""
         if len(args) != len(self.spec):
             return False
         for a, (t, v, s, how) in zip(args, self.spec):
@@ -262,7 +262,7 @@ class Repeat(Match):
 
     A call whose annotations hold the very same objects (arrays, shadows, constants) as
     the recorded one has the same types and aliasing, so it runs the recorded program on
-    the recorded argument list without re-deriving anything (about 2 µs in all; the
+    the recorded argument list without re-deriving anything (docs/decisions/0008; the
     generated program reads sizes afresh). Lists must keep their length. Internal shadows
     (of Const or captured memory that receives active data) are zeroed in place for each
     call. Calls with Active floats are never recorded; captured globals are re-checked when

@@ -173,7 +173,7 @@ def index_names(fn: Function, names: dict[tuple[int, str], str]) -> frozenset[st
     `fn` and are never negative; a name that also holds another value counts only when that
     one is never negative too. Loop variables, and sums of them and sizes (`i + 1`), are left
     out: LLVM already knows their range, and each index of another type costs Numba a typing
-    (`lorenz_rk4`'s `traj[i + 1, 0]` as unsigned: its first compile 0.06 s longer)."""
+    (docs/decisions/0009)."""
     proven = NonNegative(fn)
     holders: dict[str, list[int]] = {}
     for (vid, role), name in names.items():

@@ -43,8 +43,7 @@ def paused_collector():
     """Pause Python's cyclic garbage collector, if it runs, for the block (a derivative's
     transform or its Numba compile). Both allocate objects by the ten thousand, and every
     full collection then walks each object of the process (NumPy's, Numba's, LLVM's
-    wrappers): two full collections were 0.10 s of `gmm_objective`'s 1.09 s first gradient
-    call. The block's garbage is collected at the collector's next run after it resumes.
+    wrappers; docs/decisions/0009). The block's garbage is collected at the collector's next run after it resumes.
     Concurrent or nested blocks: the collector resumes when the block that paused it ends."""
     running = gc.isenabled()
     gc.disable()

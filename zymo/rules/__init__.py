@@ -22,8 +22,8 @@ from . import (  # noqa: F401  (importing a module registers its rules)
 )
 from .registry import LAZY, LAZY_IDS, REGISTRY, Rule, load_all, lookup, rule_for_callable
 
-# SciPy's rules register when a callable without a rule is met and SciPy is in use (importing
-# scipy.signal takes about a second, scipy.linalg and scipy.special about 0.4 s together)
+# SciPy's rules register when a callable without a rule is met and SciPy is in use (SciPy is
+# slow to import: docs/decisions/0007)
 LAZY["scipy.signal"] = ("zymo.rules.scipy_signal",)
 LAZY["scipy.linalg"] = LAZY["scipy.special"] = ("zymo.rules.scipy_base", "zymo.rules.special",
                                                   "zymo.rules.special_bessel")

@@ -115,7 +115,7 @@ class complex_(Rule, key="builtins.complex", fn=builtins.complex, cases=(
 
 # Rules whose real-number bodies are right for complex values under the convention above:
 # holomorphic (`g * f'(z)`, `t * f'(z)`) or linear maps without a conjugate. Each is checked
-# against JAX in tests/test_complex.py.
+# against JAX in tests/rules/test_complex.py.
 COMPLEX_SAFE = frozenset({
     "add", "sub", "mul", "truediv", "neg", "pos", "pow", "matmul",
     "numpy.add", "numpy.subtract", "numpy.multiply", "numpy.divide", "numpy.negative", "numpy.positive",

@@ -385,7 +385,7 @@ def rule_for_callable(fn: Any) -> str | None:
 
 
 # Rules registered lazily, by the import of their module, because the packages they need are
-# slow to import (SciPy's: 0.3-2 s). A package of callables -> the modules of their rules;
+# slow to import (SciPy's: docs/decisions/0007). A package of callables -> the modules of their rules;
 # a callable (NumPy's own, whose rule needs SciPy) -> the module of its rule.
 LAZY: dict[str, tuple[str, ...]] = {}
 LAZY_IDS: dict[int, str] = {}

@@ -32,7 +32,7 @@ _PRODUCT = tuple(Form("rt_matrix", s, BOTH, dom=_ADD)
 # it, yet are flagged as fresh memory: neither `view` (a broadcast view's adjoints must add
 # up) nor `maybe_view` (the argument may be a number) describes them, and generated code
 # consumes their result at once (`dx += _rt.unbroadcast(g, x)`), never after writing to
-# the argument. tests/test_rules_views_shapes.py checks every other rule's flags.
+# the argument. tests/rules/test_views_shapes.py checks every other rule's flags.
 ALIASING_HELPERS = ("zymo.rt.unbroadcast", "zymo.rt.as_shape", "zymo.rt.expand_reduced")
 
 

@@ -50,7 +50,7 @@ class checkpoint_bound(Rule, key="zymo.checkpoint_bound", fn=_same, template="{0
 
 class checkpoint_carry(Rule, key="zymo.checkpoint_carry", fn=_same, template="{0}", elementwise=True):
     """A checkpointed loop's initial carried number, as a name the driver sets from a snapshot."""
-    user = True  # made by zymo only; its derivative is tested through tests/test_checkpoint.py
+    user = True  # made by zymo only; its derivative is tested through tests/checkpoint/test_memory_limit.py
     def jvp_x(t, ans, x): return t
     def vjp_x(g, ans, x): return g
 

@@ -196,9 +196,9 @@ def trip_count(start: str, stop: str, step: str) -> str:
     lo, hi = (start, stop) if k > 0 else (stop, start)
     if lo.lstrip("-").isdigit() and hi.lstrip("-").isdigit():
         return str(max(0, (int(hi) - int(lo) + abs(k) - 1) // abs(k)))
-    # `_rt.span`, not `max`: Numba compiles `max` of two ints as a function of its own
-    # (0.05-0.08 s in a new process), where `span` is one select (`numba_inline`); nor a
-    # conditional expression (three blocks). Reversed loops of step 1 need no count at all.
+    # `_rt.span`, not `max`: Numba compiles `max` of two ints as a function of its own, where
+    # `span` is one select (`numba_inline`); nor a conditional expression (three blocks;
+    # docs/decisions/0004). Reversed loops of step 1 need no count at all.
     count = f"_rt.span({lo}, {hi})"
     return count if abs(k) == 1 else f"({count} + {abs(k) - 1}) // {abs(k)}"
 

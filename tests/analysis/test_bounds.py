@@ -1,0 +1,130 @@
+"""analysis.bounds: which ints are never negative, and the Numba indices that use it
+(`numba_.nonneg_indices`): gradients with and without wraparound against the Python backend
+and central differences."""
+import re
+
+import numpy as np
+import pytest
+from helpers import fd_grad
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.analysis.bounds import NeverUnsigned, NonNegative
+from zymo.ir.core import walk
+from zymo.testing import check_grad
+
+
+def indices(x, A, m):
+    n = x.shape[0]
+    s = 0.0
+    for i in range(n - 1):
+        a = x[i + 1]                      # i >= 0
+        b = x[n - 1 - i]                  # i <= n - 2
+        c = x[i - 1]                      # -1 at i = 0: wraps around
+        e = x[(i * 7 + 3) % 4]            # a remainder by a positive constant
+        s += a * b + c * e
+    for r in range(A.shape[0]):
+        for q in range(r):
+            t = A[r, r - q - 1]           # q <= r - 1
+            u = A[q, q * (2 * r - q - 1) // 2 - r * m]  # m is a parameter: unknown
+            s += t * u
+    k = 0
+    while k < 2:
+        s += x[k]                         # a while loop's counter: unknown
+        k += 1
+    for j in range(5, 0, -1):
+        s += x[j - 1]                     # a negative step: unknown
+    return s
+
+
+def test_which_indices_are_never_negative():
+    fn = zymo.ir(indices, np.ones(6), np.ones((4, 4)), 0)
+    nn = NonNegative(fn)
+    by_expr = {}
+    for op in walk(fn.body):
+        if op.kind == "getitem" and op.args[0].hint in ("x", "A"):
+            by_expr.setdefault(op.args[0].hint, []).append([nn(v) for v in op.args[1:] if str(v.type) == "int"])
+    # x[i + 1], x[n - 1 - i], x[i - 1], x[(...) % 4], then x[k] and x[j - 1]
+    assert by_expr["x"] == [[True], [True], [False], [True], [False], [False]]
+    # A[r, r - q - 1], A[q, ... - r * m]
+    assert by_expr["A"] == [[True, True], [True, False]]
+
+
+def test_which_ints_are_never_unsigned():
+    """`NeverUnsigned`: sizes, literals, loop variables over them and their arithmetic are
+    Python's (or Numba's signed) ints; a parameter (`m`), an int read from memory, a `while`
+    counter carried by the loop, and anything computed from them may be an unsigned NumPy int."""
+    fn = zymo.ir(indices, np.ones(6), np.ones((4, 4)), 0)
+    nu = NeverUnsigned(fn)
+    by_expr = {}
+    for op in walk(fn.body):
+        if op.kind == "getitem" and op.args[0].hint in ("x", "A"):
+            by_expr.setdefault(op.args[0].hint, []).append([nu(v) for v in op.args[1:] if str(v.type) == "int"])
+    # x[i + 1], x[n - 1 - i], x[i - 1], x[(...) % 4]; x[k] (a while loop's carry); x[j - 1]
+    assert by_expr["x"] == [[True], [True], [True], [True], [False], [True]]
+    # A[r, r - q - 1], A[q, ... - r * m]: `m` is a parameter
+    assert by_expr["A"] == [[True, True], [True, False]]
+
+
+def triangle(L, v):
+    """gmm's packed lower triangle: `L[k, d + c * (2 * d - c - 1) // 2 + (r - c - 1)]`."""
+    d = v.shape[0]
+    s = 0.0
+    for k in range(L.shape[0]):
+        for r in range(d):
+            t = v[r]
+            for c in range(r):
+                idx = d + c * (2 * d - c - 1) // 2 + (r - c - 1)
+                t += L[k, idx] * v[c]
+            s += t * t
+    return s
+
+
+@pytest.mark.slow
+def test_computed_indices_skip_wraparound_under_numba():
+    from numba_helpers import numba_sources
+
+    rng = np.random.default_rng(7)
+    L, v = rng.standard_normal((2, 10)), rng.standard_normal(4)
+    with numba_sources() as sources:
+        dL, dv = np.zeros_like(L), np.zeros_like(v)
+        zymo.autodiff(Reverse, triangle, Active, Duplicated(L, dL), Duplicated(v, dv), numba=True)
+    assert any("L[i_1, _rt.nonneg(idx)]" in s and "dL[i_1, _rt.nonneg(idx)]" in s for s in sources), sources
+    dL_py, dv_py = np.zeros_like(L), np.zeros_like(v)
+    zymo.autodiff(Reverse, triangle, Active, Duplicated(L, dL_py), Duplicated(v, dv_py), numba=False)
+    np.testing.assert_allclose(dL, dL_py, rtol=1e-12)
+    np.testing.assert_allclose(dv, dv_py, rtol=1e-12)
+    fd = fd_grad(triangle, [L, v])
+    np.testing.assert_allclose(dL, fd[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dv, fd[1], rtol=1e-6, atol=1e-8)
+    assert np.abs(dL).max() > 0.1 and np.abs(dv).max() > 0.1
+    with numba_sources() as sources:  # forward mode reads the same index, unsigned too
+        gL, gv = zymo.gradient(zymo.Forward, triangle, L, v, numba=True)
+    assert any("L[i, _rt.nonneg(idx)]" in s and "dL_1[i, _rt.nonneg(idx)]" in s for s in sources), sources
+    np.testing.assert_allclose(gL, dL, rtol=1e-12)
+    np.testing.assert_allclose(gv, dv, rtol=1e-12)
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_indices_that_may_be_negative_keep_wraparound(numba):
+    """`x[i - 1]` at `i = 0` reads the last element, under Numba as in Python."""
+    from numba_helpers import numba_sources
+
+    x = np.linspace(0.3, 1.5, 6)
+    with numba_sources() as sources:
+        dx = np.zeros_like(x)
+        zymo.autodiff(Reverse, indices, Active, Duplicated(x, dx), np.ones((4, 4)) * 0.5, 0, numba=numba)
+    if numba:
+        (src,) = sources
+        wrapped = set(re.findall(r"_rt\.nonneg\((\w+)\)", src))
+        defs = {name: expr for name, expr in re.findall(r"^\s*(\w+) = (.*)$", src, re.M) if name in wrapped}
+        # only the remainder: `i + 1` and `n - 1 - i` LLVM bounds itself, `i - 1` may be negative
+        # and the counter of the while loop's cache (its `k`, for the adjoint sweep)
+        (counter,) = [n for n in wrapped if n.startswith("_k_")]
+        assert re.search(rf"_cache_\w+\[_rt\.nonneg\({counter}\)\]", src)
+        defs.pop(counter)
+        assert len(defs) == 1 and "% 4" in defs.popitem()[1], (wrapped, defs)
+    fd = fd_grad(lambda y: indices(y, np.ones((4, 4)) * 0.5, 0), [x])[0]
+    np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-8)
+    assert abs(dx[-1]) > 0.1  # x[i - 1] at i = 0 is x[-1]
+    check_grad(indices, x, np.ones((4, 4)) * 0.5, 0, const=(1, 2))
