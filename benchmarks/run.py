@@ -167,8 +167,8 @@ def cold_probe(name, quick, primal):
 
     import numba
 
-    for mod in ("zymo.transform.forward", "zymo.transform.reverse", "zymo.codegen.fuse", "zymo.codegen.numba_",
-                "zymo.codegen.numba_rt", "zymo.codegen.numba_indexing"):
+    for mod in ("zymo.transform.forward", "zymo.transform.reverse", "zymo.codegen.fuse", "zymo.codegen.numba.backend",
+                "zymo.codegen.numba.twins"):
         importlib.import_module(mod)
 
     w = WORKLOADS[name]

@@ -118,7 +118,7 @@ def zymo_call(k, inp, numba):
 
 def cold(make_call):
     """(call, its result, seconds of its first call) with zymo's caches empty: memory, disk, and the
-    generated modules of Numba programs (`zymo.codegen.numba_` keeps them in `sys.modules` by
+    generated modules of Numba programs (`zymo.codegen.numba.backend` keeps them in `sys.modules` by
     digest, with their compiled dispatchers), so a first call compiles again."""
     zymo.cache.cache_clear()
     os.environ["ZYMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="zymo-kernels-")

@@ -1,5 +1,5 @@
 """Test settings: the IR verifier runs after every lowering; hypothesis is deterministic; the
-suite's Numba cache is its own.
+suite's Numba cache is its own; Numba compiles without LLVM's optimizations.
 
 Generated modules and Numba's machine code go to `ZYMO_CACHE_DIR`: unless the user set it, the
 suite uses `zymo-numba` under pytest's cache directory (`.pytest_cache/d/`, kept between runs, so
@@ -7,7 +7,12 @@ a second run loads instead of compiling), or under the system's temporary direct
 cache provider is off (`-p no:cacheprovider`). It is one directory for the whole session,
 xdist workers included: the controller sets the variable before the workers start and they
 inherit it. Sharing is safe: zymo names each file by a hash of its source and of the versions
-that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba_.py`).
+that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba/backend.py`).
+
+`NUMBA_OPT=0` (unless the user set it): the suite checks what compiled code computes, not how
+fast, and LLVM's optimization passes are half of its compile time; zymo asks for no `fastmath`,
+so the passes may not change results beyond round-off. `tests/test_suite_settings.py` compiles
+a derivative at Numba's default level too and compares.
 """
 import getpass
 import os
@@ -15,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("ZYMO_CHECK_IR", "1")
+os.environ.setdefault("NUMBA_OPT", "0")  # read when Numba is first imported, below
 
 try:
     from hypothesis import settings

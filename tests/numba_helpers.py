@@ -26,7 +26,7 @@ def numba_entries(f, split=False):
 @contextlib.contextmanager
 def numba_sources():
     """The sources the Numba backend compiles while the block runs (a list, filled in)."""
-    from zymo.codegen import numba_
+    from zymo.codegen.numba import backend as numba_
 
     sources, real = [], numba_.numba_source
 

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zymo"
 # (layer, the modules and packages in it); a name covers the packages and modules under it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("zymo.errors", "zymo.config", "zymo.annotations")),
+    ("runtime", ("zymo.runtime",)),  # the helpers generated code calls: NumPy only
     ("ir", ("zymo.ir",)),
     ("rules", ("zymo.rules",)),
     ("frontend", ("zymo.frontend", "zymo.shadows", "zymo.data")),  # values at the API boundary
@@ -44,7 +45,6 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("zymo.frontend", "zymo.analysis.types", "the frontend types each op as it builds it"),
     # files other parts of the restructure own (change there: real code motion, not imports)
     ("zymo.rules.coverage", "zymo.frontend.several", "coverage lists what the frontend lowers itself"),
-    ("zymo.frontend.loops", "zymo.transform.checkpoint_rt", "`zymo.checkpointed` is the runtime's marker"),
     # at run time, not while compiling: a checkpointed call's adjoint is zymo's reverse mode of it
     ("zymo.rules.checkpoint_call", "zymo.cache", "the adjoint reruns fn under cache.call"),
     ("zymo.transform.reverse", "zymo.codegen.fuse", "ShadowFacts: what reverse mode tells fuse"),

@@ -36,8 +36,8 @@ from .errors import (
 )
 from .rules.checkpoint_call import CheckpointedCall, checkpoint
 from .rules.custom import CustomRule, custom_rule, inactive
+from .runtime.checkpoint import checkpointed
 from .shadows import make_zero, make_zero_
-from .transform.checkpoint_rt import checkpointed
 
 __all__ = [
     "gradient_forward", "hessian", "hvp", "hvp_and_gradient", "jacobian",

@@ -196,7 +196,7 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any, memory_
     size; "nothing is cached" when the adjoint sweep reads everything in place.
     Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) it also runs the
     derivative on copies of the arguments and adds the checkpoint schedule of each loop
-    (`checkpoint_rt.Plan.describe`): snapshots, their bytes, the iterations recomputed, and why.
+    (`runtime.checkpoint.Plan.describe`): snapshots, their bytes, the iterations recomputed, and why.
     """
     import copy
 
@@ -223,7 +223,7 @@ def _schedule_report(f: Callable, ret_activity: Any, args: tuple, limit: int) ->
     import copy
 
     from .annotations import Reverse as _Reverse
-    from .transform.checkpoint_rt import Plan
+    from .runtime.checkpoint import Plan
 
     copies = copy.deepcopy(args)
     saved, Plan.log = Plan.log, []

@@ -40,7 +40,7 @@ from .boundary import (
     self_overlapping,
     type_key,
 )
-from .codegen.numba_ import tape_in as numba_tape_in
+from .codegen.numba.backend import tape_in as numba_tape_in
 from .errors import ZymoUsageError
 from .frontend.source import unwrap
 from .pipeline import Compiled, Lowered, choose_backend, compile_program, lower_ir, run_program

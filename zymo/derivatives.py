@@ -299,9 +299,9 @@ def _rt_calls(tree: ast.AST) -> set[str]:
 
 
 def _refuse_unruled(comp: Any, tree: ast.AST) -> None:
+    from . import runtime as _rt
     from .ir.core import walk
     from .rules import REGISTRY, rule_for_callable
-    from .rules import runtime as _rt
 
     missing = sorted(h for h in _rt_calls(tree) - _INLINED_HELPERS
                      if rule_for_callable(getattr(_rt, h, None)) is None)

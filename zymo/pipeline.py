@@ -157,7 +157,7 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
         fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers)
         fn = _errstate_guard(fn, ir)
     else:
-        from .codegen.numba_ import compile_numba
+        from .codegen.numba.backend import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
@@ -173,7 +173,7 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
 def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) -> Any:
     """What the transform knows about the generated program's names (`numba_.SourceFacts`)."""
     from .analysis.bounds import index_names
-    from .codegen.numba_ import SourceFacts
+    from .codegen.numba.rewrites import SourceFacts
 
     buffers, counters = generator.nonneg_facts() if generator is not None else (frozenset(), frozenset())
     return SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
@@ -194,7 +194,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
     if not out.names:
         return compile_source(src, name), src
-    from .codegen.numba_ import compile_numba
+    from .codegen.numba.backend import compile_numba
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
     twins = [t for t, _ in out.parallel.values()]
@@ -212,7 +212,7 @@ def _python_only(ir: Function, backend: str) -> str:
     """A program with constructs that need Python's exception handling (`frontend/checks.py`:
     a try/except's probes, a raise of a user-defined exception class) runs as Python: with a
     warning under "prefer", an error under "always"."""
-    from .codegen.numba_ import ZymoNumbaError
+    from .codegen.numba.backend import ZymoNumbaError
 
     why, loc = ir.attrs["python_only"][0]
     if backend == "always":
@@ -253,13 +253,13 @@ def run_program(comp: Compiled, which: int | None, args: list, f: Any, norm: lis
         return fn(*args)
     from numba.core.errors import NumbaError
 
-    from .codegen.numba_ import quick_compile
+    from .codegen.numba.backend import quick_compile
 
     try:
         with quick_compile():
             out = fn(*args)
     except NumbaError as exc:
-        from .codegen.numba_ import explain
+        from .codegen.numba.backend import explain
 
         err = explain(exc, unwrap(f), tuple(v for v, _, _ in norm))
         if comp.backend == "always":

@@ -1,5 +1,5 @@
 """analysis.bounds: which ints are never negative, and the Numba indices that use it
-(`numba_.nonneg_indices`): gradients with and without wraparound against the Python backend
+(`numba.rewrites.nonneg_indices`): gradients with and without wraparound against the Python backend
 and central differences."""
 import re
 

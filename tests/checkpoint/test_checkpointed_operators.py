@@ -7,7 +7,7 @@ from test_memory_limit import _fd, rd
 
 import zymo
 from zymo import Forward, Reverse
-from zymo.transform.checkpoint_rt import Plan
+from zymo.runtime.checkpoint import Plan
 
 
 def traj(x, n):

@@ -8,7 +8,7 @@ from test_memory_limit import _fd
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal
-from zymo.transform.checkpoint_rt import Plan
+from zymo.runtime.checkpoint import Plan
 
 
 @pytest.mark.parametrize("limit", [None, 10**7, 500])

@@ -6,7 +6,7 @@ import pytest
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
 from zymo.cache import prepare
-from zymo.transform.checkpoint_rt import Plan
+from zymo.runtime.checkpoint import Plan
 
 LIMITS = [None, 10**7, 6000, 2500, 900, 1]
 

@@ -1,5 +1,5 @@
 """Split mode (`autodiff_thunk`) under `memory_limit`: the tape holds the plan and the snapshots
-(`checkpoint_rt.Snapshots`), and a tape passed back in lends their buffers to the next forward
+(`runtime.checkpoint.Snapshots`), and a tape passed back in lends their buffers to the next forward
 sweep. Gradients against combined mode's and central differences."""
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from test_while import decay
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse, ReverseSplitNoPrimal, ReverseSplitWithPrimal
-from zymo.transform.checkpoint_rt import Snapshots
+from zymo.runtime.checkpoint import Snapshots
 
 
 def _snapshots(tape):

@@ -1,5 +1,5 @@
 """Checkpointed `while` loops and `for` loops with `break` (trip count unknown at entry):
-`checkpoint_rt.OnlinePlan` (online doubling, then Revolve between the snapshots kept), against
+`runtime.checkpoint.OnlinePlan` (online doubling, then Revolve between the snapshots kept), against
 store-all and central differences, for limits from "one step per snapshot" to a single snapshot."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from test_memory_limit import _fd
 
 import zymo
 from zymo import Const, Reverse
-from zymo.transform.checkpoint_rt import ADVANCE, RESTORE, TAPE, OnlinePlan, Plan
+from zymo.runtime.checkpoint import ADVANCE, RESTORE, TAPE, OnlinePlan, Plan
 
 LIMITS = [None, 10**6, 500, 100, 30, 1]
 

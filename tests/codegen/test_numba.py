@@ -27,7 +27,8 @@ from numba_helpers import numba_entries, numba_sources, private_cache_dir  # noq
 import zymo
 import zymo.cache
 from zymo import Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal, ZymoWarning
-from zymo.codegen.numba_ import ZymoNumbaError, ieee_divisions, whole_views
+from zymo.codegen.numba.backend import ZymoNumbaError
+from zymo.codegen.numba.rewrites import ieee_divisions, whole_views
 from zymo.config import set_numba
 from zymo.testing import check_grad
 
@@ -230,7 +231,7 @@ def scaled_into_0d(x, b):
 def test_a_0d_buffer_receiving_active_data_compiles_under_numba():
     """Its adjoint is summed as `np.sum(db[...])`; Numba types `db[...]` of a 0-d array as a
     number and cannot lower it (a NotImplementedError escaped), so reads of `x[...]` are of `x`
-    (`numba_.whole_views`); writes into `x[...]` stay."""
+    (`numba.rewrites.whole_views`); writes into `x[...]` stay."""
     src = "def f(a, b):\n    b[...] = a[...] * 2.0\n    b[...] += np.sum(a[...]) + a[...][0]\n    return b[...]\n"
     assert whole_views(src) == ("def f(a, b):\n    b[...] = a * 2.0\n    b[...] += np.sum(a) + a[0]\n"
                                 "    return b\n")
@@ -421,7 +422,7 @@ def test_quick_compile_keeps_the_shape_check_and_restores_numba():
     """zymo's first calls compile with Numba's short slice-shape message; the check stays."""
     from numba.np import arrayobj
 
-    from zymo.codegen.numba_ import quick_compile
+    from zymo.codegen.numba.backend import quick_compile
 
     original = arrayobj.raise_with_shape_context
 
@@ -665,8 +666,8 @@ def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
 def test_the_disk_cache_stamp_reads_every_module_generated_code_depends_on(monkeypatch):
     """The generated module's hash covers zymo's runtime: every Numba shim, intrinsic and the
     compiler pipeline (a change to any must never reuse machine code Numba cached for it).
-    `numba_inline.py`, the intrinsics, was once missing."""
-    from zymo.codegen import numba_
+    `numba_inline.py` (now `numba/inline.py`), the intrinsics, was once missing."""
+    from zymo.codegen.numba import backend as numba_
 
     read, real = [], Path.read_bytes
 
@@ -675,9 +676,10 @@ def test_the_disk_cache_stamp_reads_every_module_generated_code_depends_on(monke
         return real(self)
     monkeypatch.setattr(Path, "read_bytes", reading)
     numba_._stamp()
-    codegen = Path(numba_.__file__).resolve().parent
-    rules = codegen.parent / "rules"
-    needed = set(codegen.glob("numba*.py")) | {rules / "runtime.py", rules / "linalg_rt.py", rules / "second_rt.py"}
+    backend = Path(numba_.__file__).resolve().parent
+    runtime = backend.parent.parent / "runtime"
+    needed = set(backend.rglob("*.py")) | set(runtime.glob("*.py"))
+    assert {backend / "inline.py", backend / "twins" / "core.py", runtime / "core.py", runtime / "second.py"} <= needed
     assert needed <= set(read), sorted(str(p.name) for p in needed - set(read))
 
 
@@ -691,7 +693,7 @@ def test_the_garbage_collector_is_paused_while_compiling_and_restored(monkeypatc
     compile, and stays off if the user had turned it off."""
     import gc
 
-    from zymo.codegen import numba_
+    from zymo.codegen.numba import backend as numba_
 
     seen, real, real_ids = [], numba_.compile_numba, numba_._fresh_numba_ids
 
@@ -746,12 +748,12 @@ UNBROADCAST_CASES = [((6, 5), (5,)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3,
 @pytest.mark.slow
 @pytest.mark.parametrize("gs,xs", UNBROADCAST_CASES)
 def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
-    """`_rt.unbroadcast` under Numba (an odometer over `g`, `numba_rt._unbroadcast_to`) sums
+    """`_rt.unbroadcast` under Numba (an odometer over `g`, `twins.core._unbroadcast_to`) sums
     over exactly the broadcast dimensions, for strided and complex adjoints too."""
     import numba
 
-    from zymo.codegen import numba_rt
-    from zymo.rules import runtime
+    from zymo import runtime
+    from zymo.codegen.numba import twins as numba_rt
 
     f = numba.njit(lambda g, x: numba_rt.unbroadcast(g, x))
     rng = np.random.default_rng(7)
@@ -765,13 +767,13 @@ def test_numba_unbroadcast_sums_like_the_python_runtime(gs, xs):
 
 @pytest.mark.slow
 def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
-    """The outer-product and matrix-vector adjoints are loops under Numba (`numba_rt._outer`,
+    """The outer-product and matrix-vector adjoints are loops under Numba (`twins.core._outer`,
     `_matvec`): same values and dtypes as the Python runtime, strided and complex operands
     included."""
     import numba
 
-    from zymo.codegen import numba_rt
-    from zymo.rules import runtime
+    from zymo import runtime
+    from zymo.codegen.numba import twins as numba_rt
 
     fns = {name: numba.njit(lambda g, a, b, f=getattr(numba_rt, name): f(g, a, b))  # noqa: B008  (binds each helper)
            for name in ("dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b")}
@@ -791,7 +793,7 @@ def test_numba_matrix_vector_product_adjoints_match_the_python_runtime():
 def test_numba_unbroadcast_refuses_shapes_that_do_not_broadcast():
     import numba
 
-    from zymo.codegen import numba_rt
+    from zymo.codegen.numba import twins as numba_rt
 
     f = numba.njit(lambda g, x: numba_rt.unbroadcast(g, x))
     with pytest.raises(ValueError, match="does not broadcast"):
@@ -808,9 +810,9 @@ def test_product_adjoints_accumulate_in_place_under_numba():
     plain sum otherwise; `d` is updated in place, a float `d` gets the sum."""
     import numba
 
-    from zymo.codegen import numba_rt
-    from zymo.codegen.numba_ import accumulating_products
-    from zymo.rules import runtime
+    from zymo import runtime
+    from zymo.codegen.numba import twins as numba_rt
+    from zymo.codegen.numba.rewrites import accumulating_products
 
     src = ("def f(d, e, g, a, b):\n    d += _rt.dot_vjp_a(g, a, b)\n    e[0] += _rt.dot_vjp_b(g, a, b)\n"
            "    d += 2.0 * _rt.matmul_vjp_b(g, a, b)\n    return d\n")
@@ -951,7 +953,7 @@ def test_a_construct_numba_types_but_cannot_lower_is_a_numba_error():
     'prefer' falls back), never as if the program had raised it."""
     from numba.core.errors import NumbaError
 
-    from zymo.codegen.numba_ import _guard_compiles
+    from zymo.codegen.numba.backend import _guard_compiles
 
     def floor_in_place(x):
         np.floor(x, out=x)  # NumPy itself: Numba cannot lower the keyword
@@ -1052,9 +1054,9 @@ def test_matrix_vector_adjoint_starts_from_zeros_not_from_freed_memory():
     """The matrix-vector loop of a product adjoint took its zero as `out[i] * 0` of an
     `np.empty` array: NaN where the allocator handed back memory that held NaN (a rule test
     failed now and then). Freed blocks of NaN just before make that every time."""
-    from zymo.codegen import numba_rt
+    from zymo.codegen.numba.twins import core
 
-    mv = numba_rt._matvec(np.dtype(np.float64), False)
+    mv = core._matvec(np.dtype(np.float64), False)
 
     @numba.njit
     def poisoned(m, v):
@@ -1426,8 +1428,8 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     version (which the rule tests check against finite differences) and against central
     differences of `cholesky_vjp` itself. (A whole Hessian of a 3x3 cholesky program compiles
     for 87 s under Numba, eight lanes in one function; not run here.)"""
-    from zymo.codegen import numba_rt
-    from zymo.rules import second_rt
+    from zymo.codegen.numba import twins as numba_rt
+    from zymo.runtime import second as second_rt
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 4))
@@ -1436,7 +1438,7 @@ def test_the_tangent_of_the_cholesky_adjoint_compiles_under_numba():
     got = numba.njit(lambda t, g, low: numba_rt.cholesky_vjp_dl(t, g, low))(t, g, low)
     np.testing.assert_allclose(got, second_rt.cholesky_vjp_dl(t, g, low), rtol=1e-12, atol=1e-12)
     eps = 1e-6
-    vjp = zymo.rules.runtime.cholesky_vjp
+    vjp = zymo.runtime.cholesky_vjp
     fd = (vjp(g, low + eps * t) - vjp(g, low - eps * t)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
     assert_substantial(got)

@@ -1,4 +1,4 @@
-"""Adjoint accumulations compiled in place under Numba (`numba_.elementwise_statements`,
+"""Adjoint accumulations compiled in place under Numba (`numba.ew_rewrite.elementwise_statements`,
 `numba_elementwise.acc_ew` and `numba_accumulate`'s outer and matrix-vector product
 adjoints): the source rewrite touches only what it should, each kernel gives NumPy's
 `d += e` (broadcasting, overlapping operands, dtypes, zero divisors), and gradients
@@ -13,8 +13,9 @@ from helpers import fd_grad
 
 import zymo
 from zymo import Active, Duplicated, Reverse
-from zymo.codegen import numba_rt
-from zymo.codegen.numba_ import elementwise_statements, numba_source
+from zymo.codegen.numba import twins as numba_rt
+from zymo.codegen.numba.ew_rewrite import elementwise_statements
+from zymo.codegen.numba.rewrites import numba_source
 from zymo.testing import check_grad
 
 

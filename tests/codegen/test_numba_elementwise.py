@@ -15,9 +15,9 @@ from helpers import fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse, ReverseWithPrimal
-from zymo.codegen import numba_elementwise as ew
-from zymo.codegen import numba_rt
-from zymo.codegen.numba_ import numba_source
+from zymo.codegen.numba import elementwise as ew
+from zymo.codegen.numba import twins as numba_rt
+from zymo.codegen.numba.rewrites import numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -354,7 +354,7 @@ def test_division_of_numbers_and_of_array_elements_gives_inf():
 
 
 def test_rewrite_of_functions_and_ufuncs_with_out():
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = ("def f(a, b, c, s):\n"
            "    np.add(a, b, out=c)\n"
@@ -402,7 +402,8 @@ def test_functions_of_one_operand_are_numbas_ufuncs_bit_for_bit(layout):
     np.testing.assert_allclose(total, want_total, rtol=1e-13)
 
 
-FUNCS = [f for f in __import__("zymo.codegen.numba_", fromlist=["_"])._EW_FUNCS + ("isinf", "isfinite", "signbit")]
+FUNCS = [f for f in __import__("zymo.codegen.numba.ew_rewrite", fromlist=["_"])._EW_FUNCS
+         + ("isinf", "isfinite", "signbit")]
 
 
 @pytest.mark.slow
@@ -431,7 +432,7 @@ def test_every_function_of_one_operand_is_numbas_own_element_code(dtype):
             np.testing.assert_allclose(g, want, rtol=4e-7 if dtype == np.float32 else 1e-15, atol=0, err_msg=f)
 
 
-BINARY = list(__import__("zymo.codegen.numba_", fromlist=["_"])._EW_BINARY)
+BINARY = list(__import__("zymo.codegen.numba.ew_rewrite", fromlist=["_"])._EW_BINARY)
 
 
 @pytest.mark.slow
@@ -555,7 +556,7 @@ def _check_no_leak(rtsys):
 
 
 def test_rewrite_leaves_lines_with_several_statements():
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = "def f(d, a, b):\n    d += a * b; d += a\n    t = a * b  # a comment\n    return t\n"
     out = elementwise_statements(src).split("\n")
@@ -592,7 +593,7 @@ def test_tangent_shapes_are_rewritten_into_the_elementwise_expressions():
     compiled kernel). `as_shape`/`as_tangent` of an elementwise `e` and a name `y` are part
     of an elementwise expression now; a statement `t = _rt.as_shape(e, y)` is `ew_like`, as
     `as_tangent` (the same under Numba); `np.sum(e, axis=None, keepdims=False)` is `ew_sum`."""
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = ("def f(a, b, y, z, s, g):\n"
            "    t = _rt.as_shape(a * b, y)\n"
@@ -623,7 +624,7 @@ def _shaped_like(z, a, s, y, b):
 
 
 def _shaped_numpy(z, a, s, y, b):
-    from zymo.rules import runtime as rt
+    from zymo import runtime as rt
 
     return z + rt.as_shape(rt.as_shape(a * s, y) - rt.as_tangent(b, y), z)
 
@@ -650,7 +651,7 @@ def test_tangent_shapes_inside_elementwise_expressions_are_numpys(case):
     assert got.dtype == want.dtype and got.shape == want.shape == (3, 4)
     np.testing.assert_array_equal(got, want)
     assert np.any(got != z)
-    from zymo.rules import runtime as rt
+    from zymo import runtime as rt
 
     like = _shaped_like(*xs)
     want_like = rt.as_tangent(rt.as_shape(a * s, y), z)
@@ -675,7 +676,7 @@ def test_masks_are_rewritten_into_the_elementwise_expressions():
     its own (a compiled kernel) or made a statement not fast; they are part of the
     elementwise expressions now, as are the primal's ufuncs of two operands (`np.maximum`,
     also with `out=`). A statement whose value is a mask (a bool array) is left to Numba."""
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = ("def f(g, x, y, t, m, lo, d, a, b):\n"
            "    u = g * (x > y) + 0.5 * g * (x == y)\n"

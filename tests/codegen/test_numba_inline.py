@@ -15,9 +15,10 @@ from helpers import fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Reverse
-from zymo.codegen import numba_np, numba_rt
-from zymo.codegen.numba_ import numba_source
-from zymo.rules import runtime as rt
+from zymo import runtime as rt
+from zymo.codegen.numba import np_shim as numba_np
+from zymo.codegen.numba import twins as numba_rt
+from zymo.codegen.numba.rewrites import numba_source
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -312,7 +313,7 @@ def _helpers_as_written(a, b, lo, hi):
 
 
 def test_the_python_helpers_compile_as_written():
-    """`rules.runtime.fdiv`, `fpow` and `span`, reached as the Python functions (as where zymo
+    """`zymo.runtime.fdiv`, `fpow` and `span`, reached as the Python functions (as where zymo
     compiles a reverse program as written, to say why a second order failed), compile with
     Numba: IEEE results, as the Python helpers give them."""
     got = _helpers_as_written(0.0, 0.0, np.uint64(5), np.uint64(1))
@@ -464,7 +465,7 @@ def test_ew_like_broadcasts_into_a_new_array_like_x():
 
 
 def test_rewrites_of_calls_and_helpers():
-    from zymo.codegen.numba_ import elementwise_statements
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
 
     src = ("def f(d, g, x, m, t, n):\n"
            "    a = np.zeros((n, 2), np.float32)\n"

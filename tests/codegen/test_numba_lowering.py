@@ -10,8 +10,8 @@ numba = pytest.importorskip("numba")
 from helpers import fd_grad, zymo_grad
 from numba_helpers import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
-from zymo.codegen.numba_lowering import NO_RUNTIME_UNROLL
-from zymo.codegen.numba_pipeline import Compiler
+from zymo.codegen.numba.lowering import NO_RUNTIME_UNROLL
+from zymo.codegen.numba.pipeline import Compiler
 
 
 def triangle(x, n):

@@ -1,4 +1,4 @@
-"""zymo's Numba pipeline (`codegen/numba_pipeline.py`): typing without SSA only where it types
+"""zymo's Numba pipeline (`codegen/numba/pipeline.py`): typing without SSA only where it types
 the program as Numba's default pipeline does; otherwise the default pipeline runs."""
 import sys
 
@@ -13,7 +13,7 @@ from loop_programs import appended_each_time
 from numba_helpers import numba_entries, private_cache_dir  # noqa: F401  (fresh cache directory)
 
 import zymo
-from zymo.codegen.numba_pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
+from zymo.codegen.numba.pipeline import FAST, Compiler, _MemoTyping, _nothing_to_inline
 from zymo.testing import check_grad
 
 
@@ -155,7 +155,7 @@ def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
     programs now type the same without SSA (the last that did not, the shadow of `np.sin(h)`
     here, an array in the forward sweep and a number in the adjoint sweep, is no longer
     allocated in the forward sweep: `Reverse._made_by_adjoint`)."""
-    from zymo.codegen import numba_pipeline
+    from zymo.codegen.numba import pipeline as numba_pipeline
 
     x = np.random.default_rng(3).random(4)
     fast = zymo_grad(grown_each_time, [x.copy()], numba=True)
@@ -181,7 +181,7 @@ def test_a_derivative_that_falls_back_is_right(monkeypatch, tmp_path):
 
 def test_an_internal_error_of_the_first_pipeline_falls_back(monkeypatch):
     """A pass that fails on IR not in SSA form (simulated) must not fail the compile."""
-    from zymo.codegen import numba_pipeline
+    from zymo.codegen.numba import pipeline as numba_pipeline
 
     def broken(self, state):
         raise AssertionError("simulated")
@@ -401,7 +401,7 @@ def test_legalization_puts_back_the_dels_numba_would_place(monkeypatch):
     `_NopythonRewrites` placed; Numba's own legalization of the same IR places the same."""
     from numba.core import ir, ir_utils
 
-    from zymo.codegen import numba_pipeline as npl
+    from zymo.codegen.numba import pipeline as npl
 
     def layout(func_ir):
         return {label: [("del", s.value) if isinstance(s, ir.Del) else id(s) for s in block.body]

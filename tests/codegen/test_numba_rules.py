@@ -19,7 +19,7 @@ numba = pytest.importorskip("numba")
 import zymo
 import zymo.cache
 from zymo import Forward, Reverse
-from zymo.codegen.numba_ import ZymoNumbaError
+from zymo.codegen.numba.backend import ZymoNumbaError
 from zymo.frontend.source import unwrap
 
 RNG = np.random.default_rng(11)

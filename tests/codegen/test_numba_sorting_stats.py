@@ -18,7 +18,7 @@ from test_numba_rules import compiled_with_numba, fd_gradient
 
 import zymo
 from zymo import Forward, Reverse
-from zymo.codegen.numba_ import ZymoNumbaError
+from zymo.codegen.numba.backend import ZymoNumbaError
 
 X = np.array([0.3, -0.45, 0.7, 0.1, -1.2])
 XP = np.array([-1.0, 0.0, 0.5, 2.0])

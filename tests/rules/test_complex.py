@@ -512,7 +512,7 @@ def test_numba_backend_more(name: str) -> None:
 
 
 def test_fft_runs_as_python_under_numba() -> None:
-    from zymo.codegen.numba_ import ZymoNumbaError
+    from zymo.codegen.numba.backend import ZymoNumbaError
 
     f = _define(CASES[_IDS.index("spectral_filter")][1])
     x = CASES[_IDS.index("spectral_filter")][2][0]

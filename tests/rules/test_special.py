@@ -615,7 +615,7 @@ def private_cache_dir(tmp_path):
 @pytest.mark.slow
 def test_numba_compiles_sinc_and_falls_back_for_scipy(private_cache_dir):
     pytest.importorskip("numba")
-    from zymo.codegen.numba_ import ZymoNumbaError
+    from zymo.codegen.numba.backend import ZymoNumbaError
     from zymo.errors import ZymoWarning
 
     x = np.array([0.0, 0.3, -1.2, 2.5])

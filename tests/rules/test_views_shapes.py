@@ -12,9 +12,9 @@ from helpers import fd_grad
 
 import zymo
 from zymo import Forward, Reverse
+from zymo import runtime as _rt
 from zymo.errors import ZymoError
 from zymo.rules import REGISTRY
-from zymo.rules import runtime as _rt
 from zymo.testing import check_grad
 
 # -- np.einsum('ji', a) is a view of a -------------------------------------------------------
@@ -657,7 +657,7 @@ def test_numba_compiles_einsum_views(mode, tmp_path, monkeypatch):
 def test_numba_refuses_what_it_cannot_compile(f, tmp_path, monkeypatch):
     """Numba compiles neither SciPy nor a product einsum: numba=True refuses, naming the line."""
     pytest.importorskip("numba")
-    from zymo.codegen.numba_ import ZymoNumbaError
+    from zymo.codegen.numba.backend import ZymoNumbaError
 
     monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
     with pytest.raises(ZymoNumbaError, match="Numba cannot compile"):

@@ -12,7 +12,7 @@ A substitution moves the evaluation of an expression from its statement to a lat
 one, so it is made only where nothing between them can change what it reads:
 - the moved expression is pure: names, constants, arithmetic, comparisons,
   subscripts, attributes, and calls of functions known to neither write their
-  arguments nor keep them (`_PURE_NP`, `math`, `_RT_PURE`);
+  arguments nor keep them (`_PURE_NP`, `math`, the runtime helpers `runtime.registry` says are movable);
 - every statement in between assigns pure expressions to plain names, none of
   which the moved expression reads (no store into an array, no `+=`, no loop or
   branch, no other call);
@@ -38,7 +38,7 @@ each function (straight-line code, where names hold the same memory throughout):
   read memory `d` may overlap, or write it other than by another `+=` (in-place additions
   commute, up to rounding). Neither term may read memory `d` overlaps. Product adjoints
   (`_rt.dot_vjp_a`, ...) are never merged: the Numba backend turns `d += _rt.dot_vjp_a(...)`
-  into one BLAS call that adds in place (`numba_.accumulating_products`).
+  into one BLAS call that adds in place (`rewrites.accumulating_products`).
 - a statement passes a moved expression (a merged term, or a temporary being substituted)
   when it is a pure assignment to a name the expression does not read, or an accumulation
   `d2 += f` / a store `d2[...] = v` into a shadow `d2` that no name the expression reads
@@ -60,6 +60,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..runtime import registry
+
 # NumPy functions that return new values and write nothing, with the most positional
 # arguments that keeps them so (a ufunc's next positional argument is its `out`)
 _PURE_NP = {
@@ -74,12 +76,6 @@ _PURE_NP = {
     **dict.fromkeys(["where", "clip", "sum", "prod", "mean"], 3),
     **dict.fromkeys(["zeros_like", "empty_like", "ones_like", "full_like"], 1),
 }
-# zymo runtime helpers that return new values (or an argument unchanged) and write nothing
-_RT_PURE = {"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"}
-
-
-# product adjoints: pure in the Python source, kept as their own accumulations (contract)
-_RT_PRODUCTS = {"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp_b"}
 
 
 def _never(a: str, b: str) -> bool:
@@ -118,7 +114,10 @@ def _pure_call(call: ast.Call, products: bool = False) -> bool:
         return False  # `out=`, `**kwargs`, `*args`: it may write
     if mod == "np":
         return name in _PURE_NP and len(call.args) <= _PURE_NP[name]
-    return mod == "math" or (mod == "_rt" and (name in _RT_PURE or (products and name in _RT_PRODUCTS)))
+    # zymo's runtime helpers that `runtime.registry` says fuse may move; the product adjoints
+    # only where asked (pure in the Python source, kept as their own accumulations: contract)
+    return mod == "math" or (mod == "_rt" and (registry.is_movable(name)
+                                               or (products and registry.is_product_vjp(name))))
 
 
 _PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute,
@@ -313,7 +312,7 @@ class _Function:
         if roots == () or roots == frozenset() or not _pure(st.value):
             return None  # not a shadow, or a float adjoint: one number, nothing to gain
         v = st.value
-        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _RT_PRODUCTS:
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and registry.is_product_vjp(v.func.attr):
             return None
         if any(self._overlap(n, d) for n in _reads(v)):
             return None

@@ -351,7 +351,7 @@ class Kernel:
             return self.python(*args)
         from numba.core.errors import NumbaError
 
-        from .numba_ import quick_compile
+        from .numba.backend import quick_compile
 
         try:
             with quick_compile():
@@ -370,7 +370,7 @@ class Kernel:
             return self.compiled(*args)
         import numba
 
-        from .numba_ import quick_compile
+        from .numba.backend import quick_compile
 
         numba.set_num_threads(min(_threads(), numba.config.NUMBA_NUM_THREADS))
         try:

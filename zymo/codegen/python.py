@@ -1,7 +1,7 @@
 """Compiling generated Python source into a function.
 
 Contract: `compile_source(src, name, extra_globals)` executes the source in a
-fresh module namespace holding `np`, `math`, `_rt` (rules.runtime) and the given
+fresh module namespace holding `np`, `math`, `_rt` (`zymo.runtime`) and the given
 globals, registers the text with `linecache` under a `<zymo ...>` filename (so
 tracebacks and `inspect.getsource` show the generated lines, and zymo can
 differentiate its own output), and returns the named function. `paused_collector()` pauses
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..rules import runtime as _rt
+from .. import runtime as _rt
 
 _counter = itertools.count()
 

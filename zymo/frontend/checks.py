@@ -29,9 +29,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..analysis import types as TI
 from ..ir import types as T
-from ..rules import runtime as _rt
 from ..rules.registry import REGISTRY, Rule
 
 _KEYS: dict[Any, str] = {}

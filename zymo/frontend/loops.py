@@ -205,7 +205,7 @@ class LoopLowering(LoweringHost):
 
     def _is_checkpoint_marker(self, func: ast.expr) -> bool:
         """Whether `func` names `zymo.checkpointed` (as a global or an attribute of a module)."""
-        from ..transform.checkpoint_rt import checkpointed
+        from ..runtime.checkpoint import checkpointed
 
         if isinstance(func, ast.Name):
             try:

@@ -3,7 +3,7 @@
 Contract: a type says what kind of runtime object a value holds, never its
 numbers. Floats (`F64`, `F32`), complex numbers (`C128`, `C64`) and arrays/lists
 of them can carry derivatives; ints and bools never do. A complex value's
-derivative is complex, with JAX's convention (see docs/architecture.md, "Complex
+derivative is complex, with JAX's convention (see docs/complex.md, "Complex
 numbers"). Tuples are not runtime values in the IR: the frontend
 keeps them as Python tuples of values, so they have no type here. `Static` is a
 compile-time Python object (a module, a function, a string, a dtype) that the

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
+from .. import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from .registry import BOTH, Form, Rule
 
 _P = dict(elementwise=True)

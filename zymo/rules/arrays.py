@@ -8,7 +8,7 @@ positional and keyword forms in 1-d and 2-d, and refuses at lowering time, in
 `check(pos, kw)`, every argument form it does not differentiate (with the reason), never
 giving a derivative it has not checked. The functions are linear (or bilinear) in their
 array arguments: tangents apply the function to the tangent, adjoints are the transposes
-written in `runtime.py` (`cross_vjp`, `kron_vjp`, `conv_vjp`, `gradient_vjp`, `diff_vjp`,
+written in `runtime/arrays.py` (`cross_vjp`, `kron_vjp`, `conv_vjp`, `gradient_vjp`, `diff_vjp`,
 `rollaxis_vjp`, `pad_vjp`).
 
 Views: `rollaxis` and `atleast_1d/2d/3d` return views of their argument (`view` rules);
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import NOT_CONST, Rule, const_value
 
 

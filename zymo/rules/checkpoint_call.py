@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
-from . import runtime as _rt
 from .registry import REGISTRY, Rule
 
 _counter = itertools.count()

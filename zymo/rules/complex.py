@@ -1,6 +1,6 @@
 """Complex numbers: the rules that are not holomorphic, and which rules take complex values.
 
-Contract (JAX's convention, followed everywhere; docs/architecture.md, "Complex numbers"):
+Contract (JAX's convention, followed everywhere; docs/complex.md):
 
 - A tangent of a complex value is complex: forward mode propagates `dz = dx + i dy`
   (R-linear). A tangent of a real value stays real.
@@ -28,8 +28,8 @@ import builtins
 
 import numpy as np
 
+from .. import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from ..ir import types as T
-from . import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
 from . import ufuncs  # noqa: F401  (registered first: np.abs and np.conj keep their real rules' keys)
 from .registry import REGISTRY, Rule
 

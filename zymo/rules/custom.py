@@ -37,9 +37,9 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
+from .. import runtime as _rt
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
-from . import runtime as _rt
 from .registry import REGISTRY, Rule
 
 _INFER = object()

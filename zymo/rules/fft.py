@@ -2,7 +2,7 @@
 
 Contract: every transform is linear, so its tangent is the same transform of the tangent; its
 adjoint (JAX's convention, `rules/complex.py`) is the transform's transpose, computed by
-`rules/fft_rt.py`: a complex DFT matrix is symmetric (the adjoint of `fft` is `fft` of the
+`runtime/fft.py`: a complex DFT matrix is symmetric (the adjoint of `fft` is `fft` of the
 adjoint, same `norm`, cut or padded back to the input's length), `rfft`'s is the real part of
 the full `fft` of the zero-padded adjoint, `irfft`'s weights the rfft of the adjoint by the
 Hermitian weights. NumPy's `n`, `s`, `axis`, `axes` and `norm` arguments are taken; `out=` is
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt  # (names used by inlined rule bodies)
+from .. import runtime as _rt  # (names used by inlined rule bodies)
 from .registry import Rule
 
 _PY = "np.fft has no Numba implementation"

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..errors import Loc, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Op, Value
-from . import runtime as _rt
 from .registry import BY_METHOD, Rule
 
 

@@ -1,7 +1,7 @@
 """Primitives the frontend introduces itself (not names a user calls)."""
 from __future__ import annotations
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import BOTH, Form, Rule
 
 

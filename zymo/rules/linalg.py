@@ -5,7 +5,7 @@ Contract: functions returning tuples (`slogdet`, `eigh`, `qr`, `svd`, `lstsq`)
 declare `parts`; the frontend lowers `w, v = np.linalg.eigh(a)` to one op per
 part (each recomputes the factorisation in its derivative; an unused part costs
 nothing in reverse mode). The conditions under which each derivative exists are
-in `linalg_rt.py` and `docs/rules.md`; calls outside what is covered (eigh with
+in `runtime/linalg.py` and `docs/rules.md`; calls outside what is covered (eigh with
 UPLO='U', qr modes other than 'reduced', svd with compute_uv=False or
 hermitian=True) are refused at the user's line.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import Rule, const_value
 
 _WC3 = ("wc", 3, 3)

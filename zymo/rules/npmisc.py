@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import BOTH, Form, Rule
 
 # -- products ------------------------------------------------------------------

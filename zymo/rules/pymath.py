@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import Rule
 
 # facts (registry.py): every `math` function is a function of its numbers (value-numbered);

@@ -19,7 +19,7 @@ import builtins
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import BOTH, Form, Rule, const_value
 
 _AX = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, 1)", ((3, 4),)),

@@ -1,7 +1,7 @@
 """Rules for the runtime helpers generated code calls (`_rt.*`): second order.
 
 Contract: forward mode over a reverse-mode program (`zymo.hvp`) reads zymo's own
-generated source, which calls the helpers of `runtime.py`. Each helper is a
+generated source, which calls the helpers of `zymo.runtime`. Each helper is a
 primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
@@ -10,7 +10,7 @@ adjoints are bilinear, `grow` and `grow_stack` copy, and the helpers that only i
 
 The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
 each has a tangent rule for every argument a derivative flows through, and an adjoint
-(for the rule tests); multi-statement derivatives live in `second_rt.py`. Helpers
+(for the rule tests); multi-statement derivatives live in `runtime/second.py`. Helpers
 without a rule here (eigh, qr, svd, lstsq, cumprod, prod, tile, repeat, diagonal,
 einsum, SciPy's) make `zymo.hvp` refuse the function (`derivatives.py`), so second
 order never inlines a helper's body by accident.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import BOTH, Form, Rule
 
 # their cases: small functions of the helper, the inputs drawn anywhere in [-2, 2]

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - SciPy is optional
 
 import numpy as np
 
-from . import runtime as _rt  # names used by inlined rule bodies
+from .. import runtime as _rt  # names used by inlined rule bodies
 from .registry import Rule, const_value
 
 if _sp is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import scipy.signal as _ss
 
-from . import runtime as _rt  # names used by inlined rule bodies
+from .. import runtime as _rt  # names used by inlined rule bodies
 from .arrays import _conv_check
 from .registry import Rule
 

@@ -1,6 +1,6 @@
 """Rules for sorting, gathering along an axis and lookups: `np.sort`, `np.argsort`,
 `np.partition`, `np.take_along_axis`, `np.put_along_axis`, `np.searchsorted`, `np.interp`,
-`np.histogram` (helpers in `sorting_rt.py`).
+`np.histogram` (helpers in `runtime/sorting.py`).
 
 Contract:
 - Parameters are named as NumPy names them (`a`, `axis`, `kind`, `arr`, `indices`, ...).
@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..ir import types as T
-from . import runtime as _rt
 from .registry import BY_CALLABLE, NOT_CONST, Rule, const_value
 
 _C = "const"

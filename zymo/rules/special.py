@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt
+from .. import runtime as _rt
 from .registry import Rule
 
 try:

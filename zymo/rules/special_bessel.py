@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt  # names used by inlined rule bodies
+from .. import runtime as _rt  # names used by inlined rule bodies
 from .registry import Rule
 from .special import _ANY, _E, _POS, _U, S, _refused_first
 

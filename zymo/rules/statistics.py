@@ -1,6 +1,6 @@
 """Rules for NaN-ignoring reductions and scans (`nansum`, `nanmean`, `nanmax`, `nanmin`,
 `nanprod`, `nanvar`, `nanstd`, `nancumsum`, `nancumprod`), `np.cov`, `np.corrcoef` and
-`np.polyval` (helpers in `statistics_rt.py`).
+`np.polyval` (helpers in `runtime/statistics.py`).
 
 Contract:
 - Parameters are named as NumPy names them (`a`, `axis`, `keepdims`, `ddof`, `m`, `y`,
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import runtime as _rt
 from ..ir import types as T
-from . import runtime as _rt
 from .registry import Rule
 
 _M5 = ("const", np.array([False, True, False, False, True]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime as _rt  # names used by inlined rule bodies
+from .. import runtime as _rt  # names used by inlined rule bodies
 from .registry import Rule
 
 _U = dict(elementwise=True, out=True)

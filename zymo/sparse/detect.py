@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .. import runtime as _rt
 from ..errors import ZymoUsageError
 from ..ir.core import Block, Function, Op, Value, tree_map
-from ..rules import runtime as _rt
 from ..rules.registry import lookup
 from . import memory as M
 from .memory import Buffer, DetectionFailed

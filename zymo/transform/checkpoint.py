@@ -9,12 +9,12 @@ numbers (`zymo.checkpoint_bound`, `zymo.checkpoint_carry`), so that the generate
 the loop over any range of iterations from any state; the IR is restored after the program is
 written.
 
-A `for` loop (`Checkpoint`) makes a `checkpoint_rt.Plan` at its entry. When the whole tape fits
+A `for` loop (`Checkpoint`) makes a `runtime.checkpoint.Plan` at its entry. When the whole tape fits
 the limit, the loop is taped and reversed as without a limit. Otherwise the forward sweep runs
 only the primal of the loop, storing snapshots of the loop's state at the iterations the
 schedule says (Revolve), and the adjoint sweep restores snapshots, runs iterations again (the
 primal, then the taped forward of the iterations it reverses) and their adjoint. A `while` loop
-(`WhileCheckpoint`, also a `for` with `break`) makes a `checkpoint_rt.OnlinePlan` and is always
+(`WhileCheckpoint`, also a `for` with `break`) makes a `runtime.checkpoint.OnlinePlan` and is always
 checkpointed. Loops share the limit (`Checkpoint._room`). The state of the loop: its carried
 numbers, and the memory defined before the loop that it writes, or that it reads and the code
 after it writes (each snapshot copies all of it). What cannot be snapshotted is refused at the
@@ -221,7 +221,7 @@ class Checkpoint:
         a, b, s = (n(v) for v in op.args[:3])
         scal, arrs = self.est
         state = ", ".join(n(v) for v in self.state)
-        w("from zymo.transform import checkpoint_rt as _ck")
+        w("from zymo.runtime import checkpoint as _ck")
         w(f"{plan}_n = {trip_count(a, b, s)}")
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * (len(op.args) - 3)}" if self.state else
           f"{plan}_sb = {8 * (len(op.args) - 3) or 8}")
@@ -251,7 +251,7 @@ class Checkpoint:
         return "_ck_room" if k == m - 1 else f"_ck_room // {m - k}"
 
     def _new_snaps(self, rev: Reverse, w: Writer) -> None:
-        """The snapshots' dict (`checkpoint_rt.Snapshots`); in split mode a slot of the tape, whose
+        """The snapshots' dict (`runtime.checkpoint.Snapshots`); in split mode a slot of the tape, whose
         buffers a tape passed back in lends to this forward sweep."""
         _, snaps, _ = self._names(rev)
         if rev.split:
@@ -265,7 +265,7 @@ class Checkpoint:
     def _adjoint_prelude(rev: Reverse, w: Writer) -> None:
         """The adjoint sweep's own import of the run-time module; in split mode, the taped forward
         it runs allocates fresh caches (no tape passed back in there)."""
-        w("from zymo.transform import checkpoint_rt as _ck")
+        w("from zymo.runtime import checkpoint as _ck")
         if rev.split:
             w(f"{rev.tape_in} = None")
 
@@ -334,7 +334,7 @@ class Checkpoint:
 
     def adjoint(self, rev: Reverse, op: Op, w: Writer) -> None:
         """The adjoint sweep at the loop: the store-all adjoint when the tape fitted, else the driver
-        that restores snapshots, recomputes and reverses steps (`checkpoint_rt.Plan.reverse`)."""
+        that restores snapshots, recomputes and reverses steps (`runtime.checkpoint.Plan.reverse`)."""
         n = rev.namer
         plan, snaps, _ = self._names(rev)
         body = op.regions[0]
@@ -406,7 +406,7 @@ class Checkpoint:
 
 class WhileCheckpoint(Checkpoint):
     """A checkpointed `while` loop (also a `for` with `break`): its trip count is known only when
-    it ends, so it is always checkpointed, by `checkpoint_rt.OnlinePlan` (online doubling, then
+    it ends, so it is always checkpointed, by `runtime.checkpoint.OnlinePlan` (online doubling, then
     Revolve between the snapshots kept)."""
 
     def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
@@ -426,7 +426,7 @@ class WhileCheckpoint(Checkpoint):
         plan, snaps, _ = self._names(rev)
         scal, arrs = self.est
         state = ", ".join(n(v) for v in self.state)
-        w("from zymo.transform import checkpoint_rt as _ck")
+        w("from zymo.runtime import checkpoint as _ck")
         w(f"{plan}_sb = _ck.nbytes({state}) + {8 * len(self.carries)}" if self.state else
           f"{plan}_sb = {8 * len(self.carries) or 8}")
         big = f"max(_ck.nbytes(x) for x in ({state},))" if self.state else "8"

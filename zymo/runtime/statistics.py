@@ -1,5 +1,5 @@
 """Helpers of the statistics rules (`rules/statistics.py`); generated code calls them as
-`_rt.<name>` (`runtime.py` re-exports them).
+`_rt.<name>` (`zymo.runtime` re-exports them).
 
 Contract: pure functions of NumPy values. NaN-aware helpers treat NaN entries as absent
 (zero weight, zero derivative). `cov`/`corrcoef` helpers follow NumPy's layout exactly
@@ -11,6 +11,8 @@ to their operand's dtype. `fweights`/`aweights` are not covered (the rules refus
 from __future__ import annotations
 
 import numpy as np
+
+from .core import expand_reduced, unbroadcast
 
 __all__ = [
     "corrcoef_jvp",
@@ -282,8 +284,6 @@ def nan_centered_lin(t, a, axis=None):
 def lse_weights(a, b, ans, axis, keepdims, with_b):
     """exp(a - ans) (times `b` when `with_b`), in the shape `a` and `b` broadcast to: the
     derivative of logsumexp(a, axis, b) in `a` (with_b) or in `b` (without)."""
-    from .runtime import expand_reduced
-
     full = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
     e = np.exp(a - expand_reduced(ans, np.broadcast_to(a, full), axis, keepdims))
     return e * b if (with_b and b is not None) else e
@@ -291,8 +291,6 @@ def lse_weights(a, b, ans, axis, keepdims, with_b):
 
 def lse_vjp(g, a, b, ans, axis, keepdims, which):
     """Adjoint of `a` (which=0) or `b` (1) in logsumexp(a, axis, b, keepdims)."""
-    from .runtime import expand_reduced, unbroadcast
-
     w = lse_weights(a, b, ans, axis, keepdims, which == 0)
     return unbroadcast(expand_reduced(g, w, axis, keepdims) * w, a if which == 0 else b)
 
@@ -300,8 +298,6 @@ def lse_vjp(g, a, b, ans, axis, keepdims, which):
 def _lse_w(a, b, ans, axis, keepdims, which):
     """(e, w, full): exp(a - ans) in the broadcast shape, the weight of `which`'s adjoint
     (e * b for a, e for b), and that shape."""
-    from .runtime import expand_reduced
-
     full = np.broadcast_shapes(np.shape(a), np.shape(b)) if b is not None else np.shape(a)
     e = np.exp(a - expand_reduced(ans, np.broadcast_to(a, full), axis, keepdims))
     return e, (e * b if (which == 0 and b is not None) else e), full
@@ -310,8 +306,6 @@ def _lse_w(a, b, ans, axis, keepdims, which):
 def lse_vjp_d(g, a, b, ans, axis, keepdims, which, ta, tb, tans):
     """The tangent of `lse_vjp(g, a, b, ans, ...)` along tangents `ta`, `tb`, `tans` of `a`,
     `b`, `ans` (None: zero): dw = w (ta - tans) (+ e tb for a's adjoint)."""
-    from .runtime import expand_reduced, unbroadcast
-
     e, w, full = _lse_w(a, b, ans, axis, keepdims, which)
     dw = np.zeros(full)
     if ta is not None:
@@ -326,8 +320,6 @@ def lse_vjp_d(g, a, b, ans, axis, keepdims, which, ta, tb, tans):
 def lse_vjp_t(gb, g, a, b, ans, axis, keepdims, which, part):
     """The transposes of `lse_vjp` (for its rule's tests): the adjoint of `g` (part 0), `a`
     (1), `b` (2) or `ans` (3) given an adjoint `gb` of its result."""
-    from .runtime import expand_reduced, unbroadcast
-
     e, w, full = _lse_w(a, b, ans, axis, keepdims, which)
     q = np.broadcast_to(gb, full) * w
     if part == 0:

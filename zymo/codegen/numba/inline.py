@@ -1,17 +1,17 @@
 """Helpers of generated code written into the program, for Numba-compiled derivative code.
 
 Contract: Numba intrinsics (callable from Numba-compiled code only) that generated code reaches
-as `_rt.<name>` (`numba_rt` exports them; `numba_.numba_source` writes the calls that are not
+as `_rt.<name>` (`twins` exports them; `rewrites.numba_source` writes the calls that are not
 in the generated source already):
 
 - `zeros(shape, dtype)`, `empty(shape, dtype)`: `np.zeros`/`np.empty` (an int or a tuple of
   ints, a NumPy scalar type or dtype): a C-ordered array;
 - `nonneg(i)`: the int `i`, known to be >= 0 (`analysis.bounds`), as an unsigned int, which
-  Numba uses as an index without first adding the extent to a negative one (`numba_.nonneg_indices`);
-- `span(lo, hi)`: `rules.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
+  Numba uses as an index without first adding the extent to a negative one (`rewrites.nonneg_indices`);
+- `span(lo, hi)`: `zymo.runtime.span`, `hi - lo` or 0 where `hi <= lo`, in signed `intp`
   (unsigned bounds do not wrap), as one select: a conditional expression would be three more
   blocks for Numba and LLVM (a trip count);
-- `grow(buf, need)`, `grow_stack(buf, row, need)`: `rules.runtime.grow`/`grow_stack`, a cache
+- `grow(buf, need)`, `grow_stack(buf, row, need)`: `zymo.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
   of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty;
@@ -39,8 +39,11 @@ from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
-from ..rules import runtime as rt
-from .numba_elementwise import _as_written, _copy_into_new, _span, apply, new_array
+from zymo import runtime as rt
+
+from .elementwise import _as_written
+from .ew_loops import _copy_into_new, _span, apply
+from .ew_types import new_array
 
 _SHAPE_MISMATCH = "zymo internal error: an adjoint does not have its operand's shape"
 
@@ -200,7 +203,7 @@ def _real_vector(x) -> bool:
 
 
 def _extreme(larger: bool):
-    from . import numba_np
+    from . import np_shim as numba_np
 
     fn = numba_np.max if larger else numba_np.min
     name = "maximum" if larger else "minimum"

@@ -1,9 +1,9 @@
-"""Derivatives of the runtime helpers themselves: what second order needs (`runtime.py`
+"""Derivatives of the runtime helpers themselves: what second order needs (`zymo.runtime`
 re-exports them as `_rt.<name>`).
 
 Contract: `zymo.hvp`/`zymo.hessian` differentiate zymo's generated reverse program in
 forward mode, so a helper that program calls (`_rt.cholesky_vjp`, `_rt.norm_grad`, ...)
-needs a tangent rule of its own (`runtime_rules.py`) and, for the rule tests, an adjoint.
+needs a tangent rule of its own (`rules/runtime_rules.py`) and, for the rule tests, an adjoint.
 The rules' bodies are single expressions; the few that need several statements call the
 functions here. Each is a pure function of NumPy arrays, named after the helper it
 differentiates: `<helper>_d<param>` is the tangent along a tangent of `<param>`,
@@ -13,6 +13,8 @@ conditions are those of the helper differentiated (2-d matrices for the linear a
 from __future__ import annotations
 
 import numpy as np
+
+from .core import expand_reduced, norm_grad
 
 __all__ = ["cholesky_vjp_dl", "cholesky_vjp_tl", "norm_grad_dx", "norm_grad_tx", "cumsum_vjp_tg",
            "split_first_tg", "split_last_tg"]
@@ -70,8 +72,6 @@ def _p(ord):
 
 
 def _norm_parts(x, ans, ord, axis, keepdims):
-    from .runtime import expand_reduced, norm_grad
-
     a = expand_reduced(ans, x, axis, keepdims)
     safe = np.where(a == 0, 1.0, a)
     return a, safe, norm_grad(x, ans, ord, axis, keepdims)
@@ -80,8 +80,6 @@ def _norm_parts(x, ans, ord, axis, keepdims):
 def norm_grad_dx(tx, tans, x, ans, ord, axis, keepdims):
     """Tangent of `norm_grad` along `tx` (of x) and `tans` (of the norm `ans`); None: no tangent.
     With n = sign(x) (|x|/a)^(p-1): dn = (p-1) (tx (|x|/a)^(p-2) / a - n ta / a); 0 where a == 0."""
-    from .runtime import expand_reduced
-
     p = _p(ord)
     if p is None:
         return np.zeros(np.shape(x), dtype=np.result_type(x, 1.0))

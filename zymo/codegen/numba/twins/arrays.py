@@ -1,12 +1,15 @@
-"""Numba implementations of the adjoint helpers of `rules/arrays.py`.
+"""Numba twins of the shape and array-function helpers (`zymo/runtime/arrays.py`).
 
-Contract: importing this module (numba_rt does) registers, with `numba.extending.overload`
-on each helper's own function object, Numba versions of `_rt.conv_vjp` (1-d, every mode and
+Contract: importing this module (the `twins` package does) registers, with
+`numba.extending.overload` on each helper's own function object, Numba versions of
+`concat2`, `split_first`, `split_last`, `negate`, `flatten`, `diag`, `diag_vjp`, `diagonal` (a
+view, as NumPy's), `diagonal_view`, `diagonal_vjp`, `expand_diag` (1-d and 2-d arrays, a
+constant axis, diagonals of matrices), `_rt.conv_vjp` (1-d, every mode and
 kind), `_rt.kron_vjp` (operands both 1-d or both 2-d), `_rt.diff_vjp` (1-d, or 2-d along a
 constant axis) and `_rt.cross_vjp` (3-vectors along the last axis, 1-d or 2-d, one operand
 broadcast), `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
 primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetric; 1-d and
-2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`numba_np`
+2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`np_shim`
 wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`),
 and `np.einsum` where it is a view of one operand (`'ji'`, `'ii->i'`: a strided view built
 from the constant subscripts; other einsums fail at typing: Numba has no einsum). Anything else
@@ -16,12 +19,15 @@ default policy, or `numba=True` refuses).
 from __future__ import annotations
 
 import numpy as _np
+from numba import types as _t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
+from numpy.lib.stride_tricks import as_strided
 
-from ..rules import runtime as rt
-from . import numba_np as nnp
-from .numba_np import _literal, _ndim
+from zymo import runtime as rt
+
+from .. import np_shim as nnp
+from ..np_shim import _axis, _literal, _ndim
 
 
 @register_jitable
@@ -401,7 +407,7 @@ overload(nnp.gradient, prefer_literal=True)(_ov_gradient)
 
 
 def _einsum_view_overload(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):
-    from .numba_np import _none
+    from ..np_shim import _none
 
     s = _literal(subscripts, "einsum subscripts")
     if not all(_none(o) for o in (b, c, d, e, f)) or not isinstance(s, str) or \
@@ -418,11 +424,144 @@ def _einsum_view_overload(subscripts, a, b=None, c=None, d=None, e=None, f=None,
     strides = ", ".join(" + ".join(f"a.strides[{j}]" for j in g) for g in groups) + ","
     src = (f"def impl(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):\n{checks}"
            f"    return as_strided(a, shape=({shape}), strides=({strides}))\n")
-    ns = {"as_strided": _as_strided}
+    ns = {"as_strided": as_strided}
     exec(src, ns)  # the indices are computed above from the constant subscripts
     return ns["impl"]
 
 
-from numpy.lib.stride_tricks import as_strided as _as_strided  # noqa: E402
-
 overload(nnp.einsum, prefer_literal=True)(_einsum_view_overload)
+
+
+# -- joins -------------------------------------------------------------------------------------------
+
+
+@overload(rt.concat2, prefer_literal=True)
+def _concat2(a, b, axis=0):
+    ax = _literal(axis, "axis")
+    if ax is None:
+        return lambda a, b, axis=0: _np.concatenate((_np.ravel(a), _np.ravel(b)))
+    ax = _axis(axis, a, "np.concatenate")
+    return lambda a, b, axis=0: _np.concatenate((a, b), axis=ax)
+
+
+@overload(rt.split_first, prefer_literal=True)
+def _split_first(g, a, axis):
+    if _literal(axis, "axis") is None:
+        return lambda g, a, axis: g[:a.size].copy().reshape(a.shape)
+    ax = _axis(axis, a, "np.concatenate")
+    if ax == 0:
+        return lambda g, a, axis: g[:a.shape[0]]
+    return lambda g, a, axis: g[:, :a.shape[1]]
+
+
+@overload(rt.split_last, prefer_literal=True)
+def _split_last(g, b, axis):
+    if _literal(axis, "axis") is None:
+        return lambda g, b, axis: g[g.size - b.size:].copy().reshape(b.shape)
+    ax = _axis(axis, b, "np.concatenate")
+    if ax == 0:
+        return lambda g, b, axis: g[g.shape[0] - b.shape[0]:]
+    return lambda g, b, axis: g[:, g.shape[1] - b.shape[1]:]
+
+
+@overload(rt.negate)
+def _negate(shift):
+    if not isinstance(shift, _t.Integer):
+        raise TypingError("zymo's Numba backend rolls by an int shift")
+    return lambda shift: -shift
+
+
+@overload(rt.flatten)
+def _flatten(x):
+    return lambda x: _np.ravel(x).copy()
+
+
+# -- diagonals ---------------------------------------------------------------------------------------
+
+
+def _diag_axes(x, axis1, axis2, what):
+    a1, a2 = _literal(axis1, "axis1"), _literal(axis2, "axis2")
+    if _ndim(x) != 2 or {a1 % 2, a2 % 2} != {0, 1}:
+        raise TypingError(f"zymo's Numba backend takes {what} of 2-d arrays")
+    return a1 % 2 == 1  # swapped
+
+
+@overload(rt.diag)
+def _diag(v, k=0):
+    if _ndim(v) == 1:
+        return lambda v, k=0: _np.diag(v, k)
+    return lambda v, k=0: _diag_view(v, k, False)  # a matrix's diagonal: a view, as NumPy's
+
+
+@register_jitable
+def _place_diag(g, n1, n2, offset, swap, dt):
+    out = _np.zeros((n2, n1), dt) if swap else _np.zeros((n1, n2), dt)
+    i0, j0 = max(-offset, 0), max(offset, 0)
+    for p in range(g.shape[0]):
+        if swap:
+            out[j0 + p, i0 + p] = g[p]
+        else:
+            out[i0 + p, j0 + p] = g[p]
+    return out
+
+
+@register_jitable
+def _diag_view(x, offset, swap):
+    if swap:
+        x = x.T
+    i0, j0 = max(-offset, 0), max(offset, 0)
+    m = max(0, min(x.shape[0] - i0, x.shape[1] - j0))
+    return as_strided(x[i0:, j0:], shape=(m,), strides=(x.strides[0] + x.strides[1],))
+
+
+@overload(rt.diagonal, prefer_literal=True)
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    """NumPy's diagonal is a (read-only) view: so is this one (writable), of 2-d arrays."""
+    swap = _diag_axes(a, axis1, axis2, "np.diagonal")
+    return lambda a, offset=0, axis1=0, axis2=1: _diag_view(a, offset, swap)
+
+
+@overload(rt.diagonal_view, prefer_literal=True)
+def _diagonal_view(x, offset=0, axis1=0, axis2=1):
+    swap = _diag_axes(x, axis1, axis2, "np.diagonal")
+    return lambda x, offset=0, axis1=0, axis2=1: _diag_view(x, offset, swap)
+
+
+@overload(rt.diagonal_vjp, prefer_literal=True)
+def _diagonal_vjp(g, x, offset=0, axis1=0, axis2=1):
+    swap = _diag_axes(x, axis1, axis2, "np.diagonal")
+
+    dt = _adjoint_dtype(g, x)
+
+    def impl(g, x, offset=0, axis1=0, axis2=1):
+        n1, n2 = (x.shape[1], x.shape[0]) if swap else (x.shape[0], x.shape[1])
+        return _place_diag(_np.ascontiguousarray(g).ravel(), n1, n2, offset, swap, dt)
+    return impl
+
+
+def _adjoint_dtype(g, x):
+    """NumPy's `result_type(g, x)` at typing time, as the Python helper's adjoint has (complex
+    when either is)."""
+    from numba.np.numpy_support import as_dtype
+
+    return _np.result_type(*(as_dtype(getattr(v, "dtype", v)) for v in (g, x)))
+
+
+@overload(rt.diag_vjp)
+def _diag_vjp(g, x, k):
+    if _ndim(x) == 1:
+        return lambda g, x, k: _np.diag(_np.ascontiguousarray(g), k).copy()
+    dt = _adjoint_dtype(g, x)
+    return lambda g, x, k: _place_diag(g, x.shape[0], x.shape[1], k, False, dt)
+
+
+@overload(rt.expand_diag, prefer_literal=True)
+def _expand_diag(g, x, offset, axis1, axis2):
+    swap = _diag_axes(x, axis1, axis2, "np.trace")
+
+    def impl(g, x, offset, axis1, axis2):
+        n1, n2 = (x.shape[1], x.shape[0]) if swap else (x.shape[0], x.shape[1])
+        i0, j0 = max(-offset, 0), max(offset, 0)
+        m = max(0, min(n1 - i0, n2 - j0))
+        return _np.full(m, g)
+    return impl

@@ -1,5 +1,5 @@
 """Helpers of the sorting and lookup rules (`rules/sorting.py`); generated code calls them
-as `_rt.<name>` (`runtime.py` re-exports them).
+as `_rt.<name>` (`zymo.runtime` re-exports them).
 
 Contract: pure functions of NumPy values (they never write into their arguments, except
 `put_along_axis` into its `out`). `axis=None` means "along the flattened array", as in
@@ -12,6 +12,8 @@ as `np.interp` does, and cast adjoints to their operand's dtype.
 from __future__ import annotations
 
 import numpy as np
+
+from .core import unbroadcast
 
 __all__ = [
     "along_index",
@@ -117,8 +119,6 @@ def put_along_axis_vjp_values(g, indices, values, axis):
     """Adjoint of `values` in `put_along_axis`: `g` read where each value was stored; with a
     repeated index only the value NumPy stored last (the one that stays) gets it, and the
     result is summed back to `values`' shape (NumPy broadcasts `values`)."""
-    from .runtime import unbroadcast
-
     idx = along_index(np.shape(g), indices, axis)
     read = g[idx]
     ids = np.arange(read.size).reshape(read.shape)

@@ -1,8 +1,9 @@
 """Run-time helpers of the `scipy.special` rules (`rules/special.py`), reached from generated
-code as `_rt.<name>` (`runtime.py` imports this module's `__all__`).
+code as `_rt.<name>` (`zymo.runtime` re-exports its `__all__`).
 
 Contract: `zeta_ds(s, q)` is the derivative of the Hurwitz zeta function in s (float64),
-which SciPy does not provide (no tangent rule: second order in s is refused). `special_no_derivative(key, param)` raises `NotImplementedError` naming the function
+which SciPy does not provide (no tangent rule: second order in s is refused).
+`special_no_derivative(key, param)` raises `NotImplementedError` naming the function
 and the parameter. Rules whose derivative in a parameter has no closed form in functions zymo
 can call (the order `v` of the Bessel functions, `a` of `gammainc`, the exponent `x` of `zeta`)
 use it as that parameter's jvp/vjp: transforms emit it only when the parameter is active, so

@@ -12,7 +12,7 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
   `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad`
   (constant, edge, wrap, reflect, symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis),
-  which Numba lacks; `einsum` only where it is a view of one operand (`numba_arrays`).
+  which Numba lacks; `einsum` only where it is a view of one operand (`twins.arrays`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -278,13 +278,13 @@ _ROWS: dict = {}
 
 def _extreme(name, x):
     """The max or min of all of `x`, for 1-d and 2-d arrays of real numbers (else None: Numba's
-    own): `numba_inline.ew_max`/`ew_min`, a loop (the first of equal elements, NaN as soon as
+    own): `inline.ew_max`/`ew_min`, a loop (the first of equal elements, NaN as soon as
     one is met, as Numba's), row by row for 2-d arrays. Numba's iterates with `np.nditer` and
     costs about half a second of compile per signature."""
     if name not in ("max", "min", "amax", "amin") or x.ndim not in (1, 2) or not isinstance(
             x.dtype, (_t.Integer, _t.Float)):
         return None
-    from .numba_inline import ew_max, ew_min
+    from .inline import ew_max, ew_min
 
     larger = name in ("max", "amax")
     one = ew_max if larger else ew_min
@@ -457,15 +457,15 @@ def rollaxis(a, axis, start=0):
 
 @_overload(rollaxis, prefer_literal=True)
 def _ov_rollaxis(a, axis, start=0):
-    from ..rules.runtime import rollaxis_perm
+    from zymo.runtime import rollaxis_perm
 
     perm = rollaxis_perm(_ndim(a), _literal(axis, "axis"), _literal(start, "start"))
     return lambda a, axis, start=0: _np.transpose(a, perm)
 
 
 
-# np.pad and np.gradient: Numba has neither; their overloads are registered by numba_arrays
-# (imported with numba_rt, as every Numba-compiled derivative is)
+# np.pad and np.gradient: Numba has neither; their overloads are registered by twins.arrays
+# (imported with twins, as every Numba-compiled derivative is)
 def pad(array, pad_width, mode="constant", constant_values=0):
     if mode == "constant":
         return _np.pad(array, pad_width, mode=mode, constant_values=constant_values)
@@ -478,6 +478,6 @@ def gradient(f, varargs=1.0, axis=None, edge_order=1):
 
 def einsum(subscripts, a, b=None, c=None, d=None, e=None, f=None, optimize=False):
     """NumPy's einsum (up to six operands, as zymo's rule); under Numba only a view of one
-    operand (`numba_arrays`)."""
+    operand (`twins.arrays`)."""
     ops = [o for o in (a, b, c, d, e, f) if o is not None]
     return _np.einsum(subscripts, *ops, optimize=optimize)

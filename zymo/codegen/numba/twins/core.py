@@ -1,8 +1,11 @@
-"""Numba implementations of the runtime helpers (`zymo.rules.runtime`, `_rt`).
+"""Numba twins of the core runtime helpers (`zymo/runtime/core.py`), and the accumulating
+product adjoints (`acc_dot_vjp_a`, ...) generated code calls in their place.
 
-Contract: importing this module registers, with `numba.extending.overload`, a
-Numba implementation for each helper that generated derivative code calls, on the
-helper's own function object; Python calls are unaffected. Numba-compiled code
+Contract: importing this module (the `twins` package does) registers, with
+`numba.extending.overload`, a Numba implementation for each core helper that generated
+derivative code calls, on the helper's own function object (the reductions: `centered`,
+`norm_grad` for vector norms and the Frobenius norm, no axis, and `cumprod_jvp`/`cumprod_vjp`
+of 1-d arrays); Python calls are unaffected. Numba-compiled code
 then reaches them as `_rt.<name>` exactly like the Python code does. A helper
 without a Numba implementation (split-mode tape reuse) fails at Numba's typing,
 which the backend reports. Shapes and axes are resolved at typing time from the
@@ -14,27 +17,21 @@ import numpy as np
 from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
-from numba.typed import List  # noqa: F401  (split mode's list caches: `numba_.fresh_lists`)
 
-from ..rules import runtime as rt
-from . import (  # noqa: F401  (register the rules' helpers' overloads)
-    numba_arrays,
-    numba_linalg,
-    numba_shape,
-    numba_sorting,  # the sorting and statistics helpers' overloads
-)
-from . import numba_np as nnp
-from .numba_accumulate import product as _product
-from .numba_elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv  # noqa: F401  (`numba_.elementwise_statements`, `ieee_divisions`)
-from .numba_inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, span, zeros  # noqa: F401  (`numba_`)
-from .numba_np import _literal, _none
+from zymo import runtime as rt
 
-for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`numba_inline`'s fallbacks)
+from .. import np_shim as nnp
+from ..accumulate import product as _product
+from ..elementwise import ew_set, fdiv
+from ..inline import span
+from ..np_shim import _literal, _ndim, _none
+
+for _fn in (rt.trip, rt.grow, rt.grow_stack):  # the helpers as written (`inline`'s fallbacks)
     register_jitable(_fn)
 
 
 # the IEEE arithmetic of rules of numbers and the trip counts, reached as the Python helpers
-# (`zymo.rules.runtime`) where a program is compiled as written (second order's primal check)
+# (`zymo.runtime`) where a program is compiled as written (second order's primal check)
 @overload(rt.fdiv)
 def _fdiv(a, b):
     return lambda a, b: fdiv(a, b)
@@ -51,7 +48,7 @@ def _span(lo, hi):
 
 
 def raise_shape_mismatch(src_shapes, index_shape):
-    """Stands in for Numba's `raise_with_shape_context` while zymo compiles (`numba_.quick_compile`)."""
+    """Stands in for Numba's `raise_with_shape_context` while zymo compiles (`backend.quick_compile`)."""
     raise ValueError("cannot assign slice from input of different size")
 
 
@@ -511,7 +508,7 @@ def _acc_product(which: str, plain):
                     _gemm_acc(acc, a.T, g)
                     return acc
                 return impl_b
-        # outer and matrix-vector products are loops the intrinsic writes (`numba_accumulate
+        # outer and matrix-vector products are loops the intrinsic writes (`accumulate
         # .product`), which calls this only for other dtypes or an accumulator that shares
         # memory with an operand: the plain sum below is right for both
 
@@ -527,7 +524,7 @@ for _acc, _which, _plain in ((acc_dot_vjp_a, "a", rt.dot_vjp_a), (acc_dot_vjp_b,
     overload(_acc)(_acc_product(_which, _plain))
 
 # what generated code calls: intrinsics that write outer and matrix-vector product loops in
-# place and call the overloads above for the rest (`numba_accumulate.product`)
+# place and call the overloads above for the rest (`accumulate.product`)
 _overloaded_products = (acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b)
 acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b = (
     _product(w, f) for w, f in zip("abab", _overloaded_products))
@@ -539,3 +536,121 @@ def _imag_copy(x):
     if isinstance(x, t.Array):
         return lambda x: np.imag(x).copy()
     return lambda x: x.imag
+
+
+# -- reductions over every element (Numba's norm, var and std take no axis) ---------------------
+
+
+@overload(rt.centered, prefer_literal=True)
+def _centered(x, axis):
+    if _literal(axis, "axis") is not None:
+        raise TypingError("zymo's Numba backend differentiates np.var/np.std over every element (no axis)")
+    return lambda x, axis: x - np.mean(x)
+
+
+_NORMS = "zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)"
+
+
+def _runtime_ord(x, ord, axis) -> bool:
+    """Whether `ord` is a number known only at run time (a float such as 3.0 or np.inf: Numba
+    has no float literals); the vector norms take one, as Numba's `np.linalg.norm` does."""
+    if not isinstance(ord, (t.Float, t.Integer)) or isinstance(ord, t.Literal):
+        return False
+    if _literal(axis, "axis") is not None or _ndim(x) != 1:
+        raise TypingError(_NORMS)
+    return True
+
+
+def _literal_ord(x, ord, axis):
+    """The constant `ord` of a vector norm or the Frobenius norm, over every element."""
+    o = _literal(ord, "ord")
+    if _literal(axis, "axis") is not None or (_ndim(x) == 2 and o not in (None, "fro")):
+        raise TypingError(_NORMS)
+    return o
+
+
+@register_jitable
+def _norm_grad_runtime(x, nrm, ord):
+    """`norm_grad` of a vector for an `ord` known at run time (see `rt.norm_grad`)."""
+    n = x.shape[0]
+    out = np.zeros(n)
+    if ord == 1:
+        for i in range(n):
+            out[i] = np.sign(x[i])
+    elif np.isinf(ord):  # ties share: the sign over the number of elements at the norm
+        ties = 0
+        for i in range(n):
+            if abs(x[i]) == nrm:
+                ties += 1
+        for i in range(n):
+            if abs(x[i]) == nrm:
+                out[i] = np.sign(x[i]) / ties
+    elif ord < 1:
+        raise NotImplementedError("the derivative of norm with ord < 1 is not supported")
+    elif nrm != 0:
+        for i in range(n):
+            out[i] = np.sign(x[i]) * (abs(x[i]) / nrm) ** (ord - 1.0)
+    return out
+
+
+@overload(rt.norm_grad, prefer_literal=True)
+def _norm_grad(x, nrm, ord, axis, keepdims):
+    if _runtime_ord(x, ord, axis):
+        return lambda x, nrm, ord, axis, keepdims: _norm_grad_runtime(x, nrm, ord)
+    o = _literal_ord(x, ord, axis)
+    if o is None or o == "fro" or o == 2:
+        return lambda x, nrm, ord, axis, keepdims: x * 0.0 if nrm == 0 else x / nrm
+    if o == 1:
+        return lambda x, nrm, ord, axis, keepdims: np.sign(x)
+    if np.isinf(o):
+        def impl_inf(x, nrm, ord, axis, keepdims):
+            m = (np.abs(x) == nrm).astype(np.float64)
+            return np.sign(x) * m / np.sum(m)
+        return impl_inf
+    p = float(o)
+    return lambda x, nrm, ord, axis, keepdims: np.sign(x) * (np.abs(x) / (1.0 if nrm == 0 else nrm)) ** (p - 1.0)
+
+
+
+def _scan_1d(x, axis, what):
+    if _literal(axis, "axis") is not None or _ndim(x) != 1:
+        raise TypingError(f"zymo's Numba backend differentiates {what} of 1-d arrays without axis")
+
+
+@overload(rt.cumprod_jvp, prefer_literal=True)
+def _cumprod_jvp(t, x, axis):
+    _scan_1d(x, axis, "np.cumprod")
+
+    def impl(t, x, axis):
+        d = np.empty(x.shape[0])
+        if x.shape[0] == 0:  # nothing to read: x[0] would be out of bounds (Numba does not check)
+            return d
+        p = x[0]
+        d[0] = t[0]
+        for j in range(1, x.shape[0]):
+            d[j] = d[j - 1] * x[j] + p * t[j]
+            p = p * x[j]
+        return d
+    return impl
+
+
+@overload(rt.cumprod_vjp, prefer_literal=True)
+def _cumprod_vjp(g, x, axis):
+    _scan_1d(x, axis, "np.cumprod")
+
+    def impl(g, x, axis):
+        n = x.shape[0]
+        out = np.empty(n)
+        if n == 0:  # g[n - 1] would wrap round to an element that is not there
+            return out
+        s = g[n - 1]
+        out[n - 1] = s
+        for i in range(n - 2, -1, -1):
+            s = g[i] + x[i + 1] * s
+            out[i] = s
+        p = 1.0
+        for i in range(n):
+            out[i] = out[i] * p
+            p = p * x[i]
+        return out
+    return impl

@@ -1,11 +1,11 @@
-"""Numba implementations of the linear-algebra helpers (`zymo.rules.linalg_rt`, reached as `_rt.<name>`).
+"""Numba twins of the linear-algebra helpers (`zymo/runtime/linalg.py`, reached as `_rt.<name>`).
 
-Contract: importing this module (numba_rt does) registers, with `numba.extending.overload`
+Contract: importing this module (the `twins` package does) registers, with `numba.extending.overload`
 on each helper's own function object, a Numba implementation for 2-d matrices (and 1-d
 right-hand sides), which is what Numba's `np.linalg` compiles in the primal: solve, inv,
-det, slogdet, cholesky, eigh, qr (reduced); and of `second_rt.cholesky_vjp_dl`, which second
-order of cholesky calls. A batched (3-d or more) operand fails at
-typing with a message; the backend reports it. The formulas are those of `linalg_rt.py`
+det, slogdet, cholesky, eigh, qr (reduced) (`cholesky_vjp_dl`, which second order of cholesky
+calls, is in `second.py`). A batched (3-d or more) operand fails at
+typing with a message; the backend reports it. The formulas are those of `runtime/linalg.py`
 written with explicit transposes (`_t`: a contiguous copy), since Numba has no `swapaxes`
 on matrices nor `[..., None]` indexing. svd and lstsq helpers have no Numba version yet
 (their derivatives fall back to Python, or are refused under `numba=True`).
@@ -17,8 +17,7 @@ from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
-from ..rules import linalg_rt as rt
-from ..rules import second_rt as srt
+from zymo.runtime import linalg as rt
 
 
 def _need(what: str, *arrs) -> None:
@@ -132,20 +131,6 @@ def _cholesky_vjp(g, l):
     def impl(g, l):
         linv = np.linalg.inv(_c(l))
         return _to_lower(_mm(_mm(_t(linv), _phi(_mm(_t(l), g))), linv))
-    return impl
-
-
-@overload(srt.cholesky_vjp_dl)
-def _cholesky_vjp_dl(t_, g, l):
-    """Second order: the tangent of `cholesky_vjp(g, l)` along a tangent `t_` of the factor."""
-    _need("np.linalg.cholesky", t_, g, l)
-
-    def impl(t_, g, l):
-        linv = np.linalg.inv(_c(l))
-        s = _mm(_mm(_t(linv), _phi(_mm(_t(l), g))), linv)
-        ds = (_mm(_mm(_t(linv), _phi(_mm(_t(t_), g))), linv) - _mm(_mm(_t(linv), _t(t_)), s)
-              - _mm(_mm(s, t_), linv))
-        return _to_lower(ds)
     return impl
 
 

@@ -1,9 +1,8 @@
-"""Numba implementations of the advanced-indexing runtime helpers (`rules/indexing.py`).
+"""Numba twins of the advanced-indexing runtime helpers (`zymo/runtime/indexing.py`).
 
 Contract: importing this module registers, with `numba.extending.overload`, Numba
 implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint` and
-`_rt.add_at` on the helpers' own function objects (as `numba_rt` does for the others);
-the generated module imports it next to `numba_rt`. NumPy's `np.add.at` does not exist
+`_rt.add_at` on the helpers' own function objects (imported by the `twins` package). NumPy's `np.add.at` does not exist
 under Numba, so these are explicit loops. They cover what Numba itself compiles in the
 primal: ONE advanced index, a 1-d int array (negative entries wrap) or a 1-d bool mask,
 selecting along the first axis (`x[idx]`, `x[idx] = v`, `np.add.at(a, idx, v)` with `v`
@@ -18,8 +17,9 @@ from numba import types as t
 from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
-from ..rules import runtime as rt
-from .numba_np import _none
+from zymo import runtime as rt
+
+from ..np_shim import _none
 
 
 def _one_index(index) -> t.Array | None:

@@ -28,6 +28,10 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "checkpointed", "Plan", "OnlinePlan", "revolve", "Snapshots", "reuse_snaps", "nbytes", "snap", "put",
+]
+
 ADVANCE, RESTORE, TAPE = 0, 1, 2
 
 

@@ -11,6 +11,10 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "fit", "fft_vjp", "fftn_vjp", "rfft_vjp", "irfft_vjp",
+]
+
 
 def fit(g: Any, m: int, axis: int) -> Any:
     """`g` cut or zero-padded to length `m` along `axis` (the transpose of the reverse operation)."""

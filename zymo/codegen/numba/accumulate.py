@@ -1,11 +1,11 @@
 """Product adjoints accumulated in place, for Numba-compiled derivative code.
 
 Contract: `product(which, overloaded)` makes the Numba intrinsics `acc_dot_vjp_a` and their kin
-(`numba_.accumulating_products` writes the calls; callable from Numba-compiled code only):
+(`rewrites.accumulating_products` writes the calls; callable from Numba-compiled code only):
 `acc += <product>_vjp_<which>(g, a, b)`, with outer and matrix-vector product adjoints of one
 float dtype written as loops into the calling program (no temporary, no call), and the rest
-by a call to `overloaded` (`numba_rt._acc_product`: BLAS with beta = 1, or the plain sum).
-Elementwise accumulations (`d += e`) are `numba_elementwise.acc_ew`.
+by a call to `overloaded` (`twins.core._acc_product`: BLAS with beta = 1, or the plain sum).
+Elementwise accumulations (`d += e`) are `elementwise.acc_ew`.
 
 Why intrinsics: the loops run once per iteration of the user's loop over arrays of a few
 elements, where a call costs more than the work (16 ns against 4 for ten elements, measured,
@@ -13,7 +13,7 @@ mostly reference counts that Numba keeps on the arguments of a call). Numba's ow
 (`overload(..., inline="always")`) avoided the call but broke two programs of the test suite
 under Numba 0.68 (writes through an array appended to a list in a loop were lost; a product
 adjoint's BLAS call read wrong values), so it is not used. The element arithmetic is Numba's
-own lowering of each operator (`numba_elementwise.apply`).
+own lowering of each operator (`elementwise.apply`).
 """
 from __future__ import annotations
 
@@ -25,16 +25,16 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
-from .numba_elementwise import apply as _apply
+from .ew_loops import apply as _apply
 
 # -- product adjoints ---------------------------------------------------------------------
-# `numba_.accumulating_products` writes `d = _rt.acc_dot_vjp_a(d, g, a, b)` (and `_b`,
+# `rewrites.accumulating_products` writes `d = _rt.acc_dot_vjp_a(d, g, a, b)` (and `_b`,
 # `acc_matmul_vjp_*`). For an outer product (`dot(A, x)`'s adjoint of `A`) and a matrix-vector
 # product (its adjoint of `x`, or `dot(x, A)`'s of `x`) of arrays of one float dtype, the
 # intrinsic below writes the loops into the program: `acc[i, j] += u[i] * v[j]`, and
 # `acc[i] += s` with `s` the row's sum of products (`acc[j] += m[i, j] * v[i]` for the
 # transposed product). Mismatched shapes raise; an accumulator that shares memory with an
-# operand, and every other case, run the overloaded implementation (`numba_rt._acc_product`:
+# operand, and every other case, run the overloaded implementation (`twins.core._acc_product`:
 # BLAS with beta = 1, or the plain sum) by a call.
 
 
@@ -133,7 +133,7 @@ def _unshared(context, builder, acc_ty, acc, ty, ary, shape, strides):
     memory meets the accumulator's (the loops would read what they write), a copy in NRT memory
     (C- and F-ordered operands as they are stored, one memcpy; others C-ordered); `copy.free()`
     after the loops."""
-    from .numba_elementwise import _copy_into_new, _span
+    from .ew_loops import _copy_into_new, _span
 
     intp = context.get_value_type(types.intp)
     zero = ir.Constant(intp, 0)

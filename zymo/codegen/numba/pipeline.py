@@ -55,7 +55,7 @@ from numba.core.compiler_machinery import AnalysisPass, FunctionPass, PassManage
 from numba.core.ir_utils import build_definitions, enforce_no_dels, enforce_no_phis
 from numba.core.rewrites import rewrite_registry
 
-from zymo.codegen import numba_lowering
+from zymo.codegen.numba import lowering as numba_lowering
 
 FAST = "zymo_without_ssa"  # the first pipeline's name (in a compile result's "pipeline_times")
 _DECLARED = "zymo_declared"  # (return type, code library) of the state before any pipeline ran

@@ -1,5 +1,5 @@
 """Helpers of the linear-algebra rules (generated code calls them as `_rt.<name>`;
-`runtime.py` re-exports them).
+`zymo.runtime` re-exports them).
 
 Contract: pure functions of NumPy arrays; the last two axes are the matrix axes
 and leading axes batch, unless a docstring says "2-d". Functions that NumPy
@@ -17,23 +17,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core import unbroadcast
+
 __all__ = [
     "mT", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign", "slogdet_logabsdet",
-    "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r", "qr_jvp",
-    "qr_vjp", "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals", "lstsq_rank",
-    "lstsq_sv", "lstsq_jvp", "lstsq_vjp",
+    "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r", "qr_jvp", "qr_vjp",
+    "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals", "lstsq_rank", "lstsq_sv",
+    "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
+    "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
+    "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
 ]
 
 
 def mT(a):
     """The transpose of the last two axes."""
     return np.swapaxes(a, -1, -2)
-
-
-def _unbroadcast(g, x):
-    from .runtime import unbroadcast
-
-    return unbroadcast(g, x)
 
 
 def _sym_lower(t):
@@ -58,7 +56,7 @@ def solve_vjp_a(g, sol, a):
     gb = np.linalg.solve(mT(a), g)
     if np.ndim(sol) == 1:
         return -np.outer(gb, sol)
-    return _unbroadcast(-(gb @ mT(sol)), a)
+    return unbroadcast(-(gb @ mT(sol)), a)
 
 
 def det_vjp(g, d, a):
@@ -291,3 +289,160 @@ def lstsq_vjp(g, a, b, part, wrt):
     if wrt == 1:
         return rg
     return -(np.outer(rg, x) if np.ndim(b) == 1 else rg @ x.T)
+def expm_frechet(a, e):
+    """The Fréchet derivative of the matrix exponential at `a` in direction `e` (2-d)."""
+    import scipy.linalg
+
+    n = a.shape[-1]
+    big = np.zeros((2 * n, 2 * n), dtype=np.result_type(a, e))
+    big[:n, :n] = a
+    big[n:, n:] = a
+    big[:n, n:] = e
+    return scipy.linalg.expm(big)[:n, n:]
+
+
+def triangle(x, lower):
+    """The lower (or upper) triangle of `x`."""
+    return np.tril(x) if lower else np.triu(x)
+
+
+def tri_solve_vjp_a(g, ans, a, lower):
+    """Adjoint of `a` in `scipy.linalg.solve_triangular(a, b, lower=lower)`: triangular."""
+    import scipy.linalg
+
+    gb = scipy.linalg.solve_triangular(a, g, trans=1, lower=lower)
+    full = np.outer(gb, ans) if np.ndim(ans) == 1 else gb @ ans.T
+    return -triangle(full, lower)
+
+
+# -- scipy.linalg factor/solve pairs (rules/scipy_.py) ----------------------------------
+def _outer_or_mat(y, x):
+    """`y x^T` for vectors (an outer product) or matrices (right-hand sides in columns)."""
+    return np.outer(y, x) if np.ndim(x) == 1 else y @ x.T
+
+
+def cho_factor_c(a, lower=False, overwrite_a=False, check_finite=True):
+    """The first element of `scipy.linalg.cho_factor(a, lower)`: the Cholesky factor in
+    one triangle, `a`'s own entries in the other (SciPy leaves them: `clean=False`)."""
+    import scipy.linalg
+
+    return scipy.linalg.cho_factor(a, lower=lower, check_finite=check_finite)[0]
+
+
+def cho_factor_lower(a, lower=False, overwrite_a=False, check_finite=True):
+    """The second element of `scipy.linalg.cho_factor`: the `lower` flag."""
+    return bool(lower)
+
+
+def cho_factor_jvp(t, c, lower):
+    """Tangent of `cho_factor_c`: the factor's (cholesky_jvp of the triangle that is read),
+    and `t` itself in the other triangle."""
+    if lower:
+        return np.tril(cholesky_jvp(t, np.tril(c))) + np.triu(t, 1)
+    return np.triu(cholesky_jvp(t.T, np.triu(c).T).T) + np.tril(t, -1)
+
+
+def cho_factor_vjp(g, c, lower):
+    """Adjoint of `a` in `cho_factor_c`: the factor's part reaches the triangle read."""
+    if lower:
+        return cholesky_vjp(np.tril(g), np.tril(c)) + np.triu(g, 1)
+    return cholesky_vjp(np.triu(g).T, np.triu(c).T).T + np.tril(g, -1)
+
+
+def cho_solve(c, lower, b, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.cho_solve((c, lower), b)` with the factor tuple unpacked."""
+    import scipy.linalg
+
+    return scipy.linalg.cho_solve((c, lower), b, check_finite=check_finite)
+
+
+def _cho_tri(c, lower):
+    return np.tril(c) if lower else np.triu(c)
+
+
+def cho_solve_jvp_c(t, c, lower, ans):
+    """Tangent of `x = A^-1 b`, `A = L L^T` (or `U^T U`), along the factor's tangent `t`
+    (its unused triangle ignored): `-A^-1 dA x`."""
+    f, df = _cho_tri(c, lower), _cho_tri(t, lower)
+    da = df @ f.T + f @ df.T if lower else df.T @ f + f.T @ df
+    return -cho_solve(c, lower, da @ ans)
+
+
+def cho_solve_vjp_c(g, c, lower, ans):
+    """Adjoint of the factor: with `gA = -A^-1 g x^T`, `tril((gA + gA^T) L)` (lower) or
+    `triu(U (gA + gA^T))` (upper)."""
+    ga = -_outer_or_mat(cho_solve(c, lower, g), ans)
+    s = ga + ga.T
+    return np.tril(s @ np.tril(c)) if lower else np.triu(np.triu(c) @ s)
+
+
+def lu_factor_lu(a, overwrite_a=False, check_finite=True):
+    """The first element of `scipy.linalg.lu_factor(a)`: L (unit diagonal, not stored)
+    below the diagonal, U on and above it."""
+    import scipy.linalg
+
+    return scipy.linalg.lu_factor(a, check_finite=check_finite)[0]
+
+
+def lu_factor_piv(a, overwrite_a=False, check_finite=True):
+    """The second element of `scipy.linalg.lu_factor(a)`: LAPACK's row swaps, as int64."""
+    import scipy.linalg
+
+    return scipy.linalg.lu_factor(a, check_finite=check_finite)[1].astype(np.int64)
+
+
+def _lu_perm(piv, n):
+    """`perm` with `P^T M == M[perm]` for `A = P L U` (LAPACK's swaps applied in order)."""
+    perm = np.arange(n)
+    for i in range(len(piv)):
+        j = piv[i]
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def _lu_parts(lu):
+    n = lu.shape[0]
+    return np.tril(lu, -1) + np.eye(n, dtype=lu.dtype), np.triu(lu)
+
+
+def lu_factor_jvp(t, lu, piv):
+    """Tangent of the packed factors: `F = L^-1 P^T dA U^-1`, `dL = L tril(F, -1)`,
+    `dU = triu(F) U` (square `a`)."""
+    l, u = _lu_parts(lu)
+    pt = t[_lu_perm(piv, lu.shape[0])]
+    f = np.linalg.solve(u.T, np.linalg.solve(l, pt).T).T
+    return l @ np.tril(f, -1) + np.triu(f) @ u
+
+
+def lu_factor_vjp(g, lu, piv):
+    """Adjoint of `a`: `P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T`."""
+    l, u = _lu_parts(lu)
+    gf = np.tril(l.T @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ u.T)
+    m = np.linalg.solve(l.T, np.linalg.solve(u, gf.T).T)
+    out = np.empty_like(m)
+    out[_lu_perm(piv, lu.shape[0])] = m
+    return out
+
+
+def lu_solve(lu, piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.lu_solve((lu, piv), b, trans)` with the factor tuple unpacked."""
+    import scipy.linalg
+
+    return scipy.linalg.lu_solve((lu, piv), b, trans=trans, check_finite=check_finite)
+
+
+def lu_solve_jvp_lu(t, lu, piv, ans):
+    """Tangent of `x = A^-1 b`, `A = P L U`, along the packed factors' tangent `t`."""
+    l, u = _lu_parts(lu)
+    w = np.tril(t, -1) @ (u @ ans) + l @ (np.triu(t) @ ans)
+    pw = np.empty_like(w)
+    pw[_lu_perm(piv, lu.shape[0])] = w
+    return -lu_solve(lu, piv, pw)
+
+
+def lu_solve_vjp_lu(g, lu, piv, ans):
+    """Adjoint of the packed factors: with `gA = -A^-T g x^T`,
+    `tril(P^T gA U^T, -1) + triu(L^T P^T gA)`."""
+    l, u = _lu_parts(lu)
+    pga = -_outer_or_mat(lu_solve(lu, piv, g, trans=1), ans)[_lu_perm(piv, lu.shape[0])]
+    return np.tril(pga @ u.T, -1) + np.triu(l.T @ pga)

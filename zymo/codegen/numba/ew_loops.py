@@ -1,0 +1,428 @@
+"""The element and the loops of the elementwise intrinsics (`elementwise.py`), in LLVM IR.
+
+Contract: `_element` computes an expression tree for one element by Numba's own lowering of
+each operation (`apply`), `_hoist` takes out the subexpressions of numbers only (computed once,
+before the loops), and `_Loops` writes the statement's loops: shapes checked and broadcast,
+overlapping operands copied first (`_copy_into_new`), one flat loop when everything is
+C-ordered and of one shape, else nested loops by each operand's strides; a sum keeps
+`_LANES` interleaved partial sums. The semantics are the module contract of `elementwise.py`.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.np.arrayobj import load_item, store_item
+
+from .ew_types import _BINOPS, _COMPARE, _is_as_shape, _is_square, _operand_types
+
+_BROADCAST = "operands could not be broadcast together with the shape of the elementwise statement"
+_LANES = 8  # partial sums of a flat sum
+
+
+# -- the element -----------------------------------------------------------------------------
+
+
+def apply(context, builder, fn, operands, ieee=False):
+    """`fn` applied to `(value, type)` operands by Numba's own lowering of it (instructions
+    in place, no call); returns `(value, type)`. `ieee`: a real division is IEEE division
+    (NumPy's: a zero divisor gives inf) instead of Numba's, which raises `ZeroDivisionError`
+    as Python does."""
+    tys = tuple(ty for _, ty in operands)
+    sig = context.typing_context.resolve_function_type(fn, tys, {})
+    vals = [context.cast(builder, v, ty, want) for (v, ty), want in zip(operands, sig.args)]
+    if ieee and fn is operator.truediv and isinstance(sig.return_type, types.Float):
+        a, b = (context.cast(builder, v, ty, sig.return_type) for v, ty in zip(vals, sig.args))
+        return builder.fdiv(a, b), sig.return_type
+    return context.get_function(fn, sig)(builder, vals), sig.return_type
+
+
+def _element(context, builder, node, env, arrays=frozenset()):
+    """The value of expression `node` for one element: `env` maps `x<i>` to `(value, type)`;
+    `arrays`: the names that stand for elements of arrays (an operation on one is NumPy's)."""
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.Constant):
+        ty = types.int64 if isinstance(node.value, int) else types.float64
+        return context.get_constant(ty, node.value), ty
+    if isinstance(node, ast.UnaryOp):
+        operand = _element(context, builder, node.operand, env, arrays)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        return apply(context, builder, operator.neg, [operand])
+    if _is_as_shape(node):  # `e` cast to `y`'s dtype (`y`'s shape is the loops')
+        value, ty = _element(context, builder, node.args[0], env, arrays)
+        want = env[node.args[1].id][1]
+        return context.cast(builder, value, ty, want), want
+    if isinstance(node, ast.Call) and node.func.attr == "where":  # both values computed, as NumPy does
+        cond, _ = _element(context, builder, node.args[0], env, arrays)
+        a, b = _cast_operands(context, builder, node, env, arrays)
+        return builder.select(cond, a[0], b[0]), a[1]
+    if isinstance(node, ast.Call):  # NumPy's function of one or two numbers, as Numba lowers its ufunc loop
+        return apply(context, builder, getattr(np, node.func.attr),
+                     [_element(context, builder, a, env, arrays) for a in node.args])
+    if isinstance(node, ast.Compare):
+        return apply(context, builder, _COMPARE[type(node.ops[0])], _cast_operands(context, builder, node, env, arrays))
+    if _is_square(node):
+        base = _element(context, builder, node.left, env, arrays)
+        return apply(context, builder, operator.mul, [base, base])
+    if isinstance(node.op, ast.Pow):  # Numba's `a ** b` of numbers, in its array expressions too (0.0 ** -2 raises)
+        return apply(context, builder, operator.pow, [_element(context, builder, n, env, arrays)
+                                                      for n in (node.left, node.right)])
+    return apply(context, builder, _BINOPS[type(node.op)], _cast_operands(context, builder, node, env, arrays),
+                 ieee=True)
+
+
+def _cast_operands(context, builder, node, env, arrays):
+    """`node`'s two operands (`_operand_types`), each `(value, type)` cast to its type there."""
+    pair, tys = _operand_types(context.typing_context, node, {k: ty for k, (_, ty) in env.items()})
+    out = []
+    for n, want in zip(pair, tys):
+        value, ty = _element(context, builder, n, env, arrays)
+        out.append((context.cast(builder, value, ty, want), want))
+    return out
+
+
+
+
+def _reads(node, names) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+
+def _hoist(node, arrays, out):
+    """`node` with each largest subexpression of numbers only (no name in `arrays`, not a
+    single name or number) replaced by a name `_s<k>`; `out` gets `(name, subexpression)`:
+    computed once, before the loops, with the same arithmetic (IEEE division too)."""
+    if not _reads(node, arrays):
+        if isinstance(node, (ast.Name, ast.Constant)):
+            return node
+        name = f"_s{len(out)}"
+        out.append((name, node))
+        return ast.Name(name, ast.Load())
+    if isinstance(node, ast.UnaryOp):
+        return ast.UnaryOp(node.op, _hoist(node.operand, arrays, out))
+    if isinstance(node, ast.BinOp):
+        return ast.BinOp(_hoist(node.left, arrays, out), node.op, _hoist(node.right, arrays, out))
+    if isinstance(node, ast.Compare):
+        return ast.Compare(_hoist(node.left, arrays, out), node.ops, [_hoist(node.comparators[0], arrays, out)])
+    if _is_as_shape(node):
+        return ast.Call(node.func, [_hoist(node.args[0], arrays, out), *node.args[1:]], [])
+    if isinstance(node, ast.Call):
+        return ast.Call(node.func, [_hoist(a, arrays, out) for a in node.args], [])
+    return node
+
+
+def _numbers(builder, xs, xsval) -> dict:
+    return {f"x{i}": (builder.extract_value(xsval, i), x) for i, x in enumerate(xs)}
+
+
+# -- the loops -------------------------------------------------------------------------------
+
+
+def _broadcast_shape(context, builder, nd, xs, xsval):
+    """The operands' broadcast shape (rank `nd`): each extent the one that is not 1, else 1;
+    mismatches are found by `_statement`."""
+    intp = context.get_value_type(types.intp)
+    one = ir.Constant(intp, 1)
+    shape = [one] * nd
+    for i, x in enumerate(xs):
+        if isinstance(x, types.Array):
+            ary = context.make_array(x)(context, builder, builder.extract_value(xsval, i))
+            own = cgutils.unpack_tuple(builder, ary.shape, x.ndim)
+            for k, ext in enumerate(own):
+                j = nd - x.ndim + k
+                shape[j] = builder.select(builder.icmp_signed("!=", ext, one), ext, shape[j])
+    return shape
+
+
+def _span(builder, intp, data, shape, strides, itemsize):
+    """The byte range `[lo, hi)` an array reaches, from its strides (any layout)."""
+    zero, one = ir.Constant(intp, 0), ir.Constant(intp, 1)
+    lo = hi = data
+    for extent, stride in zip(shape, strides):
+        step = builder.mul(builder.sub(extent, one), stride)
+        negative = builder.icmp_signed("<", step, zero)
+        lo = builder.add(lo, builder.select(negative, step, zero))
+        hi = builder.add(hi, builder.select(negative, zero, step))
+    return lo, builder.add(hi, itemsize)
+
+
+def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, make=None):
+    """The loops of the module contract, in LLVM IR. `mode`: "+=" or "=" into array `d`, or
+    "sum" over `shape` (returns the sum). `make`: `d` is a new array of `shape` that `make()`
+    allocates once the operands are checked (nothing overlaps it; returns it)."""
+    return _Loops(context, builder, mode, xs, xsval, dty, dt, make).run(tree, dval, shape)
+
+
+class _Loops:
+    """The state of one `_statement` while its steps write it: the destination `d` (`dty`,
+    None for a sum), the operands `xs` (their tuple value `xsval`) and the statement's shape."""
+
+    def __init__(self, context, builder, mode, xs, xsval, dty, dt, make):
+        self.context, self.builder, self.mode = context, builder, mode
+        self.xs, self.xsval, self.dty, self.dt, self.make = xs, xsval, dty, dt, make
+        self.fresh = make is not None
+        self.intp = context.get_value_type(types.intp)
+        self.zero, self.one = ir.Constant(self.intp, 0), ir.Constant(self.intp, 1)
+        self.total = None
+
+    def run(self, tree, dval, shape):
+        builder, dty = self.builder, self.dty
+        flat = self._destination(dval, shape)
+        nitems = self.one
+        for ext in self.shape:
+            nitems = builder.mul(nitems, ext)
+        bad, all_full = self._check_destination()
+        arys, bad, all_full = self._check_operands(bad, all_full)
+        with builder.if_then(bad, likely=False):
+            self.context.call_conv.return_user_exc(builder, ValueError, (_BROADCAST,))
+        tree = self._hoist_numbers(tree)
+        if self.fresh:
+            self.dary = self.make()
+            self.dstrides = cgutils.unpack_tuple(builder, self.dary.strides, self.nd)
+            self.pd = builder.ptrtoint(self.dary.data, self.intp)
+        flat, copies = self._operands(arys, flat)
+        self.tree = tree
+        self.elem_ty = dty.dtype if dty is not None else self.dt
+        if self.mode == "sum":
+            self.total = cgutils.alloca_once_value(builder, self.context.get_constant_null(self.dt))
+        if flat:
+            with builder.if_else(all_full, likely=True) as (whole, broadcast):
+                with whole:
+                    self._flat_loop(nitems)
+                with broadcast:
+                    self._nested()
+        else:
+            self._nested()
+        for copy, buf in copies:
+            with builder.if_then(copy, likely=False):
+                self.context.nrt.free(builder, builder.load(buf))
+        if self.mode == "sum":
+            return builder.load(self.total)
+        return self.dary._getvalue() if self.fresh else None
+
+    def _destination(self, dval, shape):
+        """The statement's shape and rank, and `d`'s geometry; returns whether one flat loop
+        may do (everything C-ordered and of one shape, checked at run time too)."""
+        context, builder, dty = self.context, self.builder, self.dty
+        if self.fresh:
+            self.shape, self.nd = shape, dty.ndim
+            return True
+        if dty is None:
+            self.shape, self.nd = shape, len(shape)
+            return True
+        self.dary = dary = context.make_array(dty)(context, builder, dval)
+        self.dshape = cgutils.unpack_tuple(builder, dary.shape, dty.ndim)
+        self.dstrides = cgutils.unpack_tuple(builder, dary.strides, dty.ndim)
+        self.shape = self.dshape if shape is None else shape
+        self.nd = len(self.shape)
+        self.pd = builder.ptrtoint(dary.data, self.intp)
+        self.d_lo, self.d_hi = _span(builder, self.intp, self.pd, self.dshape, self.dstrides, dary.itemsize)
+        self.d_nonempty = builder.icmp_signed(">", dary.nitems, self.zero)
+        return dty.layout == "C" and dty.ndim == self.nd
+
+    def _check_destination(self):
+        """`d` against the statement's shape (a reduction broadcasts it): `(bad, all_full)`,
+        and `d`'s steps along the statement's dimensions (`d_steps`, 0 where it broadcasts)."""
+        builder, dty, zero = self.builder, self.dty, self.zero
+        bad, all_full = cgutils.false_bit, cgutils.true_bit
+        self.d_full, self.d_steps = cgutils.true_bit, None
+        if dty is None or self.fresh:
+            return bad, all_full
+        pad = self.nd - dty.ndim
+        d_full = cgutils.true_bit if pad == 0 else cgutils.false_bit
+        d_steps = [zero] * pad
+        for k in range(dty.ndim):
+            eq = builder.icmp_signed("==", self.dshape[k], self.shape[pad + k])
+            d_full = builder.and_(d_full, eq)
+            bad = builder.or_(bad, builder.and_(builder.not_(eq), builder.icmp_signed("!=", self.dshape[k], self.one)))
+            d_steps.append(builder.select(eq, self.dstrides[k], zero))
+        self.d_full, self.d_steps = d_full, d_steps
+        return bad, d_full
+
+    def _check_operands(self, bad, all_full):
+        """The array operands' shapes against the statement's (before anything is allocated):
+        `({i: (array, own shape, shape padded to the rank, full)}, bad, all_full)`."""
+        context, builder, nd, one = self.context, self.builder, self.nd, self.one
+        arys = {}
+        for i, xty in enumerate(self.xs):
+            if isinstance(xty, types.Array):
+                xary = context.make_array(xty)(context, builder, builder.extract_value(self.xsval, i))
+                own_shape = cgutils.unpack_tuple(builder, xary.shape, xty.ndim)
+                xshape = [one] * (nd - xty.ndim) + list(own_shape)
+                full = cgutils.true_bit
+                for k in range(nd):
+                    eq = builder.icmp_signed("==", xshape[k], self.shape[k])
+                    full = builder.and_(full, eq)
+                    bad = builder.or_(bad, builder.and_(builder.not_(eq), builder.icmp_signed("!=", xshape[k], one)))
+                all_full = builder.and_(all_full, full)
+                arys[i] = xary, own_shape, xshape, full
+        return arys, bad, all_full
+
+    def _hoist_numbers(self, tree):
+        """`tree` with its subexpressions of numbers computed once, here (they may raise: before
+        anything is allocated) into `self.hoisted`."""
+        builder = self.builder
+        self.arrays = frozenset(f"x{i}" for i, x in enumerate(self.xs) if isinstance(x, types.Array))
+        numbers = []
+        tree = _hoist(tree, self.arrays, numbers)
+        scalars = {f"x{i}": (builder.extract_value(self.xsval, i), x) for i, x in enumerate(self.xs)
+                   if f"x{i}" not in self.arrays}
+        self.hoisted = {name: _element(self.context, builder, sub, scalars) for name, sub in numbers}
+        return tree
+
+    def _operands(self, arys, flat):
+        """`self.operands`: per operand `(type, value or None, geometry or None, itemsize)`; an
+        array that overlaps `d` other than element for element is copied first. Returns
+        `(flat, copies)`: whether one flat loop may still do, and the copies to free after."""
+        context, builder, intp, dty = self.context, self.builder, self.intp, self.dty
+        operands, copies = [], []
+        for i, xty in enumerate(self.xs):
+            if not isinstance(xty, types.Array):
+                operands.append((xty, builder.extract_value(self.xsval, i), None, None))
+                continue
+            flat = flat and xty.layout == "C" and xty.ndim == self.nd
+            xary, own_shape, xshape, full = arys[i]
+            own_strides = cgutils.unpack_tuple(builder, xary.strides, xty.ndim)
+            pad = self.nd - xty.ndim
+            px = builder.ptrtoint(xary.data, intp)
+            data = cgutils.alloca_once_value(builder, px)
+            strides = [cgutils.alloca_once_value(builder, s) for s in own_strides]
+            if dty is not None and not self.fresh:
+                x_lo, x_hi = _span(builder, intp, px, own_shape, own_strides, xary.itemsize)
+                meets = builder.and_(builder.icmp_signed("<", x_lo, self.d_hi),
+                                     builder.icmp_signed("<", self.d_lo, x_hi))
+                nonempty = builder.icmp_signed(">", xary.nitems, self.zero)
+                meets = builder.and_(meets, builder.and_(self.d_nonempty, nonempty))
+                same = builder.and_(builder.icmp_signed("==", px, self.pd), builder.and_(full, self.d_full))
+                for k in range(xty.ndim):  # the same strides where they matter
+                    moves = builder.icmp_signed(">", own_shape[k], self.one)
+                    same = builder.and_(same, builder.or_(builder.not_(moves), builder.icmp_signed(
+                        "==", own_strides[k], self.d_steps[pad + k])))
+                copy = builder.and_(meets, builder.not_(same))
+                buf = cgutils.alloca_once_value(builder, ir.Constant(cgutils.voidptr_t, None))
+                with builder.if_then(copy, likely=False):
+                    _copy_into_new(context, builder, xty, xary, own_shape, own_strides, data, strides, buf)
+                copies.append((copy, buf))
+            operands.append((xty, None, (xshape, data, strides, pad), xary.itemsize))
+        self.operands = operands
+        return flat, copies
+
+    def _add_to(self, slot, value, ty):
+        s, sty = apply(self.context, self.builder, operator.add, [(self.builder.load(slot), self.dt), (value, ty)])
+        self.builder.store(self.context.cast(self.builder, s, sty, self.dt), slot)
+
+    def _body(self, dptr, xptrs, slot=None):
+        """One element: the operands read at `xptrs`, the value added to the sum (`slot`, else
+        the total) or stored (added, for "+=") at `dptr`."""
+        context, builder, dty = self.context, self.builder, self.dty
+        env = dict(self.hoisted)
+        for i, (xty, x, _, _) in enumerate(self.operands):
+            env[f"x{i}"] = (x, xty) if xptrs[i] is None else (
+                load_item(context, builder, xty, xptrs[i]), xty.dtype)
+        value, ty = _element(context, builder, self.tree, env, self.arrays)
+        if self.mode == "sum":
+            self._add_to(slot or self.total, value, ty)
+            return
+        if self.mode == "+=":
+            value, ty = apply(context, builder, operator.add, [(load_item(context, builder, dty, dptr), self.elem_ty),
+                                                                (value, ty)])
+        store_item(context, builder, dty, context.cast(builder, value, ty, self.elem_ty), dptr)
+
+    def _pointer(self, base, offset):
+        return self.builder.inttoptr(self.builder.add(base, offset), cgutils.voidptr_t)
+
+    def _typed(self, ptr, ty):
+        return self.builder.bitcast(ptr, self.context.get_data_type(ty.dtype).as_pointer())
+
+    def _nested(self):
+        """The loop nest over the statement's shape, stepping by each operand's strides (0
+        where it broadcasts)."""
+        builder, zero, shape = self.builder, self.zero, self.shape
+        bases = [None if geo is None else builder.load(geo[1]) for _, _, geo, _ in self.operands]
+        eff = []
+        for _, _, geo, _ in self.operands:
+            if geo is None:
+                eff.append(None)
+                continue
+            xshape, _, strides, pad = geo
+            own = [builder.load(s) for s in strides]
+            eff.append([zero] * pad + [builder.select(builder.icmp_signed("==", xshape[pad + k], shape[pad + k]),
+                                                      own[k], zero) for k in range(len(own))])
+        with cgutils.loop_nest(builder, shape, self.intp) as inds:
+            dptr = None
+            if self.dty is not None:
+                off = zero
+                for ix, st in zip(inds, self.dstrides if self.fresh else self.d_steps):
+                    off = builder.add(off, builder.mul(ix, st))
+                dptr = self._typed(self._pointer(self.pd, off), self.dty)
+            xptrs = []
+            for (xty, _, geo, _), base, st in zip(self.operands, bases, eff):
+                if geo is None:
+                    xptrs.append(None)
+                    continue
+                off = zero
+                for ix, s in zip(inds, st):
+                    off = builder.add(off, builder.mul(ix, s))
+                xptrs.append(self._typed(self._pointer(base, off), xty))
+            self._body(dptr, xptrs)
+
+    def _flat_loop(self, nitems):
+        """One loop over the elements (everything C-ordered, of one shape); a sum keeps
+        `_LANES` interleaved partial sums, combined pairwise (as NumPy's blocks)."""
+        context, builder, intp, dt = self.context, self.builder, self.intp, self.dt
+        bases = [None if geo is None else builder.load(geo[1]) for _, _, geo, _ in self.operands]
+
+        def at(i, slot=None):
+            dptr = None if self.dty is None else self._typed(self._pointer(self.pd, builder.mul(i, self.dary.itemsize)),
+                                                             self.dty)
+            xptrs = [None if geo is None else self._typed(self._pointer(base, builder.mul(i, size)), xty)
+                     for (xty, _, geo, size), base in zip(self.operands, bases)]
+            self._body(dptr, xptrs, slot)
+
+        start = None
+        if self.mode == "sum":
+            lanes = [cgutils.alloca_once_value(builder, context.get_constant_null(dt)) for _ in range(_LANES)]
+            blocks = builder.sdiv(nitems, ir.Constant(intp, _LANES))
+            with cgutils.for_range(builder, blocks) as loop:
+                first = builder.mul(loop.index, ir.Constant(intp, _LANES))
+                for k, slot in enumerate(lanes):
+                    at(builder.add(first, ir.Constant(intp, k)), slot)
+            values = [(builder.load(slot), dt) for slot in lanes]
+            while len(values) > 1:
+                values = [apply(context, builder, operator.add, values[j:j + 2]) for j in range(0, len(values), 2)]
+            builder.store(context.cast(builder, values[0][0], values[0][1], dt), self.total)
+            start = builder.mul(blocks, ir.Constant(intp, _LANES))
+        with cgutils.for_range(builder, nitems, start=start) as loop:
+            at(loop.index)
+
+
+def _copy_into_new(context, builder, xty, xary, shape, strides, data, stride_slots, buf):
+    """Copy array `xary` into a new C-ordered buffer (NRT memory, freed by the caller through
+    `buf`) and point `data` and `stride_slots` at it."""
+    intp = context.get_value_type(types.intp)
+    size = context.get_abi_sizeof(context.get_data_type(xty.dtype))
+    nbytes = builder.mul(xary.nitems, ir.Constant(intp, size))
+    new = context.nrt.allocate(builder, nbytes)
+    builder.store(new, buf)
+    cstrides, acc = [], ir.Constant(intp, size)
+    for ext in reversed(shape):
+        cstrides.append(acc)
+        acc = builder.mul(acc, ext)
+    cstrides.reverse()
+    src, dst = builder.ptrtoint(xary.data, intp), builder.ptrtoint(new, intp)
+    ptr_ty = context.get_data_type(xty.dtype).as_pointer()
+    with cgutils.loop_nest(builder, shape, intp) as inds:
+        so = do = ir.Constant(intp, 0)
+        for ix, s, c in zip(inds, strides, cstrides):
+            so = builder.add(so, builder.mul(ix, s))
+            do = builder.add(do, builder.mul(ix, c))
+        value = builder.load(builder.inttoptr(builder.add(src, so), ptr_ty))
+        builder.store(value, builder.inttoptr(builder.add(dst, do), ptr_ty))
+    builder.store(dst, data)
+    for slot, c in zip(stride_slots, cstrides):
+        builder.store(c, slot)

@@ -1,0 +1,399 @@
+"""The core runtime helpers: what most rules and the transforms call (as `_rt.<name>`).
+
+Contract: small pure functions over NumPy values and Python scalars, written in
+the subset Numba compiles (their compiled twins: `codegen/numba/twins/core.py`), each
+doing one thing the rules or transforms need: sum an adjoint back to an operand's
+shape, the adjoints of matrix products and reductions, trip counts of reversed loops,
+tape buffers, shadow views. `USER` holds the user functions generated code calls.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
+    "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
+    "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow", "is_view", "check_bound",
+    "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
+    "norm_grad", "linspace_unit", "as_dtype", "imag_copy",
+]
+
+# user functions generated code calls: inactive functions and custom rules (rules/custom.py)
+USER: list = []
+
+def unbroadcast(g, x):
+    """Sum `g` (an adjoint of a broadcast result) back to the shape of operand `x`."""
+    if np.ndim(x) == 0:
+        return np.sum(g) if np.ndim(g) else g
+    g = np.asarray(g)
+    shape = np.shape(x)
+    if g.shape == shape:
+        return g
+    if g.ndim == 0:
+        return np.broadcast_to(g, shape)
+    lead = g.ndim - len(shape)
+    if lead > 0:
+        g = g.sum(axis=tuple(range(lead)))
+    elif lead < 0:
+        # a store that drops leading length-1 dimensions (`out[0] = a`, `a` of shape (1, n)):
+        # the adjoint is `a`'s, without them
+        if any(n != 1 for n in shape[:-lead]):
+            raise ValueError(f"zymo: an adjoint of shape {g.shape} does not broadcast to {shape}")
+        g = g.reshape((1,) * -lead + g.shape)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g
+
+
+def as_tangent(t, y):
+    """A fresh array with `y`'s shape and dtype holding the tangent `t` (broadcast)."""
+    out = np.empty_like(y)
+    out[...] = t
+    return out
+
+
+def as_shape(t, y):
+    """`t` if it already has `y`'s shape and dtype (a fresh temporary), else a broadcast copy."""
+    if isinstance(t, np.ndarray) and t.shape == np.shape(y) and t.dtype == np.result_type(y):
+        return t
+    return as_tangent(t, y)
+
+
+def expand_reduced(g, x, axis, keepdims):
+    """Broadcast the adjoint `g` of a reduction of `x` over `axis` back to `x`'s shape (a
+    read-only view); for a number `x` (`np.sum(np.mean(a))`), a number, which an adjoint
+    accumulates into by rebinding."""
+    if np.ndim(x) == 0:
+        return np.asarray(g)[()]
+    if axis is None:
+        return np.broadcast_to(np.asarray(g), np.shape(x))
+    if not keepdims:
+        axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+        axes = tuple(a % np.ndim(x) for a in axes)
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, np.shape(x))
+
+
+def reduced_count(x, ans):
+    """How many elements of `x` each element of the reduction `ans` averages."""
+    return np.size(x) // max(np.size(ans), 1)
+
+
+def matmul_vjp_a(g, a, b):
+    """Adjoint of `a` in `a @ b` (NumPy's 1-d promotion rules)."""
+    if np.ndim(b) == 1:
+        if np.ndim(a) == 1:
+            return g * b
+        return np.multiply.outer(g, b)
+    if np.ndim(a) == 1:
+        return b @ g
+    return unbroadcast(g @ np.swapaxes(b, -1, -2), a)
+
+
+def matmul_vjp_b(g, a, b):
+    """Adjoint of `b` in `a @ b` (NumPy's 1-d promotion rules)."""
+    if np.ndim(a) == 1:
+        if np.ndim(b) == 1:
+            return g * a
+        return np.multiply.outer(a, g)
+    if np.ndim(b) == 1:
+        return unbroadcast(np.swapaxes(a, -1, -2) @ g, b) if np.ndim(a) > 2 else a.T @ g
+    return unbroadcast(np.swapaxes(a, -1, -2) @ g, b)
+
+
+def dot_vjp_a(g, a, b):
+    """Adjoint of `a` in `np.dot(a, b)` (a 0-d operand makes it a product)."""
+    _dot_check(a, b)
+    if np.ndim(a) == 0:
+        return np.sum(g * b)
+    if np.ndim(b) == 0:
+        return g * b
+    return matmul_vjp_a(g, a, b)
+
+
+def dot_vjp_b(g, a, b):
+    """Adjoint of `b` in `np.dot(a, b)`."""
+    _dot_check(a, b)
+    if np.ndim(b) == 0:
+        return np.sum(g * a)
+    if np.ndim(a) == 0:
+        return g * a
+    return matmul_vjp_b(g, a, b)
+
+
+def _dot_check(a, b):
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise NotImplementedError("np.dot of arrays with more than 2 dimensions is not differentiable yet; "
+                                  "use np.matmul")
+
+
+def zeros_list(lst):
+    """A zero adjoint of a list of arrays: one zero array per element."""
+    return [np.zeros_like(a) for a in lst]
+
+
+def grow(buf, need=0):
+    """`buf` copied into a buffer at least twice as long and of at least `need` entries."""
+    out = np.empty(max(2 * buf.shape[0] + 1, need), buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+def grow_stack(buf, row, need):
+    """A stacked cache (`(entries, *row.shape)`) with room for at least `need` entries and
+    twice the old ones, the old entries copied; its rows take `row`'s shape."""
+    n = buf.shape[0]
+    if n > 0 and buf.shape[1:] != row.shape:
+        raise ValueError("zymo internal error: a stacked cache's rows changed shape")
+    out = np.empty((max(2 * n + 1, need),) + row.shape, buf.dtype)
+    if n > 0:
+        out[:n] = buf
+    return out
+
+
+def reuse_buffer(tape, slot, size, dtype):
+    """Slot `slot` of a tape passed back in, if it can hold `size` entries; else a new buffer."""
+    if tape is not None and tape[slot] is not None:  # None: a checkpointed loop that did not tape
+        buf = tape[slot]
+        if buf.dtype == dtype and buf.shape[0] >= size:
+            return buf
+    return np.empty(max(size, 1), dtype)
+
+
+def reuse_list(tape, slot):
+    """A list cache from a tape passed back in (emptied), or a new one."""
+    if tape is not None and tape[slot] is not None:
+        lst = tape[slot]
+        lst.clear()
+        return lst
+    return []
+
+
+def fdiv(a, b):
+    """`a / b`, where a zero divisor gives inf or nan as IEEE (NumPy's) division does, not
+    Python's `ZeroDivisionError`: what derivative rules of numbers divide with
+    (`transform.emit.IEEEDivisions`). Arrays divide as NumPy divides them."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.true_divide(a, b)
+        return q.item() if isinstance(q, np.generic) else q
+
+
+def fpow(a, b):
+    """`a ** b`, where a zero base and a negative exponent give inf as NumPy's power does, not
+    Python's `ZeroDivisionError`: what derivative rules of numbers raise to powers with
+    (`transform.emit.IEEEDivisions`). Arrays compute as NumPy computes them."""
+    try:
+        return a ** b
+    except ZeroDivisionError:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.power(np.float64(a), b)
+        return q.item() if isinstance(q, np.generic) else q
+
+
+def span(lo, hi):
+    """`hi - lo` as an int, or 0 where `hi <= lo`: compared before subtracting, so unsigned
+    bounds never wrap (a trip count written out: `transform.emit.trip_count`)."""
+    return int(hi) - int(lo) if hi > lo else 0
+
+
+def trip(start, stop, step):
+    """The number of iterations of `range(start, stop, step)` (as Python ints, as `range`
+    reads its bounds: unsigned NumPy ints would wrap round below zero)."""
+    start, stop, step = int(start), int(stop), int(step)
+    if step > 0:
+        return max(0, (stop - start + step - 1) // step)
+    return max(0, (start - stop - step - 1) // (-step))
+
+
+def extreme_mask(x, ans, axis, keepdims):
+    """Weights of the elements of `x` equal to their max/min `ans`; ties share equally."""
+    a = expand_reduced(ans, x, axis, keepdims)
+    m = (x == a).astype(np.result_type(x, 1.0))
+    if axis is None:
+        return m / np.sum(m)
+    return m / np.sum(m, axis=axis, keepdims=True)
+
+
+def maybe_view_shadow(u, x, du, dx, zero):
+    """Shadow of `u = reshape(x)`: the same view of `dx` when `u` views `x`, else fresh.
+
+    Reverse mode asks for a fresh zero shadow (`zero=True`); forward mode for a copy of the
+    reshaped tangent."""
+    if np.may_share_memory(u, x):
+        return check_shadow_view(u, x, du, dx)
+    if zero:
+        return np.zeros_like(u)
+    return np.array(du, copy=True)
+
+
+def reshape_shadow(du, u, x, dx):
+    """`maybe_view_shadow(u, x, du, dx, True)` with the shadow first: second order reads the
+    reverse program's reshape shadows through it (a rule whose result may view `du`)."""
+    return maybe_view_shadow(u, x, du, dx, True)
+
+
+def is_view(u, x):
+    return np.may_share_memory(u, x)
+
+
+def check_bound(trips, name):
+    """A loop variable read after its loop exists only if the loop ran (Python's NameError)."""
+    if trips <= 0:
+        raise NameError(f"name {name!r} is not defined (its for loop ran zero times)")
+
+
+def check_shadow_view(u, x, du, dx):
+    """A shadow view must alias its parent's shadow exactly when the primal view does."""
+    if np.may_share_memory(u, x) != np.may_share_memory(du, dx):
+        from ..errors import ZymoUsageError
+
+        raise ZymoUsageError(
+            "reshape returned a view of the primal but a copy of its shadow (or the other way "
+            "round): the shadow's memory layout differs from the primal's. Give the shadow the "
+            "same layout (np.zeros_like(x)) or reshape a contiguous copy."
+        )
+    return du
+
+
+def clip_inside(x, lo, hi):
+    """1 where `lo <= x <= hi` (a bound of None is no bound), else 0, as a bool mask."""
+    m = np.ones(np.shape(x), dtype=np.bool_)
+    if lo is not None:
+        m = m & (x >= lo)
+    if hi is not None:
+        m = m & (x <= hi)
+    return m
+
+
+# -- reductions and scans ------------------------------------------------------------------
+
+
+def _axes(x, axis):
+    """`axis` of a reduction of `x` as a tuple of non-negative ints (None: every axis)."""
+    if axis is None:
+        return tuple(range(np.ndim(x)))
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    return tuple(a % np.ndim(x) for a in axes)
+
+
+def prod_others(x, axis):
+    """For each element of `x`, the product of the other elements it is reduced with (exact
+    with zeros: exclusive products from the left times exclusive products from the right)."""
+    if np.ndim(x) == 0:
+        return np.ones_like(x)
+    x = np.asarray(x)
+    if x.size == 0:  # nothing to multiply: an empty array of x's shape
+        return np.ones_like(x)
+    axes = _axes(x, axis)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    perm = rest + list(axes)
+    xt = np.transpose(x, perm)
+    flat = xt.reshape(xt.shape[:len(rest)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+
+
+def centered(x, axis):
+    """`x` minus its mean over `axis` (kept broadcastable)."""
+    return x - np.mean(x, axis=axis, keepdims=True)
+
+
+def cumsum_vjp(g, x, axis):
+    """Adjoint of `np.cumsum(x, axis)`: reversed cumulative sums of `g`, in `x`'s shape."""
+    if axis is None:
+        flat = np.ravel(g)
+        return np.reshape(np.flip(np.cumsum(np.flip(flat))), np.shape(x))
+    if np.ndim(x) == 0:
+        return np.reshape(g, ())
+    return np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)
+
+
+def _scan_layout(x, axis):
+    """`x` with the scanned axis first (flattened when axis is None), and how to undo that."""
+    x = np.asarray(x)
+    if axis is None:
+        return np.ravel(x), lambda r: np.reshape(r, x.shape)
+    if x.ndim == 0:
+        return np.reshape(x, (1,)), lambda r: np.reshape(r, ())
+    a = axis % x.ndim
+    return np.moveaxis(x, a, 0), lambda r: np.moveaxis(r, 0, a)
+
+
+def cumprod_jvp(t, x, axis):
+    """Tangent of `np.cumprod(x, axis)`: d_j = d_{j-1} x_j + p_{j-1} t_j (exact with zeros)."""
+    xs, back = _scan_layout(x, axis)
+    ts, _ = _scan_layout(np.broadcast_to(t, np.shape(x)), axis)
+    d = np.empty(xs.shape, dtype=np.result_type(xs, ts))
+    if xs.shape[0] == 0:  # an empty scan: an empty tangent
+        return d if axis is None else back(d)
+    p = xs[0]
+    d[0] = ts[0]
+    for j in range(1, xs.shape[0]):
+        d[j] = d[j - 1] * xs[j] + p * ts[j]
+        p = p * xs[j]
+    return d if axis is None else back(d)
+
+
+def cumprod_vjp(g, x, axis):
+    """Adjoint of `np.cumprod(x, axis)`: p_{i-1} s_i with s_i = g_i + x_{i+1} s_{i+1}."""
+    xs, back = _scan_layout(x, axis)
+    gs, _ = _scan_layout(g, axis)
+    n = xs.shape[0]
+    out = np.empty(xs.shape, dtype=np.result_type(xs, gs))
+    if n == 0:  # an empty scan: an empty adjoint
+        return back(out)
+    s = gs[n - 1]
+    out[n - 1] = s
+    for i in range(n - 2, -1, -1):
+        s = gs[i] + xs[i + 1] * s
+        out[i] = s
+    p = np.ones_like(xs[0])
+    for i in range(n):
+        out[i] = out[i] * p
+        p = p * xs[i]
+    return back(out)
+
+
+def norm_grad(x, nrm, ord, axis, keepdims):
+    """d norm / d x, elementwise, for vector p-norms (ord >= 1, inf, -inf) and the Frobenius norm
+    (`nrm` is the norm)."""
+    a = expand_reduced(nrm, x, axis, keepdims)
+    if ord is None or ord == "fro" or ord == 2:
+        if ord == 2 and axis is None and np.ndim(x) == 2:
+            raise NotImplementedError("the derivative of the matrix 2-norm is not supported")
+        return np.where(a == 0, 0.0 * x, x / np.where(a == 0, 1.0, a))
+    if isinstance(ord, str):
+        raise NotImplementedError(f"the derivative of norm ord={ord!r} is not supported")
+    if np.isinf(ord):
+        ax = tuple(range(np.ndim(x))) if axis is None else axis
+        return np.sign(x) * extreme_mask(np.abs(x), nrm, ax, keepdims)
+    if ord == 1:
+        return np.sign(x)
+    if ord < 1:
+        raise NotImplementedError(f"the derivative of norm ord={ord} is not supported")
+    return np.sign(x) * (np.abs(x) / np.where(a == 0, 1.0, a)) ** (ord - 1)
+
+
+
+
+def linspace_unit(num, endpoint, like):
+    """`np.linspace(0, 1, num, endpoint)` in the dtype of `like`."""
+    return np.linspace(0.0, 1.0, num, endpoint=endpoint).astype(np.result_type(like))
+
+
+
+def as_dtype(x, dtype):
+    """A loop-carried float array whose dtype widens (float32 -> float64): a converted copy."""
+    return x.astype(dtype)
+
+
+
+def imag_copy(x):
+    """Im(x) as fresh memory (NumPy's `np.imag` of an array is a view; zymo's rule is not)."""
+    return np.imag(x).copy() if isinstance(x, np.ndarray) else np.imag(x)

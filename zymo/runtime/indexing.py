@@ -1,0 +1,50 @@
+"""Runtime helpers of advanced indexing (`rules/indexing.py`).
+
+Contract: the index array of a list subscript, the scatter-add adjoint of an advanced read,
+the adjoint of an advanced store, and `np.add.at` as a function of its operands (compiled
+twins: `codegen/numba/twins/indexing.py`). `scatter_add` and `store_adjoint` write into
+their first argument (not pure).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "index_array", "scatter_add", "store_adjoint", "add_at",
+]
+
+# -- advanced indexing (rules/indexing.py) ------------------------------------------
+def index_array(items):
+    """The int array of the indices written as a list in `x[[i, j, k]]`."""
+    return np.array(items, dtype=np.int64)
+
+
+def scatter_add(dx, index, g):
+    """Adjoint of the advanced read `y = x[index]`: `dx[index] += g`, repeated indices
+    accumulating (`np.add.at`, unbuffered)."""
+    np.add.at(dx, index, g)
+
+
+def store_adjoint(dx, index):
+    """Adjoint of the stored value in `x[index] = v`, in the shape of `x[index]`, then
+    `dx[index] = 0`. With repeated indices NumPy keeps the last value written, so only
+    that occurrence receives `dx`'s adjoint (the others were overwritten: zero). Which
+    occurrence survives is asked of NumPy itself, by storing positions."""
+    g = dx[index]
+    ids = np.arange(g.size).reshape(g.shape)
+    pos = np.zeros(dx.shape, np.int64)
+    pos[index] = ids
+    g = np.where(pos[index] == ids, g, np.zeros_like(g))
+    dx[index] = 0.0
+    return g
+
+
+def add_at(a, idx, v, out=None):
+    """`np.add.at(a, idx, v)` written as a function of its operands: the result is `out`
+    (which the frontend makes `a` itself), holding `a` with `v` added at `idx`."""
+    if out is None:
+        out = a.copy()
+    elif out is not a:
+        out[...] = a
+    np.add.at(out, idx, v)
+    return out
