@@ -189,3 +189,51 @@ def test_a_write_through_a_view_is_a_write_into_the_parameter():
     ref = zymo.gradient(Reverse, view_user0, U0.copy(), 0.3)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
     assert got[1] == pytest.approx(ref[1], rel=1e-12)
+
+
+from zymo.errors import ZymoUsageError
+
+G = np.zeros(3)
+
+def _bump(v):
+    v[0] += 1.0
+    return v
+
+def _touch_global(u):
+    G[0] += 1.0
+    return u
+
+def sneaky(u):
+    _bump(u)
+    return np.sum(u * u)
+
+def test_a_write_through_a_callee_is_refused_when_the_call_runs():
+    f = zymo.checkpoint(sneaky)
+    def loss(x):
+        y = x * 2.0
+        return f(y)
+    with pytest.raises(zymo.ZymoUsageError, match="wrote into its argument u"):
+        zymo.gradient(Reverse, loss, np.array([1.0, 2.0]))
+
+def test_a_callee_writing_a_global_is_refused_when_marking():
+    def uses(u):
+        return np.sum(_touch_global(u) ** 2)
+    with pytest.raises(zymo.ZymoUsageError, match="calls _touch_global, which writes into G"):
+        zymo.checkpoint(uses)
+
+def _pure_helper(u):
+    w = u * 3.0
+    w[0] = 1.0
+    return w
+
+def test_a_callee_writing_only_its_own_arrays_is_accepted():
+    def uses(u):
+        return np.sum(_pure_helper(u) * u)
+    f = zymo.checkpoint(uses)
+    def loss(x):
+        return f(x * 1.0)
+    x = np.array([0.5, 1.5, -2.0])
+    (g,) = zymo.gradient(Reverse, loss, x)
+    (ref,) = zymo.gradient(Reverse, lambda x: np.sum(_pure_helper(x * 1.0) * (x * 1.0)), x)
+    np.testing.assert_allclose(g, ref, rtol=1e-12)
+    np.testing.assert_allclose(g, [2 * 0 + 1.0, 6 * 1.5, 6 * -2.0], rtol=1e-12)

@@ -21,7 +21,10 @@ built here, as `custom_rule` builds one), not `fn`'s inlined body:
   writes into two parameters, into a name that is not a parameter or a local (a global or
   closure array), a write into a parameter together with a returned value, or with a tuple.
   zymo finds the writes from `fn`'s source: through the parameter's name or a view bound to a
-  local name (`v = p[...]`, `p.reshape(...)`, `p.T`), not through a function `fn` calls.
+  local name (`v = p[...]`, `p.reshape(...)`, `p.T`). A write into another array argument that
+  the source does not show (through a function `fn` calls) raises `ZymoUsageError` when the
+  call runs (its array arguments are compared before and after); a function `fn` calls that
+  writes into a global or closure array is refused when marking (`_check_callees`).
 - `cache_report` lists each checkpointed call (`recording`, `report_lines`): recomputed in the
   adjoint sweep, and the bytes of the inputs it keeps.
 - The generated code calls `fn` through `_rt.USER[i]` (as custom rules): under `numba=True` the
@@ -69,6 +72,7 @@ class CheckpointedCall:
             raise ZymoUsageError(f"zymo.checkpoint({fn.__qualname__}): parameters must be positional "
                                  "(no *args, **kwargs or keyword-only parameters)")
         self.written, self.parts = _shape_of(fn, self.params)
+        _check_callees(fn, fn.__qualname__, {fn})
         self.slot = len(_rt.USER)
         _rt.USER.append(self)
         base = f"checkpoint.{fn.__module__}.{fn.__qualname__}"
@@ -89,7 +93,14 @@ class CheckpointedCall:
         if _LOG is not None:
             kept = sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args if _numeric(a))
             _LOG.append((self.__qualname__, kept))
+        kept = [(k, a.copy()) for k, a in enumerate(args) if isinstance(a, np.ndarray) and k != self.written]
         ans = self.fn(*args)
+        for k, before in kept:  # a write zymo did not see in the source (through a callee, say)
+            if not np.array_equal(before, args[k], equal_nan=before.dtype.kind in "fc"):
+                raise ZymoUsageError(
+                    f"zymo.checkpoint({self.__qualname__}) wrote into its argument {self.params[k]}, which its "
+                    "source does not show: the recomputation would read changed inputs. Write into the parameter "
+                    "in the marked function itself (p[...] = ...), or do not mark it")
         return out if self.written is not None else ans
 
     def part(self, i: int, *args: Any) -> Any:
@@ -296,6 +307,42 @@ def _shape_of(fn: Callable, params: list[str]) -> tuple[int | None, int]:
     if len(sizes) > 1:
         raise ZymoUsageError(f"zymo.checkpoint({name}): its returns differ in shape (a tuple and not)")
     return (params.index(mine[0]) if mine else None), (sizes.pop() if sizes else 0)
+
+
+def _check_callees(fn: Callable, marked: str, seen: set) -> None:
+    """Refuses, when marking, a Python function that `fn` calls (by a global or closure name,
+    and theirs in turn) writing into memory it did not create, other than its parameters: the
+    recomputation would run that write again. Writes into parameters are checked at run time
+    (`CheckpointedCall.primal`)."""
+    names = list(fn.__code__.co_names)
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False))
+    for name in names + list(cells):
+        try:
+            obj = cells[name].cell_contents if name in cells else fn.__globals__.get(name)
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(obj, CheckpointedCall):
+            obj = obj.fn
+        if not inspect.isfunction(obj) or obj in seen or obj.__module__.split(".")[0] in ("numpy", "scipy", "zymo"):
+            continue
+        seen.add(obj)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+        except (OSError, TypeError, SyntaxError):
+            raise ZymoUsageError(f"zymo.checkpoint({marked}) calls {obj.__qualname__}, whose source zymo cannot "
+                                 "read to check what it writes") from None
+        node = next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
+        params = [a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)]
+        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        alias = _aliases(node, params)
+        outside = sorted({alias.get(w, w) for w in _writes(node, params) if not w.endswith("+=")}
+                         - set(params) - local)
+        if outside:
+            raise ZymoUsageError(f"zymo.checkpoint({marked}) calls {obj.__qualname__}, which writes into "
+                                 f"{', '.join(outside)}, memory it does not create: the recomputation in the "
+                                 "adjoint sweep would write it again. Pass the array as an argument, or do not mark "
+                                 f"{marked}")
+        _check_callees(obj, marked, seen)
 
 
 def _writes(node: ast.AST, params: list[str]) -> set[str]:
