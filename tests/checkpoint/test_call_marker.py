@@ -191,7 +191,6 @@ def test_a_write_through_a_view_is_a_write_into_the_parameter():
     assert got[1] == pytest.approx(ref[1], rel=1e-12)
 
 
-from zymo.errors import ZymoUsageError
 
 G = np.zeros(3)
 
