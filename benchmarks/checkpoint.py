@@ -5,11 +5,14 @@ the Lorenz RK4 integration with its state overwritten in place (`lorenz_rk4` in 
 writes a trajectory, so its reverse mode reads every state in place and records no tape).
 
     PYTHONPATH=. python benchmarks/checkpoint.py [--points 2000] [--steps 4000]
-        [--lorenz-steps 100000 1000000] [--skip-rd]
+        [--lorenz-steps 100000 1000000] [--skip-rd] [--rd-mb 32 16 8 4 1] [--numba kernels]
     PYTHONPATH=. python benchmarks/checkpoint.py --curve docs/benchmarks_checkpoint.png
 
 `--curve PATH` measures only the trade-off curve: the stencil's reverse call under limits from
 64 MB down to 0.25 MB, time against store-all and peak extra memory, as a table and a plot.
+`--numba` picks the backend of every call (False, "kernels" or True; True runs a checkpointed
+program as "kernels"). The rows `rd_call` mark the stencil's step `zymo.checkpoint(step)` (no
+limit): the forward sweep keeps each step's input, and the adjoint sweep reruns the step.
 """
 from __future__ import annotations
 
@@ -28,6 +31,21 @@ def rd(u0, D, k, dt, steps):
     for _t in range(steps):
         lap = u[:-2] - 2.0 * u[1:-1] + u[2:]
         u[1:-1] += dt * (D * lap - k * u[1:-1] ** 3)
+    return np.sum(u * u)
+
+
+def rd_step(u, D, k, dt):
+    lap = u[:-2] - 2.0 * u[1:-1] + u[2:]
+    u[1:-1] += dt * (D * lap - k * u[1:-1] ** 3)
+
+
+rd_step_checkpointed = zymo.checkpoint(rd_step)
+
+
+def rd_call(u0, D, k, dt, steps):
+    u = u0.copy()
+    for _t in range(steps):
+        rd_step_checkpointed(u, D, k, dt)
     return np.sum(u * u)
 
 
@@ -59,15 +77,18 @@ def lorenz_state(s0, params, dt, steps):
     return s[0] + s[1] + s[2]
 
 
+NUMBA: object = False  # the backend of every call (`--numba`)
+
+
 def measure(fn, *args, limit=None, reps=3):
-    zymo.gradient(Reverse, fn, *args, memory_limit=limit)  # compile
+    zymo.gradient(Reverse, fn, *args, memory_limit=limit, numba=NUMBA)  # compile
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
-        g = zymo.gradient(Reverse, fn, *args, memory_limit=limit)
+        g = zymo.gradient(Reverse, fn, *args, memory_limit=limit, numba=NUMBA)
         best = min(best, time.perf_counter() - t0)
     tracemalloc.start()
-    zymo.gradient(Reverse, fn, *args, memory_limit=limit)
+    zymo.gradient(Reverse, fn, *args, memory_limit=limit, numba=NUMBA)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return best, peak, g
@@ -141,8 +162,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--lorenz-steps", type=int, nargs="*", default=[10**5, 10**6])
     ap.add_argument("--skip-rd", action="store_true")
+    ap.add_argument("--rd-mb", type=float, nargs="*", default=[32, 16, 8, 4, 1], help="the stencil's limits (MB)")
+    ap.add_argument("--numba", choices=("false", "kernels", "true"), default="false")
     ap.add_argument("--curve", metavar="PATH", help="only the trade-off curve, plotted into PATH")
     a = ap.parse_args()
+    global NUMBA
+    NUMBA = {"false": False, "kernels": "kernels", "true": True}[a.numba]
     if a.curve:
         return curve(a.points, a.steps, a.curve)
     print("| workload | memory_limit | time (s) | x store-all | peak extra (MB) | gradient vs store-all |")
@@ -150,14 +175,16 @@ def main() -> None:
     lorenz_rows(300, (1,))  # 1 byte: a single snapshot
     if not a.skip_rd:
         u0 = np.random.default_rng(0).standard_normal(a.points)
-        for fn, mbs in ((rd, (32, 16, 8, 4, 1)), (rd_while, (16, 4, 1))):
-            args = (u0, 0.1, 0.2, 0.1, Const(a.steps))
+        args = (u0, 0.1, 0.2, 0.1, Const(a.steps))
+        t_rd, m_rd, g_rd = measure(rd, *args)
+        for fn, mbs in ((rd, a.rd_mb), (rd_while, [mb for mb in (16, 4, 1) if mb in a.rd_mb]),
+                        *(((rd_call, ()),) if NUMBA is not True else ())):  # Numba refuses the marker
             name = f"{fn.__name__} {a.points}x{a.steps}"
-            t_ref, m_ref, g_ref = measure(fn, *args)
-            row(name, "none", t_ref, t_ref, m_ref, g_ref, g_ref)
+            t_ref, m_ref, g_ref = (t_rd, m_rd, g_rd) if fn is rd else measure(fn, *args)
+            row(name, "none", t_ref, t_rd, m_ref, g_ref, g_rd)  # x store-all: against rd's
             for mb in mbs:
                 t, m, g = measure(fn, *args, limit=int(mb * 2**20))
-                row(name, f"{mb} MB", t, t_ref, m, g, g_ref)
+                row(name, f"{mb:g} MB", t, t_ref, m, g, g_ref)
     for steps in a.lorenz_steps:
         lorenz_rows(steps, (2**20,))
 

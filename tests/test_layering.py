@@ -45,7 +45,8 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("zymo.frontend", "zymo.analysis.types", "the frontend types each op as it builds it"),
     # files other parts of the restructure own (change there: real code motion, not imports)
     ("zymo.rules.coverage", "zymo.frontend.several", "coverage lists what the frontend lowers itself"),
-    ("zymo.transform.checkpoint", "zymo.codegen.numba.backend", "ZymoNumbaError lives with the Numba backend"),
+    # at run time, not while compiling: a checkpointed call's adjoint is zymo's reverse mode of it
+    ("zymo.rules.checkpoint_call", "zymo.cache", "the adjoint reruns fn under cache.call"),
     ("zymo.transform.reverse", "zymo.codegen.fuse", "ShadowFacts: what reverse mode tells fuse"),
 ]
 

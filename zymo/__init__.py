@@ -34,6 +34,7 @@ from .errors import (
     ZymoUsageError,
     ZymoWarning,
 )
+from .rules.checkpoint_call import CheckpointedCall, checkpoint
 from .rules.custom import CustomRule, custom_rule, inactive
 from .runtime.checkpoint import checkpointed
 from .shadows import make_zero, make_zero_
@@ -45,5 +46,6 @@ __all__ = [
     "autodiff", "autodiff_thunk", "cache_clear", "cache_report", "generated_code", "gradient", "ir", "make_zero",
     "make_zero_", "UnsupportedCall", "UnsupportedSyntax", "ZymoError", "ZymoSourceError", "ZymoTypeError",
     "ZymoUsageError", "ZymoWarning", "config", "CustomRule", "custom_rule", "inactive", "checkpointed",
+    "checkpoint", "CheckpointedCall",
 ]
 __version__ = "0.1.0"

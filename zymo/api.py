@@ -201,6 +201,7 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any, memory_
     import copy
 
     from .annotations import ReverseSplitWithPrimal
+    from .rules import checkpoint_call
     from .transform.reverse import report
 
     if mode.forward:
@@ -210,8 +211,9 @@ def cache_report(mode: Mode, f: Callable, ret_activity: Any, *args: Any, memory_
     copies = copy.deepcopy(args)
     comp, norm, leaves, all_values = prepare(ReverseSplitWithPrimal, f, ret_activity, copies, False)
     shadows = call_shadows(comp, leaves, all_values)
-    _, recorded = comp.fn[0](*all_values, *shadows, None)
-    text = report(comp.generator, dict(zip(comp.generator.tape_names, recorded)))
+    with checkpoint_call.recording() as calls:
+        _, recorded = comp.fn[0](*all_values, *shadows, None)
+    text = report(comp.generator, dict(zip(comp.generator.tape_names, recorded))) + checkpoint_call.report_lines(calls)
     limit = config.call_memory_limit(memory_limit)
     return text if limit is None else text + "\n" + _schedule_report(f, ret_activity, args, limit)
 

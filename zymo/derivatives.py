@@ -443,9 +443,13 @@ def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba
 
 
 def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None,
-            sparse: bool = False, detect: str = "auto") -> Any:
+            sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
     vectors, `chunk` lanes per call.
+
+    Under a memory limit (`memory_limit=`, or `config.set_memory_limit`) each column is an hvp
+    under that limit (`_hvp_limited`: reverse mode, checkpointed, over the forward-mode program),
+    one basis vector at a time (`chunk` is ignored).
 
     `sparse=True` returns a `scipy.sparse.csr_matrix` of shape `(x.size, x.size)`: the pattern
     is detected from zymo's IR, star-colored, and one hvp lane per color computes it;
@@ -453,12 +457,21 @@ def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: 
     branches). See `zymo/sparse/`."""
     consts = _constants(consts)
     if sparse:
+        if memory_limit is not None:
+            raise ZymoUsageError("hessian(..., sparse=True) takes no memory_limit yet; use the dense hessian")
         from .sparse.drivers import sparse_hessian
 
         return sparse_hessian(f, x, consts, detect, chunk, numba)
     x = _check_x(x, "hessian")
+    limit = config.call_memory_limit(memory_limit)
     if isinstance(x, float):
+        if limit is not None:
+            raise ZymoUsageError("hessian with memory_limit takes an array x; a float x stores one number per "
+                                 "loop iteration at most")
         return _scalar_second(f, x, consts, numba, 1.0)[0]
+    if limit is not None:
+        H = np.stack([_hvp_limited(f, x, e, consts, numba, limit)[0] for e in _basis(x, 0, x.size)])
+        return np.moveaxis(H.reshape(x.shape + x.shape), tuple(range(x.ndim)), tuple(range(x.ndim, 2 * x.ndim)))
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     width = _chunk(chunk, x.size)
     H = np.zeros((x.size,) + x.shape, dtype=x.dtype)

@@ -141,7 +141,8 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
                                split=mode.split, backend=backend)
             if got is not None:
                 src, names, active_params, rev, act = got
-                backend = "python" if backend == "prefer" else backend
+                # the driver is Python: "prefer" runs Python, Numba ("always") runs as "kernels"
+                backend = {"prefer": "python", "always": "kernels"}.get(backend, backend)
         name = names if mode.split else names[0]
         generator, namer = rev, rev.namer
         numbers = namer.numbers()

@@ -65,3 +65,21 @@ def test_hvp_under_a_limit_is_reverse_over_forward(limit):
     np.testing.assert_allclose(hv, (grad(x + h * v) - grad(x - h * v)) / (2 * h), rtol=1e-5, atol=1e-7)
     assert np.max(np.abs(hv)) > 1e-2
     np.testing.assert_allclose(zymo.hvp(rd, x.copy(), v, 0.1, 0.2, 0.1, 9, memory_limit=limit), hv, rtol=1e-14)
+
+
+@pytest.mark.parametrize("limit", [10**7, 300])
+def test_hessian_under_a_limit(limit):
+    x = np.random.default_rng(6).standard_normal(6)
+    H, plans = _logged(lambda: zymo.hessian(rd, x.copy(), 0.1, 0.2, 0.1, 9, memory_limit=limit))
+    assert plans and all(p.fits == (limit == 10**7) for p in plans)
+    H0 = zymo.hessian(rd, x.copy(), 0.1, 0.2, 0.1, 9)
+    np.testing.assert_allclose(H, H0, rtol=1e-11, atol=1e-13)
+    grad = lambda y: zymo.gradient(Reverse, rd, y, 0.1, 0.2, 0.1, zymo.Const(9))[0]  # noqa: E731
+    h = 1e-6
+    for j in range(x.size):
+        e = np.zeros(x.size)
+        e[j] = h
+        np.testing.assert_allclose(H[:, j], (grad(x + e) - grad(x - e)) / (2 * h), rtol=1e-5, atol=1e-7)
+    assert np.max(np.abs(H)) > 1e-2
+    with pytest.raises(zymo.ZymoUsageError, match="memory_limit"):
+        zymo.hessian(rd, x, 0.1, 0.2, 0.1, 9, sparse=True, memory_limit=limit)

@@ -20,7 +20,9 @@ numbers, and the memory defined before the loop that it writes, or that it reads
 after it writes (each snapshot copies all of it). What cannot be snapshotted is refused at the
 loop's line: carried arrays or lists, writes into memory zymo cannot trace to an array or list
 of arrays defined before the loop. Split mode: the tape carries the plans and the snapshots.
-Backends: Python and "kernels"; "prefer" warns and runs Python; Numba ("always") is refused.
+Backends: Python and "kernels"; "prefer" warns and runs Python; Numba ("always", `numba=True`) runs
+as "kernels" (`pipeline.compile_program`): the driver, which holds the plans and snapshots, is Python,
+and the loops of numbers, the steps and their recomputation included, compile with Numba.
 """
 from __future__ import annotations
 
@@ -518,7 +520,8 @@ def _outside_zymo() -> int:
 def checkpointed(fn: Function, rev0: Reverse, limit: int | None, analyze: Any, options: dict, split: bool = False,
                  backend: str = "python") -> tuple | None:
     """The program with the taped loops of `rev0` checkpointed under `limit` bytes, as
-    `(source, names, active params, generator, activity)`; None when no loop records a tape."""
+    `(source, names, active params, generator, activity)`; None when no loop records a tape.
+    `backend` "prefer" warns here (the program runs as Python); "always" runs as "kernels"."""
     from .reverse import Reverse
 
     loops = taped_loops(rev0)
@@ -526,13 +529,6 @@ def checkpointed(fn: Function, rev0: Reverse, limit: int | None, analyze: Any, o
         loops = [op for op in loops if "checkpoint" in op.attrs]
     if not loops:
         return None
-    if backend == "always":
-        from ..codegen.numba.backend import ZymoNumbaError
-
-        raise ZymoNumbaError("zymo's Numba backend cannot compile a checkpointed loop yet", loops[0].loc,
-                             why="memory_limit asks to checkpoint this loop, whose driver runs as Python",
-                             hint="use numba=False, 'prefer' (the derivative then runs as Python) or 'kernels' "
-                                  "(its loops of numbers compile), or no memory_limit")
     if backend == "prefer":
         import warnings
 
