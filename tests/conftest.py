@@ -1,5 +1,5 @@
 """Test settings: the IR verifier runs after every lowering; hypothesis is deterministic; the
-suite's Numba cache is its own; Numba compiles without LLVM's optimizations.
+suite's Numba cache is its own; Numba compiles at LLVM's lowest optimization level.
 
 Generated modules and Numba's machine code go to `ZYMO_CACHE_DIR`: unless the user set it, the
 suite uses `zymo-numba` under pytest's cache directory (`.pytest_cache/d/`, kept between runs, so
@@ -9,9 +9,10 @@ xdist workers included: the controller sets the variable before the workers star
 inherit it. Sharing is safe: zymo names each file by a hash of its source and of the versions
 that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba/backend.py`).
 
-`NUMBA_OPT=0` (unless the user set it): the suite checks what compiled code computes, not how
-fast, and LLVM's optimization passes are half of its compile time; zymo asks for no `fastmath`,
-so the passes may not change results beyond round-off. `tests/test_suite_settings.py` compiles
+`NUMBA_OPT=1` (unless the user set it): the suite checks what compiled code computes, not how
+fast, and LLVM's optimization passes at the default level 3 are half of its compile time; zymo
+asks for no `fastmath`, so the passes may not change results beyond round-off. (Level 0 is not
+used: there Numba keeps some global arrays as dynamic globals and cannot cache the function.) `tests/test_suite_settings.py` compiles
 a derivative at Numba's default level too and compares.
 """
 import getpass
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("ZYMO_CHECK_IR", "1")
-os.environ.setdefault("NUMBA_OPT", "0")  # read when Numba is first imported, below
+os.environ.setdefault("NUMBA_OPT", "1")  # read when Numba is first imported, below
 
 try:
     from hypothesis import settings

@@ -93,9 +93,9 @@ class CheckpointedCall:
         if _LOG is not None:
             kept = sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args if _numeric(a))
             _LOG.append((self.__qualname__, kept))
-        kept = [(k, a.copy()) for k, a in enumerate(args) if isinstance(a, np.ndarray) and k != self.written]
+        inputs = [(k, a.copy()) for k, a in enumerate(args) if isinstance(a, np.ndarray) and k != self.written]
         ans = self.fn(*args)
-        for k, before in kept:  # a write zymo did not see in the source (through a callee, say)
+        for k, before in inputs:  # a write zymo did not see in the source (through a callee, say)
             if not np.array_equal(before, args[k], equal_nan=before.dtype.kind in "fc"):
                 raise ZymoUsageError(
                     f"zymo.checkpoint({self.__qualname__}) wrote into its argument {self.params[k]}, which its "
