@@ -12,8 +12,8 @@ that compiled it, and locks a module's cache while compiling it (`zymo/codegen/n
 `NUMBA_OPT=1` (unless the user set it): the suite checks what compiled code computes, not how
 fast, and LLVM's optimization passes at the default level 3 are half of its compile time; zymo
 asks for no `fastmath`, so the passes may not change results beyond round-off. (Level 0 is not
-used: there Numba keeps some global arrays as dynamic globals and cannot cache the function.) `tests/test_suite_settings.py` compiles
-a derivative at Numba's default level too and compares.
+used: there Numba keeps some global arrays as dynamic globals and cannot cache the function.)
+`tests/test_suite_settings.py` compiles a derivative at Numba's default level too and compares.
 """
 import getpass
 import os
