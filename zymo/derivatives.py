@@ -77,10 +77,12 @@ def _chunk(chunk: Any, n: int) -> int:
 
 
 def _basis(x: np.ndarray, start: int, width: int) -> tuple:
-    """Basis vectors e_start ... e_{start+width-1} shaped like `x` (zeros past the end)."""
+    """Basis vectors e_start ... e_{start+width-1} shaped like `x` (zeros past the end), C-ordered
+    whatever `x`'s layout, so that element `j` is `j` of `x.reshape(-1)` (C order) and the write
+    below goes through a view."""
     out = []
     for j in range(start, start + width):
-        e = np.zeros_like(x)
+        e = np.zeros(x.shape, dtype=x.dtype)
         if j < x.size:
             e.reshape(-1)[j] = 1.0
         out.append(e)

@@ -216,3 +216,22 @@ def test_gradient_forward_mode_is_batched_and_matches_reverse():
     src = zymo.generated_code(Forward, scalar_loop, zymo.BatchDuplicated,
                               zymo.BatchDuplicated(x, tuple(np.eye(11)[:8])))
     assert "dx_8" in src
+
+
+def _weighted(x):
+    return np.sum(np.sin(x) * np.arange(1.0, x.size + 1).reshape(x.shape))
+
+
+@pytest.mark.parametrize("layout", ["F", "strided"])
+def test_forward_gradient_and_jacobian_of_a_non_c_ordered_array(layout):
+    # the basis tangents were written through `zeros_like(x).reshape(-1)`, a copy for an
+    # F-ordered x: the forward gradient came back as zeros
+    base = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    x = np.asfortranarray(base) if layout == "F" else np.linspace(-1.0, 1.0, 24).reshape(3, 8)[:, ::2]
+    (fwd,) = zymo.gradient(Forward, _weighted, x)[:1]
+    (rev,) = zymo.gradient(Reverse, _weighted, x.copy())[:1]
+    want = np.cos(x) * np.arange(1.0, x.size + 1).reshape(x.shape)
+    np.testing.assert_allclose(fwd, want, rtol=1e-13)
+    np.testing.assert_allclose(rev, want, rtol=1e-13)
+    J = zymo.jacobian(Forward, lambda v: np.sin(v) * 2.0, x)
+    np.testing.assert_allclose(J.reshape(x.size, x.size), np.diag(2.0 * np.cos(x).reshape(-1)), atol=1e-14)
