@@ -47,7 +47,6 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("zymo.rules.coverage", "zymo.frontend.several", "coverage lists what the frontend lowers itself"),
     # at run time, not while compiling: a checkpointed call's adjoint is zymo's reverse mode of it
     ("zymo.rules.checkpoint_call", "zymo.cache", "the adjoint reruns fn under cache.call"),
-    ("zymo.transform.reverse", "zymo.codegen.fuse", "ShadowFacts: what reverse mode tells fuse"),
 ]
 
 

@@ -57,10 +57,9 @@ each function (straight-line code, where names hold the same memory throughout):
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..runtime import registry
+from ..transform.reverse.facts import ShadowFacts, never_same
 
 # NumPy functions that return new values and write nothing, with the most positional
 # arguments that keeps them so (a ufunc's next positional argument is its `out`)
@@ -76,19 +75,6 @@ _PURE_NP = {
     **dict.fromkeys(["where", "clip", "sum", "prod", "mean"], 3),
     **dict.fromkeys(["zeros_like", "empty_like", "ones_like", "full_like"], 1),
 }
-
-
-def _never(a: str, b: str) -> bool:
-    return False
-
-
-@dataclass(frozen=True)
-class ShadowFacts:
-    """What reverse mode knows of the shadows of its program (module contract)."""
-
-    roots: dict  # shadow or adjoint name -> the memory roots it may point into (None: unknown)
-    zero: frozenset = frozenset()  # shadows that are zeros when the program starts
-    same_shape: Callable[[str, str], bool] = _never  # two shadow names hold arrays of one shape
 
 
 def fuse(src: str, facts: ShadowFacts | None = None) -> str:
@@ -164,7 +150,7 @@ class _Function:
         self.fn = fn
         self.shadows = facts.roots if facts is not None else None
         self.zero = facts.zero if facts is not None else frozenset()
-        self.same_shape = facts.same_shape if facts is not None else _never
+        self.same_shape = facts.same_shape if facts is not None else never_same
         self.lines = lines
         self.dead: set[int] = set()
         self.params = {a.arg for a in fn.args.args}

@@ -1,20 +1,33 @@
 """Facts about the written program that later stages rely on.
 
 Contract: once `Reverse.run` has written the program, these say what its names hold:
-`shadow_roots` and `same_shape` (`fuse_facts`, for `codegen/fuse.py`), `zero_shadows` (the
-shadows that are zeros at entry), `float_adjoints`, `int_names` and `nonneg_facts` (for the
-Numba backend, `codegen/numba_.py`).
+`shadow_roots` and `same_shape` (`fuse_facts`: a `ShadowFacts`, for `codegen/fuse.py`),
+`zero_shadows` (the shadows that are zeros at entry), `float_adjoints`, `int_names` and
+`nonneg_facts` (for the Numba backend, `codegen/numba/`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ...ir import types as T
 from ...ir.core import Value
 from .dead import DeadPrimal
 
-if TYPE_CHECKING:
-    from ...codegen.fuse import ShadowFacts
+
+def never_same(a: str, b: str) -> bool:
+    """The `same_shape` of a program nothing is known of: no two names hold one shape."""
+    return False
+
+
+@dataclass(frozen=True)
+class ShadowFacts:
+    """What reverse mode knows of the shadows of its program, for `codegen/fuse.py` (whose
+    contract says how it uses them)."""
+
+    roots: dict  # shadow or adjoint name -> the memory roots it may point into (None: unknown)
+    zero: frozenset = frozenset()  # shadows that are zeros when the program starts
+    same_shape: Callable[[str, str], bool] = never_same  # two shadow names hold arrays of one shape
 
 
 class ExportedFacts(DeadPrimal):
@@ -58,8 +71,6 @@ class ExportedFacts(DeadPrimal):
 
     def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""
-        from ...codegen.fuse import ShadowFacts
-
         return ShadowFacts(self.shadow_roots(), self.zero_shadows(), self.same_shape)
 
     def same_shape(self, a: str, b: str) -> bool:
