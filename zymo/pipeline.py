@@ -189,9 +189,15 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     definitions, then the program that calls them (run as it is, it computes the same)."""
     from .codegen.outline import Kernel, outline
 
+    from .codegen.numba.ew_rewrite import in_place
+
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
-    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
+    floats = facts.floats | facts.numbers
+
+    def fast(s: Any) -> bool:
+        return in_place(s, floats, facts.arrays)
+    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches, in_place=fast)
     if not out.names:
         return compile_source(src, name), src
     from .codegen.numba.backend import compile_numba
