@@ -213,15 +213,16 @@ class _Rewriter:
         stored = _stores(s)
         body: list[ast.stmt] = []
         bounds: dict[str, tuple[str, ...]] = {}
-        lowered_any = False
+        products = 0  # the products of arrays lowered (a nest of fills and scalings stays loops)
         for p in pieces:
-            lines = _Lowering(p, self.ndims, self.numbers, stored).run(bounds)
+            low = _Lowering(p, self.ndims, self.numbers, stored)
+            lines = low.run(bounds)
             if lines is None:
                 body.append(_build(p))
             else:
                 body += ast.parse("\n".join(lines)).body
-                lowered_any = True
-        if not lowered_any:
+                products += low.products
+        if not products:
             return None
         subs, written = _arrays([s])
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
@@ -290,6 +291,7 @@ class _Lowering:
         self.stored = stored  # names the whole nest writes
         self.vars = [lp.var for lp in p.loops]
         self.bound = {lp.var: ast.unparse(lp.bound) for lp in p.loops}
+        self.products = 0  # the products with array factors lowered
 
     def run(self, bounds: dict[str, tuple[str, ...]]) -> list[str] | None:
         """The statements (recording the slices they take in `bounds`), or None."""
@@ -318,31 +320,26 @@ class _Lowering:
 
     def _effects(self) -> list[tuple[str, ast.Subscript, ast.expr]] | None:
         """The piece's writes after forward substitution: (kind, element, value), kinds
-        "acc" (`+=` value), "scale" (`*=` value) and "set" (`=` value, read as an accumulation
-        or a scaling of the element where it is one)."""
+        "acc" (`+=` value), "scale" (`*=` value) and "map" (`=` value), an assignment read as
+        an accumulation or a scaling of the element where it is one, and dropped where it
+        assigns the element its own value."""
         env: dict[str, ast.expr] = {}
         out: list[tuple[str, ast.Subscript, ast.expr]] = []
-        stmts = self.p.body
-        k = 0
-        while k < len(stmts):
-            s = stmts[k]
+        trips = _round_trips(self.p.body)
+        for k, s in enumerate(self.p.body):
+            if k in trips:
+                continue
             target = s.targets[0] if isinstance(s, ast.Assign) else s.target  # type: ignore[attr-defined]
             value = _subst(s.value, env)  # type: ignore[attr-defined]
             if isinstance(target, ast.Name):
                 if isinstance(s, ast.AugAssign):
                     return None
                 env[target.id] = value
-                k += 1
-                continue
-            if not self._element(target, written=True):
+            elif not self._element(target):
                 return None
-            nxt = stmts[k + 1] if k + 1 < len(stmts) else None
-            if (isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value == 0
-                    and isinstance(nxt, ast.AugAssign) and isinstance(nxt.op, ast.Add) and _same(nxt.target, target)):
-                out.append(("set", target, _subst(nxt.value, env)))  # a round trip
-                k += 2
-                continue
-            if isinstance(s, ast.AugAssign):
+            elif k in trips.values():  # `X[o] = 0.0; ...; X[o] += value`
+                out.append(("set", target, value))
+            elif isinstance(s, ast.AugAssign):
                 kinds = {ast.Add: "acc", ast.Sub: "acc", ast.Mult: "scale"}
                 if type(s.op) not in kinds:
                     return None
@@ -350,24 +347,26 @@ class _Lowering:
                             ast.UnaryOp(ast.USub(), value) if isinstance(s.op, ast.Sub) else value))
             else:
                 out.append(("set", target, value))
-            k += 1
-        return [e for e in (self._normal(*x) for x in out) if e is not None and e[0] != "none"]
+        return [e for e in (self._normal(*x) for x in out) if e[0] != "none"]
 
-    def _normal(self, kind: str, t: ast.Subscript, e: ast.expr) -> tuple[str, ast.Subscript, ast.expr] | None:
+    def _normal(self, kind: str, t: ast.Subscript, e: ast.expr) -> tuple[str, ast.Subscript, ast.expr]:
         """A "set" as an accumulation, a scaling, a map or nothing ("none": `X[o] = X[o]`)."""
         if kind != "set":
             return kind, t, e
         if _same(e, _load(t)):
             return "none", t, e
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult)):
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
             for mine, other in ((e.left, e.right), (e.right, e.left)):
                 if _same(mine, _load(t)):
-                    if isinstance(e.op, ast.Add):
-                        return "acc", t, other
-                    if isinstance(e.op, ast.Mult):
-                        return "scale", t, other
-                    if mine is e.left:
-                        return "acc", t, ast.UnaryOp(ast.USub(), other)
+                    return "scale", t, other
+        parts = _summands(e, False)
+        mine = [k for k, (neg, x) in enumerate(parts) if _same(x, _load(t))]
+        if len(mine) == 1 and not parts[mine[0]][0]:
+            rest = [x if not neg else ast.UnaryOp(ast.USub(), x) for k, (neg, x) in enumerate(parts) if k != mine[0]]
+            total = rest[0]
+            for x in rest[1:]:
+                total = ast.BinOp(total, ast.Add(), x)
+            return "acc", t, total
         return "map", t, e
 
     def _element(self, n: ast.expr, written: bool = False) -> bool:
@@ -462,6 +461,7 @@ class _Lowering:
         if any(not any(v in lab for lab in labels) for v in summed):
             return None  # an index no factor reads: the loops would add the product N times
         srcs = [self._slice(f, bounds) for f in term.factors]
+        self.products += bool(srcs)
         if not summed:
             prod = " * ".join(_arrange(s, lab, out) for s, lab in zip(srcs, labels)) or None
         elif len(srcs) == 1:
@@ -502,6 +502,33 @@ def _arrange(src: str, labels: list[str], out: list[str]) -> str:
     if labels and len(labels) < len(out):
         src = f"{src}[{', '.join(':' if v in labels else 'None' for v in out)}]"
     return src
+
+
+def _summands(e: ast.expr, neg: bool) -> list[tuple[bool, ast.expr]]:
+    """`e` as a sum: (negated, summand) pairs."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        return _summands(e.left, neg) + _summands(e.right, neg != isinstance(e.op, ast.Sub))
+    return [(neg, e)]
+
+
+def _round_trips(stmts: list[ast.stmt]) -> dict[int, int]:
+    """Reverse mode's round trips: `k -> j` for each `X[o] = 0.0` at `k` followed by
+    `X[o] += e` at `j`, no statement between them naming `X`."""
+    out: dict[int, int] = {}
+    for k, s in enumerate(stmts):
+        if not (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
+                and isinstance(s.value, ast.Constant) and s.value.value == 0):
+            continue
+        target = s.targets[0]
+        name = target.value.id  # type: ignore[attr-defined]
+        for j in range(k + 1, len(stmts)):
+            t = stmts[j]
+            if isinstance(t, ast.AugAssign) and isinstance(t.op, ast.Add) and _same(t.target, target):
+                out[k] = j
+                break
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+                break
+    return out
 
 
 def _load(t: ast.Subscript) -> ast.Subscript:
