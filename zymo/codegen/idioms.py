@@ -335,7 +335,7 @@ class _Lowering:
                 if isinstance(s, ast.AugAssign):
                     return None
                 env[target.id] = value
-            elif not self._element(target):
+            elif not isinstance(target, ast.Subscript) or not self._element(target):
                 return None
             elif k in trips.values():  # `X[o] = 0.0; ...; X[o] += value`
                 out.append(("set", target, value))
@@ -360,9 +360,9 @@ class _Lowering:
                 if _same(mine, _load(t)):
                     return "scale", t, other
         parts = _summands(e, False)
-        mine = [k for k, (neg, x) in enumerate(parts) if _same(x, _load(t))]
-        if len(mine) == 1 and not parts[mine[0]][0]:
-            rest = [x if not neg else ast.UnaryOp(ast.USub(), x) for k, (neg, x) in enumerate(parts) if k != mine[0]]
+        at = [k for k, (neg, x) in enumerate(parts) if _same(x, _load(t))]
+        if len(at) == 1 and not parts[at[0]][0]:
+            rest = [x if not neg else ast.UnaryOp(ast.USub(), x) for k, (neg, x) in enumerate(parts) if k != at[0]]
             total = rest[0]
             for x in rest[1:]:
                 total = ast.BinOp(total, ast.Add(), x)
