@@ -28,7 +28,11 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   accumulations; each product's factors are numbers of `numbers` and array elements
   subscripted by distinct loop indices, with an index summed over exactly two factors of at
   most two dimensions (`@`, BLAS), over one factor (`.sum`), or none (broadcasting);
-- no name the nest writes (temporaries, loop indices) is read after it.
+- no name the nest writes (temporaries, loop indices) is read after it;
+- some piece holds a matrix-matrix product (O(n^3) work on O(n^2) data): matrix-vector
+  products and rank-1 updates alone stay loops, which the kernels run faster than the NumPy
+  statements and their run-time check (measured on PolyBench's mvt, gemver, bicg at n=120);
+  inside a nest with a matrix product they are NumPy statements too.
 The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
@@ -213,7 +217,7 @@ class _Rewriter:
         stored = _stores(s)
         body: list[ast.stmt] = []
         bounds: dict[str, tuple[str, ...]] = {}
-        products = 0  # the products of arrays lowered (a nest of fills and scalings stays loops)
+        products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
         for p in pieces:
             low = _Lowering(p, self.ndims, self.numbers, stored)
             lines = low.run(bounds)
@@ -291,7 +295,7 @@ class _Lowering:
         self.stored = stored  # names the whole nest writes
         self.vars = [lp.var for lp in p.loops]
         self.bound = {lp.var: ast.unparse(lp.bound) for lp in p.loops}
-        self.products = 0  # the products with array factors lowered
+        self.products = 0  # the matrix-matrix products lowered
 
     def run(self, bounds: dict[str, tuple[str, ...]]) -> list[str] | None:
         """The statements (recording the slices they take in `bounds`), or None."""
@@ -461,7 +465,6 @@ class _Lowering:
         if any(not any(v in lab for lab in labels) for v in summed):
             return None  # an index no factor reads: the loops would add the product N times
         srcs = [self._slice(f, bounds) for f in term.factors]
-        self.products += bool(srcs)
         if not summed:
             prod = " * ".join(_arrange(s, lab, out) for s, lab in zip(srcs, labels)) or None
         elif len(srcs) == 1:
@@ -477,6 +480,7 @@ class _Lowering:
             if lg[-1] == k and len(lg) == 2:
                 g = f"{g}.T"
             prod = _arrange(f"({f} @ {g})", [v for v in lf if v != k] + [v for v in lg if v != k], out)
+            self.products += len(lf) == len(lg) == 2
         else:
             return None
         coef = _coef(term)

@@ -460,7 +460,12 @@ def blas_ready(written, read, bounds):
     arrays = written + read
     if not all(type(a) is np.ndarray and a.dtype in _BLAS_DTYPES for a in arrays):
         return False
+    bases = [a if a.base is None else a.base for a in arrays]
+    roots = [id(b) for b in bases]
+    own = all(isinstance(b, np.ndarray) and b.flags.owndata for b in bases)
     for i, w in enumerate(written):
+        if own and roots.count(roots[i]) == 1:
+            continue  # its memory is an allocation of its own: no other array can reach it
         if any(j != i and np.shares_memory(w, a) for j, a in enumerate(arrays)):
             return False
     for a, *sizes in bounds:
