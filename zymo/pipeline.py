@@ -187,9 +187,9 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
     (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
     definitions, then the program that calls them (run as it is, it computes the same)."""
-    from .codegen.outline import Kernel, outline
-
+    from .codegen.idioms import blas_nests
     from .codegen.numba.ew_rewrite import in_place
+    from .codegen.outline import Kernel, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
@@ -197,6 +197,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
 
     def fast(s: Any) -> bool:
         return in_place(s, floats, facts.arrays)
+    src = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
     out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches, in_place=fast)
     if not out.names:
         return compile_source(src, name), src
