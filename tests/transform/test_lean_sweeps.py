@@ -93,3 +93,21 @@ def test_a_view_carried_out_of_the_loop_keeps_the_forward_shadow():
     check_grad(lambda x: kept(x, 3), x)
     src, forward, adjoint = _sweeps(kept, _dup(x.copy()), 3)
     assert "dsin = np.zeros_like(sin)" in forward and "dlast = dsin[:2]" in forward
+
+
+def rows(X, out):
+    """softmax's rows: the adjoint of `np.sum(out[i])` adds a number to the row's shadow."""
+    for i in range(X.shape[0]):
+        np.exp(X[i] - np.max(X[i]), out=out[i])
+        out[i] /= np.sum(out[i])
+    return np.sum(out * out)
+
+
+def test_the_adjoint_of_a_whole_sum_reads_nothing_of_its_operand():
+    rng = np.random.default_rng(3)
+    X, out = rng.standard_normal((3, 5)), np.zeros((3, 5))
+    X[1, 2] = X[1, 4] = X[1].max() + 1.0  # a tied max: its shared adjoint cancels (shift invariance)
+    check_grad(rows, X, out, wrt=(0,))
+    src, forward, adjoint = _sweeps(rows, _dup(X), _dup(out.copy()))
+    assert forward.count("grow_stack") == 2  # the row after exp and before the division: not for the sum
+    assert "expand_reduced(dsum" not in adjoint and "+= dsum_1\n" in adjoint
