@@ -111,3 +111,25 @@ def test_the_adjoint_of_a_whole_sum_reads_nothing_of_its_operand():
     src, forward, adjoint = _sweeps(rows, _dup(X), _dup(out.copy()))
     assert forward.count("grow_stack") == 2  # the row after exp and before the division: not for the sum
     assert "expand_reduced(dsum" not in adjoint and "+= dsum_1\n" in adjoint
+
+
+def shift(a, b, steps):
+    """Stores whose adjoints are read before they are zeroed: into a fresh temporary's
+    shadow (`0.5 * ...`, the store overlapping its own operand) and accumulated into another
+    array's shadow (`b[1:] = a[1:]`)."""
+    for _ in range(steps):
+        a[1:] = 0.5 * (a[:-1] + a[1:])
+        b[1:] = a[1:]
+        a[:-1] = a[:-1] * b[:-1]
+    return np.sum(a * b)
+
+
+def test_a_store_adjoint_is_read_before_it_is_zeroed_not_copied():
+    rng = np.random.default_rng(4)
+    a, b = rng.random(6), rng.random(6)
+    check_grad(lambda a, b: shift(a, b, 2), a, b)
+    src, forward, adjoint = _sweeps(shift, _dup(a.copy()), _dup(b.copy()), 2)
+    assert " = 0.5 * da[1:]\n" in adjoint and "da[1:] = 0.0" in adjoint
+    assert "np.copy(da[1:])" not in adjoint
+    g = zymo.gradient(Reverse, shift, a.copy(), b.copy(), 2)
+    assert np.abs(g[0]).max() > 0.1 and np.abs(g[1]).max() > 0.1
