@@ -133,3 +133,18 @@ def test_a_store_adjoint_is_read_before_it_is_zeroed_not_copied():
     assert "np.copy(da[1:])" not in adjoint
     g = zymo.gradient(Reverse, shift, a.copy(), b.copy(), 2)
     assert np.abs(g[0]).max() > 0.1 and np.abs(g[1]).max() > 0.1
+
+
+def overlapping_reader(a, steps):
+    """The store's adjoint is read by two accumulations into views of the same shadow (one
+    overlapping the zeroed part): the copy stays."""
+    for _ in range(steps):
+        a[1:] = a[1:] * a[:-1]
+    return np.sum(a * a)
+
+
+def test_a_reader_of_overlapping_memory_keeps_the_copy():
+    a = np.random.default_rng(5).random(6) + 0.5
+    check_grad(lambda a: overlapping_reader(a, 2), a)
+    src, forward, adjoint = _sweeps(overlapping_reader, _dup(a.copy()), 2)
+    assert "_g = np.copy(da[1:])" in adjoint

@@ -53,6 +53,9 @@ each function (straight-line code, where names hold the same memory throughout):
   through another name what `d` overlaps, then the reads of `d` in between read `e`, and
   the accumulation and the zeroing go: `d` holds zeros before and after in both programs
   (gm3: the product adjoints read `dt` instead of a buffer's shadow filled with `dt`).
+- then, in any statement list, a store's adjoint `g = np.copy(E); E = 0.0` whose copy only
+  the next statement reads, `t = <arithmetic>` or `d += <pure>` with `d` unable to overlap
+  `E`: that statement reads `E` before the zeroing instead (`_read_before_zeroing`).
 """
 from __future__ import annotations
 
@@ -96,9 +99,9 @@ def _read_before_zeroing(src: str, facts: ShadowFacts) -> str:
     """`g = np.copy(E); E = 0.0; r` (a store's adjoint, `E` a shadow or a view of one) where
     `r` is the only statement that reads `g`: `r` reading `E` itself, then `E = 0.0`. Made
     when `r` is `t = <arithmetic>` (a fresh array; `t` not read by `E` or the zeroing) or an
-    accumulation `d += <pure>` into a name `d` that cannot overlap `E`'s memory (`facts.roots`):
-    `r` reads the contents `g` would have held, and the zeroing then writes no memory `r`'s
-    result holds. One copy less per store."""
+    accumulation `d += <pure>` into a name `d` that cannot overlap `E`'s memory (`facts.roots`),
+    and reads nothing else that may overlap it: `r` reads the contents `g` would have held,
+    and the zeroing then writes no memory `r` reads or its result holds. One copy less per store."""
     tree = ast.parse(src)
     lines = src.split("\n")
     changed = False
@@ -141,8 +144,7 @@ def _consumed_copy(copy: ast.stmt, zeroing: ast.stmt, reader: ast.stmt, loads: d
     target = zeroing.targets[0]
     if not (isinstance(zeroing.value, ast.Constant) and zeroing.value.value == 0
             and not isinstance(zeroing.value.value, bool)
-            and (ast.dump(target, annotate_fields=False) == ast.dump(ast.Subscript(e, ast.Constant(Ellipsis)), annotate_fields=False)
-                 if isinstance(e, ast.Name) else ast.unparse(target) == ast.unparse(e))):
+            and ast.unparse(target) == (f"{base.id}[...]" if e is base else ast.unparse(e))):
         return None
     roots = facts.roots.get(base.id, ())
     if roots == () or roots == frozenset():
@@ -164,6 +166,10 @@ def _consumed_copy(copy: ast.stmt, zeroing: ast.stmt, reader: ast.stmt, loads: d
             return None  # the accumulation may write what the zeroing then clears
     if written in _reads(e) | _reads(zeroing) or written == g:
         return None
+    for name in _reads(reader.value) - {g}:  # read before the zeroing now: memory it cannot change
+        other = facts.roots.get(name, ())
+        if other is None or roots is None or (other and other & roots):
+            return None
 
     class _Put(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
