@@ -187,10 +187,12 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
     (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
     definitions, then the program that calls them (run as it is, it computes the same)."""
+    from .codegen.idioms import blas_nests
     from .codegen.outline import Kernel, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+    src = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
     out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
     if not out.names:
         return compile_source(src, name), src
