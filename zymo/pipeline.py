@@ -187,11 +187,21 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
     (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
     definitions, then the program that calls them (run as it is, it computes the same)."""
+    import ast
+
+    from .codegen.idioms import blas_nests
+    from .codegen.numba.ew_rewrite import in_place, made_arrays
     from .codegen.outline import Kernel, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
-    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches)
+    floats = facts.floats | facts.numbers
+    src = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+    arrays = made_arrays(ast.parse(src), facts.arrays)
+
+    def fast(s: Any) -> bool:
+        return in_place(s, floats, arrays, namer.ndims)
+    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches, in_place=fast)
     if not out.names:
         return compile_source(src, name), src
     from .codegen.numba.backend import compile_numba

@@ -53,6 +53,9 @@ each function (straight-line code, where names hold the same memory throughout):
   through another name what `d` overlaps, then the reads of `d` in between read `e`, and
   the accumulation and the zeroing go: `d` holds zeros before and after in both programs
   (gm3: the product adjoints read `dt` instead of a buffer's shadow filled with `dt`).
+- then, in any statement list, a store's adjoint `g = np.copy(E); E = 0.0` whose copy only
+  the next statement reads, `t = <arithmetic>` or `d += <pure>` with `d` unable to overlap
+  `E`: that statement reads `E` before the zeroing instead (`_read_before_zeroing`).
 """
 from __future__ import annotations
 
@@ -88,7 +91,90 @@ def fuse(src: str, facts: ShadowFacts | None = None) -> str:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             _Function(node, lines, facts).run()
-    return "\n".join(line for line in lines if line is not None)
+    src = "\n".join(line for line in lines if line is not None)
+    return _read_before_zeroing(src, facts) if facts is not None else src
+
+
+def _read_before_zeroing(src: str, facts: ShadowFacts) -> str:
+    """`g = np.copy(E); E = 0.0; r` (a store's adjoint, `E` a shadow or a view of one) where
+    `r` is the only statement that reads `g`: `r` reading `E` itself, then `E = 0.0`. Made
+    when `r` is `t = <arithmetic>` (a fresh array; `t` not read by `E` or the zeroing) or an
+    accumulation `d += <pure>` into a name `d` that cannot overlap `E`'s memory (`facts.roots`),
+    and reads nothing else that may overlap it: `r` reads the contents `g` would have held,
+    and the zeroing then writes no memory `r` reads or its result holds. One copy less per store."""
+    tree = ast.parse(src)
+    lines = src.split("\n")
+    changed = False
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        loads: dict[str, int] = {}
+        stores: dict[str, int] = {}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name):
+                table = loads if isinstance(n.ctx, ast.Load) else stores
+                table[n.id] = table.get(n.id, 0) + 1
+        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+                     if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
+            for i in range(len(body) - 2):
+                new = _consumed_copy(body[i], body[i + 1], body[i + 2], loads, stores, facts)
+                if new is not None:
+                    for k in (i, i + 2):
+                        if body[k].lineno != body[k].end_lineno:
+                            raise AssertionError("zymo writes one statement per line")
+                    old = lines[body[i].lineno - 1]
+                    lines[body[i].lineno - 1] = old[:len(old) - len(old.lstrip())] + new
+                    lines[body[i + 2].lineno - 1] = None  # type: ignore[call-overload]
+                    changed = True
+    return "\n".join(line for line in lines if line is not None) if changed else src
+
+
+def _consumed_copy(copy: ast.stmt, zeroing: ast.stmt, reader: ast.stmt, loads: dict, stores: dict,
+                   facts: ShadowFacts) -> str | None:
+    """The reader of `_read_before_zeroing`, reading the copied expression, or None."""
+    if not (isinstance(copy, ast.Assign) and len(copy.targets) == 1 and isinstance(copy.targets[0], ast.Name)
+            and isinstance(copy.value, ast.Call) and ast.unparse(copy.value.func) == "np.copy"
+            and len(copy.value.args) == 1 and not copy.value.keywords):
+        return None
+    g, e = copy.targets[0].id, copy.value.args[0]
+    base = e.value if isinstance(e, ast.Subscript) else e
+    if not (isinstance(base, ast.Name) and _pure(e) and loads.get(g) == 1 and stores.get(g) == 1
+            and isinstance(zeroing, ast.Assign) and len(zeroing.targets) == 1):
+        return None
+    target = zeroing.targets[0]
+    if not (isinstance(zeroing.value, ast.Constant) and zeroing.value.value == 0
+            and not isinstance(zeroing.value.value, bool)
+            and ast.unparse(target) == (f"{base.id}[...]" if e is base else ast.unparse(e))):
+        return None
+    roots = facts.roots.get(base.id, ())
+    if roots == () or roots == frozenset():
+        return None  # not array shadow memory: left as it is
+    reads = sum(1 for n in ast.walk(reader) if isinstance(n, ast.Name) and n.id == g)
+    if reads != 1 or not isinstance(reader, (ast.Assign, ast.AugAssign)) or not _pure(reader.value):
+        return None
+    if isinstance(reader, ast.Assign):
+        if not (len(reader.targets) == 1 and isinstance(reader.targets[0], ast.Name)
+                and isinstance(reader.value, (ast.BinOp, ast.UnaryOp))):
+            return None
+        written = reader.targets[0].id
+    else:
+        if not (isinstance(reader.target, ast.Name) and isinstance(reader.op, ast.Add)):
+            return None
+        written = reader.target.id
+        d = facts.roots.get(written, ())
+        if written == base.id or d is None or roots is None or (d and d & roots):
+            return None  # the accumulation may write what the zeroing then clears
+    if written in _reads(e) | _reads(zeroing) or written == g:
+        return None
+    for name in _reads(reader.value) - {g}:  # read before the zeroing now: memory it cannot change
+        other = facts.roots.get(name, ())
+        if other is None or roots is None or (other and other & roots):
+            return None
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return e if node.id == g else node
+    return ast.unparse(_Put().visit(reader))
 
 
 def _pure_call(call: ast.Call, products: bool = False) -> bool:

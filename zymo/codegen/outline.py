@@ -11,9 +11,14 @@ A loop is outlined when
   name in `arrays` or of a cache buffer with no slice in its index) - the statements NumPy
   runs slowly one at a time from Python;
 - it computes with no whole arrays or slices (`_ScalarWork.array_level`: those are NumPy's
-  work, and compiling them costs seconds); a loop that does scalar work and also such array
-  statements stays Python, and its inner loops are candidates in turn (outlined loops are
-  loop nests: an outlined loop is outlined whole);
+  work, and compiling them costs seconds) other than views by basic slicing (`v = a[i, 1:n]`)
+  and the statements `in_place` accepts: the elementwise statements and sums that the Numba
+  backend writes as loops in place, an intrinsic each, with NumPy's semantics
+  (`codegen/numba/ew_rewrite.in_place`; none when `in_place` is not given). A loop of such
+  statements only, with no scalar work, stays NumPy's (its compile would cost more than it
+  saves); a loop that does scalar work and also other array statements stays Python, and its
+  inner loops are candidates in turn (outlined loops are loop nests: an outlined loop is
+  outlined whole);
 - Numba may compile it: no `return`, `yield`, `try`, `with`, `raise`, `del`, `global`,
   `nonlocal`, nested function, lambda or comprehension in it;
 - every name it may read before writing it (its inputs: upward-exposed uses, found by a
@@ -63,13 +68,14 @@ class Outlined:
 
 
 def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str] = frozenset(),
-            prefix: str = "_kernel") -> Outlined:
+            prefix: str = "_kernel", in_place: Callable[[ast.stmt], bool] | None = None) -> Outlined:
     """`src` with its scalar loops replaced by kernel calls (module contract); `ndims`: the
     names that hold arrays in the generated program, with their dimensions; `numbers`: names
-    that hold only numbers; `caches`: the names of reverse mode's stacked caches."""
+    that hold only numbers; `caches`: the names of reverse mode's stacked caches; `in_place`:
+    the array statements a kernel may hold."""
     tree = ast.parse(src)
     kernels: list[ast.FunctionDef] = []
-    work = _ScalarWork(ndims, numbers, caches)
+    work = _ScalarWork(ndims, numbers, caches, in_place)
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
             _Outliner(fn, work, kernels, prefix).run()
@@ -146,6 +152,7 @@ class _ScalarWork:
     ndims: dict[str, int]
     numbers: frozenset[str]
     caches: frozenset[str]
+    in_place: Callable[[ast.stmt], bool] | None = None
 
     def __call__(self, loop: ast.stmt) -> bool:
         for n in ast.walk(loop):
@@ -160,14 +167,43 @@ class _ScalarWork:
     def array_level(self, loop: ast.stmt) -> bool:
         """Whether the loop computes with whole arrays or slices somewhere (NumPy's work, which
         a compiled kernel would cost compile time for): an array name used other than through
-        one of its elements or its `shape`/`ndim`/`size`/`dtype`."""
+        one of its elements or its `shape`/`ndim`/`size`/`dtype`, outside views and the
+        statements `in_place` accepts (module contract)."""
+        return any(self._array_names(n) for n in self._pieces([loop]))
+
+    def _pieces(self, stmts: list[ast.stmt]) -> list[ast.AST]:
+        """The statements, loop headers and branch tests that are not views or `in_place`."""
+        out: list[ast.AST] = []
+        for s in stmts:
+            if self.in_place is not None and (self._view(s) or self.in_place(s)):
+                continue
+            if isinstance(s, ast.For):
+                out += [s.target, s.iter, *self._pieces(s.body + s.orelse)]
+            elif isinstance(s, (ast.While, ast.If)):
+                out += [s.test, *self._pieces(s.body + s.orelse)]
+            else:
+                out.append(s)
+        return out
+
+    def _view(self, s: ast.stmt) -> bool:
+        """`v = a[index]`, a basic-slicing view of an array (numbers and slices of numbers)."""
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            return False
+        v = s.value
+        if not (isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id in self.ndims):
+            return False
+        parts = v.slice.elts if isinstance(v.slice, ast.Tuple) else [v.slice]
+        return all(all(b is None or self._number(b) for b in (p.lower, p.upper, p.step)) if isinstance(p, ast.Slice)
+                   else self._number(p) for p in parts)
+
+    def _array_names(self, node: ast.AST) -> bool:
         through: set[int] = set()
-        for n in ast.walk(loop):
+        for n in ast.walk(node):
             if isinstance(n, ast.Subscript) and self._element(n):
                 through.add(id(n.value))
             elif isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "size", "dtype"):
                 through.add(id(n.value))
-        return any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(loop))
+        return any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(node))
 
     def _element(self, s: ast.Subscript) -> bool:
         if not isinstance(s.value, ast.Name) or s.value.id not in self.ndims:

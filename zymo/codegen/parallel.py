@@ -14,7 +14,8 @@ kernel's arrays do not overlap in memory (the caller checks that at run time: `o
   the iteration (nothing is carried from one iteration to the next; a sum `s = s + ...` is
   carried, and keeps the loop serial: a parallel reduction would round differently), and not
   read after the loop;
-- every array it writes is written and read only through single elements (`a[i, j]`), all
+- it writes no memory through a whole-array statement (`_writes_arrays_whole`), and every
+  array it writes is written and read only through single elements (`a[i, j]`), all
   with one and the same index name at one position (`A[i, :]`-like rows of `A`, one per
   iteration): two iterations never touch the same element of an array one of them writes.
   Arrays it only reads are unconstrained.
@@ -116,10 +117,29 @@ def _independent(loop: ast.For, ndims: dict[str, int], later: set[str]) -> bool:
     index = _index_names(loop, assigned)
     if index is None:
         return False
+    if _writes_arrays_whole(loop, ndims):
+        return False
     carried, _ = exposed(loop.body, {loop.target.id})
     if (carried & assigned) or (assigned & later) or loop.target.id in later:
         return False  # a value carried between iterations, or one read after the loop
     return _disjoint_writes(loop, index, ndims)
+
+
+def _writes_arrays_whole(loop: ast.For, ndims: dict[str, int]) -> bool:
+    """Whether the loop writes memory other than through single elements: a whole-array
+    statement let into the kernel (`outline`'s `in_place`: `np.add(a, b, out=d)`, `d += e` of an
+    array `d`, `a[1:n] = e`), whose writes `_disjoint_writes` does not see."""
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Call) and any(k.arg == "out" for k in n.keywords):
+            return True
+        target = n.target if isinstance(n, ast.AugAssign) else n.targets[0] if isinstance(n, ast.Assign) \
+            and len(n.targets) == 1 else None
+        if isinstance(n, ast.AugAssign) and isinstance(target, ast.Name) and target.id in ndims:
+            return True
+        if isinstance(target, ast.Subscript) and any(isinstance(p, ast.Slice) or isinstance(p, ast.Constant)
+                                                     and p.value is Ellipsis for p in ast.walk(target.slice)):
+            return True
+    return False
 
 
 def _index_names(loop: ast.For, assigned: set[str]) -> set[str] | None:

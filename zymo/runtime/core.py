@@ -67,12 +67,23 @@ def expand_reduced(g, x, axis, keepdims):
     if np.ndim(x) == 0:
         return np.asarray(g)[()]
     if axis is None:
-        return np.broadcast_to(np.asarray(g), np.shape(x))
+        return _broadcast_number(np.asarray(g), np.shape(x))
     if not keepdims:
         axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
         axes = tuple(a % np.ndim(x) for a in axes)
         g = np.expand_dims(g, axes)
     return np.broadcast_to(g, np.shape(x))
+
+
+def _broadcast_number(a, shape):
+    """`np.broadcast_to(a, shape)` (a read-only view) for an array `a` of one number, made
+    directly as an array with zero strides over `a`'s memory: half of `broadcast_to`'s cost,
+    which the adjoint of a reduction in a loop (`max` of a row) pays in every iteration."""
+    if a.size != 1 or not a.flags.c_contiguous or a.dtype.kind not in "biufc":
+        return np.broadcast_to(a, shape)
+    view = np.ndarray(shape, a.dtype, a, 0, (0,) * len(shape))
+    view.flags.writeable = False
+    return view
 
 
 def reduced_count(x, ans):
@@ -211,10 +222,12 @@ def trip(start, stop, step):
 
 def extreme_mask(x, ans, axis, keepdims):
     """Weights of the elements of `x` equal to their max/min `ans`; ties share equally."""
-    a = expand_reduced(ans, x, axis, keepdims)
-    m = (x == a).astype(np.result_type(x, 1.0))
+    # `ans` broadcasts against `x` as it is (a number, or its reduced axes kept)
+    eq = x == (ans if axis is None or keepdims else expand_reduced(ans, x, axis, keepdims))
+    m = eq.astype(np.result_type(x, 1.0))
     if axis is None:
-        return m / np.sum(m)
+        m /= np.count_nonzero(eq)
+        return m
     return m / np.sum(m, axis=axis, keepdims=True)
 
 

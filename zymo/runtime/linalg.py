@@ -26,6 +26,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
+    "blas_ready",
 ]
 
 
@@ -446,3 +447,29 @@ def lu_solve_vjp_lu(g, lu, piv, ans):
     l, u = _lu_parts(lu)
     pga = -_outer_or_mat(lu_solve(lu, piv, g, trans=1), ans)[_lu_perm(piv, lu.shape[0])]
     return np.tril(pga @ u.T, -1) + np.triu(l.T @ pga)
+
+
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def blas_ready(written, read, bounds):
+    """Whether a loop nest may run as the NumPy statements `codegen/idioms.py` wrote for it:
+    every array of `written` and `read` an `ndarray` of float32/float64, no array of `written`
+    sharing memory with another array of either, and in each `(array, n_0, n_1, ...)` of
+    `bounds` every `n_d` an int from 0 to the array's length along axis `d`."""
+    arrays = written + read
+    if not all(type(a) is np.ndarray and a.dtype in _BLAS_DTYPES for a in arrays):
+        return False
+    bases = [a if a.base is None else a.base for a in arrays]
+    roots = [id(b) for b in bases]
+    own = all(isinstance(b, np.ndarray) and b.flags.owndata for b in bases)
+    for i, w in enumerate(written):
+        if own and roots.count(roots[i]) == 1:
+            continue  # its memory is an allocation of its own: no other array can reach it
+        if any(j != i and np.shares_memory(w, a) for j, a in enumerate(arrays)):
+            return False
+    for a, *sizes in bounds:
+        if a.ndim != len(sizes) or not all(isinstance(n, (int, np.integer)) and 0 <= n <= s
+                                           for n, s in zip(sizes, a.shape)):
+            return False
+    return True

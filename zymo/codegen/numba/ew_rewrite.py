@@ -11,6 +11,7 @@ intrinsics compute elementwise.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 
 from zymo.runtime import registry
 from zymo.transform.emit import rt_call as _rt_call
@@ -126,15 +127,17 @@ def _rt_as_shape(e: ast.expr) -> bool:
             and isinstance(e.args[1], ast.Name))
 
 
-def _ufunc_out(node: ast.stmt) -> tuple[ast.expr, str, ast.Call] | None:
+def _ufunc_out(node: ast.stmt, arrays: frozenset[str] = frozenset(),
+               ndims: Mapping[str, int] | None = None) -> tuple[ast.expr, ast.expr, ast.Call] | None:
     """For a statement `np.<ufunc>(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS` or
-    `_EW_BINARY`, the operands elementwise, `d` a name): `(e, d, call)`, `e` the expression it
-    computes."""
+    `_EW_BINARY`, the operands elementwise, `d` a name or a view `_view` accepts): `(e, d, call)`,
+    `e` the expression it computes."""
     call = node.value if isinstance(node, ast.Expr) else None
     if not (isinstance(call, ast.Call) and len(call.keywords) == 1 and call.keywords[0].arg == "out"
-            and isinstance(call.keywords[0].value, ast.Name) and all(_elementwise(a) for a in call.args)):
+            and (isinstance(call.keywords[0].value, ast.Name) or _view(call.keywords[0].value, arrays, ndims or {}))
+            and all(_elementwise(a) for a in call.args)):
         return None
-    d = call.keywords[0].value.id
+    d = call.keywords[0].value
     if _np_call(call, _EW_UFUNCS) and len(call.args) == 2:
         return ast.BinOp(call.args[0], _EW_UFUNCS[call.func.attr](), call.args[1]), d, call
     if _np_call(call, ("negative",)) and len(call.args) == 1:
@@ -299,27 +302,88 @@ def _as_tangent(node: ast.stmt) -> ast.stmt | None:
     return ast.Assign(node.targets, _rt_call("ew_like", call.args[1], ast.Constant(text), xs))
 
 
-def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stmt | None:
+def _view(target: ast.expr, arrays: frozenset[str], ndims: Mapping[str, int]) -> bool:
+    """`a[index]` of an array name `a` with a plain index that has a slice, or fewer indices
+    than `a` has dimensions (`ndims`): an array (a view), never one element (`a[...]` is the
+    existing `ew_set(a, ...)` case)."""
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in arrays
+            and _plain_index(target.slice)):
+        return False
+    parts = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+    return any(isinstance(p, ast.Slice) for p in parts) or len(parts) < ndims.get(target.value.id, 0)
+
+
+def _into_view(node: ast.stmt, arrays: frozenset[str], ndims: Mapping[str, int]) -> ast.stmt | None:
+    """`a[index] = e` and `a[index] op= e` (`op` of `_EW_OPS`), `a[index]` a view (`_view`),
+    `e` elementwise -> `_rt.ew_set(a[index], "...", (...))`: the loops write the view in place
+    (the view read as an operand too for `op=`, element for element: no copy)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    elif isinstance(node, ast.AugAssign) and isinstance(node.op, _EW_OPS):
+        target = node.target
+        value = ast.BinOp(ast.parse(ast.unparse(target), mode="eval").body, node.op, node.value)
+    else:
+        return None
+    if not (_view(target, arrays, ndims) and _elementwise(value) and not _boolean(value)):
+        return None
+    text, xs = _ew_args(value)
+    view = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.Expr(_rt_call("ew_set", view, ast.Constant(text), xs))
+
+
+def _copy_or_sum(node: ast.stmt, floats: frozenset[str], arrays: frozenset[str]) -> ast.stmt | None:
+    """`t = np.copy(a)` (`a` an operand; or `a.copy()`, `a` an array of `arrays` or a view of one)
+    -> `t = _rt.ew_new("x0", (a,))`; `s = _rt.unbroadcast(e,
+    n)` (`n` in `floats`: a number; `e` elementwise with an operand) -> `s = _rt.ew_sum("...",
+    (...))`, the sum `unbroadcast` computes to a number's shape."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call) and not node.value.keywords):
+        return None
+    call = node.value
+    assert isinstance(call, ast.Call)
+    if _np_call(call, ("copy",)) and len(call.args) == 1 and _operand(call.args[0]):
+        return ast.Assign(node.targets, _rt_call("ew_new", ast.Constant("x0"), ast.Tuple([call.args[0]], ast.Load())))
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr == "copy" and not call.args and _operand(f.value) \
+            and ast.unparse(f.value).split("[")[0] in arrays:  # `a.copy()` of an array (not a list)
+        return ast.Assign(node.targets, _rt_call("ew_new", ast.Constant("x0"), ast.Tuple([f.value], ast.Load())))
+    f = call.func
+    if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+            and f.attr == "unbroadcast" and len(call.args) == 2 and isinstance(call.args[1], ast.Name)
+            and call.args[1].id in floats and (_compound(call.args[0]) or _operand(call.args[0]))):
+        text, xs = _ew_args(call.args[0])
+        if xs.elts:
+            return ast.Assign(node.targets, _rt_call("ew_sum", ast.Constant(text), xs))
+    return None
+
+
+def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str], arrays: frozenset[str] = frozenset(),
+               ndims: Mapping[str, int] | None = None) -> ast.stmt | None:
     """The rewritten statement (`elementwise_statements`), or None to leave it."""
     if isinstance(node, ast.AugAssign) and ((new := _unbroadcast(node)) is not None
                                             or (new := _max_adjoint(node)) is not None):
         return new
     if isinstance(node, ast.Assign) and (new := _as_tangent(node)) is not None:
         return new
+    ndims = ndims or {}
+    if (new := _into_view(node, arrays, ndims)) is not None or (new := _copy_or_sum(node, floats, arrays)) is not None:
+        return new
     if isinstance(node, ast.AugAssign):
         if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id not in floats
-                and (_compound(node.value) or (not in_loop and isinstance(node.value, ast.Name)))):
+                and (_compound(node.value) or isinstance(node.value, ast.Name)
+                     and (not in_loop or node.value.id in arrays))):
             d = node.target.id
             text, xs = _ew_args(node.value)
             if xs.elts:
                 return ast.Assign([ast.Name(d, ast.Store())],
                                   _rt_call("acc_ew", ast.Name(d, ast.Load()), ast.Constant(text), xs))
-    out = _ufunc_out(node)
+    out = _ufunc_out(node, arrays, ndims)
     if out is not None:
         e, d, call = out
         text, xs, run = _ew_args(e, call)
         if xs.elts:
-            return ast.Expr(_rt_call("ew_out", ast.Name(d, ast.Load()), ast.Constant(text), xs, ast.Constant(run)))
+            d = ast.parse(ast.unparse(d), mode="eval").body  # a load of the name or view
+            return ast.Expr(_rt_call("ew_out", d, ast.Constant(text), xs, ast.Constant(run)))
         return None
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         target = node.targets[0]
@@ -329,7 +393,8 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
             text, xs = _ew_args(node.value)
             return ast.Expr(_rt_call("ew_set", ast.Name(target.value.id, ast.Load()), ast.Constant(text), xs))
         if (isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)
-                and (not in_loop or any(_np_call(n, _EW_FUNCS) for n in ast.walk(node.value)))):
+                and (not in_loop or any(_np_call(n, _EW_FUNCS) for n in ast.walk(node.value))
+                     or any(isinstance(n, ast.Name) and n.id in arrays for n in ast.walk(node.value)))):
             text, xs = _ew_args(node.value)
             if xs.elts and any(not (isinstance(n, ast.Name) and n.id in floats) for n in xs.elts):
                 return ast.Assign([target], _rt_call("ew_new", ast.Constant(text), xs))
@@ -342,7 +407,69 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str]) -> ast.stm
     return None
 
 
-def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> str:
+# the intrinsics `_statement` writes: their arguments are evaluated by the intrinsic's loops or
+# once before them, never as Numba's own array expressions
+_INTRINSICS = frozenset({"ew_set", "ew_out", "ew_new", "ew_like", "ew_sum", "ew_max", "ew_min", "acc_ew",
+                         "acc_unbroadcast", "acc_extreme", "zeros", "empty"})
+
+
+def in_place(node: ast.stmt, floats: frozenset[str], arrays: frozenset[str],
+             ndims: Mapping[str, int] | None = None) -> bool:
+    """Whether `elementwise_statements` rewrites the statement `node`, in a loop, into calls of
+    the intrinsics that leave no whole-array work to Numba's own array expressions: every use
+    of a name of `arrays` in the rewritten statement is inside an intrinsic's call (or is the
+    name it binds). `codegen/outline.py` lets such statements into compiled kernels. `ndims`: the
+    dimensions of names of `arrays` where known (`a[i]` of a matrix is then a row, a view)."""
+    new = _statement(node, True, floats, arrays, ndims)
+    if new is None:
+        return False
+    inside: set[int] = set()
+    for n in ast.walk(new):
+        f = n.func if isinstance(n, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt" \
+                and f.attr in _INTRINSICS:
+            inside |= {id(m) for m in ast.walk(n)}
+    return not any(isinstance(n, ast.Name) and n.id in arrays and isinstance(n.ctx, ast.Load) and id(n) not in inside
+                   for n in ast.walk(new))
+
+
+def made_arrays(tree: ast.AST, arrays: frozenset[str]) -> frozenset[str]:
+    """`arrays` and the names the program binds only to arrays it makes of them: copies
+    (`np.copy(a)`, `a.copy()`) and views with a slice (`a[1:n]`) of arrays, elementwise
+    expressions with an array operand (`0.2 * g`): a name bound any other way anywhere is not one."""
+    binds: dict[str, list[ast.expr | None]] = {}
+    simple = {id(n.targets[0]) for n in ast.walk(tree)
+              if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and id(n.targets[0]) in simple:
+            binds.setdefault(n.targets[0].id, []).append(n.value)  # type: ignore[attr-defined]
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in simple:
+            binds.setdefault(n.id, []).append(None)
+        elif isinstance(n, ast.arg):
+            binds.setdefault(n.arg, []).append(None)
+    known = set(arrays)
+
+    def array(v: ast.expr | None) -> bool:
+        if v is None:
+            return False
+        if isinstance(v, ast.Call) and not v.keywords:
+            f = v.func
+            if _np_call(v, ("copy",)) and len(v.args) == 1:
+                v = v.args[0]
+            elif isinstance(f, ast.Attribute) and f.attr == "copy" and not v.args:
+                v = f.value
+        if isinstance(v, ast.Subscript):
+            return _view(v, frozenset(known), {})
+        return _compound(v) and any(isinstance(m, ast.Name) and m.id in known for m in ast.walk(v))
+    while True:
+        new = {name for name, values in binds.items() if name not in known and all(array(v) for v in values)}
+        if not new:
+            return frozenset(known)
+        known |= new
+
+
+def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
+                           arrays: frozenset[str] = frozenset()) -> str:
     """Elementwise statements become calls of the intrinsics of `elementwise`, which
     write their loops in place (with NumPy's semantics) or run the statement itself; an
     elementwise expression is one `_elementwise` accepts:
@@ -363,16 +490,21 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset()) -> st
     - a statement `np.add(a, b, out=d)` (`_EW_UFUNCS`, `negative`, `_EW_FUNCS`) ->
       `_rt.ew_out(d, "x0 + x1", (a, b), "np.add(x0, x1, out=d)")`, the ufunc itself when the
       statement is not fast.
-    Names in `floats` (the transform's float adjoints, and the names of numbers) are left to
-    Numba: `d += e` into one, or `t = e` of them only. Only statements on one line are
-    rewritten, on that line."""
+    - `a[index] = e` and `a[index] op= e`, `a` in `arrays` and the index plain with a slice (a
+      view) -> `_rt.ew_set(a[index], "...", (...))`;
+    - `t = np.copy(a)` -> `t = _rt.ew_new("x0", (a,))`, and `s = _rt.unbroadcast(e, n)` of a
+      number `n` (a sum) -> `s = _rt.ew_sum("...", (...))` (`_copy_or_sum`).
+    Names in `arrays` (the names known to hold arrays) also make `d += a` and `t = e` of one
+    of them intrinsics in loops. Names in `floats` (the transform's float adjoints, and the
+    names of numbers) are left to Numba: `d += e` into one, or `t = e` of them only. Only
+    statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
     lines = src.split("\n")
 
     def visit(node: ast.AST, in_loop: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt) and alone(child, lines):
-                new = _statement(child, in_loop, floats)
+                new = _statement(child, in_loop, floats, arrays)
                 if new is not None:
                     line = lines[child.lineno - 1]
                     lines[child.lineno - 1] = splice(line, child.col_offset, child.end_col_offset,

@@ -193,7 +193,7 @@ def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     (`facts`) are left as they are (nothing to gain; an intrinsic costs compile time)."""
     src = drop_errstate(src)
     rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
-                                       facts.floats | facts.numbers)
+                                       facts.floats | facts.numbers, facts.arrays)
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 
 

@@ -296,6 +296,9 @@ class AdjointEmitter(AugmentedEmitter):
         if self._uniform(v) and op.attrs.get("key") == "numpy.sum":
             w(f"{self.namer.d(v)} = {g}")  # the sum's only operand: its adjoint is this number
             return
+        if self._whole_sum(rule, op, v):
+            w(f"{self.use_d(v)} += {g}")  # the number, added to every element: `x` itself is not read
+            return
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
             # a loop temporary's shadow copies a contribution that is not fresh (`_loop_first_assign`)
@@ -312,6 +315,16 @@ class AdjointEmitter(AugmentedEmitter):
                     shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
+
+    def _whole_sum(self, rule, op: Op, v: Value) -> bool:
+        """Whether `op` is `np.sum(v)` over every axis, `v` a real array whose shadow exists
+        where the adjoint is added (not one the adjoint sweep creates from its first
+        contribution): `dv += g` adds the number `g` to every element, as
+        `_rt.expand_reduced(g, v, None, False)` would, without reading `v` (no snapshot of
+        contents the sum's adjoint never needed)."""
+        return (op.attrs.get("key") == "numpy.sum" and isinstance(v.type, T.Array) and v.type.ndim > 0
+                and not T.is_complex(v.type) and not (self._lazy(v) or self._loop_lazy(v))
+                and set(self.e.bind(rule, op)) == {"x"})
 
     def _update_in_place(self, rule, op: Op, out: Value, actives: list, dout: str, w: Writer) -> bool:
         """`np.f(x, y, out=x)` (`x += y`, `np.tanh(h, out=h)`), elementwise: the other operands

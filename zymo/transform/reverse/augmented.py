@@ -117,6 +117,8 @@ class AugmentedEmitter(ExportedFacts):
         rule = lookup(op.attrs["key"])
         for r in op.results:
             for _ in (n.lanes() if T.is_memory(r.type) and act.is_active(r) else ()):
+                if rule.view and not self._shadow_view_in_forward(r):
+                    continue
                 if rule.view or rule.maybe_view:
                     x = op.args[0]
                     dx = n.d(x) if act.is_active(x) else f"np.zeros_like({n(x)})"
@@ -139,8 +141,38 @@ class AugmentedEmitter(ExportedFacts):
         for _ in (n.lanes() if T.is_memory(r.type) and self.act.is_active(r) else ()):
             if indexing.is_advanced(op):  # a copy: a shadow of its own
                 w(f"{n.d(r)} = np.zeros_like({n(r)})")
-            else:
+            elif self._shadow_view_in_forward(r):
                 w(f"{n.d(r)} = {n.d(op.args[0])}[{e.index(op)}]")
+
+    def _shadow_view_in_forward(self, r: Value) -> bool:
+        """Whether the forward sweep writes the shadow of view `r` (`dA_1 = dA[1:-1]`): not
+        when `r` is defined in a loop, its shadow is re-derived where the adjoint sweep reads
+        it (`_remat`), and no shadow code of the forward sweep names it (`_forward_names_shadow`)."""
+        if not (isinstance(r.type, T.Array) and self._cached(r) and self._remat(r, "d")):
+            return True
+        base = self.def_op[r.id].args[0]
+        return not isinstance(base.type, T.Array) or self._forward_names_shadow(r)
+
+    def _forward_names_shadow(self, v: Value) -> bool:
+        """Whether the forward sweep's shadow code of a reader of array `v` names `v`'s shadow:
+        a view of `v` whose shadow it writes, a maybe-view, a list store, a carry or a yield."""
+        for o in self.index.readers.get(v.id, ()):
+            if o.kind == "prim":
+                rule = lookup(o.attrs["key"])
+                if rule.maybe_view or (rule.view and o.args[0] is v and any(
+                        self.act.is_active(x) and self._shadow_view_in_forward(x) for x in o.results)):
+                    return True
+            elif o.kind == "getitem":
+                r = o.result
+                if o.args[0] is v and T.is_memory(r.type) and self.act.is_active(r) and (
+                        indexing.is_advanced(o) or self._shadow_view_in_forward(r)):
+                    return True
+            elif o.kind == "setitem":
+                if o.args[1] is v and not isinstance(o.args[0].type, T.Array):
+                    return True
+            else:
+                return True  # carried by a loop, yielded by a branch, returned
+        return False
 
     def fwd_setitem(self, op: Op, w: Writer, primal: bool) -> None:
         n, act, e = self.namer, self.act, Emitter(self.namer, w)

@@ -75,6 +75,8 @@ class TapePlanner(Needs):
         if budget <= 0 or op is None or op.kind not in ("getitem", "prim") or op.results != [v]:
             return False
         if isinstance(v.type, T.Array):
+            if self._asked_if_viewed(v):
+                return False  # a recomputed array is a new object: never the one a view was taken of
             if op.kind == "prim" and lookup(op.attrs["key"]).cheap and "out" not in op.attrs:
                 return self._cheap_array(op, budget)
             # a view is the same memory however often it is taken: recompute it from its base
@@ -127,8 +129,13 @@ class TapePlanner(Needs):
         rule = lookup(op.attrs["key"])
         if rule.view or rule.maybe_view or self.overwrites.first_writer(op, v) is not None:
             return False
-        return not any(o.kind == "prim" and lookup(o.attrs["key"]).maybe_view and o.args[0] is v
-                       for o in self.index.readers.get(v.id, ()))
+        return not self._asked_if_viewed(v)
+
+    def _asked_if_viewed(self, v: Value) -> bool:
+        """Whether the adjoint sweep asks whether a result of a maybe-view rule (`reshape`)
+        views array `v` (`_rt.is_view(r, v)`): it must read the object the forward sweep had."""
+        return any(o.kind == "prim" and lookup(o.attrs["key"]).maybe_view and o.args[0] is v
+                   for o in self.index.readers.get(v.id, ()))
 
     def _cache_name(self, v: Value, role: str) -> str:
         """The cache of `v` (role "p") or of its shadow in the current lane (role "d")."""

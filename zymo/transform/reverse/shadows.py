@@ -15,15 +15,19 @@ from typing import cast
 
 from ...ir import types as T
 from ...ir.core import Block, Op, Value
+from ...rules import indexing
 from ...rules.registry import lookup
 from ..writer import Writer
 from .state import ReverseState
 
 
 class ShadowAllocation(ReverseState):
-    def _private_temporary(self, v: Value) -> bool:
+    def _private_temporary(self, v: Value, views: bool = False) -> bool:
         """`v` is a fresh active array (not a view, not an `out=` buffer) whose shadow nothing
-        in the forward sweep refers to (no view of `v`, no list holding it, no carry)."""
+        in the forward sweep refers to (no view of `v`, no list holding it, no carry). With
+        `views`, views of `v` are allowed when they are private in the same sense
+        (`_private_views`): their shadows, views of `v`'s, are re-derived where the adjoint
+        sweep reads them and the forward sweep writes none (`_shadow_view_in_forward`)."""
         if not (isinstance(v.type, T.Array) and self.act.is_active(v)):
             return False
         op = self.def_op.get(v.id)
@@ -32,13 +36,22 @@ class ShadowAllocation(ReverseState):
         rule = lookup(op.attrs["key"])
         if rule.view or rule.maybe_view:
             return False
+        return self._private_views(v, views)
+
+    def _private_views(self, v: Value, views: bool) -> bool:
+        """Whether nothing in the forward sweep refers to the shadow of array `v` through its
+        readers: each reads its contents (an op that is no view), stores it into an array, or
+        (with `views`) is a basic-index view or a view rule whose result is private again."""
         for o in self.index.readers.get(v.id, ()):
             if o.kind == "prim":
                 r = lookup(o.attrs["key"])
-                if r.view or r.maybe_view:
+                if r.maybe_view or (r.view and not (views and o.args[0] is v and len(o.results) == 1
+                                                     and self._private_views(o.results[0], views))):
                     return False
             elif o.kind == "getitem":
-                if o.args[0] is v and T.is_memory(o.result.type):
+                if o.args[0] is v and T.is_memory(o.result.type) and not (
+                        views and isinstance(o.result.type, T.Array) and not indexing.is_advanced(o)
+                        and self._private_views(o.result, views)):
                     return False
             elif o.kind == "setitem":
                 if o.args[1] is v and not isinstance(o.args[0].type, T.Array):
@@ -69,8 +82,9 @@ class ShadowAllocation(ReverseState):
         """Whether the shadow of loop temporary `v` is allocated in the adjoint sweep, where it
         is used, instead of in the forward sweep and cached: `v` is a fresh array (not a view,
         not an `out=` buffer) with a fixed shape, and nothing in the forward sweep refers to
-        its shadow (no view of `v`, no list holding it, not carried out of its block)."""
-        return self._cached(v) and self.shapes.fixed(v) and self._private_temporary(v)
+        its shadow (no list holding it, not carried out of its block; views of `v` only when
+        they are private too, their shadows re-derived from this one in the adjoint sweep)."""
+        return self._cached(v) and self.shapes.fixed(v) and self._private_temporary(v, views=True)
 
     def _made_by_adjoint(self, v: Value) -> bool:
         """Whether loop temporary `v`'s shadow is one the forward sweep need not allocate: the

@@ -1,0 +1,217 @@
+"""Matrix-product loop nests as NumPy/BLAS calls (`codegen/idioms.py`, the "kernels" backend).
+
+The recognizer on generated-style source: the nests it rewrites (run against the loops they
+replace) and those it must leave alone; then gradients through `numba="kernels"` against
+central differences and the Python backend, with an aliased call that must run the loops."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo import runtime as _rt
+from zymo.codegen.idioms import blas_nests
+from zymo.testing import check_grad
+
+GEMM = '''
+def g(alpha, beta, C, A, B, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            C[i, j] = C[i, j] * beta
+        for k in range(p):
+            for j_1 in range(m):
+                t = alpha * A[i, k]
+                b = B[k, j_1]
+                C[i, j_1] = C[i, j_1] + t * b
+    return C
+'''
+
+ADJOINT = '''
+def g(alpha, A, B, dA, dB, dC, n, m, p):
+    for _r_2 in range(n):
+        i = n - 1 - _r_2
+        for _r_1 in range(p):
+            k = p - 1 - _r_1
+            for _r in range(m):
+                j = m - 1 - _r
+                t = alpha * A[i, k]
+                dt = dC[i, j]
+                dC[i, j] = 0.0
+                dB[k, j] += t * dt
+                dA[i, k] += alpha * (dt * B[k, j])
+                dC[i, j] += dt
+    return dA
+'''
+
+ND = {"A": 2, "B": 2, "C": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1, "u": 1, "v": 1}
+NUMBERS = frozenset({"alpha", "beta", "n", "m", "p", "i", "j", "k", "j_1", "t", "b", "dt"})
+
+
+def _run(src: str, *args):
+    ns = {"np": np, "math": math, "_rt": _rt}
+    exec(src, ns)
+    return ns["g"](*args)
+
+
+def _gemm_args(rng, n=5, m=4, p=3):
+    return [1.5, 0.5, rng.random((n, m)), rng.random((n, p)), rng.random((p, m)), n, m, p]
+
+
+def test_gemm_nest_becomes_products():
+    out = blas_nests(GEMM, ND, NUMBERS)
+    assert "_rt.blas_ready(" in out
+    assert "C[:n, :m] *= beta" in out and "C[:n, :m] += alpha * (A[:n, :p] @ B[:p, :m])" in out
+    assert "for k in range(p)" in out  # the loops stay, as the fallback
+    rng = np.random.default_rng(0)
+    args = _gemm_args(rng)
+    want = _run(GEMM, *[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    np.testing.assert_allclose(_run(out, *args), want, rtol=1e-12)
+
+
+def test_matrix_vector_nests_alone_stay_loops():
+    src = """
+def g(A, x, y, n, m):
+    for i in range(n):
+        for j in range(m):
+            y[i] = y[i] + A[i, j] * x[j]
+"""
+    assert blas_nests(src, ND, NUMBERS) == src
+    both = GEMM.replace("    return C", "    for i in range(n):\n        for j in range(m):\n"
+                                       "            C[i, j] += x[i] * y[j]\n    return C")
+    assert "C[:n, :m] += x[:n][:, None] * y[:m][None, :]" not in blas_nests(both, ND, NUMBERS)
+
+
+def test_adjoint_nest_with_round_trip():
+    out = blas_nests(ADJOINT, ND, NUMBERS)
+    assert "dB[:p, :m] += alpha * (A[:n, :p].T @ dC[:n, :m])" in out
+    assert "dA[:n, :p] += alpha * (dC[:n, :m] @ B[:p, :m].T)" in out
+    rng = np.random.default_rng(1)
+    n, m, p = 4, 5, 3
+    args = [0.7, rng.random((n, p)), rng.random((p, m)), rng.random((n, p)), rng.random((p, m)),
+            rng.random((n, m)), n, m, p]
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _run(ADJOINT, *copies)
+    _run(out, *args)
+    for a, b in zip(args, copies):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("src", [
+    # the accumulated array read inside the nest
+    GEMM.replace("t * b\n", "t * C[k, j_1]\n"),
+    # a step other than 1
+    GEMM.replace("range(p)", "range(0, p, 2)"),
+    # a temporary read after the nest
+    GEMM.replace("    return C", "    return t"),
+    # a bound written by an outer loop (a triangle)
+    GEMM.replace("range(p)", "range(i)"),
+    # distribution would read `x[j]` before the later iteration that writes it
+    '''
+def g(A, x, y, n):
+    for i in range(n):
+        for j in range(n):
+            y[i] += A[i, j] * x[j]
+        x[i] = y[i]
+''',
+])
+def test_refused_nests_stay_loops(src):
+    assert blas_nests(src, ND, NUMBERS | {"i"}) == src
+
+
+@pytest.mark.parametrize("case", ["overlap", "ints"])
+def test_run_time_checks_fall_back_to_the_loops(case):
+    out = blas_nests(GEMM, ND, NUMBERS)
+    rng = np.random.default_rng(2)
+    args = _gemm_args(rng, 4, 4, 4)
+    if case == "overlap":
+        args[3] = args[2]  # A is C: the loops read what they wrote
+    else:
+        args[2:5] = [(10 * a).astype(np.int64) for a in args[2:5]]
+        args[:2] = [1.5, 3]  # the loops truncate each sum; `+=` of floats into ints would raise
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    if case == "overlap":
+        copies[3] = copies[2]
+    want = _run(GEMM, *copies)
+    assert np.array_equal(_run(out, *args), want)
+
+
+# -- end to end through numba="kernels" ---------------------------------------------------------
+
+def gemm_like(alpha, C, A, B):
+    n, m = C.shape
+    p = A.shape[1]
+    for i in range(n):
+        for j in range(m):
+            C[i, j] *= 0.5
+        for k in range(p):
+            for j in range(m):
+                C[i, j] += alpha * A[i, k] * B[k, j]
+    return np.sum(C * C)
+
+
+def matvec_rank1(A, x, y, u, v):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            A[i, j] = A[i, j] + u[i] * v[j]
+    for i in range(n):
+        for j in range(m):
+            y[i] = y[i] + A[i, j] * x[j]
+    return np.sum(y * y) + np.sum(A * x)
+
+
+@pytest.fixture
+def kernels_backend():
+    zymo.config.set_numba("kernels")
+    yield
+    zymo.config.set_numba(None)
+
+
+def _grads(f, args, numba):
+    shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ann = [Duplicated(a, s) if s is not None else a for a, s in zip(copies, shadows)]
+    out = zymo.autodiff(Reverse, f, Active, *ann, numba=numba)
+    return [s for s in shadows if s is not None], out
+
+
+def test_gradients_match_python_and_differences(kernels_backend):
+    rng = np.random.default_rng(3)
+    args = [1.3, rng.random((4, 3)), rng.random((4, 5)), rng.random((5, 3))]
+    check_grad(gemm_like, *args)
+    fast, out = _grads(gemm_like, args, "kernels")
+    slow, ref = _grads(gemm_like, args, False)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    code = zymo.generated_code(Reverse, gemm_like, Active, *[Duplicated(a, np.zeros_like(a)) if i else a
+                                                             for i, a in enumerate(args)], numba="kernels")
+    assert code.count(" @ ") >= 3  # forward product and both adjoint products
+    # matrix-vector products and rank-1 updates alone stay loops (module contract): exact still
+    vargs = [rng.random((4, 3)), rng.random(3), rng.random(4), rng.random(4), rng.random(3)]
+    check_grad(matvec_rank1, *vargs, modes=("reverse",))
+    fast, _ = _grads(matvec_rank1, vargs, "kernels")
+    slow, _ = _grads(matvec_rank1, vargs, False)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_aliased_operand_runs_the_loops():
+    """`C` passed as `A` too: the loops read elements they wrote, BLAS would not. (The boundary
+    gives aliased arguments their own program, with caches; `blas_ready`'s check of memory is
+    tested on rewritten source above.)"""
+    rng = np.random.default_rng(4)
+    C = rng.random((3, 3))
+    B = rng.random((3, 3))
+    results = []
+    for numba in ("kernels", False):
+        c = C.copy()
+        dc = np.zeros_like(c)
+        db = np.zeros_like(B)
+        zymo.autodiff(Reverse, gemm_like, Active, 0.9, Duplicated(c, dc), Duplicated(c, dc), Duplicated(B, db),
+                      numba=numba)
+        results.append((c, dc, db))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -1,0 +1,549 @@
+"""Loop nests that compute matrix products, run as NumPy (BLAS) calls: the "kernels" backend.
+
+Contract: `blas_nests(src, ndims, numbers)` returns the generated program `src` in which each
+`for` loop nest at the top level of a function (or of an `if` there) that sums products is
+replaced by
+
+    if _rt.blas_ready(written, read, bounds):
+        <the nest as NumPy statements (and the loops of it that stay loops)>
+    else:
+        <the nest as it was>
+
+(`ndims`: the names that hold arrays, with their dimensions; `numbers`: the names that hold
+only numbers). A nest is rewritten when all of this holds, else it is left as it is:
+- its loops run over `range(N)` or `range(0, N)`, `N` an int or a name the nest does not
+  write, forward or reversed (`for _r in range(N): i = N - 1 - _r`, `_r` read nowhere else);
+- its statements are assignments and augmented assignments of numbers and array elements
+  (no calls, no other statements), every array used through full subscripts of it;
+- it splits into perfect nests (loop distribution): at each loop whose body holds several
+  statement runs and inner loops, every array that two of the resulting pieces touch, one of
+  them writing it, is subscripted by that loop's index at one position in all their accesses
+  (two iterations touch different elements), and no piece reads or writes a scalar another
+  writes;
+- at least one piece is an idiom: after forward substitution of its scalar temporaries its
+  statements are accumulations `X[o] += <sum of products>` (also `X[o] = X[o] + ...`,
+  `-=`), scalings `X[o] *= s`, maps `X[o] = <sum of products>` (writing each element
+  once), or reverse mode's round trips `t = X[o]; X[o] = 0.0; X[o] += e` (read as
+  `X[o] = e`, dropped when `e` is `t`); an array it writes is read in it only by its own
+  accumulations; each product's factors are numbers of `numbers` and array elements
+  subscripted by distinct loop indices, with an index summed over exactly two factors of at
+  most two dimensions (`@`, BLAS), over one factor (`.sum`), or none (broadcasting);
+- no name the nest writes (temporaries, loop indices) is read after it;
+- some piece holds a matrix-matrix product (O(n^3) work on O(n^2) data): matrix-vector
+  products and rank-1 updates alone stay loops, which the kernels run faster than the NumPy
+  statements and their run-time check (measured on PolyBench's mvt, gemver, bicg at n=120);
+  inside a nest with a matrix product they are NumPy statements too.
+The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
+them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
+the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
+another it touches, every loop bound is an int from 0 to the length of each axis it runs
+over. Else the loops run as before. The NumPy statements compute the same sums in another
+order: results differ by rounding only (a -0.0 of a dropped round trip stays -0.0).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+
+from .outline import _exposed, _loads, _stores
+
+# the nodes a statement of a rewritten nest may hold (besides operators and contexts)
+_ALLOWED = (ast.Assign, ast.AugAssign, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Subscript, ast.Tuple,
+            ast.operator, ast.unaryop, ast.expr_context)
+
+
+def blas_nests(src: str, ndims: dict[str, int], numbers: frozenset[str]) -> str:
+    """`src` with its matrix-product loop nests as NumPy calls (module contract)."""
+    tree = ast.parse(src)
+    changed = False
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            changed |= _Rewriter(ndims, numbers).block(fn.body, [])
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if changed else src
+
+
+@dataclass(frozen=True)
+class _Loop:
+    var: str  # the index the body reads
+    bound: ast.expr  # N of range(N)
+    counter: str | None = None  # `_r` of a reversed loop
+
+
+@dataclass
+class _Piece:
+    """A perfect nest: `loops` (outermost first) around the simple statements `body`."""
+    loops: list[_Loop]
+    body: list[ast.stmt]
+
+
+@dataclass
+class _Term:
+    """One product of a sum: sign, number factors (with `*` or `/`) and array elements."""
+    neg: bool = False
+    coef: list[tuple[str, ast.expr]] = field(default_factory=list)
+    factors: list[ast.Subscript] = field(default_factory=list)
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _is_int(e: ast.expr, value: int | None = None) -> bool:
+    return (isinstance(e, ast.Constant) and type(e.value) is int
+            and (value is None or e.value == value))
+
+
+def _head(s: ast.stmt) -> tuple[_Loop, list[ast.stmt]] | None:
+    """The loop `s` (a `for` over a range from 0 by 1, forward or reversed) and its body."""
+    if not isinstance(s, ast.For) or s.orelse or not isinstance(s.target, ast.Name):
+        return None
+    it = s.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords):
+        return None
+    args = it.args[1:] if len(it.args) == 2 and _is_int(it.args[0], 0) else it.args
+    if len(args) != 1 or not (isinstance(args[0], ast.Name) or _is_int(args[0])):
+        return None
+    bound, t, body = args[0], s.target.id, s.body
+    first = body[0]
+    rev = ast.BinOp(ast.BinOp(bound, ast.Sub(), ast.Constant(1)), ast.Sub(), ast.Name(t, ast.Load()))
+    if (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
+            and _same(first.value, rev)):
+        return _Loop(first.targets[0].id, bound, t), body[1:]
+    return _Loop(t, bound), body
+
+
+def _simple(s: ast.stmt) -> bool:
+    if isinstance(s, ast.Assign):
+        if len(s.targets) != 1:
+            return False
+        target = s.targets[0]
+    elif isinstance(s, ast.AugAssign):
+        target = s.target
+    else:
+        return False
+    return isinstance(target, (ast.Name, ast.Subscript)) and all(isinstance(n, _ALLOWED) for n in ast.walk(s))
+
+
+def _pieces(s: ast.stmt, outer: list[_Loop]) -> list[_Piece] | None:
+    """The perfect nests the loop `s` (inside the loops `outer`) distributes into, in order, or
+    None when the loops are not of the contract's kind or distribution is not proved."""
+    head = _head(s)
+    if head is None or not head[1]:
+        return None
+    loop, body = head
+    loops = [*outer, loop]
+    out: list[_Piece] = []
+    run: list[ast.stmt] = []
+    for t in body:
+        if isinstance(t, ast.For):
+            inner = _pieces(t, loops)
+            if inner is None:
+                return None
+            out += [_Piece(loops, run)] if run else []
+            out += inner
+            run = []
+        elif _simple(t):
+            run.append(t)
+        else:
+            return None
+    out += [_Piece(loops, run)] if run else []
+    return out if len(out) == 1 or _distributable(loop.var, out) else None
+
+
+def _arrays(stmts: list[ast.stmt]) -> tuple[list[ast.Subscript], set[str]]:
+    """The subscripts of the statements and the names of the arrays they write."""
+    subs = [n for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)]
+    written = {n.value.id for n in subs if isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+    return subs, written
+
+
+def _distributable(var: str, pieces: list[_Piece]) -> bool:
+    """Whether running each piece's iterations of the loop over `var` in turn keeps the order
+    of every read and write of each element and scalar (module contract)."""
+    stores = [_stores(ast.Module(p.body, [])) for p in pieces]
+    uses = [_loads(ast.Module(p.body, [])) | st for p, st in zip(pieces, stores)]
+    for a, st in enumerate(stores):
+        if any(st & uses[b] for b in range(len(pieces)) if b != a):
+            return False
+    touched: dict[str, list[int]] = {}
+    written: set[str] = set()
+    for k, p in enumerate(pieces):
+        subs, w = _arrays(p.body)
+        written |= w
+        for n in subs:
+            touched.setdefault(n.value.id, []).append(k)  # type: ignore[attr-defined]
+    for name, ks in touched.items():
+        if name not in written or len(set(ks)) < 2:
+            continue
+        positions: set[int] | None = None
+        for p in pieces:
+            for n in _arrays(p.body)[0]:
+                if n.value.id == name:  # type: ignore[attr-defined]
+                    parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+                    at = {d for d, e in enumerate(parts) if isinstance(e, ast.Name) and e.id == var}
+                    positions = at if positions is None else positions & at
+        if not positions:
+            return False
+    return True
+
+
+class _Rewriter:
+    """Rewrites the nests of one generated function (module contract)."""
+
+    def __init__(self, ndims: dict[str, int], numbers: frozenset[str]):
+        self.ndims = ndims
+        self.numbers = numbers
+
+    def block(self, stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> bool:
+        changed = False
+        for k, s in enumerate(stmts):
+            rest = [stmts[k + 1:], *after]
+            if isinstance(s, ast.If):
+                changed |= self.block(s.body, rest)
+                changed |= self.block(s.orelse, rest)
+            elif isinstance(s, ast.For):
+                new = self._nest(s, rest)
+                if new is not None:
+                    stmts[k] = new
+                    changed = True
+        return changed
+
+    def _nest(self, s: ast.For, rest: list[list[ast.stmt]]) -> ast.stmt | None:
+        """The `if` replacing the nest `s`, or None when it stays as it is."""
+        pieces = _pieces(s, [])
+        if pieces is None or not self._checked(s, pieces, rest):
+            return None
+        stored = _stores(s)
+        body: list[ast.stmt] = []
+        bounds: dict[str, tuple[str, ...]] = {}
+        products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
+        for p in pieces:
+            low = _Lowering(p, self.ndims, self.numbers, stored)
+            lines = low.run(bounds)
+            if lines is None:
+                body.append(_build(p))
+            else:
+                body += ast.parse("\n".join(lines)).body
+                products += low.products
+        if not products:
+            return None
+        subs, written = _arrays([s])
+        touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
+        read = [n for n in touched if n not in written]
+        wr = [n for n in touched if n in written]
+        guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
+                 f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})")
+        return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
+
+    def _checked(self, s: ast.For, pieces: list[_Piece], rest: list[list[ast.stmt]]) -> bool:
+        """The contract's conditions on the whole nest: arrays used only through full
+        subscripts, loop bounds and counters untouched, no name it writes read after it."""
+        through = set()
+        for n in ast.walk(s):
+            if isinstance(n, ast.Subscript):
+                if not isinstance(n.value, ast.Name) or n.value.id not in self.ndims:
+                    return False
+                parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+                if len(parts) != self.ndims[n.value.id] or any(isinstance(e, ast.Slice) for e in parts):
+                    return False
+                through.add(id(n.value))
+        if any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(s)):
+            return False
+        body_stores = set().union(*(_stores(ast.Module(p.body, [])) for p in pieces))
+        body_loads = set().union(*(_loads(ast.Module(p.body, [])) for p in pieces))
+        loops = {lp for p in pieces for lp in p.loops}
+        for lp in loops:
+            if lp.var in body_stores or lp.counter in body_stores | body_loads:
+                return False
+            if isinstance(lp.bound, ast.Name) and lp.bound.id in body_stores | {x.var for x in loops}:
+                return False
+        later: set[str] = set()
+        seen: set[str] = set()
+        for stmts in rest:
+            e, seen = _exposed(stmts, seen)
+            later |= e
+        return not (_stores(s) & later)
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _build(p: _Piece) -> ast.stmt:
+    """The piece as a loop nest again."""
+    body: list[ast.stmt] = copy.deepcopy(p.body)
+    for lp in reversed(p.loops):
+        target = lp.var
+        if lp.counter is not None:
+            rev = ast.parse(f"{lp.var} = {ast.unparse(lp.bound)} - 1 - {lp.counter}").body[0]
+            body = [rev, *body]
+            target = lp.counter
+        body = [ast.For(target=ast.Name(target, ast.Store()),
+                        iter=ast.Call(ast.Name("range", ast.Load()), [copy.deepcopy(lp.bound)], []),
+                        body=body, orelse=[], type_comment=None)]
+    return body[0]
+
+
+class _Lowering:
+    """One piece as NumPy statements, if it is an idiom (module contract)."""
+
+    def __init__(self, p: _Piece, ndims: dict[str, int], numbers: frozenset[str], stored: set[str]):
+        self.p = p
+        self.ndims = ndims
+        self.numbers = numbers
+        self.stored = stored  # names the whole nest writes
+        self.vars = [lp.var for lp in p.loops]
+        self.bound = {lp.var: ast.unparse(lp.bound) for lp in p.loops}
+        self.products = 0  # the matrix-matrix products lowered
+
+    def run(self, bounds: dict[str, tuple[str, ...]]) -> list[str] | None:
+        """The statements (recording the slices they take in `bounds`), or None."""
+        effects = self._effects()
+        if effects is None:
+            return None
+        written = {t.value.id for _, t, _ in effects}  # type: ignore[attr-defined]
+        kinds: dict[str, set[str]] = {}
+        for kind, t, e in effects:
+            name = t.value.id  # type: ignore[attr-defined]
+            kinds.setdefault(name, set()).add(kind)
+            if any(isinstance(n, ast.Subscript) and n.value.id in written for n in ast.walk(e)):  # type: ignore
+                return None  # reads an array the piece writes
+        if any(k != {"acc"} and sum(name == t.value.id for _, t, _ in effects) > 1  # type: ignore[attr-defined]
+               for name, k in kinds.items()):
+            return None
+        lines: list[str] = []
+        mine: dict[str, tuple[str, ...]] = {}
+        for kind, t, e in effects:
+            line = self._statement(kind, t, e, mine)
+            if line is None:
+                return None
+            lines.append(line)
+        bounds.update(mine)
+        return lines
+
+    def _effects(self) -> list[tuple[str, ast.Subscript, ast.expr]] | None:
+        """The piece's writes after forward substitution: (kind, element, value), kinds
+        "acc" (`+=` value), "scale" (`*=` value) and "map" (`=` value), an assignment read as
+        an accumulation or a scaling of the element where it is one, and dropped where it
+        assigns the element its own value."""
+        env: dict[str, ast.expr] = {}
+        out: list[tuple[str, ast.Subscript, ast.expr]] = []
+        trips = _round_trips(self.p.body)
+        for k, s in enumerate(self.p.body):
+            if k in trips:
+                continue
+            target = s.targets[0] if isinstance(s, ast.Assign) else s.target  # type: ignore[attr-defined]
+            value = _subst(s.value, env)  # type: ignore[attr-defined]
+            if isinstance(target, ast.Name):
+                if isinstance(s, ast.AugAssign):
+                    return None
+                env[target.id] = value
+            elif not isinstance(target, ast.Subscript) or not self._element(target):
+                return None
+            elif k in trips.values():  # `X[o] = 0.0; ...; X[o] += value`
+                out.append(("set", target, value))
+            elif isinstance(s, ast.AugAssign):
+                kinds = {ast.Add: "acc", ast.Sub: "acc", ast.Mult: "scale"}
+                if type(s.op) not in kinds:
+                    return None
+                out.append((kinds[type(s.op)], target,
+                            ast.UnaryOp(ast.USub(), value) if isinstance(s.op, ast.Sub) else value))
+            else:
+                out.append(("set", target, value))
+        return [e for e in (self._normal(*x) for x in out) if e[0] != "none"]
+
+    def _normal(self, kind: str, t: ast.Subscript, e: ast.expr) -> tuple[str, ast.Subscript, ast.expr]:
+        """A "set" as an accumulation, a scaling, a map or nothing ("none": `X[o] = X[o]`)."""
+        if kind != "set":
+            return kind, t, e
+        if _same(e, _load(t)):
+            return "none", t, e
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+            for mine, other in ((e.left, e.right), (e.right, e.left)):
+                if _same(mine, _load(t)):
+                    return "scale", t, other
+        parts = _summands(e, False)
+        at = [k for k, (neg, x) in enumerate(parts) if _same(x, _load(t))]
+        if len(at) == 1 and not parts[at[0]][0]:
+            rest = [x if not neg else ast.UnaryOp(ast.USub(), x) for k, (neg, x) in enumerate(parts) if k != at[0]]
+            total = rest[0]
+            for x in rest[1:]:
+                total = ast.BinOp(total, ast.Add(), x)
+            return "acc", t, total
+        return "map", t, e
+
+    def _element(self, n: ast.expr, written: bool = False) -> bool:
+        """An element of an array subscripted by distinct loop indices (one the piece does not
+        write, unless `written`)."""
+        if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.ndims):
+            return False
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        names = [e.id for e in parts if isinstance(e, ast.Name) and e.id in self.vars]
+        return len(names) == len(parts) == len(set(names)) == self.ndims[n.value.id]
+
+    def _labels(self, n: ast.Subscript) -> list[str]:
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        return [e.id for e in parts]  # type: ignore[attr-defined]
+
+    def _number(self, e: ast.expr) -> bool:
+        """A number the nest does not change: constants and names of `numbers`."""
+        for n in ast.walk(e):
+            if isinstance(n, ast.Name):
+                if n.id not in self.numbers or n.id in self.stored or n.id in self.vars:
+                    return False
+            elif isinstance(n, ast.Constant):
+                if type(n.value) not in (int, float):
+                    return False
+            elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.expr_context)):
+                return False
+        return True
+
+    def _terms(self, e: ast.expr) -> list[_Term] | None:
+        """`e` as a sum of products (module contract), or None."""
+        if self._number(e):
+            return [_Term(coef=[("*", e)])]
+        if isinstance(e, ast.Subscript):
+            return [_Term(factors=[e])] if self._element(e) else None
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+            inner = self._terms(e.operand)
+            neg = isinstance(e.op, ast.USub)
+            return None if inner is None else [_Term(t.neg != neg, t.coef, t.factors) for t in inner]
+        if not isinstance(e, ast.BinOp):
+            return None
+        left = self._terms(e.left)
+        if left is None:
+            return None
+        if isinstance(e.op, ast.Div):
+            if len(left) != 1 or not self._number(e.right):
+                return None
+            return [_Term(left[0].neg, [*left[0].coef, ("/", e.right)], left[0].factors)]
+        right = self._terms(e.right)
+        if right is None:
+            return None
+        if isinstance(e.op, ast.Add):
+            return left + right
+        if isinstance(e.op, ast.Sub):
+            return left + [_Term(not t.neg, t.coef, t.factors) for t in right]
+        if isinstance(e.op, ast.Mult) and len(left) == len(right) == 1:
+            a, b = left[0], right[0]
+            return [_Term(a.neg != b.neg, a.coef + b.coef, a.factors + b.factors)]
+        return None
+
+    def _statement(self, kind: str, t: ast.Subscript, e: ast.expr, bounds: dict[str, tuple[str, ...]]) -> str | None:
+        """One effect as a NumPy statement, or None."""
+        out = self._labels(t)
+        target = self._slice(t, bounds)
+        if kind == "scale":
+            if set(out) != set(self.vars) or not self._number(e):
+                return None
+            return f"{target} *= {ast.unparse(e)}"
+        terms = self._terms(e)
+        if terms is None or kind == "map" and set(out) != set(self.vars):
+            return None
+        parts = []
+        for term in terms:
+            src = self._product(term, out, bounds)
+            if src is None:
+                return None
+            parts.append(("- " if term.neg else "+ ") + src)
+        total = " ".join(parts)
+        total = total[2:] if total.startswith("+ ") else total
+        return f"{target} {'=' if kind == 'map' else '+='} {total}"
+
+    def _slice(self, n: ast.Subscript, bounds: dict[str, tuple[str, ...]]) -> str:
+        name = n.value.id  # type: ignore[attr-defined]
+        sizes = tuple(self.bound[v] for v in self._labels(n))
+        bounds[f"{name}:{sizes}"] = (name, *sizes)
+        return f"{name}[{', '.join(':' + s for s in sizes)}]"
+
+    def _product(self, term: _Term, out: list[str], bounds: dict[str, tuple[str, ...]]) -> str | None:
+        """One product, its axes in the order `out`: broadcasting, a sum over one factor or
+        `@` over one index of two."""
+        labels = [self._labels(f) for f in term.factors]
+        summed = [v for v in self.vars if v not in out]
+        if any(not any(v in lab for lab in labels) for v in summed):
+            return None  # an index no factor reads: the loops would add the product N times
+        srcs = [self._slice(f, bounds) for f in term.factors]
+        if not summed:
+            prod = " * ".join(_arrange(s, lab, out) for s, lab in zip(srcs, labels)) or None
+        elif len(srcs) == 1:
+            axes = tuple(labels[0].index(v) for v in summed)
+            rest = [v for v in labels[0] if v not in summed]
+            prod = _arrange(f"{srcs[0]}.sum(axis={axes})", rest, out)
+        elif len(srcs) == 2 and len(summed) == 1:
+            (f, g), (lf, lg), k = srcs, labels, summed[0]
+            if k not in lf or k not in lg or len(lf) > 2 or len(lg) > 2 or set(lf) & set(lg) != {k}:
+                return None
+            if lf[0] == k and len(lf) == 2:
+                f = f"{f}.T"
+            if lg[-1] == k and len(lg) == 2:
+                g = f"{g}.T"
+            prod = _arrange(f"({f} @ {g})", [v for v in lf if v != k] + [v for v in lg if v != k], out)
+            self.products += len(lf) == len(lg) == 2
+        else:
+            return None
+        coef = _coef(term)
+        if prod is None:
+            return coef or "1"
+        return f"{coef} * {prod}" if coef else prod
+
+
+def _coef(term: _Term) -> str:
+    """The number factors of a product as one expression ("" when there are none)."""
+    out = ""
+    for op, c in term.coef:
+        src = ast.unparse(c) if isinstance(c, (ast.Name, ast.Constant)) else f"({ast.unparse(c)})"
+        out = src if not out and op == "*" else f"{out or '1'} {op} {src}"
+    return out
+
+def _arrange(src: str, labels: list[str], out: list[str]) -> str:
+    """The array `src` whose axes are `labels`, with its axes in the order of `out` (new axes
+    where it has none)."""
+    order = sorted(labels, key=out.index)
+    if order != labels:
+        src = f"{src}.T" if len(labels) == 2 else f"np.transpose({src}, {tuple(labels.index(v) for v in order)})"
+    if labels and len(labels) < len(out):
+        src = f"{src}[{', '.join(':' if v in labels else 'None' for v in out)}]"
+    return src
+
+
+def _summands(e: ast.expr, neg: bool) -> list[tuple[bool, ast.expr]]:
+    """`e` as a sum: (negated, summand) pairs."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        return _summands(e.left, neg) + _summands(e.right, neg != isinstance(e.op, ast.Sub))
+    return [(neg, e)]
+
+
+def _round_trips(stmts: list[ast.stmt]) -> dict[int, int]:
+    """Reverse mode's round trips: `k -> j` for each `X[o] = 0.0` at `k` followed by
+    `X[o] += e` at `j`, no statement between them naming `X`."""
+    out: dict[int, int] = {}
+    for k, s in enumerate(stmts):
+        if not (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
+                and isinstance(s.value, ast.Constant) and s.value.value == 0):
+            continue
+        target = s.targets[0]
+        name = target.value.id  # type: ignore[attr-defined]
+        for j in range(k + 1, len(stmts)):
+            t = stmts[j]
+            if isinstance(t, ast.AugAssign) and isinstance(t.op, ast.Add) and _same(t.target, target):
+                out[k] = j
+                break
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+                break
+    return out
+
+
+def _load(t: ast.Subscript) -> ast.Subscript:
+    out = copy.deepcopy(t)
+    out.ctx = ast.Load()
+    return out
+
+
+def _subst(e: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
+    """`e` with the temporaries of `env` replaced by their values."""
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.expr:
+            return copy.deepcopy(env[n.id]) if n.id in env and isinstance(n.ctx, ast.Load) else n
+    return _Sub().visit(copy.deepcopy(e))
