@@ -109,8 +109,10 @@ def test_the_adjoint_of_a_whole_sum_reads_nothing_of_its_operand():
     X[1, 2] = X[1, 4] = X[1].max() + 1.0  # a tied max: its shared adjoint cancels (shift invariance)
     check_grad(rows, X, out, wrt=(0,))
     src, forward, adjoint = _sweeps(rows, _dup(X), _dup(out.copy()))
-    assert forward.count("grow_stack") == 2  # the row after exp and before the division: not for the sum
+    # one copy of the row: after exp and before the division it holds the same contents (`_shared_snapshot`)
+    assert forward.count("grow_stack") == 1
     assert "expand_reduced(dsum" not in adjoint and "+= dsum_1\n" in adjoint
+    assert "-_rt.sum_product(" in adjoint and "-np.sum(dt" in adjoint  # the numbers' adjoints: one reduction each
 
 
 def shift(a, b, steps):

@@ -48,8 +48,9 @@ _LOOP_OPERANDS = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "mat
 
 _MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"})
 
-# pure helpers (module contract): the movable ones, the product adjoints and the loop operands
-_PURE = _MOVABLE | _PRODUCT_VJPS | _LOOP_OPERANDS
+# pure helpers (module contract): the movable ones, the product adjoints, the loop operands and
+# the reductions
+_PURE = _MOVABLE | _PRODUCT_VJPS | _LOOP_OPERANDS | {"sum_product"}
 
 _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape": 1, "reduced_count": 0}
 
@@ -57,6 +58,8 @@ _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape
 _PYTHON_ONLY = frozenset({
     # core: split mode's list caches are typed lists under Numba (`rewrites.fresh_lists`)
     "reuse_list", "linspace_unit",
+    # core: the Python backend's reduction of a product (Numba fuses `np.sum(a * b)` itself)
+    "sum_product",
     # arrays: subscripts and index arithmetic computed in Python, and adjoints of functions
     # whose primal Numba does not compile (tile, repeat, inner, tensordot/einsum beyond views,
     # SciPy's convolutions)
