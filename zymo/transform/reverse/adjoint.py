@@ -23,7 +23,6 @@ from ..emit import span, trip_count
 from ..writer import Writer, splice
 from .augmented import AugmentedEmitter
 
-
 # the rules whose adjoint of a number operand is one reduction (`_scalar_reduction`)
 _DIFFERENCES = frozenset({"sub", "numpy.subtract"})
 _SUMS = frozenset({"add", "numpy.add"}) | _DIFFERENCES
@@ -404,9 +403,10 @@ class AdjointEmitter(AugmentedEmitter):
                 return False
             j -= 1
         out_roots = self.act.roots.get(out.id)
-        return j >= 0 and bool(out_roots) and not any(
-            T.is_memory(a.type) and (not self.act.roots.get(a.id) or self.act.roots[a.id] & out_roots)
-            for a in d.args)
+        if j < 0 or not out_roots:
+            return False
+        return not any(T.is_memory(a.type) and (not self.act.roots.get(a.id) or self.act.roots[a.id] & out_roots)
+                       for a in d.args)
 
     def _vjp(self, rule, p: str, g: str, op: Op, target: Value) -> str:
         used = uses(rule, "vjp", p)
