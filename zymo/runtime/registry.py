@@ -46,11 +46,13 @@ _PRODUCT_VJPS = frozenset({"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp
 _LOOP_OPERANDS = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "matmul_vjp_a", "matmul_vjp_b",
                             "norm_grad", "norm_grad_dx", "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
 
-_MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow"})
+# (`sum_product`, a reduction the Python backend writes for `unbroadcast(g * x, number)`, moves as
+# that expression did: no Numba program calls it)
+_MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow",
+                      "sum_product"})
 
-# pure helpers (module contract): the movable ones, the product adjoints, the loop operands and
-# the reductions
-_PURE = _MOVABLE | _PRODUCT_VJPS | _LOOP_OPERANDS | {"sum_product"}
+# pure helpers (module contract): the movable ones, the product adjoints and the loop operands
+_PURE = _MOVABLE | _PRODUCT_VJPS | _LOOP_OPERANDS
 
 _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape": 1, "reduced_count": 0}
 

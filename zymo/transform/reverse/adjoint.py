@@ -379,34 +379,10 @@ class AdjointEmitter(AugmentedEmitter):
             return False
         expr = self._vjp(rule, selfs[0], dout, op, out)
         for p, v in others:
-            self._accumulate_vjp(rule, p, v, dout, op, out, w, fresh=expr == dout and self._lent(v, op, out))
+            self._accumulate_vjp(rule, p, v, dout, op, out, w, fresh=False)
         if expr != dout:
             w(f"{dout}[...] = {expr}")
         return True
-
-    def _lent(self, v: Value, op: Op, out: Value) -> bool:
-        """Whether temporary `v`, read only by `op` (`np.f(out, v, out=out)`, whose adjoint
-        leaves `dout` as it is) and made by an op of the same block with only basic views in
-        between (whose adjoints write nothing), may take `dout` itself as its shadow: the
-        adjoint sweep reads that shadow only in the adjoint of `v`'s defining op, which comes
-        next, and that adjoint writes no memory `out` may overlap."""
-        d = self.def_op.get(v.id)
-        block = self.blocks_of_op[id(op)]
-        if (d is None or d.kind != "prim" or not (self._lazy(v) or self._loop_lazy(v))
-                or self.index.reader_count(v) != 1 or self.blocks_of_op.get(id(d)) is not block):
-            return False
-        k = next(i for i, o in enumerate(block.ops) if o is op)
-        j = k - 1
-        while j >= 0 and block.ops[j] is not d:
-            o = block.ops[j]
-            if not (o.kind == "getitem" and T.is_memory(o.result.type) and not indexing.is_advanced(o)):
-                return False
-            j -= 1
-        out_roots = self.act.roots.get(out.id)
-        if j < 0 or not out_roots:
-            return False
-        return not any(T.is_memory(a.type) and (not self.act.roots.get(a.id) or self.act.roots[a.id] & out_roots)
-                       for a in d.args)
 
     def _vjp(self, rule, p: str, g: str, op: Op, target: Value) -> str:
         used = uses(rule, "vjp", p)
