@@ -109,8 +109,10 @@ def test_the_adjoint_of_a_whole_sum_reads_nothing_of_its_operand():
     X[1, 2] = X[1, 4] = X[1].max() + 1.0  # a tied max: its shared adjoint cancels (shift invariance)
     check_grad(rows, X, out, wrt=(0,))
     src, forward, adjoint = _sweeps(rows, _dup(X), _dup(out.copy()))
-    assert forward.count("grow_stack") == 2  # the row after exp and before the division: not for the sum
+    # one copy of the row: after exp and before the division it holds the same contents (`_shared_snapshot`)
+    assert forward.count("grow_stack") == 1
     assert "expand_reduced(dsum" not in adjoint and "+= dsum_1\n" in adjoint
+    assert "-_rt.sum_product(" in adjoint and "-np.sum(dt" in adjoint  # the numbers' adjoints: one reduction each
 
 
 def shift(a, b, steps):
@@ -148,3 +150,44 @@ def test_a_reader_of_overlapping_memory_keeps_the_copy():
     check_grad(lambda a: overlapping_reader(a, 2), a)
     src, forward, adjoint = _sweeps(overlapping_reader, _dup(a.copy()), 2)
     assert "_g = np.copy(da[1:])" in adjoint
+
+
+def conv(x, w, b, out):
+    """conv2d's inner update `out[f] += w[f, c, k] * x[c, k:k + m]`: the number `w[f, c, k]`
+    gets one reduction; `np.multiply(b[f], x[0], out=...)` broadcasts a row into a 2-d output."""
+    m = x.shape[1] - w.shape[2] + 1
+    for f in range(w.shape[0]):
+        np.multiply(b[f], x[0, :m], out=out[f])
+        for c in range(x.shape[0]):
+            for k in range(w.shape[2]):
+                out[f] += w[f, c, k] * x[c, k:k + m]
+    return np.sum(out * out)
+
+
+def test_a_number_operand_gets_one_reduction():
+    rng = np.random.default_rng(6)
+    x, w, b = rng.random((2, 7)), rng.standard_normal((3, 2, 3)), rng.standard_normal(3)
+    out = np.zeros((3, 2, 5))  # each row of `out[f]` is `b[f] * x[0, :m]` broadcast
+    check_grad(conv, x, w, b, out, wrt=(0, 1, 2))
+    src, forward, adjoint = _sweeps(conv, _dup(x), _dup(w), _dup(b), _dup(out.copy()))
+    assert "_rt.sum_product(dt_1, x_1)" in adjoint
+    assert adjoint.count("sum_product") == 2  # and b's: the shapes differ, np.sum(a * b) at run time
+    g = zymo.gradient(Reverse, conv, x, w, b, out.copy())
+    assert min(np.abs(g[k]).max() for k in range(3)) > 0.1
+
+
+def gram(a, c):
+    """correlation's `c[i, j] += a[k, i] * a[k, j]`: the store's adjoint takes `dc[i, j]`
+    and zeroes it, the read gives it back (`fuse._restored_zeroing` leaves it as it is)."""
+    for i in range(a.shape[1]):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[0]):
+                c[i, j] += a[k, i] * a[k, j]
+    return np.sum(c * c)
+
+
+def test_a_store_that_gives_its_adjoint_back_leaves_the_shadow_alone():
+    a = np.random.default_rng(7).standard_normal((3, 2))
+    check_grad(gram, a, np.zeros((2, 2)), wrt=(0,))
+    src, forward, adjoint = _sweeps(gram, _dup(a), _dup(np.zeros((2, 2))))
+    assert "dt_1 = dc[i, i_1]" in adjoint and "+= dt_1\n" not in adjoint and "dc[i, i_1] = 0.0" not in adjoint

@@ -92,7 +92,50 @@ def fuse(src: str, facts: ShadowFacts | None = None) -> str:
         if isinstance(node, ast.FunctionDef):
             _Function(node, lines, facts).run()
     src = "\n".join(line for line in lines if line is not None)
-    return _read_before_zeroing(src, facts) if facts is not None else src
+    return _read_before_zeroing(_restored_zeroing(src, facts), facts) if facts is not None else src
+
+
+def _restored_zeroing(src: str, facts: ShadowFacts) -> str:
+    """`g = E; E = 0.0; E += g` (the adjoint of `x[i] = x[i] + ...`: the store takes the
+    shadow and zeroes it, the read gives it back), `g` a float adjoint (a number, not a view)
+    or `g = np.copy(E)`: the zeroing and the accumulation go, `E` keeps what it held."""
+    tree = ast.parse(src)
+    lines = src.split("\n")
+    changed = False
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+                     if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
+            for i in range(len(body) - 2):
+                if _restores(body[i], body[i + 1], body[i + 2], facts):
+                    for k in (i + 1, i + 2):
+                        if body[k].lineno != body[k].end_lineno:
+                            raise AssertionError("zymo writes one statement per line")
+                        lines[body[k].lineno - 1] = None  # type: ignore[call-overload]
+                    changed = True
+    return "\n".join(line for line in lines if line is not None) if changed else src
+
+
+def _restores(take: ast.stmt, zeroing: ast.stmt, give: ast.stmt, facts: ShadowFacts) -> bool:
+    """Whether `take; zeroing; give` is `_restored_zeroing`'s pattern."""
+    if not (isinstance(take, ast.Assign) and len(take.targets) == 1 and isinstance(take.targets[0], ast.Name)
+            and isinstance(zeroing, ast.Assign) and len(zeroing.targets) == 1
+            and isinstance(zeroing.value, ast.Constant) and zeroing.value.value == 0
+            and not isinstance(zeroing.value.value, bool)
+            and isinstance(give, ast.AugAssign) and isinstance(give.op, ast.Add)
+            and isinstance(give.value, ast.Name) and give.value.id == take.targets[0].id):
+        return False
+    g, e = take.targets[0].id, take.value
+    if (isinstance(e, ast.Call) and ast.unparse(e.func) == "np.copy" and len(e.args) == 1 and not e.keywords):
+        e = e.args[0]  # a copy: not a view of what the zeroing writes
+    elif facts.roots.get(g, ()) != frozenset():
+        return False  # not known to be a number
+    base = e.value if isinstance(e, ast.Subscript) else e
+    if not (isinstance(base, ast.Name) and _pure(e) and g not in _reads(e)):
+        return False
+    text = f"{base.id}[...]" if e is base else ast.unparse(e)
+    return ast.unparse(zeroing.targets[0]) == text and ast.unparse(give.target) in (text, ast.unparse(e))
 
 
 def _read_before_zeroing(src: str, facts: ShadowFacts) -> str:

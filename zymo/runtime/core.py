@@ -15,7 +15,7 @@ __all__ = [
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
     "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow", "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
-    "norm_grad", "linspace_unit", "as_dtype", "imag_copy",
+    "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product",
 ]
 
 # user functions generated code calls: inactive functions and custom rules (rules/custom.py)
@@ -44,6 +44,15 @@ def unbroadcast(g, x):
     if axes:
         g = g.sum(axis=axes, keepdims=True)
     return g
+
+
+def sum_product(a, b):
+    """`np.sum(a * b)`: one dot product, without the product array, when `a` and `b` are
+    float64 arrays of one shape (equal to rounding); otherwise exactly that expression."""
+    if (type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape
+            and a.dtype == np.float64 and b.dtype == np.float64):
+        return np.vdot(a, b)
+    return np.sum(a * b)
 
 
 def as_tangent(t, y):

@@ -403,26 +403,63 @@ class _Loops:
 
 def _copy_into_new(context, builder, xty, xary, shape, strides, data, stride_slots, buf):
     """Copy array `xary` into a new C-ordered buffer (NRT memory, freed by the caller through
-    `buf`) and point `data` and `stride_slots` at it."""
+    `buf`) and point `data` and `stride_slots` at it. The copy's loops are one function per
+    module, rank and item size (`_copy_function`), called here: a statement's operands may each
+    need a copy, and loops written in place once per operand made LLVM's work grow with them."""
     intp = context.get_value_type(types.intp)
     size = context.get_abi_sizeof(context.get_data_type(xty.dtype))
     nbytes = builder.mul(xary.nitems, ir.Constant(intp, size))
     new = context.nrt.allocate(builder, nbytes)
     builder.store(new, buf)
+    nd = len(shape)
+    if nd:
+        shape_arr = cgutils.alloca_once(builder, intp, size=nd)
+        stride_arr = cgutils.alloca_once(builder, intp, size=nd)
+        for k in range(nd):
+            builder.store(shape[k], builder.gep(shape_arr, [ir.Constant(intp, k)]))
+            builder.store(strides[k], builder.gep(stride_arr, [ir.Constant(intp, k)]))
+        src = builder.bitcast(xary.data, cgutils.voidptr_t)
+        builder.call(_copy_function(builder.module, intp, nd, size), [src, new, shape_arr, stride_arr])
+    else:
+        cgutils.raw_memcpy(builder, new, xary.data, ir.Constant(intp, 1), size)
     cstrides, acc = [], ir.Constant(intp, size)
     for ext in reversed(shape):
         cstrides.append(acc)
         acc = builder.mul(acc, ext)
     cstrides.reverse()
-    src, dst = builder.ptrtoint(xary.data, intp), builder.ptrtoint(new, intp)
-    ptr_ty = context.get_data_type(xty.dtype).as_pointer()
-    with cgutils.loop_nest(builder, shape, intp) as inds:
-        so = do = ir.Constant(intp, 0)
-        for ix, s, c in zip(inds, strides, cstrides):
-            so = builder.add(so, builder.mul(ix, s))
-            do = builder.add(do, builder.mul(ix, c))
-        value = builder.load(builder.inttoptr(builder.add(src, so), ptr_ty))
-        builder.store(value, builder.inttoptr(builder.add(dst, do), ptr_ty))
-    builder.store(dst, data)
+    builder.store(builder.ptrtoint(new, intp), data)
     for slot, c in zip(stride_slots, cstrides):
         builder.store(c, slot)
+
+
+def _copy_function(module, intp, nd, size):
+    """`void copy(i8* src, i8* dst, intp* shape, intp* strides)` of `module`: the `nd`-dimensional
+    strided array at `src` (items of `size` bytes) copied C-ordered to `dst`, defined once."""
+    name = f"zymo_ew_copy_{nd}d_{size}b"
+    fnty = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, cgutils.voidptr_t, intp.as_pointer(),
+                                           intp.as_pointer()])
+    fn = cgutils.get_or_insert_function(module, fnty, name)
+    if not fn.is_declaration:
+        return fn
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    src, dst, shape_p, strides_p = fn.args
+    shape = [builder.load(builder.gep(shape_p, [ir.Constant(intp, k)])) for k in range(nd)]
+    strides = [builder.load(builder.gep(strides_p, [ir.Constant(intp, k)])) for k in range(nd)]
+    cstrides, acc = [], ir.Constant(intp, size)
+    for ext in reversed(shape):
+        cstrides.append(acc)
+        acc = builder.mul(acc, ext)
+    cstrides.reverse()
+    s0, d0 = builder.ptrtoint(src, intp), builder.ptrtoint(dst, intp)
+    item = ir.IntType(8 * size).as_pointer()
+    with cgutils.loop_nest(builder, shape, intp) as inds:
+        so = do = ir.Constant(intp, 0)
+        for ix, st, c in zip(inds, strides, cstrides):
+            so = builder.add(so, builder.mul(ix, st))
+            do = builder.add(do, builder.mul(ix, c))
+        value = builder.load(builder.inttoptr(builder.add(s0, so), item))
+        builder.store(value, builder.inttoptr(builder.add(d0, do), item))
+    builder.ret_void()
+    return fn

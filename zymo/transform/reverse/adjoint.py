@@ -23,6 +23,12 @@ from ..emit import span, trip_count
 from ..writer import Writer, splice
 from .augmented import AugmentedEmitter
 
+# the rules whose adjoint of a number operand is one reduction (`_scalar_reduction`)
+_DIFFERENCES = frozenset({"sub", "numpy.subtract"})
+_SUMS = frozenset({"add", "numpy.add"}) | _DIFFERENCES
+_PRODUCTS = frozenset({"mul", "numpy.multiply"})
+_QUOTIENTS = frozenset({"truediv", "numpy.divide", "numpy.true_divide"})
+
 
 class AdjointEmitter(AugmentedEmitter):
     def rev_block(self, block: Block, top: bool = False,
@@ -299,6 +305,11 @@ class AdjointEmitter(AugmentedEmitter):
         if self._whole_sum(rule, op, v):
             w(f"{self.use_d(v)} += {g}")  # the number, added to every element: `x` itself is not read
             return
+        if rule.elementwise and isinstance(target.type, T.Array) and isinstance(v.type, T.Scalar):
+            reduced = self._scalar_reduction(rule, p, g, op, target)
+            if reduced is not None:
+                self.accumulate(w, v, reduced)
+                return
         expr = self._vjp(rule, p, g, op, target)
         if rule.elementwise and isinstance(target.type, T.Array):
             # a loop temporary's shadow copies a contribution that is not fresh (`_loop_first_assign`)
@@ -315,6 +326,33 @@ class AdjointEmitter(AugmentedEmitter):
                     shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
+
+    def _scalar_reduction(self, rule, p: str, g: str, op: Op, target: Value) -> str | None:
+        """The adjoint of a number `p` of `x + y`, `x - y`, `x * y` or `x / y` whose result is
+        an array, in the Python backend, as one reduction of the array adjoint `g`: `np.sum(g)`
+        (negated for `y` of `x - y`) without a negated copy; for a product the sum of `g` times
+        the array operand (`_rt.sum_product`: no product array, no `unbroadcast` pass); for `x /
+        y`, `-sum(g * ans) / y` when the result is kept unchanged until the adjoint sweep reads it
+        (no snapshot of `x`), else `-sum(g * x) / (y * y)`. Real operands only. None: the rule's
+        vjp, summed back to the number's shape as usual (under Numba the expression and its sum
+        fuse into one loop anyway)."""
+        key = op.attrs["key"]
+        if self.numba or any(T.is_complex(v.type) for v in (*op.args, *op.results)):
+            return None
+        if key in _SUMS:
+            return f"-np.sum({g})" if key in _DIFFERENCES and p == "y" else f"np.sum({g})"
+        if not (key in _PRODUCTS or (key in _QUOTIENTS and p == "y")):
+            return None
+        vals = self.e.arg_values(rule, op)
+        other = vals["y" if p == "x" else "x"]
+        if not isinstance(other.type, T.Array):
+            return None
+        if key in _PRODUCTS:
+            return f"_rt.sum_product({g}, {self.contents(op, other)})"
+        y = self.use(vals["y"])
+        if self.overwrites.first_writer(op, target) is None:  # the result as the op left it
+            return f"-_rt.sum_product({g}, {self.contents(op, target, post=True)}) / {y}"
+        return f"-_rt.sum_product({g}, {self.contents(op, other)}) / ({y} * {y})"
 
     def _whole_sum(self, rule, op: Op, v: Value) -> bool:
         """Whether `op` is `np.sum(v)` over every axis, `v` a real array whose shadow exists
@@ -339,9 +377,9 @@ class AdjointEmitter(AugmentedEmitter):
         if any(T.is_memory(v.type) and (not self.act.roots.get(v.id) or self.act.roots[v.id] & out_roots)
                for _, v in others):
             return False
+        expr = self._vjp(rule, selfs[0], dout, op, out)
         for p, v in others:
             self._accumulate_vjp(rule, p, v, dout, op, out, w, fresh=False)
-        expr = self._vjp(rule, selfs[0], dout, op, out)
         if expr != dout:
             w(f"{dout}[...] = {expr}")
         return True

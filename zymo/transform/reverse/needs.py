@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...ir import types as T
 from ...ir.core import Op, Value
+from ...rules import indexing
 from ...rules.registry import lookup
 from ..writer import Writer
 from .shadows import ShadowAllocation
@@ -69,12 +70,48 @@ class Needs(ShadowAllocation):
         for snap, of in table.get(id(op), []):
             if of is v:
                 return self.use(snap)
+        shared = self._shared_snapshot(op, v, post)
+        if shared is not None:
+            return self.use(shared)
         snap = Value(v.type, f"_saved_{v.hint}")
         self.values[snap.id] = snap
         self.def_block[snap.id] = self.blocks_of_op[id(op)]
         table.setdefault(id(op), []).append((snap, v))
         self.why[snap.id] = (op, v, writer, post)
         return self.use(snap)
+
+    def _shared_snapshot(self, op: Op, v: Value, post: bool) -> Value | None:
+        """A snapshot another op of `op`'s block takes of the contents `contents(op, v, post)`
+        asks for: of the same memory (`v` itself, or a basic view made by the same op on the
+        same values) at a point of the same iteration with no op in between that may write it
+        (the first writer after the earlier point, `overwrites.first_writer`, is none or an op
+        of the block at or after the later point). `out[i] = np.exp(..); out[i] /= s` keeps
+        one copy of the row, not one for `exp`'s adjoint and one for the division's."""
+        block = self.blocks_of_op[id(op)]
+        pos = {id(o): k for k, o in enumerate(block.ops)}
+        here = pos[id(op)] + post  # program points: k before op k, k + 1 after it
+        for other in block.ops:
+            for other_post, table in ((False, self.snap_pre), (True, self.snap_post)):
+                for snap, of in table.get(id(other), []):
+                    there = pos[id(other)] + other_post
+                    if there == here or not self._same_memory(of, v):
+                        continue
+                    (a, a_post, b), val = ((op, post, there), v) if here < there else ((other, other_post, here), of)
+                    writer = self.overwrites.first_writer(a, val, include_self=not a_post)
+                    if writer is None or pos.get(id(writer), -1) >= b:
+                        return snap
+        return None
+
+    def _same_memory(self, a: Value, b: Value) -> bool:
+        """Whether arrays `a` and `b` are provably one memory: one value, or basic views
+        made by ops of one kind with equal attributes on the same values."""
+        if a is b:
+            return True
+        da, db = self.def_op.get(a.id), self.def_op.get(b.id)
+        return (da is not None and db is not None and da.kind == db.kind == "getitem"
+                and not indexing.is_advanced(da) and not indexing.is_advanced(db)
+                and len(da.args) == len(db.args) and all(x is y for x, y in zip(da.args, db.args))
+                and da.attrs == db.attrs)
 
     def _top_remat(self, v: Value) -> bool:
         """Whether array `v` is recomputed where the top level of the adjoint sweep reads it
