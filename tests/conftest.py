@@ -14,6 +14,11 @@ fast, and LLVM's optimization passes at the default level 3 are half of its comp
 asks for no `fastmath`, so the passes may not change results beyond round-off. (Level 0 is not
 used: there Numba keeps some global arrays as dynamic globals and cannot cache the function.)
 `tests/test_suite_settings.py` compiles a derivative at Numba's default level too and compares.
+
+Order: the files in `LONGEST_FIRST` run first, longest first, then the others in collection
+order. With `--dist loadfile` (pyproject's addopts) each xdist worker takes one whole file at a
+time, so the long Numba-compile files start at once and the many short files even out the end
+(a long file started last kept one worker busy while the other idled).
 """
 import getpass
 import os
@@ -46,3 +51,20 @@ def pytest_configure(config):
         path = Path(tempfile.gettempdir()) / f"zymo-numba-tests-{getpass.getuser()}"
     os.environ["ZYMO_CACHE_DIR"] = str(path)
     os.environ["ZYMO_TESTS_OWN_CACHE"] = "1"  # read by tests/test_suite_settings.py
+
+
+# the longest files, with their share of the suite's test time in a fresh-clone run on 2 cores
+# (cold Numba cache; `--durations`): a stale entry only costs time, never a check
+LONGEST_FIRST = (
+    "codegen/test_numba.py",  # 17%
+    "codegen/test_numba_elementwise.py",  # 17%
+    "rules/test_rule_cases.py",  # 12%
+    "codegen/test_numba_sorting_stats.py",  # 8%
+    "rules/test_views_shapes.py",  # 6%
+    "codegen/test_numba_rules.py",  # 5%
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {Path(__file__).parent / name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(item.path), len(rank)))  # stable: the rest keep their order

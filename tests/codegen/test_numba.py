@@ -566,6 +566,16 @@ print("ok" if ok else "WRONG")
 """
 
 
+def _child_env(cache):
+    """The environment of a child process that compiles into `cache` with this checkout's zymo;
+    without `NUMBA_CACHE_DIR`, Numba writes its machine code beside the module (`__pycache__`)."""
+    repo = str(Path(zymo.__file__).resolve().parent.parent)
+    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    env.pop("NUMBA_CACHE_DIR", None)
+    return env
+
+
 @pytest.mark.slow
 def test_programs_cached_by_different_processes_load_together(tmp_path):
     """Numba names an array expression's kernel by an object address and a per-process counter:
@@ -575,9 +585,7 @@ def test_programs_cached_by_different_processes_load_together(tmp_path):
     src, cache = tmp_path / "src", tmp_path / "cache"
     src.mkdir()
     (src / "two_funcs.py").write_text(_TWO_FUNCS)
-    repo = str(Path(zymo.__file__).resolve().parent.parent)
-    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    env = _child_env(cache)
 
     def child(*which):
         proc = subprocess.run([sys.executable, "-c", _TWO_CHILD.format(src=str(src), which=which)], env=env,
@@ -601,9 +609,7 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
     src, cache = tmp_path / "src", tmp_path / "cache"
     src.mkdir()
     (src / "cached_loss.py").write_text(_LOSS.format(power=3))
-    repo = str(Path(zymo.__file__).resolve().parent.parent)
-    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    env = _child_env(cache)
     first = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(src))], env=env,
                            capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
@@ -632,9 +638,7 @@ def test_compiles_of_one_module_are_serialized_across_processes(tmp_path):
 def test_disk_cache_is_reused_across_processes_and_never_stale(tmp_path):
     src, cache = tmp_path / "src", tmp_path / "cache"
     src.mkdir()
-    repo = str(Path(zymo.__file__).resolve().parent.parent)
-    env = {**os.environ, "ZYMO_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+    env = _child_env(cache)
 
     def child(power):
         (src / "cached_loss.py").write_text(_LOSS.format(power=power))
