@@ -5,7 +5,7 @@ generated source, which calls the helpers of `zymo.runtime`. Each helper is a
 primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
-adjoints are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
+adjoints and `sum_product` are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
 (`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`) have zero derivative by rule.
 
 The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
@@ -43,6 +43,16 @@ class unbroadcast(Rule, key="zymo.rt.unbroadcast", fn=_rt.unbroadcast, call="_rt
     but flagged plain (see ALIASING_HELPERS)."""
     def jvp_g(t, ans, g, x): return _rt.unbroadcast(t, x)
     def vjp_g(gb, ans, g, x): return gb + np.zeros_like(g)
+
+
+class sum_product(Rule, key="zymo.rt.sum_product", fn=_rt.sum_product, call="_rt.sum_product", cases=tuple(
+        Form("rt2", s, BOTH, dom=_ADD) for s in (((3, 4), (3, 4)), ((4,), (3, 4)), ((), (5,))))):
+    """`np.sum(a * b)` (the adjoint of a number scaling an array, `transform/reverse/adjoint.py`):
+    bilinear."""
+    def jvp_a(t, ans, a, b): return _rt.sum_product(t, b)
+    def jvp_b(t, ans, a, b): return _rt.sum_product(a, t)
+    def vjp_a(g, ans, a, b): return _rt.unbroadcast(g * np.broadcast_to(b, np.broadcast_shapes(np.shape(a), np.shape(b))), a)
+    def vjp_b(g, ans, a, b): return _rt.unbroadcast(g * np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b))), b)
 
 
 class as_shape(Rule, key="zymo.rt.as_shape", fn=_rt.as_shape, call="_rt.as_shape", cases=_RESHAPE):
