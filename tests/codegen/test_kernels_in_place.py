@@ -36,6 +36,8 @@ def _accepted(line: str) -> bool:
     "a[i, 1:n] -= x[i, 1:n]",
     "t = np.copy(a[i, 1:n])",
     "s = _rt.unbroadcast(g * x, w)",
+    "s = _rt.sum_product(g, x)",
+    "s = -_rt.sum_product(g, x) / w",
     "np.add(d, w * x, out=d)",
     "d += _rt.unbroadcast(w * g, d)",
     "d += g",

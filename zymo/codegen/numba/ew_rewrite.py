@@ -223,6 +223,7 @@ class _Calls(ast.NodeTransformer):
       expression or an operand, -> `_rt.ew_sum("...", (...))` (Numba's `np.sum` also adds in C
       order);
     - `np.max(x)` (`amax`, `min`, `amin`) of an operand -> `_rt.ew_max(x)` (`inline`);
+    - `_rt.sum_product(a, b)` of two operands -> `_rt.ew_sum("x0 * x1", (a, b))`;
     - `np.zeros(shape[, dtype])`, `np.empty(...)`, positional -> `_rt.zeros(shape, dtype)`."""
 
     changed = False
@@ -239,6 +240,11 @@ class _Calls(ast.NodeTransformer):
             text, xs = _ew_args(node.args[0])
             self.changed = True
             return _rt_call("ew_sum", ast.Constant(text), xs)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+                and f.attr == "sum_product" and len(node.args) == 2 and all(_leaf(a) for a in node.args)):
+            self.changed = True  # `np.sum(a * b)` (`runtime.sum_product`, a Python-only helper)
+            return _rt_call("ew_sum", ast.Constant("x0 * x1"), ast.Tuple(list(node.args), ast.Load()))
         if _np_call(node, _EXTREMES) and len(node.args) == 1 and _operand(node.args[0]):
             self.changed = True
             return _rt_call(_EXTREMES[node.func.attr], node.args[0])
