@@ -65,6 +65,15 @@ def test_a_store_into_a_slice_becomes_ew_set():
 
 
 LOOP = '''
+def f(x, w, out, n, m):
+    for k in range(n):
+        c = w[k]
+        for r in range(m):
+            out[1:] = out[:-1] * c + x[1:]
+        out[0] += c * x[0]
+'''
+
+ONCE = '''
 def f(x, w, out, n):
     for k in range(n):
         c = w[k]
@@ -77,9 +86,11 @@ def test_outlined_with_in_place_statements_and_never_parallel():
     def fast(s):
         return in_place(s, NUMBERS | {"c"}, frozenset({"x", "w", "out"}))
     ndims = {"x": 1, "w": 1, "out": 1}
-    plain = outline(LOOP, ndims, frozenset({"n", "k", "c"}))
+    numbers = frozenset({"n", "k", "c", "m", "r"})
+    plain = outline(LOOP, ndims, numbers)
     assert not plain.names  # without `in_place` the loop stays Python
-    out = outline(LOOP, ndims, frozenset({"n", "k", "c"}), in_place=fast)
+    assert not outline(ONCE, ndims, numbers, in_place=fast).names  # once per iteration: NumPy's
+    out = outline(LOOP, ndims, numbers, in_place=fast)
     assert out.names == ["_kernel_0"] and not out.parallel
     kernel = ast.parse(out.kernels).body[0]
     assert isinstance(kernel, ast.FunctionDef)
@@ -89,7 +100,8 @@ def test_outlined_with_in_place_statements_and_never_parallel():
 def shift_accumulate(x, w, out):
     for k in range(w.shape[0]):
         c = w[k]
-        out[1:] = out[:-1] + c * x[1:]  # views of one array that overlap: read before written
+        for _r in range(2):
+            out[1:] = out[:-1] + c * x[1:]  # views of one array that overlap: read before written
         out[0] += c * x[0]
     return np.sum(out * out)
 

@@ -12,13 +12,14 @@ A loop is outlined when
   runs slowly one at a time from Python;
 - it computes with no whole arrays or slices (`_ScalarWork.array_level`: those are NumPy's
   work, and compiling them costs seconds) other than views by basic slicing (`v = a[i, 1:n]`)
-  and the statements `in_place` accepts: the elementwise statements and sums that the Numba
-  backend writes as loops in place, an intrinsic each, with NumPy's semantics
-  (`codegen/numba/ew_rewrite.in_place`; none when `in_place` is not given). A loop of such
-  statements only, with no scalar work, stays NumPy's (its compile would cost more than it
-  saves); a loop that does scalar work and also other array statements stays Python, and its
-  inner loops are candidates in turn (outlined loops are loop nests: an outlined loop is
-  outlined whole);
+  and, inside two loops or more of the function, the statements `in_place` accepts: the elementwise
+  statements and sums that the Numba backend writes as loops in place, an intrinsic each, with
+  NumPy's semantics (`codegen/numba/ew_rewrite.in_place`; none when `in_place` is not given),
+  run many times per call (conv2d's `out[f] += w[f, c, i, j] * x[c, i:, j:]`). A loop of such
+  statements only, with no scalar work, or with them in the body of a single loop (a time loop
+  of a few large statements) stays NumPy's: its compile would cost more than it saves; a loop that does
+  scalar work and also other array statements stays Python, and its inner loops are
+  candidates in turn (outlined loops are loop nests: an outlined loop is outlined whole);
 - Numba may compile it: no `return`, `yield`, `try`, `with`, `raise`, `del`, `global`,
   `nonlocal`, nested function, lambda or comprehension in it;
 - every name it may read before writing it (its inputs: upward-exposed uses, found by a
@@ -164,23 +165,28 @@ class _ScalarWork:
                     return True
         return False
 
-    def array_level(self, loop: ast.stmt) -> bool:
+    def array_level(self, loop: ast.stmt, depth: int = 0) -> bool:
         """Whether the loop computes with whole arrays or slices somewhere (NumPy's work, which
         a compiled kernel would cost compile time for): an array name used other than through
         one of its elements or its `shape`/`ndim`/`size`/`dtype`, outside views and the
         statements `in_place` accepts (module contract)."""
-        return any(self._array_names(n) for n in self._pieces([loop]))
+        return any(self._array_names(n) for n in self._pieces([loop], depth))
 
-    def _pieces(self, stmts: list[ast.stmt]) -> list[ast.AST]:
-        """The statements, loop headers and branch tests that are not views or `in_place`."""
+    def _pieces(self, stmts: list[ast.stmt], depth: int) -> list[ast.AST]:
+        """The statements, loop headers and branch tests that are not views (inside a loop) or
+        `in_place` statements inside two loops or more (`depth`: the loops of the function
+        around `stmts`): an array statement run once per iteration of a single loop stays
+        NumPy's work (a time loop of a few large statements gains less from a compile than it
+        costs); one in a loop nest runs many times per call, each a NumPy call of its own."""
         out: list[ast.AST] = []
         for s in stmts:
-            if self.in_place is not None and (self._view(s) or self.in_place(s)):
+            if self.in_place is not None and depth >= 1 and (self._view(s) or depth >= 2 and self.in_place(s)):
                 continue
-            if isinstance(s, ast.For):
-                out += [s.target, s.iter, *self._pieces(s.body + s.orelse)]
-            elif isinstance(s, (ast.While, ast.If)):
-                out += [s.test, *self._pieces(s.body + s.orelse)]
+            if isinstance(s, (ast.For, ast.While)):
+                head = [s.target, s.iter] if isinstance(s, ast.For) else [s.test]
+                out += [*head, *self._pieces(s.body, depth + 1), *self._pieces(s.orelse, depth)]
+            elif isinstance(s, ast.If):
+                out += [s.test, *self._pieces(s.body + s.orelse, depth)]
             else:
                 out.append(s)
         return out
@@ -238,6 +244,7 @@ class _Outliner:
         self.work = work
         self.kernels = kernels
         self.prefix = prefix
+        self.depth = 0  # the loops around the statements `_block` looks at
         args = fn.args
         self.params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
         self.local = self.params | _stores(fn)  # the names the function binds (the rest are globals)
@@ -278,11 +285,13 @@ class _Outliner:
         """Outline inside a loop kept as Python: its inner loops, each run again by the next
         iteration of this one."""
         inner = written | (_stores(loop.target) if isinstance(loop, ast.For) else set())
+        self.depth += 1
         self._block(loop.body, inner, [[loop]] + rest)
+        self.depth -= 1
 
     def _candidate(self, s: ast.stmt) -> bool:
         """A loop that may become a kernel (or start one)."""
-        return (isinstance(s, (ast.For, ast.While)) and self.work(s) and not self.work.array_level(s)
+        return (isinstance(s, (ast.For, ast.While)) and self.work(s) and not self.work.array_level(s, self.depth)
                 and _compilable(s))
 
     def _run_end(self, stmts: list[ast.stmt], k: int) -> int:
@@ -298,7 +307,8 @@ class _Outliner:
         return end
 
     def _glue(self, s: ast.stmt) -> bool:
-        if not isinstance(s, (ast.Assign, ast.AugAssign)) or self.work.array_level(s) or not _compilable(s):
+        if not isinstance(s, (ast.Assign, ast.AugAssign)) or self.work.array_level(s, self.depth) \
+                or not _compilable(s):
             return False
         for n in ast.walk(s):
             if isinstance(n, ast.Call):
