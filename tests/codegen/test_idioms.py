@@ -298,3 +298,85 @@ def test_aliased_operand_runs_the_loops():
         results.append((c, dc, db))
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+# -- triangles end to end -----------------------------------------------------------------------
+
+def syrk_like(alpha, C, A):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(i + 1):
+            C[i, j] *= 0.5
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += alpha * A[i, k] * A[j, k]
+    return np.sum(C * C)
+
+
+def syr2k_like(alpha, C, A, B):
+    n, m = A.shape
+    for i in range(n):
+        for k in range(m):
+            for j in range(i):
+                C[i, j] += A[j, k] * alpha * B[i, k] + B[j, k] * alpha * A[i, k]
+    return np.sum(C * C)
+
+
+def covariance_like(data, cov):
+    n, m = data.shape
+    for i in range(m):
+        for j in range(i, m):
+            cov[i, j] = 0.0
+            for k in range(n):
+                cov[i, j] += data[k, i] * data[k, j]
+            cov[i, j] /= n - 1.0
+            cov[j, i] = cov[i, j]
+    return np.sum(cov * cov)
+
+
+@pytest.mark.parametrize("f, shapes, products", [
+    (syrk_like, [(4, 4), (4, 3)], 3),
+    (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),
+    (covariance_like, [(5, 3), (3, 3)], 0),
+])
+def test_triangle_gradients_match_python_and_differences(f, shapes, products):
+    rng = np.random.default_rng(6)
+    arrays = [rng.random(s) for s in shapes]
+    args = arrays if f is covariance_like else [1.3, *arrays]
+    check_grad(f, *args, modes=("reverse",))
+    fast, _ = _grads(f, args, "kernels")
+    slow, _ = _grads(f, args, False)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    code = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray)
+                                                     else a for a in args], numba="kernels")
+    assert code.count(" @ ") >= products
+
+
+def test_triangle_outside_unchanged_and_aliased_runs_the_loops():
+    """Elements of `C` off the triangle (here -0.0 and NaN) stay as they are, bit for bit, and
+    their adjoints too; `C` passed as `A` too must run the loops."""
+    rng = np.random.default_rng(7)
+    C = rng.random((4, 4))
+    C[0, 1:] = -0.0
+    C[1, 2:] = np.nan
+    A = rng.random((4, 4))
+    runs = {}
+    for numba in ("kernels", False):
+        c, dc, da = C.copy(), np.zeros_like(C), np.zeros_like(A)
+        dc[np.triu_indices(4, 1)] = -0.0
+        zymo.autodiff(Reverse, syr2k_like, Active, 0.7, Duplicated(c, dc), Duplicated(A, da),
+                      Duplicated(A.T.copy(), np.zeros_like(A)), numba=numba)
+        runs[numba] = (c, dc, da)
+        assert np.array_equal(c[np.triu_indices(4)].view(np.int64), C[np.triu_indices(4)].view(np.int64))
+    for a, b in zip(*runs.values()):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    for numba in ("kernels", False):  # aliased: C is A
+        c, dc = C[:, :3].copy() + 0.5, np.zeros((4, 3))
+        c[np.isnan(c)] = 0.25
+        c4 = np.zeros((4, 4))
+        zymo.autodiff(Reverse, syrk_like, Active, 0.9, Duplicated(c4, np.zeros_like(c4)), Duplicated(c, dc),
+                      numba=numba)
+        runs[numba] = (c4, dc)
+    for a, b in zip(runs["kernels"], runs[False]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
