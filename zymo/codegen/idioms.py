@@ -12,7 +12,11 @@ replaced by
 (`ndims`: the names that hold arrays, with their dimensions; `numbers`: the names that hold
 only numbers). A nest is rewritten when all of this holds, else it is left as it is:
 - its loops run over `range(N)` or `range(0, N)`, `N` an int or a name the nest does not
-  write, forward or reversed (`for _r in range(N): i = N - 1 - _r`, `_r` read nowhere else);
+  write, forward or reversed (`for _r in range(N): i = N - 1 - _r`, `_r` read nowhere else),
+  or, at most one per perfect nest, over a triangle with an enclosing loop's index (`range(i
+  + 1)`, `range(i)`, `range(i, N)`, `range(i + 1, N)`, reversed `range(_rt.span(i, N))`,
+  bounds named by a temporary `t = i + 1` inlined first): `codegen/triangles.py`, whose
+  contract says how such a piece becomes masked updates and products over masked operands;
 - its statements are assignments and augmented assignments of numbers and array elements
   (no calls, no other statements), every array used through full subscripts of it;
 - it splits into perfect nests (loop distribution): at each loop whose body holds several
@@ -37,8 +41,12 @@ The pieces that are not idioms stay loops, in order, inside the `if` (the outlin
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
-over. Else the loops run as before. The NumPy statements compute the same sums in another
-order: results differ by rounding only (a -0.0 of a dropped round trip stays -0.0).
+over (a triangle's box: its start and stop within the axis); the guard also requires the
+operands that meet a triangle's masked zeros to be finite. Else the loops run as before. The
+NumPy statements compute the same sums in another order: results differ by rounding only (a
+-0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written).
+Distribution stays legal with triangles: its proof is per iteration of the split loop, whose
+inner bounds depend only on indices the nest does not write.
 """
 from __future__ import annotations
 
