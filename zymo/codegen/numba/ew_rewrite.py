@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from zymo.runtime import registry
 from zymo.transform.emit import rt_call as _rt_call
 
+from .ew_groups import fuse_runs
 from .lines import alone, splice
 
 _EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -519,4 +520,4 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
             visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
 
     visit(tree, False)
-    return "\n".join(lines)
+    return fuse_runs("\n".join(lines), arrays)
