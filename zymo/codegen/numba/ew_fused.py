@@ -27,6 +27,7 @@ cannot rebind it.
 from __future__ import annotations
 
 import ast
+import hashlib
 import operator
 
 from llvmlite import ir
@@ -291,26 +292,60 @@ class _Run:
                 store_item(context, builder, d, context.cast(builder, value, ty, d.dtype), ptrs[s.target])
 
     def _apart(self, slots):
-        """The statements one by one, each as its own intrinsic runs it."""
+        """The statements one by one, each as its own intrinsic runs it (`_shared`)."""
         context, builder, plan = self.context, self.builder, self.plan
         temps = {}
         for s in plan.steps:
             tys = plan.local_types(s)
             vals = [builder.extract_value(self.xsval, int(r[1:])) if r[0] == "x" else temps[int(r[1:])]
                     for r in s.refs]
-            tup = context.make_tuple(builder, types.Tuple(tys), vals)
+            tup_ty = types.Tuple(tys)
+            tup = context.make_tuple(builder, tup_ty, vals)
             if s.kind == "new":
-                arr = plan.temps[s.target]
-                shape = _broadcast_shape(context, builder, arr.ndim, tys, tup)
-                temps[s.target] = _statement(context, builder, "=", s.local, tys, tup, arr, None, shape=shape,
-                                             make=lambda arr=arr, shape=shape: new_array(context, builder, arr, shape),
-                                             nested=True)
+                temps[s.target] = _shared(context, builder, (s.kind, s.text), plan.temps[s.target], (tup_ty,), [tup],
+                                          _new_loops(plan.temps[s.target], s.local, tys))
             else:
                 d = plan.xs[s.target]
-                _statement(context, builder, "=" if s.kind == "set" else "+=", s.local, tys, tup, d,
-                           builder.extract_value(self.xsval, s.target), nested=True)
+                _shared(context, builder, (s.kind, s.text), types.none, (d, tup_ty),
+                        [builder.extract_value(self.xsval, s.target), tup],
+                        _in_place_loops("=" if s.kind == "set" else "+=", d, s.local, tys))
         for k, value in temps.items():
             if k in plan.kept:
                 builder.store(value, slots[k])
             else:
                 context.nrt.decref(builder, plan.temps[k], value)
+
+
+def _new_loops(arr, tree, tys):
+    def body(context, builder, args):
+        shape = _broadcast_shape(context, builder, arr.ndim, tys, args[0])
+        return _statement(context, builder, "=", tree, tys, args[0], arr, None, shape=shape,
+                          make=lambda: new_array(context, builder, arr, shape), nested=True)
+    return body
+
+
+def _in_place_loops(mode, d, tree, tys):
+    def body(context, builder, args):
+        _statement(context, builder, mode, tree, tys, args[1], d, args[0], nested=True)
+        return context.get_dummy_value()
+    return body
+
+
+def _shared(context, builder, key, restype, argtys, args, body):
+    """A call of the function `body(context, builder, args)` writes (Numba's calling convention:
+    its errors propagate), defined once per module for equal `key` and types: equal statements
+    in the runs' fallbacks (the ten `d += t` of a 2-d stencil's adjoint) share one function,
+    which LLVM optimizes once."""
+    fnty = context.call_conv.get_function_type(restype, argtys)
+    digest = hashlib.sha256(repr((key, restype, argtys)).encode()).hexdigest()[:20]
+    fn = cgutils.get_or_insert_function(builder.module, fnty, f"zymo_ew_step_{digest}")
+    if fn.is_declaration:
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        inner = ir.IRBuilder(fn.append_basic_block("entry"))
+        value = body(context, inner, context.call_conv.decode_arguments(inner, argtys, fn))
+        context.call_conv.return_value(inner, context.get_return_value(inner, restype, value))
+    status, res = context.call_conv.call_function(builder, fn, restype, argtys, args)
+    with cgutils.if_unlikely(builder, status.is_error):
+        context.call_conv.return_status_propagate(builder, status)
+    return res
