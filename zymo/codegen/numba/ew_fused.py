@@ -139,7 +139,8 @@ def ew_run(typingctx, spec, xs):
         return ret(spec, xs), codegen_written
 
     def codegen(context, builder, signature, args):
-        return _Run(context, builder, plan, args[1]).run()
+        return _shared(context, builder, ("run", spec.literal_value), plan.ret, (xs,), [args[1]],
+                       lambda context, builder, vals: _Run(context, builder, plan, vals[0]).run())
     return plan.ret(spec, xs), codegen
 
 
@@ -333,9 +334,9 @@ def _in_place_loops(mode, d, tree, tys):
 
 def _shared(context, builder, key, restype, argtys, args, body):
     """A call of the function `body(context, builder, args)` writes (Numba's calling convention:
-    its errors propagate), defined once per module for equal `key` and types: equal statements
-    in the runs' fallbacks (the ten `d += t` of a 2-d stencil's adjoint) share one function,
-    which LLVM optimizes once."""
+    its errors propagate), defined once per module for equal `key` and types: equal runs (the
+    six of a 3-d stencil's adjoint) and equal statements in the runs' fallbacks (the ten
+    `d += t` of a 2-d stencil's adjoint) share one function, which LLVM optimizes once."""
     fnty = context.call_conv.get_function_type(restype, argtys)
     digest = hashlib.sha256(repr((key, restype, argtys)).encode()).hexdigest()[:20]
     fn = cgutils.get_or_insert_function(builder.module, fnty, f"zymo_ew_step_{digest}")

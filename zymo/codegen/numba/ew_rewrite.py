@@ -506,6 +506,7 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     names of numbers) are left to Numba: `d += e` into one, or `t = e` of them only. Only
     statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
+    arrays = made_arrays(tree, arrays)
     lines = src.split("\n")
 
     def visit(node: ast.AST, in_loop: bool) -> None:
