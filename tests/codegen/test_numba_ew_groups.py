@@ -189,6 +189,18 @@ def test_run_returns_a_temporary_and_broadcasts_a_row():
     np.testing.assert_array_equal(t, a[:1] * b)
 
 
+def test_run_not_fast_at_typing_is_compiled_as_written():
+    # an int target, a float32 operand with a float64 target: each statement as its intrinsic runs it
+    @numba.njit
+    def run(a, b, c):
+        return numba_rt.ew_run("t0 = x0 * 2.0; x1 += t0; x2[...] = x2 + 1.0 -> t0", (a, b, c))
+    a, b, c = np.arange(4.0, dtype=np.float32), np.ones(4), np.arange(4)
+    (t,) = run(a, b, c)
+    np.testing.assert_array_equal(t, a * 2.0)
+    np.testing.assert_array_equal(b, 1.0 + a * 2.0)
+    np.testing.assert_array_equal(c, np.arange(4) + 1)
+
+
 # -- gradients ----------------------------------------------------------------------------------
 
 

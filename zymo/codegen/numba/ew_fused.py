@@ -39,7 +39,7 @@ from numba.np.arrayobj import load_item, store_item
 
 from .elementwise import _as_written, _set_fast
 from .ew_loops import _broadcast_shape, _element, _hoist, _span, _statement, apply
-from .ew_types import _dtype, new_array
+from .ew_types import _dtype, _is_as_shape, _writable, new_array
 
 
 class _Step:
@@ -111,8 +111,12 @@ class _Plan:
                 self.temps[s.target] = types.Array(dt, max(x.ndim for x in arrays), "C")
             elif s.kind == "set" and not _set_fast(typingctx, self.xs[s.target], s.local, tys):
                 return False
-            elif s.kind == "acc" and _dtype(typingctx, s.local, tys, self.xs[s.target]) is None:
+            elif s.kind == "acc" and (not _writable(self.xs[s.target])
+                                      or _dtype(typingctx, s.local, tys, self.xs[s.target]) is None):
                 return False
+            if any(_is_as_shape(n) and not isinstance(tys[int(n.args[1].id[1:])], types.Array)
+                   for n in ast.walk(s.local)):
+                return False  # a tangent of a number's shape: its intrinsic refuses it
         return all(self.temps[k].ndim == self.rank for k in self.kept)
 
     def as_written(self) -> str:
@@ -121,11 +125,11 @@ class _Plan:
         for s in self.steps:
             args = f"{s.text!r}, ({''.join(r + ', ' for r in s.refs)})"
             if s.kind == "new":
-                out += f"    t{s.target} = _rt.ew_new({args})\n"
+                out += f"    t{s.target} = _ew.ew_new({args})\n"
             elif s.kind == "set":
-                out += f"    _rt.ew_set(x{s.target}, {args})\n"
+                out += f"    _ew.ew_set(x{s.target}, {args})\n"
             else:
-                out += f"    x{s.target} = _rt.acc_ew(x{s.target}, {args})\n"
+                out += f"    x{s.target} = _ew.acc_ew(x{s.target}, {args})\n"
         kept = "".join(f"t{k}, " for k in self.kept)
         return out + (f"    return ({kept})\n" if self.kept else "")
 
@@ -241,7 +245,7 @@ class _Run:
                 _, _, _, pj, lo_j, hi_j = self.arrays[j]
                 meets = builder.and_(builder.icmp_signed("<", lo_i, hi_j), builder.icmp_signed("<", lo_j, hi_i))
                 meets = builder.and_(meets, builder.and_(nonempty[i], nonempty[j]))
-                same = builder.icmp_signed("==", pi, pj)
+                same = builder.icmp_signed("==", pi, pj) if plan.xs[i].dtype == plan.xs[j].dtype else cgutils.false_bit
                 for a, b, e in zip(self.steps[i], self.steps[j], self.shape):
                     moves = builder.icmp_signed(">", e, self.one)
                     same = builder.and_(same, builder.or_(builder.not_(moves), builder.icmp_signed("==", a, b)))
