@@ -97,18 +97,14 @@ def _names(text: str) -> set[str]:
 def _roots(tree: ast.AST) -> dict[str, str]:
     """Each name bound once in the function, to a view `a[...]` of a name: the root name its
     memory belongs to (followed through views of views)."""
-    binds: dict[str, list[ast.expr | None]] = {}
+    stores: dict[str, int] = {}
     for n in ast.walk(tree):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-            binds.setdefault(n.targets[0].id, []).append(n.value)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            binds.setdefault(n.id, []).append(None)
-    parent = {}
-    for name, values in binds.items():
-        v = values[0]
-        if len(values) == 2 and values[1] is None:  # the Assign's own target, walked too
-            if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and _access(v):
-                parent[name] = v.value.id
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    parent = {n.targets[0].id: n.value.value.id for n in ast.walk(tree)  # type: ignore[attr-defined]
+              if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+              and stores[n.targets[0].id] == 1 and isinstance(n.value, ast.Subscript)
+              and isinstance(n.value.value, ast.Name) and _access(n.value)}
     out = {}
     for name in parent:
         root, seen = name, set()
