@@ -8,11 +8,12 @@ and replaces each run (below) of two or more consecutive statements of one block
     _rt.ew_set(v, 'e', (...))          `v[...] = e`
     d = _rt.acc_ew(d, 'e', (...))      `d += e`, `d` a name of `arrays` (an array: no rebinding)
 
-with one statement `_rt.ew_run('<spec>', (x0, x1, ...))` on the run's first line (the others
-are removed), `(t, ...) = _rt.ew_run(...)` when temporaries are read outside the run. The
-spec lists the statements over the run's operands `x<i>` (each distinct operand text once) and
-temporaries `t<k>`, separated by `; `: `t0 = 0.2 * x0`, `x0[...] = 0.0`, `x1 += t0`; then
-`-> t0, ...`, the temporaries returned (read after the run, or before it in a loop).
+with one statement `_rt.ew_run('<spec>', (x0, x1, ...))` on the run's first line (the
+others are left blank: line numbers stay those of `src`), `(t, ...) = _rt.ew_run(...)` when
+temporaries are read outside the run. The spec lists the statements over the run's operands
+`x<i>` (each distinct operand text once) and temporaries `t<k>`, separated by `; `:
+`t0 = 0.2 * x0`, `x0[...] = 0.0`, `x1 += t0`; then `-> t0, ...`, the temporaries returned
+(read after the run, or before it in a loop).
 
 A statement joins a run when every operand and target is a name or a view (a subscript of a
 name with a slice: an array, never an element read early), none mentions a name the run binds
@@ -247,4 +248,4 @@ def fuse_runs(src: str, arrays: frozenset[str] = frozenset()) -> str:
                 head = lines[first.lineno - 1][:len(lines[first.lineno - 1]) - len(lines[first.lineno - 1].lstrip())]
                 lines[first.lineno - 1] = head + (f"({', '.join(kept)},) = {call}" if kept else call)
                 drop |= {s.node.lineno - 1 for s in run.stmts[1:]}
-    return "\n".join(line for i, line in enumerate(lines) if i not in drop)
+    return "\n".join("" if i in drop else line for i, line in enumerate(lines))

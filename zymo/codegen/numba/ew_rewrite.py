@@ -1,12 +1,13 @@
 """The elementwise rewrite: statements of elementwise array arithmetic become calls of the
 intrinsics that write their loops in place (`elementwise.py`, `inline.py`).
 
-Contract: `elementwise_statements(src, floats)` rewrites, statement by statement, what the
+Contract: `elementwise_statements(src, floats, arrays)` rewrites, statement by statement, what the
 intrinsics compute exactly as NumPy does (the cases are listed on the function), and leaves
 every other statement as it is; the operands the intrinsics read are names, plain subscripts,
 numbers and the calls `_opaque` accepts (products, `np.zeros_like`, and pure runtime helpers:
 `zymo.runtime.registry`). `_EW_FUNCS`, `_EW_BINARY` and `_EW_MASKS` are the NumPy functions the
-intrinsics compute elementwise.
+intrinsics compute elementwise. `elementwise_runs` is the Numba backend's rewrite: that, with
+more names known as arrays (`made_arrays`), then its runs fused (`ew_groups.fuse_runs`).
 """
 from __future__ import annotations
 
@@ -506,7 +507,6 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     names of numbers) are left to Numba: `d += e` into one, or `t = e` of them only. Only
     statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
-    arrays = made_arrays(tree, arrays)
     lines = src.split("\n")
 
     def visit(node: ast.AST, in_loop: bool) -> None:
@@ -521,4 +521,11 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
             visit(child, in_loop or isinstance(child, (ast.For, ast.While)))
 
     visit(tree, False)
-    return fuse_runs("\n".join(lines), arrays)
+    return "\n".join(lines)
+
+
+def elementwise_runs(src: str, floats: frozenset[str] = frozenset(), arrays: frozenset[str] = frozenset()) -> str:
+    """`elementwise_statements`, then its runs of statements fused into one loop nest each
+    (`ew_groups.fuse_runs`), both with `arrays` and the names `made_arrays` proves arrays."""
+    arrays = made_arrays(ast.parse(src), arrays)
+    return fuse_runs(elementwise_statements(src, floats, arrays), arrays)
