@@ -13,7 +13,11 @@ contents directly when nothing may overwrite them, and copies them otherwise.
 `first_element_writer(op)` asks the same of the one element a scalar load `op`
 (`x[i, 0]`) reads: a store into the same array value is passed over when its index
 provably names another element whenever it runs after `op` (`_disjoint`), as in
-a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
+a time-stepping loop that reads row `i` and writes row `i + 1`. A store that, within
+one iteration of every loop around both, only runs before `op` (an earlier inner
+loop of that iteration: `_never_after`) needs that proof only for later iterations;
+an index bounded by an enclosing loop's variable (`j` of `range(i + 1, n)` is above
+`i`, of `range(i)` below it: `_bounds`) differs from one on the other side. Element-precise
 reasoning assumes what NumPy's own writes assume: two different indices of one
 array name two different elements (`boundary.self_overlapping` refuses writable arrays
 whose elements overlap).
@@ -145,13 +149,13 @@ class Overwrites:
 
     def _bounds(self, form: tuple[Value | None, int], lower: bool, depth: int = 0) -> list[tuple[Value | None, int]]:
         """Forms `(u, d)` with `iv + c >= u + d` (`lower`) or `<= u + d` for `form` `(iv, c)`,
-        each `u` taken at the same run (`form` itself first). A `for` loop of constant step
+        `u` taken at the same run as `iv` (`form` itself first). A `for` loop of constant step
         `s > 0` runs `iv` over `start, start + s, ...` below `stop`: `start <= iv <= stop - 1`;
-        of step `s < 0`: `stop + 1 <= iv <= start`. A bound that is itself an affine form in
-        an enclosing loop's variable `u` (`range(i + 1, n)`) is chased further (`u`'s own
-        bounds). `u` is the same at both ends: the loop's start and stop are evaluated once,
-        inside every iteration of `u`'s loop, which encloses it (SSA: the value `u` is defined
-        only there), and `u` does not change within that iteration."""
+        of step `s < 0`: `stop + 1 <= iv <= start`. A start or stop that is an affine form in
+        another loop's variable `u` (`range(i + 1, n)`) is chased further (`u`'s own bounds).
+        That `u` is the one of the same run: the start and stop are evaluated once, on entry,
+        inside an iteration of `u`'s loop, which encloses this loop (SSA: `u` is defined only
+        in that loop's body), and `u` does not change within the iteration."""
         out = [form]
         iv, c = form
         if iv is None or depth > 8:
