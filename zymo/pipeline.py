@@ -190,18 +190,27 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     import ast
 
     from .codegen.idioms import blas_nests
+    from .codegen.memo import memo
     from .codegen.numba.ew_rewrite import in_place, made_arrays
-    from .codegen.outline import Kernel, outline
+    from .codegen.outline import Kernel, Outlined, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
-    floats = facts.floats | facts.numbers
-    src = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
-    arrays = made_arrays(ast.parse(src), facts.arrays)
 
-    def fast(s: Any) -> bool:
-        return in_place(s, floats, arrays, namer.ndims)
-    out = outline(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches, in_place=fast)
+    def outlined() -> dict:
+        floats = facts.floats | facts.numbers
+        blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+        arrays = made_arrays(ast.parse(blas), facts.arrays)
+
+        def fast(s: Any) -> bool:
+            return in_place(s, floats, arrays, namer.ndims)
+        got = outline(blas, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches,
+                      in_place=fast)
+        return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
+    # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
+    got = memo("outline", [src, namer.ndims, facts, caches], outlined)
+    out = Outlined(got["src"], got["kernels"], got["names"], {k: (t, list(w)) for k, (t, w) in got["parallel"].items()})
+    src = out.src
     if not out.names:
         return compile_source(src, name), src
     from .codegen.numba.backend import compile_numba

@@ -46,8 +46,74 @@ def g(alpha, A, B, dA, dB, dC, n, m, p):
     return dA
 '''
 
-ND = {"A": 2, "B": 2, "C": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1, "u": 1, "v": 1}
+ND = {"A": 2, "B": 2, "C": 2, "D": 2, "E": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1, "u": 1, "v": 1}
 NUMBERS = frozenset({"alpha", "beta", "n", "m", "p", "i", "j", "k", "j_1", "t", "b", "dt"})
+
+
+# a triangle of (i, j), RANGE the loop over j: a masked update and a product over a masked operand
+TRI = '''
+def g(alpha, C, A, D, E, n, p):
+    for i in range(n):
+        for k in range(p):
+            for j in RANGE:
+                C[i, j] += alpha * A[i, k] * A[j, k]
+    for i in range(n):
+        for k in range(p):
+            for j in RANGE:
+                D[i, k] += E[i, j] * A[j, k]
+                D[j, k] += E[i, j] * A[i, k]
+    return C
+'''
+
+# the forms of the module contract of codegen/triangles.py: j's loop forward and reversed, and
+# the triangle as a function of (i, j)
+FORMS = {
+    "range(i + 1)": ("range(i + 1)", "t = i + 1\n{}for _r in range(t):\n{}    j = t - 1 - _r",
+                     lambda i, j: j <= i),
+    "range(i)": ("range(i)", "t = i\n{}for _r in range(t):\n{}    j = t - 1 - _r", lambda i, j: j < i),
+    "range(i, n)": ("range(i, n)", "for _r in range(_rt.span(i, n)):\n{}    j = n - 1 - _r",
+                    lambda i, j: j >= i),
+    "range(i + 1, n)": ("range(i + 1, n)", "for _r in range(_rt.span(i + 1, n)):\n{}    j = n - 1 - _r",
+                        lambda i, j: j > i),
+}
+
+
+def _tri_src(form: str, reverse: bool) -> str:
+    fwd, rev, _ = FORMS[form]
+    if not reverse:
+        return TRI.replace("RANGE", fwd)
+    out = []
+    for line in TRI.replace("RANGE", "RANGE:").splitlines():
+        if "for j in RANGE:" in line:
+            pad = line[:len(line) - len(line.lstrip())]
+            line = pad + rev.format(pad, pad)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_triangles_become_masked_products(form, reverse):
+    src = _tri_src(form, reverse)
+    out = blas_nests(src, ND, NUMBERS)
+    assert out.count("_rt.blas_ready(") == 2 and "np.tri(" in out and "where=" in out and "np.where(" in out
+    rng = np.random.default_rng(5)
+    n, p = 5, 3
+    inside = np.fromfunction(FORMS[form][2], (n, n))
+    C = rng.random((n, n))
+    C[~inside] = np.where(rng.random(n * n - inside.sum()) < 0.5, -0.0, np.nan)  # stay, bit for bit
+    E = rng.random((n, n))
+    E[~inside] = np.nan  # never read
+    for nan_in_A in (False, True):  # a NaN where the masked zeros meet it: the loops run
+        A = rng.random((n, p))
+        A[n - 1, 0] = np.nan if nan_in_A else A[n - 1, 0]
+        args = [1.5, C.copy(), A, rng.random((n, p)), E, n, p]
+        want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        _run(src, *want)
+        _run(out, *args)
+        for a, b in zip(args[1:4], want[1:4]):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+        assert np.array_equal(args[1][~inside].view(np.int64), C[~inside].view(np.int64))
 
 
 def _run(src: str, *args):
@@ -106,8 +172,25 @@ def test_adjoint_nest_with_round_trip():
     GEMM.replace("range(p)", "range(0, p, 2)"),
     # a temporary read after the nest
     GEMM.replace("    return C", "    return t"),
-    # a bound written by an outer loop (a triangle)
-    GEMM.replace("range(p)", "range(i)"),
+    # a triangle's bound written in the nest
+    GEMM.replace("range(p)", "range(t_b)").replace("    for i in range(n):\n",
+                                                   "    for i in range(n):\n        t_b = i + p\n"),
+    # a triangle with a step other than 1
+    GEMM.replace("range(p)", "range(0, i + 1, 2)"),
+    # an upper triangle whose bound is not the enclosing loop's
+    GEMM.replace("range(p)", "range(i, p)"),
+    # the triangle's written array read off the triangle by a later piece of the nest
+    '''
+def g(alpha, C, A, D, n, p):
+    for i in range(n):
+        for k in range(p):
+            for j in range(i + 1):
+                C[i, j] += alpha * A[i, k] * A[j, k]
+        for j in range(n):
+            D[i, j] = C[j, i]
+''',
+    # two triangles in one nest
+    TRI.replace("for k in range(p)", "for k in range(i + 1)").replace("RANGE", "range(k + 1)"),
     # distribution would read `x[j]` before the later iteration that writes it
     '''
 def g(A, x, y, n):
@@ -214,4 +297,86 @@ def test_aliased_operand_runs_the_loops():
                       numba=numba)
         results.append((c, dc, db))
     for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+# -- triangles end to end -----------------------------------------------------------------------
+
+def syrk_like(alpha, C, A):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(i + 1):
+            C[i, j] *= 0.5
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += alpha * A[i, k] * A[j, k]
+    return np.sum(C * C)
+
+
+def syr2k_like(alpha, C, A, B):
+    n, m = A.shape
+    for i in range(n):
+        for k in range(m):
+            for j in range(i):
+                C[i, j] += A[j, k] * alpha * B[i, k] + B[j, k] * alpha * A[i, k]
+    return np.sum(C * C)
+
+
+def covariance_like(data, cov):
+    n, m = data.shape
+    for i in range(m):
+        for j in range(i, m):
+            cov[i, j] = 0.0
+            for k in range(n):
+                cov[i, j] += data[k, i] * data[k, j]
+            cov[i, j] /= n - 1.0
+            cov[j, i] = cov[i, j]
+    return np.sum(cov * cov)
+
+
+@pytest.mark.parametrize("f, shapes, products", [
+    (syrk_like, [(4, 4), (4, 3)], 3),
+    (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),
+    (covariance_like, [(5, 3), (3, 3)], 0),
+])
+def test_triangle_gradients_match_python_and_differences(f, shapes, products):
+    rng = np.random.default_rng(6)
+    arrays = [rng.random(s) for s in shapes]
+    args = arrays if f is covariance_like else [1.3, *arrays]
+    check_grad(f, *args, modes=("reverse",))
+    fast, _ = _grads(f, args, "kernels")
+    slow, _ = _grads(f, args, False)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    code = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray)
+                                                     else a for a in args], numba="kernels")
+    assert code.count(" @ ") >= products
+
+
+def test_triangle_outside_unchanged_and_aliased_runs_the_loops():
+    """Elements of `C` off the triangle (here -0.0 and NaN) stay as they are, bit for bit, and
+    their adjoints too; `C` passed as `A` too must run the loops."""
+    rng = np.random.default_rng(7)
+    C = rng.random((4, 4))
+    C[0, 1:] = -0.0
+    C[1, 2:] = np.nan
+    A = rng.random((4, 4))
+    runs = {}
+    for numba in ("kernels", False):
+        c, dc, da = C.copy(), np.zeros_like(C), np.zeros_like(A)
+        dc[np.triu_indices(4, 1)] = -0.0
+        zymo.autodiff(Reverse, syr2k_like, Active, 0.7, Duplicated(c, dc), Duplicated(A, da),
+                      Duplicated(A.T.copy(), np.zeros_like(A)), numba=numba)
+        runs[numba] = (c, dc, da)
+        assert np.array_equal(c[np.triu_indices(4)].view(np.int64), C[np.triu_indices(4)].view(np.int64))
+    for a, b in zip(*runs.values()):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    for numba in ("kernels", False):  # aliased: C is A
+        c, dc = C[:, :3].copy() + 0.5, np.zeros((4, 3))
+        c[np.isnan(c)] = 0.25
+        c4 = np.zeros((4, 4))
+        zymo.autodiff(Reverse, syrk_like, Active, 0.9, Duplicated(c4, np.zeros_like(c4)), Duplicated(c, dc),
+                      numba=numba)
+        runs[numba] = (c4, dc)
+    for a, b in zip(runs["kernels"], runs[False]):
         np.testing.assert_allclose(a, b, rtol=1e-12)

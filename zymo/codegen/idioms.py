@@ -12,7 +12,11 @@ replaced by
 (`ndims`: the names that hold arrays, with their dimensions; `numbers`: the names that hold
 only numbers). A nest is rewritten when all of this holds, else it is left as it is:
 - its loops run over `range(N)` or `range(0, N)`, `N` an int or a name the nest does not
-  write, forward or reversed (`for _r in range(N): i = N - 1 - _r`, `_r` read nowhere else);
+  write, forward or reversed (`for _r in range(N): i = N - 1 - _r`, `_r` read nowhere else),
+  or, at most one per perfect nest, over a triangle with an enclosing loop's index (`range(i
+  + 1)`, `range(i)`, `range(i, N)`, `range(i + 1, N)`, reversed `range(_rt.span(i, N))`,
+  bounds named by a temporary `t = i + 1` inlined first): `codegen/triangles.py`, whose
+  contract says how such a piece becomes masked updates and products over masked operands;
 - its statements are assignments and augmented assignments of numbers and array elements
   (no calls, no other statements), every array used through full subscripts of it;
 - it splits into perfect nests (loop distribution): at each loop whose body holds several
@@ -37,8 +41,12 @@ The pieces that are not idioms stay loops, in order, inside the `if` (the outlin
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
-over. Else the loops run as before. The NumPy statements compute the same sums in another
-order: results differ by rounding only (a -0.0 of a dropped round trip stays -0.0).
+over (a triangle's box: its start and stop within the axis); the guard also requires the
+operands that meet a triangle's masked zeros to be finite. Else the loops run as before. The
+NumPy statements compute the same sums in another order: results differ by rounding only (a
+-0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written).
+Distribution stays legal with triangles: its proof is per iteration of the split loop, whose
+inner bounds depend only on indices the nest does not write.
 """
 from __future__ import annotations
 
@@ -47,6 +55,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .outline import _exposed, _loads, _stores
+from .triangles import domain, inline_bounds, masked
 
 # the nodes a statement of a rewritten nest may hold (besides operators and contexts)
 _ALLOWED = (ast.Assign, ast.AugAssign, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Subscript, ast.Tuple,
@@ -66,8 +75,9 @@ def blas_nests(src: str, ndims: dict[str, int], numbers: frozenset[str]) -> str:
 @dataclass(frozen=True)
 class _Loop:
     var: str  # the index the body reads
-    bound: ast.expr  # N of range(N)
+    bound: ast.expr  # N of range(N) or range(lo, N)
     counter: str | None = None  # `_r` of a reversed loop
+    lo: ast.expr | None = None  # lo of range(lo, N): None for 0
 
 
 @dataclass
@@ -95,22 +105,30 @@ def _is_int(e: ast.expr, value: int | None = None) -> bool:
 
 
 def _head(s: ast.stmt) -> tuple[_Loop, list[ast.stmt]] | None:
-    """The loop `s` (a `for` over a range from 0 by 1, forward or reversed) and its body."""
-    if not isinstance(s, ast.For) or s.orelse or not isinstance(s.target, ast.Name):
+    """The loop `s` (a `for` over a range by 1, forward or reversed) and its body."""
+    if not isinstance(s, ast.For) or s.orelse or not isinstance(s.target, ast.Name) or not s.body:
         return None
     it = s.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords):
+    if not (_call(it, "range") and not it.keywords):  # type: ignore[attr-defined]
         return None
-    args = it.args[1:] if len(it.args) == 2 and _is_int(it.args[0], 0) else it.args
-    if len(args) != 1 or not (isinstance(args[0], ast.Name) or _is_int(args[0])):
+    args = it.args[1:] if len(it.args) == 2 and _is_int(it.args[0], 0) else it.args  # type: ignore[attr-defined]
+    if len(args) not in (1, 2):
         return None
-    bound, t, body = args[0], s.target.id, s.body
+    span = len(args) == 1 and _call(args[0], "_rt.span") and len(args[0].args) == 2  # type: ignore[attr-defined]
+    lo, bound = args[0].args if span else (None, *args) if len(args) == 1 else args  # type: ignore[attr-defined]
+    if any(isinstance(n, ast.Call) for e in (lo, bound) if e is not None for n in ast.walk(e)):
+        return None
+    t, body = s.target.id, s.body
     first = body[0]
     rev = ast.BinOp(ast.BinOp(bound, ast.Sub(), ast.Constant(1)), ast.Sub(), ast.Name(t, ast.Load()))
     if (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
             and _same(first.value, rev)):
-        return _Loop(first.targets[0].id, bound, t), body[1:]
-    return _Loop(t, bound), body
+        return _Loop(first.targets[0].id, bound, t, lo), body[1:]
+    return None if span else (_Loop(t, bound, None, lo), body)
+
+
+def _call(e: ast.expr, name: str) -> bool:
+    return isinstance(e, ast.Call) and ast.unparse(e.func) == name
 
 
 def _simple(s: ast.stmt) -> bool:
@@ -211,29 +229,32 @@ class _Rewriter:
 
     def _nest(self, s: ast.For, rest: list[list[ast.stmt]]) -> ast.stmt | None:
         """The `if` replacing the nest `s`, or None when it stays as it is."""
-        pieces = _pieces(s, [])
+        pieces = _pieces(inline_bounds(s), [])
         if pieces is None or not self._checked(s, pieces, rest):
             return None
         stored = _stores(s)
+        subs, written = _arrays([s])
         body: list[ast.stmt] = []
         bounds: dict[str, tuple[str, ...]] = {}
+        finite: list[str] = []  # operands whose elements meet a triangle's zeros
         products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
         for p in pieces:
-            low = _Lowering(p, self.ndims, self.numbers, stored)
+            low = _Lowering(p, self.ndims, self.numbers, stored, written)
             lines = low.run(bounds)
             if lines is None:
                 body.append(_build(p))
             else:
                 body += ast.parse("\n".join(lines)).body
                 products += low.products
+                finite += low.finite
         if not products:
             return None
-        subs, written = _arrays([s])
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
         wr = [n for n in touched if n in written]
         guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
-                 f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})")
+                 f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})"
+                 + "".join(f" and np.isfinite({f}).all()" for f in dict.fromkeys(finite)))
         return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
 
     def _checked(self, s: ast.For, pieces: list[_Piece], rest: list[list[ast.stmt]]) -> bool:
@@ -256,8 +277,10 @@ class _Rewriter:
         for lp in loops:
             if lp.var in body_stores or lp.counter in body_stores | body_loads:
                 return False
-            if isinstance(lp.bound, ast.Name) and lp.bound.id in body_stores | {x.var for x in loops}:
+            if (_loads(lp.bound) | (_loads(lp.lo) if lp.lo is not None else set())) & body_stores:
                 return False
+        if any(domain(p.loops) is None for p in pieces):  # type: ignore[arg-type]
+            return False
         later: set[str] = set()
         seen: set[str] = set()
         for stmts in rest:
@@ -275,12 +298,14 @@ def _build(p: _Piece) -> ast.stmt:
     body: list[ast.stmt] = copy.deepcopy(p.body)
     for lp in reversed(p.loops):
         target = lp.var
+        stop = ast.unparse(lp.bound)
+        span = stop if lp.lo is None else f"{ast.unparse(lp.lo)}, {stop}"
         if lp.counter is not None:
-            rev = ast.parse(f"{lp.var} = {ast.unparse(lp.bound)} - 1 - {lp.counter}").body[0]
+            rev = ast.parse(f"{lp.var} = {stop} - 1 - {lp.counter}").body[0]
             body = [rev, *body]
             target = lp.counter
-        body = [ast.For(target=ast.Name(target, ast.Store()),
-                        iter=ast.Call(ast.Name("range", ast.Load()), [copy.deepcopy(lp.bound)], []),
+            span = stop if lp.lo is None else f"_rt.span({span})"
+        body = [ast.For(target=ast.Name(target, ast.Store()), iter=ast.parse(f"range({span})", mode="eval").body,
                         body=body, orelse=[], type_comment=None)]
     return body[0]
 
@@ -288,14 +313,19 @@ def _build(p: _Piece) -> ast.stmt:
 class _Lowering:
     """One piece as NumPy statements, if it is an idiom (module contract)."""
 
-    def __init__(self, p: _Piece, ndims: dict[str, int], numbers: frozenset[str], stored: set[str]):
+    def __init__(self, p: _Piece, ndims: dict[str, int], numbers: frozenset[str], stored: set[str],
+                 written: set[str]):
         self.p = p
         self.ndims = ndims
         self.numbers = numbers
         self.stored = stored  # names the whole nest writes
+        self.written = written  # arrays the whole nest writes
         self.vars = [lp.var for lp in p.loops]
-        self.bound = {lp.var: ast.unparse(lp.bound) for lp in p.loops}
+        dom = domain(p.loops)  # type: ignore[arg-type]
+        assert dom is not None  # checked for the nest (`_Rewriter._checked`)
+        self.dom = dom
         self.products = 0  # the matrix-matrix products lowered
+        self.finite: list[str] = []  # operands the guard must find finite (`codegen/triangles.py`)
 
     def run(self, bounds: dict[str, tuple[str, ...]]) -> list[str] | None:
         """The statements (recording the slices they take in `bounds`), or None."""
@@ -434,9 +464,13 @@ class _Lowering:
         """One effect as a NumPy statement, or None."""
         out = self._labels(t)
         target = self._slice(t, bounds)
+        pair = self.dom.pair
+        mask = _arrange(self.dom.mask(), list(pair), out) if pair and set(pair) <= set(out) else None
         if kind == "scale":
             if set(out) != set(self.vars) or not self._number(e):
                 return None
+            if mask:
+                return masked(kind, target, ast.unparse(e), mask)
             return f"{target} *= {ast.unparse(e)}"
         terms = self._terms(e)
         if terms is None or kind == "map" and set(out) != set(self.vars):
@@ -449,13 +483,35 @@ class _Lowering:
             parts.append(("- " if term.neg else "+ ") + src)
         total = " ".join(parts)
         total = total[2:] if total.startswith("+ ") else total
+        if mask:
+            return masked(kind, target, total, mask)
         return f"{target} {'=' if kind == 'map' else '+='} {total}"
 
     def _slice(self, n: ast.Subscript, bounds: dict[str, tuple[str, ...]]) -> str:
+        """The box's slice of the array `n` subscripts, recorded for the run-time check of
+        bounds: a stop `n_d`, or `(start, stop)` where the box starts past 0."""
         name = n.value.id  # type: ignore[attr-defined]
-        sizes = tuple(self.bound[v] for v in self._labels(n))
-        bounds[f"{name}:{sizes}"] = (name, *sizes)
-        return f"{name}[{', '.join(':' + s for s in sizes)}]"
+        ranges = [self.dom.ranges[v] for v in self._labels(n)]
+        bounds[f"{name}:{ranges}"] = (name, *(b if a is None else f"({a}, {b})" for a, b in ranges))
+        return f"{name}[{', '.join((a or '') + ':' + b for a, b in ranges)}]"
+
+    def _mask_operand(self, term: _Term, labels: list[list[str]], srcs: list[str], out: list[str]) -> bool:
+        """Take the one factor subscripted by both indices of a triangle summed over through its
+        mask, recording the others for the guard's check of finiteness (module contract of
+        `codegen/triangles.py`); False when no single factor carries the triangle."""
+        pair = self.dom.pair
+        if not pair or set(pair) <= set(out) or not set(pair) <= {v for lab in labels for v in lab} | set(out):
+            return True
+        holders = [k for k, lab in enumerate(labels) if set(pair) <= set(lab)]
+        if len(holders) != 1:
+            return False
+        h = holders[0]
+        others = [k for k in range(len(srcs)) if k != h]
+        if any(term.factors[k].value.id in self.written for k in others):  # type: ignore[attr-defined]
+            return False  # the guard would check values the nest changes before the product
+        srcs[h] = f"np.where({_arrange(self.dom.mask(), list(pair), labels[h])}, {srcs[h]}, 0.0)"
+        self.finite += [srcs[k] for k in others]
+        return True
 
     def _product(self, term: _Term, out: list[str], bounds: dict[str, tuple[str, ...]]) -> str | None:
         """One product, its axes in the order `out`: broadcasting, a sum over one factor or
@@ -465,6 +521,8 @@ class _Lowering:
         if any(not any(v in lab for lab in labels) for v in summed):
             return None  # an index no factor reads: the loops would add the product N times
         srcs = [self._slice(f, bounds) for f in term.factors]
+        if not self._mask_operand(term, labels, srcs, out):
+            return None
         if not summed:
             prod = " * ".join(_arrange(s, lab, out) for s, lab in zip(srcs, labels)) or None
         elif len(srcs) == 1:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,15 @@ def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: fr
     names that hold arrays in the generated program, with their dimensions; `numbers`: names
     that hold only numbers; `caches`: the names of reverse mode's stacked caches; `in_place`:
     the array statements a kernel may hold."""
+    token = _NAMES.set({})
+    try:
+        return _outline(src, ndims, numbers, caches, prefix, in_place)
+    finally:
+        _NAMES.reset(token)
+
+
+def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str], prefix: str,
+             in_place: Callable[[ast.stmt], bool] | None) -> Outlined:
     tree = ast.parse(src)
     kernels: list[ast.FunctionDef] = []
     work = _ScalarWork(ndims, numbers, caches, in_place)
@@ -97,12 +107,44 @@ def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: fr
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 
 
+# while `outline` runs: node id -> (the node, the names it loads, the names it stores)
+_NAMES: ContextVar[dict[int, tuple[ast.AST, frozenset[str], frozenset[str]]] | None] = ContextVar(
+    "_NAMES", default=None)
+
+
+def _names(node: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
+    """The names `node` loads and the names it stores. While `outline` runs, they are kept for
+    each node that holds no statements (an expression, an assignment): the outliner moves
+    statements between lists (into kernels) but edits no such node in place, so what it found
+    stays true. A node that holds statements (a loop, a branch) gets the union of its
+    children's, found again each time: its lists change as loops become kernel calls."""
+    memo = _NAMES.get()
+    if hasattr(node, "body"):
+        loads: set[str] = set()
+        stores: set[str] = set()
+        for child in ast.iter_child_nodes(node):
+            cl, cs = _names(child)
+            loads |= cl
+            stores |= cs
+        return frozenset(loads), frozenset(stores)
+    if memo is not None:
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1], hit[2]
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    found = (frozenset(n.id for n in names if isinstance(n.ctx, ast.Load)),
+             frozenset(n.id for n in names if isinstance(n.ctx, ast.Store)))
+    if memo is not None:
+        memo[id(node)] = (node, *found)
+    return found
+
+
 def _stores(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return set(_names(node)[1])
 
 
 def _loads(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return set(_names(node)[0])
 
 
 def _exposed(stmts: list[ast.stmt], written: set[str]) -> tuple[set[str], set[str]]:

@@ -34,22 +34,14 @@ import numpy as np
 def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int]) -> list[ast.For]:
     """The loops of `kernel` that may run as `prange` (module contract): outermost first; a
     loop inside one of them is not considered (no nested parallel loops)."""
-    from .outline import _exposed
-
     out: list[ast.For] = []
 
     def visit(stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> None:
         for k, s in enumerate(stmts):
             rest = [stmts[k + 1:]] + after
-            if isinstance(s, ast.For) and _simple_range(s):
-                later: set[str] = set()
-                seen: set[str] = set()
-                for block in rest:  # what may run after the loop may read before writing it
-                    e, seen = _exposed(block, seen)
-                    later |= e
-                if _independent(s, ndims, later):
-                    out.append(s)
-                    continue
+            if isinstance(s, ast.For) and _simple_range(s) and _independent(s, ndims, rest):
+                out.append(s)
+                continue
             if isinstance(s, (ast.For, ast.While)):
                 visit(s.body, [[s]] + rest)  # run again by the enclosing loop's next iteration
             elif isinstance(s, ast.If):
@@ -108,21 +100,26 @@ def _simple_range(loop: ast.For) -> bool:
     return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(loop))
 
 
-def _independent(loop: ast.For, ndims: dict[str, int], later: set[str]) -> bool:
+def _independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]]) -> bool:
+    """Whether `loop`'s iterations write disjoint memory and carry nothing (module contract);
+    `rest`: the statement lists that may run after it, innermost first."""
     from .outline import _exposed as exposed
     from .outline import _stores as stores
 
     assert isinstance(loop.target, ast.Name)
     assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()
     index = _index_names(loop, assigned)
-    if index is None:
-        return False
-    if _writes_arrays_whole(loop, ndims):
+    if index is None or _writes_arrays_whole(loop, ndims) or not _disjoint_writes(loop, index, ndims):
         return False
     carried, _ = exposed(loop.body, {loop.target.id})
-    if (carried & assigned) or (assigned & later) or loop.target.id in later:
-        return False  # a value carried between iterations, or one read after the loop
-    return _disjoint_writes(loop, index, ndims)
+    if carried & assigned:
+        return False  # a value carried between iterations
+    later: set[str] = set()
+    seen: set[str] = set()
+    for block in rest:  # what may run after the loop may read before writing it
+        e, seen = exposed(block, seen)
+        later |= e
+    return not (assigned & later) and loop.target.id not in later  # nothing it sets is read after it
 
 
 def _writes_arrays_whole(loop: ast.For, ndims: dict[str, int]) -> bool:

@@ -16,19 +16,25 @@ BINOPS = {
 }
 
 
+# the fields through which a node holds statements (an expression holds none, but a lambda's)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def contains(stmts: list[ast.stmt], kinds: tuple, loops: bool) -> bool:
-    """Whether `stmts` contain a node of `kinds` (looking into nested loops if `loops`)."""
+    """Whether `stmts` contain a statement of `kinds` (looking into nested loops if `loops`;
+    not into nested functions, nor into expressions, which hold no statements)."""
     stack: list[ast.AST] = list(stmts)
     while stack:
         n = stack.pop()
         if isinstance(n, kinds):
             return True
-        if isinstance(n, (ast.FunctionDef, ast.Lambda)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(n, (ast.For, ast.While)) and not loops:
             stack.extend(n.orelse)  # an else clause runs after the loop: its break is the outer loop's
             continue
-        stack.extend(ast.iter_child_nodes(n))
+        for field in _BODIES:
+            stack.extend(getattr(n, field, None) or ())
     return False
 
 

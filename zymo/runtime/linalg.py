@@ -456,7 +456,8 @@ def blas_ready(written, read, bounds):
     """Whether a loop nest may run as the NumPy statements `codegen/idioms.py` wrote for it:
     every array of `written` and `read` an `ndarray` of float32/float64, no array of `written`
     sharing memory with another array of either, and in each `(array, n_0, n_1, ...)` of
-    `bounds` every `n_d` an int from 0 to the array's length along axis `d`."""
+    `bounds` every `n_d` an int from 0 to the array's length along axis `d`, or a pair
+    `(start, stop)` of ints with 0 <= start <= stop <= that length (a triangle's box)."""
     arrays = written + read
     if not all(type(a) is np.ndarray and a.dtype in _BLAS_DTYPES for a in arrays):
         return False
@@ -469,7 +470,11 @@ def blas_ready(written, read, bounds):
         if any(j != i and np.shares_memory(w, a) for j, a in enumerate(arrays)):
             return False
     for a, *sizes in bounds:
-        if a.ndim != len(sizes) or not all(isinstance(n, (int, np.integer)) and 0 <= n <= s
-                                           for n, s in zip(sizes, a.shape)):
+        if a.ndim != len(sizes):
             return False
+        for n, s in zip(sizes, a.shape):
+            start, stop = n if isinstance(n, tuple) else (0, n)
+            if not (isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer))
+                    and 0 <= start <= stop <= s):
+                return False
     return True

@@ -158,7 +158,10 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = _N
     declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
     meets `k += 1` through a loop; every such widening costs its type inference one more pass
     over the whole function (`docs/decisions/0009`)."""
-    src = numba_source(src, facts)
+    from ..memo import memo
+
+    source = src
+    src = memo("numba_source", [source, facts], lambda: numba_source(source, facts))
     ints = facts.ints
     if not _STAMP:
         _STAMP.append(_stamp())
