@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -182,9 +183,150 @@ class _Replace(ast.NodeTransformer):
 
 
 def masked(kind: str, target: str, value: str, mask: str) -> str:
-    """The update of kind "acc", "scale" or "map" of `target` by `value` where `mask` holds."""
-    if kind == "scale":
-        return f"np.multiply({target}, {value}, out={target}, where={mask})"
+    """The update of kind "acc", "scale", "div" or "map" of `target` by `value` where `mask`
+    holds."""
+    if kind in ("scale", "div"):
+        ufunc = "multiply" if kind == "scale" else "divide"
+        return f"np.{ufunc}({target}, {value}, out={target}, where={mask})"
     if kind == "map":
         return f"np.copyto({target}, {value}, where={mask})"
     return f"np.add({target}, {value}, out={target}, where={mask})"
+
+
+def share_masks(body: list[ast.stmt], fresh: Callable[[str], str]) -> list[ast.stmt]:
+    """`body` (a nest's NumPy statements and the loops that stay) with each mask
+    (`np.tri(...)`) and each masked operand (`np.where(mask, F[box], 0.0)`) computed once: a
+    temporary named by `fresh` assigned before the first statement that uses it. A masked
+    operand is computed again after a statement that writes its array (a NumPy statement's
+    target, `out=` or `np.copyto`'s first argument; any store of a loop that stays); a mask
+    reads only the box's side, which the nest does not write."""
+    made: dict[str, str] = {}  # ast.dump of the expression -> its temporary
+    reads: dict[str, str] = {}  # ast.dump of a masked operand -> the array it reads
+    out: list[ast.stmt] = []
+    for st in body:
+        if not isinstance(st, ast.For):
+            defs: list[ast.stmt] = []
+            st = _Share(made, reads, defs, fresh).visit(st)
+            out += defs
+        out.append(st)
+        written = _written(st)
+        for key in [k for k, a in reads.items() if a in written]:
+            del made[key], reads[key]
+    return out
+
+
+class _Share(ast.NodeTransformer):
+    def __init__(self, made: dict[str, str], reads: dict[str, str], defs: list[ast.stmt],
+                 fresh: Callable[[str], str]):
+        self.made, self.reads, self.defs, self.fresh = made, reads, defs, fresh
+
+    def visit_Call(self, n: ast.Call) -> ast.expr:
+        self.generic_visit(n)
+        func = ast.unparse(n.func)
+        where = (func == "np.where" and len(n.args) == 3 and not n.keywords
+                 and isinstance(n.args[2], ast.Constant) and _base(n.args[1]) is not None)
+        if func != "np.tri" and not where:
+            return n
+        key = ast.dump(n)
+        if key not in self.made:
+            self.made[key] = self.fresh("_tri" if func == "np.tri" else "_masked")
+            self.defs.append(ast.Assign(targets=[ast.Name(self.made[key], ast.Store())], value=n))
+            if where:
+                self.reads[key] = _base(n.args[1])  # type: ignore[assignment]
+        return ast.Name(self.made[key], ast.Load())
+
+
+def _base(e: ast.expr) -> str | None:
+    """The array `X` of `X[...]`, `X[...].T`, or None."""
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
+
+
+def _written(st: ast.stmt) -> set[str]:
+    """The arrays a statement of `share_masks`'s `body` may write."""
+    out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+           for b in [_base(n)] if b is not None}
+    for n in ast.walk(st):
+        if isinstance(n, ast.Call):
+            targets = [k.value for k in n.keywords if k.arg == "out"]
+            targets += n.args[:1] if ast.unparse(n.func) == "np.copyto" else []
+            out |= {b for t in targets for b in [_base(t)] if b is not None}
+    return out
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The mirror store of a triangle taken out of its nest (module contract): `X[j, i] =
+    X[i, j]` run after the nest, or its adjoint `t = X[j, i]; X[j, i] = 0.0; X[i, j] += t`
+    run before it, over the triangle of the loops `loops` (over `i`, then `j`)."""
+    array: str
+    loops: tuple[Loop, Loop]
+    adjoint: bool
+
+
+Head = Callable[[ast.stmt], "tuple[Loop, list[ast.stmt]] | None"]
+
+
+def split_mirror(nest: ast.For, head: Head, ndims: dict[str, int]) -> tuple[ast.For, Mirror | None]:
+    """`nest` without its triangle's mirror store (removed in place) and the store, or `nest`
+    and None when it has none that the module contract lets move. `head` reads a loop: its
+    `Loop` and the body its index is read in."""
+    top = head(nest)
+    for t in top[1] if top is not None else []:
+        inner = head(t) if isinstance(t, ast.For) else None
+        if top is None or inner is None:
+            continue
+        dom = domain([top[0], inner[0]])
+        i, j = top[0].var, inner[0].var
+        if dom is None or dom.pair != (i, j):
+            continue
+        found = _mirror_at(inner[1], i, j, ndims)
+        if found is None:
+            continue
+        name, stmts = found
+        temps = [s.targets[0].id for s in stmts[:1] if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)]
+        refs = [n for n in ast.walk(nest) if isinstance(n, ast.Name) and n.id in temps]
+        inside = {id(n) for s in stmts for n in ast.walk(s)}
+        subs = [n for n in ast.walk(nest) if isinstance(n, ast.Subscript) and id(n) not in inside
+                and isinstance(n.value, ast.Name) and n.value.id == name]
+        in_t = {id(n) for n in ast.walk(t)}
+        if len(refs) != 2 * len(temps) or any(id(n) not in in_t or not _at(n, name, i, j) for n in subs):
+            continue
+        for s in stmts:
+            t.body.remove(s)
+        return nest, Mirror(name, (top[0], inner[0]), len(stmts) == 3)
+    return nest, None
+
+
+def _at(n: ast.expr, name: str, i: str, j: str) -> bool:
+    """Whether `n` is `name[i, j]`."""
+    return (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+            and isinstance(n.slice, ast.Tuple) and len(n.slice.elts) == 2
+            and all(isinstance(e, ast.Name) and e.id == v for e, v in zip(n.slice.elts, (i, j))))
+
+
+def _mirror_at(body: list[ast.stmt], i: str, j: str, ndims: dict[str, int]) -> tuple[str, list[ast.stmt]] | None:
+    """The array and the statements of the mirror store at the end of the triangle loop's
+    `body`, or of its adjoint where the first statements of `body` naming the array begin."""
+    last = body[-1] if body else None
+    if (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.value, ast.Subscript)
+            and isinstance(last.value.value, ast.Name) and ndims.get(last.value.value.id) == 2):
+        name = last.value.value.id
+        if _at(last.targets[0], name, j, i) and _at(last.value, name, i, j):
+            return name, [last]
+    for k, s in enumerate(body[:-2]):
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and isinstance(s.value, ast.Subscript) and isinstance(s.value.value, ast.Name)):
+            continue
+        name, t = s.value.value.id, s.targets[0].id
+        zero, add = body[k + 1], body[k + 2]
+        if (ndims.get(name) == 2 and _at(s.value, name, j, i)
+                and isinstance(zero, ast.Assign) and len(zero.targets) == 1 and _at(zero.targets[0], name, j, i)
+                and isinstance(zero.value, ast.Constant) and zero.value.value == 0
+                and type(zero.value.value) is float
+                and isinstance(add, ast.AugAssign) and isinstance(add.op, ast.Add) and _at(add.target, name, i, j)
+                and isinstance(add.value, ast.Name) and add.value.id == t
+                and not any(isinstance(n, ast.Name) and n.id in (name, t) for b in body[:k] for n in ast.walk(b))):
+            return name, [s, zero, add]
+    return None
