@@ -18,7 +18,10 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   bounds named by a temporary `t = i + 1` inlined first): `codegen/triangles.py`, whose
   contract says how such a piece becomes masked updates and products over masked operands;
 - its statements are assignments and augmented assignments of numbers and array elements
-  (no calls, no other statements), every array used through full subscripts of it;
+  (no calls but `_rt.fdiv(a, b)`, no other statements), every array used through full
+  subscripts of it;
+- a triangle's mirror store (`X[j, i] = X[i, j]`) or its adjoint, where `codegen/triangles.py`
+  proves it may, leaves the nest first: masked NumPy statements after (before) the rest;
 - it splits into perfect nests (loop distribution): at each loop whose body holds several
   statement runs and inner loops, every array that two of the resulting pieces touch, one of
   them writing it, is subscripted by that loop's index at one position in all their accesses
@@ -26,7 +29,8 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   writes;
 - at least one piece is an idiom: after forward substitution of its scalar temporaries its
   statements are accumulations `X[o] += <sum of products>` (also `X[o] = X[o] + ...`,
-  `-=`), scalings `X[o] *= s`, maps `X[o] = <sum of products>` (writing each element
+  `-=`), scalings `X[o] *= s`, divisions `X[o] /= s` (also `X[o] = X[o] / s`,
+  `X[o] = _rt.fdiv(X[o], s)`: IEEE division, as `np.divide`'s), maps `X[o] = <sum of products>` (writing each element
   once), or reverse mode's round trips `t = X[o]; X[o] = 0.0; X[o] += e` (read as
   `X[o] = e`, dropped when `e` is `t`); an array it writes is read in it only by its own
   accumulations; each product's factors are numbers of `numbers` and array elements
