@@ -177,6 +177,23 @@ def test_mirror_store_leaves_the_nest(form):
         assert np.array_equal(C.view(np.int64), C.T.view(np.int64))  # the mirror copied, bit for bit
 
 
+def test_upper_triangle_under_a_shorter_loop_checks_its_bound():
+    """`for i in range(q): for j in range(i + 1, n)` is the strict triangle of side n only
+    when `q >= n - 1`; else (a trapezoid) the loops run."""
+    src = (MIRROR.split("    for _r_2")[0].replace("range(n)", "range(q)").replace("RANGE", "range(i + 1, n)")
+           .replace("dC, dA, n, p, s", "n, p, s, q"))
+    out = blas_nests(src, ND, NUMBERS | {"s", "q"})
+    assert " and q >= n - 1" in out and " @ " in out
+    rng = np.random.default_rng(9)
+    n, p = 6, 3
+    for q in (n - 1, n + 2, n - 3):
+        C, A = rng.random((n, n)), rng.random((p, n))
+        want = C.copy()
+        _run(src, want, A, n, p, 0.7, q)
+        _run(out, C, A, n, p, 0.7, q)
+        np.testing.assert_allclose(C, want, rtol=1e-12)
+
+
 def test_masked_operand_made_again_after_its_array_is_written():
     body = ast.parse("a = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
                      "b = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
@@ -250,8 +267,8 @@ def test_adjoint_nest_with_round_trip():
                                                    "    for i in range(n):\n        t_b = i + p\n"),
     # a triangle with a step other than 1
     GEMM.replace("range(p)", "range(0, i + 1, 2)"),
-    # an upper triangle whose bound is not the enclosing loop's
-    GEMM.replace("range(p)", "range(i, p)"),
+    # an upper triangle whose bound reads an index
+    GEMM.replace("range(p)", "range(i, i + p)"),
     # the triangle's written array read off the triangle by a later piece of the nest
     '''
 def g(alpha, C, A, D, n, p):
@@ -412,15 +429,29 @@ def covariance_like(data, cov):
     return np.sum(cov * cov)
 
 
+def correlation_like(data, corr):
+    n, m = data.shape
+    for i in range(m - 1):
+        corr[i, i] = 1.0
+        for j in range(i + 1, m):
+            corr[i, j] = 0.0
+            for k in range(n):
+                corr[i, j] += data[k, i] * data[k, j]
+            corr[j, i] = corr[i, j]
+    corr[m - 1, m - 1] = 1.0
+    return np.sum(corr * corr)
+
+
 @pytest.mark.parametrize("f, shapes, products", [
     (syrk_like, [(4, 4), (4, 3)], 3),
     (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),
     (covariance_like, [(5, 3), (3, 3)], 3),
+    (correlation_like, [(5, 4), (4, 4)], 3),
 ])
 def test_triangle_gradients_match_python_and_differences(f, shapes, products):
     rng = np.random.default_rng(6)
     arrays = [rng.random(s) for s in shapes]
-    args = arrays if f is covariance_like else [1.3, *arrays]
+    args = arrays if f in (covariance_like, correlation_like) else [1.3, *arrays]
     check_grad(f, *args, modes=("reverse",))
     fast, _ = _grads(f, args, "kernels")
     slow, _ = _grads(f, args, False)

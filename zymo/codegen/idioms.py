@@ -259,8 +259,9 @@ class _Rewriter:
         subs, written = _arrays([s])
         bounds: dict[str, tuple[str, ...]] = {}
         before, after = self._mirror(mirror, bounds) if mirror is not None else ([], [])
-        body: list[ast.stmt] = ast.parse("\n".join(before)).body
         finite: list[str] = []  # operands whose elements meet a triangle's zeros
+        requires = list(domain(list(mirror.loops)).requires) if mirror is not None else []  # type: ignore
+        body: list[ast.stmt] = ast.parse("\n".join(before)).body
         products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
         for p in pieces:
             low = _Lowering(p, self.ndims, self.numbers, stored, written)
@@ -271,6 +272,7 @@ class _Rewriter:
                 body += ast.parse("\n".join(lines)).body
                 products += low.products
                 finite += low.finite
+                requires += low.dom.requires
         if not products:
             return None
         body = share_masks(body + ast.parse("\n".join(after)).body, self.fresh)
@@ -279,6 +281,7 @@ class _Rewriter:
         wr = [n for n in touched if n in written]
         guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
                  f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})"
+                 + "".join(f" and {c}" for c in dict.fromkeys(requires))
                  + "".join(f" and np.isfinite({f}).all()" for f in dict.fromkeys(finite)))
         return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
 

@@ -11,13 +11,16 @@ loop, which must run over `range(N)`:
     range(i + 1, N)  j >  i        box i in [0, N - 1), j in [1, N)      upper
 
 (forward, or reversed as reverse mode writes them: `for _r in range(i + 1): j = i + 1 - 1 - _r`,
-`for _r in range(_rt.span(i, N)): j = N - 1 - _r`). The box is the smallest rectangle holding
+`for _r in range(_rt.span(i, N)): j = N - 1 - _r`). An upper triangle's `i` may instead run
+over `range(M)`, `M` another such bound (correlation's `for i in range(n - 1): for j in
+range(i + 1, n)`): the domain is the triangle above when `M >= N` (`M >= N - 1` for the strict
+one: no `j` exists for a larger `i`), which the guard checks (`Domain.requires`). The box is the smallest rectangle holding
 the triangle: each of its rows and columns holds a point of it, so a sum over `j` (or `i`) of
 a row (column) of the box is never empty. In box coordinates the triangle is a square's lower
 (`np.tri(s, dtype=bool)`, s the box's side) or upper (its transpose) half, diagonal included.
 A statement whose written element is subscripted by both `i` and `j` becomes a masked update
-(`np.add(X[box], P, out=X[box], where=mask)`, `np.multiply`, `np.divide`, `np.copyto`): elements outside
-the triangle are not written at all (a -0.0 or NaN there stays). A product summed over `i` or
+(`np.add(X[box], P, out=X[box], where=mask)`, `np.multiply`, `np.divide`, `np.copyto`):
+elements outside the triangle are not written at all (a -0.0 or NaN there stays). A product summed over `i` or
 `j` takes the one factor subscripted by both through `np.where(mask, F[box], 0.0)`; the other
 factors' elements then meet zeros, which gives the loops' sum only where they are finite: the
 caller checks that at run time and keeps the loops otherwise (`np.isfinite(...).all()` in the
@@ -29,8 +32,9 @@ call to the next, read-only (measured: 8-10% of syrk's and syr2k's gradients at 
 The mirror store of a symmetric matrix (`split_mirror`). In a nest `for i in range(N): ...
 for j in <triangle of (i, j)>: B`, where `B` ends with `X[j, i] = X[i, j]` (forward) or holds
 `t = X[j, i]; X[j, i] = 0.0; X[i, j] += t` before any other statement of `B` naming `X` or `t`
-(its adjoint), every other access to `X` in the nest is `X[i, j]` inside that `j` loop, and
-`t` is named nowhere else, the store leaves the nest: the forward one runs after it as
+(its adjoint), every other access to `X` in the nest is `X[i, j]` inside that `j` loop (or,
+for a strict triangle, a diagonal element `X[i, i]` or `X[j, j]` anywhere: no element of the
+triangle or of its mirror), and `t` is named nowhere else, the store leaves the nest: the forward one runs after it as
 `np.copyto(X[jbox, ibox].T, X[ibox, jbox], where=mask)`, the adjoint before it as
 `w = X[jbox, ibox].T.copy(); np.copyto(X[jbox, ibox].T, 0.0, where=mask); np.add(X[ibox,
 jbox], w, out=X[ibox, jbox], where=mask)`. Proof. Each (i, j) of the triangle is one
@@ -82,6 +86,8 @@ class Domain:
     pair: tuple[str, str] | None = None  # (i, j) of the triangle, if there is one
     side: str = ""  # the box's side over the pair
     lower: bool = True
+    strict: bool = False  # the diagonal out of the triangle
+    requires: tuple[str, ...] = ()  # conditions the guard checks (an upper triangle's `M >= N`)
 
     def mask(self) -> str:
         """The triangle as a boolean array, axes `pair`."""
@@ -96,18 +102,21 @@ def domain(loops: list[Loop]) -> Domain | None:
     ranges: dict[str, tuple[str | None, str]] = {}
     rect: dict[str, ast.expr] = {}
     pair = None
-    side, lower = "", True
+    side, lower, strict = "", True, False
+    requires: tuple[str, ...] = ()
     for lp in loops:
         if lp.lo is None and _size(lp.bound, names):
             ranges[lp.var] = (None, ast.unparse(lp.bound))
             rect[lp.var] = lp.bound
             continue
-        form = _form(lp, rect)
+        form = _form(lp, rect, names)
         if form is None or pair is not None:
             return None
         i, strict, lower = form
-        n = ast.unparse(rect[i])
+        n = ast.unparse(rect[i] if lower else lp.bound)
         less = f"{n} - 1"
+        if not lower and ast.dump(rect[i]) != ast.dump(lp.bound):
+            requires = (f"{ast.unparse(rect[i])} >= {less if strict else n}",)
         side = less if strict else n
         j = lp.var
         if not strict:
@@ -117,7 +126,7 @@ def domain(loops: list[Loop]) -> Domain | None:
         else:
             ranges[i], ranges[j] = (None, less), ("1", n)
         pair = (i, j)
-    return Domain(ranges, pair, side, lower)
+    return Domain(ranges, pair, side, lower, strict, requires)
 
 
 def _size(e: ast.expr, names: list[str]) -> bool:
@@ -135,16 +144,16 @@ def _offset(e: ast.expr | None) -> tuple[str, int] | None:
     return None
 
 
-def _form(lp: Loop, rect: dict[str, ast.expr]) -> tuple[str, bool, bool] | None:
-    """The triangle the loop `lp` runs over with an enclosing loop over `range(N)`: (its index,
-    strict, lower), or None."""
+def _form(lp: Loop, rect: dict[str, ast.expr], names: list[str]) -> tuple[str, bool, bool] | None:
+    """The triangle the loop `lp` runs over with an enclosing loop over `range(N)` (`range(M)`
+    for an upper one: module contract): (its index, strict, lower), or None."""
     if lp.lo is None:
         at = _offset(lp.bound)
         if at is None or at[0] not in rect:
             return None
         return at[0], at[1] == 0, True
     at = _offset(lp.lo)
-    if at is None or at[0] not in rect or ast.dump(rect[at[0]]) != ast.dump(lp.bound):
+    if at is None or at[0] not in rect or not _size(lp.bound, names):
         return None
     return at[0], at[1] == 1, False
 
@@ -318,7 +327,9 @@ def split_mirror(nest: ast.For, head: Head, ndims: dict[str, int]) -> tuple[ast.
         subs = [n for n in ast.walk(nest) if isinstance(n, ast.Subscript) and id(n) not in inside
                 and isinstance(n.value, ast.Name) and n.value.id == name]
         in_t = {id(n) for n in ast.walk(t)}
-        if len(refs) != 2 * len(temps) or any(id(n) not in in_t or not _at(n, name, i, j) for n in subs):
+        diagonal = [n for n in subs if dom.strict and (_at(n, name, i, i) or _at(n, name, j, j))]
+        if len(refs) != 2 * len(temps) or any((id(n) not in in_t or not _at(n, name, i, j)) and n not in diagonal
+                                              for n in subs):
             continue
         for s in stmts:
             t.body.remove(s)
