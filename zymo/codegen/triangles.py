@@ -16,8 +16,9 @@ over `range(M)`, `M` another such bound (correlation's `for i in range(n - 1): f
 range(i + 1, n)`): the domain is the triangle above when `M >= N` (`M >= N - 1` for the strict
 one: no `j` exists for a larger `i`), which the guard checks (`Domain.requires`). The box is
 the smallest rectangle holding the triangle: each of its rows and columns holds a point of it,
-so a sum over `j` (or `i`) of a row (column) of the box is never empty. In box coordinates the triangle is a square's lower
-(`np.tri(s, dtype=bool)`, s the box's side) or upper (its transpose) half, diagonal included.
+so a sum over `j` (or `i`) of a row (column) of the box is never empty. In box coordinates
+the triangle is a square's lower (`np.tri(s, dtype=bool)`, s the box's side) or upper (its
+transpose) half, diagonal included.
 A statement whose written element is subscripted by both `i` and `j` becomes a masked update
 (`np.add(X[box], P, out=X[box], where=mask)`, `np.multiply`, `np.divide`, `np.copyto`):
 elements outside the triangle are not written at all (a -0.0 or NaN there stays). A product summed over `i` or
