@@ -46,7 +46,8 @@ them kernels). `_rt.blas_ready` checks at run time what the source cannot prove:
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
 over (a triangle's box: its start and stop within the axis); the guard also requires the
-operands that meet a triangle's masked zeros to be finite. Else the loops run as before. The
+operands that meet a triangle's masked zeros to be finite, and an upper triangle under a
+shorter loop to be whole (`Domain.requires`). Else the loops run as before. The
 NumPy statements compute the same sums in another order: results differ by rounding only (a
 -0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written).
 Distribution stays legal with triangles: its proof is per iteration of the split loop, whose

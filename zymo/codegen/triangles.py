@@ -21,8 +21,8 @@ the triangle is a square's lower (`np.tri(s, dtype=bool)`, s the box's side) or 
 transpose) half, diagonal included.
 A statement whose written element is subscripted by both `i` and `j` becomes a masked update
 (`np.add(X[box], P, out=X[box], where=mask)`, `np.multiply`, `np.divide`, `np.copyto`):
-elements outside the triangle are not written at all (a -0.0 or NaN there stays). A product summed over `i` or
-`j` takes the one factor subscripted by both through `np.where(mask, F[box], 0.0)`; the other
+elements outside the triangle are not written at all (a -0.0 or NaN there stays). A product
+summed over `i` or `j` takes the one factor subscripted by both through `np.where(mask, F[box], 0.0)`; the other
 factors' elements then meet zeros, which gives the loops' sum only where they are finite: the
 caller checks that at run time and keeps the loops otherwise (`np.isfinite(...).all()` in the
 guard, on arrays the nest does not write). `share_masks` computes each mask and each masked
@@ -35,11 +35,12 @@ for j in <triangle of (i, j)>: B`, where `B` ends with `X[j, i] = X[i, j]` (forw
 `t = X[j, i]; X[j, i] = 0.0; X[i, j] += t` before any other statement of `B` naming `X` or `t`
 (its adjoint), every other access to `X` in the nest is `X[i, j]` inside that `j` loop (or,
 for a strict triangle, a diagonal element `X[i, i]` or `X[j, j]` anywhere: no element of the
-triangle or of its mirror), and `t` is named nowhere else, the store leaves the nest: the forward one runs after it as
-`np.copyto(X[jbox, ibox].T, X[ibox, jbox], where=mask)`, the adjoint before it as
+triangle or of its mirror), and `t` is named nowhere else, the store leaves the nest: the
+forward one runs after it as `np.copyto(X[jbox, ibox].T, X[ibox, jbox], where=mask)`, the adjoint before it as
 `w = X[jbox, ibox].T.copy(); np.copyto(X[jbox, ibox].T, 0.0, where=mask); np.add(X[ibox,
 jbox], w, out=X[ibox, jbox], where=mask)`. Proof. Each (i, j) of the triangle is one
-iteration of the loops, run once. The rest of the nest touches `X[i, j]` only in iteration
+iteration of the loops, run once (where the guard holds: `Domain.requires`). A diagonal
+element touched elsewhere is none of the elements below. The rest of the nest touches `X[i, j]` only in iteration
 (i, j). Off the diagonal (i != j), `X[j, i]` is not in the triangle ((i, j) and (j, i) are on
 opposite sides of the diagonal), so only the store of iteration (i, j) touches it; the
 element sets {X[i, j], X[j, i]} of distinct iterations are disjoint. Forward: the store is
