@@ -489,3 +489,33 @@ def test_triangle_outside_unchanged_and_aliased_runs_the_loops():
         runs[numba] = (c4, dc)
     for a, b in zip(runs["kernels"], runs[False]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _scaled_product(A, B, C, t):
+    n, m = A.shape
+    for i in range(n):
+        for k in range(m):
+            for j in range(B.shape[1]):
+                C[i, j] += A[i, k] * B[k, j] / t
+    return np.sum(C * C)
+
+
+def test_division_by_a_number_divides_as_the_loops_do():
+    """A product divided by a number `t`: the NumPy statements divide as IEEE (`_rt.fdiv`), as
+    the loops do on NumPy numbers, so a zero `t` gives the loops' inf and no ZeroDivisionError;
+    a nonzero one the Python backend's gradient and central differences."""
+    rng = np.random.default_rng(5)
+    A, B = rng.random((4, 3)), rng.random((3, 5))
+    code = zymo.generated_code(Reverse, _scaled_product, Active, Duplicated(A, np.zeros_like(A)), B,
+                               np.zeros((4, 5)), 0.7, numba="kernels")
+    assert "_rt.fdiv(1.0, t)" in code and " @ " in code
+    for t in (0.7, -1.3):
+        fast, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), t], "kernels")
+        slow, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), t], False)
+        np.testing.assert_allclose(fast[0], slow[0], rtol=1e-12)
+        assert np.all(np.abs(fast[0]) > 0.1)
+    check_grad(_scaled_product, A, B, np.zeros((4, 5)), 0.7, wrt=(0,), modes=("reverse",))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fast, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], "kernels")
+        slow, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], False)
+    assert np.all(np.isinf(fast[0])) and np.array_equal(fast[0], slow[0])

@@ -595,11 +595,13 @@ class _Lowering:
 
 
 def _coef(term: _Term) -> str:
-    """The number factors of a product as one expression ("" when there are none)."""
+    """The number factors of a product as one expression ("" when there are none). A division
+    is `_rt.fdiv` (IEEE: a zero divisor gives inf or nan), as the loops divide: their factors
+    meet array elements, NumPy numbers, where Python's `/` of two floats would raise."""
     out = ""
     for op, c in term.coef:
         src = ast.unparse(c) if isinstance(c, (ast.Name, ast.Constant)) else f"({ast.unparse(c)})"
-        out = src if not out and op == "*" else f"{out or '1'} {op} {src}"
+        out = f"_rt.fdiv({out or '1.0'}, {src})" if op == "/" else src if not out else f"{out} * {src}"
     return out
 
 def _arrange(src: str, labels: list[str], out: list[str]) -> str:
