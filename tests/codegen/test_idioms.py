@@ -5,6 +5,7 @@ replace) and those it must leave alone; then gradients through `numba="kernels"`
 central differences and the Python backend, with an aliased call that must run the loops."""
 from __future__ import annotations
 
+import ast
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo import runtime as _rt
 from zymo.codegen.idioms import blas_nests
+from zymo.codegen.triangles import share_masks
 from zymo.testing import check_grad
 
 GEMM = '''
@@ -96,7 +98,9 @@ def _tri_src(form: str, reverse: bool) -> str:
 def test_triangles_become_masked_products(form, reverse):
     src = _tri_src(form, reverse)
     out = blas_nests(src, ND, NUMBERS)
-    assert out.count("_rt.blas_ready(") == 2 and "np.tri(" in out and "where=" in out and "np.where(" in out
+    assert out.count("_rt.blas_ready(") == 2 and "where=" in out
+    # one mask per nest, one masked operand `E` for both statements of the second nest
+    assert out.count("_rt.tri_mask(") == 2 and out.count("np.where(") == 1
     rng = np.random.default_rng(5)
     n, p = 5, 3
     inside = np.fromfunction(FORMS[form][2], (n, n))
@@ -114,6 +118,92 @@ def test_triangles_become_masked_products(form, reverse):
         for a, b in zip(args[1:4], want[1:4]):
             np.testing.assert_allclose(a, b, rtol=1e-12)
         assert np.array_equal(args[1][~inside].view(np.int64), C[~inside].view(np.int64))
+
+
+# a triangle's mirror store (forward) and its adjoint, as reverse mode writes them; RANGE the
+# loop over j, its triangle with i of the module contract of codegen/triangles.py
+MIRROR = '''
+def g(C, A, dC, dA, n, p, s):
+    for i in range(n):
+        for j in RANGE:
+            C[i, j] = 0.0
+            for k in range(p):
+                C[i, j] += A[k, i] * A[k, j]
+            C[i, j] /= s
+            C[j, i] = C[i, j]
+    for _r_2 in range(n):
+        i = n - 1 - _r_2
+        for j in RANGE:
+            t = s + 0.0
+            dC_1 = dC[j, i]
+            dC[j, i] = 0.0
+            dC[i, j] += dC_1
+            dt = dC[i, j]
+            dC[i, j] = 0.0
+            dC[i, j] += _rt.fdiv(dt, t)
+            for _r in range(p):
+                k = p - 1 - _r
+                dt_2 = dC[i, j]
+                dA[k, j] += A[k, i] * dt_2
+                dA[k, i] += dt_2 * A[k, j]
+            dC[i, j] = 0.0
+'''
+
+
+@pytest.mark.parametrize("form", ["range(i, n)", "range(i + 1, n)", "range(i + 1)"])
+def test_mirror_store_leaves_the_nest(form):
+    out = blas_nests(MIRROR.replace("RANGE", form), ND, NUMBERS | {"s"})
+    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == 3 and "np.divide(" in out
+    rng = np.random.default_rng(8)
+    n, p = 5, 4
+    inside = np.fromfunction(FORMS[form][2], (n, n))
+    outside = ~(inside | inside.T)  # the diagonal of a strict triangle: never touched
+    for alias in (False, True):
+        C, dC = rng.random((n, n)), rng.random((n, n)) - 0.5
+        C[outside], dC[outside] = np.nan, -0.0
+        A = rng.random((p, n))
+        args = [C, A, dC, rng.random((p, n)), n, p, 0.7]
+        if alias:  # A is C's memory: the forward nest runs its loops
+            args[1] = C[:p]
+        want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        if alias:
+            want[1] = want[0][:p]
+        _run(MIRROR.replace("RANGE", form), *want)
+        _run(out, *args)
+        for a, b in zip(args[:4], want[:4]):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+        for a, b in ((args[0], C), (args[2], dC)):
+            assert np.array_equal(a[outside].view(np.int64), b[outside].view(np.int64))
+        assert np.array_equal(C.view(np.int64), C.T.view(np.int64))  # the mirror copied, bit for bit
+
+
+def test_upper_triangle_under_a_shorter_loop_checks_its_bound():
+    """`for i in range(q): for j in range(i + 1, n)` is the strict triangle of side n only
+    when `q >= n - 1`; else (a trapezoid) the loops run."""
+    src = (MIRROR.split("    for _r_2")[0].replace("range(n)", "range(q)").replace("RANGE", "range(i + 1, n)")
+           .replace("dC, dA, n, p, s", "n, p, s, q"))
+    out = blas_nests(src, ND, NUMBERS | {"s", "q"})
+    assert " and q >= n - 1" in out and " @ " in out
+    rng = np.random.default_rng(9)
+    n, p = 6, 3
+    for q in (n - 1, n + 2, n - 3):
+        C, A = rng.random((n, n)), rng.random((p, n))
+        want = C.copy()
+        _run(src, want, A, n, p, 0.7, q)
+        _run(out, C, A, n, p, 0.7, q)
+        np.testing.assert_allclose(C, want, rtol=1e-12)
+
+
+def test_masked_operand_made_again_after_its_array_is_written():
+    body = ast.parse("a = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
+                     "b = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
+                     "np.multiply(X, 2.0, out=X, where=_rt.tri_mask(n))\n"
+                     "c = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n").body
+    names = iter(["_tri", "_masked", "_masked_1"])
+    got = ast.unparse(ast.Module(share_masks(body, lambda base: next(names)), []))
+    assert got.split("\n") == [
+        "_tri = _rt.tri_mask(n)", "_masked = np.where(_tri, X, 0.0)", "a = _masked @ Y", "b = _masked @ Y",
+        "np.multiply(X, 2.0, out=X, where=_tri)", "_masked_1 = np.where(_tri, X, 0.0)", "c = _masked_1 @ Y"]
 
 
 def _run(src: str, *args):
@@ -177,8 +267,8 @@ def test_adjoint_nest_with_round_trip():
                                                    "    for i in range(n):\n        t_b = i + p\n"),
     # a triangle with a step other than 1
     GEMM.replace("range(p)", "range(0, i + 1, 2)"),
-    # an upper triangle whose bound is not the enclosing loop's
-    GEMM.replace("range(p)", "range(i, p)"),
+    # an upper triangle whose bound reads an index
+    GEMM.replace("range(p)", "range(i, i + p)"),
     # the triangle's written array read off the triangle by a later piece of the nest
     '''
 def g(alpha, C, A, D, n, p):
@@ -191,6 +281,11 @@ def g(alpha, C, A, D, n, p):
 ''',
     # two triangles in one nest
     TRI.replace("for k in range(p)", "for k in range(i + 1)").replace("RANGE", "range(k + 1)"),
+    # a mirror store over a rectangle (`X[j, i]` is another iteration's `X[i, j]`), or before
+    # the last statement touching `X[i, j]`
+    MIRROR.replace("RANGE", "range(n)"),
+    MIRROR.split("    for _r_2")[0].replace("RANGE", "range(i, n)").replace(
+        "C[i, j] /= s\n            C[j, i] = C[i, j]", "C[j, i] = C[i, j]\n            C[i, j] /= s"),
     # distribution would read `x[j]` before the later iteration that writes it
     '''
 def g(A, x, y, n):
@@ -334,15 +429,29 @@ def covariance_like(data, cov):
     return np.sum(cov * cov)
 
 
+def correlation_like(data, corr):
+    n, m = data.shape
+    for i in range(m - 1):
+        corr[i, i] = 1.0
+        for j in range(i + 1, m):
+            corr[i, j] = 0.0
+            for k in range(n):
+                corr[i, j] += data[k, i] * data[k, j]
+            corr[j, i] = corr[i, j]
+    corr[m - 1, m - 1] = 1.0
+    return np.sum(corr * corr)
+
+
 @pytest.mark.parametrize("f, shapes, products", [
     (syrk_like, [(4, 4), (4, 3)], 3),
     (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),
-    (covariance_like, [(5, 3), (3, 3)], 0),
+    (covariance_like, [(5, 3), (3, 3)], 3),
+    (correlation_like, [(5, 4), (4, 4)], 3),
 ])
 def test_triangle_gradients_match_python_and_differences(f, shapes, products):
     rng = np.random.default_rng(6)
     arrays = [rng.random(s) for s in shapes]
-    args = arrays if f is covariance_like else [1.3, *arrays]
+    args = arrays if f in (covariance_like, correlation_like) else [1.3, *arrays]
     check_grad(f, *args, modes=("reverse",))
     fast, _ = _grads(f, args, "kernels")
     slow, _ = _grads(f, args, False)
@@ -380,3 +489,33 @@ def test_triangle_outside_unchanged_and_aliased_runs_the_loops():
         runs[numba] = (c4, dc)
     for a, b in zip(runs["kernels"], runs[False]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _scaled_product(A, B, C, t):
+    n, m = A.shape
+    for i in range(n):
+        for k in range(m):
+            for j in range(B.shape[1]):
+                C[i, j] += A[i, k] * B[k, j] / t
+    return np.sum(C * C)
+
+
+def test_division_by_a_number_divides_as_the_loops_do():
+    """A product divided by a number `t`: the NumPy statements divide as IEEE (`_rt.fdiv`), as
+    the loops do on NumPy numbers, so a zero `t` gives the loops' inf and no ZeroDivisionError;
+    a nonzero one the Python backend's gradient and central differences."""
+    rng = np.random.default_rng(5)
+    A, B = rng.random((4, 3)), rng.random((3, 5))
+    code = zymo.generated_code(Reverse, _scaled_product, Active, Duplicated(A, np.zeros_like(A)), B,
+                               np.zeros((4, 5)), 0.7, numba="kernels")
+    assert "_rt.fdiv(1.0, t)" in code and " @ " in code
+    for t in (0.7, -1.3):
+        fast, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), t], "kernels")
+        slow, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), t], False)
+        np.testing.assert_allclose(fast[0], slow[0], rtol=1e-12)
+        assert np.all(np.abs(fast[0]) > 0.1)
+    check_grad(_scaled_product, A, B, np.zeros((4, 5)), 0.7, wrt=(0,), modes=("reverse",))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fast, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], "kernels")
+        slow, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], False)
+    assert np.all(np.isinf(fast[0])) and np.array_equal(fast[0], slow[0])

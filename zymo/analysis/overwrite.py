@@ -13,7 +13,11 @@ contents directly when nothing may overwrite them, and copies them otherwise.
 `first_element_writer(op)` asks the same of the one element a scalar load `op`
 (`x[i, 0]`) reads: a store into the same array value is passed over when its index
 provably names another element whenever it runs after `op` (`_disjoint`), as in
-a time-stepping loop that reads row `i` and writes row `i + 1`. Element-precise
+a time-stepping loop that reads row `i` and writes row `i + 1`. A store that, within
+one iteration of every loop around both, only runs before `op` (an earlier inner
+loop of that iteration: `_never_after`) needs that proof only for later iterations;
+an index bounded by an enclosing loop's variable (`j` of `range(i + 1, n)` is above
+`i`, of `range(i)` below it: `_bounds`) differs from one on the other side. Element-precise
 reasoning assumes what NumPy's own writes assume: two different indices of one
 array name two different elements (`boundary.self_overlapping` refuses writable arrays
 whose elements overlap).
@@ -138,32 +142,104 @@ class Overwrites:
     def _form(self, x: Value | int) -> tuple[Value | None, int] | None:
         return (None, x) if isinstance(x, int) else self._affine(x)
 
-    def _loop_bounds(self, iv: Value) -> tuple[int, int] | None:
-        """(start, step) of the `for` loop of `iv` when both are constants, the step positive."""
+    def _step(self, loop: Op) -> int | None:
+        """The constant, non-zero step of `for` loop `loop`, or None."""
+        step = self._affine(loop.args[2])
+        return step[1] if step is not None and step[0] is None and step[1] != 0 else None
+
+    def _bounds(self, form: tuple[Value | None, int], lower: bool, depth: int = 0) -> list[tuple[Value | None, int]]:
+        """Forms `(u, d)` with `iv + c >= u + d` (`lower`) or `<= u + d` for `form` `(iv, c)`,
+        `u` taken at the same run as `iv` (`form` itself first). A `for` loop of constant step
+        `s > 0` runs `iv` over `start, start + s, ...` below `stop`: `start <= iv <= stop - 1`;
+        of step `s < 0`: `stop + 1 <= iv <= start`. A start or stop that is an affine form in
+        another loop's variable `u` (`range(i + 1, n)`) is chased further (`u`'s own bounds).
+        That `u` is the one of the same run: the start and stop are evaluated once, on entry,
+        inside an iteration of `u`'s loop, which encloses this loop (SSA: `u` is defined only
+        in that loop's body), and `u` does not change within the iteration."""
+        out = [form]
+        iv, c = form
+        if iv is None or depth > 8:
+            return out
         loop = self.block_owner[id(iv.owner)]
-        if loop is None:
-            return None
-        start, step = self._affine(loop.args[0]), self._affine(loop.args[2])
-        if start is None or step is None or start[0] is not None or step[0] is not None or step[1] <= 0:
-            return None
-        return start[1], step[1]
+        step = None if loop is None else self._step(loop)
+        if loop is None or step is None:
+            return out
+        if lower == (step > 0):
+            edge, shift = self._affine(loop.args[0]), 0
+        else:
+            edge, shift = self._affine(loop.args[1]), (-1 if step > 0 else 1)
+        if edge is not None:
+            out += self._bounds((edge[0], edge[1] + shift + c), lower, depth + 1)
+        return out
 
     def _nonneg(self, form: tuple[Value | None, int]) -> bool:
-        iv, c = form
-        if iv is None:
-            return c >= 0
-        bounds = self._loop_bounds(iv)
-        return bounds is not None and bounds[0] + c >= 0
+        """Whether `form` is never negative: a constant lower bound (`_bounds`) is >= 0."""
+        return any(u is None and d >= 0 for u, d in self._bounds(form, True))
+
+    def _apart(self, r: tuple, w: tuple, fixed: set[int], later: tuple[Value, int] | None) -> bool:
+        """Whether read index `r` and written index `w` (each `(lower bounds, upper bounds)`,
+        `_bounds`) differ when the loops in `fixed` (ids) are in the same iteration at both
+        runs and, `later = (iv, s)`, the write runs in a later iteration of `iv`'s loop (step
+        `s`: then `iv_w >= iv_r + s` for `s > 0`, `iv_w <= iv_r + s` for `s < 0`). A bound
+        pair `w >= u + d`, `r <= u + e` over one `u` that is the same at both runs (a constant,
+        or a fixed loop's variable) proves `w > r` when `d > e`; with `u = iv` later and
+        `s > 0`, `w >= iv_r + s + d > r` when `s + d > e`. Mirrored for `w < r`."""
+        (rl, ru), (wl, wu) = r, w
+
+        def same(u: Value | None) -> bool:
+            return u is None or id(self.block_owner[id(u.owner)]) in fixed
+
+        for above, (lo, hi) in ((True, (wl, ru)), (False, (rl, wu))):
+            for u, d in lo:
+                for v, e in hi:
+                    if u is not v:
+                        continue
+                    if same(u) and d > e:
+                        return True
+                    if later is not None and u is later[0] and (later[1] > 0) == above:
+                        shifted = d + later[1] if above else d - later[1]
+                        if shifted > e:
+                            return True
+        return False
+
+    def _never_after(self, w: Op, op: Op) -> bool:
+        """Whether, in one iteration of every loop around both `w` and `op`, `w` never runs
+        after `op`. Walk their ancestors from the function body down while they are one op
+        (a shared loop: one iteration of it; or an `if`, which runs once per run of its block):
+        where they first differ, either they are two ops of one block, which runs them once
+        each, in order (this block runs once per iteration of the innermost shared loop: the
+        ops above are those loops and `if`s), so `w`'s runs all come first when its op comes
+        first; or they lie in the two branches of one `if`, of which one runs; or in the two
+        regions of a `while` (condition, body): not proved."""
+        cw, cr = self._chain(w), self._chain(op)
+        for (bw, iw), (br, ir) in zip(cw, cr):
+            if bw is not br:
+                owner = self.block_owner[id(bw)]
+                return owner is not None and owner.kind == "if"
+            if iw != ir:
+                return iw < ir
+        return False
+
+    def _chain(self, op: Op) -> list[tuple[Block, int]]:
+        """(block, position) of `op` and of each op holding it, outermost first."""
+        out = []
+        cur: Op | None = op
+        while cur is not None:
+            owner, block, i = self.parent[id(cur)]
+            out.append((block, i))
+            cur = owner
+        return out[::-1]
 
     def _disjoint(self, op: Op, read: list, w: Op) -> bool:
         """Whether store `w`, in every run after load `op`, writes another element than the
         one `op` read. A later run of `w` happens in the same iteration of every loop around
-        both, or in a later iteration of one of them (`k`), the loops outside it unchanged.
-        Each case needs one dimension whose two indices provably differ then: two constants,
-        `i + a` and `i + b` (a != b) for the variable `i` of a loop unchanged in that case, or
-        for `k`'s own variable (step s > 0) `i0 + a` read and `i1 + b` written with
-        `i1 >= i0 + s`, which differ when `a - b < s`. Indices must be non-negative (a
-        negative index counts from the end, where these sums say nothing)."""
+        both (only if `w` may run after `op` there: `_never_after`), or in a later iteration of
+        one of them (`k`), the loops outside it unchanged, those inside it anything. Each case
+        needs one dimension whose two indices provably differ then (`_apart` on their bounds:
+        two constants, `i + a` and `i + b` for the variable `i` of a loop unchanged, `j >= i + 1`
+        written against `i` read, or, for `k`'s own variable of step s > 0, `i0 + a` read and
+        `i1 + b` written with `i1 >= i0 + s`, which differ when `a - b < s`). Indices must be
+        non-negative (a negative index counts from the end, where these sums say nothing)."""
         written = _element_index(w, 2, full=False)
         if written is None:
             return False
@@ -172,27 +248,22 @@ class Overwrites:
         pairs = []
         for r, q in zip(read, written):
             fr, fw = self._form(r), self._form(q)
-            if fr is not None and fw is not None and fr[0] is fw[0] and self._nonneg(fr) and self._nonneg(fw):
-                pairs.append((fr[0], fr[1], fw[1]))
+            if fr is not None and fw is not None and self._nonneg(fr) and self._nonneg(fw):
+                pairs.append(((self._bounds(fr, True), self._bounds(fr, False)),
+                              (self._bounds(fw, True), self._bounds(fw, False))))
 
-        def owner_of(iv: Value | None) -> Op | None:
-            return None if iv is None else self.block_owner[id(iv.owner)]
+        def differ(fixed: list[Op], later: tuple[Value, int] | None = None) -> bool:
+            ids = {id(x) for x in fixed}
+            return any(self._apart(r, q, ids, later) for r, q in pairs)
 
-        def differ_fixed(unchanged: list[Op]) -> bool:
-            ids = {id(x) for x in unchanged}
-            return any(a != b and (iv is None or id(owner_of(iv)) in ids) for iv, a, b in pairs)
-
-        if not differ_fixed(shared):  # same iteration of every shared loop
+        if not self._never_after(w, op) and not differ(shared):  # same iteration of every shared loop
             return False
         for k, loop in enumerate(shared):  # a later iteration of `loop`
             outside = shared[k + 1:]
-            if differ_fixed(outside):
+            if differ(outside):
                 continue
-            if loop.kind != "for":
-                return False
-            iv = loop.regions[0].args[0]
-            bounds = self._loop_bounds(iv)
-            if bounds is None or not any(v is iv and a - b < bounds[1] for v, a, b in pairs):
+            step = self._step(loop) if loop.kind == "for" else None
+            if step is None or not differ(outside, (loop.regions[0].args[0], step)):
                 return False
         return True
 

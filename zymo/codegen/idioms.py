@@ -18,7 +18,10 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   bounds named by a temporary `t = i + 1` inlined first): `codegen/triangles.py`, whose
   contract says how such a piece becomes masked updates and products over masked operands;
 - its statements are assignments and augmented assignments of numbers and array elements
-  (no calls, no other statements), every array used through full subscripts of it;
+  (no calls but `_rt.fdiv(a, b)`, no other statements), every array used through full
+  subscripts of it;
+- a triangle's mirror store (`X[j, i] = X[i, j]`) or its adjoint, where `codegen/triangles.py`
+  proves it may, leaves the nest first: masked NumPy statements after (before) the rest;
 - it splits into perfect nests (loop distribution): at each loop whose body holds several
   statement runs and inner loops, every array that two of the resulting pieces touch, one of
   them writing it, is subscripted by that loop's index at one position in all their accesses
@@ -26,7 +29,8 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   writes;
 - at least one piece is an idiom: after forward substitution of its scalar temporaries its
   statements are accumulations `X[o] += <sum of products>` (also `X[o] = X[o] + ...`,
-  `-=`), scalings `X[o] *= s`, maps `X[o] = <sum of products>` (writing each element
+  `-=`), scalings `X[o] *= s`, divisions `X[o] /= s` (also `X[o] = X[o] / s`,
+  `X[o] = _rt.fdiv(X[o], s)`: IEEE division, as `np.divide`'s), maps `X[o] = <sum of products>` (writing each element
   once), or reverse mode's round trips `t = X[o]; X[o] = 0.0; X[o] += e` (read as
   `X[o] = e`, dropped when `e` is `t`); an array it writes is read in it only by its own
   accumulations; each product's factors are numbers of `numbers` and array elements
@@ -42,7 +46,8 @@ them kernels). `_rt.blas_ready` checks at run time what the source cannot prove:
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
 over (a triangle's box: its start and stop within the axis); the guard also requires the
-operands that meet a triangle's masked zeros to be finite. Else the loops run as before. The
+operands that meet a triangle's masked zeros to be finite, and an upper triangle under a
+shorter loop to be whole (`Domain.requires`). Else the loops run as before. The
 NumPy statements compute the same sums in another order: results differ by rounding only (a
 -0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written).
 Distribution stays legal with triangles: its proof is per iteration of the split loop, whose
@@ -55,7 +60,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .outline import _exposed, _loads, _stores
-from .triangles import domain, inline_bounds, masked
+from .triangles import Mirror, domain, inline_bounds, masked, share_masks, split_mirror
 
 # the nodes a statement of a rewritten nest may hold (besides operators and contexts)
 _ALLOWED = (ast.Assign, ast.AugAssign, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Subscript, ast.Tuple,
@@ -66,9 +71,11 @@ def blas_nests(src: str, ndims: dict[str, int], numbers: frozenset[str]) -> str:
     """`src` with its matrix-product loop nests as NumPy calls (module contract)."""
     tree = ast.parse(src)
     changed = False
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
+                                                                         if isinstance(a, ast.arg)}
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
-            changed |= _Rewriter(ndims, numbers).block(fn.body, [])
+            changed |= _Rewriter(ndims, numbers, taken).block(fn.body, [])
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if changed else src
 
 
@@ -132,6 +139,7 @@ def _call(e: ast.expr, name: str) -> bool:
 
 
 def _simple(s: ast.stmt) -> bool:
+    """An assignment of the contract's kind; its only calls `_rt.fdiv(a, b)`."""
     if isinstance(s, ast.Assign):
         if len(s.targets) != 1:
             return False
@@ -140,7 +148,12 @@ def _simple(s: ast.stmt) -> bool:
         target = s.target
     else:
         return False
-    return isinstance(target, (ast.Name, ast.Subscript)) and all(isinstance(n, _ALLOWED) for n in ast.walk(s))
+    calls = [n for n in ast.walk(s) if isinstance(n, ast.Call)]
+    if not all(_call(c, "_rt.fdiv") and len(c.args) == 2 and not c.keywords for c in calls):
+        return False
+    funcs = {id(c.func) for c in calls}
+    return isinstance(target, (ast.Name, ast.Subscript)) and all(
+        isinstance(n, (*_ALLOWED, ast.Call)) or id(n) in funcs for n in ast.walk(s))
 
 
 def _pieces(s: ast.stmt, outer: list[_Loop]) -> list[_Piece] | None:
@@ -209,9 +222,19 @@ def _distributable(var: str, pieces: list[_Piece]) -> bool:
 class _Rewriter:
     """Rewrites the nests of one generated function (module contract)."""
 
-    def __init__(self, ndims: dict[str, int], numbers: frozenset[str]):
+    def __init__(self, ndims: dict[str, int], numbers: frozenset[str], taken: set[str]):
         self.ndims = ndims
         self.numbers = numbers
+        self.taken = taken  # the names of the program and the temporaries made so far
+
+    def fresh(self, base: str) -> str:
+        """A name no other in the program has."""
+        name, k = base, 0
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
 
     def block(self, stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> bool:
         changed = False
@@ -229,14 +252,17 @@ class _Rewriter:
 
     def _nest(self, s: ast.For, rest: list[list[ast.stmt]]) -> ast.stmt | None:
         """The `if` replacing the nest `s`, or None when it stays as it is."""
-        pieces = _pieces(inline_bounds(s), [])
+        nest, mirror = split_mirror(inline_bounds(s), _head, self.ndims)  # type: ignore[arg-type]
+        pieces = _pieces(nest, [])
         if pieces is None or not self._checked(s, pieces, rest):
             return None
         stored = _stores(s)
         subs, written = _arrays([s])
-        body: list[ast.stmt] = []
         bounds: dict[str, tuple[str, ...]] = {}
+        before, after = self._mirror(mirror, bounds) if mirror is not None else ([], [])
         finite: list[str] = []  # operands whose elements meet a triangle's zeros
+        requires = list(domain(list(mirror.loops)).requires) if mirror is not None else []  # type: ignore
+        body: list[ast.stmt] = ast.parse("\n".join(before)).body
         products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
         for p in pieces:
             low = _Lowering(p, self.ndims, self.numbers, stored, written)
@@ -247,15 +273,31 @@ class _Rewriter:
                 body += ast.parse("\n".join(lines)).body
                 products += low.products
                 finite += low.finite
+                requires += low.dom.requires
         if not products:
             return None
+        body = share_masks(body + ast.parse("\n".join(after)).body, self.fresh)
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
         wr = [n for n in touched if n in written]
         guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
                  f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})"
+                 + "".join(f" and {c}" for c in dict.fromkeys(requires))
                  + "".join(f" and np.isfinite({f}).all()" for f in dict.fromkeys(finite)))
         return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
+
+    def _mirror(self, m: Mirror, bounds: dict[str, tuple[str, ...]]) -> tuple[list[str], list[str]]:
+        """The mirror store as NumPy statements: those before the nest and those after it
+        (`codegen/triangles.py`)."""
+        low = _Lowering(_Piece(list(m.loops), []), self.ndims, self.numbers, set(), set())  # type: ignore[arg-type]
+        i, j = (lp.var for lp in m.loops)
+        own = low._slice(ast.parse(f"{m.array}[{i}, {j}]", mode="eval").body, bounds)  # type: ignore[arg-type]
+        other = low._slice(ast.parse(f"{m.array}[{j}, {i}]", mode="eval").body, bounds) + ".T"  # type: ignore
+        mask = low.dom.mask()
+        if not m.adjoint:
+            return [], [masked("map", other, own, mask)]
+        w = self.fresh("_mirror")
+        return [f"{w} = {other}.copy()", masked("map", other, "0.0", mask), masked("acc", own, w, mask)], []
 
     def _checked(self, s: ast.For, pieces: list[_Piece], rest: list[list[ast.stmt]]) -> bool:
         """The contract's conditions on the whole nest: arrays used only through full
@@ -374,7 +416,7 @@ class _Lowering:
             elif k in trips.values():  # `X[o] = 0.0; ...; X[o] += value`
                 out.append(("set", target, value))
             elif isinstance(s, ast.AugAssign):
-                kinds = {ast.Add: "acc", ast.Sub: "acc", ast.Mult: "scale"}
+                kinds = {ast.Add: "acc", ast.Sub: "acc", ast.Mult: "scale", ast.Div: "div"}
                 if type(s.op) not in kinds:
                     return None
                 out.append((kinds[type(s.op)], target,
@@ -384,11 +426,16 @@ class _Lowering:
         return [e for e in (self._normal(*x) for x in out) if e[0] != "none"]
 
     def _normal(self, kind: str, t: ast.Subscript, e: ast.expr) -> tuple[str, ast.Subscript, ast.expr]:
-        """A "set" as an accumulation, a scaling, a map or nothing ("none": `X[o] = X[o]`)."""
+        """A "set" as an accumulation, a scaling, a division (`X[o] / s`, `_rt.fdiv(X[o], s)`:
+        IEEE division both, as NumPy's), a map or nothing ("none": `X[o] = X[o]`)."""
         if kind != "set":
             return kind, t, e
         if _same(e, _load(t)):
             return "none", t, e
+        quotient = ([e.left, e.right] if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div)
+                    else e.args if _call(e, "_rt.fdiv") else [])  # type: ignore[attr-defined]
+        if quotient and _same(quotient[0], _load(t)):
+            return "div", t, quotient[1]
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
             for mine, other in ((e.left, e.right), (e.right, e.left)):
                 if _same(mine, _load(t)):
@@ -466,12 +513,12 @@ class _Lowering:
         target = self._slice(t, bounds)
         pair = self.dom.pair
         mask = _arrange(self.dom.mask(), list(pair), out) if pair and set(pair) <= set(out) else None
-        if kind == "scale":
+        if kind in ("scale", "div"):
             if set(out) != set(self.vars) or not self._number(e):
                 return None
             if mask:
                 return masked(kind, target, ast.unparse(e), mask)
-            return f"{target} *= {ast.unparse(e)}"
+            return f"{target} {'*=' if kind == 'scale' else '/='} {ast.unparse(e)}"
         terms = self._terms(e)
         if terms is None or kind == "map" and set(out) != set(self.vars):
             return None
@@ -548,11 +595,13 @@ class _Lowering:
 
 
 def _coef(term: _Term) -> str:
-    """The number factors of a product as one expression ("" when there are none)."""
+    """The number factors of a product as one expression ("" when there are none). A division
+    is `_rt.fdiv` (IEEE: a zero divisor gives inf or nan), as the loops divide: their factors
+    meet array elements, NumPy numbers, where Python's `/` of two floats would raise."""
     out = ""
     for op, c in term.coef:
         src = ast.unparse(c) if isinstance(c, (ast.Name, ast.Constant)) else f"({ast.unparse(c)})"
-        out = src if not out and op == "*" else f"{out or '1'} {op} {src}"
+        out = f"_rt.fdiv({out or '1.0'}, {src})" if op == "/" else src if not out else f"{out} * {src}"
     return out
 
 def _arrange(src: str, labels: list[str], out: list[str]) -> str:

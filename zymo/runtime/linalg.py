@@ -15,6 +15,8 @@ column rank with more rows than columns (residuals present).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .core import unbroadcast
@@ -26,7 +28,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready",
+    "blas_ready", "tri_mask",
 ]
 
 
@@ -450,6 +452,15 @@ def lu_solve_vjp_lu(g, lu, piv, ans):
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@lru_cache(maxsize=8)
+def tri_mask(side):
+    """`np.tri(side, dtype=bool)`, read-only, made once per side (the last 8 sides): the
+    triangle masks of `codegen/idioms.py`'s NumPy statements."""
+    out = np.tri(side, dtype=bool)
+    out.setflags(write=False)
+    return out
 
 
 def blas_ready(written, read, bounds):

@@ -5,7 +5,8 @@ loop body's reversed iteration (popped from the caches the tape plan keeps, or r
 the zero initialisation of float adjoints, then `rev_<kind>` for each op in reverse order
 (mirroring the forward emitter's `fwd_<kind>`). It names every value it reads through
 `needs.py`, which is what the tape plan then provides. Semantics (seed 002): the adjoint of
-a store `x[i] = v` adds `dx[i]` into the adjoint of `v`, then sets `dx[i] = 0`; an `out=`
+a store `x[i] = v` adds `dx[i]` into the adjoint of `v`, then sets `dx[i] = 0` (an
+increment `x[i] += e`, `increments.py`: `dv = dx[i]` and `de += dv` alone); an `out=`
 call consumes and zeroes the shadow of its output; `for` loops run backwards over the same
 range, `while` loops replay their recorded trip count, `if` replays its condition.
 """
@@ -161,8 +162,8 @@ class AdjointEmitter(AugmentedEmitter):
             dr = self.use_d(r) if T.is_memory(r.type) else self.adj(r)
             w(f"_rt.scatter_add({self.use_d(base)}, {self._index_arg(op)}, {dr})")
             return
-        if T.is_memory(r.type) or not self.act.is_active(r):
-            return  # a view or list item: its shadow aliases the base's shadow
+        if T.is_memory(r.type) or not self.act.is_active(r) or self.increments.get(op):
+            return  # a view or list item: its shadow aliases the base's shadow; an increment's load
         idx = self.e.index(op, self.use)
         w(f"{self.use_d(base)}[{idx}] += {self.adj(r)}")
 
@@ -175,6 +176,9 @@ class AdjointEmitter(AugmentedEmitter):
         if indexing.is_advanced(op):
             self._rev_scatter(op, w)
             return
+        inc = self.increments.get(op)
+        if inc is not None and not (self.act.is_active(inc.term) and inc.term.type.differentiable):
+            return  # `x[s] += c`, `c` inactive: its adjoint leaves `dx[s]` as it is
         idx = self.e.index(op, self.use)
         dobj = self.use_d(obj)
         if self.act.is_active(val):
@@ -204,6 +208,8 @@ class AdjointEmitter(AugmentedEmitter):
                 if T.is_complex(obj.type) and not T.is_complex(val.type):
                     sel = f"np.real({sel})"  # a real number stored into a complex array
                 w(f"{self.adj(val)} += {sel}")
+                if inc is not None:
+                    return  # `x[s] += e`: `dx[s]` stays, the load's adjoint would give it back
             else:
                 w(f"{self.adj(val)} += {dobj}[{idx}]")
         w(f"{dobj}[{idx}] = 0.0")
@@ -256,6 +262,11 @@ class AdjointEmitter(AugmentedEmitter):
         vals = self.e.arg_values(rule, op)
         actives = [(p, v) for p, v in vals.items()
                    if p in rule.vjps() and act.is_active(v) and v.type.differentiable]
+        inc = self.increments.get(op)
+        if inc is not None:  # `x[s] += e`: the load's share stays in `dx[s]` (`increments.py`)
+            actives = [(p, v) for p, v in actives if v is not inc.load.result]
+            if not actives:
+                return
         zero_after = None
         if out is not None:
             dout = self.use_d(out)

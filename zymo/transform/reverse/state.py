@@ -2,7 +2,8 @@
 
 Contract: `ReverseState.__init__` sets every attribute of the generator (the mixins of this
 package add methods only): the function and its activity, the analyses it reads (one shared
-`analysis.index.Index`, `Overwrites`, `FixedShapes`, `NeverUnsigned`, `Extents`), the names,
+`analysis.index.Index`, `Overwrites`, `FixedShapes`, `NeverUnsigned`, `Extents`, the
+increment stores of `increments.py`), the names,
 what the adjoint sweep reads (`needed` and the other records `needs.py` keeps), the tape plan
 (`tape.TapePlan`), and what the program's writing leaves for later stages. Its methods answer
 questions of the IR alone: whether a value needs a per-iteration cache, the loop around a block.
@@ -26,6 +27,7 @@ from ...ir.core import Block, Function, Op, Value
 from ..emit import Emitter
 from ..naming import Namer
 from ..writer import Writer
+from .increments import Increments
 from .tape import TapePlan
 
 
@@ -46,6 +48,7 @@ class ReverseState:
         self.never_unsigned = NeverUnsigned(fn, self.index)  # ints a reversed loop may use as they are
         self.overwrites = Overwrites(fn, act, self.index)
         self.shapes = FixedShapes(fn, self.index)
+        self.increments = Increments(fn, act, self.index, self.overwrites)  # `x[s] += e` (`increments.py`)
         self.depth = self.index.depth              # block id -> loop depth
         self.blocks_of_op = self.index.block_of_op  # op id -> its block
         self.def_op = self.index.def_op            # value id -> the op (or loop) that defines it
