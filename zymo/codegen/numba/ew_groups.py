@@ -144,7 +144,7 @@ def _joins(s: _Stmt, run: _Run, roots: dict[str, str]) -> bool:
     """Whether `s` may join `run` (module contract)."""
     if s.kind == "new" and (s.target in run.bound or run.in_place()):
         return False
-    if s.kind != "new" and _base(s.target) in run.bound:
+    if s.kind != "new" and _names(s.target) & run.bound:
         return False
     for x in s.operands:
         if x not in run.bound and _names(x) & run.bound:
