@@ -184,9 +184,8 @@ def acc_unbroadcast(typingctx, d, x, expr, xs):
     return ret(d, x, expr, xs), codegen_numpy
 
 
-@intrinsic(prefer_literal=True)
-def ew_set(typingctx, d, expr, xs):
-    text, tree, unpack = _parse(expr, xs)
+def _set_fast(typingctx, d, tree, xs) -> bool:
+    """Whether `d[...] = e` is fast (module contract): `e` of numbers only is computed, then cast."""
     numbers = not any(isinstance(x, types.Array) for x in xs)
     fast = _writable(d) and str(d.dtype) in _FLOATS and (numbers or _dtype(typingctx, tree, xs, d) is not None)
     if numbers and fast:
@@ -196,7 +195,13 @@ def ew_set(typingctx, d, expr, xs):
                                    or isinstance(ty, types.Complex) and isinstance(d.dtype, types.Complex))
         except TypingError:
             fast = False
-    if not fast:
+    return fast
+
+
+@intrinsic(prefer_literal=True)
+def ew_set(typingctx, d, expr, xs):
+    text, tree, unpack = _parse(expr, xs)
+    if not _set_fast(typingctx, d, tree, xs):
         put = _fallback("d, xs", f"{unpack}    d[...] = {text}\n")
 
         def codegen_numpy(context, builder, signature, args):

@@ -151,11 +151,13 @@ def _span(builder, intp, data, shape, strides, itemsize):
     return lo, builder.add(hi, itemsize)
 
 
-def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, make=None):
+def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, make=None, nested=False):
     """The loops of the module contract, in LLVM IR. `mode`: "+=" or "=" into array `d`, or
     "sum" over `shape` (returns the sum). `make`: `d` is a new array of `shape` that `make()`
-    allocates once the operands are checked (nothing overlaps it; returns it)."""
-    return _Loops(context, builder, mode, xs, xsval, dty, dt, make).run(tree, dval, shape)
+    allocates once the operands are checked (nothing overlaps it; returns it). `nested`: the
+    nested loops only, never the flat loop (the same results; less code where speed matters
+    little: `ew_fused`'s fallback)."""
+    return _Loops(context, builder, mode, xs, xsval, dty, dt, make).run(tree, dval, shape, nested)
 
 
 class _Loops:
@@ -170,9 +172,9 @@ class _Loops:
         self.zero, self.one = ir.Constant(self.intp, 0), ir.Constant(self.intp, 1)
         self.total = None
 
-    def run(self, tree, dval, shape):
+    def run(self, tree, dval, shape, nested=False):
         builder, dty = self.builder, self.dty
-        flat = self._destination(dval, shape)
+        flat = self._destination(dval, shape) and not nested
         nitems = self.one
         for ext in self.shape:
             nitems = builder.mul(nitems, ext)

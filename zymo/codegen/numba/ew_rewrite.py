@@ -1,12 +1,13 @@
 """The elementwise rewrite: statements of elementwise array arithmetic become calls of the
 intrinsics that write their loops in place (`elementwise.py`, `inline.py`).
 
-Contract: `elementwise_statements(src, floats)` rewrites, statement by statement, what the
+Contract: `elementwise_statements(src, floats, arrays)` rewrites, statement by statement, what the
 intrinsics compute exactly as NumPy does (the cases are listed on the function), and leaves
 every other statement as it is; the operands the intrinsics read are names, plain subscripts,
 numbers and the calls `_opaque` accepts (products, `np.zeros_like`, and pure runtime helpers:
 `zymo.runtime.registry`). `_EW_FUNCS`, `_EW_BINARY` and `_EW_MASKS` are the NumPy functions the
-intrinsics compute elementwise.
+intrinsics compute elementwise. `elementwise_runs` is the Numba backend's rewrite: that, with
+more names known as arrays (`made_arrays`), then its runs fused (`ew_groups.fuse_runs`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from zymo.runtime import registry
 from zymo.transform.emit import rt_call as _rt_call
 
+from .ew_groups import fuse_runs
 from .lines import alone, splice
 
 _EW_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -520,3 +522,10 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
 
     visit(tree, False)
     return "\n".join(lines)
+
+
+def elementwise_runs(src: str, floats: frozenset[str] = frozenset(), arrays: frozenset[str] = frozenset()) -> str:
+    """`elementwise_statements`, then its runs of statements fused into one loop nest each
+    (`ew_groups.fuse_runs`), both with `arrays` and the names `made_arrays` proves arrays."""
+    arrays = made_arrays(ast.parse(src), arrays)
+    return fuse_runs(elementwise_statements(src, floats, arrays), arrays)

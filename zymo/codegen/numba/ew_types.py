@@ -207,7 +207,9 @@ def _writable(d) -> bool:
 def _fallback(params: str, body: str, np_module=np):
     from zymo import runtime  # its helpers' Numba implementations: `twins`
 
-    ns: dict = {"np": np_module, "_rt": runtime}
+    from . import elementwise  # its intrinsics, for `ew_fused`'s runs compiled as written
+
+    ns: dict = {"np": np_module, "_rt": runtime, "_ew": elementwise}
     exec(compile(f"def f({params}):\n{body}", "<zymo elementwise>", "exec"), ns)
     return ns["f"]
 

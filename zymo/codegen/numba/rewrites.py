@@ -1,8 +1,8 @@
 """The source rewrites by which the program Numba compiles differs from the one Python runs.
 
 Contract: `numba_source(src, facts)` is `src` after `drop_errstate`, `plain_divisions`,
-`whole_views`, `fresh_lists`, `accumulating_products`, `elementwise_statements`
-(`ew_rewrite.py`), `ieee_divisions` and `nonneg_indices`, each a function of source text to
+`whole_views`, `fresh_lists`, `accumulating_products`, `elementwise_runs`
+(`ew_rewrite.py`, `ew_groups.py`), `ieee_divisions` and `nonneg_indices`, each a function of source text to
 source text that edits only the statements it rewrites, in place on their lines (line numbers
 stay those of `src`), and that keeps NumPy's semantics under Numba. `SourceFacts` is what the
 transform knows of the program's names. The Python backend, and second order, run `src` as it is.
@@ -18,7 +18,7 @@ from zymo.runtime import registry
 from zymo.transform.emit import IEEEDivisions, zero_divisor
 from zymo.transform.emit import rt_call as _rt_call
 
-from .ew_rewrite import elementwise_statements
+from .ew_rewrite import elementwise_runs
 from .lines import after, alone, before, splice
 
 
@@ -187,13 +187,14 @@ class SourceFacts:
 
 def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     """The source Numba compiles: `src` after `plain_divisions`, `whole_views`, `fresh_lists`,
-    `accumulating_products`, `elementwise_statements` (loops in place of temporaries and
-    array expressions), `ieee_divisions` and `nonneg_indices` (the Python backend, and second
-    order, run `src` as it is). Statements of names that hold only floats or only numbers
-    (`facts`) are left as they are (nothing to gain; an intrinsic costs compile time)."""
+    `accumulating_products`, `elementwise_runs` (`elementwise_statements` and its runs fused:
+    loops in place of temporaries and array expressions), `ieee_divisions` and
+    `nonneg_indices` (the Python backend, and second order, run `src` as it is). Statements of
+    names that hold only floats or only numbers (`facts`) are left as they are (nothing to
+    gain; an intrinsic costs compile time)."""
     src = drop_errstate(src)
-    rewritten = elementwise_statements(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
-                                       facts.floats | facts.numbers, facts.arrays)
+    rewritten = elementwise_runs(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
+                                 facts.floats | facts.numbers, facts.arrays)
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 
 
