@@ -161,6 +161,10 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
+        if generator is not None:
+            from .codegen.loop_order import lean_loops
+
+            src = lean_loops(src, generator.memory_facts())
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -190,16 +194,20 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     import ast
 
     from .codegen.idioms import blas_nests
+    from .codegen.loop_order import lean_loops
     from .codegen.memo import memo
     from .codegen.numba.ew_rewrite import in_place, made_arrays
     from .codegen.outline import Kernel, Outlined, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+    memory = generator.memory_facts() if generator is not None else None
 
     def outlined() -> dict:
         floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+        if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
+            blas = lean_loops(blas, memory)
         arrays = made_arrays(ast.parse(blas), facts.arrays)
 
         def fast(s: Any) -> bool:
@@ -208,7 +216,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
                       in_place=fast)
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
-    got = memo("outline", [src, namer.ndims, facts, caches], outlined)
+    got = memo("outline", [src, namer.ndims, facts, caches, memory], outlined)
     out = Outlined(got["src"], got["kernels"], got["names"], {k: (t, list(w)) for k, (t, w) in got["parallel"].items()})
     src = out.src
     if not out.names:
