@@ -222,3 +222,67 @@ def test_shared_memory_keeps_the_loops(numba):
     zymo.autodiff(Reverse, mixes, Active, Duplicated(py, dpy), Duplicated(py, dpy), numba=False)
     assert np.array_equal(same, py) and np.array_equal(dsame, dpy)
     assert not np.array_equal(dpy, want[0] + want[1])  # sharing changes the result: the case is live
+
+
+# -- loop interchange (`codegen/interchange.py`) ------------------------------------------
+
+COLS = '''
+def f(A, x2, y2, n, m):
+    for i in range(n):
+        for j in range(m):
+            t = A[j, i] * y2[j]
+            x2[i] = x2[i] + t
+'''
+
+
+def _cols_facts(**over):
+    roots = {"A": (0,), "x2": (1,), "y2": (2,)}
+    roots.update(over)
+    return MemoryFacts(roots, frozenset(roots), {"A": 2, "x2": 1, "y2": 1, "s": 1})
+
+
+def test_column_walk_swapped_and_exact():
+    out = lean_loops(COLS, _cols_facts())
+    loops = [n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.For)]
+    assert [ast.unparse(lp.target) for lp in loops] == ["j", "i"]
+    rng = np.random.default_rng(4)
+    a = [rng.random((6, 5)), rng.random(5), rng.random(6), 5, 6]
+    b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
+    _run(COLS, *a)
+    _run(out, *b)
+    assert np.array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("src, facts", [
+    (COLS, {"x2": (0,)}),  # x2 may overlap A
+    (COLS.replace("x2[i] = x2[i] + t", "x2[0] = x2[0] + t"), {}),  # one element for every iteration: order
+    (COLS.replace("A[j, i]", "A[i, j]"), {}),  # rows already
+    (COLS.replace("range(m)", "range(i)"), {}),  # a triangle
+    (COLS.replace("t = A[j, i] * y2[j]", "t = A[j, i] * y2[j] + t"), {}),  # t carried
+])
+def test_interchange_only_where_exact_and_useful(src, facts):
+    out = lean_loops(src, _cols_facts(**facts))
+    loops = [n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.For)]
+    assert ast.unparse(loops[0].target) == "i"
+
+
+def mvt_cols(A, x2, y2):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(n):
+            x2[i] = x2[i] + A[j, i] * y2[j]
+    return np.sum(x2 * x2)
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_swapped_nests_gradients_equal_python_to_the_bit(numba):
+    rng = np.random.default_rng(5)
+    args = [rng.random((6, 6)), rng.random(6), rng.random(6)]
+    want = _grads(mvt_cols, [a.copy() for a in args], {0, 1, 2}, False)
+    got = _grads(mvt_cols, [a.copy() for a in args], {0, 1, 2}, numba)
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g)
+    check_grad(mvt_cols, *[a.copy() for a in args], modes=("reverse",))
+    src = zymo.generated_code(Reverse, mvt_cols, Active, *[Duplicated(a.copy(), np.zeros_like(a)) for a in args],
+                              numba=numba)
+    assert "_at_y2" in src  # y2[j] read once per row: the nest was swapped
