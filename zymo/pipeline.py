@@ -154,17 +154,16 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if backend == "python":
         fn = _errstate_guard(compile_source(src, name), ir)
     elif backend == "kernels":
-        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers)
+        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers, _memory(generator, namer, act, ir))
         fn = _errstate_guard(fn, ir)
     else:
         from .codegen.numba.backend import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
-        if generator is not None:
-            from .codegen.loop_order import lean_loops
+        from .codegen.loop_order import lean_loops
 
-            src = lean_loops(src, generator.memory_facts())
+        src = lean_loops(src, _memory(generator, namer, act, ir))
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -172,6 +171,17 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if mode.split and backend not in ("python", "kernels"):
         comp.unchecked = {0, 1}
     return comp
+
+
+def _memory(generator: Any, namer: Any, act: Any, ir: Function) -> Any:
+    """What the program's array names point into (`transform/memory.py`), for the loop
+    rewrites of the compiled backends (`codegen/loop_order.py`)."""
+    if generator is not None:
+        return generator.memory_facts()
+    from .analysis.index import Index
+    from .transform.memory import memory_facts
+
+    return memory_facts(namer, act, Index(ir).values)
 
 
 def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) -> Any:
@@ -187,7 +197,7 @@ def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) 
 
 
 def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any, namer: Any,
-                  numbers: frozenset) -> tuple[Any, str]:
+                  numbers: frozenset, memory: Any) -> tuple[Any, str]:
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
     (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
     definitions, then the program that calls them (run as it is, it computes the same)."""
@@ -201,13 +211,10 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
-    memory = generator.memory_facts() if generator is not None else None
-
     def outlined() -> dict:
         floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
-        if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
-            blas = lean_loops(blas, memory)
+        blas = lean_loops(blas, memory)  # after the idioms, which read the loops as the transforms wrote them
         arrays = made_arrays(ast.parse(blas), facts.arrays)
 
         def fast(s: Any) -> bool:

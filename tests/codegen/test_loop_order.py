@@ -286,3 +286,22 @@ def test_swapped_nests_gradients_equal_python_to_the_bit(numba):
     src = zymo.generated_code(Reverse, mvt_cols, Active, *[Duplicated(a.copy(), np.zeros_like(a)) for a in args],
                               numba=numba)
     assert "_at_y2" in src  # y2[j] read once per row: the nest was swapped
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_forward_mode_tangents_equal_python_to_the_bit(numba):
+    from zymo import Forward
+
+    rng = np.random.default_rng(6)
+    args = [rng.random((7, 5)), rng.random(5), np.zeros(5), np.zeros(7)]
+    tangents = [rng.random(a.shape) for a in args]
+
+    def tangent(backend):
+        ann = [Duplicated(a.copy(), t.copy()) for a, t in zip(args, tangents)]
+        return zymo.autodiff(Forward, atax, Duplicated, *ann, numba=backend)
+
+    want, got = tangent(False), tangent(numba)
+    assert want == got and want[0] != 0.0
+    src = zymo.generated_code(Forward, atax, Duplicated, *[Duplicated(a.copy(), t.copy())
+                                                          for a, t in zip(args, tangents)], numba=numba)
+    assert "_acc_" in src

@@ -3,7 +3,7 @@
 Contract: once `Reverse.run` has written the program, these say what its names hold:
 `shadow_roots` and `same_shape` (`fuse_facts`: a `ShadowFacts`, for `codegen/fuse.py`),
 `zero_shadows` (the shadows that are zeros at entry), `float_adjoints`, `int_names` and
-`nonneg_facts` (for the Numba backend, `codegen/numba/`).
+`nonneg_facts` (for the Numba backend, `codegen/numba/`), `memory_facts` (`transform/memory.py`).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...ir import types as T
 from ...ir.core import Value
+from ..memory import MemoryFacts, memory_facts
 from .dead import DeadPrimal
 
 
@@ -28,33 +29,6 @@ class ShadowFacts:
     roots: dict  # shadow or adjoint name -> the memory roots it may point into (None: unknown)
     zero: frozenset = frozenset()  # shadows that are zeros when the program starts
     same_shape: Callable[[str, str], bool] = never_same  # two shadow names hold arrays of one shape
-
-
-@dataclass(frozen=True)
-class MemoryFacts:
-    """What the program's array names point into, for `codegen/loop_order.py` (whose contract
-    says how it uses them). `roots`: a name -> the numbers of the memory blocks it may point
-    into (primal memory, shadow memory and caches numbered apart: shadows are separate from
-    primal memory); two listed names overlap only where their numbers meet, an unlisted name
-    may overlap anything. `wide`: the listed names whose elements are float64 or complex128.
-    `ndims`: every name that holds an array, with its dimensions. Plain data (the disk memo
-    of `codegen/memo.py` keys on it)."""
-
-    roots: dict[str, tuple[int, ...]]
-    wide: frozenset[str]
-    ndims: dict[str, int]
-
-    def overlap(self, a: str, b: str) -> bool:
-        if a == b:
-            return True
-        ra, rb = self.roots.get(a), self.roots.get(b)
-        return ra is None or rb is None or bool(set(ra) & set(rb))
-
-    def listed(self, name: str) -> bool:
-        return name in self.roots
-
-    def is_wide(self, name: str) -> bool:
-        return name in self.wide
 
 
 class ExportedFacts(DeadPrimal):
@@ -97,33 +71,8 @@ class ExportedFacts(DeadPrimal):
         return self.by_name
 
     def memory_facts(self) -> MemoryFacts:
-        """The memory of every array name of the program (`MemoryFacts`): a primal array's
-        roots (`analysis/activity.py`: a parameter's alias class, an allocation), a shadow's
-        its primal's in shadow memory (each batch lane alike), a cache that is an array its own
-        block (it is allocated by the program). A name
-        of several values gets the union; one with unknown roots is left out."""
-        blocks: dict[tuple, int] = {}
-        found: dict[str, set | None] = {}
-        wide: set[str] = set()
-        narrow: set[str] = set()
-        for name in sorted(self.buffers):  # caches that are arrays: allocated by the program
-            found[name] = {blocks.setdefault(("cache", name), len(blocks))}
-        for (vid, role), name in sorted(self.namer.values.items(), key=lambda kv: kv[1]):
-            space = "p" if role == "p" else "d" if role.split("#")[0] == "d" else None
-            v = self.values.get(vid)
-            if space is None or v is None or not isinstance(v.type, T.Array) or name in self.buffers:
-                continue
-            roots = self.act.roots.get(vid)
-            if name in found and found[name] is None or not roots:
-                found[name] = None
-                continue
-            mine = found.setdefault(name, set())
-            assert mine is not None
-            for r in sorted(roots, key=repr):
-                mine.add(blocks.setdefault((space, r), len(blocks)))
-            (wide if v.type.dtype in ("float64", "complex128") else narrow).add(name)
-        known = {n: tuple(sorted(r)) for n, r in found.items() if r is not None}
-        return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(self.namer.ndims))
+        """The memory of every array name of the program (`transform/memory.py`)."""
+        return memory_facts(self.namer, self.act, self.values, self.buffers)
 
     def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""
