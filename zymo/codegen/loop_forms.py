@@ -38,6 +38,10 @@ class Memory(Protocol):
     def is_wide(self, name: str) -> bool:
         """Whether `name` holds float64 or complex128 elements."""
 
+    @property
+    def counters(self) -> frozenset[str]:
+        """The caches' entry counters (`codegen/tape_index.py`)."""
+
 
 def touched(s: ast.For) -> tuple[dict[str, list[ast.Subscript]], set[str]]:
     """The names `s` subscripts (with their subscripts) and the names it uses otherwise."""

@@ -10,7 +10,9 @@ and which hold float64 or complex128 elements; a name it does not list may overl
 and is never rewritten. Loops with `break`, `continue`, `return`, `while` or an impure call
 inside stay as they are (`loop_forms.plain`).
 
-0. *Copies back.* In a loop body, `b = a` after `a = b`, neither name assigned in between, is
+0. *Caches by index.* A loop that pushes to or pops from a cache once per iteration addresses
+   it by its index (`codegen/tape_index.py`), so that the counter no longer carries from one
+   iteration to the next. *Copies back.* In a loop body, `b = a` after `a = b`, neither name assigned in between, is
    dropped (it changes nothing): reverse mode passes a carried scalar's adjoint through an
    inner loop so, which made the loop look carried. Then a nest of two loops whose inner one
    walks down columns may swap them (`codegen/interchange.py`, whose contract says when that
@@ -51,6 +53,7 @@ from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, reversed_head, same, touched
 from .outline import _stores
 from .parallel import independent, written_arrays
+from .tape_index import index_caches
 
 
 def lean_loops(src: str, memory: Memory) -> str:
@@ -61,6 +64,7 @@ def lean_loops(src: str, memory: Memory) -> str:
     rw = _Rewriter(memory, taken)
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
+            rw.changed |= index_caches(fn, memory.counters, rw.fresh)
             fn.body = rw.block(fn.body, [])
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if rw.changed else src
 

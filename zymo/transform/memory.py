@@ -4,7 +4,8 @@ the compiled backends (`codegen/loop_order.py`, `codegen/interchange.py`).
 Contract: `memory_facts(namer, act, values, buffers)` returns a `MemoryFacts` for the program
 whose names `namer` gave (`transform/naming.py`), `act` being the function's activity analysis
 (`analysis/activity.py`: the memory roots of its values) and `values` its values by id; `buffers`
-names the caches that are arrays (reverse mode's, allocated by the program). A primal array
+names the caches that are arrays (reverse mode's, allocated by the program), `counters` their
+entry counters. A primal array
 points into its value's roots (a parameter's alias class, an allocation); a shadow or tangent
 into its primal's roots in shadow memory, which is separate from primal memory (each batch lane
 alike); a cache into a block of its own. A name of several values gets the union; one whose
@@ -28,12 +29,14 @@ class MemoryFacts:
     into (primal memory, shadow memory and caches numbered apart: shadows are separate from
     primal memory); two listed names overlap only where their numbers meet, an unlisted name
     may overlap anything. `wide`: the listed names whose elements are float64 or complex128.
-    `ndims`: every name that holds an array, with its dimensions. Plain data (the disk memo
+    `ndims`: every name that holds an array, with its dimensions. `counters`: the caches'
+    entry counters (`codegen/tape_index.py`). Plain data (the disk memo
     of `codegen/memo.py` keys on it)."""
 
     roots: dict[str, tuple[int, ...]]
     wide: frozenset[str]
     ndims: dict[str, int]
+    counters: frozenset[str] = frozenset()
 
     def overlap(self, a: str, b: str) -> bool:
         if a == b:
@@ -48,7 +51,8 @@ class MemoryFacts:
         return name in self.wide
 
 
-def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers: Iterable[str] = ()) -> MemoryFacts:
+def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers: Iterable[str] = (),
+                 counters: Iterable[str] = ()) -> MemoryFacts:
     """The memory of every array name of the program (module contract)."""
     buffers = frozenset(buffers)
     blocks: dict[tuple, int] = {}
@@ -72,4 +76,4 @@ def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers:
             mine.add(blocks.setdefault((space, r), len(blocks)))
         (wide if v.type.dtype in ("float64", "complex128") else narrow).add(name)
     known = {n: tuple(sorted(r)) for n, r in found.items() if r is not None}
-    return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(namer.ndims))
+    return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(namer.ndims), frozenset(counters))

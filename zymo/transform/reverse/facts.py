@@ -72,7 +72,7 @@ class ExportedFacts(DeadPrimal):
 
     def memory_facts(self) -> MemoryFacts:
         """The memory of every array name of the program (`transform/memory.py`)."""
-        return memory_facts(self.namer, self.act, self.values, self.buffers)
+        return memory_facts(self.namer, self.act, self.values, self.buffers, self.counters)
 
     def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""
