@@ -305,3 +305,51 @@ def test_forward_mode_tangents_equal_python_to_the_bit(numba):
     src = zymo.generated_code(Forward, atax, Duplicated, *[Duplicated(a.copy(), t.copy())
                                                           for a, t in zip(args, tangents)], numba=numba)
     assert "_acc_" in src
+
+
+# -- elements no other subscript of the loop reaches ----------------------------------------
+
+TRI = '''
+def f(d, x, n):
+    for i in range(n):
+        t = i + 1
+        for j in range(t, n):
+            d[j] += x[j] * d[i]
+'''
+
+
+def test_element_outside_the_loop_range_is_hoisted():
+    facts = MemoryFacts({"d": (0,), "x": (1,)}, frozenset({"d", "x"}), {"d": 1, "x": 1})
+    out = lean_loops(TRI, facts)
+    assert "_at_d = d[i]" in out and "x[j] * _at_d" in out  # j >= t = i + 1: d[i] is not written
+    a, b = np.arange(1.0, 6.0), np.arange(1.0, 6.0)
+    _run(TRI, a, np.ones(5), 5)
+    _run(out, b, np.ones(5), 5)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("change", [
+    ("t = i + 1", "t = i"),  # j may be i: d[i] changes in the loop
+    ("        for j", "        t = t - 1\n        for j"),  # t reassigned in between
+    ("range(t, n)", "range(i - 1, n)"),  # j may be i
+])
+def test_element_the_loop_may_reach_stays_in_memory(change):
+    facts = MemoryFacts({"d": (0,), "x": (1,)}, frozenset({"d", "x"}), {"d": 1, "x": 1})
+    out = lean_loops(TRI.replace(*change), facts)
+    assert "_at_d" not in out and "_acc_d" not in out
+
+
+def test_element_at_the_stop_is_hoisted():
+    src = '''
+def f(d, x, n):
+    for i in range(n):
+        for j in range(i):
+            d[j] += x[j] * d[i]
+'''
+    facts = MemoryFacts({"d": (0,), "x": (1,)}, frozenset({"d", "x"}), {"d": 1, "x": 1})
+    out = lean_loops(src, facts)
+    assert "_at_d = d[i]" in out
+    a, b = np.arange(1.0, 6.0), np.arange(1.0, 6.0)
+    _run(src, a, np.ones(5), 5)
+    _run(out, b, np.ones(5), 5)
+    assert np.array_equal(a, b)

@@ -51,7 +51,7 @@ import copy
 
 from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, reversed_head, same, touched
-from .outline import _stores
+from .outline import _loads, _stores
 from .parallel import independent, written_arrays
 from .tape_index import index_caches
 
@@ -73,6 +73,7 @@ class _Rewriter:
     def __init__(self, memory: Memory, taken: set[str]):
         self.memory = memory
         self.taken = taken
+        self.outer: list[tuple[list[ast.stmt], ast.stmt]] = []  # (statements before, loop) around
         self.changed = False
 
     def fresh(self, base: str) -> str:
@@ -97,10 +98,12 @@ class _Rewriter:
                     s = swapped
                     self.changed = True
             if isinstance(s, (ast.For, ast.While)):
+                self.outer.append((out, s))
                 s.body = self.block(s.body, [[s], *rest])  # the loop's next iteration runs after
+                self.outer.pop()
                 s.orelse = self.block(s.orelse, rest)
                 if isinstance(s, ast.For):
-                    out += self.loop(s, rest)
+                    out += self.loop(s, rest, out)
                     continue
             elif isinstance(s, ast.If):
                 s.body = self.block(s.body, rest)
@@ -108,13 +111,17 @@ class _Rewriter:
             out.append(s)
         return out
 
-    def loop(self, s: ast.For, rest: list[list[ast.stmt]]) -> list[ast.stmt]:
-        """The loop `s` (its inner loops done) after both rewrites."""
+    def loop(self, s: ast.For, rest: list[list[ast.stmt]], before: list[ast.stmt]) -> list[ast.stmt]:
+        """The loop `s` (its inner loops done; `before`: the statements before it in its
+        list) after both rewrites."""
         if not plain(s):
             return [s]
         self._drop_copies_back(s)
-        s = self.forward(s, rest)
-        return self.promote(s)
+        pre, post = self.promote(s, before)
+        s = self.forward(s, [post, *rest])
+        if not pre:
+            return [s]
+        return [ast.If(test=_runs(s.iter), body=[*pre, s, *post], orelse=[])]
 
     def _drop_copies_back(self, s: ast.For) -> None:
         """Drop `b = a` from the body of `s` where `a = b` came earlier in it and neither name
@@ -151,12 +158,14 @@ class _Rewriter:
                        body=s.body[1:], orelse=[], type_comment=None)
 
     # -- scalar promotion --------------------------------------------------------------------
-    def promote(self, s: ast.For) -> list[ast.stmt]:
-        """`s` with its promotable elements in locals (module contract), in its guard."""
+    def promote(self, s: ast.For, before: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+        """The statements that load `s`'s promotable elements into locals before it and store
+        them back after it (module contract); `s` reads and writes the locals."""
         assigned = _stores(s)
         elements, bare = touched(s)
         written = written_arrays([s])
-        chosen: list[tuple[str, ast.expr, bool]] = []  # (array, element, written)
+        span = _span(s, [(before, None), *reversed(self.outer)])
+        chosen: list[tuple[str, ast.expr, bool]] = []  # (array, element, stored)
         for name, found in elements.items():
             if name in bare or name in written and not self.memory.is_wide(name):
                 continue
@@ -165,12 +174,14 @@ class _Rewriter:
                     chosen += [(name, index, False) for index in _distinct(found)
                                if self._element(name, index, assigned)]
                 continue
-            index = found[0].slice
-            if self._element(name, index, assigned) and all(same(n.slice, index) for n in found) \
-                    and not self._overlaps(name, elements, bare):
-                chosen.append((name, index, True))
-        if not chosen:
-            return [s]
+            if self._overlaps(name, elements, bare):
+                continue
+            indices = _distinct(found)
+            for index in indices:  # an element no other subscript of the loop reaches
+                if self._element(name, index, assigned) and all(
+                        _apart(other, index, span) for other in indices if other is not index):
+                    stored = any(same(n.slice, index) and not isinstance(n.ctx, ast.Load) for n in found)
+                    chosen.append((name, index, stored))
         pre: list[ast.stmt] = []
         post: list[ast.stmt] = []
         for name, index, stored in chosen:
@@ -180,9 +191,8 @@ class _Rewriter:
             pre.append(ast.parse(f"{local} = {element}").body[0])
             if stored:
                 post.append(ast.parse(f"{element} = {local}").body[0])
-        self.changed = True
-        guard = _runs(s.iter)
-        return [ast.If(test=guard, body=[*pre, s, *post], orelse=[])]
+        self.changed |= bool(chosen)
+        return pre, post
 
     def _element(self, name: str, index: ast.expr, assigned: set[str]) -> bool:
         """Whether `name[index]` is one element, the same in every iteration."""
@@ -196,6 +206,56 @@ class _Rewriter:
         number, a module or a fresh array of the backend's)."""
         others = set(elements) | {b for b in bare if self.memory.listed(b)}
         return any(self.memory.overlap(name, o) for o in others if o != name)
+
+
+def _span(s: ast.For, frames: list[tuple[list[ast.stmt], ast.stmt | None]]) -> tuple[str, ast.expr | None, ast.expr]:
+    """(The index, its first value (None: 0), its stop) of the plain loop `s`. A first value
+    named by a temporary `t = e` before it is `e` where neither `t` nor what `e` reads is
+    assigned in between: `frames` are the statements before `s` in its list, then those
+    before each enclosing loop in its own list (innermost first), with the loop, all of whose
+    body may run in between."""
+    head = reversed_head(s)
+    if head is not None:
+        index, lo, stop = head
+    else:
+        it = s.iter
+        assert isinstance(it, ast.Call) and isinstance(s.target, ast.Name)
+        index, lo, stop = s.target.id, (it.args[0] if len(it.args) >= 2 else None), it.args[min(len(it.args) - 1, 1)]
+    if isinstance(lo, ast.Name):
+        between: set[str] = set()
+        for before, loop in frames:
+            if loop is not None:
+                between |= _stores(loop)
+            for k in range(len(before) - 1, -1, -1):
+                t = before[k]
+                if lo.id in _stores(t):
+                    if isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name) \
+                            and not (between & (_loads(t.value) | {lo.id})):
+                        return index, t.value, stop
+                    return index, lo, stop
+                between |= _stores(t)
+            if lo.id in between:
+                break
+    return index, lo, stop
+
+
+def _apart(other: ast.expr, index: ast.expr, span: tuple[str, ast.expr | None, ast.expr]) -> bool:
+    """Whether the subscript `other` never reaches the element `index` in the loop of `span`:
+    at some place `other` has the loop's index and `index` a value outside its range (its
+    stop, or one less than its first value)."""
+    var, lo, stop = span
+    a = other.elts if isinstance(other, ast.Tuple) else [other]
+    b = index.elts if isinstance(index, ast.Tuple) else [index]
+    for x, e in zip(a, b):
+        if not (isinstance(x, ast.Name) and x.id == var):
+            continue
+        if same(e, stop):
+            return True
+        one = ast.Constant(1)
+        if isinstance(lo, ast.BinOp) and isinstance(lo.op, ast.Add) and (
+                same(lo.left, e) and same(lo.right, one) or same(lo.right, e) and same(lo.left, one)):
+            return True
+    return False
 
 
 def _distinct(found: list[ast.Subscript]) -> list[ast.expr]:
