@@ -353,3 +353,9 @@ def f(d, x, n):
     _run(src, a, np.ones(5), 5)
     _run(out, b, np.ones(5), 5)
     assert np.array_equal(a, b)
+
+
+def test_top_level_comments_are_kept():
+    src = ACC.replace("    for i in range(n):", "    # adjoint sweep\n    for i in range(n):")
+    out = lean_loops(src, _facts({"A": (0,), "d": (1,), "x": (2,)}))
+    assert "_acc_d" in out and "\n    # adjoint sweep\n    for i in range(n):" in out

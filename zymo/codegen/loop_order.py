@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 
 from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, reversed_head, same, touched
@@ -57,8 +58,9 @@ from .tape_index import index_caches
 
 
 def lean_loops(src: str, memory: Memory) -> str:
-    """`src` with its loops rewritten (module contract)."""
-    tree = ast.parse(src)
+    """`src` with its loops rewritten (module contract); the comments of the functions' top
+    level (`# adjoint sweep`) kept."""
+    tree = ast.parse(_COMMENT.sub(lambda m: f"{m.group(1)}{_NOTE}({m.group(2)!r})", src))
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     rw = _Rewriter(memory, taken)
@@ -66,7 +68,15 @@ def lean_loops(src: str, memory: Memory) -> str:
         if isinstance(fn, ast.FunctionDef):
             rw.changed |= index_caches(fn, memory.counters, rw.fresh)
             fn.body = rw.block(fn.body, [])
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if rw.changed else src
+    if not rw.changed:
+        return src
+    out = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    return _NOTED.sub(lambda m: f"{m.group(1)}# {ast.literal_eval(m.group(2))}", out)
+
+
+_NOTE = "_zymo_comment_"  # a comment of a function's top level, as a statement while the loops change
+_COMMENT = re.compile(r"^( {4})# ?(.*)$", re.M)
+_NOTED = re.compile(rf"^(\s*){_NOTE}\((.*)\)$", re.M)
 
 
 class _Rewriter:
