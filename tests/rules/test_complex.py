@@ -262,11 +262,9 @@ def test_forward_against_finite_differences_and_reverse(case: tuple) -> None:
     np.testing.assert_allclose(d, along, rtol=1e-10)
 
 
-_SLOW_IN_JAX = ("elementwise", "fft2_fftn_shift", "rfft_irfft")  # JAX's tracing and compiles: 5-7 s each
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if c[0] in _SLOW_IN_JAX else [])
-                                  for c in CASES], ids=_IDS)
+# every case in the fast lane: with the reference jitted, the longest (elementwise, fft2_fftn_shift,
+# rfft_irfft: 5-7 s each op by op, hence `slow` before) take about a second
+@pytest.mark.parametrize("case", CASES, ids=_IDS)
 def test_reverse_against_jax(case: tuple) -> None:
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
