@@ -154,13 +154,16 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if backend == "python":
         fn = _errstate_guard(compile_source(src, name), ir)
     elif backend == "kernels":
-        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers)
+        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers, _memory(generator, namer, act, ir))
         fn = _errstate_guard(fn, ir)
     else:
         from .codegen.numba.backend import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
+        from .codegen.loop_order import lean_loops
+
+        src = lean_loops(src, _memory(generator, namer, act, ir))
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -168,6 +171,17 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if mode.split and backend not in ("python", "kernels"):
         comp.unchecked = {0, 1}
     return comp
+
+
+def _memory(generator: Any, namer: Any, act: Any, ir: Function) -> Any:
+    """What the program's array names point into (`transform/memory.py`), for the loop
+    rewrites of the compiled backends (`codegen/loop_order.py`)."""
+    if generator is not None:
+        return generator.memory_facts()
+    from .analysis.index import Index
+    from .transform.memory import memory_facts
+
+    return memory_facts(namer, act, Index(ir).values)
 
 
 def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) -> Any:
@@ -183,23 +197,24 @@ def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) 
 
 
 def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any, namer: Any,
-                  numbers: frozenset) -> tuple[Any, str]:
+                  numbers: frozenset, memory: Any) -> tuple[Any, str]:
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
     (`codegen/outline.py`). Returns the function(s) and their source: the kernels' Python
     definitions, then the program that calls them (run as it is, it computes the same)."""
     import ast
 
     from .codegen.idioms import blas_nests
+    from .codegen.loop_order import lean_loops
     from .codegen.memo import memo
     from .codegen.numba.ew_rewrite import in_place, made_arrays
     from .codegen.outline import Kernel, Outlined, outline
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
-
     def outlined() -> dict:
         floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+        blas = lean_loops(blas, memory)  # after the idioms, which read the loops as the transforms wrote them
         arrays = made_arrays(ast.parse(blas), facts.arrays)
 
         def fast(s: Any) -> bool:
@@ -208,7 +223,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
                       in_place=fast)
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
-    got = memo("outline", [src, namer.ndims, facts, caches], outlined)
+    got = memo("outline", [src, namer.ndims, facts, caches, memory], outlined)
     out = Outlined(got["src"], got["kernels"], got["names"], {k: (t, list(w)) for k, (t, w) in got["parallel"].items()})
     src = out.src
     if not out.names:

@@ -39,7 +39,7 @@ def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int]) -> list[ast.F
     def visit(stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> None:
         for k, s in enumerate(stmts):
             rest = [stmts[k + 1:]] + after
-            if isinstance(s, ast.For) and _simple_range(s) and _independent(s, ndims, rest):
+            if isinstance(s, ast.For) and _simple_range(s) and independent(s, ndims, rest):
                 out.append(s)
                 continue
             if isinstance(s, (ast.For, ast.While)):
@@ -100,7 +100,7 @@ def _simple_range(loop: ast.For) -> bool:
     return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(loop))
 
 
-def _independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]]) -> bool:
+def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]]) -> bool:
     """Whether `loop`'s iterations write disjoint memory and carry nothing (module contract);
     `rest`: the statement lists that may run after it, innermost first."""
     from .outline import _exposed as exposed

@@ -3,7 +3,7 @@
 Contract: once `Reverse.run` has written the program, these say what its names hold:
 `shadow_roots` and `same_shape` (`fuse_facts`: a `ShadowFacts`, for `codegen/fuse.py`),
 `zero_shadows` (the shadows that are zeros at entry), `float_adjoints`, `int_names` and
-`nonneg_facts` (for the Numba backend, `codegen/numba/`).
+`nonneg_facts` (for the Numba backend, `codegen/numba/`), `memory_facts` (`transform/memory.py`).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...ir import types as T
 from ...ir.core import Value
+from ..memory import MemoryFacts, memory_facts
 from .dead import DeadPrimal
 
 
@@ -68,6 +69,10 @@ class ExportedFacts(DeadPrimal):
             self.by_name = {name: self.values.get(vid) for (vid, role), name in self.namer.values.items()
                              if role == "d" or role.startswith("d#")}
         return self.by_name
+
+    def memory_facts(self) -> MemoryFacts:
+        """The memory of every array name of the program (`transform/memory.py`)."""
+        return memory_facts(self.namer, self.act, self.values, self.buffers, self.counters)
 
     def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""

@@ -1,0 +1,118 @@
+"""Two perfectly nested loops swapped where the inner one walks down the columns of C-ordered
+arrays: `x[i] += A[j, i] * y[j]` over `j` inside `i` becomes a pass along the rows of `A`.
+
+Contract: `interchanged(s, memory, rest)` returns the nest `s` (`for a ...: for b ...: body`,
+each loop forward, `for v in range(...)`, or reverse mode's reversed loop, `for _r in
+range(N): v = N - 1 - _r`; `codegen/loop_forms.py`) as `for b ...: for a ...: body`, each loop
+keeping its bounds and direction, or None. It swaps only where that computes the same numbers,
+to the bit, and helps:
+- the outer loop's body is (its reversed-index assignment and) the inner loop; the inner
+  loop's bounds read neither the outer index nor anything the body assigns (a rectangle);
+- the body is assignments and augmented assignments only, its calls pure (`loop_forms.plain`);
+  each name it assigns is assigned before it is read in every iteration (nothing carried),
+  and none is read after the nest (`rest`: the statement lists that may run after it);
+- each array the body writes is reached in it through one subscript only (textually), every
+  dimension indexed, naming the outer index, the inner one or both, its other parts free of
+  names the body assigns; and it overlaps no other array the body reaches (`memory`);
+- more subscripts of the body have the outer index in their last (contiguous in C order)
+  place than the inner one.
+Why the numbers stay the same: an element whose subscript names both indices is reached by one
+iteration; one naming only the outer index `a`, by the iterations of one `a`, in the inner
+loop's order before and after the swap; only the inner index, likewise in the outer loop's
+order. Each written element so sees the same operations in the same order, and what is only
+read does not change during the nest. The gain: mvt's `x2` (`x2[i] += A[j, i] * y2[j]`) becomes
+a vectorized row update instead of a strided sum per element.
+"""
+from __future__ import annotations
+
+import ast
+
+from .loop_forms import Memory, plain, reversed_head, touched
+from .outline import _exposed, _loads, _stores
+
+
+def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> ast.For | None:
+    """The nest `s` with its two loops swapped, or None (module contract)."""
+    outer = _index(s)
+    if outer is None or len(s.body) != len(outer[1]) + 1 or not isinstance(s.body[-1], ast.For):
+        return None
+    a, head_a = outer
+    inner_loop = s.body[-1]
+    inner = _index(inner_loop)
+    if inner is None:
+        return None
+    b, head_b = inner
+    body = inner_loop.body[len(head_b):]
+    if not body or not all(isinstance(t, (ast.Assign, ast.AugAssign)) for t in body):
+        return None
+    assigned = _stores(ast.Module(body, []))
+    loop_names = {a, b, s.target.id, inner_loop.target.id}  # type: ignore[attr-defined]
+    bounds = _loads(inner_loop.iter) | (_loads(ast.Module(head_b, [])) - {b, inner_loop.target.id})  # type: ignore
+    if bounds & (assigned | {a, s.target.id}) or assigned & loop_names:  # type: ignore[attr-defined]
+        return None
+    carried, _ = _exposed(body, {a, b})
+    if carried & assigned:
+        return None
+    later: set[str] = set()
+    seen: set[str] = set()
+    for block in rest:
+        e, seen = _exposed(block, seen)
+        later |= e
+    if later & (assigned | loop_names):
+        return None
+    if not _writes_ok(body, a, b, assigned, memory) or _last_place(body, a) <= _last_place(body, b):
+        return None
+    new_inner = ast.For(target=s.target, iter=s.iter, body=[*head_a, *body], orelse=[], type_comment=None)
+    return ast.For(target=inner_loop.target, iter=inner_loop.iter, body=[*head_b, new_inner], orelse=[],
+                   type_comment=None)
+
+
+def _index(s: ast.For) -> tuple[str, list[ast.stmt]] | None:
+    """(The index, the reversed-index assignment or nothing) of a plain loop, else None."""
+    if not isinstance(s.target, ast.Name) or not plain(s):
+        return None
+    head = reversed_head(s)
+    return (head[0], s.body[:1]) if head is not None else (s.target.id, [])
+
+
+def _parts(n: ast.Subscript) -> list[ast.expr]:
+    return list(n.slice.elts) if isinstance(n.slice, ast.Tuple) else [n.slice]
+
+
+def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory: Memory) -> bool:
+    """The contract's conditions on the arrays the body writes."""
+    box = ast.Module(body, [])
+    elements, bare = touched(box)  # type: ignore[arg-type]
+    written = {n.value.id for subs in elements.values() for n in subs  # type: ignore[attr-defined]
+               if isinstance(n.ctx, ast.Store)}
+    written |= {t.target.value.id for t in body if isinstance(t, ast.AugAssign)  # type: ignore[attr-defined]
+                and isinstance(t.target, ast.Subscript)}
+    for name in written:
+        subs = elements[name]
+        first = subs[0]
+        parts = _parts(first)
+        if name in bare or len(parts) != memory.ndims.get(name) or any(ast.dump(n.slice) != ast.dump(first.slice)
+                                                                        for n in subs):
+            return False
+        indices = {p.id for p in parts if isinstance(p, ast.Name) and p.id in (a, b)}
+        rest = [p for p in parts if not (isinstance(p, ast.Name) and p.id in (a, b))]
+        if not indices or any(isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for p in rest for x in ast.walk(p)):
+            return False
+        if any(_loads(p) & (assigned | {a, b}) for p in rest):
+            return False
+        others = set(elements) | {n for n in bare if memory.listed(n)}
+        if any(memory.overlap(name, o) for o in others if o != name):
+            return False
+    return True
+
+
+def _last_place(body: list[ast.stmt], index: str) -> int:
+    """How many subscripts of arrays of two or more dimensions have `index` last."""
+    count = 0
+    for t in body:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Subscript):
+                parts = _parts(n)
+                if len(parts) >= 2 and isinstance(parts[-1], ast.Name) and parts[-1].id == index:
+                    count += 1
+    return count
