@@ -262,18 +262,18 @@ def test_forward_against_finite_differences_and_reverse(case: tuple) -> None:
     np.testing.assert_allclose(d, along, rtol=1e-10)
 
 
-_SLOW_IN_JAX = ("elementwise", "fft2_fftn_shift", "rfft_irfft")  # JAX's tracing and compiles: 5-7 s each
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if c[0] in _SLOW_IN_JAX else [])
-                                  for c in CASES], ids=_IDS)
+# every case in the fast lane: with the reference jitted, the longest (elementwise, fft2_fftn_shift,
+# rfft_irfft: 5-7 s each op by op, hence `slow` before) take about a second
+@pytest.mark.parametrize("case", CASES, ids=_IDS)
 def test_reverse_against_jax(case: tuple) -> None:
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     _, src, args, *jax_src = case
     f = _define(src)
     grads = zymo.gradient(Reverse, f, *args)
-    expected = jax.grad(_jax_version(_define(jax_src[0]) if jax_src else f), argnums=tuple(range(len(args))))(*args)
+    # jitted: one XLA compile per case, not one per primitive op (a quarter of the time)
+    jf = _jax_version(_define(jax_src[0]) if jax_src else f)
+    expected = jax.jit(jax.grad(jf, argnums=tuple(range(len(args)))))(*args)
     for g, e in zip(grads, expected, strict=True):
         np.testing.assert_allclose(g, np.asarray(e), rtol=1e-9, atol=1e-11)
 
@@ -464,7 +464,7 @@ def test_second_order_against_jax() -> None:
     jax.config.update("jax_enable_x64", True)
     f = _define(SECOND)
     x = _r(4)
-    np.testing.assert_allclose(zymo.hessian(f, x), np.asarray(jax.hessian(_jax_version(f))(x)), rtol=1e-9)
+    np.testing.assert_allclose(zymo.hessian(f, x), np.asarray(jax.jit(jax.hessian(_jax_version(f)))(x)), rtol=1e-9)
 
 
 def test_second_order_through_fft_is_refused() -> None:

@@ -125,7 +125,8 @@ def jax_hessians():
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    return {f: np.asarray(jax.hessian(g)(jnp.asarray(X))) for f, g in _jax_versions(jnp).items()}
+    # jitted: one XLA compile per function, not one per primitive op (a third of the time)
+    return {f: np.asarray(jax.jit(jax.hessian(g))(jnp.asarray(X))) for f, g in _jax_versions(jnp).items()}
 
 
 @pytest.mark.slow
