@@ -5,13 +5,17 @@ Contract: `plain(s)`: a `for` over `range` with step 1, simple bounds and only p
 it; `reversed_head(s)`: the index, start and stop of reverse mode's reversed loop; `touched(s)`:
 the names a loop subscripts and those it uses otherwise; `invariant(e, assigned)`: an index
 expression free of the names a loop assigns; `copy_pair(s)`, `same(a, b)`, `dotted(e)`: small
-readers. `Memory` is the protocol of the memory facts (`transform/reverse/facts.MemoryFacts`).
+readers; `remembered()` lets the first two remember their answers while the loops are
+rewritten. `Memory` is the protocol of the memory facts (`transform/reverse/facts.MemoryFacts`).
 """
 from __future__ import annotations
 
 import ast
 import copy
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from .outline import _loads, _stores
 
@@ -74,9 +78,38 @@ def invariant(e: ast.expr, assigned: set[str]) -> bool:
         and not (_loads(e) & assigned)
 
 
+@contextmanager
+def remembered() -> Iterator[None]:
+    """While it lasts, `plain` and `reversed_head` remember their answer for each loop node.
+    For the loop rewrites, whose changes (locals for elements, cache positions, guards, loops
+    swapped as new nodes) leave both answers as they were."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+_MEMO: ContextVar[dict[tuple[str, int], tuple[ast.AST, Any]] | None] = ContextVar("_MEMO", default=None)
+
+
+def _remember(kind: str, s: ast.For, compute: Callable[[ast.For], Any]) -> Any:
+    memo = _MEMO.get()
+    if memo is None:
+        return compute(s)
+    got = memo.get((kind, id(s)))
+    if got is None or got[0] is not s:
+        got = memo[(kind, id(s))] = (s, compute(s))  # the node kept: its id is not reused
+    return got[1]
+
+
 def plain(s: ast.For) -> bool:
     """A `for` over `range` whose arguments are names, constants, arithmetic or `_rt.span`,
     without `else`, whose body has no `break`, `continue`, `return`, `while` or impure call."""
+    return _remember("plain", s, _plain)
+
+
+def _plain(s: ast.For) -> bool:
     it = s.iter
     if s.orelse or not isinstance(s.target, ast.Name) or not (isinstance(it, ast.Call) and dotted(it.func) == "range"
                                                               and not it.keywords and 1 <= len(it.args) <= 3):
@@ -119,6 +152,11 @@ def reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
     """(i, lo, N) of a reversed loop `for _r in range(N): i = N - 1 - _r` (lo None) or
     `for _r in range(_rt.span(lo, N)): i = N - 1 - _r`, whose counter `_r` is read nowhere
     else and whose `i` and bounds the body does not assign; else None."""
+    got = _remember("reversed", s, _reversed_head)
+    return None if got is None else (got[0], copy.deepcopy(got[1]), copy.deepcopy(got[2]))
+
+
+def _reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
     it = s.iter
     assert isinstance(it, ast.Call) and isinstance(s.target, ast.Name)
     if len(it.args) != 1 or not s.body:

@@ -51,7 +51,7 @@ import copy
 import re
 
 from .interchange import interchanged
-from .loop_forms import Memory, copy_pair, invariant, plain, reversed_head, same, touched
+from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reversed_head, same, touched
 from .outline import _loads, _stores
 from .parallel import independent, written_arrays
 from .tape_index import index_caches
@@ -64,10 +64,11 @@ def lean_loops(src: str, memory: Memory) -> str:
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     rw = _Rewriter(memory, taken)
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef):
-            rw.changed |= index_caches(fn, memory.counters, rw.fresh)
-            fn.body = rw.block(fn.body, [])
+    with remembered():
+        for fn in tree.body:
+            if isinstance(fn, ast.FunctionDef):
+                rw.changed |= index_caches(fn, memory.counters, rw.fresh)
+                fn.body = rw.block(fn.body, [])
     if not rw.changed:
         return src
     out = ast.unparse(ast.fix_missing_locations(tree)) + "\n"

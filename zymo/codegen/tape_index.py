@@ -71,6 +71,9 @@ def index_caches(fn: ast.FunctionDef, counters: frozenset[str], fresh: Callable[
 
 def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) -> list[ast.stmt] | None:
     """The statements replacing the loop `s`, or None (module contract)."""
+    moved = {t.target.id for t in s.body if isinstance(t, ast.AugAssign) and isinstance(t.target, ast.Name)}
+    if not moved & counters:
+        return None  # no counter moves at the top level: nothing to do (and nothing to walk)
     head = reversed_head(s)
     skip = 1 if head is not None else 0
     if head is not None:
@@ -85,7 +88,7 @@ def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) 
             return None  # `k` moves after the loop by its trip count, read again there
         step = "+="
     body = s.body[skip:]
-    for k in sorted(counters):
+    for k in sorted(moved & counters):
         at = _moves(body, k, step)
         if at is None:
             continue
