@@ -154,16 +154,18 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if backend == "python":
         fn = _errstate_guard(compile_source(src, name), ir)
     elif backend == "kernels":
-        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers, _memory(generator, namer, act, ir))
+        memory = _memory(generator, namer, act, ir) if _has_loops(src) else None
+        fn, src = _with_kernels(src, name, ir, mode, generator, namer, numbers, memory)
         fn = _errstate_guard(fn, ir)
     else:
         from .codegen.numba.backend import compile_numba
 
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
-        from .codegen.loop_order import lean_loops
+        if _has_loops(src):
+            from .codegen.loop_order import lean_loops
 
-        src = lean_loops(src, _memory(generator, namer, act, ir))
+            src = lean_loops(src, _memory(generator, namer, act, ir))
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -171,6 +173,11 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
     if mode.split and backend not in ("python", "kernels"):
         comp.unchecked = {0, 1}
     return comp
+
+
+def _has_loops(src: str) -> bool:
+    """Whether the program may hold a `for` loop (the loop rewrites' facts are made only then)."""
+    return "for " in src
 
 
 def _memory(generator: Any, namer: Any, act: Any, ir: Function) -> Any:
@@ -214,7 +221,8 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     def outlined() -> dict:
         floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
-        blas = lean_loops(blas, memory)  # after the idioms, which read the loops as the transforms wrote them
+        if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
+            blas = lean_loops(blas, memory)
         arrays = made_arrays(ast.parse(blas), facts.arrays)
 
         def fast(s: Any) -> bool:
