@@ -96,7 +96,7 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
 
     twins, parallel = [], {}
     for k in kernels:
-        loops = parallel_loops(k, ndims)
+        loops = parallel_loops(k, ndims, caches)
         if loops:
             twin = to_prange(k, loops, k.name + "_parallel")
             params = [a.arg for a in k.args.args]
