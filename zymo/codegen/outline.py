@@ -92,15 +92,17 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
             _Outliner(fn, work, kernels, prefix).run()
     if not kernels:
         return Outlined(src, "")
+    from .blocks import blocked_nests
     from .parallel import parallel_loops, to_prange, written_arrays
 
     twins, parallel = [], {}
     for k in kernels:
         loops = parallel_loops(k, ndims, caches)
-        if loops:
-            twin = to_prange(k, loops, k.name + "_parallel")
+        nests = blocked_nests(k, ndims, caches, loops)
+        if loops or nests:
+            twin = to_prange(k, loops, k.name + "_parallel", nests)
             params = [a.arg for a in k.args.args]
-            written = written_arrays(loops)
+            written = written_arrays(loops + nests)
             twins.append(twin)
             parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written])
     body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
@@ -424,7 +426,8 @@ class Kernel:
         self.python = python
         self.fn: Callable | None = None  # decided at the first call
         self.why = ""  # why it runs as Python, once it does
-        self.parallel = parallel  # the twin with prange loops (module contract), or None
+        self.parallel = parallel  # the twin with prange loops (module contract), or None; its last
+        # parameter: the number of threads
         self.written = written or []
 
     def __call__(self, *args: Any) -> Any:
@@ -460,10 +463,11 @@ class Kernel:
 
         from .numba.backend import quick_compile
 
-        numba.set_num_threads(min(_threads(), numba.config.NUMBA_NUM_THREADS))
+        threads = min(_threads(), numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(threads)
         try:
             with quick_compile():
-                return self.parallel(*args)  # type: ignore[misc]
+                return self.parallel(*args, threads)  # type: ignore[misc]
         except Exception as exc:  # Numba refused the parallel twin: the serial kernel, for good
             from numba.core.errors import NumbaError
 

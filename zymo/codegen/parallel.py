@@ -6,7 +6,8 @@ kernel (`codegen/outline.py`), inside no other loop of the kernel, that Numba ma
 kernel's arrays do not overlap in memory (the caller checks that at run time: `overlapping`).
 Only loops with no loop around them: a parallel loop inside a serial one starts and joins its
 threads once per outer iteration, which cost more than the work of the inner loops measured here
-(Numba 0.68, OpenMP layer: mvt at n=1500 took longer with 2 threads than with 1). A loop qualifies when
+(Numba 0.68, OpenMP layer: mvt at n=1500 took longer with 2 threads than with 1); such a nest
+may run by blocks of its inner loop instead (`codegen/blocks.py`). A loop qualifies when
 
 - it is `for v in range(...)` with step 1 (absent or the constant 1), no `else`, and no
   `break` or `continue` anywhere in it (the kernels' loops never `return`);
@@ -69,16 +70,41 @@ def written_arrays(loops: list[ast.For]) -> set[str]:
     return names
 
 
-def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str) -> ast.FunctionDef:
-    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops."""
+def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: list[ast.For] = ()) -> ast.FunctionDef:  # type: ignore[assignment]
+    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops and whose `nests`
+    run by blocks (`codegen/blocks.py`), with one more parameter, last: the number of threads
+    (the blocks; `numba.get_num_threads()` would keep Numba from caching the twin on disk)."""
     import copy
 
+    from .blocks import block
+
     marks = {id(loop) for loop in loops}
+    blocked = {id(nest) for nest in nests}
     new = copy.deepcopy(kernel)
+    twins: set[int] = set()
     for old, loop in zip(ast.walk(kernel), ast.walk(new)):  # the same walk over equal trees
         if id(old) in marks and isinstance(loop, ast.For):
             assert isinstance(loop.iter, ast.Call)
             loop.iter.func = ast.Attribute(value=ast.Name("numba", ast.Load()), attr="prange", ctx=ast.Load())
+        elif id(old) in blocked:
+            twins.add(id(loop))
+    taken = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)}
+    count = iter(range(1 << 30))
+
+    def fresh(base: str) -> str:
+        while True:
+            got = f"{base}_{next(count)}"
+            if got not in taken:
+                return got
+
+    threads = fresh("_threads")
+    for node in list(ast.walk(new)):
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(id(t) in twins for t in stmts):
+                setattr(node, field, [u for t in stmts  # type: ignore[arg-type]
+                                      for u in (block(t, fresh, threads) if id(t) in twins else [t])])
+    new.args.args.append(ast.arg(threads))
     new.name = name
     return ast.fix_missing_locations(new)
 
@@ -198,7 +224,8 @@ def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], cach
             accesses.setdefault(n.value.id, []).append(parts)
             if not isinstance(n.ctx, ast.Store):
                 read.add(n.value.id)
-        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) and isinstance(n.target.value, ast.Name):
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
+                and isinstance(n.target.value, ast.Name):
             read.add(n.target.value.id)
     for name in written_arrays([loop]):
         if name in caches and name not in read:
