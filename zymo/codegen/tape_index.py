@@ -38,7 +38,6 @@ cache growing inside the loop) stay as they are.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 
 from .loop_forms import plain, reversed_head
@@ -90,25 +89,29 @@ def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) 
             return None  # `k` moves after the loop by its trip count, read again there
         step = "+="
     moves: list[ast.stmt] = []
+    stored: set[str] | None = None  # what the body assigns, found when an amount reads names
     for k in sorted(moved & counters):  # each counter in turn, on the body the last one left
         body = s.body[skip:]
         found = _moves(body, k, step)
         if found is None:
             continue
         at, amount = found
-        if _loads(amount) & (_stores(ast.Module(body, [])) | {index}) \
-                or not _only_reads(body, k, at, before=step == "+="):
+        reads = _loads(amount)
+        if reads and stored is None:
+            stored = _stores(ast.Module(s.body, [])) | {index}
+        if reads & (stored or set()) or not _only_reads(body, k, at, before=step == "+="):
             continue
         pos = fresh(f"_pos{k}")
         offset = index if lo is None else f"({index} - {ast.unparse(lo)})"
         span = f"_rt.span({'0' if lo is None else ast.unparse(lo)}, {ast.unparse(stop)})"
         if not (isinstance(amount, ast.Constant) and amount.value == 1):
             offset, span = f"{offset} * {ast.unparse(amount)}", f"{span} * {ast.unparse(amount)}"
-        new_body = [copy.deepcopy(t) for t in body]
-        del new_body[at]
-        for t in new_body:
+        new_body = body[:at] + body[at + 1:]
+        for t in new_body:  # in place: the loop is rewritten for good
             _Renamer(k, pos).visit(t)
         s.body = [*s.body[:skip], ast.parse(f"{pos} = {k} + {offset}").body[0], *new_body]
+        if stored is not None:
+            stored.add(pos)
         moves.append(ast.parse(f"{k} {step} {span}").body[0])
     if not moves:
         return None
