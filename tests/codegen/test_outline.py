@@ -332,11 +332,13 @@ def test_two_threads_give_the_same_bits(kernels_backend):
     args = [rng.random((40, 30)), rng.random(40), rng.random(30)]
     check_grad(rows, *[a[:6, :5] if a.ndim == 2 else a[:6] if a.shape[0] == 40 else a[:5] for a in args])
     g1 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])
-    # the gradient's program (reverse mode: `generator` set) runs its forward kernel in
-    # parallel: the kernel pushes to its caches by index (`tape_index`), over both loops
+    # the gradient's program (reverse mode: `generator` set) runs its kernels in parallel: the
+    # forward one pushes to its caches by index (`tape_index`), over both loops
     programs = [c.fn if not isinstance(c.fn, list) else c.fn[0] for entries in zymo.cache.COMPILED.values()
                 for c in entries if c.backend == "kernels" and c.ir.name == "rows" and c.generator is not None]
-    assert any(isinstance(k, Kernel) and k.parallel is not None for fn in programs for k in fn.__globals__.values())
+    kernels = [k for fn in programs for k in fn.__globals__.values() if isinstance(k, Kernel)]
+    # every kernel: the adjoint one adds into `dv[j]` over the rows, a sum expanded (`expand.py`)
+    assert kernels and all(k.parallel is not None for k in kernels) and any(k.floats for k in kernels)
     zymo.config.set_threads(2)
     try:
         g2 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])

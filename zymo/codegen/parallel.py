@@ -70,24 +70,30 @@ def written_arrays(loops: list[ast.For]) -> set[str]:
     return names
 
 
-def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: list[ast.For] = ()) -> ast.FunctionDef:  # type: ignore[assignment]
-    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops and whose `nests`
-    run by blocks (`codegen/blocks.py`), with one more parameter, last: the number of threads
-    (the blocks; `numba.get_num_threads()` would keep Numba from caching the twin on disk)."""
+def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: list[ast.For] = (),  # type: ignore[assignment]
+              expanded: list[tuple[ast.For, frozenset[str]]] = ()) -> ast.FunctionDef:  # type: ignore[assignment]
+    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops, whose `nests` run
+    by blocks (`codegen/blocks.py`) and whose `expanded` loops run with their sums expanded
+    (`codegen/expand.py`), with one more parameter, last: the number of threads (the blocks;
+    `numba.get_num_threads()` would keep Numba from caching the twin on disk)."""
     import copy
 
     from .blocks import block
+    from .expand import expand
 
     marks = {id(loop) for loop in loops}
     blocked = {id(nest) for nest in nests}
+    sums = {id(loop): arrays for loop, arrays in expanded}
     new = copy.deepcopy(kernel)
-    twins: set[int] = set()
+    twins: dict[int, frozenset[str] | None] = {}  # copied statement -> its arrays to expand, or None: blocks
     for old, loop in zip(ast.walk(kernel), ast.walk(new)):  # the same walk over equal trees
         if id(old) in marks and isinstance(loop, ast.For):
             assert isinstance(loop.iter, ast.Call)
             loop.iter.func = ast.Attribute(value=ast.Name("numba", ast.Load()), attr="prange", ctx=ast.Load())
         elif id(old) in blocked:
-            twins.add(id(loop))
+            twins[id(loop)] = None
+        elif id(old) in sums:
+            twins[id(loop)] = sums[id(old)]
     taken = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)}
     count = iter(range(1 << 30))
 
@@ -98,12 +104,23 @@ def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: l
                 return got
 
     threads = fresh("_threads")
+    allocs: list[ast.stmt] = []
+
+    def rewritten(t: ast.stmt) -> list[ast.stmt]:
+        arrays = twins[id(t)]
+        assert isinstance(t, ast.For)
+        if arrays is None:
+            return block(t, fresh, threads)
+        first, stmts = expand(t, arrays, fresh, threads)
+        allocs.extend(first)
+        return stmts
+
     for node in list(ast.walk(new)):
         for field in ("body", "orelse"):
             stmts = getattr(node, field, None)
             if isinstance(stmts, list) and any(id(t) in twins for t in stmts):
-                setattr(node, field, [u for t in stmts  # type: ignore[arg-type]
-                                      for u in (block(t, fresh, threads) if id(t) in twins else [t])])
+                setattr(node, field, [u for t in stmts for u in (rewritten(t) if id(t) in twins else [t])])
+    new.body = [*allocs, *new.body]  # before anything is written (`expand`'s contract)
     new.args.args.append(ast.arg(threads))
     new.name = name
     return ast.fix_missing_locations(new)
