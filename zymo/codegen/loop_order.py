@@ -50,6 +50,7 @@ import ast
 import copy
 import re
 
+from .distribute import distributed
 from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reversed_head, same, touched
 from .outline import _loads, _stores
@@ -98,13 +99,24 @@ class _Rewriter:
     def block(self, stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> list[ast.stmt]:
         """The statement list `stmts` rewritten; `after`: the lists that may run after it."""
         out: list[ast.stmt] = []
-        for k, s in enumerate(stmts):
+        stmts = list(stmts)
+        k = -1
+        while k + 1 < len(stmts):
+            k += 1
+            s = stmts[k]
             rest = [stmts[k + 1:], *after]
             if isinstance(s, ast.For) and plain(s):
                 for n in ast.walk(s):
                     if isinstance(n, ast.For):
                         self._drop_copies_back(n)
                 swapped = interchanged(s, self.memory, rest)
+                if swapped is None:
+                    parts = distributed(s, self.memory, rest)
+                    if parts is not None:  # one loop per part, each rewritten in turn
+                        stmts[k:k + 1] = parts
+                        s = stmts[k]
+                        rest = [stmts[k + 1:], *after]
+                        self.changed = True
                 if swapped is not None:
                     s = swapped
                     self.changed = True
