@@ -12,11 +12,12 @@ inside stay as they are (`loop_forms.plain`).
 
 0. *Caches by index.* A loop that pushes to or pops from a cache once per iteration addresses
    it by its index (`codegen/tape_index.py`), so that the counter no longer carries from one
-   iteration to the next. *Copies back.* In a loop body, `b = a` after `a = b`, neither name assigned in between, is
-   dropped (it changes nothing): reverse mode passes a carried scalar's adjoint through an
-   inner loop so, which made the loop look carried. Then a nest of two loops whose inner one
-   walks down columns may swap them (`codegen/interchange.py`, whose contract says when that
-   is exact).
+   iteration to the next. *Copies back.* In a loop body, `b = a` after `a = b`, neither name
+   assigned in between, is dropped (it changes nothing): reverse mode passes a carried scalar's
+   adjoint through an inner loop so, which made the loop look carried. Then a nest of two loops
+   whose inner one walks down columns may swap them (`codegen/interchange.py`, whose contract
+   says when that is exact); a loop holding such a nest beside other statements is first split
+   into one loop per part where that is exact and lets a part swap (`codegen/distribute.py`).
 1. *Scalar promotion.* In a loop `L` (`for` over `range(...)`, its arguments names, constants
    and arithmetic), an array `X` that `L` writes, and names only through the element `X[E]`
    (every dimension subscripted, `E` the same expression everywhere in `L`, reading no name
