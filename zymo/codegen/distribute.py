@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from .interchange import interchanged
+from .interchange import _last_place, interchanged
 from .loop_forms import Memory, plain, reversed_head, touched
 from .outline import _exposed, _stores
 from .parallel import _affine
@@ -43,19 +43,12 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     if sum(isinstance(t, ast.For) for t in body) < 1 or len(body) < 2:
         return None
     parts = _parts(body)
-    if len(parts) < 2:
-        return None
     index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
+    if len(parts) < 2 or not any(_walks_columns(p, index_name) for p in parts):
+        return None  # nothing a swap would help (the cheap test first)
     assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
     carried, _ = _exposed(body, {s.target.id, index_name})
     if carried & assigned:
-        return None
-    later: set[str] = set()
-    seen: set[str] = set()
-    for stmts in rest:
-        e, seen = _exposed(stmts, seen)
-        later |= e
-    if later & (assigned | {s.target.id}):
         return None
     index = {s.target.id, index_name}
     reads = [_exposed(p, index)[0] for p in parts]  # what a part reads before it assigns it
@@ -67,16 +60,35 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
         for y in range(x + 1, len(parts)):
             if not _apart(parts[x], parts[y], index, assigned, memory):
                 return None
+    later: set[str] = set()
+    seen: set[str] = set()
+    for stmts in rest:  # the costliest test last
+        e, seen = _exposed(stmts, seen)
+        later |= e
+    if later & (assigned | {s.target.id}):
+        return None
     loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=copy.deepcopy(s.iter),
                      body=[*copy.deepcopy(head), *p], orelse=[], type_comment=None) for p in parts]
     out: list[ast.stmt] = []
     swapped = False
     for k, loop in enumerate(loops):
-        new = interchanged(loop, memory, [loops[k + 1:], *rest]) if isinstance(p := loop.body[-1], ast.For) \
+        after = later | _exposed(loops[k + 1:], set())[0]  # a superset of what runs after part k reads
+        new = interchanged(loop, memory, [loops[k + 1:], *rest], after) if isinstance(p := loop.body[-1], ast.For) \
             and len(loop.body) == len(head) + 1 and p is parts[k][0] else None
         swapped |= new is not None
         out.append(new if new is not None else loop)
     return [ast.fix_missing_locations(t) for t in out] if swapped else None
+
+
+def _walks_columns(part: list[ast.stmt], outer: str) -> bool:
+    """Whether `part` is one loop whose subscripts hold the outer index last more often than
+    its own (`interchange`'s test of a useful swap)."""
+    if len(part) != 1 or not isinstance(part[0], ast.For):
+        return False
+    inner = part[0]
+    head = reversed_head(inner) if plain(inner) else None
+    own = head[0] if head is not None else inner.target.id if isinstance(inner.target, ast.Name) else None
+    return own is not None and _last_place(inner.body, outer) > _last_place(inner.body, own)
 
 
 def _parts(body: list[ast.stmt]) -> list[list[ast.stmt]]:

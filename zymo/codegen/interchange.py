@@ -33,8 +33,10 @@ from .loop_forms import Memory, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 
 
-def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> ast.For | None:
-    """The nest `s` with its two loops swapped, or None (module contract)."""
+def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
+                 later: set[str] | None = None) -> ast.For | None:
+    """The nest `s` with its two loops swapped, or None (module contract); `later`, if given:
+    a superset of the names `rest` may read before writing them (found once by a caller)."""
     outer = _index(s)
     if outer is None or len(s.body) != len(outer[1]) + 1 or not isinstance(s.body[-1], ast.For):
         return None
@@ -52,17 +54,17 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> ast.
     bounds = _loads(inner_loop.iter) | (_loads(ast.Module(head_b, [])) - {b, inner_loop.target.id})  # type: ignore
     if bounds & (assigned | {a, s.target.id}) or assigned & loop_names:  # type: ignore[attr-defined]
         return None
+    if _last_place(body, a) <= _last_place(body, b):
+        return None  # the swap would not help (the cheap test first)
     carried, _ = _exposed(body, {a, b})
-    if carried & assigned:
+    if carried & assigned or not _writes_ok(body, a, b, assigned, memory):
         return None
-    later: set[str] = set()
-    seen: set[str] = set()
-    for block in rest:
-        e, seen = _exposed(block, seen)
-        later |= e
+    if later is None:
+        later, seen = set(), set()
+        for block in rest:
+            e, seen = _exposed(block, seen)
+            later |= e
     if later & (assigned | loop_names):
-        return None
-    if not _writes_ok(body, a, b, assigned, memory) or _last_place(body, a) <= _last_place(body, b):
         return None
     new_inner = ast.For(target=s.target, iter=s.iter, body=[*head_a, *body], orelse=[], type_comment=None)
     return ast.For(target=inner_loop.target, iter=inner_loop.iter, body=[*head_b, new_inner], orelse=[],
