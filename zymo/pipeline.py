@@ -232,18 +232,19 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
     got = memo("outline", [src, namer.ndims, facts, caches, memory], outlined)
-    out = Outlined(got["src"], got["kernels"], got["names"], {k: (t, list(w)) for k, (t, w) in got["parallel"].items()})
+    out = Outlined(got["src"], got["kernels"], got["names"],
+                   {k: (t, list(w), list(f)) for k, (t, w, f) in got["parallel"].items()})
     src = out.src
     if not out.names:
         return compile_source(src, name), src
     from .codegen.numba.backend import compile_numba
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
-    twins = [t for t, _ in out.parallel.values()]
+    twins = [t for t, _, _ in out.parallel.values()]
     compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins))
     python = compile_source(out.kernels, out.names)
     by_name = dict(zip(out.names + twins, compiled))
-    kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], out.parallel[n][1])
+    kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], *out.parallel[n][1:])
                                               if n in out.parallel else ()))
                for n, p in zip(out.names, python)}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"

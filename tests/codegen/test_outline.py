@@ -232,9 +232,9 @@ def test_unknown_backend_is_a_usage_error():
 from zymo.codegen.parallel import overlapping, parallel_loops
 
 
-def _loops(src: str, ndims: dict[str, int]) -> list[str]:
+def _loops(src: str, ndims: dict[str, int], caches: frozenset[str] = frozenset()) -> list[str]:
     fn = ast.parse(src).body[0]
-    return [ast.unparse(loop.target) for loop in parallel_loops(fn, ndims)]
+    return [ast.unparse(loop.target) for loop in parallel_loops(fn, ndims, caches)]
 
 
 def test_parallel_rows_of_a_written_array():
@@ -272,7 +272,9 @@ def k(A, x, y, n):
     assert _loops(src, {"A": 2, "x": 1, "y": 1}) == []
 
 
-def test_inner_loop_of_a_time_loop():
+def test_no_parallel_loop_inside_a_serial_loop():
+    """The inner loops of a time loop are independent, but would start and join threads once
+    per time step: they stay serial; under an `if`, a loop may run in parallel."""
     src = '''
 def k(A, B, n, T):
     for t in range(T):
@@ -280,9 +282,35 @@ def k(A, B, n, T):
             B[i] = A[i - 1] + A[i]
         for i in range(1, n):
             A[i] = B[i]
+    if n > 2:
+        for j in range(1, n):
+            A[j] = B[j] * 2.0
     return ()
 '''
-    assert _loops(src, {"A": 1, "B": 1}) == ["i", "i"]
+    assert _loops(src, {"A": 1, "B": 1}) == ["j"]
+
+
+def test_pushes_to_a_cache_by_index_run_in_parallel():
+    """A cache the loop only writes takes pushes at entries of their own (`_pos` from
+    `tape_index`, over two levels); a cache the loop also reads, or an array that is not a
+    cache written at a computed position, keeps it serial."""
+    src = '''
+def k(_cache_a, _k_a, A, B, n, m):
+    for i in range(n):
+        _pos_1 = _k_a + i * _rt.span(0, m)
+        for j in range(m):
+            _pos = _pos_1 + j
+            _cache_a[_pos] = A[i, j]
+            B[i, j] = np.sin(A[i, j])
+    for i in range(n):
+        _pos_1 = _k_a + i * _rt.span(0, m)
+        for j in range(m):
+            _cache_a[_pos_1 + j] = _cache_a[_pos_1] + A[i, j]
+    return ()
+'''
+    ndims = {"_cache_a": 1, "A": 2, "B": 2}
+    assert _loops(src, ndims, frozenset({"_cache_a"})) == ["i"]
+    assert _loops(src, ndims) == []
 
 
 def test_overlapping_arguments_keep_the_serial_kernel():
@@ -304,12 +332,13 @@ def test_two_threads_give_the_same_bits(kernels_backend):
     args = [rng.random((40, 30)), rng.random(40), rng.random(30)]
     check_grad(rows, *[a[:6, :5] if a.ndim == 2 else a[:6] if a.shape[0] == 40 else a[:5] for a in args])
     g1 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])
-    # a program of `rows` runs a kernel in parallel: its forward derivative does (the reverse
-    # sweep has none); `_compiled` reads the last program compiled, which check_grad's order
-    # (forward, then reverse) makes the reverse one
+    # the gradient's program (reverse mode: `generator` set) runs its kernels in parallel: the
+    # forward one pushes to its caches by index (`tape_index`), over both loops
     programs = [c.fn if not isinstance(c.fn, list) else c.fn[0] for entries in zymo.cache.COMPILED.values()
-                for c in entries if c.backend == "kernels" and c.ir.name == "rows"]
-    assert any(isinstance(k, Kernel) and k.parallel is not None for fn in programs for k in fn.__globals__.values())
+                for c in entries if c.backend == "kernels" and c.ir.name == "rows" and c.generator is not None]
+    kernels = [k for fn in programs for k in fn.__globals__.values() if isinstance(k, Kernel)]
+    # every kernel: the adjoint one adds into `dv[j]` over the rows, a sum expanded (`expand.py`)
+    assert kernels and all(k.parallel is not None for k in kernels) and any(k.floats for k in kernels)
     zymo.config.set_threads(2)
     try:
         g2 = zymo.gradient(Reverse, rows, *[a.copy() for a in args])

@@ -68,7 +68,6 @@ def test_same_entries_as_the_counter(lo, n):
     "if x[i] > 0:\n            c[k] = x[i]\n        k += 1",  # a store under a branch: fine, k moves once
     "c[k] = x[i]\n        k += 1\n        c[k] = x[i]\n        k += 1",  # two moves per iteration
     "c[k] = x[i]\n        k += 1\n        out[i] = k",  # the counter read as a number
-    "c[k + 1] = x[i]\n        k += 1",  # not the counter itself
     "k += 1\n        c[k] = x[i]",  # a push after the move
 ])
 def test_other_uses_of_the_counter_stay(body):
@@ -78,6 +77,81 @@ def test_other_uses_of_the_counter_stay(body):
         assert changed  # the counter itself moves once per iteration at the top level
     else:
         assert not changed and out == ast.unparse(ast.parse(src))
+
+
+NEST = '''
+def f(x, c, out, k, lo, n, m):
+    for i in range(lo, n):
+        for j in range(m):
+            c[k] = x[i] * x[j] + k
+            k += 1
+    for _r in range(_rt.span(lo, n)):
+        i = n - 1 - _r
+        for _r2 in range(m):
+            j = m - 1 - _r2
+            k -= 1
+            out[i] += c[k] * x[j]
+    return k
+'''
+
+
+def _run_nest(src: str, lo: int, n: int, m: int):
+    env = {"_rt": _Rt}
+    exec(src, env)
+    x = np.arange(1.0, max(n, m) + 1.0)
+    c = np.full(n * m + 3, -1.0)
+    out = np.zeros(n)
+    k = env["f"](x, c, out, 3, lo, n, m)
+    return k, c, out
+
+
+@pytest.mark.parametrize("lo, n, m", [(0, 4, 3), (1, 4, 3), (0, 4, 0), (4, 4, 2), (2, 5, 1)])
+def test_nests_addressed_level_by_level(lo, n, m):
+    out, changed = _rewritten(NEST)
+    assert changed and "k += 1" not in out and "k -= 1" not in out
+    assert "k += _rt.span(lo, n) * _rt.span(0, m)" in out and "k -= _rt.span(lo, n) * _rt.span(0, m)" in out
+    for want, got in zip(_run_nest(NEST, lo, n, m), _run_nest(out, lo, n, m)):
+        assert np.array_equal(want, got)  # the counter is also read as a number (`+ k`): same values
+
+
+@pytest.mark.parametrize("lo, n", [(0, 5), (3, 5)])
+def test_reads_of_the_counter_before_the_move_read_the_same_value(lo, n):
+    src = SRC.replace("c[k] = x[i] * 2.0", "c[k] = x[i] * 2.0 + k\n        out[i] = c[k + 1]")
+    out, changed = _rewritten(src)
+    assert changed and "k += 1" not in out
+    for want, got in zip(_run(src, lo, n), _run(out, lo, n)):
+        assert np.array_equal(want, got)
+
+
+def test_two_counters_in_one_loop():
+    src = ("def f(x, c, d, k, q, n):\n    for i in range(n):\n        c[k] = x[i]\n        k += 1\n"
+           "        d[q] = x[i] * 3.0\n        q += 1\n    return (k, q)\n")
+    out, changed = _rewritten(src, counters=("k", "q"))
+    assert changed and "k += _rt.span(0, n)" in out and "q += _rt.span(0, n)" in out
+
+    def run(code):
+        env = {"_rt": _Rt}
+        exec(code, env)
+        c, d = np.zeros(9), np.zeros(9)
+        return (*env["f"](np.arange(1.0, 6.0), c, d, 2, 4, 5), c, d)
+
+    for want, got in zip(run(src), run(out)):
+        assert np.array_equal(want, got)
+
+
+@pytest.mark.parametrize("amount", ["m", "_rt.span(0, m)", "_rt.span(0, x[0])", "2"])
+def test_amounts_the_body_changes_or_cannot_vouch_for_stay(amount):
+    """`k += m` with `m` set in the body, or an amount that is not a product of spans and
+    constants, keeps the counter in the loop."""
+    src = (f"def f(x, c, k, n, m):\n    for i in range(n):\n        m = i\n        c[k] = x[i]\n"
+           f"        k += {amount}\n")
+    if amount == "2":
+        src = src.replace("        m = i\n", "")
+        out, changed = _rewritten(src)
+        assert changed and "_p0 = k + i * 2" in out and "k += _rt.span(0, n) * 2" in out
+        return
+    out, changed = _rewritten(src)
+    assert not changed and out == ast.unparse(ast.parse(src))
 
 
 def rows(A, u, B):

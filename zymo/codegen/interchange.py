@@ -11,15 +11,17 @@ to the bit, and helps:
 - the body is assignments and augmented assignments only, its calls pure (`loop_forms.plain`);
   each name it assigns is assigned before it is read in every iteration (nothing carried),
   and none is read after the nest (`rest`: the statement lists that may run after it);
-- each array the body writes is reached in it through one subscript only (textually), every
-  dimension indexed, naming the outer index, the inner one or both, its other parts free of
-  names the body assigns; and it overlaps no other array the body reaches (`memory`);
+- each array the body writes is reached in it through subscripts that index every dimension
+  and hold one and the same loop index (the outer or the inner one) at one place, their other
+  parts free of names the body assigns; and it overlaps no other array the body reaches
+  (`memory`);
 - more subscripts of the body have the outer index in their last (contiguous in C order)
   place than the inner one.
-Why the numbers stay the same: an element whose subscript names both indices is reached by one
-iteration; one naming only the outer index `a`, by the iterations of one `a`, in the inner
-loop's order before and after the swap; only the inner index, likewise in the outer loop's
-order. Each written element so sees the same operations in the same order, and what is only
+Why the numbers stay the same: the iterations that reach an element of a written array share
+the index its subscripts hold at that place: with the outer index `a`, they are iterations of
+one `a`, run in the inner loop's order before and after the swap; with the inner index, likewise
+in the outer loop's order. Each written element so sees the same operations in the same order
+(covariance's adjoint adds into `ddata[k, i]` and `ddata[k, j]`, both at `k`), and what is only
 read does not change during the nest. The gain: mvt's `x2` (`x2[i] += A[j, i] * y2[j]`) becomes
 a vectorized row update instead of a strided sum per element.
 """
@@ -31,8 +33,10 @@ from .loop_forms import Memory, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 
 
-def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> ast.For | None:
-    """The nest `s` with its two loops swapped, or None (module contract)."""
+def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
+                 later: set[str] | None = None) -> ast.For | None:
+    """The nest `s` with its two loops swapped, or None (module contract); `later`, if given:
+    a superset of the names `rest` may read before writing them (found once by a caller)."""
     outer = _index(s)
     if outer is None or len(s.body) != len(outer[1]) + 1 or not isinstance(s.body[-1], ast.For):
         return None
@@ -50,17 +54,17 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> ast.
     bounds = _loads(inner_loop.iter) | (_loads(ast.Module(head_b, [])) - {b, inner_loop.target.id})  # type: ignore
     if bounds & (assigned | {a, s.target.id}) or assigned & loop_names:  # type: ignore[attr-defined]
         return None
+    if _last_place(body, a) <= _last_place(body, b):
+        return None  # the swap would not help (the cheap test first)
     carried, _ = _exposed(body, {a, b})
-    if carried & assigned:
+    if carried & assigned or not _writes_ok(body, a, b, assigned, memory):
         return None
-    later: set[str] = set()
-    seen: set[str] = set()
-    for block in rest:
-        e, seen = _exposed(block, seen)
-        later |= e
+    if later is None:
+        later, seen = set(), set()
+        for block in rest:
+            e, seen = _exposed(block, seen)
+            later |= e
     if later & (assigned | loop_names):
-        return None
-    if not _writes_ok(body, a, b, assigned, memory) or _last_place(body, a) <= _last_place(body, b):
         return None
     new_inner = ast.For(target=s.target, iter=s.iter, body=[*head_a, *body], orelse=[], type_comment=None)
     return ast.For(target=inner_loop.target, iter=inner_loop.iter, body=[*head_b, new_inner], orelse=[],
@@ -88,18 +92,20 @@ def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory:
     written |= {t.target.value.id for t in body if isinstance(t, ast.AugAssign)  # type: ignore[attr-defined]
                 and isinstance(t.target, ast.Subscript)}
     for name in written:
-        subs = elements[name]
-        first = subs[0]
-        parts = _parts(first)
-        if name in bare or len(parts) != memory.ndims.get(name) or any(ast.dump(n.slice) != ast.dump(first.slice)
-                                                                        for n in subs):
+        subs = [_parts(n) for n in elements[name]]
+        nd = memory.ndims.get(name)
+        if name in bare or any(len(parts) != nd for parts in subs):
             return False
-        indices = {p.id for p in parts if isinstance(p, ast.Name) and p.id in (a, b)}
-        rest = [p for p in parts if not (isinstance(p, ast.Name) and p.id in (a, b))]
-        if not indices or any(isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for p in rest for x in ast.walk(p)):
+        shared = [k for k in range(len(subs[0])) if isinstance(subs[0][k], ast.Name) and subs[0][k].id in (a, b)
+                  and all(isinstance(parts[k], ast.Name) and parts[k].id == subs[0][k].id for parts in subs)]
+        if not shared:
             return False
-        if any(_loads(p) & (assigned | {a, b}) for p in rest):
-            return False
+        for parts in subs:
+            rest = [p for p in parts if not (isinstance(p, ast.Name) and p.id in (a, b))]
+            if any(isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for p in rest for x in ast.walk(p)):
+                return False
+            if any(_loads(p) & (assigned | {a, b}) for p in rest):
+                return False
         others = set(elements) | {n for n in bare if memory.listed(n)}
         if any(memory.overlap(name, o) for o in others if o != name):
             return False

@@ -12,11 +12,12 @@ inside stay as they are (`loop_forms.plain`).
 
 0. *Caches by index.* A loop that pushes to or pops from a cache once per iteration addresses
    it by its index (`codegen/tape_index.py`), so that the counter no longer carries from one
-   iteration to the next. *Copies back.* In a loop body, `b = a` after `a = b`, neither name assigned in between, is
-   dropped (it changes nothing): reverse mode passes a carried scalar's adjoint through an
-   inner loop so, which made the loop look carried. Then a nest of two loops whose inner one
-   walks down columns may swap them (`codegen/interchange.py`, whose contract says when that
-   is exact).
+   iteration to the next. *Copies back.* In a loop body, `b = a` after `a = b`, neither name
+   assigned in between, is dropped (it changes nothing): reverse mode passes a carried scalar's
+   adjoint through an inner loop so, which made the loop look carried. Then a nest of two loops
+   whose inner one walks down columns may swap them (`codegen/interchange.py`, whose contract
+   says when that is exact); a loop holding such a nest beside other statements is first split
+   into one loop per part where that is exact and lets a part swap (`codegen/distribute.py`).
 1. *Scalar promotion.* In a loop `L` (`for` over `range(...)`, its arguments names, constants
    and arithmetic), an array `X` that `L` writes, and names only through the element `X[E]`
    (every dimension subscripted, `E` the same expression everywhere in `L`, reading no name
@@ -50,6 +51,7 @@ import ast
 import copy
 import re
 
+from .distribute import distributed
 from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reversed_head, same, touched
 from .outline import _loads, _stores
@@ -98,13 +100,24 @@ class _Rewriter:
     def block(self, stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> list[ast.stmt]:
         """The statement list `stmts` rewritten; `after`: the lists that may run after it."""
         out: list[ast.stmt] = []
-        for k, s in enumerate(stmts):
+        stmts = list(stmts)
+        k = -1
+        while k + 1 < len(stmts):
+            k += 1
+            s = stmts[k]
             rest = [stmts[k + 1:], *after]
             if isinstance(s, ast.For) and plain(s):
                 for n in ast.walk(s):
                     if isinstance(n, ast.For):
                         self._drop_copies_back(n)
                 swapped = interchanged(s, self.memory, rest)
+                if swapped is None:
+                    parts = distributed(s, self.memory, rest)
+                    if parts is not None:  # one loop per part, each rewritten in turn
+                        stmts[k:k + 1] = parts
+                        s = stmts[k]
+                        rest = [stmts[k + 1:], *after]
+                        self.changed = True
                 if swapped is not None:
                     s = swapped
                     self.changed = True

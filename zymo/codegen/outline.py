@@ -65,8 +65,9 @@ class Outlined:
     src: str  # the program, calling the kernels
     kernels: str  # the source of the module defining them ("" when none)
     names: list[str] = field(default_factory=list)  # the kernels' names, in order
-    # kernel -> (its twin with `numba.prange` loops, the positions of the arrays those write)
-    parallel: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
+    # kernel -> (its twin with `numba.prange` loops, the positions of the arrays those write, and
+    # of those the twin needs to hold float64: `codegen/expand.py`)
+    parallel: dict[str, tuple[str, list[int], list[int]]] = field(default_factory=dict)
 
 
 def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str] = frozenset(),
@@ -92,17 +93,23 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
             _Outliner(fn, work, kernels, prefix).run()
     if not kernels:
         return Outlined(src, "")
+    from .blocks import blocked_nests
+    from .expand import expanded_loops
     from .parallel import parallel_loops, to_prange, written_arrays
 
     twins, parallel = [], {}
     for k in kernels:
-        loops = parallel_loops(k, ndims)
-        if loops:
-            twin = to_prange(k, loops, k.name + "_parallel")
+        loops = parallel_loops(k, ndims, caches)
+        nests = blocked_nests(k, ndims, caches, loops)
+        sums = expanded_loops(k, ndims, caches, loops + nests)
+        if loops or nests or sums:
+            twin = to_prange(k, loops, k.name + "_parallel", nests, sums)
             params = [a.arg for a in k.args.args]
-            written = written_arrays(loops)
+            written = written_arrays(loops + nests + [loop for loop, _ in sums])
+            floats = set().union(*(arrays for _, arrays in sums))
             twins.append(twin)
-            parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written])
+            parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written],
+                                [i for i, n in enumerate(params) if n in floats])
     body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 
@@ -415,17 +422,19 @@ class Kernel:
     """One outlined loop at run time (module contract): the Numba dispatcher while it serves,
     the loop's Python function once an argument or Numba says it cannot."""
 
-    __slots__ = ("compiled", "python", "fn", "name", "why", "parallel", "written")
+    __slots__ = ("compiled", "python", "fn", "name", "why", "parallel", "written", "floats")
 
     def __init__(self, name: str, compiled: Callable, python: Callable, parallel: Callable | None = None,
-                 written: list[int] | None = None):
+                 written: list[int] | None = None, floats: list[int] | None = None):
         self.name = name
         self.compiled = compiled
         self.python = python
         self.fn: Callable | None = None  # decided at the first call
         self.why = ""  # why it runs as Python, once it does
-        self.parallel = parallel  # the twin with prange loops (module contract), or None
+        self.parallel = parallel  # the twin with prange loops (module contract), or None; its last
+        # parameter: the number of threads
         self.written = written or []
+        self.floats = floats or []  # the twin runs only where these arguments hold float64
 
     def __call__(self, *args: Any) -> Any:
         fn = self.fn
@@ -454,16 +463,19 @@ class Kernel:
     def _run_parallel(self, args: tuple) -> Any:
         from .parallel import overlapping
 
-        if overlapping(args, self.written):
+        if overlapping(args, self.written) or any(args[i].dtype.str[1:] != "f8" for i in self.floats):
             return self.compiled(*args)
         import numba
 
         from .numba.backend import quick_compile
 
-        numba.set_num_threads(min(_threads(), numba.config.NUMBA_NUM_THREADS))
+        threads = min(_threads(), numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(threads)
         try:
             with quick_compile():
-                return self.parallel(*args)  # type: ignore[misc]
+                return self.parallel(*args, threads)  # type: ignore[misc]
+        except MemoryError:  # an expanded sum's temporary, allocated before anything is written
+            return self.compiled(*args)
         except Exception as exc:  # Numba refused the parallel twin: the serial kernel, for good
             from numba.core.errors import NumbaError
 

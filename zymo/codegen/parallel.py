@@ -1,9 +1,13 @@
 """Loops of a kernel whose iterations may run in parallel: they write disjoint memory.
 
-Contract: `parallel_loops(kernel, ndims)` returns the `for` statements of an outlined kernel
-(`codegen/outline.py`), at any depth but not inside one another, that Numba may run as
+Contract: `parallel_loops(kernel, ndims, caches)` returns the `for` statements of an outlined
+kernel (`codegen/outline.py`), inside no other loop of the kernel, that Numba may run as
 `numba.prange` loops with the same results as the serial loop, to the bit, provided the
-kernel's arrays do not overlap in memory (the caller checks that at run time: `overlapping`). A loop qualifies when
+kernel's arrays do not overlap in memory (the caller checks that at run time: `overlapping`).
+Only loops with no loop around them: a parallel loop inside a serial one starts and joins its
+threads once per outer iteration, which cost more than the work of the inner loops measured here
+(Numba 0.68, OpenMP layer: mvt at n=1500 took longer with 2 threads than with 1); such a nest
+may run by blocks of its inner loop instead (`codegen/blocks.py`). A loop qualifies when
 
 - it is `for v in range(...)` with step 1 (absent or the constant 1), no `else`, and no
   `break` or `continue` anywhere in it (the kernels' loops never `return`);
@@ -18,7 +22,10 @@ kernel's arrays do not overlap in memory (the caller checks that at run time: `o
   array it writes is written and read only through single elements (`a[i, j]`), all
   with one and the same index name at one position (`A[i, :]`-like rows of `A`, one per
   iteration): two iterations never touch the same element of an array one of them writes.
-  Arrays it only reads are unconstrained.
+  Arrays it only reads are unconstrained. A reverse-mode cache (`caches`) the loop writes and
+  does not read is exempt: each push writes an entry no other push writes (the caches' entry
+  counters only grow, `transform/reverse/augmented.py`), and a loop whose iterations push by
+  index (`codegen/tape_index.py`) no longer carries the counter.
 
 Different names may still be one array (a user's argument passed twice, or overlapping views):
 `overlapping(args, written)` says whether any written argument may share memory with another
@@ -31,19 +38,17 @@ import ast
 import numpy as np
 
 
-def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int]) -> list[ast.For]:
-    """The loops of `kernel` that may run as `prange` (module contract): outermost first; a
-    loop inside one of them is not considered (no nested parallel loops)."""
+def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int],
+                   caches: frozenset[str] = frozenset()) -> list[ast.For]:
+    """The loops of `kernel` that may run as `prange` (module contract), in the kernel's order;
+    loops inside other loops are not considered."""
     out: list[ast.For] = []
 
     def visit(stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> None:
         for k, s in enumerate(stmts):
             rest = [stmts[k + 1:]] + after
-            if isinstance(s, ast.For) and _simple_range(s) and independent(s, ndims, rest):
+            if isinstance(s, ast.For) and _simple_range(s) and independent(s, ndims, rest, caches):
                 out.append(s)
-                continue
-            if isinstance(s, (ast.For, ast.While)):
-                visit(s.body, [[s]] + rest)  # run again by the enclosing loop's next iteration
             elif isinstance(s, ast.If):
                 visit(s.body, rest)
                 visit(s.orelse, rest)
@@ -65,16 +70,58 @@ def written_arrays(loops: list[ast.For]) -> set[str]:
     return names
 
 
-def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str) -> ast.FunctionDef:
-    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops."""
+def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: list[ast.For] = (),  # type: ignore[assignment]
+              expanded: list[tuple[ast.For, frozenset[str]]] = ()) -> ast.FunctionDef:  # type: ignore[assignment]
+    """A copy of `kernel` named `name` whose `loops` are `numba.prange` loops, whose `nests` run
+    by blocks (`codegen/blocks.py`) and whose `expanded` loops run with their sums expanded
+    (`codegen/expand.py`), with one more parameter, last: the number of threads (the blocks;
+    `numba.get_num_threads()` would keep Numba from caching the twin on disk)."""
     import copy
 
+    from .blocks import block
+    from .expand import expand
+
     marks = {id(loop) for loop in loops}
+    blocked = {id(nest) for nest in nests}
+    sums = {id(loop): arrays for loop, arrays in expanded}
     new = copy.deepcopy(kernel)
+    twins: dict[int, frozenset[str] | None] = {}  # copied statement -> its arrays to expand, or None: blocks
     for old, loop in zip(ast.walk(kernel), ast.walk(new)):  # the same walk over equal trees
         if id(old) in marks and isinstance(loop, ast.For):
             assert isinstance(loop.iter, ast.Call)
             loop.iter.func = ast.Attribute(value=ast.Name("numba", ast.Load()), attr="prange", ctx=ast.Load())
+        elif id(old) in blocked:
+            twins[id(loop)] = None
+        elif id(old) in sums:
+            twins[id(loop)] = sums[id(old)]
+    taken = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)}
+    count = iter(range(1 << 30))
+
+    def fresh(base: str) -> str:
+        while True:
+            got = f"{base}_{next(count)}"
+            if got not in taken:
+                return got
+
+    threads = fresh("_threads")
+    allocs: list[ast.stmt] = []
+
+    def rewritten(t: ast.stmt) -> list[ast.stmt]:
+        arrays = twins[id(t)]
+        assert isinstance(t, ast.For)
+        if arrays is None:
+            return block(t, fresh, threads)
+        first, stmts = expand(t, arrays, fresh, threads)
+        allocs.extend(first)
+        return stmts
+
+    for node in list(ast.walk(new)):
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(id(t) in twins for t in stmts):
+                setattr(node, field, [u for t in stmts for u in (rewritten(t) if id(t) in twins else [t])])
+    new.body = [*allocs, *new.body]  # before anything is written (`expand`'s contract)
+    new.args.args.append(ast.arg(threads))
     new.name = name
     return ast.fix_missing_locations(new)
 
@@ -100,16 +147,18 @@ def _simple_range(loop: ast.For) -> bool:
     return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(loop))
 
 
-def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]]) -> bool:
+def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]],
+                caches: frozenset[str] = frozenset()) -> bool:
     """Whether `loop`'s iterations write disjoint memory and carry nothing (module contract);
-    `rest`: the statement lists that may run after it, innermost first."""
+    `rest`: the statement lists that may run after it, innermost first; `caches`: the caches
+    exempt from the element rule when only written."""
     from .outline import _exposed as exposed
     from .outline import _stores as stores
 
     assert isinstance(loop.target, ast.Name)
     assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()
     index = _index_names(loop, assigned)
-    if index is None or _writes_arrays_whole(loop, ndims) or not _disjoint_writes(loop, index, ndims):
+    if index is None or _writes_arrays_whole(loop, ndims) or not _disjoint_writes(loop, index, ndims, caches):
         return False
     carried, _ = exposed(loop.body, {loop.target.id})
     if carried & assigned:
@@ -181,15 +230,23 @@ def _invariant(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
     return isinstance(e, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp))
 
 
-def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int]) -> bool:
+def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], caches: frozenset[str]) -> bool:
     accesses: dict[str, list[tuple[ast.expr, ...]]] = {}
+    read: set[str] = set()
     for n in ast.walk(loop):
         if isinstance(n, ast.Subscript):
             if not isinstance(n.value, ast.Name):
                 return False
             parts = tuple(n.slice.elts) if isinstance(n.slice, ast.Tuple) else (n.slice,)
             accesses.setdefault(n.value.id, []).append(parts)
+            if not isinstance(n.ctx, ast.Store):
+                read.add(n.value.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
+                and isinstance(n.target.value, ast.Name):
+            read.add(n.target.value.id)
     for name in written_arrays([loop]):
+        if name in caches and name not in read:
+            continue  # pushes: each to an entry of its own (module contract)
         seen = accesses.get(name, [])
         nd = ndims.get(name)
         if nd is None or not seen or any(len(p) != nd or any(isinstance(x, ast.Slice) for x in p) for p in seen):

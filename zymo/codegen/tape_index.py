@@ -7,36 +7,37 @@ program starts at 0, moved only by `+= 1` and `-= 1` and read only as cache subs
 `fresh(base)` gives a name the program does not use.
 
 - a forward loop `for v in range(lo, hi)` (`range(hi)`: `lo` 0; `loop_forms.plain`) whose body
-  has, at its top level, stores `c[k] = x` and then one `k += 1`, `k` a counter the body uses
-  nowhere else, becomes
-
-      for v in range(lo, hi):
-          _pos = k + (v - lo)
-          ... c[_pos] = x ...
-      k += _rt.span(lo, hi)
-
-- a reversed loop (`for _r in range(N): i = N - 1 - _r`, or over `_rt.span(lo, N)`) whose body
-  has, at its top level, one `k -= 1` and after it reads `c[k]`, `k` used nowhere else in it,
+  moves the counter `k` once, at its top level, by `k += X` (`X` the constant 1, or an amount
+  the body does not change: `_rt.span(a, b)` of an inner loop already rewritten, so nests of
+  any depth are addressed level by level), and otherwise only reads `k`, before that move,
   becomes
 
-      k -= _rt.span(lo, N)
+      for v in range(lo, hi):
+          _pos = k + (v - lo) * X
+          ... c[_pos] = x ...        (every read of `k` in the body reads `_pos`)
+      k += _rt.span(lo, hi) * X
+
+- a reversed loop (`for _r in range(N): i = N - 1 - _r`, or over `_rt.span(lo, N)`) whose body
+  has, at its top level, one `k -= X` and only reads `k` after it, becomes
+
+      k -= _rt.span(lo, N) * X
       for _r in range(...):
           i = N - 1 - _r
-          _pos = k + (i - lo)
+          _pos = k + (i - lo) * X
           ... c[_pos] ...
 
-Each iteration reaches the very entry it reached before: the loop's iterations run in order,
-each moving `k` by one, so iteration `v` of the forward loop pushes at `k + (v - lo)`, and the
-reversed loop, which starts where the matching pushes ended, pops the same entries from the last
-down. With the counter gone from the body, the loop carries nothing through it: it may run
-forward (`codegen/loop_order.py`) or in parallel (`codegen/parallel.py`, which reads `_pos`, one
-index plus an invariant, as an index of the loop). Loops with the counter anywhere else (an `if`,
-an inner loop, a cache growing inside the loop) stay as they are.
+(`* X` is left out where `X` is 1.) Each read of `k` reads the value it read before: the loop's
+iterations run in order, each moving `k` by `X` and nothing else storing it, so in iteration `v`
+of the forward loop `k` is `k0 + (v - lo) * X` before the move, and the reversed loop, which
+starts where the matching pushes ended, reads `k_end - (_r + 1) * X` after its move. With the
+counter gone from the body, the loop carries nothing through it: it may run forward
+(`codegen/loop_order.py`) or in parallel (`codegen/parallel.py`: each push writes an entry no
+other push writes). Loops that store `k` anywhere else (an `if`, an inner loop not rewritten, a
+cache growing inside the loop) stay as they are.
 """
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 
 from .loop_forms import plain, reversed_head
@@ -87,49 +88,67 @@ def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) 
         if bounds & (_stores(ast.Module(s.body, [])) | {index}):
             return None  # `k` moves after the loop by its trip count, read again there
         step = "+="
-    body = s.body[skip:]
-    for k in sorted(moved & counters):
-        at = _moves(body, k, step)
-        if at is None:
+    moves: list[ast.stmt] = []
+    stored: set[str] | None = None  # what the body assigns, found when an amount reads names
+    for k in sorted(moved & counters):  # each counter in turn, on the body the last one left
+        body = s.body[skip:]
+        found = _moves(body, k, step)
+        if found is None:
             continue
-        if not _only_subscripts(body, k, at, before=step == "+="):
+        at, amount = found
+        reads = _loads(amount)
+        if reads and stored is None:
+            stored = _stores(ast.Module(s.body, [])) | {index}
+        if reads & (stored or set()) or not _only_reads(body, k, at, before=step == "+="):
             continue
         pos = fresh(f"_pos{k}")
         offset = index if lo is None else f"({index} - {ast.unparse(lo)})"
         span = f"_rt.span({'0' if lo is None else ast.unparse(lo)}, {ast.unparse(stop)})"
-        new_body = [copy.deepcopy(t) for t in body]
-        del new_body[at]
-        for t in new_body:
+        if not (isinstance(amount, ast.Constant) and amount.value == 1):
+            offset, span = f"{offset} * {ast.unparse(amount)}", f"{span} * {ast.unparse(amount)}"
+        new_body = body[:at] + body[at + 1:]
+        for t in new_body:  # in place: the loop is rewritten for good
             _Renamer(k, pos).visit(t)
         s.body = [*s.body[:skip], ast.parse(f"{pos} = {k} + {offset}").body[0], *new_body]
-        move = ast.parse(f"{k} {step} {span}").body[0]
-        return [s, move] if step == "+=" else [move, s]
-    return None
+        if stored is not None:
+            stored.add(pos)
+        moves.append(ast.parse(f"{k} {step} {span}").body[0])
+    if not moves:
+        return None
+    return [s, *moves] if step == "+=" else [*moves, s]
 
 
-def _moves(body: list[ast.stmt], k: str, step: str) -> int | None:
-    """The position of the one `k += 1` (`k -= 1`) at the body's top level."""
+def _moves(body: list[ast.stmt], k: str, step: str) -> tuple[int, ast.expr] | None:
+    """The position and amount of the one `k += X` (`k -= X`) at the body's top level, `X` the
+    constant 1 or a product of names, constants and `_rt.span(...)` of them."""
     op = ast.Add if step == "+=" else ast.Sub
-    found = [j for j, t in enumerate(body) if isinstance(t, ast.AugAssign) and isinstance(t.target, ast.Name)
-             and t.target.id == k and isinstance(t.op, op) and isinstance(t.value, ast.Constant)
-             and t.value.value == 1]
-    return found[0] if len(found) == 1 else None
+    found = [(j, t.value) for j, t in enumerate(body) if isinstance(t, ast.AugAssign)
+             and isinstance(t.target, ast.Name) and t.target.id == k and isinstance(t.op, op)]
+    if len(found) != 1 or not _amount(found[0][1]):
+        return None
+    return found[0]
 
 
-def _only_subscripts(body: list[ast.stmt], k: str, at: int, before: bool) -> bool:
-    """Whether `k` appears in the body only in the move at `at` and as the whole subscript of
-    a cache, in top-level statements before the move (pushes) or after it (pops), and nowhere
-    in a loop."""
+def _amount(e: ast.expr) -> bool:
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int and e.value >= 1
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+        return _amount(e.left) and _amount(e.right)
+    return isinstance(e, ast.Call) and ast.unparse(e.func) == "_rt.span" and not e.keywords \
+        and all(isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load))
+                for a in e.args for n in ast.walk(a))
+
+
+def _only_reads(body: list[ast.stmt], k: str, at: int, before: bool) -> bool:
+    """Whether the body, besides the move at `at`, only reads `k`, and only in top-level
+    statements before the move (pushes) or after it (pops)."""
     for j, t in enumerate(body):
         if j == at:
             continue
         names = [n for n in ast.walk(t) if isinstance(n, ast.Name) and n.id == k]
         if not names:
             continue
-        if (j > at) == before or isinstance(t, (ast.For, ast.While)):
-            return False
-        slices = {id(n.slice) for n in ast.walk(t) if isinstance(n, ast.Subscript)}
-        if any(id(n) not in slices or not isinstance(n.ctx, ast.Load) for n in names):
+        if (j > at) == before or any(not isinstance(n.ctx, ast.Load) for n in names):
             return False
     return True
 

@@ -1,0 +1,153 @@
+"""Loops split into one loop per part so that a part's nest walks rows (`codegen/distribute.py`,
+through `codegen/loop_order.lean_loops`): where it happens, what keeps a loop whole, and the
+rewritten source computing the same numbers, to the bit, run as Python; end to end, the
+compiled gradients of covariance-like code equal the Python backend's to the bit."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Const, Duplicated, Reverse
+from zymo.codegen.loop_order import lean_loops
+from zymo.testing import check_grad
+from zymo.transform.reverse.facts import MemoryFacts
+
+MEAN = '''
+def f(data, mean, n, m):
+    for j in range(m):
+        mean[j] = 0.0
+        for i in range(n):
+            mean[j] = mean[j] + data[i, j]
+        mean[j] = mean[j] / n
+'''
+# covariance's adjoint: scalar shuffles of `dcov` (both triangles), then a column walk adding
+# into two columns of `ddata`, then a reset
+ADJOINT = '''
+def f(data, dcov, ddata, j, n, m):
+    for _r in range(_rt.span(j, m)):
+        i = m - 1 - _r
+        t = dcov[i, j]
+        dcov[i, j] = 0.0
+        dcov[j, i] += t
+        for k in range(n):
+            ddata[k, i] += data[k, j] * dcov[j, i]
+            ddata[k, j] += data[k, i] * dcov[j, i]
+        dcov[j, i] = 0.0
+'''
+NDIMS = {"data": 2, "mean": 1, "dcov": 2, "ddata": 2}
+
+
+def _facts(names=("data", "mean", "dcov", "ddata")) -> MemoryFacts:
+    return MemoryFacts({n: (k,) for k, n in enumerate(names)}, frozenset(names), dict(NDIMS))
+
+
+class _Rt:
+    @staticmethod
+    def span(lo, hi):
+        return hi - lo if hi > lo else 0
+
+
+def _run(src: str, *args):
+    env: dict = {"np": np, "_rt": _Rt}
+    exec(src, env)
+    env["f"](*args)
+    return args
+
+
+def test_column_sums_split_and_swapped_exact():
+    out = lean_loops(MEAN, _facts())
+    assert out.count("for j in range(m)") == 3 and "for i in range(n):\n        for j in range(m):" in out
+    rng = np.random.default_rng(1)
+    data = rng.random((7, 5))
+    want = _run(MEAN, data, np.full(5, np.nan), 7, 5)
+    got = _run(out, data, np.full(5, np.nan), 7, 5)
+    assert np.array_equal(want[1], got[1]) and not np.isnan(got[1]).any()
+
+
+@pytest.mark.parametrize("j, m", [(0, 5), (2, 5), (4, 5), (5, 5)])
+def test_adjoint_split_and_swapped_exact(j, m):
+    out = lean_loops(ADJOINT, _facts())
+    assert "\n    for k in range(n):\n" in out  # split in three, the middle one swapped
+    rng = np.random.default_rng(2)
+    args = [rng.random((6, m)), rng.random((m, m)), rng.random((6, m))]
+    want = _run(ADJOINT, *[a.copy() for a in args], j, 6, m)
+    got = _run(out, *[a.copy() for a in args], j, 6, m)
+    for w, g in zip(want[:3], got[:3]):
+        assert np.array_equal(w, g)
+
+
+@pytest.mark.parametrize("change", [
+    ("        mean[j] = mean[j] / n\n", "        mean[j] = mean[j] / n\n        s = mean[j]\n"),  # read after
+    ("        mean[j] = 0.0\n", "        mean[j] = 0.0\n        z = mean[j] * 2.0\n"),  # a scalar to a part
+    ("mean[j] = mean[j] + data[i, j]", "mean[j] = mean[j] + data[i, j] + mean[j + 1]"),  # a neighbour
+    ("        mean[j] = mean[j] / n\n", "        mean[j] = mean[j] / n\n        data[0, j + 1] = 1.0\n"),
+])
+def test_loops_whose_parts_meet_stay_whole(change):
+    src = MEAN.replace(*change)
+    if "z = " in src:
+        src = src.replace("mean[j] + data[i, j]", "mean[j] + data[i, j] * z")
+    if "s = " in src:
+        src += "    return s\n"
+    assert change[0] in MEAN
+    out = lean_loops(src, _facts())
+    assert out.count("for j in range(m)") <= 1
+
+
+def test_overlapping_arrays_stay_whole():
+    facts = MemoryFacts({"data": (0,), "mean": (0,)}, frozenset({"data", "mean"}), dict(NDIMS))
+    assert lean_loops(MEAN, facts).count("for j in range(m)") <= 1
+
+
+def covariance_like(data, mean):
+    n, m = data.shape
+    for j in range(m):
+        mean[j] = 0.0
+        for i in range(n):
+            mean[j] += data[i, j]
+        mean[j] /= n
+        for i in range(n):
+            data[i, j] -= mean[j]
+    return np.sum(data * data * data)
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_compiled_gradients_equal_the_python_backend(numba):
+    rng = np.random.default_rng(3)
+    args = [rng.random((7, 5)), np.zeros(5)]
+
+    def grad(backend):
+        shadows = [np.zeros_like(a) for a in args]
+        zymo.autodiff(Reverse, covariance_like, Active, Duplicated(args[0].copy(), shadows[0]),
+                      Duplicated(args[1].copy(), shadows[1]), numba=backend)
+        return shadows[0]
+
+    want, got = grad(False), grad(numba)
+    assert np.array_equal(want, got) and np.any(want)
+    src = zymo.generated_code(Reverse, covariance_like, Active, Duplicated(args[0].copy(), np.zeros((7, 5))),
+                              Const(args[1].copy()), numba=numba)
+    assert re.search(r"for \w+ in range\(n\):\n +for \w+ in range\(n_1\):", src)  # rows walked
+    check_grad(covariance_like, *[a.copy() for a in args], modes=("reverse",), wrt=[0])
+
+
+def test_an_element_one_part_pins_and_the_other_does_not_keeps_the_loop_whole():
+    """`d[i, j]` written for each `i`, `d[j, 0]` read by every iteration: at `j == 0` the
+    read sees the write of iteration 0 in the first iteration only."""
+    src = '''
+def f(d, x, out, j, n, m):
+    for i in range(n):
+        d[i, j] = x[i] * 2.0
+        for k in range(m):
+            out[k, i] = out[k, i] + d[j, 0] * x[k]
+'''
+    facts = MemoryFacts({"d": (0,), "x": (1,), "out": (2,)}, frozenset({"d", "x", "out"}),
+                        {"d": 2, "x": 1, "out": 2})
+    out = lean_loops(src, facts)
+    assert out.count("for i in range(n)") == 1
+    rng = np.random.default_rng(5)
+    args = [rng.random((4, 4)), rng.random(4), rng.random((4, 4))]
+    want = _run(src, *[a.copy() for a in args], 0, 4, 4)
+    got = _run(out, *[a.copy() for a in args], 0, 4, 4)
+    assert all(np.array_equal(w, g) for w, g in zip(want[:3], got[:3]))

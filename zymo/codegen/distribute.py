@@ -1,0 +1,164 @@
+"""A loop whose body holds inner loops split into one loop per part, where that lets a part's
+nest walk rows (`codegen/interchange.py`): covariance's `mean[j] = 0; for i: mean[j] +=
+data[i, j]; mean[j] /= n` over `j` becomes three loops over `j`, the middle one swapped.
+
+Contract: `distributed(s, memory, rest)` returns the loops replacing the loop `s` (`for v ...`,
+forward or reverse mode's reversed loop, `loop_forms.plain`), or None. Its body (after the
+reversed-index assignment, which each new loop repeats) is cut into parts: each inner `for` a
+part of its own, the other statements between them one part. The new loops run the parts one
+after the other, each over the whole range, in `s`'s order. It is done only where it computes
+the same numbers, to the bit, and at least one part then swaps (`interchanged`):
+
+- no name is carried from one iteration to the next, none a part assigns is read by another
+  part or after `s` (`rest`: the statement lists that may run after it);
+- where two parts reach one array and one of them writes it, the two iterations that reach an
+  element are one and the same: for each pair of their subscripts, some place holds the same
+  index expression in both (`a[i, k]` and `a[i, 0]`: `i` twice), or the two pin the iteration
+  to one value alike (`a[i, j]` and `a[j, i]` with `j` unchanged by `s`: both only where `i` is
+  `j`); every place is an index (one of `s`'s index names plus or minus terms `s` does not
+  change) or such a term; the array is known to overlap no other array the parts reach.
+
+Why: distribution reorders only operations of different parts and different iterations (part
+`X` of iteration `i'` now runs before part `Y` of iteration `i` where it ran after, or the
+reverse); those touch no common element, so each element sees the same operations in the same
+order, and scalars pass between iterations or parts nowhere.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from .interchange import _last_place, interchanged
+from .loop_forms import Memory, plain, reversed_head, touched
+from .outline import _exposed, _stores
+from .parallel import _affine
+
+
+def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[ast.stmt] | None:
+    """The loops replacing `s`, at least one of them swapped, or None (module contract)."""
+    if not plain(s) or not isinstance(s.target, ast.Name):
+        return None
+    head_at = 1 if reversed_head(s) is not None else 0
+    head, body = s.body[:head_at], s.body[head_at:]
+    if sum(isinstance(t, ast.For) for t in body) < 1 or len(body) < 2:
+        return None
+    parts = _parts(body)
+    index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
+    if len(parts) < 2 or not any(_walks_columns(p, index_name) for p in parts):
+        return None  # nothing a swap would help (the cheap test first)
+    assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
+    carried, _ = _exposed(body, {s.target.id, index_name})
+    if carried & assigned:
+        return None
+    index = {s.target.id, index_name}
+    reads = [_exposed(p, index)[0] for p in parts]  # what a part reads before it assigns it
+    stores = [_stores(ast.Module(p, [])) for p in parts]
+    for x in range(len(parts)):
+        if any(stores[x] & reads[y] for y in range(len(parts)) if y != x):
+            return None  # a scalar passed from one part to another
+    for x in range(len(parts)):
+        for y in range(x + 1, len(parts)):
+            if not _apart(parts[x], parts[y], index, assigned, memory):
+                return None
+    later: set[str] = set()
+    seen: set[str] = set()
+    for stmts in rest:  # the costliest test last
+        e, seen = _exposed(stmts, seen)
+        later |= e
+    if later & (assigned | {s.target.id}):
+        return None
+    loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=copy.deepcopy(s.iter),
+                     body=[*copy.deepcopy(head), *p], orelse=[], type_comment=None) for p in parts]
+    out: list[ast.stmt] = []
+    swapped = False
+    for k, loop in enumerate(loops):
+        after = later | _exposed(loops[k + 1:], set())[0]  # a superset of what runs after part k reads
+        new = interchanged(loop, memory, [loops[k + 1:], *rest], after) if isinstance(p := loop.body[-1], ast.For) \
+            and len(loop.body) == len(head) + 1 and p is parts[k][0] else None
+        swapped |= new is not None
+        out.append(new if new is not None else loop)
+    return [ast.fix_missing_locations(t) for t in out] if swapped else None
+
+
+def _walks_columns(part: list[ast.stmt], outer: str) -> bool:
+    """Whether `part` is one loop whose subscripts hold the outer index last more often than
+    its own (`interchange`'s test of a useful swap)."""
+    if len(part) != 1 or not isinstance(part[0], ast.For):
+        return False
+    inner = part[0]
+    head = reversed_head(inner) if plain(inner) else None
+    own = head[0] if head is not None else inner.target.id if isinstance(inner.target, ast.Name) else None
+    return own is not None and _last_place(inner.body, outer) > _last_place(inner.body, own)
+
+
+def _parts(body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """Each `for` alone, the statements between them together."""
+    parts: list[list[ast.stmt]] = []
+    for t in body:
+        if isinstance(t, ast.For) or not parts or isinstance(parts[-1][-1], ast.For):
+            parts.append([t])
+        else:
+            parts[-1].append(t)
+    return parts
+
+
+def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[str], memory: Memory) -> bool:
+    """Whether parts `x` and `y` of different iterations reach no common element one of them
+    writes (module contract)."""
+    ex, bx = touched(ast.Module(x, []))  # type: ignore[arg-type]
+    ey, by = touched(ast.Module(y, []))  # type: ignore[arg-type]
+    wx, wy = _written(x), _written(y)
+    for name in (wx | wy):
+        if name in wx and (name in ey or name in by) or name in wy and (name in ex or name in bx):
+            if not memory.listed(name) or name in bx or name in by:
+                return False
+            others = (set(ex) | set(ey) | {n for n in bx | by if memory.listed(n)}) - {name}
+            if any(memory.overlap(name, o) for o in others):
+                return False
+            if not all(_same_iteration(a, b, index, assigned) for a in ex.get(name, []) for b in ey.get(name, [])):
+                return False
+        elif name in wx | wy and any(memory.overlap(name, o) for o in (set(ex) | set(ey)) - {name}):
+            return False
+    return True
+
+
+def _written(part: list[ast.stmt]) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(ast.Module(part, [])):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
+            out.add(n.value.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
+                and isinstance(n.target.value, ast.Name):
+            out.add(n.target.value.id)
+    return out
+
+
+def _same_iteration(a: ast.Subscript, b: ast.Subscript, index: set[str], assigned: set[str]) -> bool:
+    """Whether subscripts `a` and `b` name one element only in one iteration (module contract)."""
+    pa = list(a.slice.elts) if isinstance(a.slice, ast.Tuple) else [a.slice]
+    pb = list(b.slice.elts) if isinstance(b.slice, ast.Tuple) else [b.slice]
+    if len(pa) != len(pb):
+        return False
+    pins_a, pins_b = set(), set()  # (index name, the term it equals there)
+    for p, q in zip(pa, pb):
+        kp, kq = _kind(p, index, assigned), _kind(q, index, assigned)
+        if kp == kq == "index" and ast.dump(p) == ast.dump(q):
+            return True
+        if kp == "index" and kq == "term" and isinstance(p, ast.Name):
+            pins_a.add((p.id, ast.dump(q)))
+        if kq == "index" and kp == "term" and isinstance(q, ast.Name):
+            pins_b.add((q.id, ast.dump(p)))
+    return bool(pins_a & pins_b)  # `a[i, j]`, `b[j, i]`: both only where `i` is `j`
+
+
+def _kind(e: ast.expr, index: set[str], assigned: set[str]) -> str:
+    """"index" (an index name plus or minus terms the loop does not change), "term" (such a
+    term) or "other" (a value that may change within an iteration)."""
+    if _affine(e, index, assigned - index):
+        return "index"
+    for n in ast.walk(e):
+        if isinstance(n, (ast.Call, ast.Subscript, ast.Attribute, ast.Slice)):
+            return "other"
+        if isinstance(n, ast.Name) and n.id in assigned | index:
+            return "other"
+    return "term"
