@@ -151,3 +151,44 @@ def f(d, x, out, j, n, m):
     want = _run(src, *[a.copy() for a in args], 0, 4, 4)
     got = _run(out, *[a.copy() for a in args], 0, 4, 4)
     assert all(np.array_equal(w, g) for w, g in zip(want[:3], got[:3]))
+
+
+# trmm's forward sweep, caches addressed by index: a push per element, index arithmetic
+# (`p1`) between the loops, a column walk of `B` inside
+TRMM = '''
+def f(A, B, c, k, i, n, m):
+    for j in range(m):
+        p1 = k + j * _rt.span(i + 1, n)
+        for r in range(i + 1, n):
+            p = p1 + (r - (i + 1))
+            b = B[r, j]
+            c[p] = b
+            B[i, j] = B[i, j] + A[r, i] * b
+        B[i, j] = 2.0 * B[i, j]
+'''
+
+
+def _trmm_facts(caches=frozenset({"c"})) -> MemoryFacts:
+    names = ("A", "B", "c")
+    return MemoryFacts({n: (k,) for k, n in enumerate(names)}, frozenset(names), {"A": 2, "B": 2, "c": 1},
+                       caches=caches)
+
+
+@pytest.mark.parametrize("i", [0, 2, 5])
+def test_pushes_and_index_arithmetic_move_with_the_swap_exact(i):
+    out = lean_loops(TRMM, _trmm_facts())
+    assert "\n    for r in range(i + 1, n):\n" in out and out.count("p1 = k + j * _rt.span(i + 1, n)") == 1
+    rng = np.random.default_rng(6)
+    args = [rng.random((6, 6)), rng.random((6, 4)), np.full(30, np.nan)]
+    want = _run(TRMM, *[a.copy() for a in args], 1, i, 6, 4)
+    got = _run(out, *[a.copy() for a in args], 1, i, 6, 4)
+    assert all(np.array_equal(w, g, equal_nan=True) for w, g in zip(want[:3], got[:3]))
+
+
+def test_a_cache_the_loop_also_reads_or_arithmetic_of_what_the_inner_loop_changes_keep_the_order():
+    read = TRMM.replace("            c[p] = b\n", "            c[p] = b + c[0]\n")
+    assert "\n    for r in range(i + 1, n):\n" not in lean_loops(read, _trmm_facts())
+    assert "\n    for r in range(i + 1, n):\n" not in lean_loops(TRMM, _trmm_facts(caches=frozenset()))
+    changed = TRMM.replace("            c[p] = b\n", "            c[p] = b\n            p1 = p1 + 1\n").replace(
+        "        B[i, j] = 2.0 * B[i, j]\n", "")  # a perfect nest but for `p1`: interchange's own test
+    assert "\n    for r in range(i + 1, n):\n" not in lean_loops(changed, _trmm_facts())

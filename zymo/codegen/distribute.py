@@ -5,7 +5,9 @@ data[i, j]; mean[j] /= n` over `j` becomes three loops over `j`, the middle one 
 Contract: `distributed(s, memory, rest)` returns the loops replacing the loop `s` (`for v ...`,
 forward or reverse mode's reversed loop, `loop_forms.plain`), or None. Its body (after the
 reversed-index assignment, which each new loop repeats) is cut into parts: each inner `for` a
-part of its own, the other statements between them one part. The new loops run the parts one
+part of its own, the other statements between them one part. Index arithmetic the body computes
+from names it does not change (`p = k + j * w`, a cache position) is computed again by each
+part that reads it (`_recomputed`): the same value anywhere in an iteration. The new loops run the parts one
 after the other, each over the whole range, in `s`'s order. It is done only where it computes
 the same numbers, to the bit, and at least one part then swaps (`interchanged`):
 
@@ -28,9 +30,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .interchange import _last_place, interchanged
+from .interchange import _index_arithmetic, _last_place, interchanged
 from .loop_forms import Memory, plain, reversed_head, touched
-from .outline import _exposed, _stores
+from .outline import _exposed, _loads, _stores
 from .parallel import _affine
 
 
@@ -42,11 +44,12 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     head, body = s.body[:head_at], s.body[head_at:]
     if sum(isinstance(t, ast.For) for t in body) < 1 or len(body) < 2:
         return None
-    parts = _parts(body)
     index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
+    assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
+    again = _recomputed(body, assigned - {s.target.id, index_name})
+    parts = [_with_arithmetic(p, again) for p in _parts([t for t in body if t not in again])]
     if len(parts) < 2 or not any(_walks_columns(p, index_name) for p in parts):
         return None  # nothing a swap would help (the cheap test first)
-    assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
     carried, _ = _exposed(body, {s.target.id, index_name})
     if carried & assigned:
         return None
@@ -73,19 +76,45 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     swapped = False
     for k, loop in enumerate(loops):
         after = later | _exposed(loops[k + 1:], set())[0]  # a superset of what runs after part k reads
-        new = interchanged(loop, memory, [loops[k + 1:], *rest], after) if isinstance(p := loop.body[-1], ast.For) \
-            and len(loop.body) == len(head) + 1 and p is parts[k][0] else None
+        new = interchanged(loop, memory, [loops[k + 1:], *rest], after) if _walks_columns(parts[k], index_name) \
+            else None
         swapped |= new is not None
         out.append(new if new is not None else loop)
     return [ast.fix_missing_locations(t) for t in out] if swapped else None
 
 
+def _recomputed(body: list[ast.stmt], assigned: set[str]) -> list[ast.stmt]:
+    """The statements of `body` that compute index arithmetic (`interchange._index_arithmetic`)
+    from names the body does not change (but the loop's head and earlier such statements): the
+    same value wherever in an iteration they run, so each part that reads one gets its own copy."""
+    out: list[ast.stmt] = []
+    mine: set[str] = set()
+    for t in body:
+        if _index_arithmetic(t):
+            name = t.targets[0].id  # type: ignore[attr-defined]
+            counted = sum(1 for n in ast.walk(ast.Module(body, [])) if isinstance(n, ast.Name) and n.id == name
+                          and not isinstance(n.ctx, ast.Load))
+            if counted == 1 and not (_loads(t.value) & (assigned - mine)):  # type: ignore[attr-defined]
+                out.append(t)
+                mine.add(name)
+    return out
+
+
+def _with_arithmetic(part: list[ast.stmt], again: list[ast.stmt]) -> list[ast.stmt]:
+    """`part` after copies of the statements of `again` it needs (with what they need), in order."""
+    need = _exposed(part, set())[0]
+    for t in reversed(again):
+        if t.targets[0].id in need:  # type: ignore[attr-defined]
+            need |= _loads(t.value)  # type: ignore[attr-defined]
+    return [copy.deepcopy(t) for t in again if t.targets[0].id in need] + part  # type: ignore[attr-defined]
+
+
 def _walks_columns(part: list[ast.stmt], outer: str) -> bool:
-    """Whether `part` is one loop whose subscripts hold the outer index last more often than
-    its own (`interchange`'s test of a useful swap)."""
-    if len(part) != 1 or not isinstance(part[0], ast.For):
+    """Whether `part` is index arithmetic and one loop whose subscripts hold the outer index
+    last more often than its own (`interchange`'s test of a useful swap)."""
+    if not isinstance(part[-1], ast.For) or not all(_index_arithmetic(t) for t in part[:-1]):
         return False
-    inner = part[0]
+    inner = part[-1]
     head = reversed_head(inner) if plain(inner) else None
     own = head[0] if head is not None else inner.target.id if isinstance(inner.target, ast.Name) else None
     return own is not None and _last_place(inner.body, outer) > _last_place(inner.body, own)

@@ -1,20 +1,24 @@
 """Two perfectly nested loops swapped where the inner one walks down the columns of C-ordered
 arrays: `x[i] += A[j, i] * y[j]` over `j` inside `i` becomes a pass along the rows of `A`.
 
-Contract: `interchanged(s, memory, rest)` returns the nest `s` (`for a ...: for b ...: body`,
+Contract: `interchanged(s, memory, rest)` returns the nest `s` (`for a ...: sunk; for b ...: body`,
 each loop forward, `for v in range(...)`, or reverse mode's reversed loop, `for _r in
 range(N): v = N - 1 - _r`; `codegen/loop_forms.py`) as `for b ...: for a ...: body`, each loop
 keeping its bounds and direction, or None. It swaps only where that computes the same numbers,
 to the bit, and helps:
-- the outer loop's body is (its reversed-index assignment and) the inner loop; the inner
-  loop's bounds read neither the outer index nor anything the body assigns (a rectangle);
+- the outer loop's body is (its reversed-index assignment,) index arithmetic `sunk` (`x = e`,
+  `e` of names, constants, arithmetic and `_rt.span`, reading nothing the inner loop assigns,
+  which the swapped nest computes again at the top of each inner iteration: the same values) and
+  the inner loop; the inner loop's bounds read neither the outer index nor anything the body
+  assigns (a rectangle);
 - the body is assignments and augmented assignments only, its calls pure (`loop_forms.plain`);
   each name it assigns is assigned before it is read in every iteration (nothing carried),
   and none is read after the nest (`rest`: the statement lists that may run after it);
 - each array the body writes is reached in it through subscripts that index every dimension
   and hold one and the same loop index (the outer or the inner one) at one place, their other
   parts free of names the body assigns; and it overlaps no other array the body reaches
-  (`memory`);
+  (`memory`); a cache the body only pushes to (`memory.caches`: each entry written once) is
+  exempt;
 - more subscripts of the body have the outer index in their last (contiguous in C order)
   place than the inner one.
 Why the numbers stay the same: the iterations that reach an element of a written array share
@@ -38,20 +42,26 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
     """The nest `s` with its two loops swapped, or None (module contract); `later`, if given:
     a superset of the names `rest` may read before writing them (found once by a caller)."""
     outer = _index(s)
-    if outer is None or len(s.body) != len(outer[1]) + 1 or not isinstance(s.body[-1], ast.For):
+    if outer is None or not s.body or not isinstance(s.body[-1], ast.For):
         return None
     a, head_a = outer
     inner_loop = s.body[-1]
+    sunk = s.body[len(head_a):-1]  # index arithmetic, computed again in each inner iteration
+    if not all(_index_arithmetic(t) for t in sunk):
+        return None
     inner = _index(inner_loop)
     if inner is None:
         return None
     b, head_b = inner
-    body = inner_loop.body[len(head_b):]
+    body = [*sunk, *inner_loop.body[len(head_b):]]
     if not body or not all(isinstance(t, (ast.Assign, ast.AugAssign)) for t in body):
         return None
     assigned = _stores(ast.Module(body, []))
     loop_names = {a, b, s.target.id, inner_loop.target.id}  # type: ignore[attr-defined]
     bounds = _loads(inner_loop.iter) | (_loads(ast.Module(head_b, [])) - {b, inner_loop.target.id})  # type: ignore
+    own = _stores(ast.Module(inner_loop.body, [])) | {b, inner_loop.target.id}  # type: ignore[attr-defined]
+    if sunk and (_loads(ast.Module(sunk, [])) | _stores(ast.Module(sunk, []))) & own:
+        return None  # computed again, `sunk` would read (or be) what the inner loop changes
     if bounds & (assigned | {a, s.target.id}) or assigned & loop_names:  # type: ignore[attr-defined]
         return None
     if _last_place(body, a) <= _last_place(body, b):
@@ -69,6 +79,20 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
     new_inner = ast.For(target=s.target, iter=s.iter, body=[*head_a, *body], orelse=[], type_comment=None)
     return ast.For(target=inner_loop.target, iter=inner_loop.iter, body=[*head_b, new_inner], orelse=[],
                    type_comment=None)
+
+
+def _index_arithmetic(t: ast.stmt) -> bool:
+    """`x = e`, `e` names, constants, arithmetic and `_rt.span(...)` only: the same value
+    wherever it is computed again while its names keep their values."""
+    if not (isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name)):
+        return False
+    for n in ast.walk(t.value):
+        if isinstance(n, ast.Call) and not (ast.unparse(n.func) == "_rt.span" and not n.keywords):
+            return False
+        if isinstance(n, (ast.Subscript, ast.Lambda, ast.Starred)) or isinstance(n, ast.Attribute) \
+                and ast.unparse(n) != "_rt.span":
+            return False
+    return True
 
 
 def _index(s: ast.For) -> tuple[str, list[ast.stmt]] | None:
@@ -92,6 +116,8 @@ def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory:
     written |= {t.target.value.id for t in body if isinstance(t, ast.AugAssign)  # type: ignore[attr-defined]
                 and isinstance(t.target, ast.Subscript)}
     for name in written:
+        if name in memory.caches and all(isinstance(n.ctx, ast.Store) for n in elements[name]):
+            continue  # pushes: each to an entry of its own, in any order
         subs = [_parts(n) for n in elements[name]]
         nd = memory.ndims.get(name)
         if name in bare or any(len(parts) != nd for parts in subs):

@@ -46,6 +46,10 @@ class Memory(Protocol):
     def counters(self) -> frozenset[str]:
         """The caches' entry counters (`codegen/tape_index.py`)."""
 
+    @property
+    def caches(self) -> frozenset[str]:
+        """The caches that are arrays: each entry is written once, by a push."""
+
 
 def touched(s: ast.For) -> tuple[dict[str, list[ast.Subscript]], set[str]]:
     """The names `s` subscripts (with their subscripts) and the names it uses otherwise."""

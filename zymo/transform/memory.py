@@ -30,13 +30,14 @@ class MemoryFacts:
     primal memory); two listed names overlap only where their numbers meet, an unlisted name
     may overlap anything. `wide`: the listed names whose elements are float64 or complex128.
     `ndims`: every name that holds an array, with its dimensions. `counters`: the caches'
-    entry counters (`codegen/tape_index.py`). Plain data (the disk memo
-    of `codegen/memo.py` keys on it)."""
+    entry counters (`codegen/tape_index.py`); `caches`: the caches that are arrays, each entry
+    written once (a push). Plain data (the disk memo of `codegen/memo.py` keys on it)."""
 
     roots: dict[str, tuple[int, ...]]
     wide: frozenset[str]
     ndims: dict[str, int]
     counters: frozenset[str] = frozenset()
+    caches: frozenset[str] = frozenset()
 
     def overlap(self, a: str, b: str) -> bool:
         if a == b:
@@ -76,4 +77,5 @@ def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers:
             mine.add(blocks.setdefault((space, r), len(blocks)))
         (wide if v.type.dtype in ("float64", "complex128") else narrow).add(name)
     known = {n: tuple(sorted(r)) for n, r in found.items() if r is not None}
-    return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(namer.ndims), frozenset(counters))
+    return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(namer.ndims), frozenset(counters),
+                       buffers)
