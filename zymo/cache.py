@@ -53,12 +53,14 @@ from .shadows import make_zero_
 # -- the compile cache -------------------------------------------------------------------
 
 LOWERED: dict[Any, Lowered] = {}
+_OF_IR: dict[int, Lowered] = {}  # id(lw.ir) -> lw, for every lw in LOWERED (`lowered_of` in O(1))
 COMPILED: dict[Any, list[Compiled]] = {}  # key -> programs, each for calls its guards admit
 
 
 def cache_clear() -> None:
     """Forget every lowered function, compiled derivative and recorded call."""
     LOWERED.clear()
+    _OF_IR.clear()
     COMPILED.clear()
     forget_replays()
 
@@ -68,14 +70,18 @@ def lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
     key = (unwrap(f), tuple(type_key(v) for v in values))
     lw = LOWERED.get(key)
     if lw is None or not lw.still_valid():
+        if lw is not None:
+            _OF_IR.pop(id(lw.ir), None)
         lw = LOWERED[key] = lower_ir(f, values)
+        _OF_IR[id(lw.ir)] = lw
     return lw, key
 
 
 def lowered_of(comp: Compiled) -> list[Lowered]:
     """The lowered functions of `comp`'s IR whose validity a reuse of `comp` re-checks (those
     that read globals or closure data)."""
-    return [lw for lw in LOWERED.values() if lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen"))]
+    lw = _OF_IR.get(id(comp.ir))
+    return [lw] if lw is not None and lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen")) else []
 
 
 def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,

@@ -370,6 +370,31 @@ def test_unknown_roots_overlap_every_shadow():
     assert new.count("da +=") == 2
 
 
+def test_the_memo_reads_only_which_roots_meet():
+    """`fuse` remembers its result by the text and by which names' roots meet (`_MEMO`):
+    renamed roots (another IR's ops) find it, other overlaps or other listed names do not."""
+    from zymo.codegen import fuse as fuse_module
+
+    src = textwrap.dedent("""
+        def f(g, x, da, db):
+            da += g * x
+            db[...] = 0.0
+            da += x
+            return 0.0
+        """)
+    apart = fuse(src, ShadowFacts({"da": A, "db": B}))
+    assert apart.count("da +=") == 1
+    renamed = {"da": frozenset({("op", 1)}), "db": frozenset({("op", 2)})}
+    assert fuse(src, ShadowFacts(renamed)) == apart
+    assert fuse_module._overlaps(renamed) == fuse_module._overlaps({"da": A, "db": B})
+    for roots in ({"da": A, "db": A}, {"da": None, "db": B}, {"da": A}, {"da": A, "db": B, "g": frozenset()}):
+        assert fuse(src, ShadowFacts(roots)) == fuse_module._fuse(src, ShadowFacts(roots))
+        assert fuse_module._overlaps(roots) != fuse_module._overlaps({"da": A, "db": B})
+    assert fuse(src, ShadowFacts({"da": A, "db": A})).count("da +=") == 2  # db's zeroing may clear da
+    assert fuse(src) == fuse_module._fuse(src, None) and fuse(src, ShadowFacts({})) == src
+    assert (src, None) in fuse_module._MEMO and (src, frozenset()) in fuse_module._MEMO  # apart
+
+
 def test_merging_only_at_the_top_level():
     new = _same_acc("""
         def f(g, x, da, db):

@@ -85,7 +85,41 @@ def fuse(src: str, facts: ShadowFacts | None = None) -> str:
     (reverse mode) accumulations merged and zero shadows read through (module contract).
 
     Only the statements that change are rewritten (one statement per line, as zymo writes
-    them), so comments and the layout of the rest stay as they were."""
+    them), so comments and the layout of the rest stay as they were.
+
+    The result depends only on `src` and `facts`; without zero shadows, whose pass asks
+    `facts.same_shape` (which may record the guards it relies on), it is remembered by
+    `src` and what `facts.roots` says (`_MEMO`, `_overlaps`): the same program text comes
+    back for other argument dtypes, and its float32 and float64 derivatives are fused once."""
+    if facts is not None and facts.zero:
+        return _fuse(src, facts)
+    key = (src, None if facts is None else _overlaps(facts.roots))
+    got = _MEMO.get(key)
+    if got is None:
+        got = _MEMO[key] = _fuse(src, facts)
+        if len(_MEMO) > _MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]  # the oldest entry
+    return got
+
+
+_MEMO: dict[tuple, str] = {}  # (src, _overlaps(facts.roots) or None) -> fused source
+_MEMO_SIZE = 256
+
+
+def _overlaps(roots: dict) -> frozenset:
+    """`roots` up to a renaming of the roots, which is all fuse reads of it (which names
+    are listed, with None, no roots, or roots that meet): each root stands for the set of
+    names whose roots hold it, so two names' roots meet exactly where their sets do."""
+    holders: dict = {}
+    for name, r in roots.items():
+        for root in r or ():
+            holders.setdefault(root, set()).add(name)
+    return frozenset((name, None if r is None else frozenset(frozenset(holders[root]) for root in r))
+                     for name, r in roots.items())
+
+
+def _fuse(src: str, facts: ShadowFacts | None) -> str:
+    """`fuse`, computed."""
     tree = ast.parse(src)
     lines: list[str | None] = src.split("\n")
     for node in tree.body:

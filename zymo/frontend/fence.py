@@ -48,6 +48,16 @@ _REFUSED: dict[type, tuple[str, str, str]] = {
 
 
 def check(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, file: str, func: str) -> None:
+    if node in _ACCEPTED:  # a node that passed passes again (nodes are never changed)
+        return
+    _check(node, file, func)
+    _ACCEPTED.add(node)
+
+
+_ACCEPTED: set[ast.AST] = set()  # the function nodes `check` accepted (held: ids are not reused)
+
+
+def _check(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, file: str, func: str) -> None:
     if isinstance(node, ast.AsyncFunctionDef):
         gen = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(node))
         raise UnsupportedSyntax(

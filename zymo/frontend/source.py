@@ -77,8 +77,10 @@ class FunctionSource:
             )
         key = (fn.__code__, )
         cached = _CACHE.get(key)
-        if cached is not None and cached.fn is fn:
-            return cached
+        if cached is not None:
+            # the closures one `def` makes share its code, hence its source: a new one reads the
+            # same (never mutated) node and resolves its names through its own cells
+            return cached if cached.fn is fn else FunctionSource(fn, cached.node, cached.file)
         file = fn.__code__.co_filename
         try:
             lines, first = inspect.getsourcelines(fn)

@@ -278,6 +278,25 @@ def _number(e: ast.expr) -> TypeGuard[ast.Constant]:
 
 
 def _substitute(expr: ast.expr, subst: dict[str, str], ieee: bool = False) -> str:
+    """`expr` (a rule body, left as it is) with its names replaced by the expressions of
+    `subst`, constants folded and, with `ieee`, IEEE divisions and powers; remembered by the
+    body, `subst` and `ieee` (`_SUBSTITUTED`: the same derivative written again for other
+    dtypes or calls writes the same text)."""
+    key = (expr, frozenset(subst.items()), ieee)
+    got = _SUBSTITUTED.get(key)
+    if got is None:
+        got = _SUBSTITUTED[key] = _substituted(expr, subst, ieee)
+        if len(_SUBSTITUTED) > _SUBSTITUTED_SIZE:
+            del _SUBSTITUTED[next(iter(_SUBSTITUTED))]  # the oldest entry
+    return got
+
+
+# (rule body, its substitution, ieee) -> text; the bodies are `inline_rule`'s, kept for good
+_SUBSTITUTED: dict[tuple, str] = {}
+_SUBSTITUTED_SIZE = 4096
+
+
+def _substituted(expr: ast.expr, subst: dict[str, str], ieee: bool) -> str:
     import copy
 
     parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
