@@ -29,7 +29,7 @@ def k(A, u, v, dA, du, dv, dB, n, m):
             du[i] = acc
     for i in range(1, n):
         for j in range(m):
-            dv[j] += dB[i, j] * dB[i - 1, j]
+            dv[j] += dB[i, j] * np.exp(dB[i - 1, j])
     return ()
 '''
 NDIMS = {"A": 2, "u": 1, "v": 1, "dA": 2, "du": 1, "dv": 1, "dB": 2}
@@ -57,6 +57,11 @@ def test_loops_whose_sums_cannot_be_replayed_stay_serial(change):
     src = KERNEL.replace(*change)
     assert change[0] in KERNEL
     assert 3 not in [line for line, _ in _expanded(src)]
+
+
+def test_sums_of_a_multiply_add_stay_serial():
+    """The temporary's traffic would cost more than a second thread gives (`expand._costly`)."""
+    assert _expanded(KERNEL.replace("np.exp(dB[i - 1, j])", "dB[i - 1, j]")) == [(3, ["dv"])]
 
 
 def test_bounds_computed_in_the_kernel_stay_serial():

@@ -38,8 +38,10 @@ in `w` and the same for every `v`, so each element is added to by one block, in 
 caller runs the twin only where each `R` holds float64 (`e` then rounds as the temporary holds it),
 and runs the serial kernel where the allocations raise `MemoryError` (they come first: nothing is
 written yet). The cost: a temporary of `O`'s by `I`'s trip count per reduction, with threads only.
-The gain: rows_map's and gemver's adjoints, whose outer loop adds into `dv[j]` (a shadow of a
-vector shared by all rows) beside a carried row sum, run in parallel over the rows.
+The gain: rows_map's adjoint, whose outer loop adds into `dv[j]` (a shadow of a vector shared
+by all rows) beside a carried row sum, runs in parallel over the rows. Only where the inner loop
+computes a function per iteration (`_costly`): for a multiply-add per term the temporary's
+traffic costs more than the second thread gives.
 """
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ def _expandable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], p
     def alone(name: str) -> bool:  # an array parameter of the kernel, reached once in the loop
         return name in ndims and name in params and name not in caches and names.count(name) == 1
     nest = _stores(ast.Module(outer.body, [])) | {outer.target.id}
-    reductions = [r for r in _reductions(outer, alone) if _sum_of_rows(r, nest, params)]
+    reductions = [r for r in _reductions(outer, alone) if _sum_of_rows(r, nest, params) and _costly(r.inner)]
     if not reductions:
         return frozenset()
     arrays = frozenset(r.array for r in reductions)
@@ -141,6 +143,16 @@ def _sum_of_rows(r: _Reduction, nest: set[str], params: set[str]) -> bool:
         return False
     return not any(not (isinstance(p, ast.Name) and p.id in index) and (_loads(p) & nest or any(
         isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for x in ast.walk(p))) for p in parts)
+
+
+def _costly(inner: ast.For) -> bool:
+    """Whether the inner loop computes a function (`np.cos`, `math.exp`, ...) per iteration:
+    work enough that running it on all threads pays for the temporary's traffic (written once,
+    read once). Measured at n=1500 (`benchmarks/parallel.py`, 2 threads): rows_map's adjoint
+    kernel (a cosine per element) 35 -> 20 ms expanded; gemver's (a multiply-add per term,
+    two sums) 16 -> 30 ms."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+               and n.func.value.id in ("np", "math", "cmath") for n in ast.walk(inner))
 
 
 def _reductions(outer: ast.For, accept: Callable[[str], bool]) -> list[_Reduction]:
