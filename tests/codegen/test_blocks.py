@@ -139,3 +139,34 @@ def _source(twin) -> str:
     import inspect
 
     return inspect.getsource(py)
+
+
+@pytest.mark.parametrize("head", ["w = w * r", "n = 2"])
+def test_review_defect_scalars_carried_by_the_outer_loop_or_its_bounds_keep_the_nest_serial(head):
+    """Each block runs the outer loop itself: a scalar carried between its iterations (`w`) would
+    run on from another block's value (in Numba: a reduction variable or a race), bounds the nest
+    assigns (`n`) would be evaluated again."""
+    src = f'''
+def k(A, x, w, r, n, m):
+    for j in range(n):
+        {head}
+        for i in range(m):
+            x[i] = x[i] + A[j, i] * w
+    return ()
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    nests = blocked_nests(fn, {"A": 2, "x": 1}, frozenset(), [])
+    twin = ast.unparse(to_prange(fn, [], "k_parallel", nests))
+
+    def run(code, name, *threads):
+        env = {"numba": _Numba, "_rt": _Rt}
+        exec(code, env)
+        rng = np.random.default_rng(5)
+        args = [rng.random((4, 6)), rng.random(6)]
+        env[name](*args, 1.0, 0.5, 4, 6, *threads)
+        return args
+
+    for threads in (1, 2, 3):
+        for want, got in zip(run(src, "k"), run(twin, "k_parallel", threads)):
+            assert np.array_equal(want, got)

@@ -192,3 +192,45 @@ def test_a_cache_the_loop_also_reads_or_arithmetic_of_what_the_inner_loop_change
     changed = TRMM.replace("            c[p] = b\n", "            c[p] = b\n            p1 = p1 + 1\n").replace(
         "        B[i, j] = 2.0 * B[i, j]\n", "")  # a perfect nest but for `p1`: interchange's own test
     assert "\n    for r in range(i + 1, n):\n" not in lean_loops(changed, _trmm_facts())
+
+
+# review: a part that assigns the loop's own index (or a name its bounds read) changes what the
+# later parts read in the serial loop; split, each new loop would start from the loop's own index
+REVIEW_INDEX = '''
+def f(data, mean, c, n, m):
+    for j in range(m):
+        for j in range(2):
+            c[j] = 1.0
+        for i in range(n):
+            mean[j] = mean[j] + data[i, j]
+'''
+
+
+def test_review_defect_a_part_assigning_the_loop_index_keeps_the_loop_whole():
+    facts = MemoryFacts({"data": (0,), "mean": (1,), "c": (2,)}, frozenset({"data", "mean", "c"}),
+                        {"data": 2, "mean": 1, "c": 1})
+    out = lean_loops(REVIEW_INDEX, facts)
+    rng = np.random.default_rng(7)
+    data = rng.random((4, 5))
+    want = _run(REVIEW_INDEX, data, np.zeros(5), np.zeros(2), 4, 5)
+    got = _run(out, data, np.zeros(5), np.zeros(2), 4, 5)
+    assert np.array_equal(want[1], got[1])
+
+
+def test_review_defect_an_unlisted_array_used_whole_keeps_the_loop_whole():
+    """`v` (an array of unknown memory, here `data` itself) read whole by the second part sees
+    the columns the first part doubled so far: split, it saw them all doubled."""
+    src = '''
+def f(data, t, v, n, m):
+    for j in range(m):
+        for i in range(n):
+            data[i, j] = data[i, j] * 2.0
+        t[j] = np.sum(v)
+'''
+    facts = MemoryFacts({"data": (0,), "t": (1,)}, frozenset({"data", "t"}), {"data": 2, "t": 1, "v": 2})
+    out = lean_loops(src, facts)
+    want, got = np.arange(12.0).reshape(3, 4), np.arange(12.0).reshape(3, 4)
+    tw, tg = np.zeros(4), np.zeros(4)
+    _run(src, want, tw, want, 3, 4)
+    _run(out, got, tg, got, 3, 4)
+    assert np.array_equal(tw, tg) and np.array_equal(want, got)

@@ -138,3 +138,32 @@ def test_twin_runs_only_on_float64_sums_and_falls_back_when_memory_fails(monkeyp
         assert calls[-2:] == ["twin", "serial"]
     finally:
         zymo.config.set_threads(None)
+
+
+@pytest.mark.parametrize("assign", ["m = 5", "m = 2", "n = 2"])
+def test_review_defect_bounds_the_loop_assigns_stay_serial(assign):
+    """The temporary is sized from the parameters before the loop, and the adding pass evaluates
+    the bounds again after it: a parameter the loop assigns (`m = 5` with `m` 3) wrote past the
+    temporary's end (IndexError as Python; out of bounds in Numba)."""
+    src = f'''
+def k(A, R, n, m):
+    for i in range(n):
+        {assign}
+        for j in range(m):
+            R[j] += np.cos(A[i, j])
+    return ()
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    twin = ast.unparse(to_prange(fn, [], "k_parallel", [], expanded_loops(fn, {"A": 2, "R": 1}, frozenset(), [])))
+
+    def run(code, name, *threads):
+        env = {"numba": _Numba, "_rt": _Rt, "np": np}
+        exec(code, env)
+        args = [np.random.default_rng(8).random((4, 5)), np.zeros(5)]
+        env[name](*args, 4, 3, *threads)
+        return args
+
+    for threads in (1, 2):
+        for want, got in zip(run(src, "k"), run(twin, "k_parallel", threads)):
+            assert np.array_equal(want, got)

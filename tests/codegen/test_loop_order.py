@@ -359,3 +359,40 @@ def test_top_level_comments_are_kept():
     src = ACC.replace("    for i in range(n):", "    # adjoint sweep\n    for i in range(n):")
     out = lean_loops(src, _facts({"A": (0,), "d": (1,), "x": (2,)}))
     assert "_acc_d" in out and "\n    # adjoint sweep\n    for i in range(n):" in out
+
+
+@pytest.mark.parametrize("assign", ["m = j + 1", "m = 2"])
+def test_review_defect_outer_bounds_the_body_assigns_keep_the_nest(assign):
+    """Swapped, the outer loop's `range(m)` would be evaluated again after the body changed `m`
+    (review: before the fix `x` came out [30, 28, 19, 3, 4] where the serial nest gives 30..46)."""
+    src = f'''
+def f(A, x, n, m):
+    for i in range(m):
+        for j in range(n):
+            {assign}
+            x[i] = x[i] + A[j, i] * 2.0
+'''
+    facts = MemoryFacts({"A": (0,), "x": (1,)}, frozenset({"A", "x"}), {"A": 2, "x": 1})
+    out = lean_loops(src, facts)
+    A = np.arange(20.0).reshape(4, 5)
+    want, got = np.zeros(5), np.zeros(5)
+    _run(src, A, want, 4, 5)
+    _run(out, A, got, 4, 5)
+    assert np.array_equal(want, got)
+
+
+def test_review_defect_an_unlisted_array_used_whole_keeps_the_nest():
+    """`v` (unknown memory, here `A` itself) summed whole in the body: swapped, each sum would
+    see other elements of `A` already doubled."""
+    src = '''
+def f(A, v, n, m):
+    for i in range(m):
+        for j in range(n):
+            A[j, i] = A[j, i] * 2.0 + np.sum(v)
+'''
+    facts = MemoryFacts({"A": (0,)}, frozenset({"A"}), {"A": 2, "v": 2})
+    out = lean_loops(src, facts)
+    want, got = np.arange(12.0).reshape(3, 4), np.arange(12.0).reshape(3, 4)
+    _run(src, want, want, 3, 4)
+    _run(out, got, got, 3, 4)
+    assert np.array_equal(want, got)

@@ -107,8 +107,8 @@ def _blockable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], re
     if not _simple_range(inner) or not isinstance(inner.target, ast.Name):
         return False
     nest = _stores(ast.Module(outer.body, [])) | {outer.target.id}
-    if _loads(inner.iter) & nest:
-        return False  # the inner loop's bounds change with the outer loop
+    if (_loads(inner.iter) | _loads(outer.iter)) & nest:
+        return False  # the bounds change with the outer loop (each block evaluates them again)
     assigned = _stores(ast.Module(inner.body, [])) | {inner.target.id}
     index = _index_names(inner, nest)
     if index is None or _writes_arrays_whole(inner, ndims) or not _disjoint_writes(inner, index, ndims, caches):
@@ -118,6 +118,8 @@ def _blockable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], re
     carried, _ = _exposed(inner.body, {inner.target.id})
     if carried & assigned:
         return False  # a value carried between the inner loop's iterations
+    if _exposed(outer.body, {outer.target.id})[0] & nest:
+        return False  # a value carried between the outer loop's iterations (each block would run its own)
     later: set[str] = set()
     seen: set[str] = set()
     for stmts in rest:

@@ -45,6 +45,8 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     if sum(isinstance(t, ast.For) for t in body) < 1 or len(body) < 2:
         return None
     index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
+    if _stores(ast.Module(body, [])) & (_loads(s.iter) | {s.target.id, index_name}):
+        return None  # each new loop evaluates the bounds again and reads the index as `s` set it
     assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
     again = _recomputed(body, assigned - {s.target.id, index_name})
     parts = [_with_arithmetic(p, again) for p in _parts([t for t in body if t not in again])]
@@ -137,16 +139,16 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
     ex, bx = touched(ast.Module(x, []))  # type: ignore[arg-type]
     ey, by = touched(ast.Module(y, []))  # type: ignore[arg-type]
     wx, wy = _written(x), _written(y)
+    arrays = set(ex) | set(ey) | {n for n in bx | by if memory.listed(n) or n in memory.ndims}  # used whole too
     for name in (wx | wy):
         if name in wx and (name in ey or name in by) or name in wy and (name in ex or name in bx):
             if not memory.listed(name) or name in bx or name in by:
                 return False
-            others = (set(ex) | set(ey) | {n for n in bx | by if memory.listed(n)}) - {name}
-            if any(memory.overlap(name, o) for o in others):
+            if any(memory.overlap(name, o) for o in arrays - {name}):
                 return False
             if not all(_same_iteration(a, b, index, assigned) for a in ex.get(name, []) for b in ey.get(name, [])):
                 return False
-        elif name in wx | wy and any(memory.overlap(name, o) for o in (set(ex) | set(ey)) - {name}):
+        elif name in wx | wy and any(memory.overlap(name, o) for o in arrays - {name}):
             return False
     return True
 

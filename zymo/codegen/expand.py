@@ -112,6 +112,8 @@ def _expandable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], p
     def alone(name: str) -> bool:  # an array parameter of the kernel, reached once in the loop
         return name in ndims and name in params and name not in caches and names.count(name) == 1
     nest = _stores(ast.Module(outer.body, [])) | {outer.target.id}
+    if _bounds(outer) & nest:
+        return frozenset()  # the passes would evaluate the bounds again, after the loop changed them
     reductions = [r for r in _reductions(outer, alone) if _sum_of_rows(r, nest, params) and _costly(r.inner)]
     if not reductions:
         return frozenset()
@@ -131,8 +133,9 @@ def _sum_of_rows(r: _Reduction, nest: set[str], params: set[str]) -> bool:
     """Whether `r` adds into one element per iteration of its inner loop, the same elements for
     every iteration of the outer loop (module contract); `nest`: the names the outer loop assigns."""
     inner = r.inner
-    if not (_simple_range(inner) and isinstance(inner.target, ast.Name)) or not _bounds(inner) <= params:
-        return False
+    if not (_simple_range(inner) and isinstance(inner.target, ast.Name)) or not _bounds(inner) <= params \
+            or _bounds(inner) & nest:
+        return False  # (a parameter the loop assigns: the temporary, sized first, would be too small)
     if r.guard is not None and _loads(r.guard.test) & nest:
         return False
     index = _index_names(inner, nest)

@@ -64,6 +64,8 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
         return None  # computed again, `sunk` would read (or be) what the inner loop changes
     if bounds & (assigned | {a, s.target.id}) or assigned & loop_names:  # type: ignore[attr-defined]
         return None
+    if _loads(s.iter) & assigned:
+        return None  # swapped, the outer loop's bounds would be evaluated again after the body changed them
     if _last_place(body, a) <= _last_place(body, b):
         return None  # the swap would not help (the cheap test first)
     carried, _ = _exposed(body, {a, b})
@@ -132,7 +134,7 @@ def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory:
                 return False
             if any(_loads(p) & (assigned | {a, b}) for p in rest):
                 return False
-        others = set(elements) | {n for n in bare if memory.listed(n)}
+        others = set(elements) | {n for n in bare if memory.listed(n) or n in memory.ndims}  # arrays used whole too
         if any(memory.overlap(name, o) for o in others if o != name):
             return False
     return True
