@@ -58,6 +58,11 @@ class _Rt:
     def span(lo, hi):
         return hi - lo if hi > lo else 0
 
+    @staticmethod
+    def nonneg(i):
+        assert i >= 0, "an index read as unsigned is negative"
+        return i
+
 
 @pytest.mark.parametrize("n, m", [(4, 7), (5, 2), (3, 1), (0, 4), (4, 0)])
 def test_blocked_twin_equals_the_serial_kernel_to_the_bit(n, m):
@@ -67,6 +72,8 @@ def test_blocked_twin_equals_the_serial_kernel_to_the_bit(n, m):
     twin = to_prange(fn, [], "k_parallel", nests)
     src = ast.unparse(twin)
     assert src.count("numba.prange(_threads") == 2 and twin.args.args[-1].arg.startswith("_threads")
+    # the first nest reads its index over `range(m)` unsigned; the second subscripts with `i = m - _r2`
+    assert "x[_rt.nonneg(i)] = x[_rt.nonneg(i)] + A[j, _rt.nonneg(i)]" in src and "z[_rt.nonneg(i)]" not in src
 
     def run(code, name, *threads):
         env = {"numba": _Numba, "_rt": _Rt}

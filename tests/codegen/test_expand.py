@@ -82,6 +82,11 @@ class _Rt:
     def span(lo, hi):
         return hi - lo if hi > lo else 0
 
+    @staticmethod
+    def nonneg(i):
+        assert i >= 0, "an index read as unsigned is negative"
+        return i
+
 
 @pytest.mark.parametrize("n, m", [(5, 4), (1, 3), (4, 1), (0, 3), (3, 0)])
 def test_expanded_twin_equals_the_serial_kernel_to_the_bit(n, m):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from .loop_forms import reversed_head
 from .outline import _exposed, _loads, _stores
 from .parallel import _disjoint_writes, _index_names, _simple_range, _writes_arrays_whole, written_arrays
 
@@ -68,11 +69,48 @@ def block(outer: ast.For, fresh: Callable[[str], str], threads: str) -> list[ast
     hi = ast.unparse(args[1] if len(args) >= 2 else args[0])
     n, k, b = fresh("_n_blk"), threads, fresh("_blk")
     at = "" if lo == "0" else f"{lo} + "
+    nonneg = _nonneg_index(inner)
     inner.iter = ast.parse(f"range({at}{b} * {n} // {k}, {at}({b} + 1) * {n} // {k})", mode="eval").body
+    if nonneg is not None:
+        _Unsigned(nonneg).visit(inner)
     loop = ast.parse(f"for {b} in numba.prange({k}):\n    pass").body[0]
     assert isinstance(loop, ast.For)
     loop.body = [outer]
     return [*ast.parse(f"{n} = _rt.span({lo}, {hi})").body, loop]
+
+
+def _nonneg_index(inner: ast.For) -> str | None:
+    """The index name of `inner` never negative: its variable over `range(hi)` or `range(c,
+    hi)` with a constant `c >= 0`, or the reversed index `i = hi - 1 - _r` over `range(hi)`."""
+    assert isinstance(inner.iter, ast.Call) and isinstance(inner.target, ast.Name)
+    args = inner.iter.args
+    if len(args) >= 2 and not (isinstance(args[0], ast.Constant) and type(args[0].value) is int
+                               and args[0].value >= 0):
+        return None
+    head = reversed_head(inner)
+    if head is None:
+        return inner.target.id
+    return head[0] if head[1] is None else None
+
+
+class _Unsigned(ast.NodeTransformer):
+    """Subscript places that are the index name alone read it as `_rt.nonneg(i)`: Numba then
+    indexes without first testing for a negative index, which in a block's range (its start
+    computed) it cannot rule out, and LLVM vectorizes the loop again (mvt's blocked nest:
+    2.23 -> 0.68 ms on one thread, the serial nest's time)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def visit_Subscript(self, n: ast.Subscript) -> ast.Subscript:
+        self.generic_visit(n)
+        wrap = lambda e: (ast.parse(f"_rt.nonneg({self.name})", mode="eval").body  # noqa: E731
+                          if isinstance(e, ast.Name) and e.id == self.name else e)
+        if isinstance(n.slice, ast.Tuple):
+            n.slice.elts = [wrap(e) for e in n.slice.elts]
+        else:
+            n.slice = wrap(n.slice)
+        return n
 
 
 def _inner(outer: ast.For) -> ast.For | None:
