@@ -128,3 +128,37 @@ def test_indices_that_may_be_negative_keep_wraparound(numba):
     np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-8)
     assert abs(dx[-1]) > 0.1  # x[i - 1] at i = 0 is x[-1]
     check_grad(indices, x, np.ones((4, 4)) * 0.5, 0, const=(1, 2))
+
+
+def upper(A, x):
+    n = x.shape[0]
+    s = 0.0
+    for i in range(n):
+        for j in range(i + 1, n):         # a computed start, never negative
+            A[i, j] = A[i, j] + x[i] * x[j]
+        for k in range(i - 2, n):         # a computed start, negative at i < 2: wraps around
+            s += A[i, k] * x[k]
+    return s + np.sum(A * A)
+
+
+def test_loop_variables_from_a_computed_start_index_unsigned():
+    """`range(i + 1, n)`: LLVM cannot bound `j` below, so Numba would test each index for a
+    negative value (and not vectorize the loop); read unsigned instead. `range(i - 2, n)` may
+    start below zero: its `k` keeps the wraparound (`A[0, -2]` is `A[0, n - 2]`)."""
+    from numba_helpers import numba_sources
+
+    rng = np.random.default_rng(8)
+    A, x = rng.random((5, 5)), rng.random(5)
+    with numba_sources() as sources:
+        dA, dx = np.zeros_like(A), np.zeros_like(x)
+        zymo.autodiff(Reverse, upper, Active, Duplicated(A.copy(), dA), Duplicated(x, dx), numba=True)
+    (src,) = sources
+    wrapped = set(re.findall(r"_rt\.nonneg\((\w+)\)", src))
+    loops = set(re.findall(r"for (\w+) in range\(t_\d+, n\)", src))  # j's and k's loops, forward sweep
+    assert len(loops) == 2 and len(loops & wrapped) == 1, (loops, wrapped)
+    (j,) = loops & wrapped
+    assert f"A[i_1, _rt.nonneg({j})]" in src and f"dA[i_1, _rt.nonneg({j})]" in src
+    pA, px = np.zeros_like(A), np.zeros_like(x)
+    zymo.autodiff(Reverse, upper, Active, Duplicated(A.copy(), pA), Duplicated(x, px), numba=False)
+    assert np.array_equal(dA, pA) and np.array_equal(dx, px) and np.abs(dx).max() > 0.1
+    check_grad(upper, A, x)
