@@ -825,7 +825,9 @@ def test_ordered_kept(f, make, const):
     the load stays on the tape, and the gradient matches finite differences and forward mode."""
     args = [m() for m in make]
     src = zymo.generated_code(Reverse, f, Active, Duplicated(args[0], np.zeros_like(args[0])))
-    assert "_cache" in src, src
+    # or, where no store reaches the element before the load (`ord_after`), loaded from a
+    # copy taken at the nest's entry (`Overwrites.entry_loop`, tests/analysis/test_entry_snapshot.py)
+    assert "_cache" in src or "_saved_x[" in src, src
     check_grad(f, *args, const=const)
 
 

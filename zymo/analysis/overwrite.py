@@ -10,6 +10,10 @@ arguments that share memory at run time are one root). A value without known
 roots is assumed to be overwritten. The reverse sweep reads an array's
 contents directly when nothing may overwrite them, and copies them otherwise.
 
+`entry_loop(op)` asks the converse for scalar load `op`: whether no store of the outermost
+loop around it can write the element it reads before it does (`_disjoint_before`, the same
+proof with time reversed), so that it loads the value the element had at that loop's entry.
+
 `first_element_writer(op)` asks the same of the one element a scalar load `op`
 (`x[i, 0]`) reads: a store into the same array value is passed over when its index
 provably names another element whenever it runs after `op` (`_disjoint`), as in
@@ -97,6 +101,29 @@ class Overwrites:
                     continue
                 return w
         return None
+
+    def entry_loop(self, op: Op) -> Op | None:
+        """The outermost loop `L` around scalar load `op` (`base[idx]`) when the element `op`
+        reads holds, whenever `op` runs, the value it had at `L`'s entry: no store in `L`
+        into memory `base` may overlap can have written that element before (each is a store
+        into `base` itself whose index provably names another element in every run before
+        `op`'s: `_disjoint_before`). A copy of `base` taken at `L`'s entry then gives every
+        value `op` loads. Only for a `base` defined outside every loop, as
+        `first_element_writer`. None when not proved (or `op` is in no loop)."""
+        base = op.args[0]
+        roots = self.act.roots.get(base.id)
+        read = _element_index(op, 1)
+        loops = self._loops(op)
+        if not roots or read is None or not loops or self._in_loop(base):
+            return None
+        top = loops[-1]
+        for w, target in self._writes(top):
+            troots = self.act.roots.get(target.id)
+            if troots and not troots & roots:
+                continue
+            if not (w.kind == "setitem" and target is base and self._disjoint_before(op, read, w)):
+                return None
+        return top
 
     # -- element indices ---------------------------------------------------------
     def _in_loop(self, v: Value) -> bool:
@@ -264,6 +291,55 @@ class Overwrites:
                 continue
             step = self._step(loop) if loop.kind == "for" else None
             if step is None or not differ(outside, (loop.regions[0].args[0], step)):
+                return False
+        return True
+
+
+    def reloads(self, op: Op) -> bool:
+        """Whether scalar load `op` reads one element in several runs: every part of its index
+        is an affine form (`_affine`) and some `for` loop around it is the variable of none."""
+        read = _element_index(op, 1)
+        if read is None:
+            return False
+        forms = [self._form(r) for r in read]
+        if any(f is None for f in forms):
+            return False
+        used = {id(f[0]) for f in forms if f is not None and f[0] is not None}
+        return any(loop.kind == "for" and id(loop.regions[0].args[0]) not in used for loop in self._loops(op))
+
+    def _disjoint_before(self, op: Op, read: list, w: Op) -> bool:
+        """Whether store `w`, in every run before load `op`, writes another element than the
+        one `op` reads: `_disjoint` with time reversed. An earlier run of `w` happens in the
+        same iteration of every loop around both (only if `w` may run before `op` there: not
+        when `op` never runs after `w`, `_never_after(op, w)`), or in an earlier iteration of
+        one of them (`k`, of constant step s: its variable at `w`'s run is `<= i_r - s` for
+        s > 0, `>= i_r - s` for s < 0), the loops outside it unchanged."""
+        written = _element_index(w, 2, full=False)
+        if written is None:
+            return False
+        mine = {id(x) for x in self._loops(w)}
+        shared = [x for x in self._loops(op) if id(x) in mine]  # innermost first
+        pairs = []
+        for r, q in zip(read, written):
+            fr, fw = self._form(r), self._form(q)
+            if fr is not None and fw is not None and self._nonneg(fr) and self._nonneg(fw):
+                pairs.append(((self._bounds(fr, True), self._bounds(fr, False)),
+                              (self._bounds(fw, True), self._bounds(fw, False))))
+        if not pairs:
+            return False
+
+        def differ(fixed: list[Op], earlier: tuple[Value, int] | None = None) -> bool:
+            ids = {id(x) for x in fixed}
+            return any(self._apart(r, q, ids, earlier) for r, q in pairs)
+
+        if not self._never_after(op, w) and not differ(shared):  # same iteration of every shared loop
+            return False
+        for k, loop in enumerate(shared):  # an earlier iteration of `loop`
+            outside = shared[k + 1:]
+            if differ(outside):
+                continue
+            step = self._step(loop) if loop.kind == "for" else None
+            if step is None or not differ(outside, (loop.regions[0].args[0], -step)):
                 return False
         return True
 

@@ -5,10 +5,11 @@ Contract: `memory_facts(namer, act, values, buffers)` returns a `MemoryFacts` fo
 whose names `namer` gave (`transform/naming.py`), `act` being the function's activity analysis
 (`analysis/activity.py`: the memory roots of its values) and `values` its values by id; `buffers`
 names the caches that are arrays (reverse mode's, allocated by the program), `counters` their
-entry counters. A primal array
+entry counters, `copies` the snapshots taken outside every loop (`name = x.copy()`, each name
+one new array, assigned once). A primal array
 points into its value's roots (a parameter's alias class, an allocation); a shadow or tangent
 into its primal's roots in shadow memory, which is separate from primal memory (each batch lane
-alike); a cache into a block of its own. A name of several values gets the union; one whose
+alike); a cache or a snapshot into a block of its own. A name of several values gets the union; one whose
 roots are unknown is left out, and so may overlap anything.
 """
 from __future__ import annotations
@@ -53,19 +54,22 @@ class MemoryFacts:
 
 
 def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers: Iterable[str] = (),
-                 counters: Iterable[str] = ()) -> MemoryFacts:
+                 counters: Iterable[str] = (), copies: Iterable[str] = ()) -> MemoryFacts:
     """The memory of every array name of the program (module contract)."""
     buffers = frozenset(buffers)
+    copies = frozenset(copies) - buffers
     blocks: dict[tuple, int] = {}
     found: dict[str, set | None] = {}
     wide: set[str] = set()
     narrow: set[str] = set()
     for name in sorted(buffers):  # caches that are arrays: allocated by the program
         found[name] = {blocks.setdefault(("cache", name), len(blocks))}
+    for name in sorted(copies):  # snapshots: new arrays (`.copy()`), one name each
+        found[name] = {blocks.setdefault(("copy", name), len(blocks))}
     for (vid, role), name in sorted(namer.values.items(), key=lambda kv: kv[1]):
         space = "p" if role == "p" else "d" if role.split("#")[0] == "d" else None
         v = values.get(vid)
-        if space is None or v is None or not isinstance(v.type, T.Array) or name in buffers:
+        if space is None or v is None or not isinstance(v.type, T.Array) or name in buffers or name in copies:
             continue
         roots = act.roots.get(vid)
         if name in found and found[name] is None or not roots:

@@ -96,7 +96,9 @@ class AdjointEmitter(AugmentedEmitter):
             return self.use(v)
         op = self.def_op[v.id]
         if op.kind == "getitem":
-            return f"{self._recompute(op.args[0])}[{self.e.index(op, self._recompute)}]"
+            entry = self.plan.entry_loads.get(id(op))  # a copy taken at a loop's entry (`_entry_loop`)
+            base = self._recompute(op.args[0]) if entry is None else self.contents(entry, op.args[0])
+            return f"{base}[{self.e.index(op, self._recompute)}]"
         if isinstance(v.type, T.Array) and lookup(op.attrs["key"]).cheap:
             def name(a: Value) -> str:
                 return self.contents(op, a) if isinstance(a.type, T.Array) else self._recompute(a)

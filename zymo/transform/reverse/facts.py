@@ -72,7 +72,8 @@ class ExportedFacts(DeadPrimal):
 
     def memory_facts(self) -> MemoryFacts:
         """The memory of every array name of the program (`transform/memory.py`)."""
-        return memory_facts(self.namer, self.act, self.values, self.buffers, self.counters)
+        copies = [self.namer(self.values[vid]) for vid in self.why if not self._cached(self.values[vid])]
+        return memory_facts(self.namer, self.act, self.values, self.buffers, self.counters, copies)
 
     def fuse_facts(self) -> ShadowFacts:
         """What `codegen/fuse.py` may rely on about this program's shadows."""

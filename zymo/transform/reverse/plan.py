@@ -3,7 +3,9 @@
 Contract: for each (value, role) the adjoint sweep reads (`needs.py`), one decision among
 read in place (defined outside every loop), recompute (`_remat`: a view's or list item's
 shadow taken again, a number recomputed from loads nothing overwrites, `_recomputable`),
-snapshot (a copy of an array a later write may change, `Needs.contents`), or a per-iteration
+snapshot (a copy of an array a later write may change, `Needs.contents`; also the copy a
+scalar load in a loop nest reads from when it loads values the array had at the nest's entry,
+`_entry_loop`), or a per-iteration
 cache: a list, a stacked array buffer (`_stackable`), or a NumPy buffer allocated once with
 the trip counts of its loop nest (`_nest`) or grown geometrically (`_kind`). `_plan_caches`
 writes them all into `self.plan` (`tape.TapePlan`) before the forward sweep is written.
@@ -91,7 +93,7 @@ class TapePlanner(Needs):
             base = op.args[0]
             if not isinstance(base.type, T.Array) or self._cached(base):
                 return False
-            if self.overwrites.first_element_writer(op) is not None:
+            if self.overwrites.first_element_writer(op) is not None and self._entry_loop(op) is None:
                 return False
             return all(self._recomputable(a, budget - 1) for a in op.args[1:])
         if op.kind == "prim" and lookup(op.attrs["key"]).cheap and "out" not in op.attrs:
@@ -100,6 +102,23 @@ class TapePlanner(Needs):
             # an array's shape never changes: read it again from an array the sweep still has
             return all(not self._cached(a) for a in op.args)
         return False
+
+    def _entry_loop(self, op: Op) -> Op | None:
+        """The loop at whose entry a copy of array `base` is taken for scalar load `op`
+        (`base[idx]`) that a later store may overwrite: the adjoint sweep then loads the
+        value from the copy (`AdjointEmitter._recompute`) instead of a cache entry per run.
+        Taken when every value `op` loads is the one its element had at the entry of the
+        outermost loop around it (`Overwrites.entry_loop`: trmm's `B[k, j]`, `k > i`, rows
+        not yet updated) and `op` runs in a nest of two loops or more, one of which its index
+        does not follow (`Overwrites.reloads`): the cache would hold one entry per run, more
+        than the array's elements, where the copy is one pass over the array (trmm's cache had
+        n**3 / 2 entries for n**2 elements). Decided once per op, kept in the plan."""
+        loads = self.plan.entry_loads
+        if id(op) not in loads:
+            loop = self.overwrites.entry_loop(op)
+            deep = len(self.index.loops(op)) >= 2 and self.overwrites.reloads(op)
+            loads[id(op)] = loop if loop is not None and deep else None
+        return loads[id(op)]
 
     def _cheap_array(self, op: Op, budget: int) -> bool:
         """Whether the array result of cheap arithmetic `op` (`q * q`) is recomputed in the
@@ -190,7 +209,10 @@ class TapePlanner(Needs):
             else:
                 op = self.def_op[v.id]
                 view = op.kind == "getitem" or lookup(op.attrs["key"]).view
+                entry = self.plan.entry_loads.get(id(op))
                 why = ("a view, taken again from its base" if isinstance(v.type, T.Array) and view
+                       else f"a load from the copy taken before the loop at line {entry.loc.line}"
+                       if entry is not None
                        else "a load of memory nothing overwrites later" if op.kind == "getitem"
                        else "an array's extent" if op.attrs["key"] == "zymo.dim"
                        else "cheap arithmetic on values the adjoint sweep has")

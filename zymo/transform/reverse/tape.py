@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.core import Value
+from ...ir.core import Op, Value
 
 HOWS = {
     "in place": "read where the forward sweep left it (defined outside every loop, or a loop index, or a constant)",
@@ -47,6 +47,9 @@ class TapePlan:
     recompute: dict[int, bool] = field(default_factory=dict)
     # op id -> the array result of cheap arithmetic recomputed (`TapePlanner._cheap_array`)
     cheap_ops: dict[int, bool] = field(default_factory=dict)
+    # op id -> the loop at whose entry a copy of a scalar load's array is taken, the load
+    # recomputed from it (None: not so) (`TapePlanner._entry_loop`)
+    entry_loads: dict[int, Op | None] = field(default_factory=dict)
     # value id -> a top-level temporary the adjoint sweep recomputes where it reads it
     # (`Needs._top_remat`: a question of the IR alone, answered when first asked)
     top_remat: dict[int, bool] = field(default_factory=dict)
