@@ -50,6 +50,25 @@ def test_which_indices_are_never_negative():
     assert by_expr["A"] == [[True, True], [True, False]]
 
 
+def shifted(x):
+    n = x.shape[0]
+    s = 0.0
+    for i in range(2, n):
+        s += x[i - 1] * x[i - 2]      # i >= 2: both never negative
+    for j in range(1, n):
+        s += x[j - 2]                 # -1 at j = 1: wraps around
+    return s
+
+
+def test_loop_start_bounds_sums_below():
+    """A loop variable is at least its loop's constant start: `i - 2` over `range(2, n)` is
+    never negative, `j - 2` over `range(1, n)` may be."""
+    fn = zymo.ir(shifted, np.ones(6))
+    nn = NonNegative(fn)
+    got = [nn(op.args[1]) for op in walk(fn.body) if op.kind == "getitem" and op.args[0].hint == "x"]
+    assert got == [True, True, False]
+
+
 def test_which_ints_are_never_unsigned():
     """`NeverUnsigned`: sizes, literals, loop variables over them and their arithmetic are
     Python's (or Numba's signed) ints; a parameter (`m`), an int read from memory, a `while`
@@ -89,7 +108,9 @@ def test_computed_indices_skip_wraparound_under_numba():
     with numba_sources() as sources:
         dL, dv = np.zeros_like(L), np.zeros_like(v)
         zymo.autodiff(Reverse, triangle, Active, Duplicated(L, dL), Duplicated(v, dv), numba=True)
-    assert any("L[i_1, _rt.nonneg(idx)]" in s and "dL[i_1, _rt.nonneg(idx)]" in s for s in sources), sources
+    # (reverse mode: the loop variable `i_1` unsigned too, `reversed_loops`)
+    assert any(re.search(r"(?<!d)L\[_rt\.nonneg\(i_1\), _rt\.nonneg\(idx\)\]", s)
+               and "dL[_rt.nonneg(i_1), _rt.nonneg(idx)]" in s for s in sources), sources
     dL_py, dv_py = np.zeros_like(L), np.zeros_like(v)
     zymo.autodiff(Reverse, triangle, Active, Duplicated(L, dL_py), Duplicated(v, dv_py), numba=False)
     np.testing.assert_allclose(dL, dL_py, rtol=1e-12)
@@ -118,12 +139,19 @@ def test_indices_that_may_be_negative_keep_wraparound(numba):
         (src,) = sources
         wrapped = set(re.findall(r"_rt\.nonneg\((\w+)\)", src))
         defs = {name: expr for name, expr in re.findall(r"^\s*(\w+) = (.*)$", src, re.M) if name in wrapped}
-        # only the remainder: `i + 1` and `n - 1 - i` LLVM bounds itself, `i - 1` may be negative
-        # and the counter of the while loop's cache (its `k`, for the adjoint sweep)
+        # the remainder, the counter of the while loop's cache (its `k`, for the adjoint sweep),
+        # and in a program with an adjoint sweep, whose loops run backwards (`i = n - 1 - _r`,
+        # which LLVM does not bound), loop variables and sums of them never negative:
+        # `i + 1`, `n - 1 - i`; not `i - 1`, which may be negative
         (counter,) = [n for n in wrapped if n.startswith("_k_")]
         assert re.search(rf"_cache_\w+\[_rt\.nonneg\({counter}\)\]", src)
-        defs.pop(counter)
-        assert len(defs) == 1 and "% 4" in defs.popitem()[1], (wrapped, defs)
+        assert any("% 4" in e for e in defs.values()), (wrapped, defs)
+        minus_one = re.findall(r"^\s*(\w+) = \w+ - 1$", src, re.M)
+        assert len(set(minus_one)) == 1 and not set(minus_one) & wrapped, (minus_one, wrapped)
+        # x's plain reads: `i - 1` and the while loop's counter; `i + 1`, `n - 1 - i` and
+        # the remainder are unsigned
+        assert set(re.findall(r"\bx\[(\w+)\]", src)) == {minus_one[0], "k"}, src
+        assert len(set(re.findall(r"\bx\[_rt\.nonneg\((\w+)\)\]", src))) == 3, src
     fd = fd_grad(lambda y: indices(y, np.ones((4, 4)) * 0.5, 0), [x])[0]
     np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-8)
     assert abs(dx[-1]) > 0.1  # x[i - 1] at i = 0 is x[-1]
@@ -157,7 +185,7 @@ def test_loop_variables_from_a_computed_start_index_unsigned():
     loops = set(re.findall(r"for (\w+) in range\(t_\d+, n\)", src))  # j's and k's loops, forward sweep
     assert len(loops) == 2 and len(loops & wrapped) == 1, (loops, wrapped)
     (j,) = loops & wrapped
-    assert f"A[i_1, _rt.nonneg({j})]" in src and f"dA[i_1, _rt.nonneg({j})]" in src
+    assert f"A[_rt.nonneg(i_1), _rt.nonneg({j})]" in src and f"dA[_rt.nonneg(i_1), _rt.nonneg({j})]" in src
     pA, px = np.zeros_like(A), np.zeros_like(x)
     zymo.autodiff(Reverse, upper, Active, Duplicated(A.copy(), pA), Duplicated(x, px), numba=False)
     assert np.array_equal(dA, pA) and np.array_equal(dx, px) and np.abs(dx).max() > 0.1
