@@ -234,3 +234,113 @@ def f(data, t, v, n, m):
     _run(src, want, tw, want, 3, 4)
     _run(out, got, tg, got, 3, 4)
     assert np.array_equal(tw, tg) and np.array_equal(want, got)
+
+
+# -- scalar expansion (`distribute._expanded`) and elements never one (`_never_one`) --------
+# symm's forward: `t` summed over `k` for each `j`, then read by the statement after the sum
+SYMM_FORWARD = '''
+def f(C, A, B, i, n):
+    for j in range(n):
+        t = 0.0
+        for k in range(i):
+            C[k, j] = C[k, j] + 1.5 * B[i, j] * A[i, k]
+            t = t + B[k, j] * A[i, k]
+        C[i, j] = 1.2 * C[i, j] + 1.5 * t
+'''
+# symm's adjoint: a scalar `dn` passed to the reversed inner loop, `dA[i, i]` beside `dA[i, k]`, `k < i`
+SYMM_ADJOINT = '''
+def f(dA, dB, dC, A, B, i, n):
+    for _r_1 in range(n):
+        j = n - 1 - _r_1
+        dt = dC[i, j]
+        dC[i, j] = 0.0
+        dA[i, i] += B[i, j] * dt
+        dn = 1.5 * dt
+        for _r in range(i):
+            k = i - 1 - _r
+            dA[i, k] += B[k, j] * dn
+            dB[k, j] += A[i, k] * dn
+            dB[i, j] += dC[k, j] * A[i, k]
+'''
+SYMM_NDIMS = {"A": 2, "B": 2, "C": 2, "dA": 2, "dB": 2, "dC": 2}
+
+
+def _symm_facts(floats=("t", "dn", "dt")) -> MemoryFacts:
+    names = list(SYMM_NDIMS)
+    return MemoryFacts({n: (k,) for k, n in enumerate(names)}, frozenset(names), dict(SYMM_NDIMS),
+                       floats=frozenset(floats))
+
+
+def _symm_args(n, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.random((n, n)) for _ in range(3)]
+
+
+@pytest.mark.parametrize("i", [0, 1, 3, 5])
+def test_scalar_passed_between_parts_expanded_and_swapped_exact(i):
+    out = lean_loops(SYMM_FORWARD, _symm_facts())
+    assert "_xp_t = np.empty(_rt.span(0, n), np.float64)" in out, out
+    assert re.search(r"for k in range\(i\):\n(.|\n)*for j in range\(n\):\n +C\[k, j\] = ", out), out  # rows
+    assert re.search(r"_xp_t\[j\] = _xp_t\[j\] \+ B\[k, j\] \* ", out), out
+    want = _run(SYMM_FORWARD, *_symm_args(6, i), i, 6)
+    got = _run(out, *_symm_args(6, i), i, 6)
+    assert np.array_equal(want[0], got[0])
+
+
+@pytest.mark.parametrize("i", [0, 1, 4, 5])
+def test_reversed_loop_expanded_and_elements_below_apart_exact(i):
+    out = lean_loops(SYMM_ADJOINT, _symm_facts())
+    assert "_xp_dn[j] = " in out and "_xp_dn = np.empty(_rt.span(0, n), np.float64)" in out, out
+    assert re.search(r"for _r in range\(i\):\n +k = i - 1 - _r\n(.|\n)*for _r_1 in range\(n\):\n(.|\n)*dB\[k, j\]",
+                     out), out
+    args = _symm_args(6, 10 + i)
+    want = _run(SYMM_ADJOINT, *[a.copy() for a in args], *_symm_args(6, 20)[:2], i, 6)
+    got = _run(out, *[a.copy() for a in args], *_symm_args(6, 20)[:2], i, 6)
+    for w, g in zip(want[:3], got[:3]):
+        assert np.array_equal(w, g)
+    assert np.any(want[0] != args[0])
+
+
+@pytest.mark.parametrize("src, facts, why", [
+    (SYMM_FORWARD, ("dn",), "not known to hold float64 numbers"),
+    (SYMM_FORWARD + "    return t\n", ("t",), "read after the loop"),
+    (SYMM_FORWARD.replace("for j in range(n)", "for j in range(1, n)"), ("t",), "not from 0"),
+    (SYMM_ADJOINT.replace("range(n):\n        j = n - 1 - _r_1", "range(_rt.span(1, n)):\n        j = n - 1 - _r_1"),
+     ("dn",), "a reversed loop from 1"),
+    (SYMM_ADJOINT.replace("range(i):\n            k = i - 1 - _r", "range(i + 1):\n            k = i + 1 - 1 - _r"),
+     ("dn",), "k reaches i: dA[i, i] written by both parts"),
+])
+def test_expansion_or_never_one_refused(src, facts, why):
+    out = lean_loops(src, _symm_facts(facts))
+    assert "_xp_" not in out, why
+
+
+def symm(alpha, beta, C, A, B):
+    m, n = C.shape
+    for i in range(m):
+        for j in range(n):
+            temp2 = 0.0
+            for k in range(i):
+                C[k, j] += alpha * B[i, j] * A[i, k]
+                temp2 += B[k, j] * A[i, k]
+            C[i, j] = beta * C[i, j] + alpha * B[i, j] * A[i, i] + alpha * temp2
+    return np.sum(C * C)
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_symm_compiled_gradients_equal_the_python_backend(numba):
+    rng = np.random.default_rng(5)
+    args = [rng.random((6, 7)), rng.random((6, 6)), rng.random((6, 7))]
+
+    def grad(backend):
+        shadows = [np.zeros_like(a) for a in args]
+        zymo.autodiff(Reverse, symm, Active, Const(1.5), Const(1.2),
+                      *[Duplicated(a.copy(), s) for a, s in zip(args, shadows)], numba=backend)
+        return shadows
+
+    want, got = grad(False), grad(numba)
+    assert all(np.array_equal(w, g) for w, g in zip(want, got)) and all(np.any(w) for w in want)
+    src = zymo.generated_code(Reverse, symm, Active, Const(1.5), Const(1.2),
+                              *[Duplicated(a.copy(), np.zeros_like(a)) for a in args], numba=numba)
+    assert src.count("np.empty(_rt.span(0, n), np.float64)") == 2, src  # both sweeps expanded
+    check_grad(symm, 1.5, 1.2, *[a.copy() for a in args], const=(0, 1))

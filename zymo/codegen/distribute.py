@@ -3,7 +3,8 @@ nest walk rows (`codegen/interchange.py`): covariance's `mean[j] = 0; for i: mea
 data[i, j]; mean[j] /= n` over `j` becomes three loops over `j`, the middle one swapped.
 
 Contract: `distributed(s, memory, rest)` returns the loops replacing the loop `s` (`for v ...`,
-forward or reverse mode's reversed loop, `loop_forms.plain`), or None. Its body (after the
+forward or reverse mode's reversed loop, `loop_forms.plain`), with `memory` and the arrays they
+allocate (scalar expansion, below), or None. Its body (after the
 reversed-index assignment, which each new loop repeats) is cut into parts: each inner `for` a
 part of its own, the other statements between them one part. Index arithmetic the body computes
 from names it does not change (`p = k + j * w`, a cache position) is computed again by each
@@ -11,8 +12,11 @@ part that reads it (`_recomputed`): the same value anywhere in an iteration. The
 after the other, each over the whole range, in `s`'s order. It is done only where it computes
 the same numbers, to the bit, and at least one part then swaps (`interchanged`):
 
-- no name is carried from one iteration to the next, none a part assigns is read by another
-  part or after `s` (`rest`: the statement lists that may run after it);
+- no name is carried from one iteration to the next, none a part assigns is read after `s`
+  (`rest`: the statement lists that may run after it); a float64 scalar one part assigns and
+  another reads is held in an array of one element per iteration (`_expanded`: scalar
+  expansion, symm's `temp2` summed over `k` for each `j`), other names are not passed between
+  parts;
 - where two parts reach one array and one of them writes it, the two iterations that reach an
   element are one and the same: for each pair of their subscripts, some place holds the same
   index expression in both (`a[i, k]` and `a[i, 0]`: `i` twice), or the two pin the iteration
@@ -36,8 +40,10 @@ from .outline import _exposed, _loads, _stores
 from .parallel import _affine
 
 
-def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[ast.stmt] | None:
-    """The loops replacing `s`, at least one of them swapped, or None (module contract)."""
+def distributed(s: ast.For, memory: Memory,
+                rest: list[list[ast.stmt]]) -> tuple[list[ast.stmt], Memory] | None:
+    """The loops replacing `s`, at least one of them swapped, and the memory facts naming the
+    arrays they add (`_expanded`), or None (module contract)."""
     if not plain(s) or not isinstance(s.target, ast.Name):
         return None
     head_at = 1 if reversed_head(s) is not None else 0
@@ -58,9 +64,15 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     index = {s.target.id, index_name}
     reads = [_exposed(p, index)[0] for p in parts]  # what a part reads before it assigns it
     stores = [_stores(ast.Module(p, [])) for p in parts]
-    for x in range(len(parts)):
-        if any(stores[x] & reads[y] for y in range(len(parts)) if y != x):
-            return None  # a scalar passed from one part to another
+    passed = {n for x in range(len(parts)) for y in range(len(parts)) if y != x for n in stores[x] & reads[y]}
+    alloc: list[ast.stmt] = []
+    if passed:  # scalars passed from one part to another: one element each per iteration
+        expanded = _expanded(s, parts, passed, memory, {n.id for t in [s, *(x for r in rest for x in r)]
+                                                        for n in ast.walk(t) if isinstance(n, ast.Name)})
+        if expanded is None:
+            return None
+        parts, memory, alloc = expanded
+        assigned = (assigned - passed) | {a.targets[0].id for a in alloc}  # type: ignore[attr-defined]
     for x in range(len(parts)):
         for y in range(x + 1, len(parts)):
             if not _apart(parts[x], parts[y], index, assigned, memory):
@@ -70,8 +82,8 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
     for stmts in rest:  # the costliest test last
         e, seen = _exposed(stmts, seen)
         later |= e
-    if later & (assigned | {s.target.id}):
-        return None
+    if later & (assigned | passed | {s.target.id}):
+        return None  # (an expanded scalar read after `s` would be read from its last element)
     loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=copy.deepcopy(s.iter),
                      body=[*copy.deepcopy(head), *p], orelse=[], type_comment=None) for p in parts]
     out: list[ast.stmt] = []
@@ -82,7 +94,58 @@ def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[
             else None
         swapped |= new is not None
         out.append(new if new is not None else loop)
-    return [ast.fix_missing_locations(t) for t in out] if swapped else None
+    return ([ast.fix_missing_locations(t) for t in [*alloc, *out]], memory) if swapped else None
+
+
+def _expanded(s: ast.For, parts: list[list[ast.stmt]], passed: set[str], memory: Memory,
+              taken: set[str]) -> tuple[list[list[ast.stmt]], Memory, list[ast.stmt]] | None:
+    """Scalar expansion: `parts` with each name of `passed` (a scalar one part assigns and
+    another reads) held in a float64 array `_xp_<name>` of one element per iteration of `s`,
+    element `v` for `s` = `for v in range(stop)` (or `range(0, stop)`, or reversed: `for _r in
+    range(stop): v = stop - 1 - _r`), that array allocated
+    before the loops (with the facts naming it); None when `s` is not of that form or a name
+    may hold other than float64 numbers (`memory.is_float`: the array would convert it). The
+    array's name is none of `taken` (the names of `s` and of what may run after it). Each
+    element is the scalar of one iteration: written and read in that iteration only (nothing
+    is carried, nothing read after `s`: checked by the caller), so the parts compute the same
+    numbers in the same order."""
+    args = s.iter.args if isinstance(s.iter, ast.Call) else []
+    if not (isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range"
+            and isinstance(s.target, ast.Name) and not s.iter.keywords
+            and (len(args) == 1 or len(args) == 2 and isinstance(args[0], ast.Constant) and args[0].value == 0)):
+        return None
+    head = reversed_head(s)
+    if head is not None and head[1] is not None:
+        return None  # `range(_rt.span(lo, N))`: its index runs from `lo`
+    # the position: the index, from 0 (a reversed loop's `i = N - 1 - _r`, whose counter
+    # `_r` nothing else may read, runs over 0 .. N - 1 too)
+    position = head[0] if head is not None else s.target.id
+    if not all(memory.is_float(n) for n in passed):
+        return None
+    names = {}
+    for n in sorted(passed):
+        name, k = f"_xp_{n}", 0
+        while name in taken:
+            k += 1
+            name = f"_xp_{n}_{k}"
+        names[n] = name
+        memory = memory.with_array(name, 1)
+    parts = [[_Expand(names, position).visit(copy.deepcopy(t)) for t in p] for p in parts]
+    trips = f"_rt.span(0, {ast.unparse(args[-1])})"
+    alloc = [ast.parse(f"{name} = np.empty({trips}, np.float64)").body[0] for name in names.values()]
+    return parts, memory, alloc
+
+
+class _Expand(ast.NodeTransformer):
+    """Names of `names` read and written as elements `names[n][position]`."""
+
+    def __init__(self, names: dict[str, str], position: str):
+        self.names, self.position = names, position
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in self.names:
+            return node
+        return ast.Subscript(ast.Name(self.names[node.id], ast.Load()), ast.Name(self.position, ast.Load()), node.ctx)
 
 
 def _recomputed(body: list[ast.stmt], assigned: set[str]) -> list[ast.stmt]:
@@ -139,6 +202,7 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
     ex, bx = touched(ast.Module(x, []))  # type: ignore[arg-type]
     ey, by = touched(ast.Module(y, []))  # type: ignore[arg-type]
     wx, wy = _written(x), _written(y)
+    below_x, below_y = _below(x), _below(y)
     arrays = set(ex) | set(ey) | {n for n in bx | by if memory.listed(n) or n in memory.ndims}  # used whole too
     for name in (wx | wy):
         if name in wx and (name in ey or name in by) or name in wy and (name in ex or name in bx):
@@ -146,7 +210,8 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
                 return False
             if any(memory.overlap(name, o) for o in arrays - {name}):
                 return False
-            if not all(_same_iteration(a, b, index, assigned) for a in ex.get(name, []) for b in ey.get(name, [])):
+            if not all(_same_iteration(a, b, index, assigned) or _never_one(a, b, below_x, below_y, index, assigned)
+                       for a in ex.get(name, []) for b in ey.get(name, [])):
                 return False
         elif name in wx | wy and any(memory.overlap(name, o) for o in arrays - {name}):
             return False
@@ -180,6 +245,46 @@ def _same_iteration(a: ast.Subscript, b: ast.Subscript, index: set[str], assigne
         if kq == "index" and kp == "term" and isinstance(q, ast.Name):
             pins_b.add((q.id, ast.dump(p)))
     return bool(pins_a & pins_b)  # `a[i, j]`, `b[j, i]`: both only where `i` is `j`
+
+
+def _never_one(a: ast.Subscript, b: ast.Subscript, below_a: dict[str, str], below_b: dict[str, str],
+               index: set[str], assigned: set[str]) -> bool:
+    """Whether subscripts `a` and `b` never name one element: at some place one holds a term
+    `T` the loop does not change and the other the variable of an inner loop of its part that
+    runs below `T` (`_below`: symm's adjoint adds into `dA[i, i]`, then into `dA[i, k]` for
+    `k` in `range(i)`)."""
+    pa = list(a.slice.elts) if isinstance(a.slice, ast.Tuple) else [a.slice]
+    pb = list(b.slice.elts) if isinstance(b.slice, ast.Tuple) else [b.slice]
+    if len(pa) != len(pb):
+        return False
+    def under(term: ast.expr, v: ast.expr, below: dict[str, str]) -> bool:
+        return isinstance(v, ast.Name) and below.get(v.id) == ast.dump(term) and _kind(term, index, assigned) == "term"
+
+    return any(under(p, q, below_b) or under(q, p, below_a) for p, q in zip(pa, pb))
+
+
+def _below(part: list[ast.stmt]) -> dict[str, str]:
+    """The variables of the `for` loops in `part` that stay below a bound `N` (`ast.dump`):
+    `for v in range(N)`, `range(lo, N)` (step 1), or reversed `for _r in range(N): v = N - 1 -
+    _r` (`loop_forms.reversed_head`), each assigned nowhere else in `part` (nor `N` in the loop)."""
+    stores: dict[str, int] = {}
+    for n in ast.walk(ast.Module(part, [])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    out: dict[str, str] = {}
+    for n in ast.walk(ast.Module(part, [])):
+        if not (isinstance(n, ast.For) and plain(n) and isinstance(n.target, ast.Name)):
+            continue
+        head = reversed_head(n)
+        if head is not None:
+            var, stop = head[0], head[2]
+            if stores.get(n.target.id) == 1 and stores.get(var) == 1:
+                out[var] = ast.dump(stop)
+            continue
+        args = n.iter.args  # type: ignore[attr-defined]
+        if len(args) in (1, 2) and stores.get(n.target.id) == 1 and not (_stores(n) & _loads(args[-1])):
+            out[n.target.id] = ast.dump(args[-1])
+    return out
 
 
 def _kind(e: ast.expr, index: set[str], assigned: set[str]) -> str:

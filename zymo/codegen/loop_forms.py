@@ -42,6 +42,12 @@ class Memory(Protocol):
     def is_wide(self, name: str) -> bool:
         """Whether `name` holds float64 or complex128 elements."""
 
+    def is_float(self, name: str) -> bool:
+        """Whether scalar `name` holds float64 numbers only."""
+
+    def with_array(self, name: str, ndim: int) -> Memory:
+        """These facts and a new float64 array `name`, memory of its own."""
+
     @property
     def counters(self) -> frozenset[str]:
         """The caches' entry counters (`codegen/tape_index.py`)."""

@@ -112,8 +112,9 @@ class _Rewriter:
                         self._drop_copies_back(n)
                 swapped = interchanged(s, self.memory, rest)
                 if swapped is None:
-                    parts = distributed(s, self.memory, rest)
-                    if parts is not None:  # one loop per part, each rewritten in turn
+                    split = distributed(s, self.memory, rest)
+                    if split is not None:  # one loop per part, each rewritten in turn
+                        parts, self.memory = split  # with the arrays of scalars expanded
                         stmts[k:k + 1] = parts
                         s = stmts[k]
                         rest = [stmts[k + 1:], *after]

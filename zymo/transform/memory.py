@@ -6,7 +6,8 @@ whose names `namer` gave (`transform/naming.py`), `act` being the function's act
 (`analysis/activity.py`: the memory roots of its values) and `values` its values by id; `buffers`
 names the caches that are arrays (reverse mode's, allocated by the program), `counters` their
 entry counters, `copies` the snapshots taken outside every loop (`name = x.copy()`, each name
-one new array, assigned once). A primal array
+one new array, assigned once). `floats`: the names that hold float64 numbers only (a scalar a
+loop rewrite may keep in a float64 array, `codegen/distribute.py`). A primal array
 points into its value's roots (a parameter's alias class, an allocation); a shadow or tangent
 into its primal's roots in shadow memory, which is separate from primal memory (each batch lane
 alike); a cache or a snapshot into a block of its own. A name of several values gets the union; one whose
@@ -15,7 +16,7 @@ roots are unknown is left out, and so may overlap anything.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..analysis.activity import Activity
 from ..ir import types as T
@@ -39,6 +40,7 @@ class MemoryFacts:
     ndims: dict[str, int]
     counters: frozenset[str] = frozenset()
     caches: frozenset[str] = frozenset()
+    floats: frozenset[str] = frozenset()  # names whose every value is a float64 number
 
     def overlap(self, a: str, b: str) -> bool:
         if a == b:
@@ -51,6 +53,15 @@ class MemoryFacts:
 
     def is_wide(self, name: str) -> bool:
         return name in self.wide
+
+    def is_float(self, name: str) -> bool:
+        return name in self.floats
+
+    def with_array(self, name: str, ndim: int) -> MemoryFacts:
+        """These facts and array `name` of float64 elements, new memory of its own."""
+        block = 1 + max((r for rs in self.roots.values() for r in rs), default=-1)
+        return replace(self, roots={**self.roots, name: (block,)}, wide=self.wide | {name},
+                       ndims={**self.ndims, name: ndim})
 
 
 def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers: Iterable[str] = (),
@@ -82,4 +93,14 @@ def memory_facts(namer: Namer, act: Activity, values: dict[int, Value], buffers:
         (wide if v.type.dtype in ("float64", "complex128") else narrow).add(name)
     known = {n: tuple(sorted(r)) for n, r in found.items() if r is not None}
     return MemoryFacts(known, frozenset(wide - narrow) & frozenset(known), dict(namer.ndims), frozenset(counters),
-                       buffers)
+                       buffers, _float_names(namer, values))
+
+
+def _float_names(namer: Namer, values: dict[int, Value]) -> frozenset[str]:
+    """The names every value (primal or adjoint, any lane) of which is a float64 number."""
+    floats: set[str] = set()
+    other: set[str] = set()
+    for (vid, _role), name in namer.values.items():
+        v = values.get(vid)
+        (floats if v is not None and v.type == T.Scalar("f64") else other).add(name)
+    return frozenset(floats - other)
