@@ -396,3 +396,31 @@ def f(A, v, n, m):
     _run(src, want, want, 3, 4)
     _run(out, got, got, 3, 4)
     assert np.array_equal(want, got)
+
+
+def dead_inner_loop(x):
+    """The inner loop changes only `k`, which the adjoint sweep reads from its cache: the
+    adjoint of that loop is its reversed head alone (`for _r in range(3): i_1 = 3 - 1 - _r`)."""
+    n = x.shape[0]
+    s = 0.0
+    for i in range(1, n):
+        k = i - 1
+        for _t in range(3):
+            k = k - 1
+        s += x[k] * x[i]
+    return s
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_review_defect_a_reversed_loop_of_its_head_alone_runs_forward(numba):
+    """Run forward, a reversed loop whose body is its head alone kept an empty body, which is
+    no Python (review: `IndentationError: expected an indented block after 'for'` from
+    `numba=True` and "kernels"); it gets `pass`."""
+    out = lean_loops("def f(n):\n    for _r in range(n):\n        i = n - 1 - _r\n", _facts({}))
+    ast.parse(out)
+    x = np.linspace(0.5, 1.5, 7)
+    dx, dx_py = np.zeros_like(x), np.zeros_like(x)
+    zymo.autodiff(Reverse, dead_inner_loop, Active, Duplicated(x.copy(), dx), numba=numba)
+    zymo.autodiff(Reverse, dead_inner_loop, Active, Duplicated(x.copy(), dx_py), numba=False)
+    assert np.array_equal(dx, dx_py) and np.abs(dx).max() > 0.1
+    check_grad(dead_inner_loop, x, modes=("reverse",))

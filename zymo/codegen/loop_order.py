@@ -180,7 +180,7 @@ class _Rewriter:
         self.changed = True
         return ast.For(target=ast.Name(var, ast.Store()),
                        iter=ast.Call(ast.Name("range", ast.Load()), args, []),
-                       body=s.body[1:], orelse=[], type_comment=None)
+                       body=s.body[1:] or [ast.Pass()], orelse=[], type_comment=None)  # only its head: `pass`
 
     # -- scalar promotion --------------------------------------------------------------------
     def promote(self, s: ast.For, before: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
