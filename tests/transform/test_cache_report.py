@@ -349,3 +349,20 @@ def test_array_quotient_of_unmodified_memory_is_recomputed():
     assert "nothing is cached" in zymo.cache_report(Reverse, scaled_rows, Active, *args)
     out = check_grad(scaled_rows, X, y)
     assert np.abs(out.reverse[1]).max() > 0.1
+
+
+def _checkpointed_steps(x, n):
+    s = 0.0
+    for _t in zymo.checkpointed(range(n), snapshots=2):
+        x[1:] = x[1:] * 0.9 + 0.1 * np.sin(x[:-1])
+        s += np.sum(x * x)
+    return s
+
+
+def test_report_of_a_checkpointed_loop():
+    """The caches of a checkpointed loop are recorded again from its snapshots, not kept by
+    the forward sweep: the report says so (it raised AttributeError on their empty entry)."""
+    x = np.linspace(0.1, 1.0, 5)
+    text = zymo.cache_report(Reverse, _checkpointed_steps, Active, Duplicated(x, np.zeros_like(x)), zymo.Const(4))
+    assert text.count("none kept (a checkpointed loop records it again from its snapshots)") == 2, text
+    assert "a copy of array `x`" in text

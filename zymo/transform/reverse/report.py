@@ -40,6 +40,8 @@ def report(rev: Reverse, measured: dict | None = None) -> str:
         if measured is None or name not in measured:
             return ""
         obj = measured[name]
+        if obj is None:  # a cache of a checkpointed loop: recorded again from its snapshots
+            return "\n      this call: none kept (a checkpointed loop records it again from its snapshots)"
         if isinstance(obj, list):
             nbytes = sum(getattr(o, "nbytes", 8) for o in obj) if is_copy else 8 * len(obj)
             n = len(obj)
