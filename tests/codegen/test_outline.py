@@ -351,3 +351,114 @@ def test_two_threads_give_the_same_bits(kernels_backend):
 def test_threads_setting_is_checked():
     with pytest.raises(ValueError):
         zymo.config.set_threads(0)
+
+
+# -- loops split for the twins (`outline._split_for_twin`, `distribute.split`) -------------------
+
+GESUMMV_ADJOINT = '''
+def k(A, B, dA, dB, dtmp, dx, dy, x, alpha, beta, n):
+    for _r_1 in range(n):
+        i = n - 1 - _r_1
+        dt_1 = dy[i]
+        dy[i] = 0.0
+        dy[i] += beta * dt_1
+        dtmp[i] += alpha * dt_1
+        if n > 0:
+            _at_dy = dy[i]
+            _at_dtmp = dtmp[i]
+            for i_1 in range(n):
+                dx[i_1] += B[i, i_1] * _at_dy + A[i, i_1] * _at_dtmp
+                dB[i, i_1] += _at_dy * x[i_1]
+                dA[i, i_1] += _at_dtmp * x[i_1]
+        dy[i] = 0.0
+        dtmp[i] = 0.0
+    return ()
+'''
+GESUMMV_NDIMS = {"A": 2, "B": 2, "dA": 2, "dB": 2, "dtmp": 1, "dx": 1, "dy": 1, "x": 1}
+
+
+def _run_kernel(src: str, args: list):
+    env: dict = {"np": np}
+    exec(src, env)
+    env["k"](*args)
+    return args
+
+
+def _gesummv_args(n=5):
+    rng = np.random.default_rng(9)
+    return [rng.random((n, n)), rng.random((n, n)), np.zeros((n, n)), np.zeros((n, n)), rng.random(n),
+            rng.random(n), rng.random(n), rng.random(n), 1.5, 1.2, n]
+
+
+def test_a_loop_serial_as_a_whole_splits_into_loops_that_run_in_parallel():
+    """gesummv's adjoint adds into `dx[j]` for every row: serial as a whole, but its resets of
+    `dy[i]` run in parallel once split off, and the nest by blocks of `j`."""
+    from zymo.codegen.blocks import blocked_nests
+    from zymo.codegen.outline import _split_for_twin
+
+    fn = ast.parse(GESUMMV_ADJOINT).body[0]
+    assert parallel_loops(fn, GESUMMV_NDIMS) == [] and blocked_nests(fn, GESUMMV_NDIMS, frozenset(), []) == []
+    base = _split_for_twin(fn, GESUMMV_NDIMS, frozenset())
+    loops = [t for t in base.body if isinstance(t, ast.For)]
+    assert len(loops) == 3
+    assert len(parallel_loops(base, GESUMMV_NDIMS)) == 2
+    assert len(blocked_nests(base, GESUMMV_NDIMS, frozenset(), parallel_loops(base, GESUMMV_NDIMS))) == 1
+    want = _run_kernel(GESUMMV_ADJOINT, _gesummv_args())
+    got = _run_kernel(ast.unparse(base), _gesummv_args())
+    for w, g in zip(want[:8], got[:8]):
+        assert np.array_equal(w, g)
+    assert np.any(want[5])
+
+
+@pytest.mark.parametrize("change", [
+    # `dx[i]`, which the nest of every row adds into
+    ("        dy[i] = 0.0\n        dtmp[i] = 0.0\n", "        dy[i] = dx[i]\n        dtmp[i] = 0.0\n"),
+    ("        dt_1 = dy[i]\n", "        dt_1 = dy[i] + dx[0]\n"),  # an element another iteration writes
+    ("            _at_dy = dy[i]\n", "            _at_dy = dt_1\n"),  # a scalar passed between parts
+])
+def test_loops_whose_parts_meet_are_not_split_for_the_twins(change):
+    from zymo.codegen.outline import _split_for_twin
+
+    src = GESUMMV_ADJOINT.replace(*change)
+    assert change[0] in GESUMMV_ADJOINT
+    fn = ast.parse(src).body[0]
+    assert _split_for_twin(fn, GESUMMV_NDIMS, frozenset()) is fn
+
+
+def gesummv(alpha, beta, A, B, tmp, x, y):
+    n = A.shape[0]
+    for i in range(n):
+        tmp[i] = 0.0
+        y[i] = 0.0
+        for j in range(n):
+            tmp[i] = A[i, j] * x[j] + tmp[i]
+            y[i] = B[i, j] * x[j] + y[i]
+        y[i] = alpha * tmp[i] + beta * y[i]
+    return np.sum(y * y)
+
+
+def test_gesummv_adjoint_twin_gives_the_same_bits(kernels_backend):
+    rng = np.random.default_rng(6)
+    n = 50
+    args = [rng.random((n, n)), rng.random((n, n)), np.zeros(n), rng.random(n), np.zeros(n)]
+    check_grad(gesummv, 1.5, 1.2, *[a[:5, :5] if a.ndim == 2 else a[:5] for a in args], const=(0, 1))
+
+    def grad():
+        shadows = [np.zeros_like(a) for a in args]
+        zymo.autodiff(Reverse, gesummv, Active, zymo.Const(1.5), zymo.Const(1.2),
+                      *[Duplicated(a.copy(), s) for a, s in zip(args, shadows)], numba="kernels")
+        return shadows
+
+    g1 = grad()
+    programs = [c.fn for entries in zymo.cache.COMPILED.values() for c in entries
+                if c.backend == "kernels" and c.ir.name == "gesummv" and c.generator is not None]
+    kernels = [k for fn in programs for k in fn.__globals__.values() if isinstance(k, Kernel)]
+    assert len(kernels) >= 2 and all(k.parallel is not None for k in kernels)  # the adjoint's too
+    zymo.config.set_threads(2)
+    try:
+        g2 = grad()
+    finally:
+        zymo.config.set_threads(None)
+    for a, b in zip(g1, g2):
+        assert np.array_equal(a, b)
+    assert np.any(g1[0]) and np.any(g1[3])

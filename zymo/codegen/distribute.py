@@ -44,19 +44,33 @@ def distributed(s: ast.For, memory: Memory,
                 rest: list[list[ast.stmt]]) -> tuple[list[ast.stmt], Memory] | None:
     """The loops replacing `s`, at least one of them swapped, and the memory facts naming the
     arrays they add (`_expanded`), or None (module contract)."""
+    return _split(s, memory, rest, swap=True)
+
+
+def split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[ast.For] | None:
+    """The loops replacing `s`, one per part, none swapped (the module's conditions, a part
+    also being an `if` that holds a loop, with the names it assigns before it: a hoisted
+    guard), or None. For the parallel twins (`codegen/outline.py`): a loop kept serial only by
+    what its parts share may split into loops that run in parallel, each in its own way."""
+    got = _split(s, memory, rest, swap=False)
+    return None if got is None else [t for t in got[0] if isinstance(t, ast.For)]
+
+
+def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
+           swap: bool) -> tuple[list[ast.stmt], Memory] | None:
     if not plain(s) or not isinstance(s.target, ast.Name):
         return None
     head_at = 1 if reversed_head(s) is not None else 0
     head, body = s.body[:head_at], s.body[head_at:]
-    if sum(isinstance(t, ast.For) for t in body) < 1 or len(body) < 2:
+    if not any(isinstance(n, ast.For) for t in body for n in ast.walk(t)) or len(body) < 2:
         return None
     index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
     if _stores(ast.Module(body, [])) & (_loads(s.iter) | {s.target.id, index_name}):
         return None  # each new loop evaluates the bounds again and reads the index as `s` set it
     assigned = _stores(ast.Module(body, [])) | _stores(ast.Module(head, []))
     again = _recomputed(body, assigned - {s.target.id, index_name})
-    parts = [_with_arithmetic(p, again) for p in _parts([t for t in body if t not in again])]
-    if len(parts) < 2 or not any(_walks_columns(p, index_name) for p in parts):
+    parts = [_with_arithmetic(p, again) for p in _parts([t for t in body if t not in again], guards=not swap)]
+    if len(parts) < 2 or swap and not any(_walks_columns(p, index_name) for p in parts):
         return None  # nothing a swap would help (the cheap test first)
     carried, _ = _exposed(body, {s.target.id, index_name})
     if carried & assigned:
@@ -66,6 +80,8 @@ def distributed(s: ast.For, memory: Memory,
     stores = [_stores(ast.Module(p, [])) for p in parts]
     passed = {n for x in range(len(parts)) for y in range(len(parts)) if y != x for n in stores[x] & reads[y]}
     alloc: list[ast.stmt] = []
+    if passed and not swap:
+        return None
     if passed:  # scalars passed from one part to another: one element each per iteration
         expanded = _expanded(s, parts, passed, memory, {n.id for t in [s, *(x for r in rest for x in r)]
                                                         for n in ast.walk(t) if isinstance(n, ast.Name)})
@@ -86,6 +102,8 @@ def distributed(s: ast.For, memory: Memory,
         return None  # (an expanded scalar read after `s` would be read from its last element)
     loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=copy.deepcopy(s.iter),
                      body=[*copy.deepcopy(head), *p], orelse=[], type_comment=None) for p in parts]
+    if not swap:
+        return [ast.fix_missing_locations(t) for t in loops], memory
     out: list[ast.stmt] = []
     swapped = False
     for k, loop in enumerate(loops):
@@ -185,11 +203,16 @@ def _walks_columns(part: list[ast.stmt], outer: str) -> bool:
     return own is not None and _last_place(inner.body, outer) > _last_place(inner.body, own)
 
 
-def _parts(body: list[ast.stmt]) -> list[list[ast.stmt]]:
-    """Each `for` alone, the statements between them together."""
+def _parts(body: list[ast.stmt], guards: bool = False) -> list[list[ast.stmt]]:
+    """Each `for` alone, the statements between them together; with `guards`, an `if` holding
+    a `for` (lean loops' hoisted reads: `if n > 0: a = x[i]; for ...`) is a loop too."""
+    def loop(t: ast.stmt) -> bool:
+        return isinstance(t, ast.For) or guards and isinstance(t, ast.If) and not t.orelse \
+            and any(isinstance(u, ast.For) for u in t.body)
+
     parts: list[list[ast.stmt]] = []
     for t in body:
-        if isinstance(t, ast.For) or not parts or isinstance(parts[-1][-1], ast.For):
+        if loop(t) or not parts or loop(parts[-1][-1]):
             parts.append([t])
         else:
             parts[-1].append(t)

@@ -36,7 +36,9 @@ both modules, not inputs.
 A kernel whose loops write disjoint memory in every iteration (`codegen/parallel.py`) has a
 twin with `numba.prange` loops, compiled with `parallel=True` when first used: with more than
 one thread (`zymo.config.set_threads`) and no written array argument overlapping another, the
-twin runs (same results, to the bit), else the serial kernel.
+twin runs (same results, to the bit), else the serial kernel. The twin may also split a loop
+kept serial only by what its parts share into loops that each run in parallel or by blocks
+(`_split_for_twin`, `codegen/distribute.split`); the serial kernel keeps the loop whole.
 
 At run time each kernel is a `Kernel`: its first call tries the Numba dispatcher (compiled
 then, or loaded from the disk cache) when all arguments are numbers, NumPy arrays of numbers
@@ -99,11 +101,12 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
 
     twins, parallel = [], {}
     for k in kernels:
-        loops = parallel_loops(k, ndims, caches)
-        nests = blocked_nests(k, ndims, caches, loops)
-        sums = expanded_loops(k, ndims, caches, loops + nests)
+        base = _split_for_twin(k, ndims, caches)
+        loops = parallel_loops(base, ndims, caches)
+        nests = blocked_nests(base, ndims, caches, loops)
+        sums = expanded_loops(base, ndims, caches, loops + nests)
         if loops or nests or sums:
-            twin = to_prange(k, loops, k.name + "_parallel", nests, sums)
+            twin = to_prange(base, loops, k.name + "_parallel", nests, sums)
             params = [a.arg for a in k.args.args]
             written = written_arrays(loops + nests + [loop for loop, _ in sums])
             floats = set().union(*(arrays for _, arrays in sums))
@@ -112,6 +115,43 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
                                 [i for i, n in enumerate(params) if n in floats])
     body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
+
+
+def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: frozenset[str]) -> ast.FunctionDef:
+    """`kernel`, or a copy whose loops (at its top level) that run neither in parallel nor by
+    blocks are split into loops that each do (`distribute.split`): gesummv's adjoint adds into
+    `dx[j]` for every row and resets `dy[i]` around that nest; split, the resets run as
+    parallel loops and the nest by blocks of `j`. The parts' elements are told apart as if
+    every array parameter were memory of its own, which the twin's caller checks at run time
+    (`overlapping`) for the arrays the parallel loops write; other arrays are unknown."""
+    import copy
+
+    from ..transform.memory import MemoryFacts
+    from .blocks import _blockable
+    from .distribute import split
+    from .parallel import independent
+
+    params = [a.arg for a in kernel.args.args if a.arg in ndims]
+    memory = MemoryFacts({n: (i,) for i, n in enumerate(params)}, frozenset(), dict(ndims), caches=caches)
+    body: list[ast.stmt] = []
+    changed = False
+    for k, s in enumerate(kernel.body):
+        rest = [kernel.body[k + 1:]]
+        if isinstance(s, ast.For) and not independent(s, ndims, rest, caches) \
+                and not _blockable(s, ndims, caches, rest):
+            loops = split(s, memory, rest)
+            if loops is not None and all(
+                    independent(t, ndims, [loops[j + 1:], *rest], caches)
+                    or _blockable(t, ndims, caches, [loops[j + 1:], *rest]) for j, t in enumerate(loops)):
+                body += loops
+                changed = True
+                continue
+        body.append(s)
+    if not changed:
+        return kernel
+    new = copy.copy(kernel)
+    new.body = copy.deepcopy(body)
+    return new
 
 
 # while `outline` runs: node id -> (the node, the names it loads, the names it stores)
