@@ -344,3 +344,49 @@ def test_symm_compiled_gradients_equal_the_python_backend(numba):
                               *[Duplicated(a.copy(), np.zeros_like(a)) for a in args], numba=numba)
     assert src.count("np.empty(_rt.span(0, n), np.float64)") == 2, src  # both sweeps expanded
     check_grad(symm, 1.5, 1.2, *[a.copy() for a in args], const=(0, 1))
+
+
+# review: an inner loop from a negative first value names elements from the end (`dA[i, -1]` is
+# `dA[i, i]` in the last row), so it does not stay apart from the term it runs below
+SYMM_ADJOINT_FROM_MINUS_ONE = SYMM_ADJOINT.replace("for _r in range(i):\n            k = i - 1 - _r",
+                                                   "for k in range(-1, i):")
+
+
+@pytest.mark.parametrize("i", [0, 3, 5])
+def test_review_defect_an_inner_loop_from_a_negative_value_is_not_below_its_stop(i):
+    src = SYMM_ADJOINT_FROM_MINUS_ONE
+    assert src != SYMM_ADJOINT
+    out = lean_loops(src, _symm_facts())
+    assert "_xp_" not in out and "_acc_dB" not in out, out  # neither split nor `dB[i, j]` held in a local
+    args = _symm_args(6, 30 + i)
+    want = _run(src, *[a.copy() for a in args], *_symm_args(6, 40)[:2], i, 6)
+    got = _run(out, *[a.copy() for a in args], *_symm_args(6, 40)[:2], i, 6)
+    for w, g in zip(want[:3], got[:3]):
+        assert np.array_equal(w, g)
+
+
+def symm_from_minus_one(C, A, B):
+    m, n = C.shape
+    for i in range(m):
+        for j in range(n):
+            temp2 = 0.0
+            for k in range(-1, i):
+                C[k, j] += 1.5 * B[i, j] * A[i, k]
+                temp2 += B[k, j] * A[i, k]
+            C[i, j] = 1.2 * C[i, j] + 1.5 * B[i, j] * A[i, i] + 1.5 * temp2
+    return np.sum(C * C)
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_review_defect_symm_from_minus_one_compiled_gradients_equal_the_python_backend(numba):
+    rng = np.random.default_rng(0)
+    args = [rng.random((6, 7)), rng.random((6, 6)), rng.random((6, 7))]
+
+    def grad(backend):
+        shadows = [np.zeros_like(a) for a in args]
+        zymo.autodiff(Reverse, symm_from_minus_one, Active,
+                      *[Duplicated(a.copy(), s) for a, s in zip(args, shadows)], numba=backend)
+        return shadows
+
+    want, got = grad(False), grad(numba)
+    assert all(np.array_equal(w, g) for w, g in zip(want, got))

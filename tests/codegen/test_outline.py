@@ -462,3 +462,34 @@ def test_gesummv_adjoint_twin_gives_the_same_bits(kernels_backend):
     for a, b in zip(g1, g2):
         assert np.array_equal(a, b)
     assert np.any(g1[0]) and np.any(g1[3])
+
+
+# review: a parameter the kernel binds again points where the new value does (here `b`), so it
+# is not memory of its own; the loop, which reads `b[i + 1]` after writing `a[i]` through `a = b`,
+# stays whole
+REBOUND = '''
+def k(a, b, c, n):
+    t = a[0]
+    for i in range(n):
+        a = b
+        a[i] = 2.0 * a[i] + t
+        for j in range(n):
+            c[j] += b[(i + 1) % n] + b[j]
+    return ()
+'''
+
+
+def test_review_defect_a_parameter_bound_again_is_not_memory_of_its_own():
+    from zymo.codegen.outline import _split_for_twin
+
+    ndims = {"a": 1, "b": 1, "c": 1}
+    fn = ast.parse(REBOUND).body[0]
+    base = _split_for_twin(fn, ndims, frozenset())
+    assert base is fn, ast.unparse(base)
+    split = _split_for_twin(ast.parse(REBOUND.replace("        a = b\n", "")).body[0], ndims, frozenset())
+    assert sum(isinstance(t, ast.For) for t in split.body) == 2  # without the rebinding: split
+    rng = np.random.default_rng(3)
+    args = [rng.random(5), rng.random(5), rng.random(5), 5]
+    want = _run_kernel(REBOUND, [x.copy() if isinstance(x, np.ndarray) else x for x in args])
+    got = _run_kernel(ast.unparse(base), [x.copy() if isinstance(x, np.ndarray) else x for x in args])
+    assert all(np.array_equal(w, g) for w, g in zip(want[:3], got[:3]))

@@ -287,9 +287,12 @@ def _never_one(a: ast.Subscript, b: ast.Subscript, below_a: dict[str, str], belo
 
 
 def _below(part: list[ast.stmt]) -> dict[str, str]:
-    """The variables of the `for` loops in `part` that stay below a bound `N` (`ast.dump`):
-    `for v in range(N)`, `range(lo, N)` (step 1), or reversed `for _r in range(N): v = N - 1 -
-    _r` (`loop_forms.reversed_head`), each assigned nowhere else in `part` (nor `N` in the loop)."""
+    """The variables of the `for` loops in `part` that stay below a bound `N` (`ast.dump`) and
+    at or above 0: `for v in range(N)`, `range(lo, N)` (step 1), or reversed `for _r in
+    range(N): v = N - 1 - _r` (`loop_forms.reversed_head`) or `range(_rt.span(lo, N))`, `lo` a
+    constant `>= 0`, each assigned nowhere else in `part` (nor `N` in the loop). A negative
+    `v` would name an element from the end (`a[i, -1]` is `a[i, N]` where the row is `N + 1`
+    long), which may be the one `N` names."""
     stores: dict[str, int] = {}
     for n in ast.walk(ast.Module(part, [])):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
@@ -300,14 +303,20 @@ def _below(part: list[ast.stmt]) -> dict[str, str]:
             continue
         head = reversed_head(n)
         if head is not None:
-            var, stop = head[0], head[2]
-            if stores.get(n.target.id) == 1 and stores.get(var) == 1:
+            var, lo, stop = head
+            if stores.get(n.target.id) == 1 and stores.get(var) == 1 and _from_nonneg(lo):
                 out[var] = ast.dump(stop)
             continue
         args = n.iter.args  # type: ignore[attr-defined]
-        if len(args) in (1, 2) and stores.get(n.target.id) == 1 and not (_stores(n) & _loads(args[-1])):
+        if len(args) in (1, 2) and stores.get(n.target.id) == 1 and not (_stores(n) & _loads(args[-1])) \
+                and _from_nonneg(args[0] if len(args) == 2 else None):
             out[n.target.id] = ast.dump(args[-1])
     return out
+
+
+def _from_nonneg(lo: ast.expr | None) -> bool:
+    """Whether a loop's first value `lo` (None: 0) is known to be at least 0."""
+    return lo is None or isinstance(lo, ast.Constant) and type(lo.value) is int and lo.value >= 0
 
 
 def _kind(e: ast.expr, index: set[str], assigned: set[str]) -> str:

@@ -51,7 +51,7 @@ import ast
 import copy
 import re
 
-from .distribute import distributed
+from .distribute import _from_nonneg, distributed
 from .interchange import interchanged
 from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reversed_head, same, touched
 from .outline import _loads, _stores
@@ -267,14 +267,16 @@ def _span(s: ast.For, frames: list[tuple[list[ast.stmt], ast.stmt | None]]) -> t
 def _apart(other: ast.expr, index: ast.expr, span: tuple[str, ast.expr | None, ast.expr]) -> bool:
     """Whether the subscript `other` never reaches the element `index` in the loop of `span`:
     at some place `other` has the loop's index and `index` a value outside its range (its
-    stop, or one less than its first value)."""
+    stop where the first value is known to be at least 0: a negative index names an element
+    from the end, `a[-1]` for `k` in `range(-1, i)` being `a[i]` in the last row; or one less
+    than its first value)."""
     var, lo, stop = span
     a = other.elts if isinstance(other, ast.Tuple) else [other]
     b = index.elts if isinstance(index, ast.Tuple) else [index]
     for x, e in zip(a, b):
         if not (isinstance(x, ast.Name) and x.id == var):
             continue
-        if same(e, stop):
+        if same(e, stop) and _from_nonneg(lo):
             return True
         one = ast.Constant(1)
         if isinstance(lo, ast.BinOp) and isinstance(lo.op, ast.Add) and (

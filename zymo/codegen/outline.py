@@ -123,7 +123,8 @@ def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: froz
     `dx[j]` for every row and resets `dy[i]` around that nest; split, the resets run as
     parallel loops and the nest by blocks of `j`. The parts' elements are told apart as if
     every array parameter were memory of its own, which the twin's caller checks at run time
-    (`overlapping`) for the arrays the parallel loops write; other arrays are unknown."""
+    (`overlapping`) for the arrays the parallel loops write; other arrays are unknown, and so
+    is a parameter the kernel binds again (`a = b`: then a view of another)."""
     import copy
 
     from ..transform.memory import MemoryFacts
@@ -131,7 +132,8 @@ def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: froz
     from .distribute import split
     from .parallel import independent
 
-    params = [a.arg for a in kernel.args.args if a.arg in ndims]
+    rebound = _stores(ast.Module(kernel.body, []))
+    params = [a.arg for a in kernel.args.args if a.arg in ndims and a.arg not in rebound]
     memory = MemoryFacts({n: (i,) for i, n in enumerate(params)}, frozenset(), dict(ndims), caches=caches)
     body: list[ast.stmt] = []
     changed = False
