@@ -163,9 +163,11 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
         what = f"{'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
         facts = _source_facts(generator, namer, numbers, ir)
         if _has_loops(src):
+            from .codegen.loop_forms import nonneg_names
             from .codegen.loop_order import lean_loops
 
-            src = lean_loops(src, _memory(generator, namer, act, ir))
+            with nonneg_names(facts.nonneg):  # indices that never wrap round (`never_negative`)
+                src = lean_loops(src, _memory(generator, namer, act, ir))
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -211,6 +213,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     import ast
 
     from .codegen.idioms import blas_nests
+    from .codegen.loop_forms import nonneg_names
     from .codegen.loop_order import lean_loops
     from .codegen.memo import memo
     from .codegen.numba.ew_rewrite import in_place, made_arrays
@@ -219,6 +222,10 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
     def outlined() -> dict:
+        with nonneg_names(facts.nonneg):  # indices that never wrap round (`never_negative`)
+            return _outlined()
+
+    def _outlined() -> dict:
         floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
         if memory is not None:  # after the idioms, which read the loops as the transforms wrote them

@@ -112,8 +112,13 @@ def test_independent_reversed_loop_runs_forward():
 def test_reversed_span_loop_runs_forward_over_its_range():
     src = REV.replace("range(n):\n        i = n - 1 - _r", "range(_rt.span(k, n)):\n        i = n - 1 - _r")
     src = src.replace("def f(dA, dx, A, n, m)", "def f(dA, dx, A, k, n, m)")
-    out = lean_loops(src, _facts({"dA": (0,), "dx": (1,), "A": (2,)}))
+    from zymo.codegen.loop_forms import nonneg_names
+
+    with nonneg_names(frozenset({"k"})):  # the IR's analysis proved `k` never negative
+        out = lean_loops(src, _facts({"dA": (0,), "dx": (1,), "A": (2,)}))
     assert "for i in range(k, n):" in out
+    # unknown, `k` may be negative: `i = -1` would be `n - 1` again (`never_negative`)
+    assert "for i in range(k, n):" not in lean_loops(src, _facts({"dA": (0,), "dx": (1,), "A": (2,)}))
 
 
 @pytest.mark.parametrize("src", [
@@ -424,3 +429,56 @@ def test_review_defect_a_reversed_loop_of_its_head_alone_runs_forward(numba):
     zymo.autodiff(Reverse, dead_inner_loop, Active, Duplicated(x.copy(), dx_py), numba=False)
     assert np.array_equal(dx, dx_py) and np.abs(dx).max() > 0.1
     check_grad(dead_inner_loop, x, modes=("reverse",))
+
+
+# -- indices that may wrap round (`loop_forms.never_negative`) ------------------------------------
+
+def _wraps(x, y):
+    """`y[-1]` is `y[n - 1]`: iterations -1 and n - 1 update one element, in that order."""
+    n = x.shape[0]
+    for i in range(-1, n):
+        y[i] = y[i] * y[i] * 0.5 + x[i] * x[i]
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_a_loop_from_a_negative_start_keeps_its_order(numba):
+    """The adjoint loop ran forward (its iterations looked independent) and the twin in
+    parallel: both wrong where two iterations reach one element through `a[-1]`."""
+    rng = np.random.default_rng(12)
+    x0, y0 = rng.random(40), rng.random(40)
+
+    def grad(backend, threads=None):
+        zymo.config.set_threads(threads)
+        try:
+            dx, dy = np.zeros_like(x0), np.zeros_like(y0)
+            zymo.autodiff(Reverse, _wraps, Active, Duplicated(x0.copy(), dx), Duplicated(y0.copy(), dy),
+                          numba=backend)
+        finally:
+            zymo.config.set_threads(None)
+        return dx, dy
+
+    want = grad(False)
+    for threads in (None, 2):
+        got = grad(numba, threads)
+        assert all(np.array_equal(w, g) for w, g in zip(want, got))
+    check_grad(_wraps, x0[:6].copy(), y0[:6].copy())
+
+
+@pytest.mark.parametrize("src, index, sure", [
+    ("for i in range(n): pass", "i", True),
+    ("for i in range(2, n): pass", "i - 2", True),
+    ("for i in range(2, n): pass", "i - 3", False),
+    ("for i in range(-1, n): pass", "i", False),
+    ("for i in range(k, n): pass", "i", False),         # `k` unknown
+    ("for _r in range(n):\n    i = n - 1 - _r", "i", True),
+    ("for _r in range(_rt.span(1, n)):\n    i = n - 1 - _r", "i - 1", True),
+    ("for _r in range(_rt.span(m, n)):\n    i = n - 1 - _r", "i", False),
+    ("for i in range(1, n):\n    t = i - 1\n    x[t] = 0.0", "t", True),
+    ("for i in range(n):\n    t = i - 1\n    x[t] = 0.0", "t", False),
+])
+def test_which_indices_never_wrap(src, index, sure):
+    from zymo.codegen.loop_forms import never_negative
+
+    loop = ast.parse(src).body[0]
+    assert never_negative(loop, ast.parse(index, mode="eval").body) is sure

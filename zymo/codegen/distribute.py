@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 
 from .interchange import _index_arithmetic, _last_place, interchanged
-from .loop_forms import Memory, plain, reversed_head, touched
+from .loop_forms import Memory, never_negative, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 from .parallel import _affine
 
@@ -91,7 +92,7 @@ def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
         assigned = (assigned - passed) | {a.targets[0].id for a in alloc}  # type: ignore[attr-defined]
     for x in range(len(parts)):
         for y in range(x + 1, len(parts)):
-            if not _apart(parts[x], parts[y], index, assigned, memory):
+            if not _apart(parts[x], parts[y], index, assigned, memory, lambda e: never_negative(s, e)):
                 return None
     later: set[str] = set()
     seen: set[str] = set()
@@ -219,7 +220,8 @@ def _parts(body: list[ast.stmt], guards: bool = False) -> list[list[ast.stmt]]:
     return parts
 
 
-def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[str], memory: Memory) -> bool:
+def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[str], memory: Memory,
+           sure: Callable[[ast.expr], bool]) -> bool:
     """Whether parts `x` and `y` of different iterations reach no common element one of them
     writes (module contract)."""
     ex, bx = touched(ast.Module(x, []))  # type: ignore[arg-type]
@@ -233,7 +235,8 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
                 return False
             if any(memory.overlap(name, o) for o in arrays - {name}):
                 return False
-            if not all(_same_iteration(a, b, index, assigned) or _never_one(a, b, below_x, below_y, index, assigned)
+            if not all(_same_iteration(a, b, index, assigned, sure)
+                       or _never_one(a, b, below_x, below_y, index, assigned)
                        for a in ex.get(name, []) for b in ey.get(name, [])):
                 return False
         elif name in wx | wy and any(memory.overlap(name, o) for o in arrays - {name}):
@@ -252,7 +255,8 @@ def _written(part: list[ast.stmt]) -> set[str]:
     return out
 
 
-def _same_iteration(a: ast.Subscript, b: ast.Subscript, index: set[str], assigned: set[str]) -> bool:
+def _same_iteration(a: ast.Subscript, b: ast.Subscript, index: set[str], assigned: set[str],
+                    sure: Callable[[ast.expr], bool]) -> bool:
     """Whether subscripts `a` and `b` name one element only in one iteration (module contract)."""
     pa = list(a.slice.elts) if isinstance(a.slice, ast.Tuple) else [a.slice]
     pb = list(b.slice.elts) if isinstance(b.slice, ast.Tuple) else [b.slice]
@@ -261,11 +265,11 @@ def _same_iteration(a: ast.Subscript, b: ast.Subscript, index: set[str], assigne
     pins_a, pins_b = set(), set()  # (index name, the term it equals there)
     for p, q in zip(pa, pb):
         kp, kq = _kind(p, index, assigned), _kind(q, index, assigned)
-        if kp == kq == "index" and ast.dump(p) == ast.dump(q):
+        if kp == kq == "index" and ast.dump(p) == ast.dump(q) and sure(p):
             return True
-        if kp == "index" and kq == "term" and isinstance(p, ast.Name):
+        if kp == "index" and kq == "term" and isinstance(p, ast.Name) and sure(p):
             pins_a.add((p.id, ast.dump(q)))
-        if kq == "index" and kp == "term" and isinstance(q, ast.Name):
+        if kq == "index" and kp == "term" and isinstance(q, ast.Name) and sure(q):
             pins_b.add((q.id, ast.dump(p)))
     return bool(pins_a & pins_b)  # `a[i, j]`, `b[j, i]`: both only where `i` is `j`
 

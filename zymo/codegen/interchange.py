@@ -15,7 +15,8 @@ to the bit, and helps:
   each name it assigns is assigned before it is read in every iteration (nothing carried),
   and none is read after the nest (`rest`: the statement lists that may run after it);
 - each array the body writes is reached in it through subscripts that index every dimension
-  and hold one and the same loop index (the outer or the inner one) at one place, their other
+  and hold one and the same loop index (the outer or the inner one, never negative:
+  `loop_forms.never_negative`, as `a[-1]` is `a[n - 1]`) at one place, their other
   parts free of names the body assigns; and it overlaps no other array the body reaches
   (`memory`); a cache the body only pushes to (`memory.caches`: each entry written once) is
   exempt;
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import ast
 
-from .loop_forms import Memory, plain, reversed_head, touched
+from .loop_forms import Memory, never_negative, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 
 
@@ -69,7 +70,8 @@ def interchanged(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
     if _last_place(body, a) <= _last_place(body, b):
         return None  # the swap would not help (the cheap test first)
     carried, _ = _exposed(body, {a, b})
-    if carried & assigned or not _writes_ok(body, a, b, assigned, memory):
+    sure = {x for x, loop in ((a, s), (b, inner_loop)) if never_negative(loop, ast.Name(x, ast.Load()))}
+    if carried & assigned or not _writes_ok(body, a, b, assigned, memory, sure):
         return None
     if later is None:
         later, seen = set(), set()
@@ -109,8 +111,10 @@ def _parts(n: ast.Subscript) -> list[ast.expr]:
     return list(n.slice.elts) if isinstance(n.slice, ast.Tuple) else [n.slice]
 
 
-def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory: Memory) -> bool:
-    """The contract's conditions on the arrays the body writes."""
+def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory: Memory,
+               sure: set[str]) -> bool:
+    """The contract's conditions on the arrays the body writes; `sure`: the indices (of `a`,
+    `b`) never negative (`loop_forms.never_negative`), the only ones that tell elements apart."""
     box = ast.Module(body, [])
     elements, bare = touched(box)  # type: ignore[arg-type]
     written = {n.value.id for subs in elements.values() for n in subs  # type: ignore[attr-defined]
@@ -124,7 +128,7 @@ def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory:
         nd = memory.ndims.get(name)
         if name in bare or any(len(parts) != nd for parts in subs):
             return False
-        shared = [k for k in range(len(subs[0])) if isinstance(subs[0][k], ast.Name) and subs[0][k].id in (a, b)
+        shared = [k for k in range(len(subs[0])) if isinstance(subs[0][k], ast.Name) and subs[0][k].id in sure
                   and all(isinstance(parts[k], ast.Name) and parts[k].id == subs[0][k].id for parts in subs)]
         if not shared:
             return False

@@ -189,3 +189,99 @@ def _reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
             stored | {var}):
         return None
     return var, copy.deepcopy(lo), copy.deepcopy(stop)
+
+
+# names the IR's analysis proved never negative (`analysis.bounds.index_names`), set by the
+# pipeline while the loop rewrites and the outliner run (`never_negative`)
+NONNEG: ContextVar[frozenset[str]] = ContextVar("NONNEG", default=frozenset())
+
+
+@contextmanager
+def nonneg_names(names: frozenset[str]) -> Iterator[None]:
+    token = NONNEG.set(frozenset(names))
+    try:
+        yield
+    finally:
+        NONNEG.reset(token)
+
+
+def never_negative(loop: ast.For, e: ast.expr) -> bool:
+    """Whether index expression `e`, in the body of `loop`, is never negative there, so that it
+    names the element it counts to, without wrapping round to the end: the rewrites that tell
+    iterations apart by one index (one element per value) rely on it, as `a[-1]` is `a[n - 1]`.
+    Proved for a name in `NONNEG`; `loop`'s own index over a range from a constant >= 0 (or
+    from a name proved so), or a reversed loop's `i = N - 1 - _r` over `range(N)` or
+    `range(_rt.span(lo, N))` with such an `lo`; a name assigned once in `loop`, at the top of its
+    body, to such an expression; and sums of those, or one minus a constant no larger than its
+    lower bound (`i - 1` over `range(1, n)`)."""
+    low = _lower(loop, e, 0)
+    return low is not None and low >= 0
+
+
+def _lower(loop: ast.For, e: ast.expr, depth: int) -> int | None:
+    """A lower bound of `e` (see `never_negative`), or None."""
+    if depth > 8:
+        return None
+    if isinstance(e, ast.Constant) and type(e.value) is int:
+        return e.value
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+        a, b = _lower(loop, e.left, depth + 1), _lower(loop, e.right, depth + 1)
+        return None if a is None or b is None else a + b
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and isinstance(e.right, ast.Constant) \
+            and type(e.right.value) is int:
+        a = _lower(loop, e.left, depth + 1)
+        return None if a is None else a - e.right.value
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and isinstance(e.right, ast.Name) \
+            and isinstance(loop.target, ast.Name) and e.right.id == loop.target.id:
+        return _below_stop(loop, e.left)
+    if not isinstance(e, ast.Name):
+        return None
+    if e.id in NONNEG.get():
+        return 0
+    if not (isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"
+            and not loop.iter.keywords and 1 <= len(loop.iter.args) <= 2):
+        return None
+    stores = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and n.id == e.id]
+    head = reversed_head(loop) if plain(loop) else None
+    if head is not None and head[0] == e.id:
+        return 0 if head[1] is None else _start(head[1])
+    if e.id == loop.target.id:
+        if len(stores) != 1:
+            return None
+        return 0 if len(loop.iter.args) == 1 else _start(loop.iter.args[0])
+    if len(stores) != 1:
+        return None
+    for s in loop.body:  # assigned once, at the top of the body, before anything else runs
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            return None
+        if s.targets[0].id == e.id:
+            return _lower(loop, s.value, depth + 1)
+    return None
+
+
+def _below_stop(loop: ast.For, left: ast.expr) -> int | None:
+    """A lower bound of `left - v`, `v` the index of `loop` over `range(..., N)` (so `v <= N - 1`,
+    its only store the loop's): 1 for `left` = `N`, `1 - c` for `N - c`."""
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and dotted(it.func) == "range" and 1 <= len(it.args) <= 2 and not it.keywords):
+        return None
+    stop = it.args[-1]
+    if isinstance(stop, ast.Call) and dotted(stop.func) == "_rt.span" and len(stop.args) == 2:
+        return None  # `span(lo, N)` counts from 0: `v <= N - lo - 1`
+    assert isinstance(loop.target, ast.Name)
+    if sum(1 for n in ast.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+           and n.id == loop.target.id) != 1:
+        return None
+    if same(left, stop):
+        return 1
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Sub) and same(left.left, stop) \
+            and isinstance(left.right, ast.Constant) and type(left.right.value) is int:
+        return 1 - left.right.value
+    return None
+
+
+def _start(e: ast.expr) -> int | None:
+    """A loop's first value as a lower bound: an int constant, or a name proved never negative."""
+    if isinstance(e, ast.Constant) and type(e.value) is int:
+        return e.value
+    return 0 if isinstance(e, ast.Name) and e.id in NONNEG.get() else None

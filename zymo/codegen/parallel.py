@@ -21,7 +21,8 @@ may run by blocks of its inner loop instead (`codegen/blocks.py`). A loop qualif
 - it writes no memory through a whole-array statement (`_writes_arrays_whole`), and every
   array it writes is written and read only through single elements (`a[i, j]`), all
   with one and the same index name at one position (`A[i, :]`-like rows of `A`, one per
-  iteration): two iterations never touch the same element of an array one of them writes.
+  iteration), that index never negative (`loop_forms.never_negative`: `a[-1]` is `a[n - 1]`):
+  two iterations never touch the same element of an array one of them writes.
   Arrays it only reads are unconstrained. A reverse-mode cache (`caches`) the loop writes and
   does not read is exempt: each push writes an entry no other push writes (the caches' entry
   counters only grow, `transform/reverse/augmented.py`), and a loop whose iterations push by
@@ -36,6 +37,8 @@ from __future__ import annotations
 import ast
 
 import numpy as np
+
+from .loop_forms import never_negative
 
 
 def parallel_loops(kernel: ast.FunctionDef, ndims: dict[str, int],
@@ -252,6 +255,7 @@ def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], cach
         if nd is None or not seen or any(len(p) != nd or any(isinstance(x, ast.Slice) for x in p) for p in seen):
             return False
         if not any(all(isinstance(p[k], ast.Name) and p[k].id in index and p[k].id == seen[0][k].id
-                       for p in seen) for k in range(nd) if isinstance(seen[0][k], ast.Name)):
-            return False
+                       for p in seen) and never_negative(loop, seen[0][k])
+                   for k in range(nd) if isinstance(seen[0][k], ast.Name)):
+            return False  # (an index that may be negative wraps round: `a[-1]` is `a[n - 1]`)
     return True
