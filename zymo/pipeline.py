@@ -166,7 +166,7 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
             from .codegen.loop_forms import nonneg_names
             from .codegen.loop_order import lean_loops
 
-            with nonneg_names(facts.nonneg):  # indices that never wrap round (`never_negative`)
+            with nonneg_names(_proven(ir, namer, facts)):  # indices that never wrap round
                 src = lean_loops(src, _memory(generator, namer, act, ir))
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
@@ -205,6 +205,16 @@ def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) 
                        nonneg=index_names(ir, namer.values, reversed_loops=generator is not None) | counters)
 
 
+def _proven(ir: Function, namer: Any, facts: Any) -> frozenset[str]:
+    """The index names the loop rewrites may take as never negative: every loop variable and
+    sum the IR's analysis proves so (`index_names(..., reversed_loops=True)`, whatever the
+    mode: the Numba facts leave out, in forward mode, those LLVM bounds itself), and the Numba
+    facts' names."""
+    from .analysis.bounds import index_names
+
+    return index_names(ir, namer.values, reversed_loops=True) | facts.nonneg
+
+
 def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any, namer: Any,
                   numbers: frozenset, memory: Any) -> tuple[Any, str]:
     """The "kernels" backend: `src` as Python, its scalar loops as Numba kernels
@@ -221,8 +231,10 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+    proven = _proven(ir, namer, facts)
+
     def outlined() -> dict:
-        with nonneg_names(facts.nonneg):  # indices that never wrap round (`never_negative`)
+        with nonneg_names(proven):  # indices that never wrap round (`loop_forms.never_negative`)
             return _outlined()
 
     def _outlined() -> dict:
@@ -238,7 +250,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
                       in_place=fast)
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
-    got = memo("outline", [src, namer.ndims, facts, caches, memory], outlined)
+    got = memo("outline", [src, namer.ndims, facts, caches, memory, sorted(proven)], outlined)
     out = Outlined(got["src"], got["kernels"], got["names"],
                    {k: (t, list(w), list(f)) for k, (t, w, f) in got["parallel"].items()})
     src = out.src

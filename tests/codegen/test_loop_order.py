@@ -324,9 +324,13 @@ def f(d, x, n):
 
 
 def test_element_outside_the_loop_range_is_hoisted():
+    from zymo.codegen.loop_forms import nonneg_names
+
     facts = MemoryFacts({"d": (0,), "x": (1,)}, frozenset({"d", "x"}), {"d": 1, "x": 1})
-    out = lean_loops(TRI, facts)
+    with nonneg_names(frozenset({"i"})):  # as the IR's analysis proves of a loop from 0
+        out = lean_loops(TRI, facts)
     assert "_at_d = d[i]" in out and "x[j] * _at_d" in out  # j >= t = i + 1: d[i] is not written
+    assert "_at_d" not in lean_loops(TRI, facts)  # `i` unknown: `d[-1]` would be `d[n - 1]`
     a, b = np.arange(1.0, 6.0), np.arange(1.0, 6.0)
     _run(TRI, a, np.ones(5), 5)
     _run(out, b, np.ones(5), 5)
@@ -482,3 +486,29 @@ def test_which_indices_never_wrap(src, index, sure):
 
     loop = ast.parse(src).body[0]
     assert never_negative(loop, ast.parse(index, mode="eval").body) is sure
+
+
+def _row_from(X, v, c):
+    """`X[c]` beside `X[k]` for `k` in `range(c + 1, n)`: at `c = -1`, `X[-1]` is `X[n - 1]`,
+    which the loop reaches too, so `X[c]` is no accumulator of its own."""
+    n = X.shape[0]
+    for k in range(c + 1, n):
+        X[c] = X[c] * 0.5 + v[k] * X[k]
+    return np.sum(X * X)
+
+
+@pytest.mark.parametrize("c", [-1, 2])
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_an_element_one_before_the_range_may_wrap_round(numba, c):
+    rng = np.random.default_rng(13)
+    X0, v0 = rng.random(8), rng.random(8)
+
+    def grad(backend):
+        dX, dv = np.zeros_like(X0), np.zeros_like(v0)
+        zymo.autodiff(Reverse, _row_from, Active, Duplicated(X0.copy(), dX), Duplicated(v0.copy(), dv), Const(c),
+                      numba=backend)
+        return dX, dv
+
+    want, got = grad(False), grad(numba)
+    assert all(np.array_equal(w, g) for w, g in zip(want, got)) and np.any(want[0])
+    check_grad(_row_from, X0.copy(), v0.copy(), c, const=(2,))

@@ -279,10 +279,19 @@ def _apart(other: ast.expr, index: ast.expr, span: tuple[str, ast.expr | None, a
         if same(e, stop) and _from_nonneg(lo):
             return True
         one = ast.Constant(1)
-        if isinstance(lo, ast.BinOp) and isinstance(lo.op, ast.Add) and (
+        if isinstance(lo, ast.BinOp) and isinstance(lo.op, ast.Add) and _known_nonneg(e) and (
                 same(lo.left, e) and same(lo.right, one) or same(lo.right, e) and same(lo.left, one)):
-            return True
+            return True  # (`e` never negative: `a[-1]` beside `k` in `range(0, n)` is `a[n - 1]`)
     return False
+
+
+def _known_nonneg(e: ast.expr) -> bool:
+    """An int constant >= 0, or a name the IR's analysis proved never negative (`loop_forms.NONNEG`)."""
+    from .loop_forms import NONNEG
+
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int and e.value >= 0
+    return isinstance(e, ast.Name) and e.id in NONNEG.get()
 
 
 def _distinct(found: list[ast.Subscript]) -> list[ast.expr]:
