@@ -174,8 +174,9 @@ def test_gradient_with_indexed_caches_equals_python_to_the_bit(numba):
         return shadows
 
     want, got = grads(False), grads(numba)
-    for w, g in zip(want, got):
-        assert np.array_equal(w, g)
+    from zymo.codegen.numba import vecmath
+    for w, g in zip(want, got):  # to the bit, but for glibc's vector `sin` (4 ulps: `vecmath`)
+        np.testing.assert_allclose(g, w, rtol=4e-15 if vecmath.available() else 0, atol=0)
     assert np.any(want[0]) and np.any(want[1])  # dB ends zero: B is overwritten
     check_grad(rows, *[a.copy() for a in args], modes=("reverse",), wrt=[0, 1])
     src = zymo.generated_code(Reverse, rows, Active, *[Duplicated(a.copy(), np.zeros_like(a)) for a in args],

@@ -125,6 +125,8 @@ def _stamp() -> str:
     import numba
     import numpy
 
+    from . import vecmath
+
     h = hashlib.sha256()
     # every Numba shim, twin, intrinsic and pass (codegen/numba/, this module, which writes, locks
     # and names the modules, among them) and every runtime module generated code calls
@@ -133,7 +135,7 @@ def _stamp() -> str:
     runtime = here.parent.parent / "runtime"
     for path in sorted(here.rglob("*.py")) + sorted(runtime.glob("*.py")):
         h.update(path.read_bytes())
-    h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
+    h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}|{vecmath.signature()}".encode())
     return h.hexdigest()
 
 

@@ -1,7 +1,8 @@
 """The element and the loops of the elementwise intrinsics (`elementwise.py`), in LLVM IR.
 
 Contract: `_element` computes an expression tree for one element by Numba's own lowering of
-each operation (`apply`), `_hoist` takes out the subexpressions of numbers only (computed once,
+each operation (`apply`; a transcendental function of floats by `vecmath`, whose lanes LLVM
+may vectorize), `_hoist` takes out the subexpressions of numbers only (computed once,
 before the loops), and `_Loops` writes the statement's loops: shapes checked and broadcast,
 overlapping operands copied first (`_copy_into_new`), one flat loop when everything is
 C-ordered and of one shape, else nested loops by each operand's strides; a sum keeps
@@ -17,6 +18,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.np.arrayobj import load_item, store_item
 
+from . import vecmath
 from .ew_types import _BINOPS, _COMPARE, _is_as_shape, _is_square, _operand_types
 
 _BROADCAST = "operands could not be broadcast together with the shape of the elementwise statement"
@@ -62,8 +64,10 @@ def _element(context, builder, node, env, arrays=frozenset()):
         a, b = _cast_operands(context, builder, node, env, arrays)
         return builder.select(cond, a[0], b[0]), a[1]
     if isinstance(node, ast.Call):  # NumPy's function of one or two numbers, as Numba lowers its ufunc loop
-        return apply(context, builder, getattr(np, node.func.attr),
-                     [_element(context, builder, a, env, arrays) for a in node.args])
+        operands = [_element(context, builder, a, env, arrays) for a in node.args]
+        if vecmath.covers(node.func.attr, tuple(ty for _, ty in operands)):  # lanes of libmvec
+            return vecmath.call(context, builder, node.func.attr, operands)
+        return apply(context, builder, getattr(np, node.func.attr), operands)
     if isinstance(node, ast.Compare):
         return apply(context, builder, _COMPARE[type(node.ops[0])], _cast_operands(context, builder, node, env, arrays))
     if _is_square(node):
@@ -377,13 +381,15 @@ class _Loops:
         """One loop over the elements (everything C-ordered, of one shape); a sum keeps
         `_LANES` interleaved partial sums, combined pairwise (as NumPy's blocks)."""
         context, builder, intp, dt = self.context, self.builder, self.intp, self.dt
-        bases = [None if geo is None else builder.load(geo[1]) for _, _, geo, _ in self.operands]
+        # typed pointers to the first elements, indexed by the element (`gep`): LLVM's
+        # vectorizer sees consecutive elements there, not through integer addresses
+        bases = [None if geo is None else self._typed(builder.inttoptr(builder.load(geo[1]), cgutils.voidptr_t), xty)
+                 for xty, _, geo, _ in self.operands]
+        dbase = None if self.dty is None else self._typed(builder.inttoptr(self.pd, cgutils.voidptr_t), self.dty)
 
         def at(i, slot=None):
-            dptr = None if self.dty is None else self._typed(self._pointer(self.pd, builder.mul(i, self.dary.itemsize)),
-                                                             self.dty)
-            xptrs = [None if geo is None else self._typed(self._pointer(base, builder.mul(i, size)), xty)
-                     for (xty, _, geo, size), base in zip(self.operands, bases)]
+            dptr = None if dbase is None else builder.gep(dbase, [i])
+            xptrs = [None if base is None else builder.gep(base, [i]) for base in bases]
             self._body(dptr, xptrs, slot)
 
         start = None

@@ -4,6 +4,9 @@ Contract: every attribute is NumPy's own, except the few functions generated cod
 calls in ways Numba does not type, which are wrapped here with the same Python
 behaviour and a Numba implementation registered with `numba.extending.overload`:
 - ufuncs called with `out=` (Numba only takes `out` positionally) return `out`;
+  transcendental ones (`vecmath.FUNCS`) of float64 or float32 numbers call the C library's
+  function with libmvec's vector versions named (`vecmath`), and of such arrays run as
+  `elementwise`'s loops, which call it too;
 - `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
   non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
 - `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
@@ -93,12 +96,70 @@ def _ov_unaliased(x, out):
     return impl
 
 
+def _float_of(ts) -> _t.Type | None:
+    """The one float dtype (float64 or float32) of the numbers and arrays `ts`, else None."""
+    dts = {t.dtype if isinstance(t, _t.Array) else t for t in ts}
+    dt = dts.pop() if len(dts) == 1 else None
+    return dt if dt in (_t.float64, _t.float32) else None
+
+
+def _vector_math(name: str, n: int):
+    """NumPy's `name` of `n` numbers of one float type by `vecmath.call` (libmvec's lanes in
+    loops LLVM vectorizes), None where `vecmath` does not apply."""
+    from . import vecmath
+
+    if name not in vecmath.FUNCS or not vecmath.available():
+        return None
+
+    def typer(typingctx, *xs):
+        if not vecmath.covers(name, xs):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return vecmath.call(context, builder, name, list(zip(args, sig.args)))[0]
+        return xs[0](*xs), codegen
+    if n == 1:
+        return _intrinsic(lambda typingctx, x: typer(typingctx, x))
+    return _intrinsic(lambda typingctx, x, y: typer(typingctx, x, y))
+
+
+def _vector_loops(uf, xs, out) -> str | None:
+    """The elementwise expression (`elementwise.py`) that computes `uf` of operands `xs` into
+    `out` (None: a new array) with `vecmath`'s lanes, when those loops are `elementwise`'s fast
+    case: one float dtype for every operand and `out`, an array among the operands, `out`
+    writable and of a rank no lower than theirs. None otherwise."""
+    from . import vecmath
+
+    arrays = [x for x in xs if isinstance(x, _t.Array)]
+    if not (uf.__name__ in vecmath.FUNCS and vecmath.available() and arrays
+            and _float_of([*xs, *([] if _none(out) else [out])]) is not None):
+        return None
+    if not _none(out) and not (isinstance(out, _t.Array) and out.mutable and all(out.ndim >= a.ndim for a in arrays)):
+        return None
+    return f"np.{uf.__name__}({', '.join(f'x{i}' for i in range(len(xs)))})"
+
+
 def _wrap_ufunc(uf):
+    fast = _vector_math(uf.__name__, uf.nin)
     if uf.nin == 1:
         def py(x, out=None):
             return uf(x, out=out)
 
         def ov(x, out=None):
+            from .elementwise import ew_new, ew_out
+
+            expr = _vector_loops(uf, (x,), out)
+            if fast is not None and _float_of([x]) is not None and not isinstance(x, _t.Array) and _none(out):
+                return lambda x, out=None: fast(x)
+            if expr is not None and _none(out):
+                return lambda x, out=None: ew_new(expr, (x,))
+            if expr is not None:
+                call = f"np.{uf.__name__}(x0, out=d)"
+
+                def impl_loops(x, out=None):
+                    ew_out(out, expr, (x,), call)
+                    return out
+                return impl_loops
             if _none(out):
                 return lambda x, out=None: uf(x)
 
@@ -111,6 +172,21 @@ def _wrap_ufunc(uf):
             return uf(x, y, out=out)
 
         def ov(x, y, out=None):
+            from .elementwise import ew_new, ew_out
+
+            expr = _vector_loops(uf, (x, y), out)
+            if (fast is not None and _float_of([x, y]) is not None and _none(out)
+                    and not isinstance(x, _t.Array) and not isinstance(y, _t.Array)):
+                return lambda x, y, out=None: fast(x, y)
+            if expr is not None and _none(out):
+                return lambda x, y, out=None: ew_new(expr, (x, y))
+            if expr is not None:
+                call = f"np.{uf.__name__}(x0, x1, out=d)"
+
+                def impl_loops(x, y, out=None):
+                    ew_out(out, expr, (x, y), call)
+                    return out
+                return impl_loops
             if _none(out):
                 return lambda x, y, out=None: uf(x, y)
 

@@ -1,0 +1,185 @@
+"""Transcendental functions through glibc's vector math (`codegen/numba/vecmath.py`): loops of
+`exp`, `log`, `tanh`, `arctan2`, ... in compiled derivative code call libmvec's vector
+versions (checked in the LLVM IR), give Numba's own values within 4 units in the last place
+with the same special values, keep NumPy's `out=` semantics (overlap, broadcast, read-only and
+integer operands), and gradients through them agree with finite differences and the Python
+backend in both modes. `ZYMO_VECTOR_MATH=0` turns the lanes off.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from helpers import fd_grad
+
+import zymo
+from zymo import Active, Const, Duplicated, Forward, Reverse
+from zymo.codegen.numba import elementwise as ew
+from zymo.codegen.numba import np_shim as snp
+from zymo.codegen.numba import vecmath
+
+pytestmark = pytest.mark.skipif(not vecmath.available(), reason="no glibc vector math on this machine")
+
+UNARY = [f for f, (_, n) in vecmath.FUNCS.items() if n == 1]
+BINARY = [f for f, (_, n) in vecmath.FUNCS.items() if n == 2]
+_DOMAIN = {"arccosh": (1.0, 4.0), "arcsin": (-1.0, 1.0), "arccos": (-1.0, 1.0), "arctanh": (-0.99, 0.99),
+           "log": (0.01, 5.0), "log2": (0.01, 5.0), "log10": (0.01, 5.0), "log1p": (-0.9, 5.0)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZYMO_CACHE_DIR", str(tmp_path_factory.mktemp("zymo_cache")))
+        yield
+
+
+def _vector_calls(dispatcher) -> set[str]:
+    return set(re.findall(r"@(_ZGV\w+)\(", dispatcher.inspect_llvm(dispatcher.signatures[0])))
+
+
+def _ulps(got, want):
+    fin = np.isfinite(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
+    return float(np.max(np.abs(got[fin] - want[fin]) / np.spacing(np.abs(want[fin])), initial=0))
+
+
+def _inputs(f, dtype, n=1000):
+    lo, hi = _DOMAIN.get(f, (-3.0, 3.0))
+    return np.random.default_rng(len(f)).uniform(lo, hi, n).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_loops_of_every_function_call_the_vector_versions(dtype):
+    """An elementwise statement and a scalar loop over the shim's function, for each function
+    and both float types: libmvec's vector version is called, values are within 4 ulps of
+    Numba's own loop (NumPy's to float rounding), NaNs and infinities where Numba has them."""
+    for f in UNARY + BINARY:
+        args = "x0" if f in UNARY else "x0, x1"
+        ns = {"ew": ew, "snp": snp, "np": np, "numba": numba}
+        exec(f"@numba.njit\ndef stmt(x0, x1):\n    return ew.ew_new('np.{f}({args})', (x0, x1))\n"
+             f"@numba.njit\ndef loop(x0, x1, out):\n    for i in range(x0.size):\n"
+             f"        out[i] = snp.{f}({args.replace('x0', 'x0[i]').replace('x1', 'x1[i]')})\n"
+             f"@numba.njit\ndef own(x0, x1):\n    return np.{f}({args})\n", ns)
+        x0, x1 = _inputs(f, dtype), _inputs(f + "_", dtype)
+        x0[:4] = [np.inf, -np.inf, np.nan, 0.0]
+        out = np.empty_like(x0)
+        with np.errstate(all="ignore"):
+            got, want = ns["stmt"](x0, x1), ns["own"](x0, x1)
+            ns["loop"](x0, x1, out)
+            numpy = getattr(np, f)(x0, x1) if f in BINARY else getattr(np, f)(x0)
+        suffix = "f" if dtype == np.float32 else ""
+        name = vecmath.FUNCS[f][0] + suffix
+        for disp in (ns["stmt"], ns["loop"]):
+            assert any(c.endswith("_" + name) for c in _vector_calls(disp)), (f, _vector_calls(disp))
+        assert got.dtype == out.dtype == want.dtype == dtype
+        assert _ulps(got, want) <= 4, f
+        assert _ulps(out, want) <= 4, f
+        np.testing.assert_allclose(got, numpy, rtol=2e-6 if dtype == np.float32 else 2e-15, err_msg=f)
+
+
+def test_special_values_and_signed_zeros():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, -1e-310, 710.0, -746.0, 1e300] * 2)
+    for f in UNARY:
+        ns = {"ew": ew, "numba": numba, "np": np}
+        exec(f"@numba.njit\ndef stmt(x):\n    return ew.ew_new('np.{f}(x0)', (x,))\n"
+             f"@numba.njit\ndef own(x):\n    return np.{f}(x)\n", ns)
+        with np.errstate(all="ignore"):
+            got, want = ns["stmt"](x), ns["own"](x)
+        number = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]), err_msg=f)
+        assert _ulps(got, want) <= 4, f
+
+
+@numba.njit
+def _shim_calls(x, y, z, out):
+    a = snp.exp(x)                 # a new array
+    b = snp.tanh(x[0])             # a number
+    snp.log(z, out=out)            # out=, returning out
+    c = snp.arctan2(x, y[0])       # an array and a number
+    snp.exp(x[:-1], out=x[1:])     # overlapping: NumPy reads x as it was
+    return a, b, c
+
+
+def test_shim_keeps_numpys_semantics():
+    rng = np.random.default_rng(3)
+    x, y, z = rng.standard_normal(37), rng.standard_normal(37), rng.random((4, 37)) + 0.1
+    out = np.empty_like(z)
+    x_before = x.copy()
+    a, b, c = _shim_calls(x, y, z, out)
+    np.testing.assert_allclose(a, np.exp(x_before), rtol=1e-15)
+    assert b == pytest.approx(np.tanh(x_before[0]), rel=1e-15)
+    np.testing.assert_allclose(out, np.log(z), rtol=1e-15)
+    np.testing.assert_allclose(c, np.arctan2(x_before, y[0]), rtol=1e-15)
+    want = x_before.copy()
+    np.exp(want[:-1], out=want[1:])
+    np.testing.assert_allclose(x, want, rtol=1e-15)
+
+
+def test_integers_stay_numbas_and_broadcast_into_out():
+    @numba.njit
+    def f(i, row, out):
+        snp.exp(row, out=out)   # a row broadcast into a matrix
+        return snp.exp(i)
+    out = np.empty((3, 5))
+    row = np.linspace(-1, 1, 5)
+    got = f(np.arange(4), row, out)
+    np.testing.assert_allclose(got, np.exp(np.arange(4)), rtol=1e-15)
+    np.testing.assert_allclose(out, np.broadcast_to(np.exp(row), (3, 5)), rtol=1e-15)
+
+
+def test_turned_off_by_the_environment():
+    code = ("import numba, numpy as np, re\n"
+            "from zymo.codegen.numba import elementwise as ew, vecmath\n"
+            "f = numba.njit(lambda x: ew.ew_new('np.exp(x0)', (x,)))\n"
+            "f(np.ones(64))\n"
+            "print(vecmath.available(), vecmath.signature(),"
+            " bool(re.search('_ZGV', f.inspect_llvm(f.signatures[0]))))\n")
+    env = dict(os.environ, ZYMO_VECTOR_MATH="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "libmvec:", "False"]
+
+
+def softmax_rows(X, out):
+    for i in range(X.shape[0]):
+        row = X[i]
+        np.exp(row - np.max(row), out=out[i])
+        out[i] /= np.sum(out[i])
+    return np.sum(out * np.log(out + 1.0))
+
+
+def scalar_loop(x, w):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += w[i] * np.tanh(x[i]) + np.exp(-x[i] * x[i]) * np.log1p(x[i] * x[i]) + np.arctan2(x[i], w[i])
+    return s
+
+
+@pytest.mark.parametrize("backend", [True, "kernels"])
+def test_gradients_through_vector_math(backend):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((6, 40))
+    dX, dX_py = np.zeros_like(X), np.zeros_like(X)
+    zymo.autodiff(Reverse, softmax_rows, Active, Duplicated(X, dX), Duplicated(np.zeros_like(X), np.zeros_like(X)),
+                  numba=backend)
+    zymo.autodiff(Reverse, softmax_rows, Active, Duplicated(X, dX_py), Duplicated(np.zeros_like(X), np.zeros_like(X)),
+                  numba=False)
+    np.testing.assert_allclose(dX, dX_py, rtol=1e-12, atol=1e-14)
+    fd = fd_grad(lambda X: softmax_rows(X, np.zeros_like(X)), [X])[0]
+    np.testing.assert_allclose(dX, fd, rtol=1e-6, atol=1e-8)
+    assert np.abs(dX).max() > 1e-3
+
+    x, w = rng.standard_normal(50), rng.standard_normal(50)
+    dx, dx_py = np.zeros_like(x), np.zeros_like(x)
+    zymo.autodiff(Reverse, scalar_loop, Active, Duplicated(x, dx), Const(w), numba=backend)
+    zymo.autodiff(Reverse, scalar_loop, Active, Duplicated(x, dx_py), Const(w), numba=False)
+    np.testing.assert_allclose(dx, dx_py, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dx, fd_grad(lambda x: scalar_loop(x, w), [x])[0], rtol=1e-6, atol=1e-8)
+    v = rng.standard_normal(50)
+    (tangent,) = zymo.autodiff(Forward, scalar_loop, Duplicated, Duplicated(x, v), Const(w), numba=backend)
+    assert tangent == pytest.approx(float(dx @ v), rel=1e-12)
