@@ -404,6 +404,34 @@ def test_ew_max_and_min(x):
     np.testing.assert_array_equal(lo, np.min(x))
 
 
+def _serial_extreme(x, larger):
+    """Numba's `np.max`/`np.min`: the first of equal elements, NaN as soon as one is met."""
+    m = x[0]
+    for v in x[1:]:
+        if (v > m if larger else v < m) or (not np.isnan(m) and np.isnan(v)):
+            m = v
+    return m
+
+
+@pytest.mark.parametrize("kind", ["normal", "signed zeros", "a NaN", "ints", "float32", "zeros and infinities"])
+def test_ew_max_and_min_by_lanes_are_the_serial_scan(kind):
+    """Arrays of 8 elements or more run eight running extremes (`inline._lanes_extreme`): the
+    same value, sign of zero and NaN as the serial scan, at every length around the lanes."""
+    rng = np.random.default_rng(11)
+    make = {"normal": lambda n: rng.standard_normal(n),
+            "signed zeros": lambda n: rng.choice([0.0, -0.0, -1.0, -2.0], n),
+            "a NaN": lambda n: np.where(np.arange(n) == rng.integers(n), np.nan, rng.standard_normal(n)),
+            "ints": lambda n: rng.integers(-5, 5, n),
+            "float32": lambda n: rng.standard_normal(n).astype(np.float32),
+            "zeros and infinities": lambda n: rng.choice([0.0, -0.0, 1.0, np.inf, -np.inf], n)}[kind]
+    for _ in range(200):
+        x = make(int(rng.integers(1, 41)))
+        hi, lo = _ew_max(x)
+        for got, want in ((hi, _serial_extreme(x, True)), (lo, _serial_extreme(x, False))):
+            np.testing.assert_array_equal(got, want)
+            assert np.signbit(got) == np.signbit(want), (x, got, want)
+
+
 def test_ew_max_of_nothing_raises():
     with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
         _ew_max(np.zeros(0))

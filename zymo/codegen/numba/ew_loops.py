@@ -6,7 +6,9 @@ may vectorize), `_hoist` takes out the subexpressions of numbers only (computed 
 before the loops), and `_Loops` writes the statement's loops: shapes checked and broadcast,
 overlapping operands copied first (`_copy_into_new`), one flat loop when everything is
 C-ordered and of one shape, else nested loops by each operand's strides; a sum keeps
-`_LANES` interleaved partial sums. The semantics are the module contract of `elementwise.py`.
+`_LANES` interleaved partial sums, one vector of them where the element is IEEE arithmetic of
+the sum's float type (`_lanes_of`: the same operations per lane, which LLVM would not vectorize
+as eight separate sums; Numba runs no SLP vectorizer). The semantics are the module contract of `elementwise.py`.
 """
 from __future__ import annotations
 
@@ -322,15 +324,19 @@ class _Loops:
         s, sty = apply(self.context, self.builder, operator.add, [(self.builder.load(slot), self.dt), (value, ty)])
         self.builder.store(self.context.cast(self.builder, s, sty, self.dt), slot)
 
+    def _value(self, xptrs):
+        """One element's value, `(value, type)`, the operands read at `xptrs`."""
+        env = dict(self.hoisted)
+        for i, (xty, x, _, _) in enumerate(self.operands):
+            env[f"x{i}"] = (x, xty) if xptrs[i] is None else (
+                load_item(self.context, self.builder, xty, xptrs[i]), xty.dtype)
+        return _element(self.context, self.builder, self.tree, env, self.arrays)
+
     def _body(self, dptr, xptrs, slot=None):
         """One element: the operands read at `xptrs`, the value added to the sum (`slot`, else
         the total) or stored (added, for "+=") at `dptr`."""
         context, builder, dty = self.context, self.builder, self.dty
-        env = dict(self.hoisted)
-        for i, (xty, x, _, _) in enumerate(self.operands):
-            env[f"x{i}"] = (x, xty) if xptrs[i] is None else (
-                load_item(context, builder, xty, xptrs[i]), xty.dtype)
-        value, ty = _element(context, builder, self.tree, env, self.arrays)
+        value, ty = self._value(xptrs)
         if self.mode == "sum":
             self._add_to(slot or self.total, value, ty)
             return
@@ -344,6 +350,11 @@ class _Loops:
 
     def _typed(self, ptr, ty):
         return self.builder.bitcast(ptr, self.context.get_data_type(ty.dtype).as_pointer())
+
+    def _lanes(self, tree, vt, bases, first):
+        """`_lanes_of` for the statement (`bases`: typed pointers to the operands' first
+        elements)."""
+        return _lanes_of(self, tree, vt, bases, first)
 
     def _nested(self):
         """The loop nest over the statement's shape, stepping by each operand's strides (0
@@ -395,18 +406,81 @@ class _Loops:
         start = None
         if self.mode == "sum":
             lanes = [cgutils.alloca_once_value(builder, context.get_constant_null(dt)) for _ in range(_LANES)]
+            vt = ir.VectorType(context.get_value_type(dt), _LANES) if isinstance(dt, types.Float) else None
+            vector = vt is not None and self._lanes(self.tree, vt, None, None) is not None
             blocks = builder.sdiv(nitems, ir.Constant(intp, _LANES))
+            acc = cgutils.alloca_once_value(builder, ir.Constant(vt, [0.0] * _LANES)) if vector else None
             with cgutils.for_range(builder, blocks) as loop:
                 first = builder.mul(loop.index, ir.Constant(intp, _LANES))
-                for k, slot in enumerate(lanes):
-                    at(builder.add(first, ir.Constant(intp, k)), slot)
-            values = [(builder.load(slot), dt) for slot in lanes]
+                if vector:  # the eight lanes' values as one vector, added in one instruction
+                    builder.store(builder.fadd(builder.load(acc), self._lanes(self.tree, vt, bases, first)), acc)
+                else:
+                    for k, slot in enumerate(lanes):
+                        at(builder.add(first, ir.Constant(intp, k)), slot)
+            if vector:
+                whole = builder.load(acc)
+                values = [(builder.extract_element(whole, ir.Constant(ir.IntType(32), k)), dt) for k in range(_LANES)]
+            else:
+                values = [(builder.load(slot), dt) for slot in lanes]
             while len(values) > 1:
                 values = [apply(context, builder, operator.add, values[j:j + 2]) for j in range(0, len(values), 2)]
             builder.store(context.cast(builder, values[0][0], values[0][1], dt), self.total)
             start = builder.mul(blocks, ir.Constant(intp, _LANES))
         with cgutils.for_range(builder, nitems, start=start) as loop:
             at(loop.index)
+
+
+_VECTOR_OPS = {ast.Add: "fadd", ast.Sub: "fsub", ast.Mult: "fmul", ast.Div: "fdiv"}
+
+
+def _lanes_of(loops, node, vt, bases, first):
+    """`node`'s values for `_LANES` consecutive elements from `first`, as one vector of type
+    `vt` (`_Loops._lanes`); None where `node` is more than IEEE arithmetic (`+ - * /`, unary
+    minus, a square) of operands and numbers of `vt`'s float type, where each lane's value is
+    what `_element` computes for its element, bit for bit. With `bases` None: whether it is
+    (a non-None marker), writing nothing."""
+    builder, dt = loops.builder, loops.dt
+    probe = bases is None
+
+    def splat(value):
+        if probe:
+            return True
+        vec = ir.Constant(vt, ir.Undefined)
+        for k in range(_LANES):
+            vec = builder.insert_element(vec, value, ir.Constant(ir.IntType(32), k))
+        return vec
+    if isinstance(node, ast.Constant):
+        if type(node.value) is not float:  # an int: Numba's promotion rules, left to `_element`
+            return None
+        return splat(ir.Constant(vt.element, node.value))
+    if isinstance(node, ast.Name):
+        if node.id in loops.hoisted:
+            value, ty = loops.hoisted[node.id]
+            return splat(value) if ty == dt else None
+        xty, x, geo, _ = loops.operands[int(node.id[1:])]
+        if geo is None:
+            return splat(x) if xty == dt else None
+        if xty.dtype != dt:
+            return None
+        if probe:
+            return True
+        ptr = builder.bitcast(builder.gep(bases[int(node.id[1:])], [first]), vt.as_pointer())
+        return builder.load(ptr, align=loops.context.get_abi_sizeof(vt.element))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _lanes_of(loops, node.operand, vt, bases, first)
+        if inner is None or probe or isinstance(node.op, ast.UAdd):
+            return inner
+        return builder.fneg(inner)
+    if _is_square(node):
+        inner = _lanes_of(loops, node.left, vt, bases, first)
+        return inner if inner is None or probe else builder.fmul(inner, inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _VECTOR_OPS:
+        left = _lanes_of(loops, node.left, vt, bases, first)
+        right = None if left is None else _lanes_of(loops, node.right, vt, bases, first)
+        if right is None or probe:
+            return right
+        return getattr(builder, _VECTOR_OPS[type(node.op)])(left, right)
+    return None
 
 
 def _copy_into_new(context, builder, xty, xary, shape, strides, data, stride_slots, buf):

@@ -14,7 +14,9 @@ in the generated source already):
 - `grow(buf, need)`, `grow_stack(buf, row, need)`: `zymo.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
-  of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty;
+  of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty; a
+  C-ordered `x` by eight running extremes that LLVM vectorizes (`_lanes_extreme`), scanned
+  again in order only where that could differ (a NaN, a zero extreme);
 - `acc_extreme(d, g, x, ans)`: `d += rt.expand_reduced(g, x, None, False) *
   rt.extreme_mask(x, ans, None, False)`, the adjoint of `ans = np.max(x)` (or min): `g` shared
   among the elements equal to `ans` (NaN everywhere when none is, as NumPy's 0/0 gives), added
@@ -224,23 +226,91 @@ def _extreme(larger: bool):
             def at(i):
                 return load_item(context, builder, x, cgutils.get_item_pointer2(
                     context, builder, ary.data, [n], [stride], x.layout, [i]))
-            best = cgutils.alloca_once_value(builder, at(zero))
             real = isinstance(x.dtype, types.Float)
-            with cgutils.for_range(builder, n, start=ir.Constant(n.type, 1)) as loop:
-                v, m = at(loop.index), builder.load(best)
-                if real:  # NaN as soon as one is met (kept: nothing compares above NaN)
-                    nan_m = builder.fcmp_unordered("uno", m, m)
-                    take = builder.fcmp_ordered(">" if larger else "<", v, m)
-                    take = builder.or_(take, builder.and_(builder.not_(nan_m), builder.fcmp_unordered("uno", v, v)))
-                else:
-                    take = builder.icmp_signed(">" if larger else "<", v, m) if x.dtype.signed else \
-                        builder.icmp_unsigned(">" if larger else "<", v, m)
-                with builder.if_then(take):
-                    builder.store(v, best)
+
+            def above(v, m):
+                if real:
+                    return builder.fcmp_ordered(">" if larger else "<", v, m)
+                return builder.icmp_signed(">" if larger else "<", v, m) if x.dtype.signed else \
+                    builder.icmp_unsigned(">" if larger else "<", v, m)
+            best = cgutils.alloca_once_value(builder, at(zero))
+            exact = cgutils.alloca_once_value(builder, cgutils.true_bit)
+            if x.layout == "C":
+                lanes = _lanes_extreme(context, builder, x, ary, n, above, real)
+                if lanes is not None:
+                    value, settled = lanes
+                    builder.store(value, best)
+                    builder.store(builder.not_(settled), exact)
+            with builder.if_then(builder.load(exact)):
+                builder.store(at(zero), best)
+                with cgutils.for_range(builder, n, start=ir.Constant(n.type, 1)) as loop:
+                    v, m = at(loop.index), builder.load(best)
+                    take = above(v, m)
+                    if real:  # NaN as soon as one is met (kept: nothing compares above NaN)
+                        nan_m = builder.fcmp_unordered("uno", m, m)
+                        take = builder.or_(take, builder.and_(builder.not_(nan_m), builder.fcmp_unordered("uno", v, v)))
+                    with builder.if_then(take):
+                        builder.store(v, best)
             return builder.load(best)
         return x.dtype(x), codegen
     extreme.__name__ = "ew_max" if larger else "ew_min"
     return extreme
+
+
+_LANES = 8  # running extremes of a contiguous array, element i in lane i % 8
+
+
+def _lanes_extreme(context, builder, x, ary, n, above, real):
+    """The extreme of C-ordered `x` (`n` elements, at least `_LANES`) by `_LANES` running
+    extremes, which LLVM vectorizes, combined in lane order: `(value, settled)`; `settled` is
+    false where the value may differ from the serial scan's (the first of equal elements, NaN
+    as soon as one is met): a NaN met, or a zero extreme (of `-0.0` and `0.0` the serial scan
+    keeps the first). The caller then scans serially. Arrays of fewer than `_LANES` elements
+    are never settled."""
+    intp = n.type
+    width = ir.Constant(intp, _LANES)
+    base = builder.bitcast(ary.data, context.get_data_type(x.dtype).as_pointer())
+    value = cgutils.alloca_once(builder, context.get_value_type(x.dtype))
+    settled = cgutils.alloca_once_value(builder, cgutils.false_bit)
+    with builder.if_then(builder.icmp_signed(">=", n, width)):
+        def load(i):
+            return load_item(context, builder, x, builder.gep(base, [i]))
+        slots = [cgutils.alloca_once_value(builder, load(ir.Constant(intp, k))) for k in range(_LANES)]
+        nan = cgutils.alloca_once_value(builder, cgutils.false_bit)
+        if real:
+            for slot in slots:
+                v = builder.load(slot)
+                builder.store(builder.or_(builder.load(nan), builder.fcmp_unordered("uno", v, v)), nan)
+        blocks = builder.sdiv(n, width)
+        with cgutils.for_range(builder, blocks, start=ir.Constant(intp, 1)) as loop:
+            first = builder.mul(loop.index, width)
+            seen = builder.load(nan) if real else None
+            for k, slot in enumerate(slots):
+                v, m = load(builder.add(first, ir.Constant(intp, k))), builder.load(slot)
+                builder.store(builder.select(above(v, m), v, m), slot)
+                if real:
+                    seen = builder.or_(seen, builder.fcmp_unordered("uno", v, v))
+            if real:
+                builder.store(seen, nan)
+        with cgutils.for_range(builder, builder.sub(n, builder.mul(blocks, width))) as loop:  # the rest
+            i = builder.add(builder.mul(blocks, width), loop.index)
+            v = load(i)
+            slot0 = slots[0]
+            m = builder.load(slot0)
+            builder.store(builder.select(above(v, m), v, m), slot0)
+            if real:
+                builder.store(builder.or_(builder.load(nan), builder.fcmp_unordered("uno", v, v)), nan)
+        m = builder.load(slots[0])
+        for slot in slots[1:]:
+            v = builder.load(slot)
+            m = builder.select(above(v, m), v, m)
+        builder.store(m, value)
+        if real:
+            zero = builder.fcmp_ordered("==", m, ir.Constant(m.type, 0.0))
+            builder.store(builder.not_(builder.or_(builder.load(nan), zero)), settled)
+        else:
+            builder.store(cgutils.true_bit, settled)
+    return builder.load(value), builder.load(settled)
 
 
 ew_max = _extreme(True)
