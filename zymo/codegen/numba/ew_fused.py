@@ -16,7 +16,9 @@ operands one of which the run writes either reach disjoint memory (byte ranges),
 same elements (same data, same steps over S: then each element is read and written in
 statement order, as NumPy does), or are both only accumulated into (`+=`, never read by the
 run otherwise: the additions into one element happen in another order, the same up to
-rounding). Then one loop nest over S computes, at each element, every statement in order: a
+rounding); and every array operand steps along S's last axis by whole items (the loops index
+it by items there, which LLVM vectorizes). Then one loop nest over S computes, at each
+element, every statement in order: a
 temporary is a number there (cast to its dtype, as storing it would), written into a new
 array only when returned. When a run-time condition fails, the statements run one by one
 (`ew_loops._statement`, each as its intrinsic runs it, which raises NumPy's errors); when a
@@ -207,7 +209,23 @@ class _Run:
                 for a, b in zip(self._padded(s.target)[0], S):
                     ok = builder.and_(ok, builder.icmp_signed("==", a, b))
         ok = builder.and_(ok, self._kept_shapes())
+        ok = builder.and_(ok, self._whole_items())
         return builder.and_(ok, self._no_overlap())
+
+    def _whole_items(self):
+        """Whether every array operand's step along S's last axis is a whole number of its
+        items (`self.last`: that step in items), as NumPy's arrays of numbers have: the loops
+        then index typed pointers by items along that axis, which LLVM vectorizes (a step of
+        bytes it does not)."""
+        builder, plan = self.builder, self.plan
+        ok = cgutils.true_bit
+        self.last = {}
+        for i, steps in self.steps.items():
+            size = ir.Constant(self.intp, self.context.get_abi_sizeof(self.context.get_data_type(plan.xs[i].dtype)))
+            step = steps[-1] if steps else self.zero
+            ok = builder.and_(ok, builder.icmp_signed("==", builder.srem(step, size), self.zero))
+            self.last[i] = builder.sdiv(step, size)
+        return ok
 
     def _kept_shapes(self):
         """Whether each returned temporary's broadcast shape is S."""
@@ -269,11 +287,11 @@ class _Run:
         with cgutils.loop_nest(builder, self.shape, self.intp) as inds:
             ptrs = {}
             for i, (_, _, _, data, _, _) in self.arrays.items():
-                off = self.zero
-                for ix, st in zip(inds, self.steps[i]):
+                off = self.zero  # bytes along the outer axes, items along the last (`_whole_items`)
+                for ix, st in zip(inds[:-1], self.steps[i][:-1]):
                     off = builder.add(off, builder.mul(ix, st))
-                ptrs[i] = builder.inttoptr(builder.add(data, off),
-                                           context.get_data_type(plan.xs[i].dtype).as_pointer())
+                row = builder.inttoptr(builder.add(data, off), context.get_data_type(plan.xs[i].dtype).as_pointer())
+                ptrs[i] = builder.gep(row, [builder.mul(inds[-1], self.last[i])]) if inds else row
             env = dict(numbers)
             for s, tree in zip(plan.steps, trees):
                 for r in s.refs:
