@@ -262,3 +262,26 @@ def test_gradient_with_an_argument_passed_twice():
         else:
             np.testing.assert_allclose(fused, da, rtol=1e-12, atol=1e-12)
             assert np.abs(da).max() > 0
+
+
+@numba.njit
+def _run_on_fields(a, b, c):
+    return numba_rt.ew_run("t0 = x0 * x1; x0[...] = 0.0; x2 += t0 -> t0", (a, b, c))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_fused_run_over_steps_of_whole_items_and_not(packed):
+    """Operands stepping by whole items are fused with loops indexed by items (`_whole_items`);
+    a field of a packed record array steps by 12 bytes over float64s: the statements then run
+    one by one, with the same results."""
+    rec = np.zeros(9, dtype=np.dtype([("a", "f8"), ("b", "f4")], align=not packed))
+    rng = np.random.default_rng(8)
+    rec["a"] = rng.random(9)
+    a = rec["a"]
+    assert (a.strides[0] % 8 == 0) != packed
+    b, c = rng.random(9), rng.random(9)
+    want_t, want_c = a * b, c + a * b
+    (t,) = _run_on_fields(a, b, c)
+    np.testing.assert_array_equal(t, want_t)
+    np.testing.assert_array_equal(c, want_c)
+    assert not np.any(rec["a"])
