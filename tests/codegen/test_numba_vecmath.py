@@ -183,3 +183,39 @@ def test_gradients_through_vector_math(backend):
     v = rng.standard_normal(50)
     (tangent,) = zymo.autodiff(Forward, scalar_loop, Duplicated, Duplicated(x, v), Const(w), numba=backend)
     assert tangent == pytest.approx(float(dx @ v), rel=1e-12)
+
+
+def test_zero_dimensional_arrays_keep_numbas_ufunc():
+    """0-d arrays are not `elementwise`'s (its `ew_out` calls the ufunc back for them): with
+    `out=` a 0-d destination compiled to a typing error (the shim and `ew_out` calling each
+    other); the shim leaves them to Numba, as before the vector math."""
+    @numba.njit
+    def f(x, out, out1):
+        snp.exp(x, out=out)
+        snp.arctan2(x, x, out=out1)
+        return snp.tanh(x), snp.hypot(x, x)
+    x, out, out1 = np.array(0.5), np.zeros(()), np.zeros(())
+    a, b = f(x, out, out1)
+    assert out[()] == pytest.approx(np.exp(0.5), rel=1e-15)
+    assert out1[()] == pytest.approx(np.arctan2(0.5, 0.5), rel=1e-15)
+    assert a == pytest.approx(np.tanh(0.5), rel=1e-15) and b == pytest.approx(np.hypot(0.5, 0.5), rel=1e-15)
+
+
+def test_functions_libmvec_lacks_stay_numbas():
+    """glibc 2.22 to 2.34 have libmvec versions of exp, log, sin and cos only: a function whose
+    vector versions the library lacks must not name them (a loop LLVM vectorizes would call
+    address 0: the process died of SIGSEGV). Simulated in a fresh process by a C function libm
+    has and libmvec does not (tgamma) standing for tanh."""
+    code = ("import math, re, numba, numpy as np\n"
+            "from zymo.codegen.numba import elementwise as ew, vecmath\n"
+            "vecmath.FUNCS['tanh'] = ('tgamma', 1)\n"
+            "f = numba.njit(lambda x: ew.ew_new('np.tanh(x0) + np.exp(x0)', (x,)))\n"
+            "x = np.linspace(1.0, 3.0, 64)\n"
+            "got = f(x)\n"
+            "assert np.allclose(got, np.tanh(x) + np.exp(x), rtol=1e-14, atol=0), got\n"
+            "llvm = f.inspect_llvm(f.signatures[0])\n"
+            "assert 'tgamma' not in llvm and re.search('_ZGV.N4v_exp', llvm)\n"
+            "assert not vecmath.covers('tanh', (numba.float64,)) and vecmath.covers('exp', (numba.float64,))\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["ok"], (out.returncode, out.stderr[-2000:])

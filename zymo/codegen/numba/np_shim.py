@@ -127,12 +127,14 @@ def _vector_loops(uf, xs, out) -> str | None:
     """The elementwise expression (`elementwise.py`) that computes `uf` of operands `xs` into
     `out` (None: a new array) with `vecmath`'s lanes, when those loops are `elementwise`'s fast
     case: one float dtype for every operand and `out`, an array among the operands, `out`
-    writable and of a rank no lower than theirs. None otherwise."""
+    writable and of a rank no lower than theirs, and a rank above 0 (0-d arrays are not
+    `elementwise`'s: its `ew_out` would call this ufunc back). None otherwise."""
     from . import vecmath
 
     arrays = [x for x in xs if isinstance(x, _t.Array)]
     if not (uf.__name__ in vecmath.FUNCS and vecmath.available() and arrays
-            and _float_of([*xs, *([] if _none(out) else [out])]) is not None):
+            and _float_of([*xs, *([] if _none(out) else [out])]) is not None
+            and any(a.ndim > 0 for a in arrays)):
         return None
     if not _none(out) and not (isinstance(out, _t.Array) and out.mutable and all(out.ndim >= a.ndim for a in arrays)):
         return None
