@@ -14,7 +14,13 @@ callers then use Numba's own lowering.
 Numerics: libmvec's functions are accurate to 4 units in the last place (glibc's manual); they
 and Numba's scalar libm calls, and NumPy's own SIMD loops, can differ in the last bits, as
 NumPy's and Numba's already do. Special values (inf, nan, overflow to inf, underflow to 0) are
-IEEE's, as the scalar functions'. Only the lanes the CPU has are named: SSE for every x86-64
+IEEE's, as the scalar functions'. Open (found by review; xfail tests in
+tests/codegen/test_numba_vecmath.py): the scalar function, the SSE, the AVX2 and the AVX-512
+versions differ from one another in the last bits, and which of them computes an element is
+LLVM's choice by the loop's length (vector body, vector epilogue, scalar remainder), so an
+element's value depends on the array's length, and a parallel kernel's chunks (threads > 1)
+differ from the serial loop's bits, which codegen/parallel.py promises.
+Only the lanes the CPU has are named: SSE for every x86-64
 CPU, AVX2 and AVX-512 where the host has them and Numba compiles for the host
 (`NUMBA_CPU_NAME` unset), and only the vector versions this libmvec defines (glibc 2.22 to
 2.34 have those of `exp`, `log`, `sin` and `cos` only; a call of a vector version the library
