@@ -204,7 +204,8 @@ def test_zero_dimensional_arrays_keep_numbas_ufunc():
 def test_functions_libmvec_lacks_stay_numbas():
     """glibc 2.22 to 2.34 have libmvec versions of exp, log, sin and cos only: a function whose
     vector versions the library lacks must not name them (a loop LLVM vectorizes would call
-    address 0: the process died of SIGSEGV). Simulated in a fresh process by a C function libm
+    address 0: the process died of SIGSEGV), and the shim's function of a number must still
+type (it is Numba's then). Simulated in a fresh process by a C function libm
     has and libmvec does not (tgamma) standing for tanh."""
     code = ("import math, re, numba, numpy as np\n"
             "from zymo.codegen.numba import elementwise as ew, vecmath\n"
@@ -216,6 +217,9 @@ def test_functions_libmvec_lacks_stay_numbas():
             "llvm = f.inspect_llvm(f.signatures[0])\n"
             "assert 'tgamma' not in llvm and re.search('_ZGV.N4v_exp', llvm)\n"
             "assert not vecmath.covers('tanh', (numba.float64,)) and vecmath.covers('exp', (numba.float64,))\n"
+            "from zymo.codegen.numba import np_shim as snp\n"
+            "g = numba.njit(lambda x: snp.tanh(x[0]) + snp.tanh(np.float32(x[1])) + snp.tanh(x)[2])\n"
+            "assert abs(g(x) - (np.tanh(x[0]) + np.tanh(np.float32(x[1])) + np.tanh(x[2]))) < 1e-6\n"
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.split() == ["ok"], (out.returncode, out.stderr[-2000:])

@@ -148,10 +148,11 @@ def _wrap_ufunc(uf):
             return uf(x, out=out)
 
         def ov(x, out=None):
+            from . import vecmath
             from .elementwise import ew_new, ew_out
 
             expr = _vector_loops(uf, (x,), out)
-            if fast is not None and _float_of([x]) is not None and not isinstance(x, _t.Array) and _none(out):
+            if fast is not None and not isinstance(x, _t.Array) and _none(out) and vecmath.covers(uf.__name__, (x,)):
                 return lambda x, out=None: fast(x)
             if expr is not None and _none(out):
                 return lambda x, out=None: ew_new(expr, (x,))
@@ -174,11 +175,12 @@ def _wrap_ufunc(uf):
             return uf(x, y, out=out)
 
         def ov(x, y, out=None):
+            from . import vecmath
             from .elementwise import ew_new, ew_out
 
             expr = _vector_loops(uf, (x, y), out)
-            if (fast is not None and _float_of([x, y]) is not None and _none(out)
-                    and not isinstance(x, _t.Array) and not isinstance(y, _t.Array)):
+            if (fast is not None and _none(out) and not isinstance(x, _t.Array) and not isinstance(y, _t.Array)
+                    and vecmath.covers(uf.__name__, (x, y))):
                 return lambda x, y, out=None: fast(x, y)
             if expr is not None and _none(out):
                 return lambda x, y, out=None: ew_new(expr, (x, y))
