@@ -127,12 +127,14 @@ def _vector_loops(uf, xs, out) -> str | None:
     """The elementwise expression (`elementwise.py`) that computes `uf` of operands `xs` into
     `out` (None: a new array) with `vecmath`'s lanes, when those loops are `elementwise`'s fast
     case: one float dtype for every operand and `out`, an array among the operands, `out`
-    writable and of a rank no lower than theirs. None otherwise."""
+    writable and of a rank no lower than theirs, and a rank above 0 (0-d arrays are not
+    `elementwise`'s: its `ew_out` would call this ufunc back). None otherwise."""
     from . import vecmath
 
     arrays = [x for x in xs if isinstance(x, _t.Array)]
     if not (uf.__name__ in vecmath.FUNCS and vecmath.available() and arrays
-            and _float_of([*xs, *([] if _none(out) else [out])]) is not None):
+            and _float_of([*xs, *([] if _none(out) else [out])]) is not None
+            and any(a.ndim > 0 for a in arrays)):
         return None
     if not _none(out) and not (isinstance(out, _t.Array) and out.mutable and all(out.ndim >= a.ndim for a in arrays)):
         return None
@@ -146,10 +148,11 @@ def _wrap_ufunc(uf):
             return uf(x, out=out)
 
         def ov(x, out=None):
+            from . import vecmath
             from .elementwise import ew_new, ew_out
 
             expr = _vector_loops(uf, (x,), out)
-            if fast is not None and _float_of([x]) is not None and not isinstance(x, _t.Array) and _none(out):
+            if fast is not None and not isinstance(x, _t.Array) and _none(out) and vecmath.covers(uf.__name__, (x,)):
                 return lambda x, out=None: fast(x)
             if expr is not None and _none(out):
                 return lambda x, out=None: ew_new(expr, (x,))
@@ -172,11 +175,12 @@ def _wrap_ufunc(uf):
             return uf(x, y, out=out)
 
         def ov(x, y, out=None):
+            from . import vecmath
             from .elementwise import ew_new, ew_out
 
             expr = _vector_loops(uf, (x, y), out)
-            if (fast is not None and _float_of([x, y]) is not None and _none(out)
-                    and not isinstance(x, _t.Array) and not isinstance(y, _t.Array)):
+            if (fast is not None and _none(out) and not isinstance(x, _t.Array) and not isinstance(y, _t.Array)
+                    and vecmath.covers(uf.__name__, (x, y))):
                 return lambda x, y, out=None: fast(x, y)
             if expr is not None and _none(out):
                 return lambda x, y, out=None: ew_new(expr, (x, y))
