@@ -2,30 +2,30 @@
 at a time, through glibc's vector math library (libmvec).
 
 Contract: `call(context, builder, name, operands)` lowers NumPy's function `name` (`FUNCS`:
-`exp`, `log`, `tanh`, `arctan2`, ...) of float64 or float32 numbers to a call of the C library's
-own scalar function (`exp`, `expf`) that carries, as the attribute
-`vector-function-abi-variant`, the names of libmvec's vector versions of it
-(`_ZGVdN4v_exp`: four float64 lanes in AVX2 registers). The scalar call stays what runs outside
-vectorized loops; in a loop LLVM vectorizes, each group of lanes is one call of the vector
-version. `covers(name, types)` says whether `call` takes the operands; None of it applies where
-`available()` is false (not Linux on x86-64, no libmvec, or `ZYMO_VECTOR_MATH=0`), and
-callers then use Numba's own lowering.
+`exp`, `log`, `tanh`, `arctan2`, ...) of float64 or float32 numbers to a call of a small
+function of the module, `zymo_vm_<name>` (`exp`, `expf`), that runs libmvec's vector version
+of the C library's function on its operand in every lane and returns the first lane. The call
+carries, as the attribute `vector-function-abi-variant`, the name of that vector version
+(`_ZGVdN4v_exp`: four float64 lanes in AVX2 registers): in a loop LLVM vectorizes, each group
+of lanes is one call of it; elsewhere the small function runs it for one element. Every
+element is thus computed by the same vector version, whatever LLVM makes of the loop (vector
+body, remainder, a parallel kernel's chunks), so its value depends on its operands only: the
+same bits at every array length, in every layout, with any number of threads, and in numbers
+outside loops. One version per function and float type is named: AVX2's where the host has
+AVX2 and Numba compiles for the host (`NUMBA_CPU_NAME` unset; LLVM vectorizes doubles four at a
+time there, AVX-512 hosts included), else SSE's, which every x86-64 CPU runs; and only one that
+the loaded libmvec defines (glibc 2.22 to 2.34 have those of `exp`, `log`, `sin` and `cos`
+only; a call of a version the library lacks would be a jump to address 0 at run time).
+`covers(name, types)` says whether `call` takes the operands; it is false where `available()`
+is (not Linux on x86-64, no libmvec, or `ZYMO_VECTOR_MATH=0`) or the library lacks the
+function, and callers then use Numba's own lowering. `signature()` is the choice, for the keys
+of compiled code.
 
 Numerics: libmvec's functions are accurate to 4 units in the last place (glibc's manual); they
 and Numba's scalar libm calls, and NumPy's own SIMD loops, can differ in the last bits, as
-NumPy's and Numba's already do. Special values (inf, nan, overflow to inf, underflow to 0) are
-IEEE's, as the scalar functions'. Open (found by review; xfail tests in
-tests/codegen/test_numba_vecmath.py): the scalar function, the SSE, the AVX2 and the AVX-512
-versions differ from one another in the last bits, and which of them computes an element is
-LLVM's choice by the loop's length (vector body, vector epilogue, scalar remainder), so an
-element's value depends on the array's length, and a parallel kernel's chunks (threads > 1)
-differ from the serial loop's bits, which codegen/parallel.py promises.
-Only the lanes the CPU has are named: SSE for every x86-64
-CPU, AVX2 and AVX-512 where the host has them and Numba compiles for the host
-(`NUMBA_CPU_NAME` unset), and only the vector versions this libmvec defines (glibc 2.22 to
-2.34 have those of `exp`, `log`, `sin` and `cos` only; a call of a vector version the library
-lacks would be a jump to address 0 at run time). A function with none of them is Numba's own
-lowering (`covers` is false). `signature()` is that choice, for the keys of compiled code.
+NumPy's and Numba's already do, and the SSE and AVX2 versions differ from each other there (the
+same machine always runs the same one). Special values (inf, nan, overflow to inf, underflow
+to 0) are IEEE's, as the scalar functions'.
 
 Why: Numba lowers `np.exp` to LLVM's `llvm.exp` intrinsic, which the vectorizer widens and the
 backend then splits into one libm call per element (7.7 ns per float64 here, against NumPy's
@@ -51,14 +51,15 @@ FUNCS = {
     "arcsinh": ("asinh", 1), "arccosh": ("acosh", 1), "arctanh": ("atanh", 1),
     "cbrt": ("cbrt", 1), "arctan2": ("atan2", 2), "hypot": ("hypot", 2),
 }
-# libmvec's x86-64 vector ABIs: (letter, register bits, the CPU feature it needs)
-_ISAS = (("b", 128, None), ("d", 256, "avx2"), ("e", 512, "avx512f"))
+# libmvec's x86-64 vector ABIs: (letter, register bits, the CPU feature it needs), preferred first
+_ISAS = (("d", 256, "avx2"), ("b", 128, None))
 _ATTR = "vector-function-abi-variant"
 
 
 @functools.cache
 def _isas() -> tuple[tuple[str, int], ...]:
-    """The vector ABIs to name (module contract), () when libmvec is not to be used."""
+    """The vector ABI to name, as a tuple of one `(letter, bits)` (module contract); () when
+    libmvec is not to be used."""
     if os.environ.get("ZYMO_VECTOR_MATH", "1") == "0":
         return ()
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
@@ -74,7 +75,7 @@ def _isas() -> tuple[tuple[str, int], ...]:
     if config.CPU_NAME or config.CPU_FEATURES:  # portable code: the lanes every x86-64 has
         return (("b", 128),)
     features = ll.get_host_cpu_features()
-    return tuple((letter, bits) for letter, bits, need in _ISAS if need is None or features.get(need))
+    return next(((letter, bits),) for letter, bits, need in _ISAS if need is None or features.get(need))
 
 
 def available() -> bool:
@@ -132,40 +133,44 @@ def covers(name: str, tys) -> bool:
 
 def call(context, builder, name: str, operands):
     """NumPy's `name` of `operands` (`(value, type)` pairs `covers` takes), as
-    `(value, type)`: a call of the C library's function with its vector versions named."""
+    `(value, type)`: a call of `zymo_vm_<name>` with its vector version named."""
     from numba.core import types
 
     ty = operands[0][1]
     scalar, n = FUNCS[name]
     single = ty == types.float32
     cname = scalar + ("f" if single else "")
-    elem = ir.FloatType() if single else ir.DoubleType()
-    fn = _declare(builder.module, cname, elem, n)
-    variants = [f"_ZGV_LLVM_N{lanes}{'v' * n}_{cname}({_vector_name(letter, lanes, n, cname)})"
-                for letter, lanes in _variants(cname, n, 32 if single else 64)]
+    ((letter, lanes),) = _variants(cname, n, 32 if single else 64)
+    fn = _one_lane(builder.module, cname, ir.FloatType() if single else ir.DoubleType(), n, letter, lanes)
     instr = builder.call(fn, [v for v, _ in operands])
-    for attr in ("nounwind", "willreturn", "memory(none)", f'"{_ATTR}"="{",".join(variants)}"'):
+    mapping = f"_ZGV_LLVM_N{lanes}{'v' * n}_{fn.name}({_vector_name(letter, lanes, n, cname)})"
+    for attr in ("nounwind", "willreturn", "memory(none)", f'"{_ATTR}"="{mapping}"'):
         set.add(instr.attributes, attr)  # llvmlite checks names against a list without these
     return instr, ty
 
 
-def _declare(module: ir.Module, cname: str, elem: ir.Type, n: int) -> ir.Function:
-    """The scalar function `cname`, and its vector versions kept alive through the module's
-    optimization by `llvm.compiler.used` (the vectorizer looks them up by name; an unused
-    declaration would be dropped before it runs). Every vector version of every function is
-    declared with the module's first call, so the module has one such list."""
-    if "llvm.compiler.used" not in module.globals:
-        kept = []
-        for name, k, e, lanes in _all_variants():
-            vt = ir.VectorType(e, lanes)
-            kept.append(module.globals.get(name) or ir.Function(module, ir.FunctionType(vt, [vt] * k), name))
-        i8p = ir.IntType(8).as_pointer()
-        arr = ir.ArrayType(i8p, len(kept))
-        used = ir.GlobalVariable(module, arr, "llvm.compiler.used")
-        used.linkage = "appending"
-        used.section = "llvm.metadata"
-        used.initializer = ir.Constant(arr, [f.bitcast(i8p) for f in kept])
-    fn = module.globals.get(cname)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(elem, [elem] * n), cname)
+def _one_lane(module: ir.Module, cname: str, elem: ir.Type, n: int, letter: str, lanes: int) -> ir.Function:
+    """`zymo_vm_<cname>` of the module (defined with its first call): the vector version
+    `_ZGV<letter>N<lanes>..._<cname>` of its operands in every lane, the first lane returned.
+    Never inlined: the vectorizer replaces calls of it, and a call it cannot replace computes
+    the same bits as the vector version."""
+    name = f"zymo_vm_{cname}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    vt = ir.VectorType(elem, lanes)
+    vname = _vector_name(letter, lanes, n, cname)
+    vfn = module.globals.get(vname) or ir.Function(module, ir.FunctionType(vt, [vt] * n), vname)
+    fn = ir.Function(module, ir.FunctionType(elem, [elem] * n), name)
+    fn.linkage = "internal"
+    for attr in ("noinline", "nounwind", "willreturn", "memory(none)"):
+        set.add(fn.attributes, attr)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    splats = []
+    for arg in fn.args:
+        v = ir.Constant(vt, ir.Undefined)
+        for k in range(lanes):
+            v = b.insert_element(v, arg, ir.Constant(ir.IntType(32), k))
+        splats.append(v)
+    b.ret(b.extract_element(b.call(vfn, splats), ir.Constant(ir.IntType(32), 0)))
     return fn
