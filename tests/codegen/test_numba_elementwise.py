@@ -904,3 +904,29 @@ def test_gradients_of_powers_compile_into_the_intrinsics():
         np.testing.assert_allclose(g, zymo.gradient(mode, powers, x, p, numba=False)[0], rtol=1e-12)
         np.testing.assert_allclose(g, fd_grad(lambda v: powers(v, p), [x])[0], rtol=1e-6)
         assert np.abs(g).max() > 0.1
+
+
+@numba.njit
+def _nested_set(d, a, b):
+    numba_rt.ew_set(d, "x0 * x1 - 0.5", (a, b))
+    return numba_rt.ew_sum("x0 * x1", (a, b))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_nested_loops_over_steps_of_whole_items_and_not(packed):
+    """Strided and broadcast statements index their innermost loop by items (`_nested`), and
+    step by bytes where a step is not whole items (a field of a packed record array, 12 bytes
+    over float64s) as destination and as operand: the same values, bit for bit."""
+    rng = np.random.default_rng(9)
+    rec = np.zeros((4, 9), dtype=np.dtype([("a", "f8"), ("b", "f4")], align=not packed))
+    rec["a"] = rng.random((4, 9))
+    a, b = rec["a"][:, ::3], rng.random(3)
+    assert (a.strides[1] % 8 == 0) != packed
+    d = np.zeros((8, 3))[::2]
+    want_d, want_s = a * b - 0.5, _reference_sum((a * b).ravel(), False)
+    s = _nested_set(d, a, b)
+    np.testing.assert_array_equal(d, want_d)
+    assert s == want_s
+    d2 = rec["a"][:, 1::3]
+    _nested_set(d2, a.copy(), b)
+    np.testing.assert_array_equal(rec["a"][:, 1::3], want_d)

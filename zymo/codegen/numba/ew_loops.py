@@ -358,7 +358,10 @@ class _Loops:
 
     def _nested(self):
         """The loop nest over the statement's shape, stepping by each operand's strides (0
-        where it broadcasts)."""
+        where it broadcasts). Where every step along the last axis is a whole number of items
+        (NumPy's arrays of numbers; a field of a packed record array is not), the innermost
+        loop indexes typed pointers by items, which LLVM vectorizes (steps of bytes it does
+        not); otherwise it steps by bytes. The elements and their order are the same."""
         builder, zero, shape = self.builder, self.zero, self.shape
         bases = [None if geo is None else builder.load(geo[1]) for _, _, geo, _ in self.operands]
         eff = []
@@ -370,22 +373,42 @@ class _Loops:
             own = [builder.load(s) for s in strides]
             eff.append([zero] * pad + [builder.select(builder.icmp_signed("==", xshape[pad + k], shape[pad + k]),
                                                       own[k], zero) for k in range(len(own))])
-        with cgutils.loop_nest(builder, shape, self.intp) as inds:
+        dsteps = None if self.dty is None else (self.dstrides if self.fresh else self.d_steps)
+        if not shape:
+            self._nest(bases, eff, dsteps, None)
+            return
+        whole, last = cgutils.true_bit, []
+        for (xty, _, geo, _), st in zip([*self.operands, (self.dty, None, dsteps, None)], [*eff, dsteps]):
+            if geo is None:
+                last.append(None)
+                continue
+            item = ir.Constant(self.intp, self.context.get_abi_sizeof(self.context.get_data_type(xty.dtype)))
+            whole = builder.and_(whole, builder.icmp_signed("==", builder.srem(st[-1], item), zero))
+            last.append(builder.sdiv(st[-1], item))
+        with builder.if_else(whole, likely=True) as (items, nbytes):
+            with items:
+                self._nest(bases, eff, dsteps, last)
+            with nbytes:
+                self._nest(bases, eff, dsteps, None)
+
+    def _nest(self, bases, eff, dsteps, last):
+        """`_nested`'s loops; `last`: each operand's step along the last axis in items (then
+        `d`'s), None to step by bytes there too."""
+        builder, zero = self.builder, self.zero
+
+        def pointer(base, steps, inds, ty, items):
+            off = zero
+            for ix, st in zip(inds if items is None else inds[:-1], steps):
+                off = builder.add(off, builder.mul(ix, st))
+            ptr = self._typed(self._pointer(base, off), ty)
+            return ptr if items is None else builder.gep(ptr, [builder.mul(inds[-1], items)])
+        with cgutils.loop_nest(builder, self.shape, self.intp) as inds:
             dptr = None
             if self.dty is not None:
-                off = zero
-                for ix, st in zip(inds, self.dstrides if self.fresh else self.d_steps):
-                    off = builder.add(off, builder.mul(ix, st))
-                dptr = self._typed(self._pointer(self.pd, off), self.dty)
+                dptr = pointer(self.pd, dsteps, inds, self.dty, None if last is None else last[-1])
             xptrs = []
-            for (xty, _, geo, _), base, st in zip(self.operands, bases, eff):
-                if geo is None:
-                    xptrs.append(None)
-                    continue
-                off = zero
-                for ix, s in zip(inds, st):
-                    off = builder.add(off, builder.mul(ix, s))
-                xptrs.append(self._typed(self._pointer(base, off), xty))
+            for k, ((xty, _, geo, _), base, st) in enumerate(zip(self.operands, bases, eff)):
+                xptrs.append(None if geo is None else pointer(base, st, inds, xty, None if last is None else last[k]))
             self._body(dptr, xptrs)
 
     def _flat_loop(self, nitems):
