@@ -363,6 +363,8 @@ def acc_extreme(typingctx, d, g, x, ans):
         xstep = builder.load(strides[0])
 
         def x_at(i):
+            if x.layout == "C":  # by items (its copy is C-ordered too): loops LLVM vectorizes
+                return load_item(context, builder, x, builder.gep(xdata, [i]))
             ptr = builder.inttoptr(builder.add(builder.ptrtoint(xdata, intp), builder.mul(i, xstep)),
                                    context.get_data_type(x.dtype).as_pointer())
             return load_item(context, builder, x, ptr)
