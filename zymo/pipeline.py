@@ -202,7 +202,8 @@ def _source_facts(generator: Any, namer: Any, numbers: frozenset, ir: Function) 
     return SourceFacts(floats=generator.float_adjoints() if generator is not None else frozenset(),
                        ints=generator.int_names() if generator is not None else frozenset(),
                        numbers=numbers, arrays=frozenset(namer.arrays) | buffers,
-                       nonneg=index_names(ir, namer.values, reversed_loops=generator is not None) | counters)
+                       nonneg=index_names(ir, namer.values, reversed_loops=generator is not None) | counters,
+                       ndims=tuple(sorted(namer.ndims.items())))
 
 
 def _proven(ir: Function, namer: Any, facts: Any) -> frozenset[str]:

@@ -930,3 +930,17 @@ def test_nested_loops_over_steps_of_whole_items_and_not(packed):
     d2 = rec["a"][:, 1::3]
     _nested_set(d2, a.copy(), b)
     np.testing.assert_array_equal(rec["a"][:, 1::3], want_d)
+
+
+def test_rows_of_matrices_of_known_rank_are_views_to_write():
+    """`out[i]` of a matrix (`ndims`: the transform's ranks) is a view: a ufunc's `out=` and an
+    assignment into it become intrinsics in loops; of an array of unknown rank it stays."""
+    from zymo.codegen.numba.ew_rewrite import elementwise_statements
+
+    src = ("def f(X, out, b, m):\n    for i in range(n):\n        np.exp(X[i] - m, out=out[i])\n"
+           "        out[i] = b[i]\n")
+    ranked = elementwise_statements(src, arrays=frozenset({"X", "out", "b"}), ndims={"X": 2, "out": 2, "b": 2})
+    assert "_rt.ew_out(out[i], 'np.exp(x0 - x1)', (X[i], m), 'np.exp(x0 - x1, out=d)')" in ranked
+    assert "_rt.ew_set(out[i], 'x0', (b[i],))" in ranked
+    unknown = elementwise_statements(src, arrays=frozenset({"X", "out", "b"}))
+    assert "np.exp(X[i] - m, out=out[i])" in unknown and "out[i] = b[i]" in unknown

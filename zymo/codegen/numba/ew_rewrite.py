@@ -477,7 +477,7 @@ def made_arrays(tree: ast.AST, arrays: frozenset[str]) -> frozenset[str]:
 
 
 def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
-                           arrays: frozenset[str] = frozenset()) -> str:
+                           arrays: frozenset[str] = frozenset(), ndims: Mapping[str, int] | None = None) -> str:
     """Elementwise statements become calls of the intrinsics of `elementwise`, which
     write their loops in place (with NumPy's semantics) or run the statement itself; an
     elementwise expression is one `_elementwise` accepts:
@@ -503,7 +503,8 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     - `t = np.copy(a)` -> `t = _rt.ew_new("x0", (a,))`, and `s = _rt.unbroadcast(e, n)` of a
       number `n` (a sum) -> `s = _rt.ew_sum("...", (...))` (`_copy_or_sum`).
     Names in `arrays` (the names known to hold arrays) also make `d += a` and `t = e` of one
-    of them intrinsics in loops. Names in `floats` (the transform's float adjoints, and the
+    of them intrinsics in loops; `ndims` (their ranks, where known) makes `a[i]` of a matrix a
+    view that a ufunc's `out=` or an assignment may write. Names in `floats` (the transform's float adjoints, and the
     names of numbers) are left to Numba: `d += e` into one, or `t = e` of them only. Only
     statements on one line are rewritten, on that line."""
     tree = ast.parse(src)
@@ -512,7 +513,7 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     def visit(node: ast.AST, in_loop: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt) and alone(child, lines):
-                new = _statement(child, in_loop, floats, arrays)
+                new = _statement(child, in_loop, floats, arrays, ndims)
                 if new is not None:
                     line = lines[child.lineno - 1]
                     lines[child.lineno - 1] = splice(line, child.col_offset, child.end_col_offset,
@@ -524,8 +525,10 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     return "\n".join(lines)
 
 
-def elementwise_runs(src: str, floats: frozenset[str] = frozenset(), arrays: frozenset[str] = frozenset()) -> str:
+def elementwise_runs(src: str, floats: frozenset[str] = frozenset(), arrays: frozenset[str] = frozenset(),
+                     ndims: Mapping[str, int] | None = None) -> str:
     """`elementwise_statements`, then its runs of statements fused into one loop nest each
-    (`ew_groups.fuse_runs`), both with `arrays` and the names `made_arrays` proves arrays."""
+    (`ew_groups.fuse_runs`), both with `arrays` and the names `made_arrays` proves arrays;
+    `ndims`: the ranks of arrays where known."""
     arrays = made_arrays(ast.parse(src), arrays)
-    return fuse_runs(elementwise_statements(src, floats, arrays), arrays)
+    return fuse_runs(elementwise_statements(src, floats, arrays, ndims), arrays)

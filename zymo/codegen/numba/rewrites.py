@@ -177,12 +177,15 @@ class SourceFacts:
     """What the transform knows about the names of a generated program (`api._compile`):
     `floats`: only float adjoints; `numbers`: only numbers (`Namer.numbers`); `ints`: only
     ints (`Reverse.int_names`), declared `intp`; `arrays`: only arrays (`Namer.arrays`);
-    `nonneg`: ints never negative when used as indices (`analysis.bounds.index_names`)."""
+    `nonneg`: ints never negative when used as indices (`analysis.bounds.index_names`);
+    `ndims`: `(name, rank)` of arrays whose rank is known (`Namer.ndims`: `a[i]` of a matrix
+    is then a row, a view the elementwise statements may write)."""
     floats: frozenset[str] = frozenset()
     numbers: frozenset[str] = frozenset()
     ints: frozenset[str] = frozenset()
     arrays: frozenset[str] = frozenset()
     nonneg: frozenset[str] = frozenset()
+    ndims: tuple[tuple[str, int], ...] = ()
 
 
 def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
@@ -194,7 +197,7 @@ def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     gain; an intrinsic costs compile time)."""
     src = drop_errstate(src)
     rewritten = elementwise_runs(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
-                                 facts.floats | facts.numbers, facts.arrays)
+                                 facts.floats | facts.numbers, facts.arrays, dict(facts.ndims))
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 
 
