@@ -264,3 +264,25 @@ def test_parallel_kernel_gives_the_serial_bits():
     finally:
         set_threads(None)
     np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_sums_through_the_vector_versions_keep_their_lanes():
+    """A flat sum of a vector-math function runs the vector version on its eight lanes at once
+    (`ew_loops._lanes_of`): the same bits as the eight partial sums of the elements `ew_new`
+    computes, at every length around the lanes."""
+    total = numba.njit(lambda x: ew.ew_sum("x0 * np.log(x0 + 1.0) - np.tanh(x0)", (x,)))
+    values = numba.njit(lambda x: ew.ew_new("x0 * np.log(x0 + 1.0) - np.tanh(x0)", (x,)))
+    x = np.random.default_rng(4).random(203)
+    for n in list(range(1, 41)) + [203]:
+        v = values(x[:n])
+        lanes = [0.0] * 8
+        full = n // 8 * 8
+        for i in range(full):
+            lanes[i % 8] = lanes[i % 8] + v[i]
+        while len(lanes) > 1:
+            lanes = [lanes[j] + lanes[j + 1] for j in range(0, len(lanes), 2)]
+        want = lanes[0]
+        for e in v[full:]:
+            want = want + e
+        assert total(x[:n]) == want, n
+    assert any(c.endswith("_log") for c in _vector_calls(total))

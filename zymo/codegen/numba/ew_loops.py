@@ -459,8 +459,8 @@ _VECTOR_OPS = {ast.Add: "fadd", ast.Sub: "fsub", ast.Mult: "fmul", ast.Div: "fdi
 def _lanes_of(loops, node, vt, bases, first):
     """`node`'s values for `_LANES` consecutive elements from `first`, as one vector of type
     `vt` (`_Loops._lanes`); None where `node` is more than IEEE arithmetic (`+ - * /`, unary
-    minus, a square) of operands and numbers of `vt`'s float type, where each lane's value is
-    what `_element` computes for its element, bit for bit. With `bases` None: whether it is
+    minus, a square) and `vecmath`'s functions of operands and numbers of `vt`'s float type,
+    where each lane's value is what `_element` computes for its element, bit for bit. With `bases` None: whether it is
     (a non-None marker), writing nothing."""
     builder, dt = loops.builder, loops.dt
     probe = bases is None
@@ -497,6 +497,12 @@ def _lanes_of(loops, node, vt, bases, first):
     if _is_square(node):
         inner = _lanes_of(loops, node.left, vt, bases, first)
         return inner if inner is None or probe else builder.fmul(inner, inner)
+    if (isinstance(node, ast.Call) and node.func.attr in vecmath.FUNCS and not node.keywords
+            and vecmath.covers(node.func.attr, (dt,) * len(node.args))):  # the vector version, lane by lane
+        args = [_lanes_of(loops, a, vt, bases, first) for a in node.args]
+        if any(a is None for a in args) or probe:
+            return None if any(a is None for a in args) else True
+        return vecmath.call_lanes(loops.context, builder, node.func.attr, dt, args)
     if isinstance(node, ast.BinOp) and type(node.op) in _VECTOR_OPS:
         left = _lanes_of(loops, node.left, vt, bases, first)
         right = None if left is None else _lanes_of(loops, node.right, vt, bases, first)

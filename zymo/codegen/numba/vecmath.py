@@ -149,6 +149,39 @@ def call(context, builder, name: str, operands):
     return instr, ty
 
 
+def call_lanes(context, builder, name: str, ty, vectors):
+    """NumPy's `name` of float vectors `vectors` (of `ty`'s elements, a multiple of the vector
+    version's lanes; `covers(name, (ty,) * n)` holds), lane by lane: the vector version on
+    each group of its lanes, the same bits `call` gives each element."""
+    from numba.core import types
+
+    scalar, n = FUNCS[name]
+    single = ty == types.float32
+    cname = scalar + ("f" if single else "")
+    ((letter, lanes),) = _variants(cname, n, 32 if single else 64)
+    width = vectors[0].type.count
+    vt = ir.VectorType(vectors[0].type.element, lanes)
+    vname = _vector_name(letter, lanes, n, cname)
+    module = builder.module
+    vfn = module.globals.get(vname) or ir.Function(module, ir.FunctionType(vt, [vt] * n), vname)
+    parts = []
+    for first in range(0, width, lanes):
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(first, first + lanes)))
+        args = [builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask) for v in vectors]
+        out = builder.call(vfn, args)
+        for attr in ("nounwind", "willreturn", "memory(none)"):
+            set.add(out.attributes, attr)
+        parts.append(out)
+    while len(parts) > 1:  # concatenated pairwise, lanes in order
+        merged = []
+        for a, b in zip(parts[::2], parts[1::2]):
+            k = a.type.count
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * k), list(range(2 * k)))
+            merged.append(builder.shuffle_vector(a, b, mask))
+        parts = merged
+    return parts[0]
+
+
 def _one_lane(module: ir.Module, cname: str, elem: ir.Type, n: int, letter: str, lanes: int) -> ir.Function:
     """`zymo_vm_<cname>` of the module (defined with its first call): the vector version
     `_ZGV<letter>N<lanes>..._<cname>` of its operands in every lane, the first lane returned.
