@@ -272,8 +272,8 @@ def _run_on_fields(a, b, c):
 @pytest.mark.parametrize("packed", [False, True])
 def test_fused_run_over_steps_of_whole_items_and_not(packed):
     """Operands stepping by whole items are fused with loops indexed by items (`_whole_items`);
-    a field of a packed record array steps by 12 bytes over float64s: the statements then run
-    one by one, with the same results."""
+    a field of a packed record array steps by 12 bytes over float64s: the loops then step by
+    bytes, with the same results."""
     rec = np.zeros(9, dtype=np.dtype([("a", "f8"), ("b", "f4")], align=not packed))
     rng = np.random.default_rng(8)
     rec["a"] = rng.random(9)
@@ -285,3 +285,33 @@ def test_fused_run_over_steps_of_whole_items_and_not(packed):
     np.testing.assert_array_equal(t, want_t)
     np.testing.assert_array_equal(c, want_c)
     assert not np.any(rec["a"])
+
+
+@numba.njit
+def _accumulate_shifted(x, b, c):
+    numba_rt.ew_run("t0 = x0 * 3.0; x1 += t0; x2 += t0 -> ", (x, b, c))
+
+
+def test_fused_run_over_a_packed_field_keeps_the_fused_order():
+    """Overlapping accumulations (`dB[:-2] += t; dB[2:] += t`, a stencil's adjoint) into a
+    field of a packed record array (steps of 12 bytes over float64s) add in the fused loop's
+    order, as into an array of numbers: the same bits (run apart, element j took t[j] before
+    t[j - 2], another rounding)."""
+    rng = np.random.default_rng(3)
+    n = 40
+    start = rng.standard_normal(n + 2) * 1e3
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+    plain = start.copy()
+    _accumulate_shifted(x, plain[:-2], plain[2:])
+    rec = np.zeros(n + 2, dtype=np.dtype([("a", "f8"), ("b", "f4")]))
+    rec["a"] = start
+    field = rec["a"]
+    assert field.strides == (12,)
+    _accumulate_shifted(x, field[:-2], field[2:])
+    t = x * 3.0
+    fused = start.copy()
+    for i in range(n):
+        fused[i] += t[i]
+        fused[i + 2] += t[i]
+    np.testing.assert_array_equal(plain, fused)
+    np.testing.assert_array_equal(field, fused)

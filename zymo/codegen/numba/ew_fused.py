@@ -16,9 +16,9 @@ operands one of which the run writes either reach disjoint memory (byte ranges),
 same elements (same data, same steps over S: then each element is read and written in
 statement order, as NumPy does), or are both only accumulated into (`+=`, never read by the
 run otherwise: the additions into one element happen in another order, the same up to
-rounding); and every array operand steps along S's last axis by whole items (the loops index
-it by items there, which LLVM vectorizes). Then one loop nest over S computes, at each
-element, every statement in order: a
+rounding). Then one loop nest over S computes, at each element, every statement in order
+(indexed by items along S's last axis where every array operand steps by whole items there,
+which LLVM vectorizes; else by bytes, as a field of a packed record array steps): a
 temporary is a number there (cast to its dtype, as storing it would), written into a new
 array only when returned. When a run-time condition fails, the statements run one by one
 (`ew_loops._statement`, each as its intrinsic runs it, which raises NumPy's errors); when a
@@ -164,7 +164,11 @@ class _Run:
         slots = {k: cgutils.alloca_once(builder, context.get_value_type(plan.temps[k])) for k in plan.kept}
         with builder.if_else(self._checks(), likely=True) as (fused, apart):
             with fused:
-                self._fused(slots)
+                with builder.if_else(self._whole_items(), likely=True) as (items, nbytes):
+                    with items:
+                        self._fused(slots, by_items=True)
+                    with nbytes:
+                        self._fused(slots, by_items=False)
             with apart:
                 self._apart(slots)
         if not plan.kept:
@@ -209,14 +213,15 @@ class _Run:
                 for a, b in zip(self._padded(s.target)[0], S):
                     ok = builder.and_(ok, builder.icmp_signed("==", a, b))
         ok = builder.and_(ok, self._kept_shapes())
-        ok = builder.and_(ok, self._whole_items())
         return builder.and_(ok, self._no_overlap())
 
     def _whole_items(self):
         """Whether every array operand's step along S's last axis is a whole number of its
-        items (`self.last`: that step in items), as NumPy's arrays of numbers have: the loops
-        then index typed pointers by items along that axis, which LLVM vectorizes (a step of
-        bytes it does not)."""
+        items (`self.last`: that step in items), as NumPy's arrays of numbers have: the loop
+        nest then indexes typed pointers by items along that axis, which LLVM vectorizes (a
+        step of bytes it does not); else (a field of a packed record array) it steps by bytes
+        there too: the same loop nest, the same bits (running the statements apart would add
+        overlapping accumulations in another order)."""
         builder, plan = self.builder, self.plan
         ok = cgutils.true_bit
         self.last = {}
@@ -270,8 +275,9 @@ class _Run:
                 ok = builder.and_(ok, builder.or_(builder.not_(meets), same))
         return ok
 
-    def _fused(self, slots):
-        """The one loop nest over S."""
+    def _fused(self, slots, by_items):
+        """The one loop nest over S; `by_items`: the last axis indexed by items
+        (`_whole_items`), else by bytes as the outer axes."""
         context, builder, plan = self.context, self.builder, self.plan
         kept = {}
         for k in plan.kept:
@@ -288,10 +294,11 @@ class _Run:
             ptrs = {}
             for i, (_, _, _, data, _, _) in self.arrays.items():
                 off = self.zero  # bytes along the outer axes, items along the last (`_whole_items`)
-                for ix, st in zip(inds[:-1], self.steps[i][:-1]):
+                outer = inds[:-1] if by_items else inds
+                for ix, st in zip(outer, self.steps[i]):
                     off = builder.add(off, builder.mul(ix, st))
                 row = builder.inttoptr(builder.add(data, off), context.get_data_type(plan.xs[i].dtype).as_pointer())
-                ptrs[i] = builder.gep(row, [builder.mul(inds[-1], self.last[i])]) if inds else row
+                ptrs[i] = builder.gep(row, [builder.mul(inds[-1], self.last[i])]) if by_items and inds else row
             env = dict(numbers)
             for s, tree in zip(plan.steps, trees):
                 for r in s.refs:
