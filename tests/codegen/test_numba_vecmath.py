@@ -286,3 +286,22 @@ def test_sums_through_the_vector_versions_keep_their_lanes():
             want = want + e
         assert total(x[:n]) == want, n
     assert any(c.endswith("_log") for c in _vector_calls(total))
+
+
+def test_a_function_called_only_with_numbers_the_compiler_knows(tmp_path):
+    """`np.log(1.0)` alone in a module: the one-lane function keeps its operand (with internal
+    linkage LLVM folded it away, `zymo_vm_log()`, and its vectorizer then aborted the process
+    on the call naming a vector version of one operand)."""
+    code = ("import numpy as np, zymo\n"
+            "from zymo import Reverse\n"
+            "def f(y):\n"
+            "    return np.sum(np.power(0.0, y) + np.power(y, 2.0))\n"  # its adjoint has np.log(1.0)
+            "(g,) = zymo.gradient(Reverse, f, np.array([0.5, 1.0, 2.0]), numba=True)\n"
+            "print(g.tolist() == [1.0, 2.0, 4.0])\n")
+    here = os.path.dirname(os.path.dirname(zymo.__file__))  # this zymo, not another one installed
+    env = dict(os.environ, ZYMO_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = tmp_path / "power_at_zero.py"  # zymo reads the function's source from its file
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.split() == ["True"], (out.returncode, out.stderr[-2000:])

@@ -195,7 +195,9 @@ def _one_lane(module: ir.Module, cname: str, elem: ir.Type, n: int, letter: str,
     vname = _vector_name(letter, lanes, n, cname)
     vfn = module.globals.get(vname) or ir.Function(module, ir.FunctionType(vt, [vt] * n), vname)
     fn = ir.Function(module, ir.FunctionType(elem, [elem] * n), name)
-    fn.linkage = "internal"
+    # not internal: LLVM would then be free to drop or fold its operands (a constant `log(1.0)`
+    # became `zymo_vm_log()`), and the call would no longer match the vector version it names
+    fn.linkage = "linkonce_odr"
     for attr in ("noinline", "nounwind", "willreturn", "memory(none)"):
         set.add(fn.attributes, attr)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
