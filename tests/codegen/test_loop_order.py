@@ -202,8 +202,11 @@ def test_compiled_gradients_equal_python_to_the_bit(name, numba):
                     "tri": (tri, [rng.random((6, 6)), rng.random(6)], {0, 1})}[name]
     want = _grads(f, [a.copy() for a in args], wrt, False)
     got = _grads(f, [a.copy() for a in args], wrt, numba)
+    from zymo.codegen.numba import vecmath
+    # to the bit, but for tri's `np.sin` through glibc's vector math (4 ulps: decision 0019)
+    rtol = 4e-15 if name == "tri" and vecmath.available() else 0
     for w, g in zip(want, got):
-        assert np.array_equal(w, g)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=0)
     check_grad(f, *[a.copy() for a in args], modes=("reverse",), wrt=sorted(wrt))
     src = zymo.generated_code(Reverse, f, Active, *[Duplicated(a.copy(), np.zeros_like(a)) if k in wrt
                                                      else Const(a) for k, a in enumerate(args)], numba=numba)
