@@ -96,6 +96,49 @@ def _ov_unaliased(x, out):
     return impl
 
 
+def _check_out(out, x, y=None):
+    pass
+
+
+@_overload(_check_out)
+def _ov_check_out(out, x, y=None):
+    """NumPy's rule for a ufunc's `out`: every array operand broadcasts to `out`'s shape
+    unchanged (each of its axes, aligned from the right, is `out`'s or 1). Numba's own
+    ufuncs with `out` do not check it and write past or beside `out` (a 2-d operand into a
+    1-d `out`), so the shim checks before calling them: ValueError as NumPy's."""
+    xs = [t for t in (x, y) if isinstance(t, _t.Array)]
+    if any(t.ndim > out.ndim for t in xs):
+        def impl_rank(out, x, y=None):
+            raise ValueError("non-broadcastable output operand: an operand has more dimensions than out")
+        return impl_rank
+    n = out.ndim
+
+    def fits(a, shape):
+        k = n - a.ndim
+        for i in range(a.ndim):
+            if a.shape[i] != 1 and a.shape[i] != shape[k + i]:
+                return False
+        return True
+    fits_j = _jitable(fits)
+    if len(xs) == 0:
+        return lambda out, x, y=None: None
+    if isinstance(x, _t.Array) and isinstance(y, _t.Array):
+        def impl2(out, x, y=None):
+            if not (fits_j(x, out.shape) and fits_j(y, out.shape)):
+                raise ValueError("non-broadcastable output operand: its shape is not the operands' broadcast shape")
+        return impl2
+    if isinstance(x, _t.Array):
+        def impl_x(out, x, y=None):
+            if not fits_j(x, out.shape):
+                raise ValueError("non-broadcastable output operand: its shape is not the operands' broadcast shape")
+        return impl_x
+
+    def impl_y(out, x, y=None):
+        if not fits_j(y, out.shape):
+            raise ValueError("non-broadcastable output operand: its shape is not the operands' broadcast shape")
+    return impl_y
+
+
 def _float_of(ts) -> _t.Type | None:
     """The one float dtype (float64 or float32) of the numbers and arrays `ts`, else None."""
     dts = {t.dtype if isinstance(t, _t.Array) else t for t in ts}
@@ -167,6 +210,7 @@ def _wrap_ufunc(uf):
                 return lambda x, out=None: uf(x)
 
             def impl(x, out=None):
+                _check_out(out, x)
                 uf(_unaliased(x, out), out)
                 return out
             return impl
@@ -195,6 +239,7 @@ def _wrap_ufunc(uf):
                 return lambda x, y, out=None: uf(x, y)
 
             def impl(x, y, out=None):
+                _check_out(out, x, y)
                 uf(_unaliased(x, out), _unaliased(y, out), out)
                 return out
             return impl
