@@ -275,8 +275,7 @@ def ew_new(typingctx, expr, xs):
 
     def codegen(context, builder, signature, args):
         shape = _broadcast_shape(context, builder, arr.ndim, xs, args[1])
-        new = _statement(context, builder, "=", tree, xs, args[1], arr, None, shape=shape,
-                         make=lambda: new_array(context, builder, arr, shape))
+        new = _statement(context, builder, "=", tree, xs, args[1], arr, None, shape=shape, fresh=True)
         return impl_ret_new_ref(context, builder, arr, new)
     return arr(expr, xs), codegen
 
@@ -306,8 +305,7 @@ def ew_like(typingctx, x, expr, xs):
     def codegen(context, builder, signature, args):
         xary = context.make_array(x)(context, builder, args[0])
         shape = cgutils.unpack_tuple(builder, xary.shape, x.ndim)
-        new = _statement(context, builder, "=", tree, xs, args[2], arr, None, shape=shape,
-                         make=lambda: new_array(context, builder, arr, shape))
+        new = _statement(context, builder, "=", tree, xs, args[2], arr, None, shape=shape, fresh=True)
         return impl_ret_new_ref(context, builder, arr, new)
     return arr(x, expr, xs), codegen
 

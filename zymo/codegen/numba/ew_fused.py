@@ -29,7 +29,6 @@ cannot rebind it.
 from __future__ import annotations
 
 import ast
-import hashlib
 import operator
 
 from llvmlite import ir
@@ -40,7 +39,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
 from .elementwise import _as_written, _set_fast
-from .ew_loops import _broadcast_shape, _element, _hoist, _span, _statement, apply
+from .ew_loops import _broadcast_shape, _element, _hoist, _shared, _span, _statement, apply
 from .ew_types import _dtype, _is_as_shape, _writable, new_array
 
 
@@ -349,33 +348,13 @@ class _Run:
 def _new_loops(arr, tree, tys):
     def body(context, builder, args):
         shape = _broadcast_shape(context, builder, arr.ndim, tys, args[0])
-        return _statement(context, builder, "=", tree, tys, args[0], arr, None, shape=shape,
-                          make=lambda: new_array(context, builder, arr, shape), nested=True)
+        return _statement(context, builder, "=", tree, tys, args[0], arr, None, shape=shape, fresh=True, nested=True,
+                          outline=False)
     return body
 
 
 def _in_place_loops(mode, d, tree, tys):
     def body(context, builder, args):
-        _statement(context, builder, mode, tree, tys, args[1], d, args[0], nested=True)
+        _statement(context, builder, mode, tree, tys, args[1], d, args[0], nested=True, outline=False)
         return context.get_dummy_value()
     return body
-
-
-def _shared(context, builder, key, restype, argtys, args, body):
-    """A call of the function `body(context, builder, args)` writes (Numba's calling convention:
-    its errors propagate), defined once per module for equal `key` and types: equal runs (the
-    six of a 3-d stencil's adjoint) and equal statements in the runs' fallbacks (the ten
-    `d += t` of a 2-d stencil's adjoint) share one function, which LLVM optimizes once."""
-    fnty = context.call_conv.get_function_type(restype, argtys)
-    digest = hashlib.sha256(repr((key, restype, argtys)).encode()).hexdigest()[:20]
-    fn = cgutils.get_or_insert_function(builder.module, fnty, f"zymo_ew_step_{digest}")
-    if fn.is_declaration:
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        inner = ir.IRBuilder(fn.append_basic_block("entry"))
-        value = body(context, inner, context.call_conv.decode_arguments(inner, argtys, fn))
-        context.call_conv.return_value(inner, context.get_return_value(inner, restype, value))
-    status, res = context.call_conv.call_function(builder, fn, restype, argtys, args)
-    with cgutils.if_unlikely(builder, status.is_error):
-        context.call_conv.return_status_propagate(builder, status)
-    return res

@@ -13,6 +13,8 @@ as eight separate sums; Numba runs no SLP vectorizer). The semantics are the mod
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import operator
 
 import numpy as np
@@ -21,7 +23,7 @@ from numba.core import cgutils, types
 from numba.np.arrayobj import load_item, store_item
 
 from . import vecmath
-from .ew_types import _BINOPS, _COMPARE, _is_as_shape, _is_square, _operand_types
+from .ew_types import _BINOPS, _COMPARE, _is_as_shape, _is_square, _operand_types, new_array
 
 _BROADCAST = "operands could not be broadcast together with the shape of the elementwise statement"
 _LANES = 8  # partial sums of a flat sum
@@ -157,13 +159,75 @@ def _span(builder, intp, data, shape, strides, itemsize):
     return lo, builder.add(hi, itemsize)
 
 
-def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, make=None, nested=False):
+def _statement(context, builder, mode, tree, xs, xsval, dty, dval, shape=None, dt=None, fresh=False, nested=False,
+               outline=True):
     """The loops of the module contract, in LLVM IR. `mode`: "+=" or "=" into array `d`, or
-    "sum" over `shape` (returns the sum). `make`: `d` is a new array of `shape` that `make()`
-    allocates once the operands are checked (nothing overlaps it; returns it). `nested`: the
-    nested loops only, never the flat loop (the same results; less code where speed matters
-    little: `ew_fused`'s fallback)."""
+    "sum" over `shape` (returns the sum). `fresh`: `d` is a new array of type `dty` and of
+    `shape`, allocated once the operands are checked (nothing overlaps it; returns it).
+    `nested`: the nested loops only, never the flat loop (the same results; less code where
+    speed matters little: `ew_fused`'s fallback). `outline`: once the function being written
+    has `_INLINE_BUDGET` instructions, the loops are a function of their own, called here
+    (`_shared`: one per module for equal statements and types), so that a program of many
+    statements is many functions of moderate size for LLVM, not one large one."""
+    if not outline or _size(builder.function) < _INLINE_BUDGET:
+        return _loops(context, builder, mode, tree, xs, xsval, dty, dval, shape, dt, fresh, nested)
+    xs_ty = xs if isinstance(xs, types.BaseTuple) else types.Tuple(list(xs))
+    intp = types.intp
+    argtys, args = [xs_ty], [xsval]
+    if dty is not None and not fresh:
+        argtys.append(dty)
+        args.append(dval)
+    if shape is not None:
+        argtys.append(types.UniTuple(intp, len(shape)))
+        args.append(context.make_tuple(builder, argtys[-1], list(shape)))
+    restype = dty if fresh else (dt if mode == "sum" else types.none)
+
+    def body(context, inner, vals):
+        d = vals[1] if dty is not None and not fresh else None
+        sh = None if shape is None else cgutils.unpack_tuple(inner, vals[-1], len(shape))
+        out = _loops(context, inner, mode, tree, xs, vals[0], dty, d, sh, dt, fresh, nested)
+        return context.get_dummy_value() if out is None else out
+    key = ("statement", mode, ast.dump(tree), fresh, nested, shape is None)
+    return _shared(context, builder, key, restype, argtys, args, body)
+
+
+# instructions a function may have before its statements' loops become calls (`_statement`):
+# LLVM's passes take time superlinear in a function's size (cavity_flow's whole program, 135,000
+# instructions as one function, took 70 s of LLVM work), while a call costs the statement the
+# facts its caller knows (an operand that is the destination, invariants of an enclosing loop:
+# 10-40% over a 28x28 slice in a loop)
+_INLINE_BUDGET = 10_000
+
+
+def _size(function) -> int:
+    return sum(len(block.instructions) for block in function.blocks)
+
+
+def _loops(context, builder, mode, tree, xs, xsval, dty, dval, shape, dt, fresh, nested):
+    make = (lambda: new_array(context, builder, dty, shape)) if fresh else None
     return _Loops(context, builder, mode, xs, xsval, dty, dt, make).run(tree, dval, shape, nested)
+
+
+def _shared(context, builder, key, restype, argtys, args, body):
+    """A call of the function `body(context, builder, args)` writes (Numba's calling convention:
+    its errors propagate), defined once per module for equal `key` and types: equal statements
+    (the ten `d += t` of a 2-d stencil's adjoint) and equal runs (the six of a 3-d stencil's
+    adjoint) share one function, which LLVM optimizes once. The function is never inlined: a
+    program of many statements stays many small functions, which LLVM's passes take in time
+    about linear in their number (one function of them all took superlinear time)."""
+    fnty = context.call_conv.get_function_type(restype, argtys)
+    digest = hashlib.sha256(repr((key, restype, argtys)).encode()).hexdigest()[:20]
+    fn = cgutils.get_or_insert_function(builder.module, fnty, f"zymo_ew_step_{digest}")
+    if fn.is_declaration:
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        inner = ir.IRBuilder(fn.append_basic_block("entry"))
+        value = body(context, inner, context.call_conv.decode_arguments(inner, argtys, fn))
+        context.call_conv.return_value(inner, context.get_return_value(inner, restype, value))
+    status, res = context.call_conv.call_function(builder, fn, restype, argtys, args)
+    with cgutils.if_unlikely(builder, status.is_error):
+        context.call_conv.return_status_propagate(builder, status)
+    return res
 
 
 class _Loops:
@@ -180,6 +244,12 @@ class _Loops:
 
     def run(self, tree, dval, shape, nested=False):
         builder, dty = self.builder, self.dty
+        # each element of `d` written once, by its own iteration (`d` of the statement's shape),
+        # and every operand that overlaps `d` is either copied first or `d` itself element for
+        # element: the innermost loop's reads of the operands and reads and writes of `d`
+        # carry no dependence between iterations (`_parallel`)
+        self.parallel = self.mode != "sum" and (self.fresh or shape is None)
+        self.group = None
         flat = self._destination(dval, shape) and not nested
         nitems = self.one
         for ext in self.shape:
@@ -329,8 +399,46 @@ class _Loops:
         env = dict(self.hoisted)
         for i, (xty, x, _, _) in enumerate(self.operands):
             env[f"x{i}"] = (x, xty) if xptrs[i] is None else (
-                load_item(self.context, self.builder, xty, xptrs[i]), xty.dtype)
+                self._access(lambda ty=xty, ptr=xptrs[i]: load_item(self.context, self.builder, ty, ptr)), xty.dtype)
         return _element(self.context, self.builder, self.tree, env, self.arrays)
+
+    def _access(self, emit):
+        """`emit()`'s value; its loads and stores join the access group of the loop being
+        written, if it is marked parallel (`_parallel`)."""
+        if self.group is None:
+            return emit()
+        block = self.builder.block
+        n = len(block.instructions)
+        value = emit()
+        for inst in block.instructions[n:]:
+            if isinstance(inst, (ir.LoadInstr, ir.StoreInstr)):
+                inst.set_metadata("llvm.access.group", self.group)
+        return value
+
+    @contextlib.contextmanager
+    def _parallel(self, marked):
+        """The loop written inside (its body ends in the block current at the end) marked
+        `llvm.loop.parallel_accesses` with the accesses `_access` tags, when `marked`."""
+        if not marked:
+            yield
+            return
+        from .lowering import AccessGroup
+
+        self.group = AccessGroup(self.builder.module)
+        yield
+        body_end = self.builder.block
+        group, self.group = self.group, None
+        self._latch = (body_end, group)
+
+    def _mark_latch(self):
+        """Mark the back edge of the loop `_parallel` recorded (call after the loop is closed)."""
+        from .lowering import parallel_loop_id
+
+        latch = getattr(self, "_latch", None)
+        if latch is not None:
+            block, group = latch
+            block.terminator.set_metadata("llvm.loop", parallel_loop_id(self.builder.module, group))
+            self._latch = None
 
     def _body(self, dptr, xptrs, slot=None):
         """One element: the operands read at `xptrs`, the value added to the sum (`slot`, else
@@ -341,9 +449,10 @@ class _Loops:
             self._add_to(slot or self.total, value, ty)
             return
         if self.mode == "+=":
-            value, ty = apply(context, builder, operator.add, [(load_item(context, builder, dty, dptr), self.elem_ty),
-                                                                (value, ty)])
-        store_item(context, builder, dty, context.cast(builder, value, ty, self.elem_ty), dptr)
+            old = self._access(lambda: load_item(context, builder, dty, dptr))
+            value, ty = apply(context, builder, operator.add, [(old, self.elem_ty), (value, ty)])
+        value = context.cast(builder, value, ty, self.elem_ty)
+        self._access(lambda: store_item(context, builder, dty, value, dptr))
 
     def _pointer(self, base, offset):
         return self.builder.inttoptr(self.builder.add(base, offset), cgutils.voidptr_t)
@@ -403,13 +512,16 @@ class _Loops:
             ptr = self._typed(self._pointer(base, off), ty)
             return ptr if items is None else builder.gep(ptr, [builder.mul(inds[-1], items)])
         with cgutils.loop_nest(builder, self.shape, self.intp) as inds:
-            dptr = None
-            if self.dty is not None:
-                dptr = pointer(self.pd, dsteps, inds, self.dty, None if last is None else last[-1])
-            xptrs = []
-            for k, ((xty, _, geo, _), base, st) in enumerate(zip(self.operands, bases, eff)):
-                xptrs.append(None if geo is None else pointer(base, st, inds, xty, None if last is None else last[k]))
-            self._body(dptr, xptrs)
+            with self._parallel(self.parallel and last is not None and bool(self.shape)):
+                dptr = None
+                if self.dty is not None:
+                    dptr = pointer(self.pd, dsteps, inds, self.dty, None if last is None else last[-1])
+                xptrs = []
+                for k, ((xty, _, geo, _), base, st) in enumerate(zip(self.operands, bases, eff)):
+                    step = None if last is None else last[k]
+                    xptrs.append(None if geo is None else pointer(base, st, inds, xty, step))
+                self._body(dptr, xptrs)
+        self._mark_latch()
 
     def _flat_loop(self, nitems):
         """One loop over the elements (everything C-ordered, of one shape); a sum keeps
@@ -450,7 +562,9 @@ class _Loops:
             builder.store(context.cast(builder, values[0][0], values[0][1], dt), self.total)
             start = builder.mul(blocks, ir.Constant(intp, _LANES))
         with cgutils.for_range(builder, nitems, start=start) as loop:
-            at(loop.index)
+            with self._parallel(self.parallel):
+                at(loop.index)
+        self._mark_latch()
 
 
 _VECTOR_OPS = {ast.Add: "fadd", ast.Sub: "fsub", ast.Mult: "fmul", ast.Div: "fdiv"}

@@ -42,6 +42,29 @@ class _LoopID(llvm_ir.values.MDValue):
     __hash__ = object.__hash__
 
 
+class AccessGroup(llvm_ir.values.MDValue):
+    """An LLVM access group, `distinct !{}`: the memory accesses of one loop that carry no
+    dependence from one iteration to another (`parallel_loop_id`)."""
+
+    def __init__(self, module: llvm_ir.Module) -> None:
+        super().__init__(module, [], name=str(len(module.metadata)))  # appends itself to the module
+
+    def descr(self, buf: list) -> None:
+        buf += ("distinct !{}", "\n")
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+def parallel_loop_id(module: llvm_ir.Module, group: AccessGroup) -> _LoopID:
+    """A loop ID saying that the accesses of `group` carry no dependence between the loop's
+    iterations (`llvm.loop.parallel_accesses`): LLVM vectorizes the loop without testing at
+    run time whether its pointers overlap."""
+    props = module.add_metadata([llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group])
+    return _LoopID(module, props)
+
+
 def _targets(terminator: Any) -> tuple:
     """The labels a block's terminator may jump to."""
     if isinstance(terminator, ir.Jump):
