@@ -8,7 +8,10 @@ overlapping operands copied first (`_copy_into_new`), one flat loop when everyth
 C-ordered and of one shape, else nested loops by each operand's strides; a sum keeps
 `_LANES` interleaved partial sums, one vector of them where the element is IEEE arithmetic of
 the sum's float type (`_lanes_of`: the same operations per lane, which LLVM would not vectorize
-as eight separate sums; Numba runs no SLP vectorizer). The semantics are the module contract of `elementwise.py`.
+as eight separate sums; Numba runs no SLP vectorizer). Innermost loops that write each
+element of `d` once are marked `llvm.loop.parallel_accesses` (no run-time overlap tests), and
+once a function is large a statement's loops are a shared function of their own, called
+(`_statement`, `_shared`; decision 0020). The semantics are the module contract of `elementwise.py`.
 """
 from __future__ import annotations
 
