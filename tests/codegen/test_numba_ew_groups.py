@@ -315,3 +315,69 @@ def test_fused_run_over_a_packed_field_keeps_the_fused_order():
         fused[i + 2] += t[i]
     np.testing.assert_array_equal(plain, fused)
     np.testing.assert_array_equal(field, fused)
+
+
+# -- one view under several names, and a number added into a view ----------------------------------
+
+
+def test_recognizer_reads_names_of_one_view_as_one():
+    # reverse mode names each use of `dout[i]`: the statements on them fuse, read as the first name,
+    # and the temporary that reads the view they update joins after them
+    src = ("def f(dout, dX, saved, s, ds, n):\n    for i in range(n):\n"
+           "        dout_3 = dout[_rt.nonneg(i)]\n        dout_2 = dout[_rt.nonneg(i)]\n"
+           "        dout_1 = dout[_rt.nonneg(i)]\n        _rt.ew_set(dout_1, 'x0 / x1', (dout_1, s))\n"
+           "        dout_2 = _rt.acc_ew(dout_2, 'x0', (ds,))\n        t = _rt.ew_new('x0 * x1', (dout_3, saved))\n"
+           "        _rt.ew_set(dout_3, '0.0', ())\n        dX = _rt.acc_ew(dX, 'x0', (t,))\n")
+    arrays = frozenset({"dout", "dX", "saved", "dout_1", "dout_2", "dout_3", "t"})
+    runs = [line.strip() for line in fuse_runs(src, arrays).split("\n") if "ew_run" in line]
+    assert runs == ["_rt.ew_run('x0[...] = x0 / x1; x0 += x2; t0 = x0 * x3; x0[...] = 0.0; x4 += t0 -> ', "
+                    "(dout_3, s, ds, saved, dX))"]
+    # the index changes between the two names: two views, two operands (`ew_run` checks at run
+    # time how they overlap)
+    first = "        dout_1 = dout[_rt.nonneg(i)]\n"
+    moved = src.replace(first, "        i = i + 1\n" + first)
+    assert "(dout_1, s, ds, dout_3, saved, dX))" in fuse_runs(moved, arrays)
+    # a name bound twice in the function is not taken for the view
+    twice = src + "        dout_2 = dX\n"
+    assert "(dout_3, s, ds, dout_2, saved, dX))" in fuse_runs(twice, arrays)
+
+
+def _softmax_rows(X, W, out):
+    for i in range(X.shape[0]):
+        row = X[i]
+        m = np.max(row)
+        np.exp(row - m, out=out[i])
+        out[i] /= np.sum(out[i])
+    return np.sum(W * out * out)
+
+
+def _normalized(x, s, y):
+    y[...] = x / s
+    y *= 2.0  # the quotient overwritten: its adjoint reads `x`, not the result
+    return np.sum(y * x) + np.sum(x / s)
+
+
+@pytest.mark.parametrize("f, make, wrt", [
+    (_softmax_rows, lambda r: (r.standard_normal((5, 7)), r.random((5, 7)), np.zeros((5, 7))), (0, 1)),
+    (_normalized, lambda r: (r.standard_normal((4, 3)), 1.7, np.zeros((4, 3))), (0, 1)),
+])
+def test_fused_row_adjoints_and_quotients_by_a_number(f, make, wrt):
+    # softmax's row adjoint fuses into one loop (`dout[i]` under three names, a number added
+    # into it); `x / s`'s adjoint of the number `s` is one division of a sum under Numba too
+    args = make(np.random.default_rng(5))
+    active = [i for i in wrt if isinstance(args[i], np.ndarray)]
+
+    def grads(numba_):
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+        shadows = {i: np.zeros_like(a[i]) for i in active}
+        ann = [Duplicated(x, shadows[i]) if i in shadows else (Active(x) if i in wrt else Const(x))
+               for i, x in enumerate(a)]
+        out = zymo.autodiff(Reverse, f, Active, *ann, numba=numba_)
+        return shadows, [g for g in out[0] if g is not None]
+    (fused, nf), (python, npy) = grads(True), grads(False)
+    for i in active:
+        np.testing.assert_allclose(fused[i], python[i], rtol=1e-12, atol=1e-14)
+        assert np.abs(fused[i]).max() > 0
+    np.testing.assert_allclose(nf, npy, rtol=1e-12)
+    assert all(abs(g) > 0 for g in nf)
+    check_grad(f, *args, modes="reverse", const=(len(args) - 1,))

@@ -173,12 +173,14 @@ def _recomputed(body: list[ast.stmt], assigned: set[str]) -> list[ast.stmt]:
     same value wherever in an iteration they run, so each part that reads one gets its own copy."""
     out: list[ast.stmt] = []
     mine: set[str] = set()
+    stores: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body, [])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
     for t in body:
         if _index_arithmetic(t):
             name = t.targets[0].id  # type: ignore[attr-defined]
-            counted = sum(1 for n in ast.walk(ast.Module(body, [])) if isinstance(n, ast.Name) and n.id == name
-                          and not isinstance(n.ctx, ast.Load))
-            if counted == 1 and not (_loads(t.value) & (assigned - mine)):  # type: ignore[attr-defined]
+            if stores.get(name) == 1 and not (_loads(t.value) & (assigned - mine)):  # type: ignore[attr-defined]
                 out.append(t)
                 mine.add(name)
     return out

@@ -20,7 +20,12 @@ name with a slice: an array, never an element read early), none mentions a name 
 (but a whole temporary), its target is not a temporary, it binds no name twice, and it is
 the first in-place statement or follows the run's in-place statements without a temporary in
 between (one primal statement's adjoint: a temporary, then the statements that use it; runs
-of another shape would fail `ew_run`'s run-time check every time). It also ends the run
+of another shape would fail `ew_run`'s run-time check every time), unless that temporary
+reads an array a statement of the run writes in place (it has that statement's shape).
+Names bound in a block to the same view (`_SameViews`: `b = a[i]` after `c = a[i]`, both
+bound once in the function, nothing storing to `a` or `i` in between) are read as the first
+one: reverse mode names each use of `a[i]` apart, and softmax's row adjoint (`dout[i]` divided,
+a number added, read, zeroed) is one loop instead of three. It also ends the run
 before a statement whose accesses conflict with the run's on one root array (`_roots`: views
 bound as `v = a[...]` in the function): a different view of a root the run writes (or that
 writes what the run reads), unless both only accumulate (`+=`). That split is a heuristic
@@ -142,7 +147,7 @@ def _base(text: str) -> str:
 
 def _joins(s: _Stmt, run: _Run, roots: dict[str, str]) -> bool:
     """Whether `s` may join `run` (module contract)."""
-    if s.kind == "new" and (s.target in run.bound or run.in_place()):
+    if s.kind == "new" and (s.target in run.bound or run.in_place() and not _reads_written(s, run)):
         return False
     if s.kind != "new" and _names(s.target) & run.bound:
         return False
@@ -154,6 +159,76 @@ def _joins(s: _Stmt, run: _Run, roots: dict[str, str]) -> bool:
             writes = kind != "read" or other_kind != "read"
             if writes and other != text and not (kind == "acc" and other_kind == "acc"):
                 return False
+    return True
+
+
+def _reads_written(s: _Stmt, run: _Run) -> bool:
+    """Whether the new temporary `s` reads an array the run writes in place (the same text):
+    then it has that statement's shape, and joins after the in-place statements."""
+    return bool(set(s.operands) & {t.target for t in run.stmts if t.kind != "new"})
+
+
+class _SameViews:
+    """Names bound to the same view in one block: `b = a[i]` after `c = a[i]`, `b` and `c` each
+    bound once in the function, the index pure (names, numbers, slices, arithmetic,
+    `_rt.nonneg`), nothing storing to `a` or to a name of the index in between: `b` and `c`
+    hold the same memory (a view copies nothing) wherever the block reads them after both.
+    Reverse mode writes such a name for each use of `a[i]` (`dout_1`, `dout_2`, ...); read as
+    the first one, statements on them fuse, element for element (`ew_run` sees one operand,
+    not two that overlap)."""
+
+    def __init__(self, once: frozenset[str]):
+        self.once = once
+        self.first: dict[str, tuple[str, set[str]]] = {}  # view text -> (first name, names it reads)
+        self.alias: dict[str, str] = {}  # name -> the first name bound to its view
+
+    def see(self, node: ast.stmt) -> None:
+        stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        self.first = {t: v for t, v in self.first.items() if not (v[1] & stored)}
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in self.once and isinstance(node.value, ast.Subscript)
+                and isinstance(node.value.value, ast.Name) and _pure(node.value.slice)):
+            return
+        name, text = node.targets[0].id, ast.unparse(node.value)
+        if text in self.first:
+            self.alias[name] = self.first[text][0]
+        else:
+            self.first[text] = (name, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)})
+
+    def rename(self, s: _Stmt) -> None:
+        if not self.alias:
+            return
+
+        def canon(text: str) -> str:
+            tree = ast.parse(text, mode="eval")
+            base = tree.body.value if isinstance(tree.body, ast.Subscript) else tree.body
+            if isinstance(base, ast.Name) and base.id in self.alias:
+                base.id = self.alias[base.id]
+                return ast.unparse(tree)
+            return text
+        s.operands = [canon(x) for x in s.operands]
+        if s.kind != "new":
+            s.target = canon(s.target)
+
+
+def _self_acc(tree: ast.AST) -> set[int]:
+    """The targets (ids of their `Name` nodes) of `d = _rt.acc_ew(d, ...)` in `tree`."""
+    return {id(n.targets[0]) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+            and (call := _rt_call(n.value, "acc_ew", 3)) is not None and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == n.targets[0].id}
+
+
+def _pure(index: ast.expr) -> bool:
+    for n in ast.walk(index):
+        if isinstance(n, ast.Call):
+            f = n.func
+            if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+                    and f.attr == "nonneg" and not n.keywords):
+                return False
+        elif not isinstance(n, (ast.Name, ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.BinOp, ast.Attribute,
+                                ast.expr_context, ast.operator, ast.unaryop)):
+            return False
     return True
 
 
@@ -211,11 +286,17 @@ def _read_outside(t: str, run: _Run, tree: ast.AST) -> bool:
                for n in ast.walk(tree))
 
 
-def _runs(body: list[ast.stmt], lines: list[str], arrays: frozenset[str], roots: dict[str, str]) -> list[_Run]:
-    """The maximal runs (module contract) of the statements `body` of one block."""
+def _runs(body: list[ast.stmt], lines: list[str], arrays: frozenset[str], roots: dict[str, str],
+          once: frozenset[str] = frozenset()) -> list[_Run]:
+    """The maximal runs (module contract) of the statements `body` of one block (`once`: the
+    names bound once in the function)."""
     runs, run = [], _Run()
+    same = _SameViews(once)
     for node in body:
         s = _candidate(node, arrays) if alone(node, lines) else None
+        if s is not None:
+            same.rename(s)
+        same.see(node)
         if s is not None and not _joins(s, run, roots):
             runs.append(run)
             run = _Run()
@@ -235,13 +316,19 @@ def fuse_runs(src: str, arrays: frozenset[str] = frozenset()) -> str:
     tree = ast.parse(src)
     lines = src.split("\n")
     roots = _roots(tree)
+    stores: dict[str, int] = {}
+    adds = _self_acc(tree)
+    for n in ast.walk(tree):  # `d = _rt.acc_ew(d, ...)` adds into `d`: not a binding
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in adds:
+            stores[n.id] = stores.get(n.id, 0) + 1
+    once = frozenset(k for k, c in stores.items() if c == 1)
     drop: set[int] = set()
     for block in ast.walk(tree):
         for attr in ("body", "orelse", "finalbody"):
             body = getattr(block, attr, None)
             if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
                 continue
-            for run in _runs(body, lines, arrays, roots):
+            for run in _runs(body, lines, arrays, roots, once):
                 spec, operands, kept = _spec(run, tree)
                 call = f"_rt.ew_run({spec!r}, ({', '.join(operands)}{',' if len(operands) == 1 else ''}))"
                 first = run.stmts[0].node

@@ -379,7 +379,8 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str], arrays: fr
     if isinstance(node, ast.AugAssign):
         if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id not in floats
                 and (_compound(node.value) or isinstance(node.value, ast.Name)
-                     and (not in_loop or node.value.id in arrays))):
+                     and (not in_loop or node.value.id in arrays
+                          or node.value.id in floats and node.target.id in arrays))):  # `d += s`, s a number
             d = node.target.id
             text, xs = _ew_args(node.value)
             if xs.elts:
@@ -482,7 +483,9 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
     write their loops in place (with NumPy's semantics) or run the statement itself; an
     elementwise expression is one `_elementwise` accepts:
     - `d += e` (`d` a plain name; `e` a single name only outside loops, where adjoints of
-      numbers are added by the thousand) -> `d = _rt.acc_ew(d, "x0 * x1", (a, b))`;
+      numbers are added by the thousand, or where `e` is an array, or a number added into the
+      array `d`, which then fuses with its neighbours: `ew_groups`) -> `d = _rt.acc_ew(d, "x0 *
+      x1", (a, b))`;
     - `d[...] = e` (`e` also a single name or number) -> `_rt.ew_set(d, "...", (...))`;
     - `t = e` -> `t = _rt.ew_new("...", (...))`, in loops only when `e` calls a function (most
       statements in loops are of numbers, where an intrinsic costs compile time for nothing:

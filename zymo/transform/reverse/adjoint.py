@@ -347,10 +347,14 @@ class AdjointEmitter(AugmentedEmitter):
         the array operand (`_rt.sum_product`: no product array, no `unbroadcast` pass); for `x /
         y`, `-sum(g * ans) / y` when the result is kept unchanged until the adjoint sweep reads it
         (no snapshot of `x`), else `-sum(g * x) / (y * y)`. Real operands only. None: the rule's
-        vjp, summed back to the number's shape as usual (under Numba the expression and its sum
-        fuse into one loop anyway)."""
+        vjp, summed back to the number's shape as usual. Under Numba only the quotient is
+        reduced so (one division, where the rule's expression divides every element: softmax's
+        normalization by its row sum spent a fifth of its adjoint dividing); the sums and
+        products fuse with their sum into one loop there anyway."""
         key = op.attrs["key"]
-        if self.numba or any(T.is_complex(v.type) for v in (*op.args, *op.results)):
+        if any(T.is_complex(v.type) for v in (*op.args, *op.results)):
+            return None
+        if self.numba and not (key in _QUOTIENTS and p == "y"):
             return None
         if key in _SUMS:
             return f"-np.sum({g})" if key in _DIFFERENCES and p == "y" else f"np.sum({g})"
