@@ -1,6 +1,7 @@
 """Helpers of the Numba tests: a fresh cache directory per module, the compiled derivatives
 of a function, and the sources the Numba backend compiles."""
 import contextlib
+import sys
 
 import pytest
 
@@ -25,7 +26,12 @@ def numba_entries(f, split=False):
 
 @contextlib.contextmanager
 def numba_sources():
-    """The sources the Numba backend compiles while the block runs (a list, filled in)."""
+    """The sources the Numba backend compiles while the block runs (a list, filled in). The
+    block runs with zymo's caches empty (memory, and an empty disk cache of its own): a program
+    an earlier run of the suite left in the disk cache (`codegen/memo.py` keeps the rewritten
+    sources there too) would otherwise be loaded, not written again."""
+    import tempfile
+
     from zymo.codegen.numba import backend as numba_
 
     sources, real = [], numba_.numba_source
@@ -34,6 +40,14 @@ def numba_sources():
         out = real(src, *a, **kw)
         sources.append(out)
         return out
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory(prefix="zymo-sources-") as fresh:
         mp.setattr(numba_, "numba_source", keep)
-        yield sources
+        mp.setenv("ZYMO_CACHE_DIR", fresh)
+        zymo.cache.cache_clear()
+        before = {m for m in sys.modules if m.startswith("zymo_generated_")}
+        try:
+            yield sources
+        finally:  # nothing loaded from the directory removed stays in use
+            zymo.cache.cache_clear()
+            for m in [m for m in sys.modules if m.startswith("zymo_generated_") and m not in before]:
+                del sys.modules[m]

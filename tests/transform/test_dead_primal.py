@@ -383,3 +383,37 @@ def test_the_guard_sees_values_made_inside_a_loop_left_out():
     inner = [r for op in walk(regions[0].regions[0]) for r in op.results if not r.is_const and r.id not in used]
     assert inner and not _names_a_dead_value(rev, comp.source)
     assert _names_a_dead_value(rev, comp.source + f"\n    print({rev.namer(inner[0])})")
+
+
+def sum_of_squares(x, y):
+    return np.sum(x * x) + np.sum(np.multiply(y, y) * 0.5)
+
+
+def mismatched(x, y):
+    return np.sum(x * y) + np.sum(x * x)
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_a_square_of_one_array_is_left_out_and_its_adjoint_is_one_term(numba):
+    """`x * x` cannot raise (one array broadcasts with itself): `Reverse` leaves out the loss's
+    product, and the adjoint adds `2.0 * (g * x)`, which is `g * x + x * g` to the bit."""
+    pytest.importorskip("numba") if numba else None
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal(5)
+    ann = lambda: (Duplicated(x, np.zeros_like(x)), Duplicated(y, np.zeros_like(y)))  # noqa: E731
+    if not numba:
+        src = zymo.generated_code(Reverse, sum_of_squares, Active, *ann())
+        assert "x * x" not in src and "2.0 * (" in src
+        assert "x * x" in zymo.generated_code(ReverseWithPrimal, sum_of_squares, Active, *ann())
+    a = ann()
+    zymo.autodiff(Reverse, sum_of_squares, Active, *a, numba=numba)
+    np.testing.assert_array_equal(a[0].dval, 1.0 * x + x * 1.0)  # the two terms, to the bit
+    np.testing.assert_allclose(a[1].dval, y, rtol=1e-15)
+    np.testing.assert_allclose(a[0].dval, fd_grad(sum_of_squares, [x, y])[0], rtol=1e-7)
+    b = ann()
+    (_, value) = zymo.autodiff(ReverseWithPrimal, sum_of_squares, Active, *b, numba=numba)
+    assert value == pytest.approx(sum_of_squares(x, y), rel=1e-15)
+    np.testing.assert_array_equal(b[0].dval, a[0].dval)
+    # a product of two arrays may fail to broadcast: kept, and it raises as the primal does
+    with pytest.raises(ValueError):
+        zymo.autodiff(Reverse, mismatched, Active, Duplicated(x, np.zeros_like(x)), Const(y), numba=numba)

@@ -104,7 +104,8 @@ def test_a_temporary_read_twice_is_summed_back_to_its_shape():
     check_grad(two_readers_broadcast, x, v)
     src, forward, adjoint = _sweeps(two_readers_broadcast, _dup(x), _dup(v))
     assert "_cache_dt" not in forward and "np.zeros" not in src
-    assert "dt_3 = _rt.as_shape(dt * t_1, t_1)" in adjoint and "_rt.unbroadcast(dt_4 * x, dt_3)" in adjoint
+    # (`t * t`'s two terms are one: `2.0 * (dt * t_1)`, `adjoint._square`)
+    assert "dt_3 = _rt.as_shape(2.0 * (dt * t_1), t_1)" in adjoint and "_rt.unbroadcast(dt_4 * x, dt_3)" in adjoint
 
 
 def test_batch_lanes_make_their_shadows_alike():

@@ -292,6 +292,9 @@ class AdjointEmitter(AugmentedEmitter):
         else:
             g = self.use_d(target, ("def",)) if T.is_memory(target.type) else self.adj(target)
         uniform = out is None and self._uniform(target)
+        if uniform and self._square(op, actives):  # `x * x`: `g * x + x * g` is `2.0 * (g * x)`, to the bit
+            self.accumulate(w, actives[0][1], f"2.0 * ({self._vjp(rule, actives[0][0], g, op, target)})", fresh=True)
+            actives = []
         for p, v in actives:
             if uniform:  # a fresh shadow starts as this term broadcast (`_resolve_lazy`)
                 self.accumulate(w, v, self._vjp(rule, p, g, op, target), fresh=True)
@@ -339,6 +342,14 @@ class AdjointEmitter(AugmentedEmitter):
                     shape_of = self.use(v) if not T.is_memory(v.type) or self._lazy(v) else self.use_d(v)
                 expr = f"_rt.unbroadcast({expr}, {shape_of})"
         self.accumulate(w, v, expr, fresh=fresh)
+
+    def _square(self, op: Op, actives: list) -> bool:
+        """Whether `op` is a real product of one value by itself (`x * x`, `np.multiply(x, x)`):
+        its two terms `g * x` and `x * g` are one number `p`, and `p + p` is `2.0 * p` exactly
+        (doubling rounds nothing; an overflow is inf either way), so the adjoint adds one term
+        (one temporary fewer in the Python backend: a loss's `np.sum(x * x)`)."""
+        return (op.attrs.get("key") in _PRODUCTS and len(actives) == 2 and actives[0][1] is actives[1][1]
+                and not any(T.is_complex(v.type) for v in (*op.args, *op.results)))
 
     def _scalar_reduction(self, rule, p: str, g: str, op: Op, target: Value) -> str | None:
         """The adjoint of a number `p` of `x + y`, `x - y`, `x * y` or `x / y` whose result is
