@@ -178,7 +178,8 @@ def test_a_reduction_along_an_axis_becomes_the_shadow(rng):
     x = rng.standard_normal((4, 3))
     check_grad(row_sums, x)
     adj = _adjoint(_code(row_sums, x))
-    assert "np.zeros_like" not in adj and adj.count("_rt.as_tangent(") == 2
+    # the reduction's adjoint broadcast back, and the sum's a new array adopted as it is (`as_shape`)
+    assert "np.zeros_like" not in adj and adj.count("_rt.as_tangent(") == 1 and adj.count("_rt.as_shape(") == 1
     got = []
     for backend in (False, True):
         dx = np.zeros_like(x)

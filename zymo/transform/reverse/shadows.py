@@ -194,7 +194,9 @@ class ShadowAllocation(ReverseState):
                 # reduction's adjoint may be one number that `+=` broadcasts) is broadcast into
                 # a fresh array: one pass instead of zeros and an add
                 if not (expr.startswith("_rt.unbroadcast(") or (vid, expr) in self.whole) and vid not in self.deferred:
-                    expr = f"_rt.as_tangent({expr}, {self.namer(v)})"
+                    # a new array of the shadow's shape and dtype is adopted as it is (`as_shape`)
+                    helper = "as_shape" if _fresh_array_expr(expr) else "as_tangent"
+                    expr = f"_rt.{helper}({expr}, {self.namer(v)})"
                     self.needed.add((vid, "p"))
                 body.lines[first[2]] = f"{indent}{name} = {expr}"
             else:
