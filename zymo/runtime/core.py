@@ -23,6 +23,8 @@ USER: list = []
 
 def unbroadcast(g, x):
     """Sum `g` (an adjoint of a broadcast result) back to the shape of operand `x`."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.ndim:
+        return g  # the common case first: no broadcast (a third of the call's cost in loops)
     if np.ndim(x) == 0:
         return np.sum(g) if np.ndim(g) else g
     g = np.asarray(g)
@@ -73,6 +75,8 @@ def expand_reduced(g, x, axis, keepdims):
     """Broadcast the adjoint `g` of a reduction of `x` over `axis` back to `x`'s shape (a
     read-only view); for a number `x` (`np.sum(np.mean(a))`), a number, which an adjoint
     accumulates into by rebinding."""
+    if axis is None and type(x) is np.ndarray and x.ndim:  # the common case first (a row's max in a loop)
+        return _broadcast_number(np.asarray(g), x.shape)
     if np.ndim(x) == 0:
         return np.asarray(g)[()]
     if axis is None:
@@ -233,7 +237,7 @@ def extreme_mask(x, ans, axis, keepdims):
     """Weights of the elements of `x` equal to their max/min `ans`; ties share equally."""
     # `ans` broadcasts against `x` as it is (a number, or its reduced axes kept)
     eq = x == (ans if axis is None or keepdims else expand_reduced(ans, x, axis, keepdims))
-    m = eq.astype(np.result_type(x, 1.0))
+    m = eq.astype(x.dtype if type(x) is np.ndarray and x.dtype.kind == "f" else np.result_type(x, 1.0))
     if axis is None:
         m /= np.count_nonzero(eq)
         return m
