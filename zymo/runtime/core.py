@@ -66,6 +66,8 @@ def as_tangent(t, y):
 
 def as_shape(t, y):
     """`t` if it already has `y`'s shape and dtype (a fresh temporary), else a broadcast copy."""
+    if type(t) is np.ndarray and type(y) is np.ndarray and t.shape == y.shape and t.dtype == y.dtype:
+        return t  # the common case, without NumPy's dispatching helpers
     if isinstance(t, np.ndarray) and t.shape == np.shape(y) and t.dtype == np.result_type(y):
         return t
     return as_tangent(t, y)
@@ -117,6 +119,8 @@ def matmul_vjp_a(g, a, b):
 
 def matmul_vjp_b(g, a, b):
     """Adjoint of `b` in `a @ b` (NumPy's 1-d promotion rules)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 1:
+        return a.T @ g  # a matrix times a vector, the common case first
     if np.ndim(a) == 1:
         if np.ndim(b) == 1:
             return g * a
