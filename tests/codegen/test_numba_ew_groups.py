@@ -329,17 +329,22 @@ def test_recognizer_reads_names_of_one_view_as_one():
            "        dout_2 = _rt.acc_ew(dout_2, 'x0', (ds,))\n        t = _rt.ew_new('x0 * x1', (dout_3, saved))\n"
            "        _rt.ew_set(dout_3, '0.0', ())\n        dX = _rt.acc_ew(dX, 'x0', (t,))\n")
     arrays = frozenset({"dout", "dX", "saved", "dout_1", "dout_2", "dout_3", "t"})
-    runs = [line.strip() for line in fuse_runs(src, arrays).split("\n") if "ew_run" in line]
+    ints = frozenset({"i"})  # an int never negative (`analysis.bounds`): `dout[i]` is a view
+    runs = [line.strip() for line in fuse_runs(src, arrays, ints).split("\n") if "ew_run" in line]
     assert runs == ["_rt.ew_run('x0[...] = x0 / x1; x0 += x2; t0 = x0 * x3; x0[...] = 0.0; x4 += t0 -> ', "
                     "(dout_3, s, ds, saved, dX))"]
     # the index changes between the two names: two views, two operands (`ew_run` checks at run
     # time how they overlap)
     first = "        dout_1 = dout[_rt.nonneg(i)]\n"
     moved = src.replace(first, "        i = i + 1\n" + first)
-    assert "(dout_1, s, ds, dout_3, saved, dX))" in fuse_runs(moved, arrays)
+    assert "(dout_1, s, ds, dout_3, saved, dX))" in fuse_runs(moved, arrays, ints)
     # a name bound twice in the function is not taken for the view
     twice = src + "        dout_2 = dX\n"
-    assert "(dout_3, s, ds, dout_2, saved, dX))" in fuse_runs(twice, arrays)
+    assert "(dout_3, s, ds, dout_2, saved, dX))" in fuse_runs(twice, arrays, ints)
+    # an index that may be an array (not known an int) makes a copy: no alias
+    assert "(dout_1, s, ds, dout_2))" in fuse_runs(src, arrays)
+    # a name not known to hold an array (`x[0]` of a vector is a number, a copy): not aliased
+    assert "dout_2" in fuse_runs(src, arrays - {"dout_2"}, ints).split("dout_2 = dout")[1]
 
 
 def _softmax_rows(X, W, out):
@@ -381,3 +386,55 @@ def test_fused_row_adjoints_and_quotients_by_a_number(f, make, wrt):
     np.testing.assert_allclose(nf, npy, rtol=1e-12)
     assert all(abs(g) > 0 for g in nf)
     check_grad(f, *args, modes="reverse", const=(len(args) - 1,))
+
+
+def _copies_of_one_index(x, idx, w, y):
+    c = x[idx]
+    b = x[idx]  # a second copy (an int-array index): not `c`
+    c[...] = c * 2.0
+    y[...] = b * w
+    return np.sum(y * c)
+
+
+def _number_then_store(x, w, y, z):
+    c = x[0]
+    x[0] = 5.0
+    b = x[0]  # a number read after the store: not `c`
+    y[...] = b * w
+    z[...] = c * w
+    return np.sum(y * y) + np.sum(z * x[1:])
+
+
+def _quotient(x, s):
+    return np.sum(np.sin(x / s)) + np.sum((x / s) ** 2)
+
+
+@pytest.mark.parametrize("case", ["copies", "number", "quotient"])
+def test_copies_are_not_views_and_a_quotient_of_a_number_compiles(case):
+    # reads through a fancy index or of one element are copies, whatever their text: a run must
+    # not read one for the other; the adjoint of `x / s` for a number `s` with `x` constant
+    # compiles (`_rt.sum_product` of expressions: its Numba twin)
+    r = np.random.default_rng(6)
+    if case == "copies":
+        f, active = _copies_of_one_index, (0,)
+        args = [r.standard_normal(6), np.array([0, 2, 3]), r.random(3), np.zeros(3)]
+    elif case == "number":
+        f, args, active = _number_then_store, [r.standard_normal(3), r.random(2), np.zeros(2), np.zeros(2)], (0,)
+    else:
+        f, args, active = _quotient, [r.standard_normal(4), 1.7], (1,)
+
+    def run(numba_):
+        a = [v.copy() if isinstance(v, np.ndarray) else v for v in args]
+        sh = {i: np.zeros_like(a[i]) for i in active if isinstance(a[i], np.ndarray)}
+        ann = [Duplicated(v, sh[i]) if i in sh else Active(v) if i in active else
+               (Duplicated(v, np.zeros_like(v)) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else Const(v))
+               for i, v in enumerate(a)]
+        (grads, value) = zymo.autodiff(zymo.ReverseWithPrimal, f, Active, *ann, numba=numba_)
+        return value, [sh[i] if i in sh else grads[i] for i in active]
+    (v_nb, g_nb), (v_py, g_py) = run(True), run(False)
+    assert v_nb == pytest.approx(v_py, rel=1e-13)
+    assert v_py == pytest.approx(f(*[v.copy() if isinstance(v, np.ndarray) else v for v in args]), rel=1e-13)
+    for a, b in zip(g_nb, g_py, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+        assert np.abs(b).max() > 0
+    check_grad(f, *args, modes="reverse", const=tuple(i for i in range(len(args)) if i not in active))

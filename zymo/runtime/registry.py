@@ -46,8 +46,8 @@ _PRODUCT_VJPS = frozenset({"dot_vjp_a", "dot_vjp_b", "matmul_vjp_a", "matmul_vjp
 _LOOP_OPERANDS = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "matmul_vjp_a", "matmul_vjp_b",
                             "norm_grad", "norm_grad_dx", "cholesky_jvp", "cholesky_vjp", "cholesky_vjp_dl"})
 
-# (`sum_product`, a reduction the Python backend writes for `unbroadcast(g * x, number)`, moves as
-# that expression did: no Numba program calls it)
+# (`sum_product`, a reduction the Python backend writes for `unbroadcast(g * x, number)`, and both
+# backends for a quotient's adjoint of its number divisor, moves as that expression did)
 _MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow",
                       "sum_product"})
 
@@ -60,8 +60,6 @@ _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape
 _PYTHON_ONLY = frozenset({
     # core: split mode's list caches are typed lists under Numba (`rewrites.fresh_lists`)
     "reuse_list", "linspace_unit",
-    # core: the Python backend's reduction of a product (Numba fuses `np.sum(a * b)` itself)
-    "sum_product",
     # arrays: subscripts and index arithmetic computed in Python, and adjoints of functions
     # whose primal Numba does not compile (tile, repeat, inner, tensordot/einsum beyond views,
     # SciPy's convolutions)

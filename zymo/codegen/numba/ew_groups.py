@@ -1,7 +1,7 @@
 """Runs of elementwise statements fused into one loop nest, for the Numba backend: the
 recognizer (source to source; the intrinsic that runs a run is `ew_fused.ew_run`).
 
-Contract: `fuse_runs(src, arrays)` takes the source `ew_rewrite.elementwise_statements` wrote
+Contract: `fuse_runs(src, arrays, ints)` takes the source `ew_rewrite.elementwise_statements` wrote
 and replaces each run (below) of two or more consecutive statements of one block, each one of
 
     t = _rt.ew_new('e', (...))         a new array `e` (a temporary of the run)
@@ -22,10 +22,11 @@ the first in-place statement or follows the run's in-place statements without a 
 between (one primal statement's adjoint: a temporary, then the statements that use it; runs
 of another shape would fail `ew_run`'s run-time check every time), unless that temporary
 reads an array a statement of the run writes in place (it has that statement's shape).
-Names bound in a block to the same view (`_SameViews`: `b = a[i]` after `c = a[i]`, both
-bound once in the function, nothing storing to `a` or `i` in between) are read as the first
-one: reverse mode names each use of `a[i]` apart, and softmax's row adjoint (`dout[i]` divided,
-a number added, read, zeroed) is one loop instead of three. It also ends the run
+Names bound in a block to the same view (`_SameViews`: arrays `b = a[i]` after `c = a[i]`, both
+bound once in the function, the index basic, its names in `ints`, nothing storing to `a` or `i`
+in between) are read as the first one: reverse mode names each use of `a[i]` apart, and
+softmax's row adjoint (`dout[i]` divided, a number added, read, zeroed) is one loop instead of
+three. It also ends the run
 before a statement whose accesses conflict with the run's on one root array (`_roots`: views
 bound as `v = a[...]` in the function): a different view of a root the run writes (or that
 writes what the run reads), unless both only accumulate (`+=`). That split is a heuristic
@@ -169,16 +170,18 @@ def _reads_written(s: _Stmt, run: _Run) -> bool:
 
 
 class _SameViews:
-    """Names bound to the same view in one block: `b = a[i]` after `c = a[i]`, `b` and `c` each
-    bound once in the function, the index pure (names, numbers, slices, arithmetic,
-    `_rt.nonneg`), nothing storing to `a` or to a name of the index in between: `b` and `c`
-    hold the same memory (a view copies nothing) wherever the block reads them after both.
-    Reverse mode writes such a name for each use of `a[i]` (`dout_1`, `dout_2`, ...); read as
-    the first one, statements on them fuse, element for element (`ew_run` sees one operand,
-    not two that overlap)."""
+    """Names bound in one block to the same view: `b = a[k]` after `c = a[k]`, `b` and `c` each
+    bound once in the function and known arrays (`arrays`), the index basic (every part a
+    slice, an int constant or a name of `ints`, ints never negative, or arithmetic of those:
+    never an array, so `a[k]` is a view, not a copy), nothing storing to `a` or to a name of the
+    index in between: `b` and `c` hold the same memory (a view copies nothing; writes through
+    either, or through `a`, reach both) wherever the block reads them after both. Reverse mode
+    writes such a name for each use of `a[i]` (`dout_1`, `dout_2`, ...); read as the first one,
+    statements on them fuse, element for element (`ew_run` sees one operand, not two that
+    overlap)."""
 
-    def __init__(self, once: frozenset[str]):
-        self.once = once
+    def __init__(self, once: frozenset[str], arrays: frozenset[str], ints: frozenset[str]):
+        self.once, self.arrays, self.ints = once, arrays, ints
         self.first: dict[str, tuple[str, set[str]]] = {}  # view text -> (first name, names it reads)
         self.alias: dict[str, str] = {}  # name -> the first name bound to its view
 
@@ -186,8 +189,9 @@ class _SameViews:
         stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         self.first = {t: v for t, v in self.first.items() if not (v[1] & stored)}
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id in self.once and isinstance(node.value, ast.Subscript)
-                and isinstance(node.value.value, ast.Name) and _pure(node.value.slice)):
+                and node.targets[0].id in self.once and node.targets[0].id in self.arrays
+                and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name)
+                and _basic(node.value.slice, self.ints)):
             return
         name, text = node.targets[0].id, ast.unparse(node.value)
         if text in self.first:
@@ -211,25 +215,31 @@ class _SameViews:
             s.target = canon(s.target)
 
 
+def _basic(index: ast.expr, ints: frozenset[str]) -> bool:
+    """Whether every part of the subscript `index` is a slice or an int (a constant, a name of
+    `ints`, `_rt.nonneg` of one, or `+ - *` of those): basic indexing, a view."""
+    def is_int(e: ast.expr) -> bool:
+        if isinstance(e, ast.Constant):
+            return type(e.value) is int
+        if isinstance(e, ast.Name):
+            return e.id in ints
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return is_int(e.operand)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult)):
+            return is_int(e.left) and is_int(e.right)
+        f = e.func if isinstance(e, ast.Call) else None
+        return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
+                and f.attr == "nonneg" and len(e.args) == 1 and not e.keywords and is_int(e.args[0]))  # type: ignore[union-attr]
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all(isinstance(p, ast.Slice) or is_int(p) for p in parts)
+
+
 def _self_acc(tree: ast.AST) -> set[int]:
     """The targets (ids of their `Name` nodes) of `d = _rt.acc_ew(d, ...)` in `tree`."""
     return {id(n.targets[0]) for n in ast.walk(tree)
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
             and (call := _rt_call(n.value, "acc_ew", 3)) is not None and isinstance(call.args[0], ast.Name)
             and call.args[0].id == n.targets[0].id}
-
-
-def _pure(index: ast.expr) -> bool:
-    for n in ast.walk(index):
-        if isinstance(n, ast.Call):
-            f = n.func
-            if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt"
-                    and f.attr == "nonneg" and not n.keywords):
-                return False
-        elif not isinstance(n, (ast.Name, ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp, ast.BinOp, ast.Attribute,
-                                ast.expr_context, ast.operator, ast.unaryop)):
-            return False
-    return True
 
 
 def _add(s: _Stmt, run: _Run, roots: dict[str, str]) -> None:
@@ -287,11 +297,11 @@ def _read_outside(t: str, run: _Run, tree: ast.AST) -> bool:
 
 
 def _runs(body: list[ast.stmt], lines: list[str], arrays: frozenset[str], roots: dict[str, str],
-          once: frozenset[str] = frozenset()) -> list[_Run]:
+          once: frozenset[str] = frozenset(), ints: frozenset[str] = frozenset()) -> list[_Run]:
     """The maximal runs (module contract) of the statements `body` of one block (`once`: the
-    names bound once in the function)."""
+    names bound once in the function; `ints`: names that hold ints never negative)."""
     runs, run = [], _Run()
-    same = _SameViews(once)
+    same = _SameViews(once, arrays, ints)
     for node in body:
         s = _candidate(node, arrays) if alone(node, lines) else None
         if s is not None:
@@ -309,7 +319,7 @@ def _runs(body: list[ast.stmt], lines: list[str], arrays: frozenset[str], roots:
     return [r for r in runs if len(r.stmts) >= 2 and r.in_place()]
 
 
-def fuse_runs(src: str, arrays: frozenset[str] = frozenset()) -> str:
+def fuse_runs(src: str, arrays: frozenset[str] = frozenset(), ints: frozenset[str] = frozenset()) -> str:
     """`src` with its runs of elementwise statements fused (module contract)."""
     if "_rt.ew_" not in src and "_rt.acc_ew" not in src:
         return src
@@ -328,7 +338,7 @@ def fuse_runs(src: str, arrays: frozenset[str] = frozenset()) -> str:
             body = getattr(block, attr, None)
             if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
                 continue
-            for run in _runs(body, lines, arrays, roots, once):
+            for run in _runs(body, lines, arrays, roots, once, ints):
                 spec, operands, kept = _spec(run, tree)
                 call = f"_rt.ew_run({spec!r}, ({', '.join(operands)}{',' if len(operands) == 1 else ''}))"
                 first = run.stmts[0].node

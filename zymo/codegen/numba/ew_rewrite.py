@@ -529,9 +529,9 @@ def elementwise_statements(src: str, floats: frozenset[str] = frozenset(),
 
 
 def elementwise_runs(src: str, floats: frozenset[str] = frozenset(), arrays: frozenset[str] = frozenset(),
-                     ndims: Mapping[str, int] | None = None) -> str:
+                     ndims: Mapping[str, int] | None = None, ints: frozenset[str] = frozenset()) -> str:
     """`elementwise_statements`, then its runs of statements fused into one loop nest each
     (`ew_groups.fuse_runs`), both with `arrays` and the names `made_arrays` proves arrays;
-    `ndims`: the ranks of arrays where known."""
+    `ndims`: the ranks of arrays where known; `ints`: names that hold ints never negative."""
     arrays = made_arrays(ast.parse(src), arrays)
-    return fuse_runs(elementwise_statements(src, floats, arrays, ndims), arrays)
+    return fuse_runs(elementwise_statements(src, floats, arrays, ndims), arrays, ints)

@@ -197,7 +197,7 @@ def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     gain; an intrinsic costs compile time)."""
     src = drop_errstate(src)
     rewritten = elementwise_runs(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
-                                 facts.floats | facts.numbers, facts.arrays, dict(facts.ndims))
+                                 facts.floats | facts.numbers, facts.arrays, dict(facts.ndims), facts.nonneg)
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
 
 

@@ -111,8 +111,7 @@ class DeadPrimal(TapePlanner):
 
     def _cannot_raise(self, op: Op) -> bool:
         """Whether `op` (not what its regions hold) never raises, as the program computes: a
-        constant, arithmetic and comparisons of numbers (and of one array with itself and numbers:
-        `x * x` broadcasts), a branch, a `for` loop with a constant
+        constant, arithmetic and comparisons of numbers, a branch, a `for` loop with a constant
         nonzero step; under Numba (no bounds checks, math domain errors give nan, divisions of
         numbers are IEEE's) also an array read or a store of a number at integer indices, and
         the functions of `math` and NumPy's elementwise ones on numbers. So `Reverse`, which
@@ -130,10 +129,6 @@ class DeadPrimal(TapePlanner):
             key = op.attrs["key"]
             if lookup(key).array_safe and "out" not in op.attrs:
                 return True  # an invalid axis failed while lowering (types come from example calls)
-            arrays = {a.id for a in args if isinstance(a.type, T.Array)}
-            if (len(arrays) == 1 and "out" not in op.attrs and lookup(key).elementwise and lookup(key).numbers_safe
-                    and all(isinstance(a.type, (T.Array, T.Scalar)) for a in args)):
-                return True  # `x * x`: one array's shape broadcasts with itself and with numbers
             if not numbers or "out" in op.attrs:
                 return False
             if lookup(key).numbers_safe:

@@ -37,6 +37,15 @@ def _fdiv(a, b):
     return lambda a, b: fdiv(a, b)
 
 
+@overload(rt.sum_product)
+def _sum_product(a, b):
+    """`np.sum(a * b)`: the adjoint of a quotient by a number (`adjoint._scalar_reduction`) whose
+    operands `ew_rewrite` did not turn into one loop (an expression, not a name)."""
+    def impl(a, b):
+        return np.sum(a * b)
+    return impl
+
+
 @overload(rt.fpow)
 def _fpow(a, b):
     return lambda a, b: a ** b
