@@ -6,6 +6,9 @@
   (`set_numba` overrides it in-process; see there).
 - `ZYMO_CACHE_DIR`: where compiled derivatives are cached on disk (default ~/.cache/zymo).
 - `ZYMO_STRONG_ZERO=1`: strong zeros (`set_strong_zero` overrides it in-process; see there).
+- `ZYMO_KEEP_TAPES=<bytes>`: how much tape a reverse program keeps between calls (default
+  64 MiB; read once, at the first reverse call that has a tape; `set_keep_tapes` overrides it
+  in-process; see there).
 
 A setting that changes which program a call runs (`set_numba`, `set_strong_zero`) calls
 the functions registered with `on_change` (the caches register `forget_replays`), so this
@@ -128,6 +131,41 @@ def call_memory_limit(memory_limit: Any) -> int | None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
         raise ZymoUsageError(f"memory_limit is a positive number of bytes (or None), not {limit!r}")
     return None if limit is None else int(limit)
+
+
+_keep_tapes_override: list[int] = []
+_KEEP_TAPES_DEFAULT = 64 << 20
+
+
+def set_keep_tapes(nbytes: int | None) -> None:
+    """How many bytes of tape one reverse program keeps between calls (None: back to
+    `ZYMO_KEEP_TAPES`, default 64 MiB; 0: none).
+
+    A reverse program that runs as Python (`numba=False` or "kernels") and records values in
+    array caches keeps those buffers when a call finishes, if they hold at most this many bytes,
+    and the next call writes its tape into them instead of allocating (and faulting in) new
+    ones. Their memory stays held until the next call takes them or the program is dropped.
+    Split mode's tapes are the caller's (`tape=`), and whole-program Numba allocates its own.
+    """
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"set_keep_tapes takes a number of bytes (an int, 0 or more) or None, not {nbytes!r}")
+    _keep_tapes_override.clear()
+    if nbytes is not None:
+        _keep_tapes_override.append(nbytes)
+    else:
+        keep_tapes()  # read ZYMO_KEEP_TAPES again
+
+
+def keep_tapes() -> int:
+    """The bytes of tape a program keeps (`set_keep_tapes`); `ZYMO_KEEP_TAPES` is read once, at
+    the first call that asks (every reverse call with array caches asks: it must cost nothing)."""
+    if not _keep_tapes_override:
+        env = os.environ.get("ZYMO_KEEP_TAPES")
+        try:
+            _keep_tapes_override.append(_KEEP_TAPES_DEFAULT if env is None else int(env))
+        except ValueError:
+            raise ZymoUsageError(f"ZYMO_KEEP_TAPES is a number of bytes, not {env!r}") from None
+    return _keep_tapes_override[0]
 
 
 _threads_override: list[int] = []

@@ -269,12 +269,34 @@ class _SecondOrder:
         _refuse_exception_flow(comp)
         self.fn = comp.fn
         tree = ast.parse(comp.source)
-        if "_rt.maybe_view_shadow(" in comp.source:
+        if "_rt.maybe_view_shadow(" in comp.source or "_rt.tape_take(" in comp.source:
             from .codegen.python import compile_source
 
-            tree = ast.fix_missing_locations(_ReshapeShadow().visit(tree))
+            tree = ast.fix_missing_locations(_FreshTapes().visit(_ReshapeShadow().visit(tree)))
             self.fn = compile_source(ast.unparse(tree) + "\n", comp.name)
         _refuse_unruled(comp, tree)
+
+
+class _FreshTapes(ast.NodeTransformer):
+    """The caches a call kept for the next (`_rt.tape_take`, `_rt.tape_keep`) left out: each
+    `_rt.reuse_buffer(kept, slot, size, dtype)` reads `np.empty(size, dtype)` again, a buffer
+    second order differentiates as any other, and nothing is kept."""
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+        return None if _rt_call(node.value, "tape_take") else self.generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
+        return None if _rt_call(node.value, "tape_keep") else node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if _rt_call(node, "reuse_buffer") and len(node.args) == 4:
+            return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), node.args[2:], [])
+        return self.generic_visit(node)
+
+
+def _rt_call(node: ast.AST, attr: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "_rt")
 
 
 def _refuse_exception_flow(comp: Any) -> None:

@@ -15,7 +15,8 @@ one, so it is made only where nothing between them can change what it reads:
   arguments nor keep them (`_PURE_NP`, `math`, the runtime helpers `runtime.registry` says are movable);
 - every statement in between assigns pure expressions to plain names, none of
   which the moved expression reads (no store into an array, no `+=`, no loop or
-  branch, no other call);
+  branch, no other call; `_rt.tape_keep`, which only stores names for the next call, may be
+  in between);
 - in the reading statement, nothing that could write runs before the read (its
   only impure call, if any, is the statement's own outermost call, whose arguments
   are evaluated first);
@@ -417,7 +418,7 @@ class _Function:
         moved = _reads(st.value)
         top = self.shadows is not None and body is self.fn.body
         for later in body[i + 1:j]:  # only pure assignments to names the expression does not read
-            if id(later) in self.dead or (top and self._passes(later, moved, None)):
+            if id(later) in self.dead or _keeps_tapes(later) or (top and self._passes(later, moved, None)):
                 continue
             if not (isinstance(later, ast.Assign) and _pure(later.value)
                     and all(isinstance(t, ast.Name) for t in later.targets)
@@ -586,6 +587,14 @@ def _is_zeroing(target: ast.expr, value: ast.expr, d: str) -> bool:
 
 
 _MAX_NODES = 200
+
+
+def _keeps_tapes(st: ast.stmt) -> bool:
+    """`_rt.tape_keep(fn, (c1, ...))`: it stores a tuple of names on the function object, where
+    only the next call's `_rt.tape_take` reads it, so any expression may move past it."""
+    return (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute)
+            and st.value.func.attr == "tape_keep" and isinstance(st.value.func.value, ast.Name)
+            and st.value.func.value.id == "_rt")
 
 
 def _size(node: ast.AST) -> int:

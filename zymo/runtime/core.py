@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import config
+
 __all__ = [
     "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
-    "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow", "is_view", "check_bound",
+    "tape_take", "tape_keep", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow", "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
     "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product",
 ]
@@ -182,11 +184,30 @@ def grow_stack(buf, row, need):
 
 def reuse_buffer(tape, slot, size, dtype):
     """Slot `slot` of a tape passed back in, if it can hold `size` entries; else a new buffer."""
-    if tape is not None and tape[slot] is not None:  # None: a checkpointed loop that did not tape
-        buf = tape[slot]
-        if buf.dtype == dtype and buf.shape[0] >= size:
+    if tape is not None:
+        buf = tape[slot]  # None: a checkpointed loop that did not tape
+        if buf is not None and buf.shape[0] >= size and (buf.dtype.type is dtype or buf.dtype == dtype):
             return buf
     return np.empty(max(size, 1), dtype)
+
+
+def tape_take(fn):
+    """The caches the last finished call of reverse program `fn` kept (`tape_keep`), taken from
+    it so that no other call (another thread's, a re-entrant one) shares them; None when none.
+    The caller reads them as a tape passed back in (`reuse_buffer`): their contents are stale,
+    only their memory is reused, already mapped (a new buffer of a megabyte is faulted in page
+    by page at every call, docs/decisions/0021)."""
+    return fn.__dict__.pop("_zymo_tapes", None)
+
+
+def tape_keep(fn, caches):
+    """Keep the array caches `caches` of a finished call of `fn` for its next call, when they
+    hold at most `config.keep_tapes()` bytes."""
+    nbytes = 0
+    for c in caches:
+        nbytes += c.nbytes
+    if nbytes <= config.keep_tapes():
+        fn._zymo_tapes = caches
 
 
 def reuse_list(tape, slot):

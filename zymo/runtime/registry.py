@@ -60,6 +60,8 @@ _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape
 _PYTHON_ONLY = frozenset({
     # core: split mode's list caches are typed lists under Numba (`rewrites.fresh_lists`)
     "reuse_list", "linspace_unit",
+    # core: the caches a Python-level reverse program keeps between calls (`tape_take`)
+    "tape_take", "tape_keep",
     # arrays: subscripts and index arithmetic computed in Python, and adjoints of functions
     # whose primal Numba does not compile (tile, repeat, inner, tensordot/einsum beyond views,
     # SciPy's convolutions)

@@ -53,6 +53,11 @@ class Reverse(AdjointEmitter):
         seed = ", ".join(self.seeds) if self.seeds else None
         self.split = split
         self.tape_in = n.fresh("_tape_in") if split else None
+        # a program that runs as Python keeps its array caches for its next call
+        # (`_rt.tape_take`; docs/decisions/0021); whole-program Numba allocates its own
+        name = n.fresh(f"{fn.name}_rev") if not split else ""
+        if not (split or self.numba or self.checkpoints):
+            self.kept_in = n.fresh("_kept")
         for k in active_scalars:
             self.adj_used.add(fn.params[k].id)
         # the adjoint sweep first: it decides what the forward sweep must record
@@ -83,11 +88,14 @@ class Reverse(AdjointEmitter):
         adjs = lanes[0] if n.width == 1 else f"({', '.join(lanes)},)"
         w = Writer()
         if not split:
-            name = n.fresh(f"{fn.name}_rev")
             with w.indent(f"def {name}({', '.join(params + ([seed] if seed else []))}):"):
+                if self.kept:
+                    w(f"{self.kept_in} = _rt.tape_take({name})")
                 splice(w, fwd)
                 w("# adjoint sweep")
                 splice(w, rev)
+                if self.kept:
+                    w(f"_rt.tape_keep({name}, ({', '.join(self.kept)},))")
                 w(f"return {rets}, {adjs}")
             return w.source(), [name], shadow_params + active_scalars
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads

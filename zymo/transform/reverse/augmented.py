@@ -56,7 +56,9 @@ class AugmentedEmitter(ExportedFacts):
         w(f"{self.namer(snap)} = {self.namer(of)}.copy()")
         self._record(w, snap)
 
-    def _alloc_cache(self, w: Writer, v: Value, role: str, trips: str | None) -> None:
+    def _alloc_cache(self, w: Writer, v: Value, role: str, trips: str | None, top: bool = True) -> None:
+        """Allocate `v`'s cache of `role` (`trips` entries, where the plan knows them); `top`: the
+        allocation runs once per call (not inside a branch or an enclosing loop)."""
         kind = self._kind(v, role)
         if kind == "list":
             for _ in self._lanes_of(role):
@@ -78,6 +80,9 @@ class AugmentedEmitter(ExportedFacts):
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
+        elif self.kept_in is not None and top:  # the caches the last call kept (`run`)
+            w(f"{name} = _rt.reuse_buffer({self.kept_in}, {len(self.kept)}, {size}, {dtype})")
+            self.kept.append(name)
         else:
             w(f"{name} = np.empty({size}, {dtype})")
         w(f"{self._int(self._counter(v))} = 0")
@@ -195,9 +200,10 @@ class AugmentedEmitter(ExportedFacts):
             trips = n.fresh("_trips")
             self.loop_trips[id(op)] = trips
             w(f"{trips} = {trip_count(a, b, s)}")
+            top = any(o is op for o in self.fn.body.ops)
             for v, role in caches:
                 size = trips if self._kind(v, role) == "stack" else self._nest_trips(v, trips)
-                self._alloc_cache(w, v, role, size)
+                self._alloc_cache(w, v, role, size, top)
             for v, role in reserve:
                 cache, k, need = self._cache_name(v, role), self._counter(v), self._nest_trips(v, trips)
                 with w.indent(f"if {k} + {need} > {cache}.shape[0]:"):
