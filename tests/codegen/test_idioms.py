@@ -153,7 +153,11 @@ def g(C, A, dC, dA, n, p, s):
 @pytest.mark.parametrize("form", ["range(i, n)", "range(i + 1, n)", "range(i + 1)"])
 def test_mirror_store_leaves_the_nest(form):
     out = blas_nests(MIRROR.replace("RANGE", form), ND, NUMBERS | {"s"})
-    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == 3 and "np.divide(" in out
+    # the adjoint's two products into dA share a factor where both triangles have one box:
+    # one product (`_merge_products`)
+    merged = form != "range(i + 1, n)"
+    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == (2 if merged else 3) and "np.divide(" in out
+    assert ("_masked + _masked.T)" in out) == merged
     rng = np.random.default_rng(8)
     n, p = 5, 4
     inside = np.fromfunction(FORMS[form][2], (n, n))
@@ -445,7 +449,7 @@ def correlation_like(data, corr):
 @pytest.mark.parametrize("f, shapes, products", [
     (syrk_like, [(4, 4), (4, 3)], 3),
     (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),
-    (covariance_like, [(5, 3), (3, 3)], 3),
+    (covariance_like, [(5, 3), (3, 3)], 2),  # the adjoint's two products merged (`_merge_products`)
     (correlation_like, [(5, 4), (4, 4)], 3),
 ])
 def test_triangle_gradients_match_python_and_differences(f, shapes, products):
@@ -519,3 +523,40 @@ def test_division_by_a_number_divides_as_the_loops_do():
         fast, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], "kernels")
         slow, _ = _grads(_scaled_product, [A, B, np.zeros((4, 5)), 0.0], False)
     assert np.all(np.isinf(fast[0])) and np.array_equal(fast[0], slow[0])
+
+
+def test_adjacent_products_into_one_target_merge_and_others_do_not():
+    from zymo.codegen.idioms import _merge_products
+
+    def merged(src):
+        return "\n".join(ast.unparse(st) for st in _merge_products(ast.parse(src).body))
+
+    assert merged("X[:n] += A @ B\nX[:n] += A @ C.T") == "X[:n] += A @ (B + C.T)"
+    assert merged("X[:n] += A @ B\nX[:n] += C @ B") == "X[:n] += (A + C) @ B"
+    for kept in ["X[:n] += A @ B\nX[1:n] += A @ C",  # another target
+                 "X[:n] += A @ B\nX[:n] -= A @ C",  # not both additions
+                 "X[:n] += A @ B\nX[:n] += 2.0 * (A @ C)",  # not a bare product
+                 "X[:n] += A @ B\nX[:n] += C @ D",  # no shared factor
+                 "X[:n] += A @ B\nY = 1\nX[:n] += A @ C"]:  # not adjacent
+        assert merged(kept) == ast.unparse(ast.parse(kept))
+
+
+def test_a_product_whose_output_is_transposed_is_written_transposed():
+    """`X[j, i] += A[k, i] * B[j, k]` summed over k: `(B @ A)`, not `(A.T @ B.T).T`."""
+    src = """
+def f(X, A, B, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            for k in range(p):
+                X[j, i] += A[k, i] * B[j, k]
+"""
+    out = blas_nests(src, {"X": 2, "A": 2, "B": 2}, frozenset({"n", "m", "p"}))
+    assert "X[:m, :n] += B[:m, :p] @ A[:p, :n]" in out and ").T" not in out
+    rng = np.random.default_rng(3)
+    n, m, p = 4, 3, 5
+    X, A, B = rng.random((m, n)), rng.random((p, n)), rng.random((m, p))
+    want = X + np.einsum("ki,jk->ji", A, B)
+    ns = {"np": np, "_rt": _rt}
+    exec(out, ns)
+    ns["f"](X, A, B, n, m, p)
+    np.testing.assert_allclose(X, want, rtol=1e-13)

@@ -276,7 +276,7 @@ class _Rewriter:
                 requires += low.dom.requires
         if not products:
             return None
-        body = share_masks(body + ast.parse("\n".join(after)).body, self.fresh)
+        body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh))
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
         wr = [n for n in touched if n in written]
@@ -584,7 +584,12 @@ class _Lowering:
                 f = f"{f}.T"
             if lg[-1] == k and len(lg) == 2:
                 g = f"{g}.T"
-            prod = _arrange(f"({f} @ {g})", [v for v in lf if v != k] + [v for v in lg if v != k], out)
+            rows, cols = [v for v in lf if v != k], [v for v in lg if v != k]
+            if len(rows) == len(cols) == 1 and out.index(cols[0]) < out.index(rows[0]):
+                # the product's transpose, (f @ g).T, is g.T @ f.T: BLAS writes it in place
+                prod = f"({_transposed(g)} @ {_transposed(f)})"
+            else:
+                prod = _arrange(f"({f} @ {g})", rows + cols, out)
             self.products += len(lf) == len(lg) == 2
         else:
             return None
@@ -592,6 +597,38 @@ class _Lowering:
         if prod is None:
             return coef or "1"
         return f"{coef} * {prod}" if coef else prod
+
+
+def _transposed(src: str) -> str:
+    """The transpose of the matrix `src` (its `.T` dropped, or one added)."""
+    return src[:-2] if src.endswith(".T") else f"{src}.T"
+
+
+def _merge_products(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Adjacent accumulations of products into one target that share a factor, `X += A @ B;
+    X += A @ C` (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`. Both sums are the same
+    sum of products, in another order (module contract: results differ by rounding only);
+    neither statement reads an array it writes (module contract), so the second's operands
+    read the same elements before and after the first."""
+    out: list[ast.stmt] = []
+    for st in body:
+        prev = out[-1] if out else None
+        if (isinstance(st, ast.AugAssign) and isinstance(prev, ast.AugAssign) and isinstance(st.op, ast.Add)
+                and isinstance(prev.op, ast.Add) and ast.dump(st.target) == ast.dump(prev.target)
+                and _is_matmul(st.value) and _is_matmul(prev.value)):
+            a, b = prev.value, st.value  # type: ignore[assignment]
+            if ast.dump(a.left) == ast.dump(b.left):  # type: ignore[attr-defined]
+                a.right = ast.BinOp(a.right, ast.Add(), b.right)  # type: ignore[attr-defined]
+                continue
+            if ast.dump(a.right) == ast.dump(b.right):  # type: ignore[attr-defined]
+                a.left = ast.BinOp(a.left, ast.Add(), b.left)  # type: ignore[attr-defined]
+                continue
+        out.append(st)
+    return out
+
+
+def _is_matmul(e: ast.expr) -> bool:
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult)
 
 
 def _coef(term: _Term) -> str:
