@@ -41,7 +41,10 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   products and rank-1 updates alone stay loops, which the kernels run faster than the NumPy
   statements and their run-time check (measured on PolyBench's mvt, gemver, bicg at n=120);
   inside a nest with a matrix product they are NumPy statements too.
-The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
+Two adjacent accumulations of products into one target that share a factor become one
+(`X += A @ B; X += A @ C` -> `X += A @ (B + C)`: a symmetric matrix's adjoint), and a product
+whose result is read transposed is written as the transposed product (`g.T @ f.T`, not `(f @
+g).T`). The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
