@@ -102,6 +102,35 @@ def test_cheap_scalar_is_recomputed():
     assert not rev.plan.tape_slots
 
 
+def powers_in_a_loop(p, h):
+    """cavity_flow's pressure loop: `h ** 2` (an int power: recomputed), `h ** 2.5` (cached)."""
+    for i in range(3):
+        t = h ** 2
+        u = h ** 2.5
+        p[1:] = p[1:] * t + p[:-1] * u
+    return np.sum(p * p)
+
+
+def test_an_int_power_of_numbers_is_recomputed_and_a_real_one_cached():
+    p, h = np.linspace(0.2, 1.0, 5), 0.7
+    rev = plan_of(powers_in_a_loop, p.copy(), h)
+    assert how(rev, "t") == "recompute"
+    assert how(rev, "u") != "recompute" and how(rev, "u") != "in place"
+    # exact: against central differences and forward mode, in both backends
+    for numba in (False, True):
+        dp = np.zeros(5)
+        ((_, dh),) = zymo.autodiff(Reverse, powers_in_a_loop, Active, Duplicated(p.copy(), dp), Active(h), numba=numba)
+        fd_h = (powers_in_a_loop(p.copy(), h + 1e-6) - powers_in_a_loop(p.copy(), h - 1e-6)) / 2e-6
+        (fwd_h,) = zymo.autodiff(zymo.Forward, powers_in_a_loop, zymo.Duplicated,
+                                 Duplicated(p.copy(), np.zeros(5)), zymo.Duplicated(h, 1.0))
+        assert dh != 0.0 and abs(dh - fd_h) <= 1e-6 * abs(fd_h)
+        assert abs(dh - fwd_h) <= 1e-12 * abs(fwd_h)
+        e = np.eye(5)
+        fd_p = [(powers_in_a_loop(p + 1e-6 * e[k], h) - powers_in_a_loop(p - 1e-6 * e[k], h)) / 2e-6 for k in range(5)]
+        np.testing.assert_allclose(dp, fd_p, rtol=1e-6)
+        assert np.all(dp != 0.0)
+
+
 def test_loop_carried_number_is_cached_in_a_buffer():
     rev = plan_of(carried, np.ones(4))
     assert how(rev, "s") == "buffer"  # a `for` at the top level: allocated with its trip count

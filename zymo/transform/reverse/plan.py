@@ -70,7 +70,8 @@ class TapePlanner(Needs):
         with at most `budget` operations: loads of memory nothing overwrites later (elements
         no later store reaches: `Overwrites.first_element_writer`), numbers the adjoint sweep
         restores anyway (`_restored`; not `v` itself, `top`), the extents of arrays it has,
-        and arithmetic (+ - * / // % and negation) on such values."""
+        and arithmetic (+ - * / // % and negation; `**` by an int constant from -4 to 4,
+        `_small_power`) on such values."""
         if not self._cached(v) or (not top and self._restored(v)):
             return True
         op = self.def_op.get(v.id)
@@ -96,7 +97,7 @@ class TapePlanner(Needs):
             if self.overwrites.first_element_writer(op) is not None and self._entry_loop(op) is None:
                 return False
             return all(self._recomputable(a, budget - 1) for a in op.args[1:])
-        if op.kind == "prim" and lookup(op.attrs["key"]).cheap and "out" not in op.attrs:
+        if op.kind == "prim" and (lookup(op.attrs["key"]).cheap or _small_power(op)) and "out" not in op.attrs:
             return all(self._recomputable(a, budget - 1) for a in op.args)
         if op.kind == "prim" and op.attrs["key"] == "zymo.dim":
             # an array's shape never changes: read it again from an array the sweep still has
@@ -269,3 +270,12 @@ def _basic_index(op: Op) -> bool:
     from ...ir.core import tree_values
 
     return all(isinstance(a.type, T.Scalar) for a in tree_values(op.attrs["index"], op.args))
+
+
+def _small_power(op: Op) -> bool:
+    """`x ** k`, `k` an int constant from -4 to 4: a few multiplications (Numba) or one call,
+    where a cache costs a store, a load and tape (`dx ** 2` in a time loop, cavity_flow's)."""
+    if op.attrs.get("key") != "pow" or len(op.args) != 2:
+        return False
+    k = op.args[1].const if op.args[1].is_const else None
+    return type(k) is int and -4 <= k <= 4
