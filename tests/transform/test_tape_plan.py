@@ -104,7 +104,7 @@ def test_cheap_scalar_is_recomputed():
 
 def powers_in_a_loop(p, h):
     """cavity_flow's pressure loop: `h ** 2` (an int power: recomputed), `h ** 2.5` (cached)."""
-    for i in range(3):
+    for _ in range(3):
         t = h ** 2
         u = h ** 2.5
         p[1:] = p[1:] * t + p[:-1] * u
