@@ -616,3 +616,54 @@ def test_a_one_number_adjoint_never_stands_for_a_zero_shadow():
     check_grad(sum_of_a_buffer, x, 0.5, np.zeros(4), const=(2,))
     r = np.random.default_rng(13)
     check_grad(product_of_a_buffer, r.standard_normal(4), r.standard_normal((4, 4)), np.zeros(4), const=(1, 2))
+
+
+# -- copies read before anything writes their source (`_needless_copies`) --------------------
+
+def conv_rows(x, w, out):
+    """conv2d's accumulation: its adjoint copies `dout[f]` (`np.copy`) for the two reads of each
+    iteration, which nothing in between writes: they read `dout[f]` itself."""
+    for f in range(w.shape[0]):
+        out[f] = 0.0
+        for c in range(x.shape[0]):
+            for di in range(2):
+                out[f] += w[f, c, di] * x[c, di:di + 3]
+    return np.sum(out * out)
+
+
+def test_a_copy_read_before_its_source_is_written_is_read_in_place():
+    r = np.random.default_rng(21)
+    x, w = r.standard_normal((2, 4)), r.standard_normal((3, 2, 2))
+    args = [Duplicated(x, np.zeros_like(x)), Duplicated(w, np.zeros_like(w)),
+            Duplicated(np.zeros((3, 3)), np.zeros((3, 3)))]
+    src = zymo.generated_code(Reverse, conv_rows, Active, *args)
+    adjoint = src.split("# adjoint sweep")[1]
+    assert "np.copy(dout[" not in adjoint and "_rt.sum_product(dout[" in adjoint
+    check_grad(conv_rows, x, w, np.zeros((3, 3)), const=(2,))
+    for numba in (False, True):
+        got = zymo_grad(conv_rows, [x, w, np.zeros((3, 3))], const=(2,), numba=numba)
+        assert np.abs(got[0]).min() > 0.0 and np.abs(got[1]).min() > 0.0
+
+
+@pytest.mark.parametrize("between, kept", [
+    ("e = g * 2.0", False),  # arithmetic on the copy: read in place
+    ("d[0] += 1.0", True),  # a write into memory `g`'s source may share
+    ("dd += 1.0", True),
+    ("u = g", True),  # `u` would be the source itself
+    ("v = np.add(g, 1.0)", True),  # not a call that only reads (may be `out=`'s kind)
+    ("k = 1", True),  # rebinds the index the copied expression reads
+    ("e2 = np.sum(g) + np.copy(g)[0]", True),  # `np.copy(g)` is not a reading call listed
+])
+def test_what_keeps_a_copy(between, kept):
+    src = textwrap.dedent(f"""
+        def f(d, dd, db, k):
+            g = np.copy(d[k])
+            {between}
+            db += g * 3.0
+            d[k] = 0.0
+    """)
+    D = frozenset({("param", 0)})
+    new = fuse(src, ShadowFacts({"d": D, "dd": D, "db": frozenset({("param", 2)}), "g": D, "u": D, "v": None}))
+    assert ("np.copy(d[k])" in new) == kept, new
+    if not kept:
+        assert "db += d[k] * 3.0" in new

@@ -57,10 +57,14 @@ each function (straight-line code, where names hold the same memory throughout):
 - then, in any statement list, a store's adjoint `g = np.copy(E); E = 0.0` whose copy only
   the next statement reads, `t = <arithmetic>` or `d += <pure>` with `d` unable to overlap
   `E`: that statement reads `E` before the zeroing instead (`_read_before_zeroing`).
+- and a copy `g = np.copy(E)` whose every read (as an operand of arithmetic or of a reduction)
+  comes, in the same statement list, before any statement writes memory `E` may overlap or
+  rebinds a name `E` reads, is read as `E` itself (`_needless_copies`).
 """
 from __future__ import annotations
 
 import ast
+import copy
 
 from ..runtime import registry
 from ..transform.reverse.facts import ShadowFacts, never_same
@@ -127,7 +131,133 @@ def _fuse(src: str, facts: ShadowFacts | None) -> str:
         if isinstance(node, ast.FunctionDef):
             _Function(node, lines, facts).run()
     src = "\n".join(line for line in lines if line is not None)
-    return _read_before_zeroing(_restored_zeroing(src, facts), facts) if facts is not None else src
+    if facts is None:
+        return src
+    return _needless_copies(_read_before_zeroing(_restored_zeroing(src, facts), facts), facts)
+
+
+def _needless_copies(src: str, facts: ShadowFacts) -> str:
+    """`g = np.copy(E)` (`E` a shadow or a view of one) whose every read comes, in the same
+    statement list, before anything writes memory `E` may overlap: the reads read `E` itself and
+    the copy goes (conv2d's `dt = np.copy(dout[f])`, the adjoint of `out[f] += ...`, read by
+    `w * dt` and a sum of products each iteration). Made when `g` is stored once and read only
+    as an operand of arithmetic or of a reduction (`_COPY_READERS`), never bound to another
+    name or passed where it may be kept or written; every statement from the copy to the last
+    read is an assignment to a plain name or an accumulation into a name whose memory cannot
+    overlap `E`'s (`facts.roots`), and none rebinds a name `E` reads. The reads then see the
+    elements the copy would have held."""
+    tree = ast.parse(src)
+    lines: list[str | None] = src.split("\n")
+    changed = False
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        loads: dict[str, int] = {}
+        stores: dict[str, int] = {}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name):
+                table = loads if isinstance(n.ctx, ast.Load) else stores
+                table[n.id] = table.get(n.id, 0) + 1
+        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+                     if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
+            for i, st in enumerate(body):
+                readers = _copy_readers(body, i, loads, stores, facts)
+                if readers is None:
+                    continue
+                put = _PutSource(st.targets[0].id, st.value.args[0])  # type: ignore[attr-defined]
+                for r in readers:
+                    if r.lineno != r.end_lineno:
+                        raise AssertionError("zymo writes one statement per line")
+                    old = lines[r.lineno - 1]
+                    assert old is not None
+                    lines[r.lineno - 1] = old[:len(old) - len(old.lstrip())] + ast.unparse(put.visit(r))
+                lines[st.lineno - 1] = None
+                changed = True
+    return "\n".join(line for line in lines if line is not None) if changed else src
+
+
+class _PutSource(ast.NodeTransformer):
+    """Reads of the copy `g` read its source expression `e` instead."""
+
+    def __init__(self, g: str, e: ast.expr):
+        self.g, self.e = g, e
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.e) if node.id == self.g else node
+
+
+# calls whose result never holds (or is) an operand's memory: a read of a copy there may read its source
+_COPY_READERS = frozenset({"_rt.sum_product", "np.sum", "np.dot", "np.vdot", "np.max", "np.min"})
+
+
+def _copy_readers(body: list[ast.stmt], i: int, loads: dict, stores: dict,
+                  facts: ShadowFacts) -> list[ast.stmt] | None:
+    """The statements of `body` after `body[i]` that read the copy `body[i]` makes, when
+    `_needless_copies` may drop it, else None."""
+    st = body[i]
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "np.copy"
+            and len(st.value.args) == 1 and not st.value.keywords):
+        return None
+    g, e = st.targets[0].id, st.value.args[0]
+    base = e.value if isinstance(e, ast.Subscript) else e
+    if not (isinstance(base, ast.Name) and _pure(e) and stores.get(g) == 1 and loads.get(g)):
+        return None
+    roots = facts.roots.get(base.id, ())
+    if roots is None or roots == () or roots == frozenset():
+        return None  # unknown memory, or not array shadow memory: left as it is
+    left = loads[g]
+    readers: list[ast.stmt] = []
+    names = _reads(e)
+    for r in body[i + 1:]:
+        if left == 0:
+            break
+        if not isinstance(r, (ast.Assign, ast.AugAssign)) or not _pure(r.value):
+            return None
+        targets = r.targets if isinstance(r, ast.Assign) else [r.target]
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if t.id in names or t.id == g:
+                    return None  # rebinds a name the copied expression reads
+                if isinstance(r, ast.AugAssign) and _may_overlap(t.id, roots, facts):
+                    return None
+            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _pure(t):
+                if _may_overlap(t.value.id, roots, facts):
+                    return None
+            else:
+                return None
+        seen = _copy_reads(r.value, g)
+        if seen is None:
+            return None
+        if seen:
+            readers.append(r)
+            left -= seen
+    return readers if left == 0 and readers else None
+
+
+def _may_overlap(name: str, roots: frozenset, facts: ShadowFacts) -> bool:
+    other = facts.roots.get(name, ())
+    return other is None or bool(other and other & roots)
+
+
+def _copy_reads(e: ast.expr, g: str) -> int | None:
+    """How often `e` reads `g`, each read an operand of arithmetic or an argument of a
+    `_COPY_READERS` call; None when some read is anything else."""
+    ok: set[int] = set()
+    for n in ast.walk(e):
+        if isinstance(n, ast.BinOp):
+            ok |= {id(n.left), id(n.right)}
+        elif isinstance(n, ast.UnaryOp):
+            ok.add(id(n.operand))
+        elif isinstance(n, ast.Call) and ast.unparse(n.func) in _COPY_READERS and not n.keywords:
+            ok |= {id(a) for a in n.args}
+    count = 0
+    for n in ast.walk(e):
+        if isinstance(n, ast.Name) and n.id == g:
+            if id(n) not in ok:
+                return None
+            count += 1
+    return count
 
 
 def _restored_zeroing(src: str, facts: ShadowFacts) -> str:
