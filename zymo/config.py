@@ -162,9 +162,12 @@ def keep_tapes() -> int:
     if not _keep_tapes_override:
         env = os.environ.get("ZYMO_KEEP_TAPES")
         try:
-            _keep_tapes_override.append(_KEEP_TAPES_DEFAULT if env is None else int(env))
+            nbytes = _KEEP_TAPES_DEFAULT if env is None else int(env)
         except ValueError:
-            raise ZymoUsageError(f"ZYMO_KEEP_TAPES is a number of bytes, not {env!r}") from None
+            nbytes = -1
+        if nbytes < 0:
+            raise ZymoUsageError(f"ZYMO_KEEP_TAPES is a number of bytes (an int, 0 or more), not {env!r}")
+        _keep_tapes_override.append(nbytes)
     return _keep_tapes_override[0]
 
 

@@ -279,8 +279,8 @@ class _SecondOrder:
 
 class _FreshTapes(ast.NodeTransformer):
     """The caches a call kept for the next (`_rt.tape_take`, `_rt.tape_keep`) left out: each
-    `_rt.reuse_buffer(kept, slot, size, dtype)` reads `np.empty(size, dtype)` again, a buffer
-    second order differentiates as any other, and nothing is kept."""
+    `c = _rt.reuse_tape(c, size, dtype)` reads `c = np.empty(size, dtype)` again, a buffer
+    second order differentiates as any other, and nothing is taken or kept."""
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
         return None if _rt_call(node.value, "tape_take") else self.generic_visit(node)
@@ -289,9 +289,23 @@ class _FreshTapes(ast.NodeTransformer):
         return None if _rt_call(node.value, "tape_keep") else node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        if _rt_call(node, "reuse_buffer") and len(node.args) == 4:
-            return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), node.args[2:], [])
+        if _rt_call(node, "reuse_tape") and len(node.args) == 3:
+            return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), node.args[1:], [])
         return self.generic_visit(node)
+
+
+def _without_kept_tapes(comp: Any) -> Any:
+    """`comp.fn`, or (once per program) a copy without its kept tapes (`_FreshTapes`): what
+    forward mode reads when it differentiates the reverse program."""
+    if "_rt.tape_take(" not in comp.source:
+        return comp.fn
+    fresh = comp.fresh_tapes
+    if fresh is None:
+        from .codegen.python import compile_source
+
+        tree = ast.fix_missing_locations(_FreshTapes().visit(ast.parse(comp.source)))
+        fresh = comp.fresh_tapes = compile_source(ast.unparse(tree) + "\n", comp.name)
+    return fresh
 
 
 def _rt_call(node: ast.AST, attr: str) -> bool:
@@ -518,7 +532,7 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
         if not comp.active_params:  # f does not depend on x
             return 0.0, 0.0
         raise ZymoUsageError("second derivative: f writes active data into memory it does not own")
-    tan, prim = _autodiff(ForwardWithPrimal, comp.fn, Duplicated, Duplicated(x, v),
+    tan, prim = _autodiff(ForwardWithPrimal, _without_kept_tapes(comp), Duplicated, Duplicated(x, v),
                           *map(Const, _copies(values[1:])), Const(1.0), numba=numba)
     # the program returns ((results,), (dx,))
     return float(tan[1][0]), float(prim[1][0])

@@ -72,6 +72,7 @@ class Compiled:
     unchecked: set = field(default_factory=set)  # split mode: the halves not yet compiled
     guards: list = field(default_factory=list)  # equal parameter extents the program assumes
     second_order: Any = None  # reverse mode: `derivatives._SecondOrder`, made at its first use
+    fresh_tapes: Any = None  # reverse mode: the program without its kept tapes (`derivatives._without_kept_tapes`)
 
 
 _LOWERED: dict[Any, Lowered] = {}

@@ -40,7 +40,7 @@ def test_loop_that_overwrites_its_input_caches_one_value_per_iteration():
     src = zymo.generated_code(Reverse, sumsq_inplace, Active, Duplicated(x.copy(), np.zeros(6)))
     # exactly one cache: n floats, allocated once at the loop's entry with its trip count (or
     # the buffer the last call kept, when it is big enough: `_rt.reuse_buffer`)
-    assert src.count("_rt.reuse_buffer(") == 1 and "_rt.reuse_buffer(_kept, 0, _trips, np.float64)" in src
+    assert src.count("_rt.reuse_tape(") == 1 and "_cache_x = _rt.reuse_tape(_cache_x, _trips, np.float64)" in src
     assert "np.empty(" not in src
     assert "_trips = _rt.span(0, n)" in src
     assert src.count("+= 1") == 1 and src.count("-= 1") == 1

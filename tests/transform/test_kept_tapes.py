@@ -81,9 +81,9 @@ def _peak(call):
 
 def test_the_program_keeps_its_caches_and_the_source_says_so():
     src = zymo.generated_code(Reverse, overwrite_loop, Active, Duplicated(np.ones(4), np.zeros(4)))
-    assert "_kept = _rt.tape_take(overwrite_loop_rev)" in src
-    assert "_rt.reuse_buffer(_kept, 0, _trips, np.float64)" in src
-    assert "_rt.tape_keep(overwrite_loop_rev, (_cache_x, _cache_sin,))" in src
+    assert "_cache_x, _cache_sin = _rt.tape_take(overwrite_loop_rev, (np.float64, np.float64))" in src
+    assert "_cache_x = _rt.reuse_tape(_cache_x, _trips, np.float64)" in src
+    assert "_rt.tape_keep(overwrite_loop_rev, (_cache_x, _cache_sin))" in src
     # split mode's tape is the caller's, and whole-program Numba allocates its own
     aug = zymo.generated_code(zymo.ReverseSplitWithPrimal, overwrite_loop, Active,
                               Duplicated(np.ones(4), np.zeros(4)))
@@ -199,3 +199,61 @@ def test_kernels_keep_their_tape_too():
 def test_set_keep_tapes_takes_a_number_of_bytes(bad):
     with pytest.raises(ValueError, match="set_keep_tapes"):
         config.set_keep_tapes(bad)
+
+
+def test_second_derivatives_at_a_number_of_a_function_that_keeps_its_tape():
+    """Found in review: `hvp` at a float differentiated the program with its `tape_take`."""
+    def h(a):
+        x = np.linspace(0.0, 1.0, 5) * a
+        s = 0.0
+        for i in range(5):
+            x[i] = np.sin(x[i]) * a
+            s += x[i] * x[i]
+        return s
+
+    for a in (0.7, -1.3):
+        zymo.gradient(Reverse, h, a)  # the reverse program keeps a tape
+        hv = zymo.hvp(h, a, 1.0)
+        fd = (zymo.gradient(Reverse, h, a + 1e-6)[0] - zymo.gradient(Reverse, h, a - 1e-6)[0]) / 2e-6
+        assert hv != 0.0 and abs(hv - fd) <= 1e-6 * abs(fd)
+        assert abs(zymo.hessian(h, a) - hv) <= 1e-12 * abs(hv)
+
+
+def two_loops(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        x[i] = np.sin(x[i]) * 2.0
+    for i in range(x.shape[0] - 1):
+        x[i + 1] = x[i] * x[i + 1]
+        s += np.cos(x[i])
+    return s + x[-1]
+
+
+def test_kept_caches_between_two_loops_leave_one_kernel_per_sweep():
+    """Found in review: the kept allocation between two top-level loops split each sweep's
+    kernel in two (`_rt.reuse_tape` is glue a kernel takes in, as `np.empty` was)."""
+    x = np.linspace(0.1, 1.0, 9)
+    src = zymo.generated_code(Reverse, two_loops, Active, Duplicated(x.copy(), np.zeros(9)), numba="kernels")
+    assert src.count("def _kernel_") == 2
+    for _ in range(3):
+        g = _reverse(two_loops, x, numba="kernels")
+        assert_tree_close(g, _reverse(two_loops, x), rtol=1e-13, atol=1e-15)
+    assert_tree_close(g, fd_grad(two_loops, [x.copy()])[0], rtol=1e-6, atol=1e-8)
+    assert_tree_close(g, _forward(two_loops, x), rtol=1e-12, atol=1e-14)
+
+
+def test_a_bad_keep_setting_raises_before_the_call_writes(monkeypatch):
+    monkeypatch.setenv("ZYMO_KEEP_TAPES", "64MiB")
+    with pytest.raises(zymo.errors.ZymoUsageError, match="ZYMO_KEEP_TAPES"):
+        config.set_keep_tapes(None)
+    x = np.linspace(0.1, 1.0, 6)
+    dx = np.zeros(6)
+    with pytest.raises(zymo.errors.ZymoUsageError, match="ZYMO_KEEP_TAPES"):
+        zymo.autodiff(Reverse, overwrite_loop, Active, Duplicated(x.copy(), dx))
+    assert not dx.any()
+    monkeypatch.setenv("ZYMO_KEEP_TAPES", "-5")
+    with pytest.raises(zymo.errors.ZymoUsageError, match="ZYMO_KEEP_TAPES"):
+        config.set_keep_tapes(None)
+    monkeypatch.setenv("ZYMO_KEEP_TAPES", "0")
+    config.set_keep_tapes(None)
+    assert config.keep_tapes() == 0

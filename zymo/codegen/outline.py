@@ -443,7 +443,8 @@ class _Outliner:
 
 
 # calls a statement between two outlined loops may make (numbers, sizes, cache buffers)
-_GLUE_CALLS = frozenset({"_rt.span", "_rt.grow", "np.empty", "min", "max", "abs", "int", "float", "bool", "len",
+_GLUE_CALLS = frozenset({"_rt.span", "_rt.grow", "_rt.reuse_tape", "np.empty", "min", "max", "abs", "int", "float",
+                         "bool", "len",
                          "range", "_rt.fdiv"})
 
 

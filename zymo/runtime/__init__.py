@@ -79,6 +79,7 @@ from .core import (  # broadcasting, products, buffers, trip counts, shadow view
     reshape_shadow,
     reuse_buffer,
     reuse_list,
+    reuse_tape,
     span,
     sum_product,
     tape_keep,
@@ -213,7 +214,8 @@ from .statistics import (  # statistics
 __all__ = [
     "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
-    "tape_take", "tape_keep", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow",
+    "tape_take", "tape_keep", "reuse_tape", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow",
+    "reshape_shadow",
     "is_view", "check_bound",
     "sum_product",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",

@@ -15,7 +15,8 @@ from .. import config
 __all__ = [
     "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
-    "tape_take", "tape_keep", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow", "reshape_shadow",
+    "tape_take", "tape_keep", "reuse_tape", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow",
+    "reshape_shadow",
     "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
     "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product",
@@ -192,13 +193,29 @@ def reuse_buffer(tape, slot, size, dtype):
     return np.empty(max(size, 1), dtype)
 
 
-def tape_take(fn):
-    """The caches the last finished call of reverse program `fn` kept (`tape_keep`), taken from
-    it so that no other call (another thread's, a re-entrant one) shares them; None when none.
-    The caller reads them as a tape passed back in (`reuse_buffer`): their contents are stale,
-    only their memory is reused, already mapped (a new buffer of a megabyte is faulted in page
-    by page at every call, docs/decisions/0021)."""
-    return fn.__dict__.pop("_zymo_tapes", None)
+def tape_take(fn, dtypes):
+    """The array caches the last finished call of reverse program `fn` kept (`tape_keep`), one
+    per dtype of `dtypes`, taken from it so that no other call (another thread's, a re-entrant
+    one) shares them; an empty buffer of the dtype for each it cannot give back. Their contents
+    are stale, only their memory is reused, already mapped (a new buffer of a megabyte is faulted
+    in page by page at every call: docs/decisions/0021). Each is one name's only reference, so a
+    buffer too small for this call is freed when `reuse_tape` replaces it."""
+    config.keep_tapes()  # a bad ZYMO_KEEP_TAPES raises here, before the call writes anything
+    kept = fn.__dict__.pop("_zymo_tapes", None)
+    if kept is not None and len(kept) == len(dtypes):
+        for b, d in zip(kept, dtypes):
+            if b.dtype.type is not d:
+                break
+        else:
+            return kept
+    return tuple([np.empty(0, d) for d in dtypes])
+
+
+def reuse_tape(buf, size, dtype):
+    """`buf` (a kept cache, `tape_take`) if it can hold `size` entries, else a new buffer."""
+    if buf.shape[0] >= size:
+        return buf
+    return np.empty(max(size, 1), dtype)
 
 
 def tape_keep(fn, caches):

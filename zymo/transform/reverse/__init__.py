@@ -56,8 +56,7 @@ class Reverse(AdjointEmitter):
         # a program that runs as Python keeps its array caches for its next call
         # (`_rt.tape_take`; docs/decisions/0021); whole-program Numba allocates its own
         name = n.fresh(f"{fn.name}_rev") if not split else ""
-        if not (split or self.numba or self.checkpoints):
-            self.kept_in = n.fresh("_kept")
+        self.keep = not (split or self.numba or self.checkpoints)
         for k in active_scalars:
             self.adj_used.add(fn.params[k].id)
         # the adjoint sweep first: it decides what the forward sweep must record
@@ -90,12 +89,14 @@ class Reverse(AdjointEmitter):
         if not split:
             with w.indent(f"def {name}({', '.join(params + ([seed] if seed else []))}):"):
                 if self.kept:
-                    w(f"{self.kept_in} = _rt.tape_take({name})")
+                    names, dtypes = zip(*self.kept)
+                    one = "," if len(names) == 1 else ""
+                    w(f"{', '.join(names)}{one} = _rt.tape_take({name}, ({', '.join(dtypes)}{one}))")
                 splice(w, fwd)
                 w("# adjoint sweep")
                 splice(w, rev)
                 if self.kept:
-                    w(f"_rt.tape_keep({name}, ({', '.join(self.kept)},))")
+                    w(f"_rt.tape_keep({name}, ({', '.join(names)}{one}))")
                 w(f"return {rets}, {adjs}")
             return w.source(), [name], shadow_params + active_scalars
         # split mode: the forward sweep returns a tape of everything the adjoint sweep reads

@@ -80,9 +80,9 @@ class AugmentedEmitter(ExportedFacts):
         size = trips if kind == "prealloc" else 16
         if self.split:  # a tape passed back in is reused when its buffer is big enough
             w(f"{name} = _rt.reuse_buffer({self.tape_in}, {slot}, {size}, {dtype})")
-        elif self.kept_in is not None and top:  # the caches the last call kept (`run`)
-            w(f"{name} = _rt.reuse_buffer({self.kept_in}, {len(self.kept)}, {size}, {dtype})")
-            self.kept.append(name)
+        elif self.keep and top:  # the cache the last call kept (`run`: `_rt.tape_take`)
+            w(f"{name} = _rt.reuse_tape({name}, {size}, {dtype})")
+            self.kept.append((name, dtype))
         else:
             w(f"{name} = np.empty({size}, {dtype})")
         w(f"{self._int(self._counter(v))} = 0")

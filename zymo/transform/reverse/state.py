@@ -62,8 +62,8 @@ class ReverseState:
         self.seeds: list[str] = []  # the seeds of an Active return, one per lane
         self.tape_in: str | None = None  # split mode: the tape passed back in
         self.tape_names: list[str] = []  # split mode: the tape's items, in order
-        self.kept_in: str | None = None  # fused mode as Python: the caches the last call kept (`run`)
-        self.kept: list[str] = []  # the array caches allocated once per call, kept for the next one
+        self.keep = False  # fused mode as Python: caches are kept for the next call (`run`)
+        self.kept: list[tuple[str, str]] = []  # (name, dtype) of the caches allocated once per call
         # -- what the adjoint sweep reads (`needs.py`) ---------------------------------------------
         self.needed: set[tuple[int, str]] = set()  # (value id, "p" | "d") read by the adjoint sweep
         self.adj_used: set[int] = set()  # floats whose adjoint the adjoint sweep names

@@ -400,6 +400,15 @@ def _reuse_buffer(tape, slot, size, dtype):
     return impl
 
 
+@overload(rt.reuse_tape)
+def _reuse_tape(buf, size, dtype):
+    def impl(buf, size, dtype):
+        if buf.shape[0] >= size:
+            return buf
+        return np.empty(max(size, 1), dtype)
+    return impl
+
+
 # -- issue 7's helpers (the common cases; others fail at typing and the backend reports it) -------
 
 
