@@ -560,3 +560,26 @@ def f(X, A, B, n, m, p):
     exec(out, ns)
     ns["f"](X, A, B, n, m, p)
     np.testing.assert_allclose(X, want, rtol=1e-13)
+
+
+def test_a_transposed_product_keeps_the_broadcast_axes_of_its_target():
+    """Found in review: `X[j, l, i] += A[i, k] * B[k, j]` (`l` read by no factor) was written
+    `B.T @ A.T` without the new axis, which broadcasts wrongly when the shapes allow it."""
+    src = """
+def f(X, A, B, n, m, p, q):
+    for i in range(n):
+        for j in range(m):
+            for l in range(q):
+                for k in range(p):
+                    X[j, l, i] += A[i, k] * B[k, j]
+"""
+    out = blas_nests(src, {"X": 3, "A": 2, "B": 2}, frozenset({"n", "m", "p", "q"}))
+    assert "@" in out
+    rng = np.random.default_rng(4)
+    n, m, p, q = 4, 3, 5, 3  # m == q: a missing axis would broadcast without an error
+    X, A, B = rng.random((m, q, n)), rng.random((n, p)), rng.random((p, m))
+    want = X + np.einsum("ik,kj->ji", A, B)[:, None, :]
+    ns = {"np": np, "_rt": _rt}
+    exec(out, ns)
+    ns["f"](X, A, B, n, m, p, q)
+    np.testing.assert_allclose(X, want, rtol=1e-13)

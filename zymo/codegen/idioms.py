@@ -588,7 +588,7 @@ class _Lowering:
             if lg[-1] == k and len(lg) == 2:
                 g = f"{g}.T"
             rows, cols = [v for v in lf if v != k], [v for v in lg if v != k]
-            if len(rows) == len(cols) == 1 and out.index(cols[0]) < out.index(rows[0]):
+            if len(rows) == len(cols) == 1 and out == [cols[0], rows[0]]:
                 # the product's transpose, (f @ g).T, is g.T @ f.T: BLAS writes it in place
                 prod = f"({_transposed(g)} @ {_transposed(f)})"
             else:
