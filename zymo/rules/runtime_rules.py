@@ -6,7 +6,7 @@ primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
 adjoints and `sum_product` are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
-(`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`) have zero derivative by rule.
+(`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`, `int_pow` of ints) have zero derivative by rule.
 
 The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
 each has a tangent rule for every argument a derivative flows through, and an adjoint
@@ -156,6 +156,10 @@ class reduced_count(Rule, key="zymo.rt.reduced_count", fn=_rt.reduced_count, cal
 class extreme_mask(Rule, key="zymo.rt.extreme_mask", fn=_rt.extreme_mask, call="_rt.extreme_mask",
                    nondiff=True, cases=(Form("rt_mask", ((5,),), BOTH, kind="zero", dom=_ADD),
                                         Form("rt_mask_const", ((5,),), BOTH, dom=_ADD))): pass
+
+
+class int_pow(Rule, key="zymo.rt.int_pow", fn=_rt.int_pow, call="_rt.int_pow", nondiff=True,
+              cases=(Form("rt_int_pow", ((5,),), BOTH, dom=_ADD),)): pass
 
 
 class is_view(Rule, key="zymo.rt.is_view", fn=_rt.is_view, call="_rt.is_view", nondiff=True,

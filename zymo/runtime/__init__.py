@@ -68,6 +68,7 @@ from .core import (  # broadcasting, products, buffers, trip counts, shadow view
     grow,
     grow_stack,
     imag_copy,
+    int_pow,
     is_view,
     linspace_unit,
     matmul_vjp_a,
@@ -214,7 +215,8 @@ from .statistics import (  # statistics
 __all__ = [
     "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
-    "tape_take", "tape_keep", "reuse_tape", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow",
+    "tape_take", "tape_keep", "reuse_tape", "int_pow", "fdiv", "fpow", "span", "trip", "extreme_mask",
+    "maybe_view_shadow",
     "reshape_shadow",
     "is_view", "check_bound",
     "sum_product",

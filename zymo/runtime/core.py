@@ -15,7 +15,8 @@ from .. import config
 __all__ = [
     "USER", "unbroadcast", "as_tangent", "as_shape", "expand_reduced", "reduced_count", "matmul_vjp_a",
     "matmul_vjp_b", "dot_vjp_a", "dot_vjp_b", "zeros_list", "grow", "grow_stack", "reuse_buffer", "reuse_list",
-    "tape_take", "tape_keep", "reuse_tape", "fdiv", "fpow", "span", "trip", "extreme_mask", "maybe_view_shadow",
+    "tape_take", "tape_keep", "reuse_tape", "int_pow", "fdiv", "fpow", "span", "trip", "extreme_mask",
+    "maybe_view_shadow",
     "reshape_shadow",
     "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
@@ -191,6 +192,20 @@ def reuse_buffer(tape, slot, size, dtype):
         if buf is not None and buf.shape[0] >= size and (buf.dtype.type is dtype or buf.dtype == dtype):
             return buf
     return np.empty(max(size, 1), dtype)
+
+
+def int_pow(a, b):
+    """`a ** b` of two ints whose exponent the program cannot see is 0 or more, typed as an int
+    (`transform.emit._int_power`). A negative `b` raises: Python's result is then a float,
+    which the program would store and compute with as an int (a cache of ints truncates it;
+    Numba's int power gives 0), a wrong number either way."""
+    if b < 0:
+        raise ValueError(_NEGATIVE_POWER)
+    return a ** b
+
+
+_NEGATIVE_POWER = ("zymo: an int raised to a negative int power is a float in Python, and this program typed the "
+                   "power as an int (its exponent is not a constant); write float(a) ** b")
 
 
 def tape_take(fn, dtypes):

@@ -605,6 +605,12 @@ def _t_rt_mask_const(fn):
     return rt_mask_const
 
 
+def _t_rt_int_pow(fn):
+    def rt_int_pow(x):
+        return x * fn(x.shape[0], 2) + x[0]
+    return rt_int_pow
+
+
 def _t_rt_view(fn):
     def rt_view(x):
         return float(fn(x, x[1:])) * 1.0 + x[0]

@@ -58,6 +58,8 @@ class Emitter:
         """The primal call expression of a `prim` op."""
         rule = lookup(op.attrs["key"])
         pos = [self.tree(t, op, name) for t in op.attrs["pos"]]
+        if op.attrs["key"] == "pow" and len(pos) == 2 and all(_is_int(a) for a in op.args):
+            return _int_power(op, [f"({p})" if _needs_parens(p) else p for p in pos])
         if rule.template:
             return rule.template.format(*[f"({p})" if _needs_parens(p) else p for p in pos])
         kw = [f"{k}={self.tree(t, op, name)}" for k, t in op.attrs["kw"]]
@@ -339,3 +341,22 @@ class IEEEDivisions(ast.NodeTransformer):
 def rt_call(fn: str, *args: ast.expr) -> ast.Call:
     """The call `_rt.<fn>(*args)` as an AST node."""
     return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), fn, ast.Load()), list(args), [])
+
+
+def _is_int(v: Value) -> bool:
+    return isinstance(v.type, T.Scalar) and v.type.kind == "int"
+
+
+def _int_power(op: Op, pos: list[str]) -> str:
+    """`a ** b` of two ints as Python computes it, in both backends. A negative constant `b`
+    gives a float, which Python computes as `float(a) ** float(b)` (to the bit; Numba's int power
+    would truncate it to an int: `2 ** -2` is 0 there). An exponent that is not a constant is
+    `_rt.int_pow`: Python's power, and an error where it is negative (the program typed the
+    power as an int)."""
+    a, b = pos
+    y = op.args[1]
+    if y.is_const and isinstance(y.const, int) and y.const >= 0:
+        return f"{a} ** {b}"
+    if y.is_const and isinstance(y.const, int):
+        return f"float({a}) ** float({b})"
+    return f"_rt.int_pow({a}, {b})"

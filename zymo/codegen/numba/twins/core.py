@@ -400,6 +400,16 @@ def _reuse_buffer(tape, slot, size, dtype):
     return impl
 
 
+@overload(rt.int_pow)
+def _int_pow(a, b):
+    def impl(a, b):
+        if b < 0:
+            raise ValueError("zymo: an int raised to a negative int power is a float in Python, and this program "
+                             "typed the power as an int (its exponent is not a constant); write float(a) ** b")
+        return a ** b
+    return impl
+
+
 @overload(rt.reuse_tape)
 def _reuse_tape(buf, size, dtype):
     def impl(buf, size, dtype):
