@@ -341,6 +341,40 @@ def test_grow_copies_its_entries():
     assert _grow1(np.zeros(0, np.bool_), 0).shape == (1,)
 
 
+@numba.njit
+def _reuse(buf, size):
+    out = numba_rt.reuse_tape(buf, size, np.float64)
+    out[0] = 7.0  # written: the caller sees it where `buf` itself came back
+    return out
+
+
+@numba.njit
+def _reuse_bool(buf, size):
+    return numba_rt.reuse_tape(buf, size, np.bool_)
+
+
+def test_reuse_tape_gives_the_kept_buffer_back_or_a_new_one():
+    """`reuse_tape` (decision 0021): the buffer itself when it holds `size` entries, else a new
+    one of `max(size, 1)` of its dtype, as the Python helper does."""
+    buf = np.zeros(5)
+    for size in (0, 3, 5):
+        out = _reuse(buf, size)
+        assert np.shares_memory(out, buf) and out.shape == (5,) and buf[0] == 7.0
+        buf[0] = 0.0
+        assert rt.reuse_tape(buf, size, np.float64) is buf
+    for size, want in ((6, 6), (40, 40)):
+        out = _reuse(buf, size)
+        assert not np.shares_memory(out, buf) and out.shape == (want,) and out.dtype == np.float64
+        assert buf[0] == 0.0 and rt.reuse_tape(buf, size, np.float64).shape == (want,)
+    assert _reuse_bool(np.zeros(0, np.bool_), 0).shape == (0,)  # an empty buffer holds 0 entries
+    assert rt.reuse_tape(np.zeros(0), 0, np.float64).shape == (0,)
+    flags = _reuse_bool(np.zeros(0, np.bool_), 3)
+    assert flags.shape == (3,) and flags.dtype == np.bool_
+    for _ in range(2000):  # references balance: the kept buffer survives its reuses
+        _reuse(buf, 2)
+    assert buf[0] == 7.0 and buf.shape == (5,)
+
+
 @pytest.mark.slow
 def test_grow_stack_copies_its_entries():
     row = np.arange(3.0)

@@ -13,6 +13,7 @@ in the generated source already):
   blocks for Numba and LLVM (a trip count);
 - `grow(buf, need)`, `grow_stack(buf, row, need)`: `zymo.runtime.grow`/`grow_stack`, a cache
   copied into a larger one (one memcpy: a C-ordered cache's entries are its leading bytes);
+- `reuse_tape(buf, size, dtype)`: `zymo.runtime.reuse_tape`, a kept cache or a new one (decision 0021);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
   of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty; a
   C-ordered `x` by eight running extremes that LLVM vectorizes (`_lanes_extreme`), scanned
@@ -194,6 +195,30 @@ def grow_stack(typingctx, buf, row, need):
                 "zymo internal error: a stacked cache's rows changed shape",))
         return _grown(context, builder, buf, ary, _room(context, builder, shape[0], args[2], need), row_shape)
     return buf(buf, row, need), codegen
+
+
+@intrinsic
+def reuse_tape(typingctx, buf, size, dtype):
+    """`rt.reuse_tape(buf, size, dtype)` (module contract): `buf` itself (a new reference) when
+    it holds `size` entries, else a new C-ordered array of `max(size, 1)` of its dtype."""
+    if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.layout == "C" and isinstance(size, types.Integer)):
+        return _helper(typingctx, rt.reuse_tape, (buf, size, dtype))
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(buf)(context, builder, args[0])
+        n = cgutils.unpack_tuple(builder, ary.shape, 1)[0]
+        need = context.cast(builder, args[1], size, types.intp)
+        slot = cgutils.alloca_once(builder, context.get_value_type(buf))
+        with builder.if_else(builder.icmp_signed(">=", n, need)) as (fits, other):
+            with fits:
+                context.nrt.incref(builder, buf, args[0])
+                builder.store(args[0], slot)
+            with other:
+                one = ir.Constant(need.type, 1)
+                out = new_array(context, builder, buf, [builder.select(builder.icmp_signed(">", need, one), need, one)])
+                builder.store(out._getvalue(), slot)
+        return impl_ret_new_ref(context, builder, buf, builder.load(slot))
+    return buf(buf, size, dtype), codegen
 
 
 # -- max and min of a whole array, and their adjoint -------------------------------------------
