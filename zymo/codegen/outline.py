@@ -5,6 +5,8 @@ runs it and returns an `Outlined`: the same program in which every loop that doe
 work is replaced by a call of a *kernel*, and the source of a module defining those kernels.
 Everything else (whole-array NumPy statements, BLAS calls, reductions, list bookkeeping) stays
 Python and runs as NumPy calls, so a first call compiles only the loops, never a whole program.
+A loop outside loops that only stores a constant on a matrix's diagonal becomes one NumPy call
+first (`codegen/fills.py`).
 
 A loop is outlined when
 - it does scalar work: it reads or writes an element of an array (`a[i, j]`, a subscript of a
@@ -87,14 +89,18 @@ def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: fr
 
 def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str], prefix: str,
              in_place: Callable[[ast.stmt], bool] | None) -> Outlined:
+    from .fills import diagonal_fills
+
     tree = ast.parse(src)
     kernels: list[ast.FunctionDef] = []
     work = _ScalarWork(ndims, numbers, caches, in_place)
+    filled = False
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
+            filled |= diagonal_fills(fn, ndims)  # before outlining: such a loop needs no kernel
             _Outliner(fn, work, kernels, prefix).run()
     if not kernels:
-        return Outlined(src, "")
+        return Outlined(ast.unparse(tree) + "\n" if filled else src, "")
     from .blocks import blocked_nests
     from .expand import expanded_loops
     from .parallel import parallel_loops, to_prange, written_arrays

@@ -12,7 +12,8 @@ import numpy as np
 from .core import unbroadcast
 
 __all__ = [
-    "flatten", "broadcast_to", "negate", "tile_vjp", "repeat_vjp", "diagonal", "diagonal_view", "diag",
+    "flatten", "broadcast_to", "negate", "tile_vjp", "repeat_vjp", "diagonal", "diagonal_view", "fill_diagonal",
+    "diag",
     "diagonal_vjp", "expand_diag", "diag_vjp", "inner_vjp_a", "inner_vjp_b", "tensordot_subscripts",
     "einsum_expand", "einsum_is_view", "einsum_jvp", "einsum_vjp", "concat2", "split_first", "split_last",
     "cross_vjp", "kron_vjp", "conv_vjp", "gradient_vjp", "diff_vjp", "rollaxis_perm", "rollaxis_vjp", "pad_index",
@@ -77,6 +78,24 @@ def diagonal_view(x, offset=0, axis1=0, axis2=1):
     m = max(0, min(v.shape[-2] - i0, v.shape[-1] - j0))
     v = v[..., i0:, j0:]
     return np.lib.stride_tricks.as_strided(v, v.shape[:-2] + (m,), v.strides[:-2] + (v.strides[-2] + v.strides[-1],))
+
+
+def fill_diagonal(x, n, value):
+    """What `for i in range(n): x[i, i] = value` does to a matrix `x`, to the bit
+    (`codegen/fills.py`): on a writable float or complex `ndarray` and an int `n`, the first
+    `n` diagonal elements set through one view, and where `n` passes an axis the elements
+    before it set and then NumPy's IndexError raised by the element store the loop fails on;
+    on anything else the loop itself."""
+    if not (type(x) is np.ndarray and x.ndim == 2 and x.dtype.kind in "fc" and x.flags.writeable
+            and isinstance(n, (int, np.integer))):
+        for i in range(n):
+            x[i, i] = value
+        return
+    m = min(x.shape)
+    k = min(max(int(n), 0), m)
+    np.einsum("ii->i", x[:k, :k])[...] = value
+    if n > m:
+        x[m, m] = value  # out of bounds: the loop's IndexError
 
 
 def diag(v, k=0):
