@@ -2,6 +2,7 @@
 stores a constant on a matrix's diagonal runs as one NumPy call under "kernels", not as a
 kernel of its own, and computes what the loop computes, raising where it raises."""
 import ast
+import warnings
 
 import numpy as np
 import pytest
@@ -106,24 +107,28 @@ def _loop(x, n, value):
         x[i, i] = value
 
 
-def _both(make, n, value):
-    """(array, exception) after the loop and after `fill_diagonal`, from equal starts."""
+def _both(make, n, value, errstate=None):
+    """(array, exception, warnings) after the loop and after `fill_diagonal`, from equal starts."""
     out = []
     for f in (_loop, fill_diagonal):
         x = make()
-        try:
-            f(x, n, value)
-            err = None
-        except Exception as e:  # compared below
-            err = (type(e), str(e))
-        out.append((x, err))
-    return out
+        with warnings.catch_warnings(record=True) as caught, np.errstate(**(errstate or {})):
+            warnings.simplefilter("always")
+            try:
+                f(x, n, value)
+                err = None
+            except Exception as e:  # compared below
+                err = (type(e), str(e))
+        out.append((x, err, [(w.category, str(w.message)) for w in caught]))
+    (a, ea, wa), (b, eb, wb) = out
+    assert wa == wb
+    return (a, ea), (b, eb)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int64, np.bool_])
 @pytest.mark.parametrize("shape,n", [((4, 4), 4), ((4, 6), 3), ((6, 4), 4), ((4, 4), 0), ((4, 4), -2),
                                      ((3, 5), 5), ((5, 3), 4), ((4, 4), 9)])
-@pytest.mark.parametrize("value", [1.0, -0.0, 0.1, 3, True])
+@pytest.mark.parametrize("value", [1.0, -0.0, 0.1, 3, True, 1e300, -1e-320, 2 ** 70 + 1])
 def test_fill_diagonal_does_what_the_loop_does(dtype, shape, n, value):
     def make():
         return np.arange(np.prod(shape)).reshape(shape).astype(dtype) + 7
@@ -151,3 +156,36 @@ def test_fill_diagonal_on_views_other_arrays_and_bounds():
     assert ea == eb and ea[0] is TypeError
     (a, ea), (b, eb) = _both(lambda: np.zeros((3, 3)), np.int32(2), 1.0)
     assert ea is None and eb is None and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [-1, 0, 2, 5])
+def test_fill_diagonal_raises_and_warns_as_the_loop_does(n):
+    """A constant the element type cannot hold (found in review): the loop casts it at each
+    store, so no store means no error, and each store warns (or raises) once."""
+    for value, errstate in [(1e300, {"over": "raise"}), (1e300, {}), (2 ** 1100, {}), (1e-50, {"under": "raise"})]:
+        (a, ea), (b, eb) = _both(lambda: np.ones((3, 3), np.float32), n, value, errstate)
+        assert ea == eb and np.array_equal(a, b)
+
+
+def huge_fill(x, d):
+    """A user's fill of a constant no float holds: the loop, not a fill, and the same error."""
+    n = d.shape[0]
+    for i in range(n):
+        d[i, i] = 17976931348623157000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000  # noqa: E501
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize("numba", [False, "kernels"])
+def test_a_constant_beyond_a_float_is_left_to_the_loop(numba):
+    x = np.array([0.5, -1.5])
+    dx = np.zeros(2)
+    zymo.autodiff(Reverse, huge_fill, Active, Duplicated(x, dx), Const(np.zeros((0, 0))), numba=numba)
+    assert_tree_close(dx, 2 * x, rtol=0, atol=0)
+    with pytest.raises(OverflowError):
+        zymo.autodiff(Reverse, huge_fill, Active, Duplicated(x, dx), Const(np.zeros((2, 2))), numba=numba)
+    assert _rewritten("def f(x, n):\n    for i in range(n):\n        x[i, i] = 2 ** 1100\n")[0] is False
+    assert _rewritten(f"def f(x, n):\n    for i in range(n):\n        x[i, i] = {2 ** 1100}\n")[0] is False
+
+
+def test_the_rewrite_needs_an_index_other_than_the_array():
+    assert _rewritten("def f(x, n):\n    for x in range(n):\n        x[x, x] = 1.0\n")[0] is False

@@ -4,15 +4,16 @@ Contract: `diagonal_fills(fn, ndims)` rewrites, in place, each statement of the 
 (outside its loops: at its top level or in branches there) of the form
 
     for v in range(n):          # or range(0, n); `n` a name or an int constant
-        x[v, v] = c             # `x` a 2-d array of `ndims`, `c` a finite int/float/bool constant
+        x[v, v] = c             # `x` a 2-d array of `ndims`, not named `v`; `c` a float
+                                # constant that is finite or an int/bool one within 2**53
 
 where the program reads `v` nowhere after the loop, as `_rt.fill_diagonal(x, n, c)`, and returns
 whether it changed anything. `runtime.arrays.fill_diagonal` does what the loop does, to the
-bit: on a writable float or complex `ndarray` with an int `n` it stores `c` into the first
-`n` diagonal elements through one writable view (`np.einsum("ii->i", ...)`), and where `n`
-passes an axis it stores the elements before that and then raises the IndexError the loop
-raises (`x[m, m] = c`); on anything else it runs the loop itself. A finite constant of those
-kinds is cast to the element type the same way by an element store and by a view's fill.
+bit, warnings and errors included: on a writable float or complex `ndarray`, an int `n` and a
+`c` the element type holds exactly (no store rounds, overflows or warns), it stores `c` into
+the first `n` diagonal elements through one writable view (`np.einsum("ii->i", ...)`), and
+where `n` passes an axis it stores the elements before that and then raises the IndexError the
+loop raises (`x[m, m] = c`); on anything else it runs the loop itself.
 
 Why: the loop does scalar work, so `codegen/outline.py` would compile it as a kernel of its
 own, about 55 ms of Numba for a few microseconds of work per call. Correlation's adjoint keeps
@@ -72,7 +73,7 @@ def _fill(s: ast.stmt, ndims: dict[str, int]) -> tuple[str, ast.Name, ast.expr, 
     if not (isinstance(x, ast.Name) and ndims.get(x.id) == 2 and isinstance(index, ast.Tuple) and len(index.elts) == 2
             and all(isinstance(e, ast.Name) and e.id == v for e in index.elts)):
         return None
-    if isinstance(bound, ast.Name) and bound.id in (v, x.id):
+    if v == x.id or isinstance(bound, ast.Name) and bound.id in (v, x.id):
         return None
     if not _constant(store.value):
         return None
@@ -84,7 +85,9 @@ def _constant(e: ast.expr) -> bool:
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         e = e.operand
     value = e.value if isinstance(e, ast.Constant) else None
-    return isinstance(value, (int, float)) and math.isfinite(value)  # bool is an int
+    if isinstance(value, int):  # bool is one
+        return abs(value) <= 2 ** 53
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _read_later(name: str, rest: list[list[ast.stmt]]) -> bool:

@@ -186,9 +186,24 @@ def _names(node: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
         hit = memo.get(id(node))
         if hit is not None and hit[0] is node:
             return hit[1], hit[2]
-    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
-    found = (frozenset(n.id for n in names if isinstance(n.ctx, ast.Load)),
-             frozenset(n.id for n in names if isinstance(n.ctx, ast.Store)))
+    read: list[str] = []
+    written: list[str] = []
+    stack = [node]
+    while stack:  # `ast.walk`, without its generators: this runs for every statement of a program
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load):
+                read.append(n.id)
+            elif isinstance(n.ctx, ast.Store):
+                written.append(n.id)
+            continue
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, ast.AST):
+                stack.append(v)
+            elif isinstance(v, list):
+                stack += [x for x in v if isinstance(x, ast.AST)]
+    found = (frozenset(read), frozenset(written))
     if memo is not None:
         memo[id(node)] = (node, *found)
     return found

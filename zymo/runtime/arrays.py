@@ -81,21 +81,33 @@ def diagonal_view(x, offset=0, axis1=0, axis2=1):
 
 
 def fill_diagonal(x, n, value):
-    """What `for i in range(n): x[i, i] = value` does to a matrix `x`, to the bit
-    (`codegen/fills.py`): on a writable float or complex `ndarray` and an int `n`, the first
-    `n` diagonal elements set through one view, and where `n` passes an axis the elements
-    before it set and then NumPy's IndexError raised by the element store the loop fails on;
-    on anything else the loop itself."""
+    """What `for i in range(n): x[i, i] = value` does to a matrix `x`, to the bit, warnings
+    and errors included (`codegen/fills.py`): on a writable float or complex `ndarray`, an int
+    `n` and a `value` its element type holds exactly (so that no store rounds, overflows or
+    warns), the first `n` diagonal elements set through one view, and where `n` passes an axis
+    the elements before it set and then NumPy's IndexError raised by the element store the
+    loop fails on; on anything else the loop itself."""
     if not (type(x) is np.ndarray and x.ndim == 2 and x.dtype.kind in "fc" and x.flags.writeable
-            and isinstance(n, (int, np.integer))):
-        for i in range(n):
-            x[i, i] = value
+            and isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))):
+        _diagonal_loop(x, n, value)
+        return
+    if n <= 0:
+        return
+    with np.errstate(all="ignore"):
+        exact = x.dtype.type(value).item() == value  # as Python numbers: no cast of `value`
+    if not exact:
+        _diagonal_loop(x, n, value)
         return
     m = min(x.shape)
-    k = min(max(int(n), 0), m)
+    k = min(int(n), m)
     np.einsum("ii->i", x[:k, :k])[...] = value
     if n > m:
         x[m, m] = value  # out of bounds: the loop's IndexError
+
+
+def _diagonal_loop(x, n, value):
+    for i in range(n):
+        x[i, i] = value
 
 
 def diag(v, k=0):
