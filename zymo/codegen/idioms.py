@@ -609,25 +609,77 @@ def _transposed(src: str) -> str:
 
 def _merge_products(body: list[ast.stmt]) -> list[ast.stmt]:
     """Adjacent accumulations of products into one target that share a factor, `X += A @ B;
-    X += A @ C` (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`. Both sums are the same
-    sum of products, in another order (module contract: results differ by rounding only);
-    neither statement reads an array it writes (module contract), so the second's operands
-    read the same elements before and after the first."""
+    X += A @ C` (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`; with one number
+    coefficient on both (`X += c * (A @ B); X += c * (C @ B)`, syrk's adjoint), `X += c * ((A +
+    C) @ B)`. Both sums are the same sum of products, in another order (module contract:
+    results differ by rounding only); neither statement reads an array it writes (module
+    contract), so the second's operands read the same elements before and after the first,
+    and a coefficient names numbers only (`_coef`), which the first statement does not change."""
     out: list[ast.stmt] = []
     for st in body:
-        prev = out[-1] if out else None
-        if (isinstance(st, ast.AugAssign) and isinstance(prev, ast.AugAssign) and isinstance(st.op, ast.Add)
-                and isinstance(prev.op, ast.Add) and ast.dump(st.target) == ast.dump(prev.target)
-                and _is_matmul(st.value) and _is_matmul(prev.value)):
-            a, b = prev.value, st.value  # type: ignore[assignment]
-            if ast.dump(a.left) == ast.dump(b.left):  # type: ignore[attr-defined]
-                a.right = ast.BinOp(a.right, ast.Add(), b.right)  # type: ignore[attr-defined]
-                continue
-            if ast.dump(a.right) == ast.dump(b.right):  # type: ignore[attr-defined]
-                a.left = ast.BinOp(a.left, ast.Add(), b.left)  # type: ignore[attr-defined]
-                continue
+        if _merged(st, out):
+            continue
         out.append(st)
     return out
+
+
+def _merged(st: ast.stmt, out: list[ast.stmt]) -> bool:
+    """Whether `st` was merged into an earlier statement of `out`: the last one, or one that
+    only assignments follow that write nothing `st` names and name nothing `st` writes (syr2k's
+    `dA += ...; dB += ...; dA += ...`): `st` then commutes with them. The arrays of a nest
+    overlap nowhere where one of them is written (`_rt.blas_ready`), so names tell them apart."""
+    if not (isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add)):
+        return False
+    names = _loads(st) | _stores(st)
+    for prev in reversed(out):
+        if (isinstance(prev, ast.AugAssign) and isinstance(prev.op, ast.Add)
+                and ast.dump(st.target) == ast.dump(prev.target)):
+            (ca, a), (cb, b) = _scaled_product(prev.value), _scaled_product(st.value)
+            if a is None or b is None or ast.dump(ca) != ast.dump(cb):
+                return False
+            if ast.dump(a.left) == ast.dump(b.left):
+                a.right = ast.BinOp(a.right, ast.Add(), b.right)
+                return True
+            if ast.dump(a.right) == ast.dump(b.right):
+                a.left = ast.BinOp(a.left, ast.Add(), b.left)
+                return True
+            return False
+        if not isinstance(prev, (ast.AugAssign, ast.Assign)) or _written(prev) & names \
+                or _written(st) & (_loads(prev) | _stores(prev)):
+            return False
+    return False
+
+
+def _written(st: ast.AugAssign | ast.Assign) -> set[str]:
+    """The names an assignment binds and the arrays it stores into (`X[...] = `, `X[...] +=`)."""
+    targets = [st.target] if isinstance(st, ast.AugAssign) else st.targets
+    out = set(_stores(st))
+    for t in targets:
+        while isinstance(t, (ast.Subscript, ast.Attribute)):
+            t = t.value
+        if isinstance(t, ast.Name):
+            out.add(t.id)
+    return out
+
+
+def _scaled_product(e: ast.expr) -> tuple[ast.AST, ast.BinOp | None]:
+    """(coefficient, product) of `A @ B` (coefficient `None`) or `c * (A @ B)`, `c` of numbers
+    as `_coef` writes them (names, constants, products and `_rt.fdiv` of those); (None, None)
+    for anything else."""
+    if _is_matmul(e):
+        return ast.Constant(None), e  # type: ignore[return-value]
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and _is_matmul(e.right) and _number_expr(e.left):
+        return e.left, e.right  # type: ignore[return-value]
+    return ast.Constant(None), None
+
+
+def _number_expr(e: ast.expr) -> bool:
+    if isinstance(e, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+        return _number_expr(e.left) and _number_expr(e.right)
+    return (isinstance(e, ast.Call) and ast.unparse(e.func) == "_rt.fdiv" and not e.keywords and len(e.args) == 2
+            and all(_number_expr(x) for x in e.args))
 
 
 def _is_matmul(e: ast.expr) -> bool:
