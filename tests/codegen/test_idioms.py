@@ -541,8 +541,9 @@ def test_division_by_a_number_divides_as_the_loops_do():
 def test_adjacent_products_into_one_target_merge_and_others_do_not():
     from zymo.codegen.idioms import _merge_products
 
-    def merged(src):
-        return "\n".join(ast.unparse(st) for st in _merge_products(ast.parse(src).body))
+    def merged(src, scales=None):
+        out = _merge_products(ast.parse(src).body, frozenset({"c", "d", "t"}), scales)
+        return "\n".join(ast.unparse(st) for st in out)
 
     assert merged("X[:n] += A @ B\nX[:n] += A @ C.T") == "X[:n] += A @ (B + C.T)"
     assert merged("X[:n] += A @ B\nX[:n] += C @ B") == "X[:n] += (A + C) @ B"
@@ -558,8 +559,11 @@ def test_adjacent_products_into_one_target_merge_and_others_do_not():
                  "X[:n] += A @ B\nY = X[0]\nX[:n] += A @ C",  # the target read in between
                  "X[:n] += A @ B\nif c:\n    Y = 1\nX[:n] += A @ C"]:  # not an assignment in between
         assert merged(kept) == ast.unparse(ast.parse(kept))
-    # with one number coefficient on both (syrk), and past statements that commute (syr2k)
-    assert merged("X[:n] += c * (A.T @ B)\nX[:n] += c * (A @ B)") == "X[:n] += c * ((A.T + A) @ B)"
+    assert merged("X[:n] += X * (A @ B)\nX[:n] += X * (A @ C)") == "X[:n] += X * (A @ B)\nX[:n] += X * (A @ C)"
+    # with one number coefficient on both (syrk), which the guard checks, and past statements that commute (syr2k)
+    scales = []
+    assert merged("X[:n] += c * (A.T @ B)\nX[:n] += c * (A @ B)", scales) == "X[:n] += c * ((A.T + A) @ B)"
+    assert scales == ["c"]
     assert merged("X[:n] += _rt.fdiv(1.0, t) * (A @ B)\nX[:n] += _rt.fdiv(1.0, t) * (A @ C)") == \
         "X[:n] += _rt.fdiv(1.0, t) * (A @ (B + C))"
     assert merged("X[:n] += c * (M @ B)\nY[:n] += c * (M.T @ A)\nX[:n] += c * (M.T @ B)") == \
@@ -609,3 +613,37 @@ def f(X, A, B, n, m, p, q):
     exec(out, ns)
     ns["f"](X, A, B, n, m, p, q)
     np.testing.assert_allclose(X, want, rtol=1e-13)
+
+
+def _two_scaled(C, A, B, E, t):
+    n, m = A.shape
+    for i in range(n):
+        for k in range(m):
+            for j in range(B.shape[1]):
+                C[i, j] += A[i, k] * B[k, j] / t
+                C[i, j] += A[i, k] * E[k, j] / t
+    return np.sum(C)
+
+
+@pytest.mark.parametrize("t", [0.7, 0.0, np.inf, np.nan])
+def test_products_merged_under_a_coefficient_only_where_it_is_finite_and_nonzero(t):
+    """Found in review: `c * P + c * Q` is `c * (P + Q)` only for a finite nonzero `c`; with
+    `t = 0` the loops' `inf + -inf` (nan) became `inf * (1 - 2)` (-inf). The guard now runs the
+    loops there, and the primal and its gradient are the Python backend's."""
+    A, B, E = np.ones((3, 2)), np.ones((2, 4)), -2.0 * np.ones((2, 4))
+    code = zymo.generated_code(Reverse, _two_scaled, Active, Duplicated(np.zeros((3, 4)), np.zeros((3, 4))),
+                               Duplicated(A, np.zeros_like(A)), B, E, 0.7, numba="kernels")
+    assert "@ (B[:n_1, :n] + E[:n_1, :n])" in code
+    assert "np.isfinite(_rt.fdiv(1.0, t))" in code
+    runs = {}
+    for numba in ("kernels", False):
+        C, dC, dA = np.zeros((3, 4)), np.zeros((3, 4)), np.zeros_like(A)
+        with np.errstate(all="ignore"):
+            zymo.autodiff(Reverse, _two_scaled, Active, Duplicated(C, dC), Duplicated(A.copy(), dA), B, E, t,
+                          numba=numba)
+        runs[numba] = (C, dA)
+    for a, b in zip(runs["kernels"], runs[False]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)  # nan where nan, inf where inf
+    if t == 0.7:
+        assert np.all(runs[False][1] != 0.0)
+        check_grad(_two_scaled, np.zeros((3, 4)), A, B, E, 0.7, wrt=(1,), modes=("reverse",))

@@ -41,8 +41,10 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   products and rank-1 updates alone stay loops, which the kernels run faster than the NumPy
   statements and their run-time check (measured on PolyBench's mvt, gemver, bicg at n=120);
   inside a nest with a matrix product they are NumPy statements too.
-Two adjacent accumulations of products into one target that share a factor become one
-(`X += A @ B; X += A @ C` -> `X += A @ (B + C)`: a symmetric matrix's adjoint), and a product
+Two accumulations of products into one target that share a factor become one (`X += A @ B;
+X += A @ C` -> `X += A @ (B + C)`: a symmetric matrix's adjoint), also under one number
+coefficient, which the guard then checks finite and nonzero, and past statements they commute
+with (`_merge_products`); a product
 whose result is read transposed is written as the transposed product (`g.T @ f.T`, not `(f @
 g).T`). The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
@@ -52,7 +54,9 @@ over (a triangle's box: its start and stop within the axis); the guard also requ
 operands that meet a triangle's masked zeros to be finite, and an upper triangle under a
 shorter loop to be whole (`Domain.requires`). Else the loops run as before. The
 NumPy statements compute the same sums in another order: results differ by rounding only (a
--0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written).
+-0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written), and,
+as any reordered sum, where a partial sum passes the largest float: one order may overflow
+where the other does not.
 Distribution stays legal with triangles: its proof is per iteration of the split loop, whose
 inner bounds depend only on indices the nest does not write.
 """
@@ -279,7 +283,10 @@ class _Rewriter:
                 requires += low.dom.requires
         if not products:
             return None
-        body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh))
+        scales: list[str] = []  # the coefficients products merged under: checked finite and nonzero
+        body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh), self.numbers,
+                               scales)
+        requires += [f"np.isfinite({c}) and {c} != 0" for c in scales]
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
         wr = [n for n in touched if n in written]
@@ -607,23 +614,28 @@ def _transposed(src: str) -> str:
     return src[:-2] if src.endswith(".T") else f"{src}.T"
 
 
-def _merge_products(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Adjacent accumulations of products into one target that share a factor, `X += A @ B;
-    X += A @ C` (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`; with one number
-    coefficient on both (`X += c * (A @ B); X += c * (C @ B)`, syrk's adjoint), `X += c * ((A +
-    C) @ B)`. Both sums are the same sum of products, in another order (module contract:
-    results differ by rounding only); neither statement reads an array it writes (module
-    contract), so the second's operands read the same elements before and after the first,
-    and a coefficient names numbers only (`_coef`), which the first statement does not change."""
+def _merge_products(body: list[ast.stmt], numbers: frozenset[str] = frozenset(),
+                    scales: list[str] | None = None) -> list[ast.stmt]:
+    """Accumulations of products into one target that share a factor, `X += A @ B; X += A @ C`
+    (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`: the same sum of products in another
+    order (module contract). With one number coefficient on both (`X += c * (A @ B); X += c *
+    (C @ B)`, syrk's adjoint), `X += c * ((A + C) @ B)`, and `c` (its source) added to `scales`:
+    scaling the sum instead of each product is exact only where `c` is finite and nonzero
+    (an infinite `c` turns `inf - inf`, nan, into `c * (P + Q)`, an infinity), which the nest's
+    guard then checks. A coefficient is of `numbers`, constants, products and `_rt.fdiv` of them
+    (`_coef`'s forms), evaluated the same before the nest as at either statement: it names no
+    array, and the nest writes no number it reads. Neither statement reads an array it writes
+    (module contract), so the second's operands read the same elements before and after the
+    first; see `_merged` for the statements that may stand between them."""
     out: list[ast.stmt] = []
     for st in body:
-        if _merged(st, out):
+        if _merged(st, out, numbers, scales if scales is not None else []):
             continue
         out.append(st)
     return out
 
 
-def _merged(st: ast.stmt, out: list[ast.stmt]) -> bool:
+def _merged(st: ast.stmt, out: list[ast.stmt], numbers: frozenset[str], scales: list[str]) -> bool:
     """Whether `st` was merged into an earlier statement of `out`: the last one, or one that
     only assignments follow that write nothing `st` names and name nothing `st` writes (syr2k's
     `dA += ...; dB += ...; dA += ...`): `st` then commutes with them. The arrays of a nest
@@ -634,16 +646,18 @@ def _merged(st: ast.stmt, out: list[ast.stmt]) -> bool:
     for prev in reversed(out):
         if (isinstance(prev, ast.AugAssign) and isinstance(prev.op, ast.Add)
                 and ast.dump(st.target) == ast.dump(prev.target)):
-            (ca, a), (cb, b) = _scaled_product(prev.value), _scaled_product(st.value)
+            (ca, a), (cb, b) = _scaled_product(prev.value, numbers), _scaled_product(st.value, numbers)
             if a is None or b is None or ast.dump(ca) != ast.dump(cb):
                 return False
             if ast.dump(a.left) == ast.dump(b.left):
                 a.right = ast.BinOp(a.right, ast.Add(), b.right)
-                return True
-            if ast.dump(a.right) == ast.dump(b.right):
+            elif ast.dump(a.right) == ast.dump(b.right):
                 a.left = ast.BinOp(a.left, ast.Add(), b.left)
-                return True
-            return False
+            else:
+                return False
+            if not (isinstance(ca, ast.Constant) and ca.value is None):
+                scales.append(ast.unparse(ca))
+            return True
         if not isinstance(prev, (ast.AugAssign, ast.Assign)) or _written(prev) & names \
                 or _written(st) & (_loads(prev) | _stores(prev)):
             return False
@@ -662,24 +676,26 @@ def _written(st: ast.AugAssign | ast.Assign) -> set[str]:
     return out
 
 
-def _scaled_product(e: ast.expr) -> tuple[ast.AST, ast.BinOp | None]:
-    """(coefficient, product) of `A @ B` (coefficient `None`) or `c * (A @ B)`, `c` of numbers
-    as `_coef` writes them (names, constants, products and `_rt.fdiv` of those); (None, None)
-    for anything else."""
+def _scaled_product(e: ast.expr, numbers: frozenset[str]) -> tuple[ast.AST, ast.BinOp | None]:
+    """(coefficient, product) of `A @ B` (coefficient `Constant(None)`) or `c * (A @ B)`, `c`
+    of `numbers` and constants as `_coef` writes them; (None, None) for anything else."""
     if _is_matmul(e):
         return ast.Constant(None), e  # type: ignore[return-value]
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and _is_matmul(e.right) and _number_expr(e.left):
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and _is_matmul(e.right) \
+            and _number_expr(e.left, numbers):
         return e.left, e.right  # type: ignore[return-value]
     return ast.Constant(None), None
 
 
-def _number_expr(e: ast.expr) -> bool:
-    if isinstance(e, (ast.Name, ast.Constant)):
-        return True
+def _number_expr(e: ast.expr, numbers: frozenset[str]) -> bool:
+    if isinstance(e, ast.Name):
+        return e.id in numbers
+    if isinstance(e, ast.Constant):
+        return type(e.value) in (int, float)
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
-        return _number_expr(e.left) and _number_expr(e.right)
+        return _number_expr(e.left, numbers) and _number_expr(e.right, numbers)
     return (isinstance(e, ast.Call) and ast.unparse(e.func) == "_rt.fdiv" and not e.keywords and len(e.args) == 2
-            and all(_number_expr(x) for x in e.args))
+            and all(_number_expr(x, numbers) for x in e.args))
 
 
 def _is_matmul(e: ast.expr) -> bool:
