@@ -167,8 +167,10 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
             from .codegen.loop_forms import nonneg_names
             from .codegen.loop_order import lean_loops
 
+            copies: dict[str, str] = {}
             with nonneg_names(_proven(ir, namer, facts)):  # indices that never wrap round
-                src = lean_loops(src, _memory(generator, namer, act, ir))
+                src = lean_loops(src, _memory(generator, namer, act, ir), copies)
+            facts = _with_copies(facts, copies)
         fns = compile_numba(src, names if not mode.forward else [name], what, facts)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
@@ -240,19 +242,23 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
             return _outlined()
 
     def _outlined() -> dict:
-        floats = facts.floats | facts.numbers
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+        copies: dict[str, str] = {}
         if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
-            blas = lean_loops(blas, memory)
-        arrays = made_arrays(ast.parse(blas), facts.arrays)
+            blas = lean_loops(blas, memory, copies)
+        known = _with_copies(facts, copies)
+        ndims = _copied_ndims(namer.ndims, copies)
+        floats = known.floats | known.numbers
+        arrays = made_arrays(ast.parse(blas), known.arrays)
 
         def fast(s: Any) -> bool:
-            return in_place(s, floats, arrays, namer.ndims)
-        got = outline(blas, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg, caches,
-                      in_place=fast)
-        return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel}
+            return in_place(s, floats, arrays, ndims)
+        got = outline(blas, ndims, known.numbers | known.ints | known.floats | known.nonneg, caches, in_place=fast)
+        return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel,
+                "copies": copies}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
     got = memo("outline", [src, namer.ndims, facts, caches, memory, sorted(proven)], outlined)
+    facts = _with_copies(facts, got["copies"])
     out = Outlined(got["src"], got["kernels"], got["names"],
                    {k: (t, list(w), list(f)) for k, (t, w, f) in got["parallel"].items()})
     src = out.src
@@ -270,6 +276,25 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
                for n, p in zip(out.names, python)}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
     return compile_source(out.src, name, kernels), shown
+
+
+def _with_copies(facts: Any, copies: dict[str, str]) -> Any:
+    """`facts` (`numba_.SourceFacts`) with each name a jammed loop's copy introduced
+    (`codegen/jam.py`) holding the facts of the name it copies."""
+    if not copies:
+        return facts
+    import dataclasses
+
+    def grown(names: frozenset[str]) -> frozenset[str]:
+        return names | {new for new, old in copies.items() if old in names}
+    return dataclasses.replace(facts, floats=grown(facts.floats), numbers=grown(facts.numbers),
+                               ints=grown(facts.ints), arrays=grown(facts.arrays), nonneg=grown(facts.nonneg),
+                               ndims=tuple(sorted(_copied_ndims(dict(facts.ndims), copies).items())))
+
+
+def _copied_ndims(ndims: dict[str, int], copies: dict[str, str]) -> dict[str, int]:
+    """`ndims` with the jammed copies of its names (`_with_copies`)."""
+    return {**ndims, **{new: ndims[old] for new, old in copies.items() if old in ndims}}
 
 
 def _python_only(ir: Function, backend: str) -> str:

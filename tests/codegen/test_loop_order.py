@@ -32,7 +32,7 @@ def _facts(roots: dict[str, tuple[int, ...]], wide: set[str] | None = None) -> M
 
 
 def _run(src: str, *args):
-    env: dict = {"np": np}
+    env: dict = {"np": np, "_rt": zymo.runtime}
     exec(src, env)
     return env["f"](*args)
 
@@ -370,7 +370,7 @@ def f(d, x, n):
 def test_top_level_comments_are_kept():
     src = ACC.replace("    for i in range(n):", "    # adjoint sweep\n    for i in range(n):")
     out = lean_loops(src, _facts({"A": (0,), "d": (1,), "x": (2,)}))
-    assert "_acc_d" in out and "\n    # adjoint sweep\n    for i in range(n):" in out
+    assert "_acc_d" in out and "\n    # adjoint sweep\n    for i in range(" in out
 
 
 @pytest.mark.parametrize("assign", ["m = j + 1", "m = 2"])

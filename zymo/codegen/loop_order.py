@@ -53,19 +53,21 @@ import re
 
 from .distribute import _from_nonneg, distributed
 from .interchange import interchanged
+from .jam import jammed
 from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reversed_head, same, touched
 from .outline import _loads, _stores
 from .parallel import independent, written_arrays
 from .tape_index import index_caches
 
 
-def lean_loops(src: str, memory: Memory) -> str:
+def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None) -> str:
     """`src` with its loops rewritten (module contract); the comments of the functions' top
-    level (`# adjoint sweep`) kept."""
+    level (`# adjoint sweep`) kept. `copies`, if given, receives the names the jammed loops'
+    copies introduce, each mapped to the name it copies (`codegen/jam.py`)."""
     tree = ast.parse(_COMMENT.sub(lambda m: f"{m.group(1)}{_NOTE}({m.group(2)!r})", src))
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
-    rw = _Rewriter(memory, taken)
+    rw = _Rewriter(memory, taken, copies if copies is not None else {})
     with remembered():
         for fn in tree.body:
             if isinstance(fn, ast.FunctionDef):
@@ -83,9 +85,10 @@ _NOTED = re.compile(rf"^(\s*){_NOTE}\((.*)\)$", re.M)
 
 
 class _Rewriter:
-    def __init__(self, memory: Memory, taken: set[str]):
+    def __init__(self, memory: Memory, taken: set[str], copies: dict[str, str]):
         self.memory = memory
         self.taken = taken
+        self.copies = copies  # the jammed copies' names -> the names they copy
         self.outer: list[tuple[list[ast.stmt], ast.stmt]] = []  # (statements before, loop) around
         self.changed = False
 
@@ -144,9 +147,11 @@ class _Rewriter:
         self._drop_copies_back(s)
         pre, post = self.promote(s, before)
         s = self.forward(s, [post, *rest])
+        loops = jammed(s, self.memory, [post, *rest], self.fresh, self.copies) or [s]
+        self.changed |= loops[0] is not s
         if not pre:
-            return [s]
-        return [ast.If(test=_runs(s.iter), body=[*pre, s, *post], orelse=[])]
+            return loops
+        return [ast.If(test=_runs(s.iter), body=[*pre, *loops, *post], orelse=[])]
 
     def _drop_copies_back(self, s: ast.For) -> None:
         """Drop `b = a` from the body of `s` where `a = b` came earlier in it and neither name

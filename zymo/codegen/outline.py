@@ -107,7 +107,7 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
 
     twins, parallel = [], {}
     for k in kernels:
-        base = _split_for_twin(k, ndims, caches)
+        base = _split_for_twin(_unjammed(k), ndims, caches)
         loops = parallel_loops(base, ndims, caches)
         nests = blocked_nests(base, ndims, caches, loops)
         sums = expanded_loops(base, ndims, caches, loops + nests)
@@ -121,6 +121,18 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
                                 [i for i, n in enumerate(params) if n in floats])
     body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
+
+
+def _unjammed(kernel: ast.FunctionDef) -> ast.FunctionDef:
+    """`kernel`, or a copy whose jammed loops run whole again (`codegen/jam.unjammed`): a twin
+    splits their iterations between threads."""
+    import copy
+
+    from .jam import unjammed
+
+    new = copy.deepcopy(kernel)
+    new.body = unjammed(new.body)
+    return kernel if ast.dump(new) == ast.dump(kernel) else new
 
 
 def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: frozenset[str]) -> ast.FunctionDef:
