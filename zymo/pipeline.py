@@ -285,8 +285,10 @@ def _with_copies(facts: Any, copies: dict[str, str]) -> Any:
         return facts
     import dataclasses
 
+    roots = _copy_roots(copies)
+
     def grown(names: frozenset[str]) -> frozenset[str]:
-        return names | {new for new, old in copies.items() if old in names}
+        return names | {new for new, old in roots.items() if old in names}
     return dataclasses.replace(facts, floats=grown(facts.floats), numbers=grown(facts.numbers),
                                ints=grown(facts.ints), arrays=grown(facts.arrays), nonneg=grown(facts.nonneg),
                                ndims=tuple(sorted(_copied_ndims(dict(facts.ndims), copies).items())))
@@ -294,7 +296,18 @@ def _with_copies(facts: Any, copies: dict[str, str]) -> Any:
 
 def _copied_ndims(ndims: dict[str, int], copies: dict[str, str]) -> dict[str, int]:
     """`ndims` with the jammed copies of its names (`_with_copies`)."""
-    return {**ndims, **{new: ndims[old] for new, old in copies.items() if old in ndims}}
+    return {**ndims, **{new: ndims[old] for new, old in _copy_roots(copies).items() if old in ndims}}
+
+
+def _copy_roots(copies: dict[str, str]) -> dict[str, str]:
+    """Each copy's original name: a copy of a copy (a jammed loop inside a jammed loop,
+    `s_j1_j1` of `s_j1` of `s`) holds what the first name holds."""
+    roots = {}
+    for new, old in copies.items():
+        while old in copies:
+            old = copies[old]
+        roots[new] = old
+    return roots
 
 
 def _python_only(ir: Function, backend: str) -> str:

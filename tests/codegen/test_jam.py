@@ -264,3 +264,51 @@ def test_copies_divide_as_the_names_they_copy(numba):
         runs.append((d, dA))
     for a, b in zip(*runs):
         assert np.array_equal(a, b, equal_nan=True)
+
+
+def nested(T, w, d, e):
+    """A jammed middle loop beside a chain of the outer loop: both jammed, copies of copies."""
+    n, m, p = T.shape
+    for i in range(n):
+        for j in range(m):
+            s = 0.0
+            for k in range(p):
+                s = s + T[i, j, k] / w[k]
+            d[i, j] = s
+        t = 0.0
+        for k in range(p):
+            t = t * 0.5 + T[i, 0, k]
+        e[i] = t
+    return np.sum(d) + np.sum(e)
+
+
+def test_copies_of_copies_hold_the_first_names_facts(monkeypatch):
+    """Found in review: a copy of a copy (`s_j1_j1` of `s_j1` of `s`) got no facts."""
+    import zymo.pipeline as P
+
+    assert P._copy_roots({"a_j1": "a", "a_j1_j1": "a_j1", "b_j2": "b"}) == {"a_j1": "a", "a_j1_j1": "a",
+                                                                          "b_j2": "b"}
+    seen = []
+    orig = P._with_copies
+
+    def spy(facts, copies):
+        out = orig(facts, copies)
+        if copies:
+            seen.append((copies, out))
+        return out
+    monkeypatch.setattr(P, "_with_copies", spy)
+    args = [np.random.default_rng(3).random((6, 5, 4)), np.array([1.0, 0.0, 2.0, -0.0]), np.zeros((6, 5)),
+            np.zeros(6)]
+    runs = []
+    for numba in (True, False):
+        sh = [np.zeros_like(a) for a in args]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zymo.autodiff(Reverse, nested, Active, *[Duplicated(a.copy(), s) for a, s in zip(args, sh)],
+                          numba=numba)
+        runs.append(sh)
+    copies, facts = seen[-1]
+    deep = [n for n in copies if n.count("_j") >= 2]
+    assert deep and all(n in facts.nonneg or n in facts.floats or n in facts.arrays or n in facts.numbers
+                        for n in deep)
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b, equal_nan=True)

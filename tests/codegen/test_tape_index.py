@@ -182,3 +182,95 @@ def test_gradient_with_indexed_caches_equals_python_to_the_bit(numba):
     src = zymo.generated_code(Reverse, rows, Active, *[Duplicated(a.copy(), np.zeros_like(a)) for a in args],
                               numba=numba)
     assert "_cache_sin[_pos_k_sin" in src and "_k_sin += 1" not in src
+
+
+DOWN = '''
+def f(x, c, out, k, lo, n):
+    for i in range(n, lo, -1):
+        c[k] = x[i - 1] * 2.0 + k
+        k += 1
+    _n = _rt.span(lo, n)
+    for _r in range(_n):
+        i = n - (_n - 1 - _r)
+        k -= 1
+        out[i - 1] = c[k] + x[i - 1]
+    return k
+'''
+
+
+@pytest.mark.parametrize("lo, n", [(0, 5), (2, 5), (5, 5), (6, 5), (-1, 0)])
+def test_a_loop_running_down_and_its_adjoint_address_by_index(lo, n):
+    """`for i in range(hi, lo, -1)` pushes from `hi` down; reverse mode pops in a forward loop
+    over its trip count (`i = hi - (_n - 1 - _r)`): the same entries as the counter's."""
+    out, changed = _rewritten(DOWN)
+    assert changed and "k += 1" not in out and "k -= 1" not in out
+    assert "_p0 = k + (n - i)" in out and "k += _rt.span(lo, n)" in out
+    assert "_p1 = k + (_n - 1 - _r)" in out and "k -= _rt.span(0, _n)" in out
+    for want, got in zip(_run(DOWN, max(lo, 0), n), _run(out, max(lo, 0), n)):
+        assert np.array_equal(want, got)
+
+
+DOWN_NEST = '''
+def f(x, c, out, k, lo, n, m):
+    for _r2 in range(_rt.span(lo, n)):
+        i = n - 1 - _r2
+        _n = _rt.span(0, m)
+        for _r in range(_n):
+            j = m - (_n - 1 - _r)
+            k -= 1
+            out[i] += c[k] * x[j - 1]
+    return k
+'''
+
+
+def test_a_trip_count_named_in_the_body_is_read_as_its_value():
+    """The outer loop moves `k` by `_rt.span(0, _n)`, `_n` set in its body to an invariant:
+    its value stands in for it, and the outer loop too addresses by index."""
+    out, changed = _rewritten(DOWN_NEST)
+    assert changed and "k -= _rt.span(lo, n) * _rt.span(0, _rt.span(0, m))" in out
+
+    def run(code, lo, n, m):
+        env = {"_rt": _Rt}
+        exec(code, env)
+        x, c, res = np.arange(1.0, m + 2.0), np.arange(2.0, 40.0), np.zeros(max(n, 1))
+        return env["f"](x, c, res, 30, lo, n, m), res
+
+    for lo, n, m in ((0, 4, 3), (1, 4, 2), (0, 3, 0)):
+        for want, got in zip(run(DOWN_NEST, lo, n, m), run(out, lo, n, m)):
+            assert np.array_equal(want, got)
+    for moved in ("_n = _rt.span(0, i)", "_n = _rt.span(0, x[0])"):  # not invariant: stays
+        src = DOWN_NEST.replace("_n = _rt.span(0, m)", moved)
+        assert "k -= _rt.span(lo, n)" not in _rewritten(src)[0]
+    src = DOWN.replace("range(n, lo, -1)", "range(n, lo, -2)")  # another step: stays
+    assert "_p0 = k + (n - i)" not in _rewritten(src)[0]
+
+
+def back_substitution(U, b, x):
+    n = U.shape[0]
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, n):
+            s = s - U[i, j] * x[j]
+        x[i] = s / U[i, i]
+    out = 0.0
+    for i in range(n - 1, -1, -1):
+        out += x[i] * x[i] * (i + 1.0)
+    return out
+
+
+@pytest.mark.parametrize("numba", [True, "kernels"])
+def test_gradient_through_loops_running_down_equals_python_to_the_bit(numba):
+    rng = np.random.default_rng(8)
+    U = np.triu(rng.random((6, 6))) + 2.0 * np.eye(6)
+    b = rng.random(6)
+
+    def grads(backend):
+        dU, db = np.zeros_like(U), np.zeros_like(b)
+        zymo.autodiff(Reverse, back_substitution, Active, Duplicated(U.copy(), dU), Duplicated(b.copy(), db),
+                      Duplicated(np.zeros(6), np.zeros(6)), numba=backend)
+        return dU, db
+
+    want, got = grads(False), grads(numba)
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g) and np.any(w != 0.0)
+    check_grad(back_substitution, U, b, np.zeros(6), modes=("reverse",), wrt=[0, 1])

@@ -71,7 +71,8 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     blocked = assigned | {var}
     fused = _fused_loops(body, blocked)
     if not any(_chained(f) and not any(isinstance(n, ast.For) for t in f.body for n in ast.walk(t)) for f in fused):
-        return None  # no innermost loop with a chain (nor a jammed one: `k` squared copies)
+        return None  # no innermost loop with a chain (a jammed inner loop is no innermost one; a nest
+        # may still hold one beside another chain: both jammed, their size counted after the inner jam)
     shared = set()
     for f in fused:
         shared |= _loop_names(f)
