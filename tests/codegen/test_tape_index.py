@@ -274,3 +274,17 @@ def test_gradient_through_loops_running_down_equals_python_to_the_bit(numba):
     for w, g in zip(want, got):
         assert np.array_equal(w, g) and np.any(w != 0.0)
     check_grad(back_substitution, U, b, np.zeros(6), modes=("reverse",), wrt=[0, 1])
+
+
+@pytest.mark.parametrize("src", [
+    DOWN.replace("range(n, lo, -1)", "range(n << 0, lo, -1)"),  # compound bounds stay one operand
+    SRC.replace("range(lo, n)", "range(lo * 2 - lo, n)"),
+    DOWN.replace("    for _r in range(_n):", "    for _r in range(_n | 0):"),
+])
+def test_compound_bounds_address_the_same_entries(src):
+    """Found in review: offsets pasted as text read `i - m - 1` for `i - (m - 1)`."""
+    out, changed = _rewritten(src)
+    assert changed
+    for lo, n in ((0, 5), (2, 5), (5, 5)):
+        for want, got in zip(_run(src, lo, n), _run(out, lo, n)):
+            assert np.array_equal(want, got)

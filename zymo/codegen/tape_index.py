@@ -40,8 +40,11 @@ of the forward loop `k` is `k0 + (v - lo) * X` before the move, and the reversed
 starts where the matching pushes ended, reads `k_end - (_r + 1) * X` after its move. With the
 counter gone from the body, the loop carries nothing through it: it may run forward
 (`codegen/loop_order.py`) or in parallel (`codegen/parallel.py`: each push writes an entry no
-other push writes). Loops that store `k` anywhere else (an `if`, an inner loop not rewritten, a
-cache growing inside the loop) stay as they are.
+other push writes); a loop running down and the pop loop of its adjoint stay serial themselves
+(parallel loops and unroll-and-jam take forward loops whose index they can read), but a loop
+holding them no longer carries the counter through them (adi's rows). Loops that store `k`
+anywhere else (an `if`, an inner loop not rewritten, a cache growing inside the loop) stay as
+they are.
 """
 from __future__ import annotations
 
@@ -126,12 +129,13 @@ def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) 
         if not _only_reads(body, k, at, before=step == "+="):
             continue
         pos = fresh(f"_pos{k}")
+        # bounds in parentheses: `hi << 1` or `m - 1` is one operand (review 49)
         if down is not None:  # pushes from `stop` down: the first at `stop`
-            offset = f"({ast.unparse(stop)} - {index})"
+            offset = f"(({ast.unparse(stop)}) - {index})"
         elif step == "-=" and head is None:  # pops in a forward loop: the first at its last entry
-            offset = f"({ast.unparse(stop)} - 1 - {index})"
+            offset = f"(({ast.unparse(stop)}) - 1 - {index})"
         else:
-            offset = index if lo is None else f"({index} - {ast.unparse(lo)})"
+            offset = index if lo is None else f"({index} - ({ast.unparse(lo)}))"
         span = f"_rt.span({'0' if lo is None else ast.unparse(lo)}, {ast.unparse(stop)})"
         if not (isinstance(amount, ast.Constant) and amount.value == 1):
             offset, span = f"{offset} * {ast.unparse(amount)}", f"{span} * {ast.unparse(amount)}"
@@ -149,10 +153,11 @@ def _rewrite(s: ast.For, counters: frozenset[str], fresh: Callable[[str], str]) 
 
 def _invariant(amount: ast.expr, before: list[ast.stmt], stored: set[str]) -> ast.expr | None:
     """`amount` with each name the body assigns replaced by its value, where that name is
-    assigned once in the body, at its top level before the move (`before`), as index
+    assigned once before the move (`before`: the body's top level up to it), as index
     arithmetic of names the body does not assign (`_n = _rt.span(0, m)`, reverse mode's trip
-    count of a loop running down): the same value in every iteration, and before the loop.
-    None where some name is not such."""
+    count of a loop running down): at the move, the same value in every iteration, and before
+    the loop (a later assignment in the body changes nothing: the definition runs again at the
+    top of the next iteration). None where some name is not such."""
     from .interchange import _index_arithmetic
 
     values: dict[str, ast.expr] = {}
