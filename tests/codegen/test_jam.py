@@ -297,6 +297,10 @@ def test_copies_of_copies_hold_the_first_names_facts(monkeypatch):
             seen.append((copies, out))
         return out
     monkeypatch.setattr(P, "_with_copies", spy)
+    import zymo.codegen.jam as J
+
+    monkeypatch.setattr(J, "_LARGE", 40)  # the outer body holds the middle loop's copies
+    zymo.cache.cache_clear()
     args = [np.random.default_rng(3).random((6, 5, 4)), np.array([1.0, 0.0, 2.0, -0.0]), np.zeros((6, 5)),
             np.zeros(6)]
     runs = []

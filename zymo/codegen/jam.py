@@ -46,7 +46,7 @@ from .outline import _exposed, _loads, _stores
 from .parallel import independent, written_arrays
 
 _SMALL = 12  # statements of a body run four at a time
-_LARGE = 40  # two at a time; larger bodies are left alone
+_LARGE = 20  # two at a time; larger bodies are left alone (compile time: adi, decision 0022)
 
 
 def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callable[[str], str],
