@@ -219,13 +219,19 @@ def test_compiled_gradients_equal_python_to_the_bit(f, make, wrt, numba):
         assert tangent == pytest.approx(got[0][idx], rel=1e-12)
 
 
-def test_two_threads_run_the_loop_whole_with_the_same_gradient():
+def test_two_threads_run_the_groups_in_parallel_with_the_same_gradient():
+    """The parallel twin splits the jammed loop's groups of rows between threads
+    (`jam.parallel_groups`); the tail stays serial."""
     import numba
 
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("one thread")
     r = np.random.default_rng(6)
     A, y = r.random((301, 301)), r.random(301)
+    code = zymo.generated_code(Reverse, mvt_like, Active, Duplicated(A, np.zeros_like(A)),
+                               Duplicated(np.zeros(301), np.zeros(301)), Duplicated(y, np.zeros(301)), numba="kernels")
+    twin = code[code.index("_parallel("):]
+    assert "for _grp in numba.prange(_rt.span(0, n) // 4):\n        i = 0 + _grp * 4\n        i_j1 = i + 1" in twin
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread")
     out = []
     for threads in (1, 2):
         zymo.config.set_threads(threads)

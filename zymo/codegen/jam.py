@@ -32,8 +32,8 @@ y[j]` over `j` waits 4 cycles per term; four rows at once wait once for all four
 where an inner loop carries a chain (`_chained`: a name or an element it writes read in a
 later iteration), and for bodies of at most `_LARGE` statements (code size: compile time).
 
-Parallel twins (`codegen/outline.py`) run the loop whole again (`unjammed`): the iterations
-split between threads there.
+Parallel twins (`codegen/outline.py`) analyse the loop whole again (`unjammed`); where it runs
+in parallel there, its groups of `k` iterations are split between threads (`parallel_groups`).
 """
 from __future__ import annotations
 
@@ -96,9 +96,10 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     return [ast.fix_missing_locations(ast.copy_location(t, s)) for t in (jam, tail)]
 
 
-def unjammed(stmts: list[ast.stmt]) -> list[ast.stmt]:
+def unjammed(stmts: list[ast.stmt], pairs: dict[int, tuple[ast.For, ast.For]] | None = None) -> list[ast.stmt]:
     """`stmts` with each pair of loops `jammed` wrote back as the one loop they replaced (in
-    nested lists too, in place), for the parallel twins."""
+    nested lists too, in place), for the parallel twins' analysis; `pairs`, if given, receives
+    for each such loop (by id) the pair it replaced (`parallel_groups`)."""
     out: list[ast.stmt] = []
     k = 0
     while k < len(stmts):
@@ -106,14 +107,61 @@ def unjammed(stmts: list[ast.stmt]) -> list[ast.stmt]:
         nxt = stmts[k + 1] if k + 1 < len(stmts) else None
         whole = _whole(s, nxt)
         if whole is not None:
+            if pairs is not None:
+                assert isinstance(s, ast.For) and isinstance(nxt, ast.For)
+                pairs[id(whole)] = (s, nxt)
             s = whole
             k += 1
         for field in ("body", "orelse"):
             inner = getattr(s, field, None)
             if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                setattr(s, field, unjammed(inner))
+                setattr(s, field, unjammed(inner, pairs))
         out.append(s)
         k += 1
+    return out
+
+
+def parallel_groups(stmts: list[ast.stmt], pairs: dict[int, tuple[ast.For, ast.For]],
+                    fresh: Callable[[str], str]) -> list[ast.stmt]:
+    """`stmts` (in nested lists too, in place) with each loop of `pairs`, one a parallel twin
+    runs as `prange` (`parallel.independent` found its iterations write disjoint memory), as
+    its jammed pair again, the groups of `k` iterations split between threads:
+
+        for _grp in numba.prange(_rt.span(lo, N) // k):
+            v = lo + _grp * k
+            <the jammed loop's body>
+        <the tail loop>
+
+    The groups are sets of the loop's iterations, disjoint: run in any order or at once, they
+    compute what the jammed loop computes."""
+    out: list[ast.stmt] = []
+    for s in stmts:
+        pair = pairs.get(id(s))
+        if pair is not None:
+            jam, tail = pair
+            it = jam.iter
+            assert isinstance(it, ast.Call) and isinstance(jam.target, ast.Name)
+            first, last, step = it.args
+            assert isinstance(last, ast.BinOp) and isinstance(step, ast.Constant)
+            k = step.value
+            g = fresh("_grp")
+            groups = ast.BinOp(ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "span", ast.Load()),
+                                        [copy.deepcopy(first), copy.deepcopy(last.left)], []),
+                               ast.FloorDiv(), ast.Constant(k))
+            start = ast.Assign([ast.Name(jam.target.id, ast.Store())],
+                               ast.BinOp(copy.deepcopy(first), ast.Add(),
+                                         ast.BinOp(ast.Name(g, ast.Load()), ast.Mult(), ast.Constant(k))), lineno=0)
+            loop = ast.For(target=ast.Name(g, ast.Store()),
+                           iter=ast.Call(ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load()), [groups],
+                                         []),
+                           body=[start, *jam.body], orelse=[], type_comment=None)
+            out += [ast.fix_missing_locations(ast.copy_location(loop, s)), tail]
+            continue
+        for field in ("body", "orelse"):
+            inner = getattr(s, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                setattr(s, field, parallel_groups(inner, pairs, fresh))
+        out.append(s)
     return out
 
 

@@ -107,14 +107,19 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
 
     twins, parallel = [], {}
     for k in kernels:
-        base = _split_for_twin(_unjammed(k), ndims, caches)
+        whole, pairs = _unjammed(k)
+        base = _split_for_twin(whole, ndims, caches)
         loops = parallel_loops(base, ndims, caches)
         nests = blocked_nests(base, ndims, caches, loops)
         sums = expanded_loops(base, ndims, caches, loops + nests)
         if loops or nests or sums:
+            written = written_arrays(loops + nests + [loop for loop, _ in sums])
+            grouped = {id(loop): pairs[id(loop)] for loop in loops if id(loop) in pairs}
+            if grouped:  # a jammed loop run in parallel: by its groups of iterations (`jam.parallel_groups`)
+                base = _grouped(base, grouped)
+                loops = [loop for loop in loops if id(loop) not in grouped]
             twin = to_prange(base, loops, k.name + "_parallel", nests, sums)
             params = [a.arg for a in k.args.args]
-            written = written_arrays(loops + nests + [loop for loop, _ in sums])
             floats = set().union(*(arrays for _, arrays in sums))
             twins.append(twin)
             parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written],
@@ -123,16 +128,39 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 
 
-def _unjammed(kernel: ast.FunctionDef) -> ast.FunctionDef:
-    """`kernel`, or a copy whose jammed loops run whole again (`codegen/jam.unjammed`): a twin
-    splits their iterations between threads."""
+def _unjammed(kernel: ast.FunctionDef) -> tuple[ast.FunctionDef, dict[int, tuple[ast.For, ast.For]]]:
+    """`kernel`, or a copy whose jammed loops run whole again (`codegen/jam.unjammed`), for the
+    twin's analysis; and for each such loop (by id) the jammed pair it stands for."""
     import copy
 
     from .jam import unjammed
 
     new = copy.deepcopy(kernel)
-    new.body = unjammed(new.body)
-    return kernel if ast.dump(new) == ast.dump(kernel) else new
+    pairs: dict[int, tuple[ast.For, ast.For]] = {}
+    new.body = unjammed(new.body, pairs)
+    return (new, pairs) if pairs else (kernel, {})
+
+
+def _grouped(base: ast.FunctionDef, grouped: dict[int, tuple[ast.For, ast.For]]) -> ast.FunctionDef:
+    """A copy of the twin's `base` whose loops of `grouped` run their jammed groups in parallel."""
+    import copy
+
+    from .jam import parallel_groups
+
+    taken = {n.id for n in ast.walk(base) if isinstance(n, ast.Name)}
+    for jam, tail in grouped.values():
+        taken |= {n.id for t in (jam, tail) for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+    def fresh(stem: str) -> str:
+        name, j = stem, 0
+        while name in taken:
+            j += 1
+            name = f"{stem}_{j}"
+        taken.add(name)
+        return name
+    new = copy.copy(base)
+    new.body = parallel_groups(list(base.body), grouped, fresh)
+    return new
 
 
 def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: frozenset[str]) -> ast.FunctionDef:
