@@ -322,3 +322,47 @@ def test_copies_of_copies_hold_the_first_names_facts(monkeypatch):
                         for n in deep)
     for a, b in zip(*runs):
         assert np.array_equal(a, b, equal_nan=True)
+
+
+def rows_then_columns(A, x, y, z):
+    """A jammed row loop, then a loop the twin splits (`outline._split_for_twin`): its resets
+    run in parallel, its column sums by blocks. The split copies the kernel's body."""
+    n = A.shape[0]
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s = s + A[i, j] * x[j]
+        y[i] = s
+    for i in range(n):
+        y[i] = y[i] * 2.0
+        for j in range(n):
+            z[j] += A[i, j] * y[i]
+    return np.sum(z * z)
+
+
+def test_a_twin_that_splits_another_loop_still_runs_the_groups():
+    import numba
+
+    r = np.random.default_rng(9)
+    A, x = r.random((37, 37)), r.random(37)
+    ann = [Duplicated(A, np.zeros_like(A)), Duplicated(x, np.zeros(37)), Duplicated(np.zeros(37), np.zeros(37)),
+           Duplicated(np.zeros(37), np.zeros(37))]
+    code = zymo.generated_code(Reverse, rows_then_columns, Active, *ann, numba="kernels")
+    first = code[code.index("def _kernel_0_parallel("):]
+    first = first[:first.index("\ndef ")]
+    assert "for _grp in numba.prange(" in first and "_blk" in first  # grouped, and the split's blocks
+    runs = []
+    for threads, backend in ((1, "kernels"), (2, "kernels"), (1, False)):
+        zymo.config.set_threads(threads)
+        try:
+            sh = [np.zeros_like(A), np.zeros(37), np.zeros(37), np.zeros(37)]
+            zymo.autodiff(Reverse, rows_then_columns, Active, *[Duplicated(a, s) for a, s in
+                                                                zip([A.copy(), x.copy(), np.zeros(37), np.zeros(37)], sh)],
+                          numba=backend)
+            runs.append(sh[:2])
+        finally:
+            zymo.config.set_threads(None)
+    assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[1]))
+    assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[2]))
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread: the twin did not run")

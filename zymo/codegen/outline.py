@@ -114,7 +114,9 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
         sums = expanded_loops(base, ndims, caches, loops + nests)
         if loops or nests or sums:
             written = written_arrays(loops + nests + [loop for loop, _ in sums])
-            grouped = {id(loop): pairs[id(loop)] for loop in loops if id(loop) in pairs}
+            # by their text: `_split_for_twin` deep-copies a body it splits
+            by_text = {ast.dump(loop): pair for loop, pair in pairs}
+            grouped = {id(loop): by_text[ast.dump(loop)] for loop in loops if ast.dump(loop) in by_text}
             if grouped:  # a jammed loop run in parallel: by its groups of iterations (`jam.parallel_groups`)
                 base = _grouped(base, grouped)
                 loops = [loop for loop in loops if id(loop) not in grouped]
@@ -128,9 +130,9 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 
 
-def _unjammed(kernel: ast.FunctionDef) -> tuple[ast.FunctionDef, dict[int, tuple[ast.For, ast.For]]]:
+def _unjammed(kernel: ast.FunctionDef) -> tuple[ast.FunctionDef, list[tuple[ast.For, tuple[ast.For, ast.For]]]]:
     """`kernel`, or a copy whose jammed loops run whole again (`codegen/jam.unjammed`), for the
-    twin's analysis; and for each such loop (by id) the jammed pair it stands for."""
+    twin's analysis; and each such loop with the jammed pair it stands for."""
     import copy
 
     from .jam import unjammed
@@ -138,7 +140,10 @@ def _unjammed(kernel: ast.FunctionDef) -> tuple[ast.FunctionDef, dict[int, tuple
     new = copy.deepcopy(kernel)
     pairs: dict[int, tuple[ast.For, ast.For]] = {}
     new.body = unjammed(new.body, pairs)
-    return (new, pairs) if pairs else (kernel, {})
+    if not pairs:
+        return kernel, []
+    wholes = [n for n in ast.walk(new) if id(n) in pairs]
+    return new, [(w, pairs[id(w)]) for w in wholes]  # type: ignore[misc]
 
 
 def _grouped(base: ast.FunctionDef, grouped: dict[int, tuple[ast.For, ast.For]]) -> ast.FunctionDef:
