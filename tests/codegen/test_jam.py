@@ -356,8 +356,8 @@ def test_a_twin_that_splits_another_loop_still_runs_the_groups():
         zymo.config.set_threads(threads)
         try:
             sh = [np.zeros_like(A), np.zeros(37), np.zeros(37), np.zeros(37)]
-            zymo.autodiff(Reverse, rows_then_columns, Active, *[Duplicated(a, s) for a, s in
-                                                                zip([A.copy(), x.copy(), np.zeros(37), np.zeros(37)], sh)],
+            fresh = [A.copy(), x.copy(), np.zeros(37), np.zeros(37)]
+            zymo.autodiff(Reverse, rows_then_columns, Active, *[Duplicated(a, s) for a, s in zip(fresh, sh)],
                           numba=backend)
             runs.append(sh[:2])
         finally:
