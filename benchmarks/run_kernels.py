@@ -12,11 +12,13 @@ dropped, so the whole pipeline runs; zymo's Numba gradient: in a new process wit
 the pipeline and Numba's compile, within `--numba-timeout` seconds, and this process then loads
 the compiled program from the disk cache; the kernels backend's first call is timed again in
 another new process, from that disk cache; the new processes load zymo's modules from Python's
-bytecode cache, written once at the start, as for an installed package; JAX: trace and XLA compile). Then, at the small
+bytecode cache, written once at the start, as for an installed package; zymo's kernels backend
+with its sums free to run in any order, `zymo.config.set_reassociate(True)`, in a new process too;
+JAX: trace and XLA compile). Then, at the small
 size, zymo's Python gradient against central finite differences along a few random
 directions, and the others against it; at the timed size, again against it. A refusal is
 recorded with the error's first line; a mismatch is recorded and the kernel is not timed.
-Then, at the timed size: the NumPy primal and the three gradients (medians of repeated calls
+Then, at the timed size: the NumPy primal and the gradients (medians of repeated calls
 after a warm-up call; inputs the primal overwrites are restored before every call, in every
 column), and the peak memory that tracemalloc sees during one call of the primal and of
 zymo's Python-backend gradient (NumPy's allocations; not Numba's or XLA's).
@@ -24,6 +26,7 @@ zymo's Python-backend gradient (NumPy's allocations; not Numba's or XLA's).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import math
 import os
@@ -140,12 +143,13 @@ class NumbaRefusal(Exception):
         return self.args[0]
 
 
-def numba_first_call(k, size, timeout, backend="numba", fresh=True):
+def numba_first_call(k, size, timeout, backend="numba", fresh=True, reorder=False):
     """Seconds of the first call of zymo's Numba gradient in a new process (Numba loaded and set up
     first, zymo's disk cache empty: the whole pipeline and Numba's compile), or a string saying why
     there is none (the error's first line; a compile that did not finish within `timeout` seconds).
     The new process leaves the compiled program in the disk cache this process then uses
-    (`ZYMO_CACHE_DIR`, set here to a new empty folder)."""
+    (`ZYMO_CACHE_DIR`, set here to a new empty folder). `reorder`: with sums in any order
+    (`ZYMO_REASSOCIATE=1`, `zymo.config.set_reassociate`)."""
     import json
     import subprocess
 
@@ -161,6 +165,7 @@ def numba_first_call(k, size, timeout, backend="numba", fresh=True):
         # with Python's bytecode cache, as an installed package has it: the new process then times
         # the derivative's first call, not Python compiling zymo's lazily imported modules from source
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["ZYMO_REASSOCIATE"] = "1" if reorder else "0"
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return f"the Numba compile did not finish in {timeout:.0f} s (stopped)"
@@ -190,6 +195,16 @@ def numba_child(name, size, backend="numba"):
         print(json.dumps({"error": first_line(e)}))
         return
     print(json.dumps({"first": time.perf_counter() - t}))
+
+
+@contextlib.contextmanager
+def reordered():
+    """zymo's compiled sums free to run in any order (`zymo.config.set_reassociate`) inside."""
+    zymo.config.set_reassociate(True)
+    try:
+        yield
+    finally:
+        zymo.config.set_reassociate(None)
 
 
 def jax_available() -> bool:
@@ -286,6 +301,25 @@ def checked_gradients(k, size, row, use_jax, log, numba_timeout):
         row.pop("kn_first", None)
         row["kernels_refusal"] = str(e) if isinstance(e, NumbaRefusal) else first_line(e)
         log(f"  zymo (kernels): {row['kernels_refusal']}")
+    if "kn" in calls:  # the same, its compiled sums free to run in any order (`config.set_reassociate`)
+        try:
+            row["kr_first"] = numba_first_call(k, size, numba_timeout, backend="kernels", fresh=False, reorder=True)
+            if isinstance(row["kr_first"], str):
+                raise NumbaRefusal(row.pop("kr_first"))
+            with reordered():
+                calls["kr"] = zymo_call(k, Inputs(k, size), numba="kernels")  # from the disk cache
+                got = calls["kr"]()
+                row["kr_small"] = rel_diff(zymo_call(k, Inputs(k, small), numba="kernels")(), ref_small)
+            row["kr_diff"] = rel_diff(got, ref)
+            for key, where in (("kr_small", ""), ("kr_diff", " at the timed size")):
+                if not row[key] <= AGREE_TOL:
+                    row["status"] = f"MISMATCH{where}: zymo (kernels, sums reordered) vs zymo (Python) {row[key]:.1e}"
+                    return None
+        except Exception as e:
+            calls.pop("kr", None)
+            row.pop("kr_first", None)
+            row["reorder_refusal"] = str(e) if isinstance(e, NumbaRefusal) else first_line(e)
+            log(f"  zymo (kernels, sums reordered): {row['reorder_refusal']}")
     if use_jax:
         import kernels_jax
 
@@ -311,13 +345,14 @@ def bench(k, size, use_jax, log, numba_timeout=600.0):
     calls = checked_gradients(k, size, row, use_jax, log, numba_timeout)
     if calls is None:
         # nothing of a kernel that failed a check is reported
-        for key in ("py_first", "nb_first", "kn_first", "kn_cached", "jax_first"):
+        for key in ("py_first", "nb_first", "kn_first", "kn_cached", "kr_first", "jax_first"):
             row.pop(key, None)
         log(f"  {row['status']}")
         return row
     log(f"  checks: finite differences {row['fd']:.0e}"
         + (f", Numba {row['nb_small']:.0e} (timed size {row['nb_diff']:.0e})" if "nb_small" in row else "")
         + (f", kernels {row['kn_small']:.0e} (timed size {row['kn_diff']:.0e})" if "kn_small" in row else "")
+        + (f", reordered {row['kr_small']:.0e} (timed size {row['kr_diff']:.0e})" if "kr_small" in row else "")
         + (f", JAX {row['jax_small']:.0e} (timed size {row['jax_diff']:.0e})" if "jax_small" in row else ""))
 
     call = primal_call(k, Inputs(k, size))
@@ -344,6 +379,10 @@ def bench(k, size, use_jax, log, numba_timeout=600.0):
         row["kn"] = median_time(calls["kn"])
         log(f"  zymo (kernels) {fmt(row['kn'])}, first call {row['kn_first']:.2f} s"
             + (f" ({row['kn_cached']:.2f} s from the disk cache)" if "kn_cached" in row else ""))
+    if "kr" in calls:
+        with reordered():
+            row["kr"] = median_time(calls["kr"])
+        log(f"  zymo (kernels, sums reordered) {fmt(row['kr'])}, first call {row['kr_first']:.2f} s")
     if "jax" in calls:
         row["jax"] = median_time(calls["jax"])
         log(f"  JAX jit(grad) {fmt(row['jax'])}, first call {row['jax_first']:.2f} s")
@@ -383,6 +422,7 @@ def describe(k_dims, size):
 
 HEAD = ("| kernel | kind | style | size | NumPy primal | zymo Python grad (× primal) | zymo Python first call "
         "| zymo Numba grad (× primal) | zymo Numba first call | zymo kernels grad (× primal) | zymo kernels first call "
+        "| zymo kernels, sums reordered: grad (× primal), first call "
         "| JAX jit(grad) (× primal) | JAX first call "
         "| peak memory: primal, zymo Python | checks |")
 
@@ -400,6 +440,9 @@ def table(rows):
         if "kernels_refusal" in r:
             kn = r["kernels_refusal"] if r["kernels_refusal"].startswith("the Numba compile") \
                 else f"fails: {r['kernels_refusal']}"
+        kr = f"{ratio('kr')}, {secs(r.get('kr_first'))}" if r.get("kr") else "—"
+        if "reorder_refusal" in r:
+            kr = f"fails: {r['reorder_refusal']}"
         nb = ratio("nb")
         if "numba_refusal" in r:
             slow = r["numba_refusal"].startswith("the Numba compile did not finish")
@@ -408,7 +451,7 @@ def table(rows):
         if "fd" in r:
             checks.append(f"FD {r['fd']:.0e}")
         for key, timed, label in (("nb_small", "nb_diff", "Numba"), ("kn_small", "kn_diff", "kernels"),
-                                  ("jax_small", "jax_diff", "JAX")):
+                                  ("kr_small", "kr_diff", "reordered"), ("jax_small", "jax_diff", "JAX")):
             if key in r:
                 at_size = f" (timed size {r[timed]:.0e})" if timed in r and r["size"] != r["small"] else ""
                 checks.append(f"{label} {r[key]:.0e}{at_size}")
@@ -418,6 +461,7 @@ def table(rows):
         lines.append(f"| {r['name']} | {r['category']} | {r['style']} | {describe(r['dims'], r['size'])} | {fmt(p)} "
                      f"| {ratio('py') if p else '—'} | {secs(r.get('py_first'))} | {nb if p else '—'} "
                      f"| {secs(r.get('nb_first'))} | {kn if p else '—'} | {secs(r.get('kn_first'))} "
+                     f"| {kr if p else '—'} "
                      f"| {ratio('jax') if p else '—'} | {secs(r.get('jax_first'))} "
                      f"| {mem} | {check_cell} |")
     return "\n".join(lines)
@@ -441,11 +485,17 @@ def summary(rows):
     mean = _geomean(ratios.values())
     out.append(f"| gradient, zymo's fastest backend / JAX, geometric mean (target ≤ 0.2) | {mean:.2f} |")
     out.append(f"| gradient, zymo's fastest backend / JAX, worst (target ≤ 1.2) | {ratios[worst]:.2f} ({worst}) |")
-    for key, label in (("py", "Python"), ("nb", "Numba"), ("kn", "kernels")):
+    reorder = {r["name"]: min(r[k] for k in ("py", "nb", "kn", "kr") if r.get(k)) / r["jax"] for r in timed}
+    if any(r.get("kr") for r in timed):
+        top = max(reorder, key=reorder.get)
+        out.append(f"| gradient, zymo's fastest backend / JAX, sums reordered allowed (`set_reassociate`): "
+                   f"geometric mean, worst | {_geomean(reorder.values()):.2f}, {reorder[top]:.2f} ({top}) |")
+    for key, label in (("py", "Python"), ("nb", "Numba"), ("kn", "kernels"), ("kr", "kernels, sums reordered")):
         g = _geomean([r[key] / r["jax"] for r in timed if r.get(key)])
         if g is not None:
             out.append(f"| gradient, zymo {label} / JAX, geometric mean | {g:.2f} |")
-    for key, label in (("py_first", "Python"), ("nb_first", "Numba"), ("kn_first", "kernels")):
+    for key, label in (("py_first", "Python"), ("nb_first", "Numba"), ("kn_first", "kernels"),
+                       ("kr_first", "kernels, sums reordered")):
         firsts = [r for r in timed if isinstance(r.get(key), float) and r.get("jax_first")]
         if firsts:
             g = _geomean([r[key] / r["jax_first"] for r in firsts])
@@ -490,7 +540,8 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.get("numpy")]
-    keys = [("py", "zymo (Python)"), ("nb", "zymo (Numba)"), ("kn", "zymo (kernels)"), ("jax", "JAX jit(grad)")]
+    keys = [("py", "zymo (Python)"), ("nb", "zymo (Numba)"), ("kn", "zymo (kernels)"),
+            ("kr", "zymo (kernels, sums reordered)"), ("jax", "JAX jit(grad)")]
     fig, ax = plt.subplots(figsize=(14, 4.8))
     width = 0.8 / len(keys)
     for j, (key, label) in enumerate(keys):
@@ -534,7 +585,9 @@ def write(rows, opts, cmd):
         "each call in every column (the restore is inside the time). First call (at the timed size): "
         "zymo (Python) after `zymo.cache.cache_clear()` with an empty disk cache (its whole pipeline); zymo "
         "(Numba, the whole program compiled) and zymo (kernels: `numba=\"kernels\"`, the loop nests that do "
-        "scalar work compiled as small Numba kernels, the rest run as NumPy calls) each in a new process, Numba "
+        "scalar work compiled as small Numba kernels, the rest run as NumPy calls) and zymo (kernels, sums reordered: "
+        "the same with `zymo.config.set_reassociate(True)`, its compiled loops free to add in any order as XLA and "
+        "BLAS do, checked against zymo (Python) with the same tolerance as JAX) each in a new process, Numba "
         "loaded and set up first, with an empty disk cache (zymo's pipeline "
         f"and Numba's compile; stopped after {opts.numba_timeout:.0f} s); JAX: trace and XLA compile. "
         "Peak memory: tracemalloc during one call "
@@ -595,6 +648,7 @@ def main(argv=None):
     opts = ap.parse_args(argv)
     if opts.numba_child:
         return numba_child(opts.numba_child, opts.child_size, opts.child_backend)
+    os.environ.pop("ZYMO_REASSOCIATE", None)  # every column but the reordered one is zymo's exact default
     names = [n for n in KERNELS if not opts.only or n in opts.only.split(",")]
     unknown = set(opts.only.split(",")) - set(KERNELS) - {""}
     if unknown:

@@ -202,9 +202,13 @@ def alias_classes(values: list[Any]) -> list[int]:
 
 def check_call(mode: Mode, ret_activity: Any, args: tuple, fshadow: Any) -> int:
     """Refuse a return activity that does not fit `mode` and the arguments; the batch width."""
-    if ret_activity not in (Active, Const, Duplicated, DuplicatedNoNeed, BatchDuplicated, BatchDuplicatedNoNeed):
-        raise ZymoUsageError(f"the return activity must be Active, Const, Duplicated or BatchDuplicated, "
-                             f"not {ret_activity!r}")
+    # by identity: an array passed where the activity belongs (`autodiff(Reverse, f, x)`) must not be compared
+    if not any(ret_activity is a for a in (Active, Const, Duplicated, DuplicatedNoNeed, BatchDuplicated,
+                                           BatchDuplicatedNoNeed)):
+        shown = (f"an array of shape {ret_activity.shape}" if isinstance(ret_activity, np.ndarray)
+                 else repr(ret_activity))
+        raise ZymoUsageError(f"the return activity (the argument after the function) must be Active, Const, "
+                             f"Duplicated or BatchDuplicated, not {shown}")
     if mode.forward and ret_activity is Active:
         raise ZymoUsageError("in forward mode the return activity is Duplicated (or Const), not Active")
     if not mode.forward and ret_activity not in (Active, Const):

@@ -104,7 +104,8 @@ def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = Non
     ckey = (lkey, mode.forward, mode.split, ret_activity is Active, ret_activity is Const,
             tuple(active), tuple(classes), backend, width,
             frozenset(no_need), mode.with_primal and not (mode.forward or mode.split),  # Reverse: `_dead_primal_ops`
-            config.strong_zero(), None if mode.forward else memory_limit)
+            config.strong_zero(), None if mode.forward else memory_limit,
+            backend != "python" and config.reassociate())
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = COMPILED.get(ckey)
     if not entries or entries[0].ir is not lw.ir:

@@ -6,11 +6,14 @@
   (`set_numba` overrides it in-process; see there).
 - `ZYMO_CACHE_DIR`: where compiled derivatives are cached on disk (default ~/.cache/zymo).
 - `ZYMO_STRONG_ZERO=1`: strong zeros (`set_strong_zero` overrides it in-process; see there).
+- `ZYMO_REASSOCIATE=1`: compiled derivatives may reorder sums (`set_reassociate` overrides it
+  in-process; see there).
 - `ZYMO_KEEP_TAPES=<bytes>`: how much tape a reverse program keeps between calls (default
   64 MiB; read once, at the first reverse call that has a tape; `set_keep_tapes` overrides it
   in-process; see there).
 
-A setting that changes which program a call runs (`set_numba`, `set_strong_zero`) calls
+A setting that changes which program a call runs (`set_numba`, `set_strong_zero`,
+`set_reassociate`) calls
 the functions registered with `on_change` (the caches register `forget_replays`), so this
 module imports nothing of zymo's above it.
 """
@@ -102,6 +105,37 @@ def strong_zero() -> bool:
     if _strong_zero_override:
         return _strong_zero_override[0]
     return os.environ.get("ZYMO_STRONG_ZERO", "0") not in ("", "0")
+
+
+_reassociate_override: list[bool] = []
+
+
+def set_reassociate(on: bool | None) -> None:
+    """Let compiled derivatives reorder sums, for this process (None: back to
+    `ZYMO_REASSOCIATE`, default off).
+
+    Off (the default): a derivative compiled with Numba (`numba=True`, "prefer", "kernels")
+    computes the Python backend's numbers to the bit, apart from the matrix products the
+    "kernels" backend hands to BLAS (`codegen/idioms.py`). That keeps a sum in the order the
+    program wrote it, which is a chain of dependent additions LLVM may not vectorize.
+    On: the compiled loops may add the terms of a sum in another order, as JAX's XLA and BLAS
+    do: Numba compiles them with LLVM's `reassoc` flag (only that one: NaNs and infinities
+    still propagate, no operation is assumed finite), and a reverse-mode loop whose
+    iterations differ only in the order they add into shared elements or locals runs forward
+    (`codegen/loop_order.py`). Results then agree with the Python backend to rounding, not to
+    the bit; a sum may overflow where the ordered one does not. The Python backend is
+    unaffected. Derivative programs are cached separately for each setting.
+    """
+    _reassociate_override.clear()
+    if on is not None:
+        _reassociate_override.append(bool(on))
+    _changed()
+
+
+def reassociate() -> bool:
+    if _reassociate_override:
+        return _reassociate_override[0]
+    return os.environ.get("ZYMO_REASSOCIATE", "0") not in ("", "0")
 
 
 _memory_limit: list[int] = []

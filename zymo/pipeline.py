@@ -169,9 +169,9 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
 
             copies: dict[str, str] = {}
             with nonneg_names(_proven(ir, namer, facts)):  # indices that never wrap round
-                src = lean_loops(src, _memory(generator, namer, act, ir), copies)
+                src = lean_loops(src, _memory(generator, namer, act, ir), copies, reorder=config.reassociate())
             facts = _with_copies(facts, copies)
-        fns = compile_numba(src, names if not mode.forward else [name], what, facts)
+        fns = compile_numba(src, names if not mode.forward else [name], what, facts, reassociate=config.reassociate())
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
                     backend in ("python", "kernels"), name, width, guards=guards)
@@ -236,6 +236,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
     proven = _proven(ir, namer, facts)
+    reorder = config.reassociate()  # sums in any order (`config.set_reassociate`)
 
     def outlined() -> dict:
         with nonneg_names(proven):  # indices that never wrap round (`loop_forms.never_negative`)
@@ -245,7 +246,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
         blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
         copies: dict[str, str] = {}
         if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
-            blas = lean_loops(blas, memory, copies)
+            blas = lean_loops(blas, memory, copies, reorder=reorder)
         known = _with_copies(facts, copies)
         ndims = _copied_ndims(namer.ndims, copies)
         floats = known.floats | known.numbers
@@ -257,7 +258,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel,
                 "copies": copies}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
-    got = memo("outline", [src, namer.ndims, facts, caches, memory, sorted(proven)], outlined)
+    got = memo("outline", [src, namer.ndims, facts, caches, memory, sorted(proven), reorder], outlined)
     facts = _with_copies(facts, got["copies"])
     out = Outlined(got["src"], got["kernels"], got["names"],
                    {k: (t, list(w), list(f)) for k, (t, w, f) in got["parallel"].items()})
@@ -268,7 +269,8 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
     twins = [t for t, _, _ in out.parallel.values()]
-    compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins))
+    compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins),
+                             reassociate=reorder)
     python = compile_source(out.kernels, out.names)
     by_name = dict(zip(out.names + twins, compiled))
     kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], *out.parallel[n][1:])

@@ -28,6 +28,14 @@ may run by blocks of its inner loop instead (`codegen/blocks.py`). A loop qualif
   counters only grow, `transform/reverse/augmented.py`), and a loop whose iterations push by
   index (`codegen/tape_index.py`) no longer carries the counter.
 
+`independent(loop, ndims, rest, sums=True)` (forward order only, never `prange`: iterations
+would add into one element at once) also takes iterations that add into shared memory or
+locals in a different order: an array the loop touches only as `a[...] += e` or `a[...] -= e`
+targets (whatever the index), and a name it touches only as `s += e` or `s -= e` targets (its
+value after the loop may be read), are exempt from the rules above. Running the iterations in
+another order then changes only the order of those sums (exact for ints; floats round
+differently: `config.set_reassociate`).
+
 Different names may still be one array (a user's argument passed twice, or overlapping views):
 `overlapping(args, written)` says whether any written argument may share memory with another
 array argument (`np.may_share_memory`, by bounds), in which case the serial kernel runs.
@@ -151,27 +159,48 @@ def _simple_range(loop: ast.For) -> bool:
 
 
 def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]],
-                caches: frozenset[str] = frozenset()) -> bool:
+                caches: frozenset[str] = frozenset(), sums: bool = False) -> bool:
     """Whether `loop`'s iterations write disjoint memory and carry nothing (module contract);
     `rest`: the statement lists that may run after it, innermost first; `caches`: the caches
-    exempt from the element rule when only written."""
+    exempt from the element rule when only written; `sums`: whether arrays and names only
+    added into are exempt too (the order of the sums may change)."""
     from .outline import _exposed as exposed
     from .outline import _stores as stores
 
     assert isinstance(loop.target, ast.Name)
     assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()
     index = _index_names(loop, assigned)
-    if index is None or _writes_arrays_whole(loop, ndims) or not _disjoint_writes(loop, index, ndims, caches):
+    added = _added_only(loop) if sums else frozenset()
+    if index is None or _writes_arrays_whole(loop, ndims) \
+            or not _disjoint_writes(loop, index, ndims, caches, added):
         return False
     carried, _ = exposed(loop.body, {loop.target.id})
-    if carried & assigned:
+    if (carried - added) & assigned:
         return False  # a value carried between iterations
     later: set[str] = set()
     seen: set[str] = set()
     for block in rest:  # what may run after the loop may read before writing it
         e, seen = exposed(block, seen)
         later |= e
-    return not (assigned & later) and loop.target.id not in later  # nothing it sets is read after it
+    return not ((assigned - added) & later) and loop.target.id not in later  # nothing it sets is read after it
+
+
+def _added_only(loop: ast.For) -> frozenset[str]:
+    """The names `loop` touches only as the targets of `+=` or `-=`, or, through their elements
+    alone, as `a[...] += e`, `a[...] -= e` (the index reading none of them): whatever order
+    the iterations run in, each such array element and local ends up the sum of the same terms."""
+    targets: dict[str, int] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)):
+            t = n.target
+            name = t.value if isinstance(t, ast.Subscript) else t
+            if isinstance(name, ast.Name):
+                targets[name.id] = targets.get(name.id, 0) + 1
+    uses: dict[str, int] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name):
+            uses[n.id] = uses.get(n.id, 0) + 1
+    return frozenset(k for k, count in targets.items() if uses.get(k) == count and k != loop.target.id)
 
 
 def _writes_arrays_whole(loop: ast.For, ndims: dict[str, int]) -> bool:
@@ -233,7 +262,8 @@ def _invariant(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
     return isinstance(e, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp))
 
 
-def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], caches: frozenset[str]) -> bool:
+def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], caches: frozenset[str],
+                     added: frozenset[str] = frozenset()) -> bool:
     accesses: dict[str, list[tuple[ast.expr, ...]]] = {}
     read: set[str] = set()
     for n in ast.walk(loop):
@@ -250,6 +280,8 @@ def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], cach
     for name in written_arrays([loop]):
         if name in caches and name not in read:
             continue  # pushes: each to an entry of its own (module contract)
+        if name in added:
+            continue  # only added into: the same terms in another order (`independent(sums=True)`)
         seen = accesses.get(name, [])
         nd = ndims.get(name)
         if nd is None or not seen or any(len(p) != nd or any(isinstance(x, ast.Slice) for x in p) for p in seen):

@@ -154,10 +154,12 @@ def tape_in(inner: tuple) -> tuple:
 _NO_FACTS = SourceFacts()
 
 def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = _NO_FACTS,
-                  parallel: frozenset[str] = frozenset()) -> list[Callable]:
+                  parallel: frozenset[str] = frozenset(), reassociate: bool = False) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
     `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
-    declared `intp`. Numba types `k = 0` as the literal 0 and widens it to int64 only when it
+    declared `intp`; `reassociate`: compiled with LLVM's `reassoc` flag alone
+    (`config.set_reassociate`: sums in any order; NaNs and infinities as IEEE arithmetic has
+    them). Numba types `k = 0` as the literal 0 and widens it to int64 only when it
     meets `k += 1` through a loop; every such widening costs its type inference one more pass
     over the whole function (`docs/decisions/0009`)."""
     from ..memo import memo
@@ -168,10 +170,12 @@ def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = _N
     if not _STAMP:
         _STAMP.append(_stamp())
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
-    digest = hashlib.sha256((_STAMP[0] + src + typed).encode()).hexdigest()[:24]
+    fm = ", fastmath={'reassoc'}" if reassociate else ""
+    digest = hashlib.sha256((_STAMP[0] + src + typed + fm).encode()).hexdigest()[:24]
     body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
-        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True)({n})\n"
-        if n not in parallel else f"{n} = numba.njit(cache=True, locals=_INTS, parallel=True)({n})\n" for n in names)
+        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True{fm})({n})\n"
+        if n not in parallel else f"{n} = numba.njit(cache=True, locals=_INTS, parallel=True{fm})({n})\n"
+        for n in names)
     path = _write(digest, names[0], body)
     if path is None:
         return _in_memory(body, names)

@@ -1,0 +1,204 @@
+"""Sums in any order (`zymo.config.set_reassociate`): compiled derivatives built with LLVM's
+`reassoc` flag, and reversed loops that differ only in the order of their sums run forward
+(`codegen/parallel.independent(..., sums=True)`, `codegen/loop_order.lean_loops(reorder=True)`).
+
+Tested on generated-style source (what counts as a sum, what does not, and that the strict rule
+used for parallel loops is unchanged), then end to end: with the setting on, the compiled
+gradients agree with the Python backend to rounding and with central differences; with it off
+(the default) they equal the Python backend to the bit, and the two settings are cached apart."""
+from __future__ import annotations
+
+import ast
+import os
+
+import numpy as np
+import pytest
+from helpers import assert_tree_close, fd_grad
+
+import zymo
+from zymo import Active, Const, Duplicated, Forward, Reverse
+from zymo.codegen.loop_order import lean_loops
+from zymo.codegen.parallel import independent
+from zymo.transform.reverse.facts import MemoryFacts
+
+NDIMS = {"A": 2, "B": 2, "dA": 2, "dB": 2, "d": 1, "x": 1, "y": 1}
+
+
+def _loop(src: str) -> ast.For:
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    loop = next(s for s in fn.body if isinstance(s, ast.For))
+    return loop
+
+
+def _after(src: str) -> list[list[ast.stmt]]:
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    k = next(k for k, s in enumerate(fn.body) if isinstance(s, ast.For))
+    return [fn.body[k + 1:]]
+
+
+SHARED_ROW = '''
+def f(A, B, dB, dA, n, m, i):
+    for _r in range(i):
+        k = i - 1 - _r
+        for j in range(m):
+            dB[k, j] += A[i, k] * B[k, j]
+            dB[i, j] += A[i, k] * B[i, j]
+        dA[i, k] = B[k, 0]
+'''
+LOCAL_SUM = '''
+def f(x, y, n):
+    s = 0.0
+    for _r in range(n):
+        i = n - 1 - _r
+        y[i] = 2.0 * x[i]
+        s += x[i] * x[i]
+        s -= x[i]
+    return s
+'''
+
+
+def test_shared_sums_count_only_when_reordering_is_allowed():
+    for src in (SHARED_ROW, LOCAL_SUM):
+        loop, rest = _loop(src), _after(src)
+        assert not independent(loop, NDIMS, rest)
+        assert independent(loop, NDIMS, rest, sums=True)
+
+
+@pytest.mark.parametrize("body", [
+    "dB[i, j] += A[i, k]\n            t = dB[i, j]",  # the sum read back
+    "dB[i, j] *= A[i, k]",  # a product: not a sum
+    "dB[i, j] = dB[i, j] + A[i, k]",  # read as a value: the loop must see the store
+    "dB[i, j] += dB[k, j]",  # terms read the sum
+    "dB[i, j] += A[i, k]\n            np.copyto(dB, B)",  # the array reached whole
+])
+def test_what_is_not_a_sum(body):
+    src = f'''
+def f(A, B, dB, n, m, i):
+    for _r in range(i):
+        k = i - 1 - _r
+        for j in range(m):
+            {body}
+'''
+    assert not independent(_loop(src), NDIMS, _after(src), sums=True)
+
+
+def test_a_local_read_inside_the_loop_is_carried():
+    src = LOCAL_SUM.replace("y[i] = 2.0 * x[i]", "y[i] = s * x[i]")
+    assert not independent(_loop(src), NDIMS, _after(src), sums=True)
+
+
+def _facts(names=("A", "B", "dA", "dB", "x", "y")) -> MemoryFacts:
+    return MemoryFacts({n: (k,) for k, n in enumerate(names)}, frozenset(names), dict(NDIMS))
+
+
+def test_lean_loops_runs_the_sums_forward_only_when_asked():
+    exact = lean_loops(SHARED_ROW, _facts())
+    assert "for _r in range(i):" in exact and "k = i - 1 - _r" in exact
+    out = lean_loops(SHARED_ROW, _facts(), reorder=True)
+    assert "for k in range(i):" in out and "_r" not in out
+    rng = np.random.default_rng(0)
+    n, m = 5, 4
+    A, B = rng.random((n, n)), rng.random((n, m))
+    results = []
+    for src in (SHARED_ROW, out):
+        env: dict = {"np": np}
+        exec(src, env)
+        dB, dA = np.zeros((n, m)), np.zeros((n, n))
+        env["f"](A, B, dB, dA, n, m, n - 1)
+        results.append((dB, dA))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-14)
+    assert np.array_equal(results[1][1], results[0][1])
+
+
+def test_overlapping_arrays_keep_the_loop_reversed():
+    facts = _facts()
+    facts = MemoryFacts({**facts.roots, "B": facts.roots["dB"]}, facts.wide, dict(NDIMS))
+    out = lean_loops(SHARED_ROW, facts, reorder=True)
+    assert "k = i - 1 - _r" in out
+
+
+def symm(alpha, beta, C, A, B):
+    m, n = C.shape
+    for i in range(m):
+        for j in range(n):
+            temp2 = 0.0
+            for k in range(i):
+                C[k, j] += alpha * B[i, j] * A[i, k]
+                temp2 += B[k, j] * A[i, k]
+            C[i, j] = beta * C[i, j] + alpha * B[i, j] * A[i, i] + alpha * temp2
+    return np.sum(C * C)
+
+
+def _symm_args(n=7):
+    r = np.random.default_rng(9)
+    return [1.5, 1.2, r.random((n, n + 2)), r.random((n, n)), r.random((n, n + 2))]
+
+
+def _grad(numba, args=None):
+    args = args or _symm_args()
+    ann = [Duplicated(a.copy(), np.zeros_like(a)) if isinstance(a, np.ndarray) else Const(a) for a in args]
+    zymo.autodiff(Reverse, symm, Active, *ann, numba=numba)
+    return [a.dval for a in ann if isinstance(a, Duplicated)]
+
+
+@pytest.fixture
+def reassociate():
+    zymo.config.set_reassociate(True)
+    yield
+    zymo.config.set_reassociate(None)
+
+
+def test_the_setting_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("ZYMO_REASSOCIATE", "1")
+    assert zymo.config.reassociate()
+    zymo.config.set_reassociate(False)
+    assert not zymo.config.reassociate()
+    zymo.config.set_reassociate(None)
+    monkeypatch.setenv("ZYMO_REASSOCIATE", "0")
+    assert not zymo.config.reassociate()
+    assert "ZYMO_REASSOCIATE" in os.environ
+
+
+@pytest.mark.parametrize("numba", ["kernels", True])
+def test_reordered_gradients_agree_to_rounding(reassociate, numba):
+    ref = _grad(False)
+    got = _grad(numba)
+    assert_tree_close(got, ref, rtol=1e-12, atol=1e-12)
+    args = _symm_args()
+    fd = fd_grad(symm, args)
+    assert_tree_close(got, [fd[k] for k in (2, 3, 4)], rtol=1e-6, atol=1e-6)
+    ann = [Duplicated(a.copy(), np.zeros_like(a)) if isinstance(a, np.ndarray) else Const(a) for a in _symm_args()]
+    code = zymo.generated_code(Reverse, symm, Active, *ann, numba="kernels")
+    assert "i_2 = i - 1 - _r" not in code  # the adjoint of `k` runs forward
+
+
+def test_the_default_stays_exact_and_the_settings_are_cached_apart():
+    ref = _grad(False)
+    exact = _grad("kernels")
+    for g, r in zip(exact, ref):
+        assert np.array_equal(g, r)
+    zymo.config.set_reassociate(True)
+    try:
+        ann = [Duplicated(a.copy(), np.zeros_like(a)) if isinstance(a, np.ndarray) else Const(a)
+               for a in _symm_args()]
+        reordered = zymo.generated_code(Reverse, symm, Active, *ann, numba="kernels")
+    finally:
+        zymo.config.set_reassociate(None)
+    default = zymo.generated_code(Reverse, symm, Active, *ann, numba="kernels")
+    assert "i_2 = i - 1 - _r" not in reordered and "i_2 = i - 1 - _r" in default
+    assert [np.array_equal(g, r) for g, r in zip(_grad("kernels"), ref)] == [True] * 3
+
+
+def test_forward_mode_and_the_compiled_flag(reassociate):
+    args = _symm_args()
+    ann = [Duplicated(a.copy(), np.ones_like(a)) if isinstance(a, np.ndarray) else Const(a) for a in args]
+    tangent = zymo.autodiff(Forward, symm, Duplicated, *ann, numba="kernels")[0]
+    grads = _grad(False)
+    assert np.isclose(tangent, sum(g.sum() for g in grads), rtol=1e-12)
+    from zymo.codegen.numba.backend import compile_numba
+    src = "def k(x):\n    s = 0.0\n    for i in range(x.shape[0]):\n        s += x[i]\n    return s\n"
+    (fn,) = compile_numba(src, ["k"], "a test", reassociate=True)
+    assert fn.targetoptions.get("fastmath") == {"reassoc"}
+    assert fn(np.arange(10.0)) == 45.0
