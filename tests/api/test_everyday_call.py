@@ -211,8 +211,8 @@ def test_setting_changes_are_not_replayed_past(path):
         # the program that ran: the last recorded one (the prepared operator's own entry)
         ran = {"interface": lambda: call.prep.engine.held[(Reverse, Active)],
                "typed autodiff": lambda: cache.TYPED_CALLS[(nll, Reverse, Active, None)]}.get(
-                   path, lambda: cache.LAST[nll])()
-        assert ran.comp.backend != "python"
+                   path, lambda: cache.LAST[nll])
+        assert ran().comp.backend != "python"
         _check(nll, w, g)
         config.set_numba(None)
         config.set_strong_zero(True)
@@ -220,11 +220,27 @@ def test_setting_changes_are_not_replayed_past(path):
         config.set_strong_zero(None)
         config.set_memory_limit(1 << 20)
         _check(nll, w, call(w))
+        config.set_memory_limit(None)
+        config.set_numba("kernels")
+        call(w)
+        exact = ran().comp
+        config.set_reassociate(True)  # sums in any order: another program, not the exact one replayed
+        _check(nll, w, call(w))
+        assert ran().comp is not exact
     finally:
         config.set_strong_zero(None)
         config.set_memory_limit(None)
         config.set_numba(None)
+        config.set_reassociate(None)
     _check(nll, w, call(w))
+
+
+def test_a_return_activity_given_as_an_array_is_a_usage_error():
+    w = np.array([0.3, -0.2, 0.1])
+    with pytest.raises(zymo.ZymoUsageError, match="return activity .* not an array of shape \\(3,\\)"):
+        zymo.autodiff(Reverse, nll, w)
+    with pytest.raises(zymo.ZymoUsageError, match="not 'Active'"):
+        zymo.autodiff(Reverse, nll, "Active", Duplicated(w, np.zeros(3)))
 
 
 def test_the_held_entry_checks_the_generation_and_the_memory_limit():
