@@ -45,8 +45,9 @@ inside stay as they are (`loop_forms.plain`).
    reversed index defeats it (atax's adjoint at n=120: 120 -> 27 us with 1 and 2, measured
    with Numba 0.68). With `reorder` (`config.set_reassociate`: the program is compiled to add
    in any order), iterations that also add into shared elements (`d[j] += e`) or locals
-   (`s += e`), and touch them no other way, count as independent
-   (`independent(..., sums=True)`): running them forward only reorders those sums. symm's
+   (`s += e`, `s` a float64 number by the memory facts or a local of rewrite 1), and touch them
+   no other way, count as independent (`independent(..., sums=...)`): running them forward only
+   reorders those sums. symm's
    adjoint at n=60: 141 -> 67 us with LLVM's `reassoc`, where `reassoc` alone, the loop
    reversed, gave 134 us (Numba 0.68).
 3. *Unroll-and-jam.* A forward loop of independent iterations whose inner loop carries a
@@ -98,7 +99,8 @@ _NOTED = re.compile(rf"^(\s*){_NOTE}\((.*)\)$", re.M)
 class _Rewriter:
     def __init__(self, memory: Memory, taken: set[str], copies: dict[str, str], reorder: bool = False):
         self.memory = memory
-        self.reorder = reorder  # sums in any order (`independent(..., sums=True)`)
+        self.reorder = reorder  # sums in any order (`independent(..., sums=...)`)
+        self.scalars: set[str] = set()  # the locals `promote` made
         self.taken = taken
         self.copies = copies  # the jammed copies' names -> the names they copy
         self.outer: list[tuple[list[ast.stmt], ast.stmt]] = []  # (statements before, loop) around
@@ -191,7 +193,8 @@ class _Rewriter:
         var, lo, stop = head
         elements, bare = touched(s)
         if any(self._overlaps(w, elements, bare) for w in written_arrays([s])) \
-                or not independent(s, self.memory.ndims, rest, sums=self.reorder):
+                or not independent(s, self.memory.ndims, rest,
+                                   sums=frozenset(self.memory.floats) | self.scalars if self.reorder else None):
             return s
         args = [stop] if lo is None else [lo, stop]
         self.changed = True
@@ -228,6 +231,7 @@ class _Rewriter:
         post: list[ast.stmt] = []
         for name, index, stored in chosen:
             local = self.fresh(f"_acc_{name}" if stored else f"_at_{name}")
+            self.scalars.add(local)  # an element of a float64 or complex128 array: a number
             _Replace(name, index, local).visit(s)
             element = f"{name}[{ast.unparse(index)}]"
             pre.append(ast.parse(f"{local} = {element}").body[0])

@@ -28,11 +28,12 @@ may run by blocks of its inner loop instead (`codegen/blocks.py`). A loop qualif
   counters only grow, `transform/reverse/augmented.py`), and a loop whose iterations push by
   index (`codegen/tape_index.py`) no longer carries the counter.
 
-`independent(loop, ndims, rest, sums=True)` (forward order only, never `prange`: iterations
+`independent(loop, ndims, rest, sums=scalars)` (forward order only, never `prange`: iterations
 would add into one element at once) also takes iterations that add into shared memory or
 locals in a different order: an array the loop touches only as `a[...] += e` or `a[...] -= e`
-targets (whatever the index), and a name it touches only as `s += e` or `s -= e` targets (its
-value after the loop may be read), are exempt from the rules above. Running the iterations in
+targets (whatever the index), and a name of `scalars` (known to hold numbers, never an array
+that may be a view of another) it touches only as `s += e` or `s -= e` targets (its value
+after the loop may be read), are exempt from the rules above. Running the iterations in
 another order then changes only the order of those sums (exact for ints; floats round
 differently: `config.set_reassociate`).
 
@@ -159,18 +160,19 @@ def _simple_range(loop: ast.For) -> bool:
 
 
 def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]],
-                caches: frozenset[str] = frozenset(), sums: bool = False) -> bool:
+                caches: frozenset[str] = frozenset(), sums: frozenset[str] | None = None) -> bool:
     """Whether `loop`'s iterations write disjoint memory and carry nothing (module contract);
     `rest`: the statement lists that may run after it, innermost first; `caches`: the caches
-    exempt from the element rule when only written; `sums`: whether arrays and names only
-    added into are exempt too (the order of the sums may change)."""
+    exempt from the element rule when only written; `sums`, if given: arrays only added into,
+    and the names of `sums` (numbers) only added into, are exempt too (the order of the sums
+    may change)."""
     from .outline import _exposed as exposed
     from .outline import _stores as stores
 
     assert isinstance(loop.target, ast.Name)
     assigned = set().union(*(stores(s) for s in loop.body)) if loop.body else set()
     index = _index_names(loop, assigned)
-    added = _added_only(loop) if sums else frozenset()
+    added = _added_only(loop, sums) if sums is not None else frozenset()
     if index is None or _writes_arrays_whole(loop, ndims) \
             or not _disjoint_writes(loop, index, ndims, caches, added):
         return False
@@ -185,17 +187,21 @@ def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]]
     return not ((assigned - added) & later) and loop.target.id not in later  # nothing it sets is read after it
 
 
-def _added_only(loop: ast.For) -> frozenset[str]:
-    """The names `loop` touches only as the targets of `+=` or `-=`, or, through their elements
-    alone, as `a[...] += e`, `a[...] -= e` (the index reading none of them): whatever order
-    the iterations run in, each such array element and local ends up the sum of the same terms."""
+def _added_only(loop: ast.For, scalars: frozenset[str]) -> frozenset[str]:
+    """The names of `scalars` `loop` touches only as the targets of `+=` or `-=`, and the arrays
+    it touches only through their elements, as `a[...] += e`, `a[...] -= e` (the index reading
+    none of them): whatever order the iterations run in, each such array element and local
+    ends up the sum of the same terms. (A bare name not known to be a number may be an array,
+    a view of one the loop reads: `acc += A[i]` with `acc = A[0]`.)"""
     targets: dict[str, int] = {}
     for n in ast.walk(loop):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)):
             t = n.target
             name = t.value if isinstance(t, ast.Subscript) else t
-            if isinstance(name, ast.Name):
+            if isinstance(name, ast.Name) and (isinstance(t, ast.Subscript) or name.id in scalars):
                 targets[name.id] = targets.get(name.id, 0) + 1
+            elif isinstance(name, ast.Name):
+                targets[name.id] = -1 << 30  # never all its uses
     uses: dict[str, int] = {}
     for n in ast.walk(loop):
         if isinstance(n, ast.Name):
@@ -281,7 +287,7 @@ def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], cach
         if name in caches and name not in read:
             continue  # pushes: each to an entry of its own (module contract)
         if name in added:
-            continue  # only added into: the same terms in another order (`independent(sums=True)`)
+            continue  # only added into: the same terms in another order (`independent(sums=...)`)
         seen = accesses.get(name, [])
         nd = ndims.get(name)
         if nd is None or not seen or any(len(p) != nd or any(isinstance(x, ast.Slice) for x in p) for p in seen):
