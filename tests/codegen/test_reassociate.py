@@ -17,6 +17,7 @@ from helpers import assert_tree_close, fd_grad
 
 import zymo
 from zymo import Active, Const, Duplicated, Forward, Reverse
+from zymo.codegen.loop_forms import nonneg_names
 from zymo.codegen.loop_order import lean_loops
 from zymo.codegen.parallel import independent
 from zymo.transform.reverse.facts import MemoryFacts
@@ -224,3 +225,118 @@ def test_forward_mode_and_the_compiled_flag(reassociate):
     (fn,) = compile_numba(src, ["k"], "a test", reassociate=True)
     assert fn.targetoptions.get("fastmath") == {"reassoc"}
     assert fn(np.arange(10.0)) == 45.0
+
+
+# gramschmidt's adjoint loop over `j` (before the loop rewrites): a column sum into `dR[k, j]`,
+# then a column update of `dA[:, j]`, both adding into the column `dQ[:, k]`
+GS = '''
+def f(Q, R, A, dA, dQ, dR, k, n, m):
+    for _r in range(_rt.span(k + 1, m)):
+        j = m - 1 - _r
+        for _s in range(n):
+            i = n - 1 - _s
+            t = -dA[i, j]
+            dR[k, j] += Q[i, k] * t
+            dQ[i, k] += t * R[k, j]
+        for i2 in range(n):
+            dA[i2, j] += Q[i2, k] * dR[k, j]
+            dQ[i2, k] += dR[k, j] * A[i2, j]
+        dR[k, j] = 0.0
+'''
+GS_NDIMS = {"Q": 2, "R": 2, "A": 2, "dA": 2, "dQ": 2, "dR": 2}
+
+
+class _Rt:
+    @staticmethod
+    def span(lo, hi):
+        return hi - lo if hi > lo else 0
+
+
+def test_parts_that_add_into_one_column_split_and_walk_rows_only_when_sums_may_reorder():
+    names = tuple(GS_NDIMS)
+    facts = MemoryFacts({n: (k,) for k, n in enumerate(names)}, frozenset(names), dict(GS_NDIMS))
+    with nonneg_names(frozenset({"i", "i2", "j", "k"})):  # as the analysis proves them (`pipeline._proven`)
+        exact = lean_loops(GS, facts)
+        out = lean_loops(GS, facts, reorder=True)
+    assert exact.count("for ") == 3  # one loop over `j` around both column walks
+    tree = ast.parse(out).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    tops = [s for s in tree.body if isinstance(s, (ast.For, ast.If))]
+    assert len(tops) >= 2  # split into one nest per part
+    for nest in tops:  # each nest walks rows: its innermost loop runs over `j`
+        inner = [n for n in ast.walk(nest) if isinstance(n, ast.For)][-1]
+        assert "j" in ast.unparse(inner), ast.unparse(nest)
+    rng = np.random.default_rng(1)
+    n, m, k = 6, 5, 1
+    Q, R, A = rng.random((n, m)), rng.random((m, m)), rng.random((n, m))
+    start = rng.random((n, m)), rng.random((n, m)), rng.random((m, m))  # dA, dQ, dR
+    got = []
+    for src in (GS, out):
+        env: dict = {"np": np, "_rt": _Rt}
+        exec(src, env)
+        dA, dQ, dR = (x.copy() for x in start)
+        env["f"](Q, R, A, dA, dQ, dR, k, n, m)
+        assert all(not np.array_equal(x, x0) for x, x0 in zip((dA, dQ, dR), start))
+        got.append((dA, dQ, dR))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b, a, rtol=1e-13)
+
+
+def gramschmidt(A, R, Q):
+    m, n = A.shape
+    for k in range(n):
+        nrm = 0.0
+        for i in range(m):
+            nrm += A[i, k] * A[i, k]
+        R[k, k] = np.sqrt(nrm)
+        for i in range(m):
+            Q[i, k] = A[i, k] / R[k, k]
+        for j in range(k + 1, n):
+            R[k, j] = 0.0
+            for i in range(m):
+                R[k, j] += Q[i, k] * A[i, j]
+            for i in range(m):
+                A[i, j] = A[i, j] - Q[i, k] * R[k, j]
+    return np.sum(R * R) + np.sum(Q * np.arange(Q.size).reshape(Q.shape))
+
+
+@pytest.mark.parametrize("numba", ["kernels", True])
+def test_a_split_and_swapped_adjoint_agrees_to_rounding(reassociate, numba):
+    r = np.random.default_rng(14)
+    args = [r.random((7, 5)) + np.eye(7, 5), np.zeros((5, 5)), np.zeros((7, 5))]
+
+    def grads(backend):
+        ann = [Duplicated(a.copy(), np.zeros_like(a)) for a in args]
+        zymo.autodiff(Reverse, gramschmidt, Active, *ann, numba=backend)
+        return [a.dval for a in ann]
+    got, ref = grads(numba), grads(False)
+    assert_tree_close(got, ref, rtol=1e-12, atol=1e-12)
+    fd = fd_grad(gramschmidt, args)
+    assert_tree_close(got[0], fd[0], rtol=1e-6, atol=1e-6)
+    ann = [Duplicated(a.copy(), np.zeros_like(a)) for a in args]
+    code = zymo.generated_code(Reverse, gramschmidt, Active, *ann, numba="kernels")
+    adjoint = ast.parse(code[code.index("def _kernel_1"):code.index("# the program")])
+    # no inner loop walks down a column of `dA` that an enclosing loop (other than the one over
+    # `k`) moves along: those nests were swapped to walk rows
+    kernel = adjoint.body[0]
+    assert isinstance(kernel, ast.FunctionDef)
+    columns, rows = [], []
+
+    def visit(stmts, outer):
+        for st in stmts:
+            if isinstance(st, ast.For):
+                var = st.target.id  # type: ignore[attr-defined]
+                inner = [n for b in st.body for n in ast.walk(b) if isinstance(n, ast.For)]
+                if not inner:
+                    for n in ast.walk(st):
+                        if isinstance(n, ast.AugAssign) and ast.unparse(n.target).startswith("dA["):
+                            parts = n.target.slice.elts  # type: ignore[attr-defined]
+                            last = ast.unparse(parts[-1])
+                            (rows if last == var else columns).append((var, last, tuple(outer)))
+                visit(st.body, outer + [var])
+            elif isinstance(st, ast.If):
+                visit(st.body, outer)
+                visit(st.orelse, outer)
+    visit(kernel.body, [])
+    assert rows  # rows of `dA`, walked by the inner loop over `j`
+    assert all(last not in outer[1:] for _, last, outer in columns), columns

@@ -24,6 +24,10 @@ the same numbers, to the bit, and at least one part then swaps (`interchanged`):
   `j`); every place is an index (one of `s`'s index names plus or minus terms `s` does not
   change) or such a term; the array is known to overlap no other array the parts reach.
 
+With `sums` (`config.set_reassociate`: the program may add in any order), an array that `s`
+touches only as `a[...] += e` / `a[...] -= e` targets (`parallel._added_only`) is exempt from
+the last rule: the parts then add into its elements in another order, the same terms.
+
 Why: distribution reorders only operations of different parts and different iterations (part
 `X` of iteration `i'` now runs before part `Y` of iteration `i` where it ran after, or the
 reverse); those touch no common element, so each element sees the same operations in the same
@@ -38,14 +42,15 @@ from collections.abc import Callable
 from .interchange import _index_arithmetic, _last_place, interchanged
 from .loop_forms import Memory, never_negative, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
-from .parallel import _affine
+from .parallel import _added_only, _affine
 
 
-def distributed(s: ast.For, memory: Memory,
-                rest: list[list[ast.stmt]]) -> tuple[list[ast.stmt], Memory] | None:
+def distributed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
+                sums: bool = False) -> tuple[list[ast.stmt], Memory] | None:
     """The loops replacing `s`, at least one of them swapped, and the memory facts naming the
-    arrays they add (`_expanded`), or None (module contract)."""
-    return _split(s, memory, rest, swap=True)
+    arrays they add (`_expanded`), or None (module contract; `sums`: arrays only added into
+    may be added into in another order)."""
+    return _split(s, memory, rest, swap=True, sums=sums)
 
 
 def split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[ast.For] | None:
@@ -58,7 +63,7 @@ def split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]]) -> list[ast.Fo
 
 
 def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
-           swap: bool) -> tuple[list[ast.stmt], Memory] | None:
+           swap: bool, sums: bool = False) -> tuple[list[ast.stmt], Memory] | None:
     if not plain(s) or not isinstance(s.target, ast.Name):
         return None
     head_at = 1 if reversed_head(s) is not None else 0
@@ -90,9 +95,10 @@ def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
             return None
         parts, memory, alloc = expanded
         assigned = (assigned - passed) | {a.targets[0].id for a in alloc}  # type: ignore[attr-defined]
+    added = _added_only(s, frozenset()) if sums else frozenset()  # arrays alone: no name is a sum here
     for x in range(len(parts)):
         for y in range(x + 1, len(parts)):
-            if not _apart(parts[x], parts[y], index, assigned, memory, lambda e: never_negative(s, e)):
+            if not _apart(parts[x], parts[y], index, assigned, memory, lambda e: never_negative(s, e), added):
                 return None
     later: set[str] = set()
     seen: set[str] = set()
@@ -223,9 +229,9 @@ def _parts(body: list[ast.stmt], guards: bool = False) -> list[list[ast.stmt]]:
 
 
 def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[str], memory: Memory,
-           sure: Callable[[ast.expr], bool]) -> bool:
+           sure: Callable[[ast.expr], bool], added: frozenset[str] = frozenset()) -> bool:
     """Whether parts `x` and `y` of different iterations reach no common element one of them
-    writes (module contract)."""
+    writes (module contract), or only add into it (`added`)."""
     ex, bx = touched(ast.Module(x, []))  # type: ignore[arg-type]
     ey, by = touched(ast.Module(y, []))  # type: ignore[arg-type]
     wx, wy = _written(x), _written(y)
@@ -237,6 +243,8 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
                 return False
             if any(memory.overlap(name, o) for o in arrays - {name}):
                 return False
+            if name in added:
+                continue  # only added into, by both parts: the same terms in another order
             if not all(_same_iteration(a, b, index, assigned, sure)
                        or _never_one(a, b, below_x, below_y, index, assigned)
                        for a in ex.get(name, []) for b in ey.get(name, [])):

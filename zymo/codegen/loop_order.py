@@ -115,12 +115,19 @@ class _Rewriter:
         return name
 
     def block(self, stmts: list[ast.stmt], after: list[list[ast.stmt]]) -> list[ast.stmt]:
-        """The statement list `stmts` rewritten; `after`: the lists that may run after it."""
+        """The statement list `stmts` rewritten; `after`: the lists that may run after it.
+
+        `stmts` itself (a loop's body, which `after` holds as the loop's next iteration) is
+        kept reading as the rewritten list will: the statements done, as rewritten, then the
+        rest. The rewrites of a statement reach into the nodes it holds (a promoted element is
+        read as its local), so the list as it was would read names that nothing assigns."""
+        body = stmts
         out: list[ast.stmt] = []
         stmts = list(stmts)
         k = -1
         while k + 1 < len(stmts):
             k += 1
+            body[:] = out + stmts[k:]
             s = stmts[k]
             rest = [stmts[k + 1:], *after]
             if isinstance(s, ast.For) and plain(s):
@@ -129,7 +136,7 @@ class _Rewriter:
                         self._drop_copies_back(n)
                 swapped = interchanged(s, self.memory, rest)
                 if swapped is None:
-                    split = distributed(s, self.memory, rest)
+                    split = distributed(s, self.memory, rest, sums=self.reorder)
                     if split is not None:  # one loop per part, each rewritten in turn
                         parts, self.memory = split  # with the arrays of scalars expanded
                         stmts[k:k + 1] = parts
@@ -137,8 +144,9 @@ class _Rewriter:
                         rest = [stmts[k + 1:], *after]
                         self.changed = True
                 if swapped is not None:
-                    s = swapped
+                    s = stmts[k] = swapped
                     self.changed = True
+                body[:] = out + stmts[k:]
             if isinstance(s, (ast.For, ast.While)):
                 self.outer.append((out, s))
                 s.body = self.block(s.body, [[s], *rest])  # the loop's next iteration runs after
@@ -151,6 +159,7 @@ class _Rewriter:
                 s.body = self.block(s.body, rest)
                 s.orelse = self.block(s.orelse, rest)
             out.append(s)
+        body[:] = out
         return out
 
     def loop(self, s: ast.For, rest: list[list[ast.stmt]], before: list[ast.stmt]) -> list[ast.stmt]:
