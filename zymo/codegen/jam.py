@@ -62,17 +62,19 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
         return None
     size = sum(isinstance(n, ast.stmt) for t in body for n in ast.walk(t))
     k = 4 if size <= _SMALL else 2 if size <= _LARGE else 0
-    if not k or not independent(s, memory.ndims, rest, memory.caches):
-        return None
-    elements, bare = touched(s)
-    others = set(elements) | {b for b in bare if memory.listed(b)}
-    if any(memory.overlap(w, o) for w in written_arrays([s]) for o in others if o != w):
+    if not k:
         return None
     blocked = assigned | {var}
     fused = _fused_loops(body, blocked)
     if not any(_chained(f) and not any(isinstance(n, ast.For) for t in f.body for n in ast.walk(t)) for f in fused):
         return None  # no innermost loop with a chain (a jammed inner loop is no innermost one; a nest
         # may still hold one beside another chain: both jammed, their size counted after the inner jam)
+    if not independent(s, memory.ndims, rest, memory.caches):  # the costliest test after the cheap ones
+        return None
+    elements, bare = touched(s)
+    others = set(elements) | {b for b in bare if memory.listed(b)}
+    if any(memory.overlap(w, o) for w in written_arrays([s]) for o in others if o != w):
+        return None
     shared = set()
     for f in fused:
         shared |= _loop_names(f)
