@@ -226,12 +226,13 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     definitions, then the program that calls them (run as it is, it computes the same)."""
     import ast
 
-    from .codegen.idioms import blas_nests
+    from .codegen.idioms import blas_tree
     from .codegen.loop_forms import nonneg_names
-    from .codegen.loop_order import lean_loops
+    from .codegen.loop_order import lean_tree
     from .codegen.memo import memo
     from .codegen.numba.ew_rewrite import in_place, made_arrays
-    from .codegen.outline import Kernel, Outlined, outline
+    from .codegen.outline import Kernel, Outlined, outline_tree
+    from .codegen.tree import parse, source
 
     facts = _source_facts(generator, namer, numbers, ir)
     caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
@@ -243,18 +244,22 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
             return _outlined()
 
     def _outlined() -> dict:
-        blas = blas_nests(src, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
+        tree = parse(src)  # one tree through the passes, printed once (`codegen/tree.py`)
+        changed = blas_tree(tree, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
         copies: dict[str, str] = {}
         if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
-            blas = lean_loops(blas, memory, copies, reorder=reorder)
+            changed |= lean_tree(ast.fix_missing_locations(tree), memory, copies, reorder=reorder)
         known = _with_copies(facts, copies)
         ndims = _copied_ndims(namer.ndims, copies)
         floats = known.floats | known.numbers
-        arrays = made_arrays(ast.parse(blas), known.arrays)
+        arrays = made_arrays(ast.fix_missing_locations(tree), known.arrays)
 
         def fast(s: Any) -> bool:
             return in_place(s, floats, arrays, ndims)
-        got = outline(blas, ndims, known.numbers | known.ints | known.floats | known.nonneg, caches, in_place=fast)
+        got = outline_tree(tree, ndims, known.numbers | known.ints | known.floats | known.nonneg, caches,
+                           in_place=fast)
+        if got is None:  # no kernel: the program as the passes left it, else as it came
+            got = Outlined(source(tree) if changed else src, "")
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel,
                 "copies": copies}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too

@@ -77,13 +77,18 @@ _ALLOWED = (ast.Assign, ast.AugAssign, ast.BinOp, ast.UnaryOp, ast.Name, ast.Con
 def blas_nests(src: str, ndims: dict[str, int], numbers: frozenset[str]) -> str:
     """`src` with its matrix-product loop nests as NumPy calls (module contract)."""
     tree = ast.parse(src)
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if blas_tree(tree, ndims, numbers) else src
+
+
+def blas_tree(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str]) -> bool:
+    """`blas_nests` on the program's tree (`codegen/tree.py`), in place; whether it changed."""
     changed = False
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
             changed |= _Rewriter(ndims, numbers, taken).block(fn.body, [])
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if changed else src
+    return changed
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 
 from .distribute import _from_nonneg, distributed
 from .interchange import interchanged
@@ -68,6 +67,7 @@ from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reverse
 from .outline import _loads, _stores
 from .parallel import independent, written_arrays
 from .tape_index import index_caches
+from .tree import parse, source
 
 
 def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, reorder: bool = False) -> str:
@@ -76,7 +76,13 @@ def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, r
     copies introduce, each mapped to the name it copies (`codegen/jam.py`). `reorder`
     (`config.set_reassociate`): a reversed loop whose iterations differ only in the order they
     add into shared elements or locals runs forward too (rewrite 2)."""
-    tree = ast.parse(_COMMENT.sub(lambda m: f"{m.group(1)}{_NOTE}({m.group(2)!r})", src))
+    tree = parse(src)
+    return source(tree) if lean_tree(tree, memory, copies, reorder) else src
+
+
+def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = None,
+              reorder: bool = False) -> bool:
+    """`lean_loops` on the program's tree (`codegen/tree.py`), in place; whether it changed."""
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     rw = _Rewriter(memory, taken, copies if copies is not None else {}, reorder)
@@ -84,16 +90,8 @@ def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, r
         for fn in tree.body:
             if isinstance(fn, ast.FunctionDef):
                 rw.changed |= index_caches(fn, memory.counters, rw.fresh)
-                fn.body = rw.block(fn.body, [])
-    if not rw.changed:
-        return src
-    out = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-    return _NOTED.sub(lambda m: f"{m.group(1)}# {ast.literal_eval(m.group(2))}", out)
-
-
-_NOTE = "_zymo_comment_"  # a comment of a function's top level, as a statement while the loops change
-_COMMENT = re.compile(r"^( {4})# ?(.*)$", re.M)
-_NOTED = re.compile(rf"^(\s*){_NOTE}\((.*)\)$", re.M)
+                fn.body[:] = rw.block(fn.body, [])
+    return rw.changed
 
 
 class _Rewriter:

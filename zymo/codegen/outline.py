@@ -82,16 +82,35 @@ def outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: fr
     the array statements a kernel may hold."""
     token = _NAMES.set({})
     try:
-        return _outline(src, ndims, numbers, caches, prefix, in_place)
+        got = _outline(ast.parse(src), ndims, numbers, caches, prefix, in_place)
     finally:
         _NAMES.reset(token)
+    return got if got is not None else Outlined(src, "")
 
 
-def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str], prefix: str,
-             in_place: Callable[[ast.stmt], bool] | None) -> Outlined:
+def outline_tree(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str],
+                 caches: frozenset[str] = frozenset(), prefix: str = "_kernel",
+                 in_place: Callable[[ast.stmt], bool] | None = None) -> Outlined | None:
+    """`outline` on the program's tree (`codegen/tree.py`), in place: the program printed once
+    (without its comments: a comment between two loops would keep them out of one kernel), or
+    None where nothing is outlined or changed (the tree as it was, comments included)."""
+    from .tree import put_comments, take_comments
+
+    taken = take_comments(tree)
+    token = _NAMES.set({})
+    try:
+        got = _outline(tree, ndims, numbers, caches, prefix, in_place)
+    finally:
+        _NAMES.reset(token)
+    if got is None:
+        put_comments(taken)
+    return got
+
+
+def _outline(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str], caches: frozenset[str], prefix: str,
+             in_place: Callable[[ast.stmt], bool] | None) -> Outlined | None:
     from .fills import diagonal_fills
 
-    tree = ast.parse(src)
     kernels: list[ast.FunctionDef] = []
     work = _ScalarWork(ndims, numbers, caches, in_place)
     filled = False
@@ -100,7 +119,7 @@ def _outline(src: str, ndims: dict[str, int], numbers: frozenset[str], caches: f
             filled |= diagonal_fills(fn, ndims)  # before outlining: such a loop needs no kernel
             _Outliner(fn, work, kernels, prefix).run()
     if not kernels:
-        return Outlined(ast.unparse(tree) + "\n" if filled else src, "")
+        return Outlined(ast.unparse(tree) + "\n", "") if filled else None
     from .blocks import blocked_nests
     from .expand import expanded_loops
     from .parallel import parallel_loops, to_prange, written_arrays

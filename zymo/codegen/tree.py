@@ -1,0 +1,57 @@
+"""The generated program as one tree through the codegen passes of the "kernels" backend.
+
+Contract: `parse(src)` is the module of `src`, each comment of a function's top level
+(`    # adjoint sweep`) held in place as the statement `_zymo_comment_('adjoint sweep')`, so
+that passes which move and replace statements keep it where it was. `source(tree)` prints the
+module once, those statements as comments again: `source(parse(src))` is `src` as
+`ast.unparse` writes it, comments included. `take_comments(tree)` removes those statements
+and returns what `put_comments` needs to put them back where they were, in bodies no pass
+changed since.
+
+The passes of the "kernels" backend (`idioms.blas_tree`, `loop_order.lean_tree`,
+`outline.outline_tree`) each take the tree and change it in place; `pipeline._with_kernels`
+parses the transform's program once and prints it once. Each pass also keeps a function of
+text to text (`blas_nests`, `lean_loops`, `outline`), which parses and prints around it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+NOTE = "_zymo_comment_"  # a comment of a function's top level, as a statement while the program changes
+_COMMENT = re.compile(r"^( {4})# ?(.*)$", re.M)
+_NOTED = re.compile(rf"^(\s*){NOTE}\((.*)\)$", re.M)
+
+
+def parse(src: str) -> ast.Module:
+    """The module of `src`, its functions' top-level comments held as statements."""
+    return ast.parse(_COMMENT.sub(lambda m: f"{m.group(1)}{NOTE}({m.group(2)!r})", src))
+
+
+def source(tree: ast.Module) -> str:
+    """`tree` printed, the comments `parse` held as statements written as comments again."""
+    out = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    return _NOTED.sub(lambda m: f"{m.group(1)}# {ast.literal_eval(m.group(2))}", out)
+
+
+def is_comment(s: ast.stmt) -> bool:
+    """Whether `s` is a comment `parse` holds as a statement."""
+    return (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+            and s.value.func.id == NOTE)
+
+
+def take_comments(tree: ast.Module) -> list[tuple[list[ast.stmt], int, ast.stmt]]:
+    """The comment statements of the functions' top level removed from `tree`: (body, index,
+    statement) each, for `put_comments`."""
+    taken = []
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            taken += [(fn.body, k, s) for k, s in enumerate(fn.body) if is_comment(s)]
+            fn.body[:] = [s for s in fn.body if not is_comment(s)]
+    return taken
+
+
+def put_comments(taken: list[tuple[list[ast.stmt], int, ast.stmt]]) -> None:
+    """Put back what `take_comments` removed, in bodies unchanged since."""
+    for body, k, s in taken:  # in increasing index order per body: each lands where it was
+        body.insert(k, s)
