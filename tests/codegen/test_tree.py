@@ -97,3 +97,24 @@ def test_kernels_backend_end_to_end_with_a_comment_between_loops():
         assert np.array_equal(a, b) and np.any(a != 0)
     d = A @ x
     np.testing.assert_allclose(grads[0][1], 2 * A.T @ d, rtol=1e-12)
+
+
+def test_only_comment_tokens_at_statement_level_become_statements():
+    src = ('def f(x):\n    y = g(x,\n    # a comment inside brackets\n          1)\n'
+           '    s = """\n    # a line of a string\n"""\n    # a comment\n    return y\n')
+    tree = parse(src)
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    notes = [ast.unparse(s) for s in fn.body if ast.unparse(s).startswith("_zymo_comment_")]
+    assert notes == ["_zymo_comment_('a comment')"]
+    assert "\n    # a line of a string\n" in ast.literal_eval(ast.unparse(fn.body[1].value))  # type: ignore
+
+
+def test_comments_anywhere_are_taken_out_and_put_back():
+    src = "class K:\n    # in a class\n    a = 1\n\ndef f(x):\n    # only\n    return x\n"
+    tree = parse(src)
+    before = source(tree)
+    taken = take_comments(tree)
+    assert "_zymo_comment_" not in ast.unparse(tree)
+    put_comments(taken)
+    assert source(tree) == before and "    # in a class\n" in before

@@ -9,7 +9,8 @@ reads the stored value instead of computing it. `parts` are JSON data, sets and 
 (written in a canonical form: sets sorted, dataclasses as their fields), and must hold every
 input of `compute`: the step is a pure function of them and of zymo's code. The stamp hashes,
 by content, every module of `zymo/codegen/` and `zymo/runtime/` (the code that rewrites and
-outlines programs, and what the programs call), and the Python, NumPy and Numba versions: an
+outlines programs, and what the programs call), `zymo/pipeline.py` (which chains the outlining
+passes), and the Python, NumPy and Numba versions: an
 edit of that code makes new digests. A file that cannot be read, parsed or written is passed
 over (the step is computed). The memo is used by the "kernels" backend's outlining
 (`pipeline._with_kernels`) and by the Numba rewrite of a compiled module
@@ -74,7 +75,8 @@ def _stamp() -> str:
 
         h = hashlib.sha256()
         here = Path(__file__).resolve().parent
-        for path in sorted(here.rglob("*.py")) + sorted((here.parent / "runtime").rglob("*.py")):
+        for path in (sorted(here.rglob("*.py")) + sorted((here.parent / "runtime").rglob("*.py"))
+                     + [here.parent / "pipeline.py"]):  # `pipeline._with_kernels` runs the outlining passes
             h.update(str(path.relative_to(here.parent)).encode())
             h.update(path.read_bytes())
         h.update(f"{sys.version}|{numpy.__version__}|{numba.__version__}".encode())
