@@ -118,3 +118,10 @@ def test_comments_anywhere_are_taken_out_and_put_back():
     assert "_zymo_comment_" not in ast.unparse(tree)
     put_comments(taken)
     assert source(tree) == before and "    # in a class\n" in before
+
+
+def test_a_comment_that_would_end_a_block_is_dropped_not_moved():
+    src = ("def f(x):\n    for i in range(3):\n        y = 1\n    # inside the loop, written at column 4\n"
+           "        x = x + y\n    return x\n")
+    tree = parse(src)
+    assert ast.dump(tree) == ast.dump(ast.parse(src))

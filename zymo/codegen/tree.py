@@ -42,9 +42,9 @@ def parse(src: str) -> ast.Module:
                 row = tok.start[0] - 1
                 if not lines[row][:4].strip():
                     lines[row] = _COMMENT.sub(lambda m: f"{m.group(1)}{NOTE}({m.group(2)!r})", lines[row])
-    except (tokenize.TokenError, SyntaxError):
-        return ast.parse(src)  # (`ast.parse` says what is wrong)
-    return ast.parse("\n".join(lines))
+        return ast.parse("\n".join(lines))
+    except (tokenize.TokenError, SyntaxError):  # (a comment at column 4 inside a deeper block)
+        return ast.parse(src)  # the comments dropped; `ast.parse` says what is wrong, if anything
 
 
 def source(tree: ast.Module) -> str:
