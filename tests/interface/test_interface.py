@@ -185,6 +185,7 @@ def test_out_writes_into_caller_memory():
 
 def test_prepared_calls_reuse_compiled_code_and_check_their_inputs():
     prep = prepare_gradient(weighted, AutoZymo(), X, Constant(C))
+    gradient(weighted, AutoZymo(), X, Constant(C), prep=prep)  # compiles, if no test did before
     n = len(zymo.cache.COMPILED)
     for k in range(3):
         x = X + k
@@ -213,6 +214,42 @@ def test_prepared_calls_reuse_compiled_code_and_check_their_inputs():
         pullback(mapping_inplace, np.zeros(5), AutoZymo(), X, np.ones(4), Constant(C), prep=pb)
     with pytest.raises(PreparationMismatch, match="in-place"):
         pullback(mapping_inplace, AutoZymo(), X, np.ones(4), Constant(C), prep=pb)
+
+
+def test_a_prepared_call_of_x_alone_checks_its_inputs():
+    """`f(x)` with no contexts: `Preparation.quick` takes its two-argument shortcut."""
+    def loss(x):
+        return np.sum(np.sin(x) * x)
+
+    def loss_grad(x):
+        return np.cos(x) * x + np.sin(x)
+
+    prep = prepare_gradient(loss, AutoZymo(), X)
+    assert prep.bare
+    gradient(loss, AutoZymo(), X, prep=prep)
+    n = len(zymo.cache.COMPILED)
+    for k in range(3):
+        x = X * (k + 1)
+        g = gradient(loss, AutoZymo(), x, prep=prep)
+        np.testing.assert_allclose(g, loss_grad(x), rtol=1e-12)
+        np.testing.assert_allclose(g, gradient(loss, FD, x), rtol=1e-6)
+    assert len(zymo.cache.COMPILED) == n
+    g1 = gradient(loss, AutoZymo(), X, prep=prep)
+    g2 = gradient(loss, AutoZymo(), 2 * X, prep=prep)
+    assert not np.shares_memory(g1, g2)  # a fresh array each call
+    np.testing.assert_allclose(g1, loss_grad(X), rtol=1e-12)
+    with pytest.raises(ZymoUsageError, match="not list"):  # the full checks still run
+        gradient(loss, AutoZymo(), list(X), prep=prep)
+    with pytest.raises(PreparationMismatch, match=r"shape \(4,\).*\(5,\)"):
+        gradient(loss, AutoZymo(), np.ones(5), prep=prep)
+    with pytest.raises(PreparationMismatch, match="float32"):
+        gradient(loss, AutoZymo(), X.astype(np.float32), prep=prep)
+    with pytest.raises(PreparationMismatch, match="made for AutoZymo"):
+        gradient(loss, FD, X, prep=prep)
+    with pytest.raises(PreparationMismatch, match="0 contexts"):
+        gradient(loss, AutoZymo(), X, Constant(C), prep=prep)
+    with pytest.raises(PreparationMismatch, match="for gradient, not jacobian"):
+        jacobian(loss, AutoZymo(), X, prep=prep)
 
 
 def test_bad_arguments_are_refused_clearly():

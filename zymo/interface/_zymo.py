@@ -150,7 +150,10 @@ class ZymoEngine(Engine):
         gradient in the engine's shadow."""
         if self.jacobian_by_pushforward() or self.x_scalar:
             return super().gradient(x, contexts, fresh)
-        self._autodiff(Reverse, Active, self._x(x, None), *self._cs(contexts))
+        if contexts:
+            self._autodiff(Reverse, Active, self._x(x, None), *self._cs(contexts))
+        else:
+            self._autodiff(Reverse, Active, self._x(x, None))
         return self.dx.copy() if fresh else self.dx
 
     def value_and_jacobian(self, x: Any, contexts: tuple, y: Any = None) -> tuple:

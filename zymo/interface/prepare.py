@@ -39,12 +39,14 @@ _OPERAND = {"hvp": "direction v", "pushforward": "tangent tx", "pullback": "cota
 class Preparation:
     """What `prepare_<op>` made; pass it back as `prep=`."""
 
-    __slots__ = ("op", "f", "backend", "inplace", "x_sig", "y_sig", "ctx_sig", "engine", "x_like")
+    __slots__ = ("op", "f", "backend", "inplace", "x_sig", "y_sig", "ctx_sig", "engine", "x_like", "bare")
 
     def __init__(self, op: str, f: Any, backend: Backend, x: Any, y: Any, contexts: tuple):
         self.op, self.f, self.backend, self.inplace = op, f, backend, y is not None
         self.x_sig, self.ctx_sig = signature(x), context_signature(contexts)
         self.x_like = (x.shape, x.dtype) if type(x) is np.ndarray else None  # for `quick`
+        # `f(x)` and an operator of x alone (gradient, jacobian...): `quick` checks two arguments
+        self.bare = not self.inplace and not contexts and OPERATORS[op][0] == 0
         self.engine = backend.engine(f, x, contexts, y)
         e = self.engine
         e.check_op(op)
@@ -93,6 +95,12 @@ class Preparation:
         `check`, which explain any difference."""
         if op != self.op or f is not self.f or self.x_like is None:
             return None
+        if self.bare and len(args) == 2:  # (backend, x): the common case, in fewer steps
+            x = args[1]
+            if (args[0] is not self.backend or type(x) is not np.ndarray or x.shape != self.x_like[0]
+                    or x.dtype != self.x_like[1]):
+                return None
+            return self, None, x, (), ()
         k = 1 if self.inplace else 0
         n_operands = OPERATORS[op][0]
         if len(args) < 2 + k + n_operands or args[k] is not self.backend:
