@@ -18,6 +18,9 @@ inside stay as they are (`loop_forms.plain`).
    whose inner one walks down columns may swap them (`codegen/interchange.py`, whose contract
    says when that is exact); a loop holding such a nest beside other statements is first split
    into one loop per part where that is exact and lets a part swap (`codegen/distribute.py`).
+   Last of all, a cache block that a swapped nest fills is laid out in the order the nest now
+   runs, at its pushes and pops alike (`codegen/tape_layout.py`): gramschmidt's cache of `A`
+   was stored at a stride of 62 entries (exact mode, n=60: 350 -> 325 us per gradient).
 1. *Scalar promotion.* In a loop `L` (`for` over `range(...)`, its arguments names, constants
    and arithmetic), an array `X` that `L` writes, and names only through the element `X[E]`
    (every dimension subscripted, `E` the same expression everywhere in `L`, reading no name
@@ -67,6 +70,7 @@ from .loop_forms import Memory, copy_pair, invariant, plain, remembered, reverse
 from .outline import _loads, _stores
 from .parallel import independent, written_arrays
 from .tape_index import index_caches
+from .tape_layout import transpose_caches
 from .tree import parse, source
 
 
@@ -86,11 +90,15 @@ def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = 
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     rw = _Rewriter(memory, taken, copies if copies is not None else {}, reorder)
+    fns = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
     with remembered():
-        for fn in tree.body:
-            if isinstance(fn, ast.FunctionDef):
-                rw.changed |= index_caches(fn, memory.counters, rw.fresh)
-                fn.body[:] = rw.block(fn.body, [])
+        for fn in fns:
+            rw.changed |= index_caches(fn, memory.counters, rw.fresh)
+            fn.body[:] = rw.block(fn.body, [])
+    for fn in fns:  # after the swaps, which decide the order a cache's pushes run in
+        elsewhere = frozenset(n.value.id for g in fns if g is not fn for n in ast.walk(g)
+                              if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name))
+        rw.changed |= transpose_caches(fn, memory.counters, elsewhere)
     return rw.changed
 
 
