@@ -22,8 +22,7 @@ from zymo.codegen.tape_layout import transpose_caches
 # the shape `tape_index` and `interchange` leave: the push nest swapped (its inner loop over
 # `j`, whose offset is scaled by the inner block `X = span(0, m)`), the pop nest reversed
 SWAPPED = '''
-def f(A, out, m, n, lo):
-    c = np.zeros(_rt.span(lo, n) * _rt.span(0, m))
+def f(A, out, c, m, n, lo):
     _k_c = 0
     for i in range(m):
         for j in range(lo, n):
@@ -37,7 +36,6 @@ def f(A, out, m, n, lo):
         for i in range(m):
             _q_1 = _p_1 + i
             out[i, j] = c[_q_1] * (j + 1)
-    return c
 '''
 
 
@@ -46,7 +44,8 @@ def _run(src: str, m: int = 4, n: int = 6, lo: int = 2):
     exec(compile(src, "<test>", "exec"), ns)
     A = np.arange(m * n, dtype=float).reshape(m, n) / 7.0
     out = np.zeros((m, n))
-    c = ns["f"](A, out, m, n, lo)
+    c = np.zeros((n - lo) * m)
+    ns["f"](A, out, c, m, n, lo)
     return out, c
 
 
@@ -73,32 +72,59 @@ def test_a_cache_pushed_along_a_swapped_loop_is_laid_out_along_it():
     np.testing.assert_array_equal(c1[:n - lo], (np.arange(m * n, dtype=float).reshape(m, n) / 7.0)[0, lo:])
 
 
-def test_what_stays_as_it_is():
-    # the cache is subscripted by another function of the module (split mode's reverse half)
-    assert _transposed(SWAPPED, frozenset({"c"})) == (False, ast.unparse(ast.parse(SWAPPED)))
-    # the push nest not swapped: its inner loop already stores side by side
-    unswapped = SWAPPED.replace('''    for i in range(m):
+POP_OUTER = "    for _r in range(_rt.span(lo, n)):\n        j = n - 1 - _r\n"
+POP_INNER = "        for i in range(m):\n            _q_1 = _p_1 + i\n"
+PUSH = """    for i in range(m):
         for j in range(lo, n):
             _p = _k_c + (j - lo) * _rt.span(0, m)
-            _q = _p + i''', '''    for j in range(lo, n):
+            _q = _p + i"""
+LEFT_AS_THEY_ARE = {
+    "the push nest not swapped (it already stores side by side)": (PUSH, """    for j in range(lo, n):
         _p = _k_c + (j - lo) * _rt.span(0, m)
         for i in range(m):
-            _q = _p + i''')
-    assert unswapped != SWAPPED
-    assert not _transposed(unswapped)[0]
-    # the bounds of the outer index assigned inside its loop: the trip count is not readable there
-    moved = SWAPPED.replace("            A[i, j] = 2.0 * A[i, j] + i\n",
-                            "            A[i, j] = 2.0 * A[i, j] + i\n            lo = lo + 0\n")
-    assert not _transposed(moved)[0]
-    # a position assigned twice
-    twice = SWAPPED.replace("            _q = _p + i\n", "            _q = _p + i\n            _q = _p + i\n")
-    assert not _transposed(twice)[0]
-    # a subscript of the cache that is not such a position (a slice)
-    sliced = SWAPPED.replace("    return c\n", "    out[0, 0] = c[0:1].sum()\n    return c\n")
-    assert not _transposed(sliced)[0]
-    # a position read for something else too (another cache sharing it would move with it)
-    shared = SWAPPED.replace("            A[i, j] = 2.0", "            out[0, 0] = _q\n            A[i, j] = 2.0")
-    assert not _transposed(shared)[0]
+            _q = _p + i"""),
+    "a bound of the outer index assigned in its loop": (
+        "            A[i, j] = 2.0 * A[i, j] + i\n",
+        "            A[i, j] = 2.0 * A[i, j] + i\n            lo = lo + 0\n"),
+    "a position assigned twice": ("            _q = _p + i\n", "            _q = _p + i\n            _q = _p + i\n"),
+    "a position also bound by a tuple": (
+        POP_INNER, POP_INNER + "            _q_1, _z = _k_c + (j - lo) * _rt.span(0, m) + i, 0\n"),
+    "a position read for something else": (
+        "            A[i, j] = 2.0", "            out[0, 0] = _q\n            A[i, j] = 2.0"),
+    "a subscript that is not a position (a slice)": (
+        "            out[i, j] = c[_q_1] * (j + 1)\n",
+        "            out[i, j] = c[_q_1] * (j + 1)\n    out[0, 0] = c[0:1].sum()\n"),
+    "the cache read through an alias": (POP_OUTER, "    d = c\n" + POP_OUTER),
+    "the cache passed to a function that is no runtime helper": (POP_OUTER, "    print(c.sum())\n" + POP_OUTER),
+    "the cache passed to a runtime helper that reads entries": (POP_OUTER, "    _rt.sum_product(c, c)\n" + POP_OUTER),
+    "a pop loop of fewer trips than the push loop": (
+        POP_OUTER, "    n2 = n - 1\n    for _r in range(_rt.span(lo, n2)):\n        j = n2 - 1 - _r\n"),
+    "an inner offset its loop does not bound by X": (
+        POP_INNER, "        for i in range(m - 1):\n            _q_1 = _p_1 + i\n"),
+    "an inner loop over a list": (POP_INNER, "        for i in list(range(m)):\n            _q_1 = _p_1 + i\n"),
+    "an inner loop over enumerate": (
+        POP_INNER, "        for i, _z in enumerate(range(m)):\n            _q_1 = _p_1 + i\n"),
+}
+
+
+@pytest.mark.parametrize("why", list(LEFT_AS_THEY_ARE))
+def test_what_stays_as_it_is(why):
+    old, new = LEFT_AS_THEY_ARE[why]
+    assert old in SWAPPED
+    src = SWAPPED.replace(old, new)
+    assert _transposed(src) == (False, ast.unparse(ast.parse(src)))
+
+
+def test_a_cache_grown_whole_is_still_laid_out_along_the_swapped_loop():
+    src = SWAPPED.replace(PUSH, "    c = _rt.grow(c, c.shape[0])\n" + PUSH)
+    changed, new = _transposed(src)
+    assert changed
+    np.testing.assert_array_equal(_run(new)[0], _run(src)[0])
+
+
+def test_caches_of_other_functions_and_counters_stay_as_they_are():
+    # the cache is subscripted by another function of the module (split mode's reverse half)
+    assert _transposed(SWAPPED, frozenset({"c"})) == (False, ast.unparse(ast.parse(SWAPPED)))
     # a counter the facts do not name
     tree = ast.parse(SWAPPED)
     assert not transpose_caches(tree.body[0], frozenset({"_k_other"}), frozenset())  # type: ignore[arg-type]

@@ -25,13 +25,25 @@ at the pushes and at the pops alike: the same block of `N_o * X` entries from `k
 each `(o, i)` another one of it, one to one, so every pop still reads what its push stored,
 and the swapped pushes store side by side.
 
-It is done only where every subscript of the cache in `fn` is such a `_q` (each `_q` and `_p`
-assigned once in `fn`, every `_p` from the same counter with the same `X`), `o` is the variable
-of a `for` around the statement (forward, `for o in range(lo, hi)`, or reversed,
-`loop_forms.reversed_head`) whose bounds that loop does not assign (so `N_o` read there is its
-trip count), and some push stores from a loop over `o` itself (the swapped nest: nothing to
-gain otherwise). Positions are ints; the numbers the program computes do not change, only
-where the cache keeps them.
+It is done only where (each checked on the tree, whatever made it):
+- every subscript of the cache in `fn` is such a `_q`; `_q` and `_p` are each bound once in
+  `fn`, by a plain assignment, and read nowhere else (a position shared with another cache
+  would move its entries too); every `_p` starts from the same counter with the same `X`;
+- the inner offset is `i` or `i - lo_i`, `i` the index of a loop around the statement over
+  `lo_i` to `hi_i` with `X` written `_rt.span(lo_i, hi_i)` (so it runs over the block's rows);
+- `o` is the index of a loop around both statements (forward, `for o in range(lo, hi)`, or
+  reversed, `loop_forms.reversed_head`) whose bounds that loop does not assign, and `N_o`,
+  read there, is written alike at every position of the cache (pushes and pops run over the
+  same rows: a pop loop of fewer trips keeps the layout);
+- the cache itself is read only through those subscripts, for its `.shape`, or by runtime
+  helpers that keep or copy it whole (`_WHOLE`: `_rt.grow`, `_rt.tape_keep`...): no alias, no
+  return;
+- some push stores from a loop over `o` itself (the swapped nest: nothing to gain otherwise).
+
+Positions are ints; the numbers the program computes do not change, only where the cache keeps
+them. Not done: caches whose pop nest unroll-and-jam copied (`codegen/jam.py` assigns the
+positions again in its remainder loop, and its copies' offsets read `i + 1`, not a loop index),
+as under `config.set_reassociate`, where gramschmidt's pop nest is jammed.
 """
 from __future__ import annotations
 
@@ -40,63 +52,87 @@ import copy
 
 from .loop_forms import reversed_head, same
 
+# runtime helpers that take a cache whole: allocate or reuse it, grow it keeping each entry
+# where it was, keep it for the next call (`runtime/core.py`)
+_WHOLE = frozenset({"reuse_tape", "grow", "grow_stack", "tape_keep", "tape_take"})
+
 
 def transpose_caches(fn: ast.FunctionDef, counters: frozenset[str], elsewhere: frozenset[str]) -> bool:
     """Rewrite the positions of `fn`'s caches filled across (module contract); whether any changed."""
     if not counters:
         return False
-    defs: dict[str, list[ast.Assign]] = {}
     parents: dict[int, ast.AST] = {}
+    binds: dict[str, list[ast.Name]] = {}
+    loads: dict[str, list[ast.Name]] = {}
+    uses: dict[str, list[ast.Subscript]] = {}
     for node in ast.walk(fn):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            defs.setdefault(node.targets[0].id, []).append(node)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) and isinstance(node.target, ast.Name):
-            defs.setdefault(node.target.id, []).append(node)  # type: ignore[arg-type]
-    uses: dict[str, list[ast.Subscript]] = {}
-    loads: dict[str, int] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        if isinstance(node, ast.Name):
+            (binds if isinstance(node.ctx, ast.Store) else loads).setdefault(node.id, []).append(node)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             uses.setdefault(node.value.id, []).append(node)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loads[node.id] = loads.get(node.id, 0) + 1
     changed = False
     for cache, subs in uses.items():
-        if cache in elsewhere:
+        if cache in elsewhere or not _kept_whole(cache, subs, loads, parents):
             continue
-        plan = _plan(subs, defs, parents, counters)
+        plan = _plan(subs, binds, parents, counters)
         if plan is not None and _private(plan, subs, loads):
             _apply(plan)
             changed = True
     return changed
 
 
-def _plan(subs: list[ast.Subscript], defs: dict[str, list[ast.Assign]], parents: dict[int, ast.AST],
+def _kept_whole(cache: str, subs: list[ast.Subscript], loads: dict[str, list[ast.Name]],
+                parents: dict[int, ast.AST]) -> bool:
+    """Whether `cache` is read, other than through the subscripts `subs`, only as an argument of
+    a runtime helper (`_rt.grow`, `_rt.tape_keep`: they keep or copy it whole) or for its
+    `.shape`: no alias, no return, nothing else that could index it."""
+    through = {id(s.value) for s in subs}
+    for name in loads.get(cache, []):
+        if id(name) in through:
+            continue
+        up = parents.get(id(name))
+        if isinstance(up, ast.Attribute) and up.attr == "shape":
+            continue
+        if isinstance(up, ast.Tuple):  # `_rt.tape_keep(f, (c1, c2))`
+            up = parents.get(id(up))
+        if isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) and isinstance(up.func.value, ast.Name) \
+                and up.func.value.id == "_rt" and up.func.attr in _WHOLE:
+            continue
+        return False
+    return True
+
+
+def _plan(subs: list[ast.Subscript], binds: dict[str, list[ast.Name]], parents: dict[int, ast.AST],
           counters: frozenset[str]) -> list[tuple[ast.Assign, ast.Assign, ast.expr]] | None:
-    """(inner def, outer def, N_o at the inner def) for every position of one cache, or None
-    where the cache is not one this module rewrites."""
-    plan, key, gain = [], None, False
+    """(inner def, outer def, N_o) for every position of one cache, or None where the cache is
+    not one this module rewrites."""
+    plan: list[tuple[ast.Assign, ast.Assign, ast.expr]] = []
+    key: tuple[str, ast.expr, ast.expr] | None = None  # the counter, X and N_o, alike at every position
+    gain = False
     for sub in subs:
         if not isinstance(sub.slice, ast.Name):
             return None
-        inner = _only(defs, sub.slice.id)
+        inner = _only(binds, parents, sub.slice.id)
         if inner is None or not (isinstance(inner.value, ast.BinOp) and isinstance(inner.value.op, ast.Add)
                                  and isinstance(inner.value.left, ast.Name)):
             return None
-        outer = _only(defs, inner.value.left.id)
+        outer = _only(binds, parents, inner.value.left.id)
         if outer is None:
             return None
         form = _outer_form(outer.value, counters)
         if form is None:
             return None
         k, var, lo, x = form
-        if key is None:
-            key = (k, x)
-        elif key[0] != k or not same(key[1], x):
+        if not _inner_offset(inner, inner.value.right, x, parents):
             return None
-        trips = _trips(inner, var, lo, parents)
-        if trips is None or _trips(outer, var, lo, parents) is None:
+        trips, there = _trips(inner, var, lo, parents), _trips(outer, var, lo, parents)
+        if trips is None or there is None or not same(trips, there):
+            return None  # no loop over `o` around both, or not one whose trip count reads alike
+        if key is None:
+            key = (k, x, trips)
+        elif key[0] != k or not same(key[1], x) or not same(key[2], trips):
             return None
         plan.append((inner, outer, trips))
         if isinstance(sub.ctx, ast.Store):
@@ -108,7 +144,7 @@ def _plan(subs: list[ast.Subscript], defs: dict[str, list[ast.Assign]], parents:
 
 
 def _private(plan: list[tuple[ast.Assign, ast.Assign, ast.expr]], subs: list[ast.Subscript],
-             loads: dict[str, int]) -> bool:
+             loads: dict[str, list[ast.Name]]) -> bool:
     """Whether the positions are read nowhere but where the plan reads them: each `_q` only
     as this cache's subscript, each `_p` only by the plan's `_q` (another cache sharing one
     would change layout with it)."""
@@ -119,7 +155,7 @@ def _private(plan: list[tuple[ast.Assign, ast.Assign, ast.expr]], subs: list[ast
     for i in inner.values():
         p = i.value.left.id  # type: ignore[attr-defined]
         reads[p] = reads.get(p, 0) + 1
-    return all(loads.get(name, 0) == n for name, n in reads.items())
+    return all(len(loads.get(name, [])) == n for name, n in reads.items())
 
 
 def _apply(plan: list[tuple[ast.Assign, ast.Assign, ast.expr]]) -> None:
@@ -137,10 +173,13 @@ def _apply(plan: list[tuple[ast.Assign, ast.Assign, ast.expr]]) -> None:
             value.right = value.right.left  # k + (o - lo) * X -> k + (o - lo)
 
 
-def _only(defs: dict[str, list[ast.Assign]], name: str) -> ast.Assign | None:
-    """The one statement of `fn` that assigns `name`, an `Assign`, else None."""
-    got = defs.get(name, [])
-    return got[0] if len(got) == 1 and isinstance(got[0], ast.Assign) else None
+def _only(binds: dict[str, list[ast.Name]], parents: dict[int, ast.AST], name: str) -> ast.Assign | None:
+    """The statement `name = e`, where it is the only binding of `name` in `fn`, else None."""
+    got = binds.get(name, [])
+    if len(got) != 1:
+        return None
+    st = parents.get(id(got[0]))
+    return st if isinstance(st, ast.Assign) and len(st.targets) == 1 and st.targets[0] is got[0] else None
 
 
 def _outer_form(e: ast.expr, counters: frozenset[str]) -> tuple[str, str, ast.expr | None, ast.expr] | None:
@@ -154,6 +193,20 @@ def _outer_form(e: ast.expr, counters: frozenset[str]) -> tuple[str, str, ast.ex
     if isinstance(offset, ast.BinOp) and isinstance(offset.op, ast.Sub) and isinstance(offset.left, ast.Name):
         return e.left.id, offset.left.id, offset.right, x
     return None
+
+
+def _inner_offset(s: ast.stmt, e: ast.expr, x: ast.expr, parents: dict[int, ast.AST]) -> bool:
+    """Whether `e` is `i` or `i - lo_i`, `i` the index of a loop around `s` that runs over
+    `lo_i` (0 for `i`) to `hi_i`, and `X` is `_rt.span(lo_i, hi_i)`: the offset runs over 0 to
+    `X - 1`, as the layout needs."""
+    if isinstance(e, ast.Name):
+        var, lo = e.id, None
+    elif isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and isinstance(e.left, ast.Name):
+        var, lo = e.left.id, e.right
+    else:
+        return False
+    trips = _trips(s, var, lo, parents)
+    return trips is not None and same(trips, x)
 
 
 def _trips(s: ast.stmt, var: str, lo: ast.expr | None, parents: dict[int, ast.AST]) -> ast.expr | None:
@@ -177,31 +230,40 @@ def _trips(s: ast.stmt, var: str, lo: ast.expr | None, parents: dict[int, ast.AS
     return None
 
 
+def _over_range(s: ast.For) -> bool:
+    it = s.iter
+    return (isinstance(s.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+            and it.func.id == "range" and not it.keywords and not s.orelse)
+
+
 def _loop_var(s: ast.For) -> str | None:
-    """The index a loop runs over: its target, or the `i` of a reversed loop's head."""
+    """The index a loop over `range` runs over: its target, or the `i` of a reversed loop's head."""
+    if not _over_range(s):
+        return None
     head = reversed_head(s)
     if head is not None:
         return head[0]
-    return s.target.id if isinstance(s.target, ast.Name) else None
+    return s.target.id  # type: ignore[attr-defined]
 
 
 def _bounds(s: ast.For) -> tuple[ast.expr, ast.expr] | None:
     """(start, stop) of the values `_loop_var(s)` takes, each once: `range(stop)`,
     `range(start, stop)` or a reversed loop's head."""
+    if not _over_range(s):
+        return None
     head = reversed_head(s)
     if head is not None:
         return (head[1] if head[1] is not None else ast.Constant(0)), head[2]
-    it = s.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-            and not it.keywords and 1 <= len(it.args) <= 2):
+    args = s.iter.args  # type: ignore[attr-defined]
+    if not 1 <= len(args) <= 2:
         return None
-    return (ast.Constant(0), it.args[0]) if len(it.args) == 1 else (it.args[0], it.args[1])
+    return (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
 
 
 def _enclosing_loop(node: ast.AST, parents: dict[int, ast.AST]) -> ast.For | None:
-    while node is not None:
-        node = parents.get(id(node))  # type: ignore[assignment]
-        if isinstance(node, ast.For):
-            return node
+    up = parents.get(id(node))
+    while up is not None:
+        if isinstance(up, ast.For):
+            return up
+        up = parents.get(id(up))
     return None
-
