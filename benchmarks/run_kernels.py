@@ -14,7 +14,8 @@ the compiled program from the disk cache; the kernels backend's first call is ti
 another new process, from that disk cache; the new processes load zymo's modules from Python's
 bytecode cache, written once at the start, as for an installed package; zymo's kernels backend
 with its sums free to run in any order, `zymo.config.set_reassociate(True)`, in a new process too;
-JAX: trace and XLA compile). Then, at the small
+JAX: trace and XLA compile). The run is single-threaded: pinned to one core, each library
+asked for one thread (`_one_core`; `--all-cores` leaves it as it is). Then, at the small
 size, zymo's Python gradient against central finite differences along a few random
 directions, and the others against it; at the timed size, again against it. A refusal is
 recorded with the error's first line; a mismatch is recorded and the kernel is not timed.
@@ -38,7 +39,32 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
+
+def _one_core() -> str:
+    """Run on one core, single-threaded, as the targets say: pin this process (and the new
+    processes it starts, which inherit it) to the core it runs on, and ask OpenBLAS, OpenMP, MKL
+    and XLA for one thread; before NumPy and JAX are imported. Unpinned, JAX's calls here waited
+    on its own threads moving between the two cores: symm's gradient took 80-131 us (median),
+    pinned 60 us; zymo's were the same either way. `--all-cores` (or `ZYMO_BENCH_ALL_CORES=1`)
+    leaves the process as it is. Returns what was done, for the table's header."""
+    if "--all-cores" in sys.argv or os.environ.get("ZYMO_BENCH_ALL_CORES") == "1":
+        os.environ["ZYMO_BENCH_ALL_CORES"] = "1"  # the new processes too
+        return "all cores, libraries' default threads"
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "intra_op_parallelism_threads" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    if not hasattr(os, "sched_setaffinity"):
+        return "one thread per library (this platform cannot pin a process to a core)"
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[0]})
+    return f"pinned to core {cores[0]} (of {len(cores)}), one thread per library"
+
+
+CORES = _one_core()
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -530,7 +556,7 @@ def machine():
     except metadata.PackageNotFoundError:
         vers.append("jax not installed")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return f"{platform.machine()}, {os.cpu_count()} cores, load average {load}; " + ", ".join(vers)
+    return f"{platform.machine()}, {os.cpu_count()} cores ({CORES}), load average {load}; " + ", ".join(vers)
 
 
 def plot(rows, path):
@@ -642,6 +668,8 @@ def main(argv=None):
     ap.add_argument("--numba-timeout", type=float, default=900.0,
                     help="seconds allowed to the first call (compile) of zymo's Numba gradient (default 900)")
     ap.add_argument("--json", metavar="PATH", help="also write the rows (every measurement and check) as JSON")
+    ap.add_argument("--all-cores", action="store_true",
+                    help="do not pin the run to one core (the default pins it and asks each library for one thread)")
     ap.add_argument("--numba-child", help=argparse.SUPPRESS)
     ap.add_argument("--child-size", help=argparse.SUPPRESS)
     ap.add_argument("--child-backend", default="numba", help=argparse.SUPPRESS)
