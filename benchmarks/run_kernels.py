@@ -62,7 +62,8 @@ def _one_core() -> str:
     return f"pinned to core {cores[0]} (of {len(cores)}), one thread per library"
 
 
-CORES = _one_core()
+# only when run, not when imported (`parallel.py` imports the helpers and measures threads)
+CORES = _one_core() if __name__ == "__main__" else "as the importing program set it"
 
 import numpy as np  # noqa: E402
 
