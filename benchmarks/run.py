@@ -4,13 +4,17 @@
                                              # writes docs/benchmarks.md and docs/benchmarks.png
     python benchmarks/run.py --quick         # small sizes (a smoke run, ~1 min)
     python benchmarks/run.py --only lorenz_rk4,tuple_iter --no-write
+    python benchmarks/run.py --one-core      # single-threaded: pinned to one core, one thread per library
 
 For every workload: the NumPy primal, the Numba primal (the same source under `njit`), zymo's
 reverse-mode gradient as Python and compiled with Numba, and the peers' gradients of their
 functional rewrites (`peers.py`). Every gradient is checked against zymo's Python gradient
 (and that one against central finite differences) before anything is timed; a mismatch
 stops the run. Times are medians of repeated calls after a warm-up call; first-call times
-(zymo: pipeline + Numba compile; JAX: trace + XLA compile) are reported separately.
+(zymo: pipeline + Numba compile; JAX: trace + XLA compile) are reported separately. By default
+every library uses its own threads on all cores, as PEERS.md measured them; `--one-core` pins the
+run to one core and asks each library for one thread (`_cores.one_core`, decision 0024: JAX's
+small calls were slowed by its threads moving between this machine's two cores).
 """
 from __future__ import annotations
 
@@ -23,11 +27,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _cores import one_core  # noqa: E402
+
+# before NumPy and JAX are imported; the new processes the run starts inherit it
+CORES = one_core() if "--one-core" in sys.argv else "each library's default threads"
+
+import numpy as np  # noqa: E402
 import peers  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
@@ -358,7 +366,7 @@ def machine():
             vers.append(f"{mod} {metadata.version(mod)}")
         except metadata.PackageNotFoundError:
             pass
-    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; " + ", ".join(vers)
+    return f"{platform.machine()}, {os.cpu_count()} cores ({CORES}), {platform.platform()}; " + ", ".join(vers)
 
 
 def plot(rows, path):
@@ -389,6 +397,8 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and autograd")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks.{md,png}")
+    ap.add_argument("--one-core", action="store_true",
+                    help="pin the run to one core and ask each library for one thread (decision 0024)")
     ap.add_argument("--probe", metavar="NAME", help=argparse.SUPPRESS)
     ap.add_argument("--probe-warm", metavar="NAME", help=argparse.SUPPRESS)
     ap.add_argument("--numba-probe", metavar="NAME", help=argparse.SUPPRESS)

@@ -15,7 +15,7 @@ another new process, from that disk cache; the new processes load zymo's modules
 bytecode cache, written once at the start, as for an installed package; zymo's kernels backend
 with its sums free to run in any order, `zymo.config.set_reassociate(True)`, in a new process too;
 JAX: trace and XLA compile). The run is single-threaded: pinned to one core, each library
-asked for one thread (`_one_core`; `--all-cores` leaves it as it is). Then, at the small
+asked for one thread (`_cores.one_core`; `--all-cores` leaves it as it is). Then, at the small
 size, zymo's Python gradient against central finite differences along a few random
 directions, and the others against it; at the timed size, again against it. A refusal is
 recorded with the error's first line; a mismatch is recorded and the kernel is not timed.
@@ -39,31 +39,11 @@ import time
 import tracemalloc
 from pathlib import Path
 
-
-def _one_core() -> str:
-    """Run on one core, single-threaded, as the targets say: pin this process (and the new
-    processes it starts, which inherit it) to the core it runs on, and ask OpenBLAS, OpenMP, MKL
-    and XLA for one thread; before NumPy and JAX are imported. Unpinned, JAX's calls here waited
-    on its own threads moving between the two cores: symm's gradient took 80-131 us (median),
-    pinned 60 us; zymo's were the same either way. `--all-cores` (or `ZYMO_BENCH_ALL_CORES=1`)
-    leaves the process as it is. Returns what was done, for the table's header."""
-    if "--all-cores" in sys.argv or os.environ.get("ZYMO_BENCH_ALL_CORES") == "1":
-        os.environ["ZYMO_BENCH_ALL_CORES"] = "1"  # the new processes too
-        return "all cores, libraries' default threads"
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "intra_op_parallelism_threads" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-    if not hasattr(os, "sched_setaffinity"):
-        return "one thread per library (this platform cannot pin a process to a core)"
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[0]})
-    return f"pinned to core {cores[0]} (of {len(cores)}), one thread per library"
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cores import one_core
 
 # only when run, not when imported (`parallel.py` imports the helpers and measures threads)
-CORES = _one_core() if __name__ == "__main__" else "as the importing program set it"
+CORES = one_core() if __name__ == "__main__" else "as the importing program set it"
 
 import numpy as np  # noqa: E402
 
