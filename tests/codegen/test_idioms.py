@@ -320,6 +320,120 @@ def test_run_time_checks_fall_back_to_the_loops(case):
     assert np.array_equal(_run(out, *args), want)
 
 
+# trmm (B := alpha * (B + strict-upper(A)^T B), in place) and its adjoint, as reverse mode writes
+# them: each reads rows of the array it writes, every read of a row in an iteration of `i` run
+# before the one that writes it, and distributes over `i` by that order (`_ordered`, `_read_first`)
+TRMM = '''
+def g(alpha, A, B, dA, dB, S, n, p):
+    for i in range(n):
+        t_1 = i + 1
+        for j in range(p):
+            for k in range(t_1, n):
+                a = A[k, i]
+                b = B[k, j]
+                B[i, j] = B[i, j] + a * b
+            B[i, j] = alpha * B[i, j]
+    for _r_2 in range(n):
+        i = n - 1 - _r_2
+        t_1 = i + 1
+        for _r_1 in range(p):
+            j = p - 1 - _r_1
+            dt = dB[i, j]
+            dB[i, j] = 0.0
+            dB[i, j] += alpha * dt
+            for _r in range(_rt.span(t_1, n)):
+                k = n - 1 - _r
+                a = A[k, i]
+                b = S[k, j]
+                dt_2 = dB[i, j]
+                dB[k, j] += a * dt_2
+                dA[k, i] += dt_2 * b
+    return B
+'''
+
+
+def _trmm_args(rng, n=6, p=4):
+    return [1.5, rng.random((n, n)), rng.random((n, p)), rng.random((n, n)), rng.random((n, p)), rng.random((n, p)),
+            n, p]
+
+
+def test_nests_reading_rows_before_writing_them_become_products():
+    out = blas_nests(TRMM, ND | {"S": 2}, NUMBERS | {"a", "dt_2"})
+    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == 3, out
+    # the adjoint's product reading dB comes before the one writing it
+    assert out.index("np.add(dA") < out.index("dB[1:n, :p] +=")
+    rng = np.random.default_rng(11)
+    for bad in (None, np.inf, np.nan):  # a non-finite element the masked zeros would meet: those loops run
+        args = _trmm_args(rng)
+        if bad is not None:
+            args[2][3, 1] = bad
+            args[4][2, 2] = bad
+        want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        _run(TRMM, *want)
+        _run(out, *args)
+        for a, b in zip(args[1:6], want[1:6]):
+            if bad is None:
+                np.testing.assert_allclose(a, b, rtol=1e-12)
+            else:  # the loops, bit for bit
+                assert np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("src", [
+    # rows read after the iteration that writes them: `k < i` forward
+    TRMM.split("    for _r_2")[0].replace("range(t_1, n)", "range(i)") + "    return B\n",
+    # ... and `k > i` in a reversed loop
+    TRMM.split("    for _r_2")[0].replace("for i in range(n):", "for _r_3 in range(n):\n        i = n - 1 - _r_3")
+    + "    return B\n",
+    # distribution would run every read of a row (`B[k, j]`, `k < i`) before the write of it
+    '''
+def g(A, B, C, n, p):
+    for i in range(n):
+        for k in range(i):
+            for j in range(p):
+                C[i, j] += A[i, k] * B[k, j]
+        for j in range(p):
+            B[i, j] = C[i, j]
+    return C
+''',
+    # two accumulations each reading the other's array: no order reads both before the writes
+    '''
+def g(A, B, C, n, p):
+    for i in range(n):
+        for k in range(i + 1, n):
+            for j in range(p):
+                B[i, j] += A[k, i] * C[k, j]
+                C[i, j] += A[k, i] * B[k, j]
+    return C
+''',
+])
+def test_nests_reading_rows_they_wrote_stay_loops(src):
+    assert blas_nests(src, ND, NUMBERS | {"a", "b"}) == src
+
+
+def test_distribution_before_reads_of_later_rows():
+    """The later piece writes row `i`, which the earlier one reads only in earlier iterations
+    (`k > i`): distributed, and the same result as the loops."""
+    src = '''
+def g(A, B, C, n, p):
+    for i in range(n):
+        for k in range(i + 1, n):
+            for j in range(p):
+                C[i, j] += A[i, k] * B[k, j]
+        for j in range(p):
+            B[i, j] = C[i, j]
+    return C
+'''
+    out = blas_nests(src, ND, NUMBERS)
+    assert "_rt.blas_ready(" in out and " @ " in out
+    rng = np.random.default_rng(12)
+    args = [rng.random((6, 6)), rng.random((6, 4)), rng.random((6, 4)), 6, 4]
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _run(src, *want)
+    _run(out, *args)
+    for a, b in zip(args[:3], want[:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
 # -- end to end through numba="kernels" ---------------------------------------------------------
 
 def gemm_like(alpha, C, A, B):
@@ -456,12 +570,23 @@ def correlation_like(data, corr):
     return np.sum(corr * corr)
 
 
+def trmm_like(alpha, A, B):
+    m, n = B.shape
+    for i in range(m):
+        for j in range(n):
+            for k in range(i + 1, m):
+                B[i, j] += A[k, i] * B[k, j]
+            B[i, j] = alpha * B[i, j]
+    return np.sum(B * B)
+
+
 @pytest.mark.parametrize("f, shapes, products", [
     (syrk_like, [(4, 4), (4, 3)], 2),  # the adjoint's two products merged, one coefficient on both
     (syr2k_like, [(4, 4), (4, 3), (4, 3)], 6),  # a strict triangle: each product on its own box
     (syr2k_lower, [(4, 4), (4, 3), (4, 3)], 4),  # merged past the other shadow's product
     (covariance_like, [(5, 3), (3, 3)], 2),  # the adjoint's two products merged (`_merge_products`)
     (correlation_like, [(5, 4), (4, 4)], 3),
+    (trmm_like, [(5, 5), (5, 3)], 3),  # rows read before they are written, forward and adjoint
 ])
 def test_triangle_gradients_match_python_and_differences(f, shapes, products):
     rng = np.random.default_rng(6)
@@ -647,3 +772,21 @@ def test_products_merged_under_a_coefficient_only_where_it_is_finite_and_nonzero
     if t == 0.7:
         assert np.all(runs[False][1] != 0.0)
         check_grad(_two_scaled, np.zeros((3, 4)), A, B, E, 0.7, wrt=(1,), modes=("reverse",))
+
+
+def test_blas_ready_checks_types_memory_and_bounds():
+    """`_rt.blas_ready`, the guard of every rewritten nest, refuses what the NumPy statements
+    could not run as the loops do."""
+    A, B = np.zeros((4, 3)), np.zeros((3, 5))
+    assert _rt.blas_ready((A,), (B,), ((A, 4, 3), (B, (1, 3), 5)))
+    assert _rt.blas_ready((A,), (B,), ((A, np.int64(2), 0),))
+    assert not _rt.blas_ready((A,), ([[0.0]],), ())  # not an ndarray
+    assert not _rt.blas_ready((A,), (B.astype(np.int64),), ())  # not float32/float64
+    assert not _rt.blas_ready((A,), (B.astype(">f8"),), ())  # not in native byte order
+    assert not _rt.blas_ready((A,), (A[1:],), ())  # a written array sharing memory with another
+    assert _rt.blas_ready((A[:2],), (A[2:],), ())
+    assert not _rt.blas_ready((A,), (B,), ((A, 5, 3),))  # past the axis
+    assert not _rt.blas_ready((A,), (B,), ((A, -1, 3),))
+    assert not _rt.blas_ready((A,), (B,), ((B, (2, 1), 5),))  # start past stop
+    assert not _rt.blas_ready((A,), (B,), ((A, 2.0, 3),))  # not an int
+    assert not _rt.blas_ready((A,), (B,), ((A, 4),))  # not one bound per axis

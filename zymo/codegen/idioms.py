@@ -25,15 +25,19 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
 - it splits into perfect nests (loop distribution): at each loop whose body holds several
   statement runs and inner loops, every array that two of the resulting pieces touch, one of
   them writing it, is subscripted by that loop's index at one position in all their accesses
-  (two iterations touch different elements), and no piece reads or writes a scalar another
-  writes;
+  (two iterations touch different elements), or each such pair of accesses is kept apart by a
+  triangle on that loop's index in the order distribution runs them (`_ordered`: trmm's
+  `B[i, j] += A[k, i] * B[k, j]` over `k > i`, then `B[i, j] *= alpha`), and no piece reads or
+  writes a scalar another writes;
 - at least one piece is an idiom: after forward substitution of its scalar temporaries its
   statements are accumulations `X[o] += <sum of products>` (also `X[o] = X[o] + ...`,
   `-=`), scalings `X[o] *= s`, divisions `X[o] /= s` (also `X[o] = X[o] / s`,
   `X[o] = _rt.fdiv(X[o], s)`: IEEE division, as `np.divide`'s), maps `X[o] = <sum of products>` (writing each element
   once), or reverse mode's round trips `t = X[o]; X[o] = 0.0; X[o] += e` (read as
   `X[o] = e`, dropped when `e` is `t`); an array it writes is read in it only by its own
-  accumulations; each product's factors are numbers of `numbers` and array elements
+  accumulations, or at rows that a triangle on the outermost loop's index reads in earlier
+  iterations than the one writing them (`_read_first`; its statements then run those reading
+  an array before those writing it); each product's factors are numbers of `numbers` and array elements
   subscripted by distinct loop indices, with an index summed over exactly two factors of at
   most two dimensions (`@`, BLAS), over one factor (`.sum`), or none (broadcasting);
 - no name the nest writes (temporaries, loop indices) is read after it;
@@ -51,7 +55,8 @@ them kernels). `_rt.blas_ready` checks at run time what the source cannot prove:
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
 over (a triangle's box: its start and stop within the axis); the guard also requires the
-operands that meet a triangle's masked zeros to be finite, and an upper triangle under a
+operands that meet a triangle's masked zeros to be finite (those of an array the nest writes
+where the piece starts: `if np.isfinite(...).all(): <its statements> else: <its loops>`), and an upper triangle under a
 shorter loop to be whole (`Domain.requires`). Else the loops run as before. The
 NumPy statements compute the same sums in another order: results differ by rounding only (a
 -0.0 of a dropped round trip stays -0.0; elements outside a triangle are not written), and,
@@ -226,8 +231,59 @@ def _distributable(var: str, pieces: list[_Piece]) -> bool:
                     parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
                     at = {d for d, e in enumerate(parts) if isinstance(e, ast.Name) and e.id == var}
                     positions = at if positions is None else positions & at
-        if not positions:
+        if not positions and not _ordered(var, name, pieces):
             return False
+    return True
+
+
+# The rows an access reaches in an iteration `v` of a loop, as the loop runs (`_kind`): `v`
+# itself, or those of a triangle's index run before it ("lt", "le": diagonal included) or after
+# it ("gt", "ge").
+_EARLY = ("eq", "lt", "le")  # an access of a later piece in an earlier iteration reaches no ...
+_LATE = ("eq", "gt", "ge")  # ... row an access of an earlier piece reaches in a later one
+# (write, read) kinds whose every read of a row runs in an earlier iteration than every write of it
+_READ_FIRST = {("eq", "gt"), ("lt", "eq"), ("lt", "gt"), ("lt", "ge"), ("le", "gt")}
+
+
+def _kind(index: ast.expr, var: str, loops: list[_Loop]) -> str | None:
+    """How the index `index` of an access inside the perfect nest `loops` relates to the index
+    `var` of one of them: "eq" (it is `var`), or, where it is the index `j` of a triangle on
+    (`var`, `j`) (`codegen/triangles.py`), whether `j`'s values are those of iterations of the
+    loop over `var` run before ("lt", "le") or after ("gt", "ge") the current one (a reversed
+    loop runs the larger values first); None otherwise."""
+    if not isinstance(index, ast.Name):
+        return None
+    if index.id == var:
+        return "eq"
+    dom = domain(loops)  # type: ignore[arg-type]
+    if dom is None or dom.pair != (var, index.id):
+        return None
+    below = dom.lower
+    if next(lp for lp in loops if lp.var == var).counter is not None:
+        below = not below
+    return ("lt" if dom.strict else "le") if below else ("gt" if dom.strict else "ge")
+
+
+def _parts(n: ast.Subscript) -> list[ast.expr]:
+    return n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+
+
+def _ordered(var: str, name: str, pieces: list[_Piece]) -> bool:
+    """Whether distributing the loop over `var` keeps the order of every two accesses to the
+    array `name`, one of them a write, of two pieces: those of a later piece in an iteration
+    `v1` of the loop and of an earlier piece in a later iteration `v2` (the pairs distribution
+    reorders) reach different rows at some position, the later piece's in rows `v1` or before
+    it, the earlier piece's in rows `v2` or after it (`_EARLY`, `_LATE`): trmm's `B[i, j] +=
+    A[k, i] * B[k, j]` over `k > i`, then `B[i, j] *= alpha`."""
+    acc = [(k, n) for k, p in enumerate(pieces) for n in _arrays(p.body)[0]
+           if n.value.id == name]  # type: ignore[attr-defined]
+    for a, xa in acc:
+        for b, xb in acc:
+            if a >= b or not (isinstance(xa.ctx, ast.Store) or isinstance(xb.ctx, ast.Store)):
+                continue
+            if not any(_kind(ea, var, pieces[a].loops) in _LATE and _kind(eb, var, pieces[b].loops) in _EARLY
+                       for ea, eb in zip(_parts(xa), _parts(xb))):
+                return False
     return True
 
 
@@ -281,11 +337,16 @@ class _Rewriter:
             lines = low.run(bounds)
             if lines is None:
                 body.append(_build(p))
+                continue
+            if low.finite_here:  # the values the piece reads, where it reads them; else its loops
+                test = " and ".join(f"np.isfinite({f}).all()" for f in dict.fromkeys(low.finite_here))
+                body.append(ast.If(test=ast.parse(test, mode="eval").body, body=ast.parse("\n".join(lines)).body,
+                                   orelse=[_build(p)]))
             else:
                 body += ast.parse("\n".join(lines)).body
-                products += low.products
-                finite += low.finite
-                requires += low.dom.requires
+            products += low.products
+            finite += low.finite
+            requires += low.dom.requires
         if not products:
             return None
         scales: list[str] = []  # the coefficients products merged under: checked finite and nonzero
@@ -383,6 +444,7 @@ class _Lowering:
         self.dom = dom
         self.products = 0  # the matrix-matrix products lowered
         self.finite: list[str] = []  # operands the guard must find finite (`codegen/triangles.py`)
+        self.finite_here: list[str] = []  # the same, of arrays the nest writes: checked at the piece
 
     def run(self, bounds: dict[str, tuple[str, ...]]) -> list[str] | None:
         """The statements (recording the slices they take in `bounds`), or None."""
@@ -394,10 +456,15 @@ class _Lowering:
         for kind, t, e in effects:
             name = t.value.id  # type: ignore[attr-defined]
             kinds.setdefault(name, set()).add(kind)
-            if any(isinstance(n, ast.Subscript) and n.value.id in written for n in ast.walk(e)):  # type: ignore
-                return None  # reads an array the piece writes
+            for n in ast.walk(e):
+                if isinstance(n, ast.Subscript) and n.value.id in written and not all(  # type: ignore[attr-defined]
+                        self._read_first(n, w) for _, w, _ in effects if w.value.id == n.value.id):  # type: ignore
+                    return None  # reads an element of an array the piece writes, not before every write of it
         if any(k != {"acc"} and sum(name == t.value.id for _, t, _ in effects) > 1  # type: ignore[attr-defined]
                for name, k in kinds.items()):
+            return None
+        effects = _reads_first(effects)
+        if effects is None:
             return None
         lines: list[str] = []
         mine: dict[str, tuple[str, ...]] = {}
@@ -408,6 +475,17 @@ class _Lowering:
             lines.append(line)
         bounds.update(mine)
         return lines
+
+    def _read_first(self, read: ast.Subscript, write: ast.Subscript) -> bool:
+        """Whether every element `read` reaches is read in an earlier iteration of the nest's
+        outermost loop than any that `write` writes it: at some position, the triangle on that
+        loop's index orders them (`_READ_FIRST`: trmm's `B[i, j] += A[k, i] * B[k, j]` reads
+        row `k > i` before the iteration `i = k` writes it). The piece's NumPy statements then
+        read the values the loops read: a statement computes its value before it writes, and
+        the statements reading an array run before those writing it (`_reads_first`)."""
+        loops, var = self.p.loops, self.vars[0]
+        return any((_kind(w, var, loops), _kind(r, var, loops)) in _READ_FIRST
+                   for w, r in zip(_parts(write), _parts(read)))
 
     def _effects(self) -> list[tuple[str, ast.Subscript, ast.expr]] | None:
         """The piece's writes after forward substitution: (kind, element, value), kinds
@@ -569,10 +647,10 @@ class _Lowering:
             return False
         h = holders[0]
         others = [k for k in range(len(srcs)) if k != h]
-        if any(term.factors[k].value.id in self.written for k in others):  # type: ignore[attr-defined]
-            return False  # the guard would check values the nest changes before the product
         srcs[h] = f"np.where({_arrange(self.dom.mask(), list(pair), labels[h])}, {srcs[h]}, 0.0)"
-        self.finite += [srcs[k] for k in others]
+        for k in others:  # an array the nest writes: checked where the piece starts, not in the guard
+            changed = term.factors[k].value.id in self.written  # type: ignore[attr-defined]
+            (self.finite_here if changed else self.finite).append(srcs[k])
         return True
 
     def _product(self, term: _Term, out: list[str], bounds: dict[str, tuple[str, ...]]) -> str | None:
@@ -612,6 +690,24 @@ class _Lowering:
         if prod is None:
             return coef or "1"
         return f"{coef} * {prod}" if coef else prod
+
+
+def _reads_first(effects: list[tuple[str, ast.Subscript, ast.expr]]
+                 ) -> list[tuple[str, ast.Subscript, ast.expr]] | None:
+    """The effects in an order where each one that reads an array another writes comes before
+    it (otherwise as they were), or None when no such order exists."""
+    def reads(e: ast.expr) -> set[str]:
+        return {n.value.id for n in ast.walk(e) if isinstance(n, ast.Subscript)}  # type: ignore[attr-defined]
+    todo, out = list(range(len(effects))), []
+    while todo:
+        # the first effect whose array no other effect left reads
+        free = [k for k in todo if not any(j != k and effects[k][1].value.id in reads(effects[j][2])  # type: ignore
+                                           for j in todo)]
+        if not free:
+            return None
+        out.append(effects[free[0]])
+        todo.remove(free[0])
+    return out
 
 
 def _transposed(src: str) -> str:
@@ -722,7 +818,7 @@ def _arrange(src: str, labels: list[str], out: list[str]) -> str:
     where it has none)."""
     order = sorted(labels, key=out.index)
     if order != labels:
-        src = f"{src}.T" if len(labels) == 2 else f"np.transpose({src}, {tuple(labels.index(v) for v in order)})"
+        src = _transposed(src) if len(labels) == 2 else f"np.transpose({src}, {tuple(labels.index(v) for v in order)})"
     if labels and len(labels) < len(out):
         src = f"{src}[{', '.join(':' if v in labels else 'None' for v in out)}]"
     return src

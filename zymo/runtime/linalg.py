@@ -452,6 +452,7 @@ def lu_solve_vjp_lu(g, lu, piv, ans):
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = _BLAS_DTYPES
 
 
 @lru_cache(maxsize=8)
@@ -468,22 +469,38 @@ def blas_ready(written, read, bounds):
     every array of `written` and `read` an `ndarray` of float32/float64, no array of `written`
     sharing memory with another array of either, and in each `(array, n_0, n_1, ...)` of
     `bounds` every `n_d` an int from 0 to the array's length along axis `d`, or a pair
-    `(start, stop)` of ints with 0 <= start <= stop <= that length (a triangle's box)."""
+    `(start, stop)` of ints with 0 <= start <= stop <= that length (a triangle's box). Run at
+    every call of such a nest: written for speed (a plain loop over few arrays)."""
     arrays = written + read
-    if not all(type(a) is np.ndarray and a.dtype in _BLAS_DTYPES for a in arrays):
-        return False
-    bases = [a if a.base is None else a.base for a in arrays]
-    roots = [id(b) for b in bases]
-    own = all(isinstance(b, np.ndarray) and b.flags.owndata for b in bases)
+    bases = []
+    own = True
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return False
+        d = a.dtype
+        if d is not _F64 and d is not _F32 and d not in _BLAS_DTYPES:
+            return False
+        b = a.base
+        if b is None:
+            b = a
+        else:
+            own = own and type(b) is np.ndarray and b.flags.owndata
+        bases.append(b)
     for i, w in enumerate(written):
-        if own and roots.count(roots[i]) == 1:
+        b = bases[i]
+        if own and sum(x is b for x in bases) == 1:
             continue  # its memory is an allocation of its own: no other array can reach it
         if any(j != i and np.shares_memory(w, a) for j, a in enumerate(arrays)):
             return False
     for a, *sizes in bounds:
-        if a.ndim != len(sizes):
+        shape = a.shape
+        if len(shape) != len(sizes):
             return False
-        for n, s in zip(sizes, a.shape):
+        for n, s in zip(sizes, shape):
+            if type(n) is int:
+                if not 0 <= n <= s:
+                    return False
+                continue
             start, stop = n if isinstance(n, tuple) else (0, n)
             if not (isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer))
                     and 0 <= start <= stop <= s):
