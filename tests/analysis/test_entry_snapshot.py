@@ -142,11 +142,16 @@ def test_gradients(f, make, const):
 
 
 def test_trmm_kernels_code_reads_copy():
-    """The kernels backend passes the copy to the adjoint kernel, which swaps its nest so
-    that it walks rows of the copy (the copy is memory of its own for the loop rewrites)."""
+    """The kernels backend passes the copy to the adjoint's kernels (the loops of its matrix
+    products and their fallback), which swap their nests so that they walk rows of the copy (the
+    copy is memory of its own for the loop rewrites); the products read the copy too."""
     args = COPIED[0][1]()
     src = _code(trmm, args, (0,), numba="kernels")
-    adjoint = src[src.index("def _kernel_1"):src.index("return", src.index("def _kernel_1"))]
-    assert "_saved_B[i_2, i_1]" in adjoint, src
-    inner = adjoint[adjoint.index("for _r_1"):]
-    assert "_saved_B[i_2, i_1]" in inner, src  # the row walk (i_1) is the inner loop
+    starts = [k for k in range(len(src)) if src.startswith("def _kernel_", k)]
+    adjoints = [src[k:src.index("return", k)] for k in starts if "_saved_B" in src[k:src.index(")", k)]]
+    assert len(adjoints) == 2, src
+    for adjoint in adjoints:
+        inner = adjoint[adjoint.index("for _r_1"):]
+        assert "_saved_B[i_2, i_1]" in inner, src  # the row walk (i_1) is the inner loop
+    program = src[src.index("# the program"):]
+    assert "_saved_B[1:n, :n_1] @ " in program, src
