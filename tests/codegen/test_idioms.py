@@ -790,3 +790,28 @@ def test_blas_ready_checks_types_memory_and_bounds():
     assert not _rt.blas_ready((A,), (B,), ((B, (2, 1), 5),))  # start past stop
     assert not _rt.blas_ready((A,), (B,), ((A, 2.0, 3),))  # not an int
     assert not _rt.blas_ready((A,), (B,), ((A, 4),))  # not one bound per axis
+
+
+def _foreign_wrapper(owner: np.ndarray) -> np.ndarray:
+    """An ndarray over `owner`'s memory with no base and not owning its data, as a C extension
+    makes with `PyArray_New` (NumPy's C API, slot 93)."""
+    import ctypes
+    core = getattr(np, "_core", None) or np.core
+    capsule = core._multiarray_umath._ARRAY_API
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = ctypes.cast(get(capsule, None), ctypes.POINTER(ctypes.c_void_p))
+    new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_ssize_t),
+                            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                            ctypes.c_void_p)(table[93])
+    dims = (ctypes.c_ssize_t * owner.ndim)(*owner.shape)
+    flags = 0x0001 | 0x0100 | 0x0400  # C-contiguous, aligned, writeable
+    return new(id(np.ndarray), owner.ndim, dims, 12, None, owner.ctypes.data, 0, flags, None)  # 12: float64
+
+
+def test_blas_ready_checks_arrays_without_a_base_that_share_memory():
+    owner = np.zeros((4, 4))
+    a, b = _foreign_wrapper(owner), _foreign_wrapper(owner)
+    assert a.base is None and not a.flags.owndata and np.shares_memory(a, b)
+    assert not _rt.blas_ready((a,), (b,), ())
+    assert _rt.blas_ready((a,), (np.zeros(3),), ())

@@ -220,7 +220,9 @@ def _distributable(var: str, pieces: list[_Piece]) -> bool:
         subs, w = _arrays(p.body)
         written |= w
         for n in subs:
-            touched.setdefault(n.value.id, []).append(k)  # type: ignore[attr-defined]
+            if not isinstance(n.value, ast.Name):
+                return False  # `X[i][j]`: not of the contract's form
+            touched.setdefault(n.value.id, []).append(k)
     for name, ks in touched.items():
         if name not in written or len(set(ks)) < 2:
             continue

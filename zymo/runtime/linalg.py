@@ -483,8 +483,7 @@ def blas_ready(written, read, bounds):
         b = a.base
         if b is None:
             b = a
-        else:
-            own = own and type(b) is np.ndarray and b.flags.owndata
+        own = own and type(b) is np.ndarray and b.flags.owndata  # memory of its own (not a C API wrapper)
         bases.append(b)
     for i, w in enumerate(written):
         b = bases[i]
