@@ -359,7 +359,8 @@ def _trmm_args(rng, n=6, p=4):
 
 def test_nests_reading_rows_before_writing_them_become_products():
     out = blas_nests(TRMM, ND | {"S": 2}, NUMBERS | {"a", "dt_2"})
-    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == 3, out
+    # the masked operands' products as BLAS's triangular products, the adjoint's other as `@`
+    assert out.count("_rt.blas_ready(") == 2 and out.count("_rt.tri_dot(") == 2 and out.count(" @ ") == 1, out
     # the adjoint's product reading dB comes before the one writing it
     assert out.index("np.add(dA") < out.index("dB[1:n, :p] +=")
     rng = np.random.default_rng(11)
@@ -424,7 +425,7 @@ def g(A, B, C, n, p):
     return C
 '''
     out = blas_nests(src, ND, NUMBERS)
-    assert "_rt.blas_ready(" in out and " @ " in out
+    assert "_rt.blas_ready(" in out and "_rt.tri_dot(" in out
     rng = np.random.default_rng(12)
     args = [rng.random((6, 6)), rng.random((6, 4)), rng.random((6, 4)), 6, 4]
     want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
@@ -601,7 +602,7 @@ def test_triangle_gradients_match_python_and_differences(f, shapes, products):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     code = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray)
                                                      else a for a in args], numba="kernels")
-    assert code.count(" @ ") == products
+    assert code.count(" @ ") + code.count("_rt.tri_dot(") == products
 
 
 def test_triangle_outside_unchanged_and_aliased_runs_the_loops():
@@ -815,3 +816,39 @@ def test_blas_ready_checks_arrays_without_a_base_that_share_memory():
     assert a.base is None and not a.flags.owndata and np.shares_memory(a, b)
     assert not _rt.blas_ready((a,), (b,), ())
     assert _rt.blas_ready((a,), (np.zeros(3),), ())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("lower", [True, False])
+def test_tri_dot_is_the_masked_product_and_reads_one_half(lower, trans, left, dtype):
+    """`_rt.tri_dot`, BLAS's triangular product: the masked operand's product, whatever the
+    other half of the triangle's matrix holds (here NaN: not read), on non-contiguous slices."""
+    rng = np.random.default_rng(13)
+    n, p = 5, 3
+    mask = _rt.tri_mask(n) if lower else _rt.tri_mask(n).T
+    a = rng.random((n + 1, n + 2)).astype(dtype)[1:, :n]
+    a[~mask] = np.nan
+    b = (rng.random((n, p)) if left else rng.random((p, n))).astype(dtype)
+    m = np.where(mask, a, 0.0)
+    m = m.T if trans else m
+    want = m @ b if left else b @ m
+    got = _rt.tri_dot(a, lower, trans, b, left)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    assert np.any(got != 0.0)
+
+
+@pytest.mark.parametrize("case", ["mixed", "empty", "vector"])
+def test_tri_dot_without_blas_masks(case):
+    """Operands `?trmm` does not take (mixed dtypes, an empty matrix, a vector): NumPy's masked
+    product, the same result as that product."""
+    rng = np.random.default_rng(14)
+    n = 0 if case == "empty" else 4
+    a = rng.random((n, n))
+    b = {"mixed": rng.random((n, 3)).astype(np.float32), "empty": rng.random((n, 3)), "vector": rng.random(n)}[case]
+    want = np.where(_rt.tri_mask(n), a, 0.0) @ b
+    got = _rt.tri_dot(a, True, False, b, True)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-13)

@@ -50,7 +50,8 @@ X += A @ C` -> `X += A @ (B + C)`: a symmetric matrix's adjoint), also under one
 coefficient, which the guard then checks finite and nonzero, and past statements they commute
 with (`_merge_products`); a product
 whose result is read transposed is written as the transposed product (`g.T @ f.T`, not `(f @
-g).T`). The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
+g).T`); a product of a masked operand that nothing else reads as BLAS's triangular product
+(`_rt.tri_dot`, `_triangular_products`). The pieces that are not idioms stay loops, in order, inside the `if` (the outliner makes
 them kernels). `_rt.blas_ready` checks at run time what the source cannot prove: every array
 the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
 another it touches, every loop bound is an int from 0 to the length of each axis it runs
@@ -354,6 +355,7 @@ class _Rewriter:
         scales: list[str] = []  # the coefficients products merged under: checked finite and nonzero
         body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh), self.numbers,
                                scales)
+        body = _triangular_products(body)
         requires += [f"np.isfinite({c}) and {c} != 0" for c in scales]
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
@@ -710,6 +712,61 @@ def _reads_first(effects: list[tuple[str, ast.Subscript, ast.expr]]
         out.append(effects[free[0]])
         todo.remove(free[0])
     return out
+
+
+def _triangular_products(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`body` with each product of a masked operand that nothing else reads, `M @ X` or `X @ M`
+    (`M` the temporary `w = np.where(mask, F, 0.0)` of `share_masks`, or `w.T`), as BLAS's
+    triangular product `_rt.tri_dot(F, lower, transposed, X, left)`: the same sum of products,
+    without making `w`, half the multiplications, the other half of `F` not read. `F` is
+    read where the product is instead of where `w` was made: `share_masks` makes `w` after
+    the last statement before its use that writes `F`'s array. A masked operand read twice
+    (correlation's) or products merged over it (syrk's `(w.T + w) @ A`) keep `w`: one masked
+    copy and general products measured faster there."""
+    masks: dict[str, bool] = {}  # a mask's temporary -> lower
+    masked: dict[str, tuple[ast.expr, bool]] = {}  # a masked operand's temporary -> (F, lower)
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            name, v = st.targets[0].id, st.value
+            if _call(v, "_rt.tri_mask"):
+                masks[name] = True
+            elif (_call(v, "np.where") and len(v.args) == 3 and not v.keywords  # type: ignore[attr-defined]
+                  and isinstance(v.args[2], ast.Constant) and v.args[2].value == 0.0):  # type: ignore[attr-defined]
+                m = v.args[0]  # type: ignore[attr-defined]
+                flip = isinstance(m, ast.Attribute) and m.attr == "T"
+                m = m.value if flip else m  # type: ignore[attr-defined]
+                if isinstance(m, ast.Name) and m.id in masks:
+                    masked[name] = (v.args[1], masks[m.id] != flip)  # type: ignore[attr-defined]
+    reads = [n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    once = {w for w in masked if reads.count(w) == 1}
+    done: set[str] = set()
+
+    def operand(e: ast.expr) -> tuple[str, bool] | None:
+        flip = isinstance(e, ast.Attribute) and e.attr == "T"
+        e = e.value if flip else e  # type: ignore[attr-defined]
+        return (e.id, flip) if isinstance(e, ast.Name) and e.id in once else None
+
+    class _Tri(ast.NodeTransformer):
+        def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
+            self.generic_visit(n)
+            if not isinstance(n.op, ast.MatMult):
+                return n
+            for side, other, left in ((n.left, n.right, True), (n.right, n.left, False)):
+                got = operand(side)
+                if got is not None:
+                    w, trans = got
+                    f, lower = masked[w]
+                    done.add(w)
+                    call = f"_rt.tri_dot({ast.unparse(f)}, {lower}, {trans}, {ast.unparse(other)}, {left})"
+                    return ast.parse(call, mode="eval").body
+            return n
+
+    out = [_Tri().visit(st) for st in body]
+    out = [st for st in out if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)
+                                    and st.targets[0].id in done)]
+    left = {n.id for st in out for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return [st for st in out if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)
+                                     and st.targets[0].id in masks and st.targets[0].id not in left)]
 
 
 def _transposed(src: str) -> str:

@@ -464,6 +464,37 @@ def tri_mask(side):
     return out
 
 
+def tri_dot(a, lower, trans, b, left):
+    """The product of the triangle of the square matrix `a` (its lower or upper half, diagonal
+    included, zeros elsewhere: `np.where(tri_mask(n), a, 0.0)` or `tri_mask(n).T`), transposed
+    if `trans`, with the matrix `b`: on its left (`left`) or its right. The products of
+    `codegen/idioms.py` over a masked operand. With BLAS's triangular product (`?trmm`, through
+    SciPy) where `a` and `b` are float64 (or float32) alike and not empty: the other half is
+    not read, and half the multiplications are done; NumPy's masked product otherwise. Either
+    is the sum of the same products in some order (BLAS's)."""
+    trmm = _trmm(a, b)
+    if trmm is None:
+        mask = tri_mask(a.shape[0])
+        m = np.where(mask if lower else mask.T, a, 0.0)
+        m = m.T if trans else m
+        return m @ b if left else b @ m
+    # in Fortran order (the transposes, no copy for C-ordered operands): op(tri(a)) @ b is
+    # (b.T @ op(tri(a)).T).T, and the lower half of `a` is the upper half of `a.T`
+    return trmm(1.0, a.T, b.T, side=1 if left else 0, lower=0 if lower else 1, trans_a=1 if trans else 0).T
+
+
+def _trmm(a, b):
+    """SciPy's `dtrmm` (`strmm`) for the operands of `tri_dot`, or None."""
+    if not (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and a.ndim == b.ndim == 2
+            and a.size and b.size and a.dtype in _BLAS_DTYPES):
+        return None
+    try:
+        from scipy.linalg import blas
+    except ImportError:  # an optional dependency (the "numba" extra, which the kernels backend needs)
+        return None
+    return blas.dtrmm if a.dtype == _F64 else blas.strmm
+
+
 def blas_ready(written, read, bounds):
     """Whether a loop nest may run as the NumPy statements `codegen/idioms.py` wrote for it:
     every array of `written` and `read` an `ndarray` of float32/float64, no array of `written`
