@@ -104,6 +104,41 @@ def test_a_recurrence_through_memory_is_jammed_from_its_start():
         assert all(np.array_equal(u, v) for u, v in zip(a, b))
 
 
+# atax's row loop: a chained sum per row, then an update every row adds into (`y[j]`)
+COUPLED = '''
+def f(A, d, x, y, n, m):
+    for i in range(n):
+        d[i] = 0.0
+        for j in range(m):
+            d[i] += A[i, j] * x[j]
+        for j in range(m):
+            y[j] += A[i, j] * d[i]
+'''
+
+
+def test_a_coupled_loop_splits_and_its_chained_part_runs_two_at_a_time():
+    facts = _facts(names=("A", "d", "x", "y"))
+    out, copies = _jammed(COUPLED, facts)
+    assert out.count("for i in ") == 4, out  # zeros, the sums two rows at once and the rest, the update
+    assert "for i in range(0, n - 1, 2):" in out and copies["i_j1"] == "i"
+    assert out.index("_acc_d_j1") < out.index("y[j] +=")
+    rng = np.random.default_rng(9)
+    for n in (0, 1, 2, 3, 5):
+        A, x, y = rng.random((n, 6)) * 1e3, rng.random(6), rng.random(6)
+        want = [np.zeros(n), y.copy()]
+        got = [np.zeros(n), y.copy()]
+        _run(COUPLED, A, want[0], x, want[1], n, 6)
+        _run(out, A, got[0], x, got[1], n, 6)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_a_coupled_loop_without_a_chain_is_not_split():
+    facts = _facts(names=("A", "d", "x", "y"))
+    src = COUPLED.replace("d[i] += A[i, j] * x[j]", "A[i, j] = d[i] * x[j]")
+    out, copies = _jammed(src, facts)
+    assert "_j1" not in out and not copies and out.count("for i in ") == 1
+
+
 @pytest.mark.parametrize("src, facts", [
     (ROWS.replace("d[i] +=", "d[j] +="), None),  # the rows share d: not independent
     (ROWS.replace("d[i] += A[i, j] * x[j]", "A[i, j] = d[i] * x[j]"), None),  # no chain
@@ -178,6 +213,22 @@ def sweeps(u, p, q, a, b):
     return np.sum(q * q) + np.sum(p * u)
 
 
+def atax_like(A, x, y, tmp):
+    m, n = A.shape
+    for i in range(m):
+        tmp[i] = 0.0
+        for j in range(n):
+            tmp[i] = tmp[i] + A[i, j] * x[j]
+        for j in range(n):
+            y[j] = y[j] + A[i, j] * tmp[i]
+    return np.sum(y * y)
+
+
+def _atax_args():
+    r = np.random.default_rng(6)
+    return [r.random((7, 6)), r.random(6), np.zeros(6), np.zeros(7)]
+
+
 def _mvt_args():
     r = np.random.default_rng(4)
     return [r.random((7, 7)), r.random(7), r.random(7)]
@@ -188,7 +239,8 @@ def _sweep_args():
     return [r.random((8, 8)), np.zeros((8, 8)), np.zeros((8, 8)), -0.3, 1.6]
 
 
-@pytest.mark.parametrize("f, make, wrt", [(mvt_like, _mvt_args, (0, 1, 2)), (sweeps, _sweep_args, (0,))])
+@pytest.mark.parametrize("f, make, wrt", [(mvt_like, _mvt_args, (0, 1, 2)), (sweeps, _sweep_args, (0,)),
+                                           (atax_like, _atax_args, (0, 1))])  # atax: split, then jammed
 @pytest.mark.parametrize("numba", [True, "kernels"])
 def test_compiled_gradients_equal_python_to_the_bit(f, make, wrt, numba):
     def grads(backend):
