@@ -59,7 +59,8 @@ inside stay as they are (`loop_forms.plain`).
    of the copies overlap. The names the copies introduce go to `copies`. A loop whose
    iterations are not independent, but which splits into one loop per part
    (`distribute.split`, exact to the bit) where a part's are, runs as those loops, that part
-   jammed two iterations at once (`split_to_jam`: atax's row sums, adi's recurrences).
+   jammed two iterations at once (`split_to_jam`: atax's row sums; small loops only, for
+   compile time).
 """
 from __future__ import annotations
 
@@ -104,6 +105,9 @@ def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = 
         rw.changed |= transpose_caches(fn, memory.counters, elsewhere)
     return rw.changed
 
+
+# the largest loop (statements, itself included) `split_to_jam` splits: code size is compile time
+_SPLIT_MOST = 24
 
 class _Rewriter:
     def __init__(self, memory: Memory, taken: set[str], copies: dict[str, str], reorder: bool = False):
@@ -192,9 +196,13 @@ class _Rewriter:
         * x[j]` is chained and whose `y[j] += A[i, j] * tmp[i]` couples the iterations, as two
         loops, the first run two rows at once. Each part also runs forward where it can
         (rewrite 2). None where no part jams: the split alone only walks the data again. Two
-        copies at most, not jam's four: the parts are more loops already, and Numba's compile
-        time grows with the code (adi's forward kernel with four: first call 1.15 -> 1.9 s;
-        with two 1.7 s, the same gradient time, 550 -> 440 us)."""
+        copies at most, not jam's four, and loops of at most `_SPLIT_MOST` statements: the parts
+        are more loops already, and Numba's compile time grows with the code. adi's sweeps (25
+        and 35 statements) split and jammed four rows at once made its first call 1.15 -> 1.9 s,
+        two rows at once 1.7 s, for a gradient 550 -> 440 us: over the first call's target of
+        1 s, which it met before (measured in one run, 0.97 s)."""
+        if sum(isinstance(n, ast.stmt) for n in ast.walk(s)) > _SPLIT_MOST:
+            return None
         parts = split(s, self.memory, rest)
         if parts is None:
             return None
