@@ -198,6 +198,27 @@ def test_upper_triangle_under_a_shorter_loop_checks_its_bound():
         np.testing.assert_allclose(C, want, rtol=1e-12)
 
 
+def test_masked_operands_in_a_branch_are_made_in_it_after_writes_there():
+    """A piece checked where it starts (`if np.isfinite(...).all(): ... else: <loops>`): what
+    its branch makes stays in it, after the statements of the branch that write its array."""
+    body = ast.parse("a = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
+                     "if np.isfinite(Y).all():\n"
+                     "    b = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
+                     "    X *= 2.0\n"
+                     "    c = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
+                     "else:\n"
+                     "    for i in range(n):\n"
+                     "        X[i, 0] = 0.0\n"
+                     "d = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n").body
+    names = iter(["_tri", "_masked", "_masked_1", "_masked_2"])
+    got = ast.unparse(ast.Module(share_masks(body, lambda base: next(names)), []))
+    assert got.split("\n") == [
+        "_tri = _rt.tri_mask(n)", "_masked = np.where(_tri, X, 0.0)", "a = _masked @ Y",
+        "if np.isfinite(Y).all():", "    b = _masked @ Y", "    X *= 2.0", "    _masked_1 = np.where(_tri, X, 0.0)",
+        "    c = _masked_1 @ Y", "else:", "    for i in range(n):", "        X[i, 0] = 0.0",
+        "_masked_2 = np.where(_tri, X, 0.0)", "d = _masked_2 @ Y"]
+
+
 def test_masked_operand_made_again_after_its_array_is_written():
     body = ast.parse("a = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"
                      "b = np.where(_rt.tri_mask(n), X, 0.0) @ Y\n"

@@ -719,32 +719,30 @@ def _triangular_products(body: list[ast.stmt]) -> list[ast.stmt]:
     (`M` the temporary `w = np.where(mask, F, 0.0)` of `share_masks`, or `w.T`), as BLAS's
     triangular product `_rt.tri_dot(F, lower, transposed, X, left)`: the same sum of products,
     without making `w`, half the multiplications, the other half of `F` not read. `F` is
-    read where the product is instead of where `w` was made: `share_masks` makes `w` after
-    the last statement before its use that writes `F`'s array. A masked operand read twice
-    (correlation's) or products merged over it (syrk's `(w.T + w) @ A`) keep `w`: one masked
-    copy and general products measured faster there."""
-    masks: dict[str, bool] = {}  # a mask's temporary -> lower
-    masked: dict[str, tuple[ast.expr, bool]] = {}  # a masked operand's temporary -> (F, lower)
-    for st in body:
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
-            name, v = st.targets[0].id, st.value
-            if _call(v, "_rt.tri_mask"):
-                masks[name] = True
-            elif (_call(v, "np.where") and len(v.args) == 3 and not v.keywords  # type: ignore[attr-defined]
-                  and isinstance(v.args[2], ast.Constant) and v.args[2].value == 0.0):  # type: ignore[attr-defined]
-                m = v.args[0]  # type: ignore[attr-defined]
-                flip = isinstance(m, ast.Attribute) and m.attr == "T"
-                m = m.value if flip else m  # type: ignore[attr-defined]
-                if isinstance(m, ast.Name) and m.id in masks:
-                    masked[name] = (v.args[1], masks[m.id] != flip)  # type: ignore[attr-defined]
+    read where the product is instead of where `w` was made: `share_masks` makes `w` in the
+    same statement list, after the last statement before its use that writes `F`'s array (a
+    branch of an `if` is a list of its own). A masked operand read twice (correlation's) or
+    products merged over it (syrk's `(w.T + w) @ A`) keep `w`: one masked copy and general
+    products measured faster there. Mask temporaries nothing reads any more are dropped."""
     reads = [n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-    once = {w for w in masked if reads.count(w) == 1}
+    masks: dict[str, bool] = {}  # a mask's temporary -> lower
+    out = _tri_products(body, masks, reads)
+    left = {n.id for st in out for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    made = {a.targets[0].id for st in out for a in ast.walk(st) if isinstance(a, ast.Assign)
+            and isinstance(a.targets[0], ast.Name) and _call(a.value, "_rt.tri_mask")}
+    return _without(out, made - left)
+
+
+def _tri_products(body: list[ast.stmt], masks: dict[str, bool], reads: list[str]) -> list[ast.stmt]:
+    """`_triangular_products` of one statement list (`masks`: the mask temporaries made so
+    far, updated; `reads`: every name the nest reads, as often as it reads it)."""
+    masked: dict[str, tuple[ast.expr, bool]] = {}  # a masked operand's temporary -> (F, lower)
     done: set[str] = set()
 
     def operand(e: ast.expr) -> tuple[str, bool] | None:
         flip = isinstance(e, ast.Attribute) and e.attr == "T"
         e = e.value if flip else e  # type: ignore[attr-defined]
-        return (e.id, flip) if isinstance(e, ast.Name) and e.id in once else None
+        return (e.id, flip) if isinstance(e, ast.Name) and e.id in masked and reads.count(e.id) == 1 else None
 
     class _Tri(ast.NodeTransformer):
         def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
@@ -761,12 +759,39 @@ def _triangular_products(body: list[ast.stmt]) -> list[ast.stmt]:
                     return ast.parse(call, mode="eval").body
             return n
 
-    out = [_Tri().visit(st) for st in body]
-    out = [st for st in out if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)
-                                    and st.targets[0].id in done)]
-    left = {n.id for st in out for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return [st for st in out if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)
-                                     and st.targets[0].id in masks and st.targets[0].id not in left)]
+    out: list[ast.stmt] = []
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            name, v = st.targets[0].id, st.value
+            if _call(v, "_rt.tri_mask"):
+                masks[name] = True
+            elif (_call(v, "np.where") and len(v.args) == 3 and not v.keywords  # type: ignore[attr-defined]
+                  and isinstance(v.args[2], ast.Constant) and v.args[2].value == 0.0):  # type: ignore[attr-defined]
+                m = v.args[0]  # type: ignore[attr-defined]
+                flip = isinstance(m, ast.Attribute) and m.attr == "T"
+                m = m.value if flip else m  # type: ignore[attr-defined]
+                if isinstance(m, ast.Name) and m.id in masks:
+                    masked[name] = (v.args[1], masks[m.id] != flip)  # type: ignore[attr-defined]
+        if isinstance(st, ast.If):
+            st.body = _tri_products(st.body, dict(masks), reads)
+            st.orelse = _tri_products(st.orelse, dict(masks), reads)
+            out.append(st)
+        else:
+            out.append(_Tri().visit(st))
+    return _without(out, done)
+
+
+def _without(body: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
+    """`body` (and the branches of its `if`s) without the assignments to `names`."""
+    out = []
+    for st in body:
+        if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in names:
+            continue
+        if isinstance(st, ast.If):
+            st.body = _without(st.body, names) or [ast.Pass()]
+            st.orelse = _without(st.orelse, names)
+        out.append(st)
+    return out
 
 
 def _transposed(src: str) -> str:

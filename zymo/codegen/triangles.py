@@ -237,13 +237,26 @@ def share_masks(body: list[ast.stmt], fresh: Callable[[str], str]) -> list[ast.s
     temporary named by `fresh` assigned before the first statement that uses it. A masked
     operand is computed again after a statement that writes its array (a NumPy statement's
     target, `out=` or `np.copyto`'s first argument; any store of a loop that stays); a mask
-    reads only the box's side, which the nest does not write."""
-    made: dict[str, str] = {}  # ast.dump of the expression -> its temporary
-    reads: dict[str, str] = {}  # ast.dump of a masked operand -> the array it reads
+    reads only the box's side, which the nest does not write. The branches of an `if` (a
+    piece checked where it starts: its NumPy statements, else its loops) are bodies of their
+    own: what is made before the `if` is used in them, what they make stays in them."""
+    return _shared(body, {}, {}, fresh)
+
+
+def _shared(body: list[ast.stmt], made: dict[str, str], reads: dict[str, str],
+            fresh: Callable[[str], str]) -> list[ast.stmt]:
+    """`share_masks` of `body`, given what is made before it (`made`: ast.dump of the expression
+    -> its temporary; `reads`: ast.dump of a masked operand -> the array it reads), updated."""
     out: list[ast.stmt] = []
     for st in body:
-        if not isinstance(st, ast.For):
+        if isinstance(st, ast.If):
             defs: list[ast.stmt] = []
+            st.test = _Share(made, reads, defs, fresh).visit(st.test)
+            out += [ast.fix_missing_locations(ast.copy_location(d, st)) for d in defs]
+            st.body = _shared(st.body, dict(made), dict(reads), fresh)
+            st.orelse = _shared(st.orelse, dict(made), dict(reads), fresh)
+        elif not isinstance(st, ast.For):
+            defs = []
             st = _Share(made, reads, defs, fresh).visit(st)
             out += [ast.fix_missing_locations(ast.copy_location(d, st)) for d in defs]
         out.append(st)
@@ -285,6 +298,7 @@ def _written(st: ast.stmt) -> set[str]:
     """The arrays a statement of `share_masks`'s `body` may write."""
     out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
            for b in [_base(n)] if b is not None}
+    out |= {n.target.id for n in ast.walk(st) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
     for n in ast.walk(st):
         if isinstance(n, ast.Call):
             targets = [k.value for k in n.keywords if k.arg == "out"]
