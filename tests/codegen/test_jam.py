@@ -116,11 +116,11 @@ def f(A, d, x, y, n, m):
 '''
 
 
-def test_a_coupled_loop_splits_and_its_chained_part_runs_two_at_a_time():
+def test_a_coupled_loop_splits_and_its_chained_part_is_jammed():
     facts = _facts(names=("A", "d", "x", "y"))
     out, copies = _jammed(COUPLED, facts)
-    assert out.count("for i in ") == 4, out  # zeros, the sums two rows at once and the rest, the update
-    assert "for i in range(0, n - 1, 2):" in out and copies["i_j1"] == "i"
+    assert out.count("for i in ") == 4, out  # zeros, the sums four rows at once and the rest, the update
+    assert "for i in range(0, n - 3, 4):" in out and copies["i_j1"] == "i"
     assert out.index("_acc_d_j1") < out.index("y[j] +=")
     rng = np.random.default_rng(9)
     for n in (0, 1, 2, 3, 5):

@@ -1,7 +1,7 @@
 """Unroll-and-jam: a loop of independent iterations runs `k` of them at once, their inner loops
 fused, so that `k` chains of an inner loop's carried arithmetic overlap.
 
-Contract: `jammed(s, memory, rest, fresh, copies, most)` returns the statements replacing the loop
+Contract: `jammed(s, memory, rest, fresh, copies)` returns the statements replacing the loop
 `s`, or None. `s` is a plain forward loop (`for v in range(N)` or `range(lo, N)`, its bounds
 names, constants, arithmetic and `_rt.span`, none of them assigned by its body) whose
 iterations are independent (`parallel.independent`: they write disjoint elements, carry no
@@ -30,8 +30,7 @@ their order, inner iterations included, and its own names. What helps: the copie
 independent, so the CPU overlaps their latencies (a strict-order sum `acc = acc + A[i, j] *
 y[j]` over `j` waits 4 cycles per term; four rows at once wait once for all four). Only done
 where an inner loop carries a chain (`_chained`: a name or an element it writes read in a
-later iteration), and for bodies of at most `_LARGE` statements (code size: compile time);
-`k` is at most `most`.
+later iteration), and for bodies of at most `_LARGE` statements (code size: compile time).
 
 Parallel twins (`codegen/outline.py`) analyse the loop whole again (`unjammed`); where it runs
 in parallel there, its groups of `k` iterations are split between threads (`parallel_groups`).
@@ -51,7 +50,7 @@ _LARGE = 20  # two at a time; larger bodies are left alone (compile time: adi, d
 
 
 def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callable[[str], str],
-           copies: dict[str, str], most: int = 4) -> list[ast.stmt] | None:
+           copies: dict[str, str]) -> list[ast.stmt] | None:
     """The statements replacing `s`, or None (module contract)."""
     span = _forward_range(s)
     if span is None or not plain(s):
@@ -62,7 +61,7 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     if (_loads(stop) | (_loads(lo) if lo is not None else set())) & (assigned | {var}):
         return None
     size = sum(isinstance(n, ast.stmt) for t in body for n in ast.walk(t))
-    k = min(most, 4 if size <= _SMALL else 2 if size <= _LARGE else 0)
+    k = 4 if size <= _SMALL else 2 if size <= _LARGE else 0
     if not k:
         return None
     blocked = assigned | {var}

@@ -59,8 +59,7 @@ inside stay as they are (`loop_forms.plain`).
    of the copies overlap. The names the copies introduce go to `copies`. A loop whose
    iterations are not independent, but which splits into one loop per part
    (`distribute.split`, exact to the bit) where a part's are, runs as those loops, that part
-   jammed two iterations at once (`split_to_jam`: atax's row sums; small loops only, for
-   compile time).
+   jammed (`split_to_jam`: atax's row sums; small loops only, for compile time).
 """
 from __future__ import annotations
 
@@ -194,13 +193,13 @@ class _Rewriter:
         """The loops replacing `s` where it splits into one loop per part (`distribute.split`,
         exact to the bit) and some part then jams: atax's row loop, whose sum `tmp[i] += A[i, j]
         * x[j]` is chained and whose `y[j] += A[i, j] * tmp[i]` couples the iterations, as two
-        loops, the first run two rows at once. Each part also runs forward where it can
-        (rewrite 2). None where no part jams: the split alone only walks the data again. Two
-        copies at most, not jam's four, and loops of at most `_SPLIT_MOST` statements: the parts
-        are more loops already, and Numba's compile time grows with the code. adi's sweeps (25
-        and 35 statements) split and jammed four rows at once made its first call 1.15 -> 1.9 s,
-        two rows at once 1.7 s, for a gradient 550 -> 440 us: over the first call's target of
-        1 s, which it met before (measured in one run, 0.97 s)."""
+        loops, the first run four rows at once (jam's rule: 4 or 2 copies by the part's size).
+        Each part also runs forward where it can (rewrite 2). None where no part jams: the split
+        alone only walks the data again. Only loops of at most `_SPLIT_MOST` statements: the
+        parts are more loops already, and Numba's compile time grows with the code. adi's sweeps
+        (25 and 35 statements) split and jammed four rows at once made its first call 1.15 ->
+        1.9 s, two rows at once 1.7 s, for a gradient 550 -> 440 us: over the first call's
+        target of 1 s, which it met before (measured in one run, 0.97 s)."""
         if sum(isinstance(n, ast.stmt) for n in ast.walk(s)) > _SPLIT_MOST:
             return None
         parts = split(s, self.memory, rest)
@@ -211,7 +210,7 @@ class _Rewriter:
         for k, part in enumerate(parts):
             after = [list(parts[k + 1:]), *rest]
             part = self.forward(part, after)
-            got = jammed(part, self.memory, after, self.fresh, self.copies, most=2)
+            got = jammed(part, self.memory, after, self.fresh, self.copies)
             jams |= got is not None
             out += got or [part]
         return out if jams else None
