@@ -268,8 +268,9 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     out = Outlined(got["src"], got["kernels"], got["names"],
                    {k: (t, list(w), list(f)) for k, (t, w, f) in got["parallel"].items()})
     src = out.src
+    ops = _tri_ops(src)
     if not out.names:
-        return compile_source(src, name), src
+        return compile_source(src, name, ops), src
     from .codegen.numba.backend import compile_numba
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
@@ -282,7 +283,17 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
                                               if n in out.parallel else ()))
                for n, p in zip(out.names, python)}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
-    return compile_source(out.src, name, kernels), shown
+    return compile_source(out.src, name, {**kernels, **ops}), shown
+
+
+def _tri_ops(src: str) -> dict[str, Any]:
+    """The globals a "kernels" program's masked triangle updates call (`codegen/numba/masked.py`,
+    written by `codegen/idioms.py`), where it makes any."""
+    if "_tri_ops." not in src:
+        return {}
+    from .codegen.numba import masked
+
+    return {"_tri_ops": masked}
 
 
 def _with_copies(facts: Any, copies: dict[str, str]) -> Any:

@@ -15,6 +15,7 @@ import zymo
 from zymo import Active, Duplicated, Reverse
 from zymo import runtime as _rt
 from zymo.codegen.idioms import blas_nests
+from zymo.codegen.numba import masked as _tri_ops
 from zymo.codegen.triangles import share_masks
 from zymo.testing import check_grad
 
@@ -98,9 +99,9 @@ def _tri_src(form: str, reverse: bool) -> str:
 def test_triangles_become_masked_products(form, reverse):
     src = _tri_src(form, reverse)
     out = blas_nests(src, ND, NUMBERS)
-    assert out.count("_rt.blas_ready(") == 2 and "where=" in out
+    assert out.count("_rt.blas_ready(") == 2 and "_tri_ops." in out and "where=" not in out
     # one mask per nest, one masked operand `E` for both statements of the second nest
-    assert out.count("_rt.tri_mask(") == 2 and out.count("np.where(") == 1
+    assert out.count("_rt.tri_mask(") == 2 and out.count("_tri_ops.where(") == 1
     rng = np.random.default_rng(5)
     n, p = 5, 3
     inside = np.fromfunction(FORMS[form][2], (n, n))
@@ -156,7 +157,7 @@ def test_mirror_store_leaves_the_nest(form):
     # the adjoint's two products into dA share a factor where both triangles have one box:
     # one product (`_merge_products`)
     merged = form != "range(i + 1, n)"
-    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == (2 if merged else 3) and "np.divide(" in out
+    assert out.count("_rt.blas_ready(") == 2 and out.count(" @ ") == (2 if merged else 3) and "_tri_ops.div(" in out
     assert ("_masked + _masked.T)" in out) == merged
     rng = np.random.default_rng(8)
     n, p = 5, 4
@@ -232,7 +233,7 @@ def test_masked_operand_made_again_after_its_array_is_written():
 
 
 def _run(src: str, *args):
-    ns = {"np": np, "math": math, "_rt": _rt}
+    ns = {"np": np, "math": math, "_rt": _rt, "_tri_ops": _tri_ops}
     exec(src, ns)
     return ns["g"](*args)
 
@@ -383,7 +384,7 @@ def test_nests_reading_rows_before_writing_them_become_products():
     # the masked operands' products as BLAS's triangular products, the adjoint's other as `@`
     assert out.count("_rt.blas_ready(") == 2 and out.count("_rt.tri_dot(") == 2 and out.count(" @ ") == 1, out
     # the adjoint's product reading dB comes before the one writing it
-    assert out.index("np.add(dA") < out.index("dB[1:n, :p] +=")
+    assert out.index("_tri_ops.add(dA") < out.index("dB[1:n, :p] +=")
     rng = np.random.default_rng(11)
     for bad in (None, np.inf, np.nan):  # a non-finite element the masked zeros would meet: those loops run
         args = _trmm_args(rng)
@@ -733,7 +734,7 @@ def f(X, A, B, n, m, p):
     n, m, p = 4, 3, 5
     X, A, B = rng.random((m, n)), rng.random((p, n)), rng.random((m, p))
     want = X + np.einsum("ki,jk->ji", A, B)
-    ns = {"np": np, "_rt": _rt}
+    ns = {"np": np, "_rt": _rt, "_tri_ops": _tri_ops}
     exec(out, ns)
     ns["f"](X, A, B, n, m, p)
     np.testing.assert_allclose(X, want, rtol=1e-13)
@@ -756,7 +757,7 @@ def f(X, A, B, n, m, p, q):
     n, m, p, q = 4, 3, 5, 3  # m == q: a missing axis would broadcast without an error
     X, A, B = rng.random((m, q, n)), rng.random((n, p)), rng.random((p, m))
     want = X + np.einsum("ik,kj->ji", A, B)[:, None, :]
-    ns = {"np": np, "_rt": _rt}
+    ns = {"np": np, "_rt": _rt, "_tri_ops": _tri_ops}
     exec(out, ns)
     ns["f"](X, A, B, n, m, p, q)
     np.testing.assert_allclose(X, want, rtol=1e-13)

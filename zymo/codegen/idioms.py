@@ -73,7 +73,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .outline import _exposed, _loads, _stores
-from .triangles import Mirror, domain, inline_bounds, masked, share_masks, split_mirror
+from .triangles import Mirror, compiled_masks, domain, inline_bounds, masked, share_masks, split_mirror
 
 # the nodes a statement of a rewritten nest may hold (besides operators and contexts)
 _ALLOWED = (ast.Assign, ast.AugAssign, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Subscript, ast.Tuple,
@@ -355,7 +355,7 @@ class _Rewriter:
         scales: list[str] = []  # the coefficients products merged under: checked finite and nonzero
         body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh), self.numbers,
                                scales)
-        body = _triangular_products(body)
+        body = compiled_masks(_triangular_products(body))
         requires += [f"np.isfinite({c}) and {c} != 0" for c in scales]
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]

@@ -57,6 +57,10 @@ triangle and its mirror are not written. `np.copyto` of overlapping views copies
 first (NumPy's array assignment), and the masked elements it reads and writes are disjoint
 besides the diagonal's self-copies anyway.
 
+`compiled_masks` writes the masked statements last, as calls of `_tri_ops`
+(`codegen/numba/masked.py`): a compiled loop over the triangle where that gives the statement's
+result to the bit, the statement itself elsewhere.
+
 `inline_bounds` prepares a nest for this: the generated code names a triangle's bound
 (`t = i + 1; for j in range(t)`), and the temporary is replaced by its value where that is
 exact (module function's docstring).
@@ -305,6 +309,90 @@ def _written(st: ast.stmt) -> set[str]:
             targets += n.args[:1] if ast.unparse(n.func) == "np.copyto" else []
             out |= {b for t in targets for b in [_base(t)] if b is not None}
     return out
+
+
+_COMPILED = {"np.add": "add", "np.multiply": "scale", "np.divide": "div"}
+
+
+def compiled_masks(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`body` (a nest's statements after `share_masks`) with its masked statements as calls of
+    `_tri_ops` (`codegen/numba/masked.py`: compiled loops over the triangle where they give the
+    statement's result to the bit, the statement itself elsewhere): `np.add`, `np.multiply`,
+    `np.divide` of `t` with `out=t, where=m`, `np.copyto(t, c, where=m)` (`c` a number: `fill`;
+    an array: `mirror`, which the mirror store is), and each `np.where(m, f, 0.0)`, where `m` is
+    a mask (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose. The
+    masks stay as they are: each call takes its statement's mask."""
+    return _compiled(body, {})
+
+
+def _compiled(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for st in body:
+        if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "_rt.tri_mask"):
+            masks[st.targets[0].id] = True
+        if isinstance(st, ast.If):
+            st.body = _compiled(st.body, dict(masks)) or [ast.Pass()]
+            st.orelse = _compiled(st.orelse, dict(masks))
+        elif not isinstance(st, ast.For):
+            st = _statement_call(st, masks) or _Where(masks).visit(st)
+        out.append(ast.fix_missing_locations(st))
+    return out
+
+
+def _lower(m: ast.expr, masks: dict[str, bool]) -> bool | None:
+    """Whether the mask `m` is a lower triangle (True), an upper one (False), or no mask (None)."""
+    flip = isinstance(m, ast.Attribute) and m.attr == "T"
+    m = m.value if flip else m  # type: ignore[attr-defined]
+    if isinstance(m, ast.Name) and m.id in masks:
+        return masks[m.id] != flip
+    if isinstance(m, ast.Call) and ast.unparse(m.func) == "_rt.tri_mask" and len(m.args) == 1 and not m.keywords:
+        return not flip
+    return None
+
+
+def _ops(name: str, args: list[ast.expr]) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name("_tri_ops", ast.Load()), name, ast.Load()), args, [])
+
+
+def _statement_call(st: ast.stmt, masks: dict[str, bool]) -> ast.stmt | None:
+    """The masked update `st` as a `_tri_ops` call, or None."""
+    if not isinstance(st, ast.Expr) or not isinstance(st.value, ast.Call):
+        return None
+    n = st.value
+    func = ast.unparse(n.func)
+    kw = {k.arg: k.value for k in n.keywords}
+    if len(n.args) != 2 or "where" not in kw:
+        return None
+    lower = _lower(kw["where"], masks)
+    if lower is None:
+        return None
+    t, v = n.args
+    if func in _COMPILED and set(kw) == {"out", "where"} and ast.dump(kw["out"]) == ast.dump(t):
+        name = _COMPILED[func]
+    elif func == "np.copyto" and set(kw) == {"where"}:
+        number = isinstance(v, ast.Constant) or isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant)
+        name = "fill" if number else "mirror"
+    else:
+        return None
+    return ast.copy_location(ast.Expr(_ops(name, [t, v, kw["where"], ast.Constant(lower)])), st)
+
+
+class _Where(ast.NodeTransformer):
+    """`np.where(m, f, 0.0)` of a mask `m` as `_tri_ops.where(m, f, lower)`."""
+    def __init__(self, masks: dict[str, bool]):
+        self.masks = masks
+
+    def visit_Call(self, n: ast.Call) -> ast.expr:
+        self.generic_visit(n)
+        if (ast.unparse(n.func) != "np.where" or len(n.args) != 3 or n.keywords
+                or not isinstance(n.args[2], ast.Constant) or type(n.args[2].value) is not float
+                or n.args[2].value != 0.0):
+            return n
+        lower = _lower(n.args[0], self.masks)
+        if lower is None:
+            return n
+        return _ops("where", [n.args[0], n.args[1], ast.Constant(lower)])
 
 
 @dataclass(frozen=True)
