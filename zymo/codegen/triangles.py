@@ -320,17 +320,18 @@ def compiled_masks(body: list[ast.stmt]) -> list[ast.stmt]:
     statement's result to the bit, the statement itself elsewhere): `np.add`, `np.multiply`,
     `np.divide` of `t` with `out=t, where=m`, `np.copyto(t, c, where=m)` (`c` a number: `fill`;
     an array: `mirror`, which the mirror store is), and each `np.where(m, f, 0.0)`, where `m` is
-    a mask (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose. The
-    masks stay as they are: each call takes its statement's mask."""
+    a mask (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose; the
+    adjoint mirror store's three statements as one `move`. The masks stay as they are: each call
+    takes its statement's mask."""
     return _compiled(body, {})
 
 
 def _compiled(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
+    body = _moves(body, masks)
     for st in body:
-        if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "_rt.tri_mask"):
-            masks[st.targets[0].id] = True
+        if _mask_made(st) is not None:
+            masks[_mask_made(st)] = True  # type: ignore[index]
         if isinstance(st, ast.If):
             st.body = _compiled(st.body, dict(masks)) or [ast.Pass()]
             st.orelse = _compiled(st.orelse, dict(masks))
@@ -338,6 +339,69 @@ def _compiled(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
             st = _statement_call(st, masks) or _Where(masks).visit(st)
         out.append(ast.fix_missing_locations(st))
     return out
+
+
+def _moves(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
+    """`body` with each adjoint mirror store (`w = V.copy(); np.copyto(V, 0.0, where=m);
+    np.add(T, w, out=T, where=m)`, `w` read nowhere else) as `_tri_ops.move(T, V, m, lower)`."""
+    loads: dict[str, int] = {}
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                loads[n.id] = loads.get(n.id, 0) + 1
+    out: list[ast.stmt] = []
+    k = 0
+    while k < len(body):
+        made = [m for m in body[k + 1:k + 3] if _mask_made(m) is not None]  # masks made between
+        for m in made:
+            masks[_mask_made(m)] = True  # type: ignore[index]
+        rest = [st for st in body[k + 1:k + 3 + len(made)] if _mask_made(st) is None]
+        got = _move([body[k], *rest], masks, loads) if len(rest) == 2 else None
+        if got is None:
+            out.append(body[k])
+            k += 1
+        else:
+            out += made
+            out.append(ast.copy_location(got, body[k]))
+            k += 3 + len(made)
+    return out
+
+
+def _mask_made(st: ast.stmt) -> str | None:
+    """The name `st` assigns a mask to (`name = _rt.tri_mask(...)`), or None."""
+    if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "_rt.tri_mask"):
+        return st.targets[0].id
+    return None
+
+
+def _move(three: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> ast.stmt | None:
+    a, b, c = three
+    if not (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+            and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Attribute)
+            and a.value.func.attr == "copy" and not a.value.args and not a.value.keywords):
+        return None
+    w, v = a.targets[0].id, a.value.func.value
+    if loads.get(w) != 1:
+        return None
+    calls = [x.value if isinstance(x, ast.Expr) and isinstance(x.value, ast.Call) else None for x in (b, c)]
+    if calls[0] is None or calls[1] is None:
+        return None
+    fill, add = calls
+    kf = {k.arg: k.value for k in fill.keywords}
+    ka = {k.arg: k.value for k in add.keywords}
+    if not (ast.unparse(fill.func) == "np.copyto" and len(fill.args) == 2 and set(kf) == {"where"}
+            and ast.dump(fill.args[0]) == ast.dump(v) and isinstance(fill.args[1], ast.Constant)
+            and type(fill.args[1].value) is float and fill.args[1].value == 0.0):
+        return None
+    if not (ast.unparse(add.func) == "np.add" and len(add.args) == 2 and set(ka) == {"out", "where"}
+            and isinstance(add.args[1], ast.Name) and add.args[1].id == w
+            and ast.dump(ka["out"]) == ast.dump(add.args[0]) and ast.dump(ka["where"]) == ast.dump(kf["where"])):
+        return None
+    lower = _lower(kf["where"], masks)
+    if lower is None:
+        return None
+    return ast.Expr(_ops("move", [add.args[0], v, kf["where"], ast.Constant(lower)]))
 
 
 def _lower(m: ast.expr, masks: dict[str, bool]) -> bool | None:

@@ -10,27 +10,40 @@ does what the NumPy statement it stands for does, element for element:
     div(t, c, m, lower)        np.divide(t, c, out=t, where=m)
     fill(t, c, m, lower)       np.copyto(t, c, where=m)            (c a number)
     mirror(t, v, m, lower)     np.copyto(t, v, where=m)            (a symmetric matrix's mirror)
+    move(t, v, m, lower)       w = v.copy(); np.copyto(v, 0.0, where=m);
+                               np.add(t, w, out=t, where=m)        (the mirror's adjoint)
     where(m, f, lower)         np.where(m, f, 0.0)
 
-A loop over the triangle's elements (Numba, compiled once per signature and kept in Numba's
-disk cache) runs them where its result is the NumPy statement's to the bit: `m` is the cached
-`_rt.tri_mask(s)` itself (or its transpose), every array a 2-d `ndarray` of `m`'s shape, and
+A loop over the triangle's elements (Numba: one signature, float64 arrays of layout "A",
+compiled once on a machine and then loaded from Numba's disk cache) runs them where its result
+is the NumPy statement's: `m` is the cached `_rt.tri_mask(s)` itself (or exactly its
+transpose), every array a float64 `ndarray` of `m`'s shape (a writable one where the loop
+writes it), and
 
-- `add`: `t` and `v` of one dtype (float32 or float64) and not overlapping: each element is
-  `t + v` in that dtype, as NumPy computes it;
-- `scale`, `div`, `fill`: `t` float64 (`fill`: or float32) and `c` a Python float or int (an
-  int of at most 2**53 in magnitude) or a NumPy float64: `c` is the float64 NumPy converts it
-  to, and a float32 `t` takes `c` rounded to float32 as NumPy's cast does;
-- `mirror`: `t` and `v` of one dtype; either not overlapping, or `t = X[jbox, ibox].T` and
-  `v = X[ibox, jbox]` of one matrix `X` (views of one base, strides swapped), as
-  `codegen/triangles.split_mirror` writes the mirror store: the loop then makes the stores
-  `X[j, i] = X[i, j]` of the loops it stands for, in their order (triangles.py proves they
-  touch the triangle's mirror only, besides the diagonal's self-copies);
-- `where`: `f` float32 or float64 (the result is a new C-ordered array of `f`'s dtype).
+- `add`: `t` and `v` not overlapping;
+- `scale`, `div`, `fill`: `c` a Python float, an int of at most 2**53 in magnitude, or a
+  NumPy float64: the float64 NumPy converts it to;
+- `mirror`, `move`: `t` and `v` not overlapping, or the two views of one matrix `X` that
+  `codegen/triangles.split_mirror` writes: the mirror store `mirror(X[jbox, ibox].T, X[ibox,
+  jbox], ...)` and its adjoint `move(X[ibox, jbox], X[jbox, ibox].T, ...)` over the boxes of
+  triangles.py's table (the box of `j` starting where `i`'s does, or one after it for an
+  upper strict triangle, one before it for a lower one: checked from the views' strides and
+  addresses). triangles.py proves that the elements one view reads and the other writes are
+  disjoint besides the diagonal's, where `mirror` copies an element to itself and `move` reads
+  it, sets 0.0 and adds, as the statements do;
+- `where`: the result laid out as NumPy's (C order, or F order where `m` is the transposed
+  mask and `f` column-major), so that products of it sum in the same order.
 
-Elsewhere each runs the NumPy statement itself. Why: NumPy's masked ufunc loops take 1.6 ns an
-element (covariance at n=60: 2.9 us a masked zero fill, 4.5 us a masked division, 4.4 us a
-masked operand), where the triangle's loop takes 0.2-0.4 ns and the call about 1 us.
+Every element is updated on its own (from its own operands), so the loop may visit them in
+any order: a column-major `t` runs as its transpose's other triangle, walking memory in order.
+The numbers are IEEE arithmetic's, as NumPy's, with two differences of compiled code (the
+Numba backend's, docs/ir.md): no floating-point warnings and no `np.errstate` errors, and
+where both operands of `+` or `*` are NaN, which NaN's payload the result keeps (NumPy's own
+SIMD and scalar loops differ there too). Elsewhere each runs the NumPy statement itself.
+
+Why: NumPy's masked ufunc loops take 1.6 ns an element (covariance at n=60: 2.9 us a masked
+zero fill, 4.5 us a masked division, 4.4 us a masked operand), where the triangle's loop
+takes 0.2-0.4 ns and the call about 1 us.
 """
 from __future__ import annotations
 
@@ -42,17 +55,17 @@ import numpy as np
 from ... import runtime as _rt
 
 _F64 = np.dtype(np.float64)
-_F32 = np.dtype(np.float32)
 
 
-ADD, SCALE, DIV, FILL, COPY = range(5)
+ADD, SCALE, DIV, FILL, COPY, MOVE = range(6)
 
 
 @numba.njit(cache=True, error_model="numpy")  # IEEE division: x / 0.0 is inf or NaN, as NumPy's
 def _apply(t, v, c, op, lower):
     """The masked update `op` of `t` over its lower (upper) triangle: `t + v`, `t * c`, `t / c`,
-    `c`, `v`. One function and one signature per dtype (arrays of layout "A"): the first call
-    of a process costs one load from Numba's cache, the first on a machine one compile."""
+    `c`, `v`, or (MOVE) `t + v` with `v` read and then set to 0.0 first. One function and one
+    signature (arrays of layout "A"): the first call of a process costs one load from Numba's
+    cache, the first on a machine one compile."""
     s = t.shape[0]
     for i in range(s):
         lo, hi = (0, i + 1) if lower else (i, s)
@@ -68,39 +81,61 @@ def _apply(t, v, c, op, lower):
         elif op == FILL:
             for j in range(lo, hi):
                 t[i, j] = c
-        else:
+        elif op == COPY:
             for j in range(lo, hi):
                 t[i, j] = v[i, j]
+        else:
+            for j in range(lo, hi):
+                x = v[i, j]
+                v[i, j] = 0.0
+                t[i, j] = t[i, j] + x
 
 
-_READY: set = set()
+_READY: list = []
 _LOCK = threading.Lock()
+_ARRAY = numba.float64[:, :]
+
+
+@numba.njit(cache=True)
+def _delta(a, b):
+    """The address of `a`'s first element less `b`'s, in bytes (signed)."""
+    return np.intp(a.ctypes.data) - np.intp(b.ctypes.data)
+
+
+def _ready() -> None:
+    """`_apply` and `_delta`, each its one signature compiled (or loaded) at the first call and
+    compiling then disabled for good: arrays of other layouts convert to "A"."""
+    with _LOCK:
+        if not _READY:
+            _apply.compile((_ARRAY, _ARRAY, numba.float64, numba.int64, numba.boolean))
+            _apply.disable_compile()
+            _delta.compile((_ARRAY, _ARRAY))
+            _delta.disable_compile()
+            _READY.append(True)
 
 
 def _loop(t, v, c, op, lower):
-    """`_apply` of arrays of one dtype, its signature compiled (or loaded) at the dtype's first
-    call; other layouts convert to "A" rather than compile again."""
-    dt = t.dtype
-    if dt not in _READY:
-        with _LOCK:
-            if dt not in _READY:
-                a = numba.from_dtype(dt)[:, :]
-                _apply.disable_compile(False)
-                _apply.compile((a, a, numba.float64, numba.int64, numba.boolean))
-                _apply.disable_compile(True)
-                _READY.add(dt)
+    """`_apply`; a column-major `t` runs as its transpose's other triangle, so that the inner
+    loop walks memory in order (module contract)."""
+    if not _READY:
+        _ready()
+    if abs(t.strides[0]) < abs(t.strides[1]):
+        t, v, lower = t.T, v.T, not lower
     _apply(t, v, c, op, lower)
 
 
 def _square(a, m, lower) -> bool:
-    """Whether `a` is a 2-d ndarray of the mask's shape and `m` the cached triangle mask (or its
-    transpose, by `lower`) of that side."""
-    if type(a) is not np.ndarray or a.ndim != 2:
+    """Whether `a` is a float64 2-d ndarray of the mask's shape and `m` the cached triangle mask
+    of that side (`lower`) or exactly its transpose."""
+    if type(a) is not np.ndarray or a.ndim != 2 or a.dtype != _F64:
         return False
     s = a.shape[0]
     if a.shape[1] != s or m.shape != a.shape:
         return False
-    return (m if lower else m.base) is _rt.tri_mask(s)
+    tri = _rt.tri_mask(s)
+    if lower:
+        return m is tri
+    return m.base is tri and m.strides == tri.strides[::-1]
 
 
 def _number(c):
@@ -114,9 +149,30 @@ def _number(c):
     return None
 
 
+def _operand(v, t) -> bool:
+    """Whether `v` is a writable float64 ndarray of `t`'s shape (the loop's signature takes
+    writable arrays only)."""
+    return type(v) is np.ndarray and v.shape == t.shape and v.dtype == _F64 and v.flags.writeable
+
+
+def _mirrored(a, b, lower) -> bool:
+    """Whether `a = X[ibox, jbox]` and `b = X[jbox, ibox].T` of one matrix `X` over the boxes of
+    `codegen/triangles.py` (module contract), or arrays that do not overlap."""
+    if not np.may_share_memory(a, b):
+        return True
+    if a.base is None or a.base is not b.base or a.strides != b.strides[::-1]:
+        return False
+    s0, s1 = a.strides  # X's
+    if s0 == s1 or s0 <= 0 or s1 <= 0:
+        return False
+    if not _READY:
+        _ready()
+    d, rest = divmod(_delta(b, a), s0 - s1)  # the box of j less the box of i
+    return rest == 0 and (d == 0 or d == (-1 if lower else 1))
+
+
 def add(t, v, m, lower):
-    if (_square(t, m, lower) and type(v) is np.ndarray and v.shape == t.shape and v.dtype == t.dtype
-            and t.dtype in (_F64, _F32) and not np.may_share_memory(t, v)):
+    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and not np.may_share_memory(t, v):
         _loop(t, v, 0.0, ADD, lower)
     else:
         np.add(t, v, out=t, where=m)
@@ -124,7 +180,7 @@ def add(t, v, m, lower):
 
 def scale(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.dtype == _F64:
+    if x is not None and _square(t, m, lower) and t.flags.writeable:
         _loop(t, t, x, SCALE, lower)
     else:
         np.multiply(t, c, out=t, where=m)
@@ -132,7 +188,7 @@ def scale(t, c, m, lower):
 
 def div(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.dtype == _F64:
+    if x is not None and _square(t, m, lower) and t.flags.writeable:
         _loop(t, t, x, DIV, lower)
     else:
         np.divide(t, c, out=t, where=m)
@@ -140,25 +196,37 @@ def div(t, c, m, lower):
 
 def fill(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.dtype in (_F64, _F32):
+    if x is not None and _square(t, m, lower) and t.flags.writeable:
         _loop(t, t, x, FILL, lower)
     else:
         np.copyto(t, c, where=m)
 
 
 def mirror(t, v, m, lower):
-    if (_square(t, m, lower) and type(v) is np.ndarray and v.shape == t.shape and v.dtype == t.dtype
-            and t.dtype in (_F64, _F32)
-            and (not np.may_share_memory(t, v)
-                 or (t.base is not None and t.base is v.base and t.strides == v.strides[::-1]))):
+    """`np.copyto(t, v, where=m)`: the mirror store, `t = X[jbox, ibox].T`, `v = X[ibox, jbox]`."""
+    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and _mirrored(v, t, lower):
         _loop(t, v, 0.0, COPY, lower)
     else:
         np.copyto(t, v, where=m)
 
 
+def move(t, v, m, lower):
+    """`w = v.copy(); np.copyto(v, 0.0, where=m); np.add(t, w, out=t, where=m)`: the adjoint of
+    the mirror store, `t = X[ibox, jbox]`, `v = X[jbox, ibox].T` (on the diagonal one element:
+    0.0, then 0.0 + w, as the statements give)."""
+    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and _mirrored(t, v, lower):
+        _loop(t, v, 0.0, MOVE, lower)
+    else:
+        w = v.copy()
+        np.copyto(v, 0.0, where=m)
+        np.add(t, w, out=t, where=m)
+
+
 def where(m, f, lower):
-    if _square(f, m, lower) and f.dtype in (_F64, _F32):
-        out = np.zeros(f.shape, f.dtype)
-        _loop(out, f, 0.0, COPY, lower)
-        return out
+    if _square(f, m, lower) and min(f.strides) > 0:
+        rows = f.strides[0] > f.strides[1]
+        if lower or rows or f.strides[0] < f.strides[1]:
+            out = np.zeros(f.shape, order="C" if lower or rows else "F")
+            _loop(out, f if f.flags.writeable else f.copy(), 0.0, COPY, lower)
+            return out
     return np.where(m, f, 0.0)
