@@ -259,3 +259,54 @@ def test_masked_operand_laid_out_as_numpys(lower):
         got, want = masked.where(m, f, lower), np.where(m, f, 0.0)
         assert got.flags.c_contiguous == want.flags.c_contiguous and got.flags.f_contiguous == want.flags.f_contiguous
         _same(got, want)
+
+
+def test_second_review_cases_run_as_numpy(calls):
+    """Views of one buffer whose squares wrap across its rows, and targets whose elements share
+    memory: NumPy's statements (which copy an overlapping `out=` first)."""
+    from numpy.lib.stride_tricks import as_strided
+    for name, s, lower, views in (
+            ("move", 3, True, lambda b: (b[2:11].reshape(3, 3), b[0:9].reshape(3, 3).T)),
+            ("mirror", 2, False, lambda b: (b[1:5].reshape(2, 2).T, b[0:4].reshape(2, 2)))):
+        got, want = np.arange(1.0, 12.0), np.arange(1.0, 12.0)
+        m = _mask(lower, s)
+        t, v = views(want)
+        if name == "move":
+            w = v.copy()
+            np.copyto(v, 0.0, where=m)
+            np.add(t, w, out=t, where=m)
+        else:
+            np.copyto(t, v, where=m)
+        getattr(masked, name)(*views(got), m, lower)
+        _same(got, want)
+    for strides in ((8, 8), (0, 8)):
+        base, ref = np.arange(8.0), np.arange(8.0)
+        t, tw = as_strided(base, (4, 4), strides), as_strided(ref, (4, 4), strides)
+        np.multiply(tw, 2.0, out=tw, where=_mask(True, 4))
+        masked.scale(t, 2.0, _mask(True, 4), True)
+        _same(base, ref)
+        np.add(tw, np.ones((4, 4)), out=tw, where=_mask(False, 4))
+        masked.add(t, np.ones((4, 4)), _mask(False, 4), False)
+        _same(base, ref)
+    assert calls == {}
+
+
+def _compiled_src(src: str) -> str:
+    import ast
+
+    from zymo.codegen.triangles import compiled_masks
+    return ast.unparse(ast.Module(compiled_masks(ast.parse(src).body), []))
+
+
+def test_only_the_adjoint_mirror_store_becomes_a_move():
+    ok = ("w = X[:3, :3].T.copy()\n_tri = _rt.tri_mask(3)\nnp.copyto(X[:3, :3].T, 0.0, where=_tri)\n"
+          "np.add(X[:3, :3], w, out=X[:3, :3], where=_tri)\n")
+    assert "_tri_ops.move(X[:3, :3], X[:3, :3].T, _tri, True)" in _compiled_src(ok)
+    inside = "if c:\n" + "".join("    " + line + "\n" for line in ok.splitlines()) + "y = w\n"
+    assert "move" not in _compiled_src(inside)  # `w` read after the branch
+    rebound = ("_tri = _rt.tri_mask(3)\nw = X[:3, :3].T.copy()\nnp.copyto(X[:3, :3].T, 0.0, where=_tri)\n"
+               "_tri = _rt.tri_mask(1)\nnp.add(X[:3, :3], w, out=X[:3, :3], where=_tri)\n")
+    assert "move" not in _compiled_src(rebound)  # the mask rebound between the fill and the add
+    renamed = ("w = X[:3, :3].T.copy()\nw = _rt.tri_mask(3)\nnp.copyto(X[:3, :3].T, 0.0, where=w)\n"
+               "np.add(X[:3, :3], w, out=X[:3, :3], where=w)\n")
+    assert "move" not in _compiled_src(renamed)  # the copy's name rebound to a mask

@@ -317,53 +317,55 @@ _COMPILED = {"np.add": "add", "np.multiply": "scale", "np.divide": "div"}
 def compiled_masks(body: list[ast.stmt]) -> list[ast.stmt]:
     """`body` (a nest's statements after `share_masks`) with its masked statements as calls of
     `_tri_ops` (`codegen/numba/masked.py`: compiled loops over the triangle where they give the
-    statement's result to the bit, the statement itself elsewhere): `np.add`, `np.multiply`,
-    `np.divide` of `t` with `out=t, where=m`, `np.copyto(t, c, where=m)` (`c` a number: `fill`;
-    an array: `mirror`, which the mirror store is), and each `np.where(m, f, 0.0)`, where `m` is
-    a mask (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose; the
-    adjoint mirror store's three statements as one `move`. The masks stay as they are: each call
-    takes its statement's mask."""
-    return _compiled(body, {})
+    statement's result, the statement itself elsewhere): `np.add`, `np.multiply`, `np.divide`
+    of `t` with `out=t, where=m`, `np.copyto(t, c, where=m)` (`c` a number: `fill`; an array:
+    `mirror`, which the mirror store is), and each `np.where(m, f, 0.0)`, where `m` is a mask
+    (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose; the adjoint
+    mirror store's three statements as one `move`. The masks stay as they are: each call takes
+    its statement's mask."""
+    loads: dict[str, int] = {}
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                loads[n.id] = loads.get(n.id, 0) + 1
+    return _compiled(body, {}, loads)
 
 
-def _compiled(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
+def _compiled(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
-    body = _moves(body, masks)
+    body = _moves(body, masks, loads)
     for st in body:
         if _mask_made(st) is not None:
             masks[_mask_made(st)] = True  # type: ignore[index]
         if isinstance(st, ast.If):
-            st.body = _compiled(st.body, dict(masks)) or [ast.Pass()]
-            st.orelse = _compiled(st.orelse, dict(masks))
+            st.body = _compiled(st.body, dict(masks), loads) or [ast.Pass()]
+            st.orelse = _compiled(st.orelse, dict(masks), loads)
         elif not isinstance(st, ast.For):
             st = _statement_call(st, masks) or _Where(masks).visit(st)
         out.append(ast.fix_missing_locations(st))
     return out
 
 
-def _moves(body: list[ast.stmt], masks: dict[str, bool]) -> list[ast.stmt]:
+def _moves(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> list[ast.stmt]:
     """`body` with each adjoint mirror store (`w = V.copy(); np.copyto(V, 0.0, where=m);
-    np.add(T, w, out=T, where=m)`, `w` read nowhere else) as `_tri_ops.move(T, V, m, lower)`."""
-    loads: dict[str, int] = {}
-    for st in body:
-        for n in ast.walk(st):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                loads[n.id] = loads.get(n.id, 0) + 1
+    np.add(T, w, out=T, where=m)`, `w` read nowhere else in the nest, masks made between the
+    copy and the zero fill only, naming neither `w` nor a name the copy reads) as
+    `_tri_ops.move(T, V, m, lower)`."""
     out: list[ast.stmt] = []
     k = 0
     while k < len(body):
-        made = [m for m in body[k + 1:k + 3] if _mask_made(m) is not None]  # masks made between
-        for m in made:
-            masks[_mask_made(m)] = True  # type: ignore[index]
-        rest = [st for st in body[k + 1:k + 3 + len(made)] if _mask_made(st) is None]
-        got = _move([body[k], *rest], masks, loads) if len(rest) == 2 else None
+        made = []  # masks made right after the copy
+        while k + 1 + len(made) < len(body) and _mask_made(body[k + 1 + len(made)]) is not None:
+            made.append(body[k + 1 + len(made)])
+        j = k + 1 + len(made)
+        got = _move(body[k], body[j:j + 2], made, dict(masks), loads) if j + 2 <= len(body) else None
         if got is None:
             out.append(body[k])
             k += 1
         else:
             out += made
             out.append(ast.copy_location(got, body[k]))
-            k += 3 + len(made)
+            k = j + 2
     return out
 
 
@@ -375,15 +377,19 @@ def _mask_made(st: ast.stmt) -> str | None:
     return None
 
 
-def _move(three: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> ast.stmt | None:
-    a, b, c = three
+def _move(a: ast.stmt, two: list[ast.stmt], made: list[ast.stmt], masks: dict[str, bool],
+          loads: dict[str, int]) -> ast.stmt | None:
     if not (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
             and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Attribute)
             and a.value.func.attr == "copy" and not a.value.args and not a.value.keywords):
         return None
     w, v = a.targets[0].id, a.value.func.value
-    if loads.get(w) != 1:
+    names = {m for m in map(_mask_made, made) if m is not None}
+    if loads.get(w) != 1 or names & ({w} | {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}):
         return None
+    for m in names:
+        masks[m] = True
+    b, c = two
     calls = [x.value if isinstance(x, ast.Expr) and isinstance(x.value, ast.Call) else None for x in (b, c)]
     if calls[0] is None or calls[1] is None:
         return None

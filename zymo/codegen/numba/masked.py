@@ -18,7 +18,8 @@ A loop over the triangle's elements (Numba: one signature, float64 arrays of lay
 compiled once on a machine and then loaded from Numba's disk cache) runs them where its result
 is the NumPy statement's: `m` is the cached `_rt.tri_mask(s)` itself (or exactly its
 transpose), every array a float64 `ndarray` of `m`'s shape (a writable one where the loop
-writes it), and
+writes it, and one whose elements are distinct memory: NumPy copies a target overlapping
+itself first), and
 
 - `add`: `t` and `v` not overlapping;
 - `scale`, `div`, `fill`: `c` a Python float, an int of at most 2**53 in magnitude, or a
@@ -27,8 +28,9 @@ writes it), and
   `codegen/triangles.split_mirror` writes: the mirror store `mirror(X[jbox, ibox].T, X[ibox,
   jbox], ...)` and its adjoint `move(X[ibox, jbox], X[jbox, ibox].T, ...)` over the boxes of
   triangles.py's table (the box of `j` starting where `i`'s does, or one after it for an
-  upper strict triangle, one before it for a lower one: checked from the views' strides and
-  addresses). triangles.py proves that the elements one view reads and the other writes are
+  upper strict triangle, one before it for a lower one), `X` a C- or F-contiguous float64
+  matrix both views are slices of (checked from their strides and addresses: each square lies
+  inside `X`). triangles.py proves that the elements one view reads and the other writes are
   disjoint besides the diagonal's, where `mirror` copies an element to itself and `move` reads
   it, sets 0.0 and adds, as the statements do;
 - `where`: the result laid out as NumPy's (C order, or F order where `m` is the transposed
@@ -155,24 +157,50 @@ def _operand(v, t) -> bool:
     return type(v) is np.ndarray and v.shape == t.shape and v.dtype == _F64 and v.flags.writeable
 
 
+def _separate(a) -> bool:
+    """Whether the elements of the square `a` are distinct memory (rows, or columns, apart): a
+    target NumPy would copy first (`out=` overlapping itself) runs as NumPy's statement."""
+    s = a.shape[0]
+    r, c = abs(a.strides[0]), abs(a.strides[1])
+    return s <= 1 or (c >= 8 and r >= s * c) or (r >= 8 and c >= s * r)
+
+
+def _box(a, x):
+    """The (row, column) of `x` where the square view `a` of the contiguous matrix `x` (with
+    `x`'s strides) starts, or None where the square does not lie inside `x`."""
+    k, rest = divmod(_delta(a, x), 8)
+    if rest or k < 0:
+        return None
+    n0, n1 = x.shape
+    r, c = divmod(k, n1) if x.flags.c_contiguous else divmod(k, n0)[::-1]
+    s = a.shape[0]
+    if r + s > n0 or c + s > n1:
+        return None
+    return r, c
+
+
 def _mirrored(a, b, lower) -> bool:
-    """Whether `a = X[ibox, jbox]` and `b = X[jbox, ibox].T` of one matrix `X` over the boxes of
-    `codegen/triangles.py` (module contract), or arrays that do not overlap."""
+    """Whether `a = X[ibox, jbox]` and `b = X[jbox, ibox].T` of one contiguous float64 matrix `X`
+    over the boxes of `codegen/triangles.py` (module contract), or arrays that do not overlap."""
     if not np.may_share_memory(a, b):
         return True
-    if a.base is None or a.base is not b.base or a.strides != b.strides[::-1]:
-        return False
-    s0, s1 = a.strides  # X's
-    if s0 == s1 or s0 <= 0 or s1 <= 0:
+    x = a.base
+    if (type(x) is not np.ndarray or b.base is not x or x.ndim != 2 or x.dtype != _F64
+            or not (x.flags.c_contiguous or x.flags.f_contiguous)
+            or a.strides != x.strides or b.strides != x.strides[::-1]):
         return False
     if not _READY:
         _ready()
-    d, rest = divmod(_delta(b, a), s0 - s1)  # the box of j less the box of i
-    return rest == 0 and (d == 0 or d == (-1 if lower else 1))
+    at, bt = _box(a, x), _box(b.T, x)
+    if at is None or bt is None or bt != at[::-1]:
+        return False
+    d = at[1] - at[0]  # where j's box starts less where i's does
+    return d == 0 or d == (-1 if lower else 1)
 
 
 def add(t, v, m, lower):
-    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and not np.may_share_memory(t, v):
+    if (_square(t, m, lower) and t.flags.writeable and _separate(t) and _operand(v, t)
+            and not np.may_share_memory(t, v)):
         _loop(t, v, 0.0, ADD, lower)
     else:
         np.add(t, v, out=t, where=m)
@@ -180,7 +208,7 @@ def add(t, v, m, lower):
 
 def scale(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.flags.writeable:
+    if x is not None and _square(t, m, lower) and t.flags.writeable and _separate(t):
         _loop(t, t, x, SCALE, lower)
     else:
         np.multiply(t, c, out=t, where=m)
@@ -188,7 +216,7 @@ def scale(t, c, m, lower):
 
 def div(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.flags.writeable:
+    if x is not None and _square(t, m, lower) and t.flags.writeable and _separate(t):
         _loop(t, t, x, DIV, lower)
     else:
         np.divide(t, c, out=t, where=m)
@@ -196,7 +224,7 @@ def div(t, c, m, lower):
 
 def fill(t, c, m, lower):
     x = _number(c)
-    if x is not None and _square(t, m, lower) and t.flags.writeable:
+    if x is not None and _square(t, m, lower) and t.flags.writeable and _separate(t):
         _loop(t, t, x, FILL, lower)
     else:
         np.copyto(t, c, where=m)
@@ -204,7 +232,8 @@ def fill(t, c, m, lower):
 
 def mirror(t, v, m, lower):
     """`np.copyto(t, v, where=m)`: the mirror store, `t = X[jbox, ibox].T`, `v = X[ibox, jbox]`."""
-    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and _mirrored(v, t, lower):
+    if (_square(t, m, lower) and t.flags.writeable and _separate(t) and _operand(v, t)
+            and _mirrored(v, t, lower)):
         _loop(t, v, 0.0, COPY, lower)
     else:
         np.copyto(t, v, where=m)
@@ -214,7 +243,8 @@ def move(t, v, m, lower):
     """`w = v.copy(); np.copyto(v, 0.0, where=m); np.add(t, w, out=t, where=m)`: the adjoint of
     the mirror store, `t = X[ibox, jbox]`, `v = X[jbox, ibox].T` (on the diagonal one element:
     0.0, then 0.0 + w, as the statements give)."""
-    if _square(t, m, lower) and t.flags.writeable and _operand(v, t) and _mirrored(t, v, lower):
+    if (_square(t, m, lower) and t.flags.writeable and _separate(t) and _operand(v, t) and _separate(v)
+            and _mirrored(t, v, lower)):
         _loop(t, v, 0.0, MOVE, lower)
     else:
         w = v.copy()
