@@ -33,15 +33,17 @@ def _same(a, b):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The compiled loop's calls, by operation."""
+    """The compiled loop's runs, by operation."""
     seen: dict[str, int] = {}
     names = {masked.ADD: "add", masked.SCALE: "scale", masked.DIV: "div", masked.FILL: "fill", masked.COPY: "copy",
              masked.MOVE: "move"}
     loop = masked._loop
 
-    def spy(t, v, c, op, lower):
-        seen[names[op]] = seen.get(names[op], 0) + 1
-        return loop(t, v, c, op, lower)
+    def spy(t, v, x, m, c, op, lower):
+        ran = loop(t, v, x, m, c, op, lower)
+        if ran:
+            seen[names[op]] = seen.get(names[op], 0) + 1
+        return ran
     monkeypatch.setattr(masked, "_loop", spy)
     return seen
 
