@@ -249,6 +249,9 @@ def test_review_cases_run_as_numpy(lower, calls):
         np.add(want, want[::-1].copy(), out=want, where=view)
         masked.add(t, t[::-1].copy(), view, lower)
         _same(t, want)
+    as_bytes = m.view(np.int8)  # a view of the cached mask, not a boolean one
+    g = _matrix(rng)
+    _same(masked.where(as_bytes, g, lower), np.where(as_bytes, g, 0.0))
     assert calls == {"copy": 1}
 
 

@@ -209,7 +209,7 @@ def _target(t, m, lower) -> bool:
     (`lower`) or a view of it (`_run` checks it is the transpose)."""
     if type(t) is not np.ndarray or t.ndim != 2 or t.dtype != _F64 or not t.flags.writeable:
         return False
-    if type(m) is not np.ndarray:
+    if type(m) is not np.ndarray or m.dtype != np.bool_:
         return False
     tri = _rt.tri_mask(t.shape[0])
     return m is tri if lower else m.base is tri
