@@ -18,9 +18,9 @@ A loop over the triangle's elements (`_run`: one Numba function with one signatu
 arrays of layout "A", compiled once on a machine and then loaded from Numba's disk cache; it
 checks what the Python side does not, from shapes, strides and addresses, and writes nothing
 where a check fails) runs them where its result is the NumPy statement's: `m` is the cached
-`_rt.tri_mask(s)` itself (or exactly its transpose), every array a float64 `ndarray` of `m`'s shape (a writable one where the loop
-writes it, and one whose elements are distinct memory: NumPy copies a target overlapping
-itself first), and
+`_rt.tri_mask(s)` itself (or exactly its transpose), every array a float64 `ndarray` of `m`'s
+shape (a writable one where the loop writes it, and one whose elements are distinct memory:
+NumPy copies a target overlapping itself first), and
 
 - `add`: `t` and `v` not overlapping;
 - `scale`, `div`, `fill`: `c` a Python float, an int of at most 2**53 in magnitude, or a
