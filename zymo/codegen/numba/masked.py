@@ -46,8 +46,9 @@ SIMD and scalar loops differ there too). Elsewhere each runs the NumPy statement
 
 Why: NumPy's masked ufunc loops take 1.6 ns an element (covariance at n=60: 2.9 us a masked
 zero fill, 4.4 us a masked division, 4.5 us a masked operand, 8.0 us the adjoint mirror's
-three statements), where a call here takes 2.1, 3.2, 3.9 and 3.0 us: about 1 us of Python
-checks, 0.5 us of Numba's dispatch and checks, then the loop, which LLVM vectorizes.
+three statements), where a call here takes 2.2, 3.4, 3.7 and 3.0 us: about 1 us of Python
+checks, 0.5 us of Numba's dispatch and the compiled checks, then the loop, which LLVM
+vectorizes.
 """
 from __future__ import annotations
 
@@ -64,14 +65,81 @@ _F64 = np.dtype(np.float64)
 ADD, SCALE, DIV, FILL, COPY, MOVE = range(6)
 
 
-@numba.njit(inline="always")
-def _rows(t, v, c, op, lower):
-    """The update `op` over the lower (upper) triangle of `t`, row by row (the operation chosen
-    once per row, so that each inner loop is one operation; unsigned indices, which Numba does
-    not wrap round, so that LLVM vectorizes the loops: 3x a fill's speed at n=200)."""
-    s = np.uint64(t.shape[0])
-    for i in range(s):
-        lo, hi = (np.uint64(0), i + np.uint64(1)) if lower else (i, s)
+@numba.njit(cache=True, error_model="numpy")  # IEEE division: x / 0.0 is inf or NaN, as NumPy's
+def _run(t, v, x, m, c, op, lower):
+    """The masked update `op` of `t` over its lower (upper) triangle (`t + v`, `t * c`, `t / c`,
+    `c`, `v`, or MOVE: `t + v` with `v` read and then set to 0.0 first) where the module
+    contract allows it, returning whether it ran; nothing is written otherwise. Checks the
+    shapes, `m`'s layout (C-ordered for the lower triangle, its transpose for the upper one: the
+    caller checks that `m` is the cached mask or a view of it), that the targets' elements are
+    distinct memory (rows, or columns, apart), that `v` does not overlap `t` (or, for COPY and
+    MOVE, that both are the mirror's views, slices of the contiguous `x`). Written as one
+    function (a compile of 1.5 s as six small functions, 0.7 s as one; zymo's own pipeline
+    compiles it in 0.46 s but its calls took 0.35 us longer). One signature (arrays of layout
+    "A"): the first call of a process costs one load from Numba's cache, the first on a machine
+    the compile."""
+    s = t.shape[0]
+    if t.shape[1] != s or v.shape[0] != s or v.shape[1] != s or m.shape[0] != s or m.shape[1] != s:
+        return False
+    if s > 1 and lower and (m.strides[0] != s or m.strides[1] != 1):
+        return False
+    if s > 1 and not lower and (m.strides[0] != 1 or m.strides[1] != s):
+        return False
+    for k in range(2 if op == MOVE else 1):  # written arrays: elements distinct memory
+        a = t if k == 0 else v
+        r, q = abs(a.strides[0]), abs(a.strides[1])
+        if not (s <= 1 or (q >= 8 and r >= s * q) or (r >= 8 and q >= s * r)):
+            return False
+    if s > 0 and (op == ADD or op == COPY or op == MOVE):
+        tlo = thi = np.intp(t.ctypes.data)  # the bytes t and v reach: [lo, hi)
+        vlo = vhi = np.intp(v.ctypes.data)
+        for d in range(2):
+            step = (s - 1) * t.strides[d]
+            if step < 0:
+                tlo += step
+            else:
+                thi += step
+            step = (s - 1) * v.strides[d]
+            if step < 0:
+                vlo += step
+            else:
+                vhi += step
+        if tlo < vhi + 8 and vlo < thi + 8:  # overlapping: only the mirror's two views
+            if op == ADD:
+                return False
+            n0, n1 = x.shape
+            rows = x.strides[0] == n1 * 8 and x.strides[1] == 8
+            cols = x.strides[0] == 8 and x.strides[1] == n0 * 8
+            own, other = t, v  # X[ibox, jbox], X[jbox, ibox].T
+            if op == COPY:
+                own, other = v, t
+            if not (rows or cols) or own.strides[0] != x.strides[0] or own.strides[1] != x.strides[1]:
+                return False
+            if other.strides[0] != x.strides[1] or other.strides[1] != x.strides[0]:
+                return False
+            oo = np.intp(own.ctypes.data) - np.intp(x.ctypes.data)  # own, other.T: where in x they start
+            ot = np.intp(other.ctypes.data) - np.intp(x.ctypes.data)
+            if oo < 0 or ot < 0 or oo % 8 or ot % 8:
+                return False
+            oo //= 8
+            ot //= 8
+            if rows:
+                r0, c0, r1, c1 = oo // n1, oo % n1, ot // n1, ot % n1
+            else:
+                r0, c0, r1, c1 = oo % n0, oo // n0, ot % n0, ot // n0
+            if r0 + s > n0 or c0 + s > n1 or r1 + s > n0 or c1 + s > n1 or r1 != c0 or c1 != r0:
+                return False
+            d = c0 - r0  # where j's box starts less where i's does
+            if d != 0 and d != (-1 if lower else 1):
+                return False
+    if abs(t.strides[0]) < abs(t.strides[1]):  # column by column: the transposes' other triangle
+        t, v, lower = t.T, v.T, not lower
+    # row by row, the operation chosen once per row (each inner loop one operation), unsigned
+    # indices (which Numba does not wrap round) so that LLVM vectorizes: a fill 3x at n=200
+    n = np.uint64(s)
+    for i in range(n):
+        lo = np.uint64(0) if lower else i
+        hi = i + np.uint64(1) if lower else n
         if op == ADD:
             for j in range(lo, hi):
                 t[i, j] = t[i, j] + v[i, j]
@@ -89,100 +157,9 @@ def _rows(t, v, c, op, lower):
                 t[i, j] = v[i, j]
         else:
             for j in range(lo, hi):
-                x = v[i, j]
+                y = v[i, j]
                 v[i, j] = 0.0
-                t[i, j] = t[i, j] + x
-
-
-@numba.njit(inline="always")
-def _separate(a):
-    """Whether the elements of the square `a` are distinct memory (rows, or columns, apart)."""
-    s = a.shape[0]
-    r, c = abs(a.strides[0]), abs(a.strides[1])
-    return s <= 1 or (c >= 8 and r >= s * c) or (r >= 8 and c >= s * r)
-
-
-@numba.njit(inline="always")
-def _span(a):
-    """The bytes `a` reaches: [first, last) addresses."""
-    lo = np.intp(a.ctypes.data)
-    hi = lo + 8
-    for k in range(2):
-        step = (a.shape[k] - 1) * a.strides[k]
-        if step < 0:
-            lo += step
-        else:
-            hi += step
-    return lo, hi
-
-
-@numba.njit(inline="always")
-def _at(a, x):
-    """The (row, column) of the contiguous `x` where `a` starts, or (-1, -1)."""
-    k = np.intp(a.ctypes.data) - np.intp(x.ctypes.data)
-    if k < 0 or k % 8:
-        return -1, -1
-    k //= 8
-    n0, n1 = x.shape
-    if x.strides[1] == 8:
-        return k // n1, k % n1
-    return k % n0, k // n0
-
-
-@numba.njit(inline="always")
-def _mirrored(a, b, x, lower):
-    """Whether `a = X[ibox, jbox]` and `b = X[jbox, ibox].T`, slices of the contiguous matrix
-    `x`, over the boxes of `codegen/triangles.py` (module contract)."""
-    n0, n1 = x.shape
-    rows = x.strides[0] == n1 * 8 and x.strides[1] == 8
-    cols = x.strides[0] == 8 and x.strides[1] == n0 * 8
-    if not (rows or cols) or n0 == 0 or n1 == 0:
-        return False
-    if a.strides[0] != x.strides[0] or a.strides[1] != x.strides[1]:
-        return False
-    if b.strides[0] != x.strides[1] or b.strides[1] != x.strides[0]:
-        return False
-    s = a.shape[0]
-    ra, ca = _at(a, x)
-    rb, cb = _at(b, x)  # where b.T, a slice with x's strides, starts
-    if ra < 0 or rb < 0 or ra + s > n0 or ca + s > n1 or rb + s > n0 or cb + s > n1:
-        return False
-    if rb != ca or cb != ra:
-        return False
-    d = ca - ra  # where j's box starts less where i's does
-    return d == 0 or d == (-1 if lower else 1)
-
-
-@numba.njit(cache=True, error_model="numpy")  # IEEE division: x / 0.0 is inf or NaN, as NumPy's
-def _run(t, v, x, m, c, op, lower):
-    """The masked update `op` of `t` over its lower (upper) triangle (`t + v`, `t * c`, `t / c`,
-    `c`, `v`, or MOVE: `t + v` with `v` read and then set to 0.0 first) where the module
-    contract allows it, returning whether it ran; nothing is written otherwise. Checks the
-    shapes, `m`'s layout (C-ordered for the lower triangle, its transpose for the upper one: the
-    caller checks that `m` is the cached mask or a view of it), that the targets' elements are
-    distinct memory, that `v` does not overlap `t` (or, for COPY and MOVE, that both are the
-    mirror's views of the contiguous `x`). One function, one signature (arrays of layout "A"):
-    the first call of a process costs one load from Numba's cache, the first on a machine one
-    compile. A column-major `t` runs column by column, walking memory in order."""
-    s = t.shape[0]
-    if t.shape[1] != s or v.shape[0] != s or v.shape[1] != s or m.shape[0] != s or m.shape[1] != s:
-        return False
-    if s > 1 and (m.strides[0] != (s if lower else 1) or m.strides[1] != (1 if lower else s)):
-        return False
-    if not _separate(t) or (op == MOVE and not _separate(v)):
-        return False
-    if op == ADD or op == COPY or op == MOVE:
-        tlo, thi = _span(t)
-        vlo, vhi = _span(v)
-        if s > 0 and tlo < vhi and vlo < thi:
-            if op == ADD:
-                return False
-            if not (_mirrored(v, t, x, lower) if op == COPY else _mirrored(t, v, x, lower)):
-                return False
-    if abs(t.strides[0]) >= abs(t.strides[1]):
-        _rows(t, v, c, op, lower)
-    else:  # column by column: the transposes' other triangle
-        _rows(t.T, v.T, c, op, not lower)
+                t[i, j] = t[i, j] + y
     return True
 
 
