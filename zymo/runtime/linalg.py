@@ -514,25 +514,34 @@ def blas_ready(written, read, bounds):
         b = a.base
         if b is None:
             b = a
-        own = own and type(b) is np.ndarray and b.flags.owndata  # memory of its own (not a C API wrapper)
-        bases.append(b)
+        if own and not (type(b) is np.ndarray and b.flags.owndata):
+            own = False  # memory of its own (not a C API wrapper)
+        bases.append(id(b))
     for i, w in enumerate(written):
-        b = bases[i]
-        if own and sum(x is b for x in bases) == 1:
+        if own and bases.count(bases[i]) == 1:
             continue  # its memory is an allocation of its own: no other array can reach it
         if any(j != i and np.shares_memory(w, a) for j, a in enumerate(arrays)):
             return False
-    for a, *sizes in bounds:
-        shape = a.shape
-        if len(shape) != len(sizes):
+    for entry in bounds:
+        shape = entry[0].shape
+        if len(shape) + 1 != len(entry):
             return False
-        for n, s in zip(sizes, shape):
+        if len(entry) == 3:  # a matrix's (the common case, first)
+            n0, n1 = entry[1], entry[2]
+            if type(n0) is int and type(n1) is int:
+                if 0 <= n0 <= shape[0] and 0 <= n1 <= shape[1]:
+                    continue
+                return False
+        for d, s in enumerate(shape, 1):
+            n = entry[d]
             if type(n) is int:
-                if not 0 <= n <= s:
+                if n < 0 or n > s:
                     return False
-                continue
-            start, stop = n if isinstance(n, tuple) else (0, n)
-            if not (isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer))
-                    and 0 <= start <= stop <= s):
+            elif type(n) is tuple:
+                start, stop = n
+                if not (type(start) is int or isinstance(start, np.integer)) or not (
+                        type(stop) is int or isinstance(stop, np.integer)) or not 0 <= start <= stop <= s:
+                    return False
+            elif not isinstance(n, np.integer) or not 0 <= n <= s:
                 return False
     return True

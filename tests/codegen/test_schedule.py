@@ -1,0 +1,319 @@
+"""Loop nests scheduled unit by unit (`codegen/schedule.py`) and lowered by `codegen/idioms.py`:
+scalar expansion, own-element maps, diagonal elements, and units run in another order than
+written where the dependences demand it (symm). Each rewritten program is run against the
+loops it replaces; the refused nests stay loops; gradients end to end against central
+differences and the Python backend."""
+from __future__ import annotations
+
+import ast
+import math
+
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo import runtime as _rt
+from zymo.codegen.idioms import blas_nests
+from zymo.codegen.numba import masked as _tri_ops
+from zymo.codegen.schedule import scheduled
+from zymo.testing import check_grad
+
+# the forward and adjoint nests reverse mode writes for a gemm with a scalar accumulator
+GEMM_ACC = '''
+def g(alpha, beta, C, A, B, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                a = A[i, k]
+                b = B[k, j]
+                acc = acc + a * b
+            C[i, j] = beta * C[i, j] + alpha * acc
+    return C
+'''
+
+GEMM_ACC_ADJOINT = '''
+def g(alpha, beta, A, B, dC, dA, dB, n, m, p):
+    for _r_2 in range(n):
+        i = n - 1 - _r_2
+        for _r_1 in range(m):
+            j = m - 1 - _r_1
+            dt = dC[i, j]
+            dC[i, j] = 0.0
+            dacc = alpha * dt
+            dC[i, j] += beta * dt
+            dacc_next = dacc
+            for _r in range(p):
+                k = p - 1 - _r
+                a = A[i, k]
+                b = B[k, j]
+                d = dacc_next
+                da = d * b
+                dB[k, j] += a * d
+                dA[i, k] += da
+                dacc_next = d
+    return dA
+'''
+
+SYMM = '''
+def g(alpha, beta, C, A, B, n_1, n):
+    for i in range(n_1):
+        for i_1 in range(n):
+            temp2 = 0.0
+            for i_2 in range(i):
+                t_7 = alpha * B[i, i_1]
+                A_3 = A[i, i_2]
+                C[i_2, i_1] = C[i_2, i_1] + t_7 * A_3
+                B_2 = B[i_2, i_1]
+                A_2 = A[i, i_2]
+                temp2 = temp2 + B_2 * A_2
+            t_4 = alpha * B[i, i_1]
+            A_1 = A[i, i]
+            C[i, i_1] = beta * C[i, i_1] + t_4 * A_1 + alpha * temp2
+    return C
+'''
+
+SYMM_ADJOINT = '''
+def g(alpha, beta, A, B, dC, dA, dB, n_1, n):
+    for _r_2 in range(n_1):
+        i = n_1 - 1 - _r_2
+        for _r_1 in range(n):
+            i_1 = n - 1 - _r_1
+            t_4 = alpha * B[i, i_1]
+            A_1 = A[i, i]
+            dt_1 = dC[i, i_1]
+            dC[i, i_1] = 0.0
+            dtemp2 = alpha * dt_1
+            dt_6 = dt_1 * A_1
+            dA[i, i] += t_4 * dt_1
+            dB[i, i_1] += alpha * dt_6
+            dC[i, i_1] += beta * dt_1
+            dtemp2_next = dtemp2
+            for _r in range(i):
+                i_2 = i - 1 - _r
+                t_7 = alpha * B[i, i_1]
+                A_3 = A[i, i_2]
+                B_2 = B[i_2, i_1]
+                A_2 = A[i, i_2]
+                dt_7 = dtemp2_next
+                dB_2 = dt_7 * A_2
+                dA[i, i_2] += B_2 * dt_7
+                dB[i_2, i_1] += dB_2
+                dt_9 = dC[i_2, i_1]
+                dt_11 = dt_9 * A_3
+                dA[i, i_2] += t_7 * dt_9
+                dB[i, i_1] += alpha * dt_11
+                dtemp2_next = dt_7
+    return dA, dB, dC
+'''
+
+ND = {"A": 2, "B": 2, "C": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1}
+NUMBERS = frozenset({"alpha", "beta", "n", "m", "p", "n_1", "i", "j", "k", "i_1", "i_2"})
+
+
+def _run(src: str, *args):
+    ns = {"np": np, "math": math, "_rt": _rt, "_tri_ops": _tri_ops}
+    exec(src, ns)
+    return ns["g"](*args)
+
+
+def _copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _same_as_loops(src: str, args, rtol=1e-12):
+    """`src` rewritten, run against the loops on copies of `args`; the rewritten source."""
+    out = blas_nests(src, ND, NUMBERS)
+    want = _run(src, *_copies(args))
+    got = _run(out, *_copies(args))
+    for a, b in zip(want if isinstance(want, tuple) else [want], got if isinstance(got, tuple) else [got]):
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-13)
+    return out
+
+
+def _statements(out: str) -> list[str]:
+    """The rewritten branch's statements, in order."""
+    fn = ast.parse(out).body[0]
+    guarded = next(s for s in fn.body if isinstance(s, ast.If))  # type: ignore[attr-defined]
+    return [ast.unparse(s) for s in guarded.body]
+
+
+def test_scalar_accumulator_becomes_an_array_and_products():
+    rng = np.random.default_rng(0)
+    n, m, p = 5, 4, 3
+    out = _same_as_loops(GEMM_ACC, [1.5, 0.5, rng.random((n, m)), rng.random((n, p)), rng.random((p, m)), n, m, p])
+    body = _statements(out)
+    assert body[0].startswith("_x_acc = np.empty((_rt.span(0, n), _rt.span(0, m)), np.float64)")
+    assert body[1:] == ["_x_acc[:n, :m] = 0.0", "_x_acc[:n, :m] += A[:n, :p] @ B[:p, :m]",
+                        "C[:n, :m] = beta * C[:n, :m] + alpha * _x_acc[:n, :m]"]
+    assert "C.dtype == np.float64" in out  # the expanded scalars hold float64: so must the arrays
+
+
+def test_adjoint_of_the_accumulator_reads_the_shadow_before_the_round_trip_scales_it():
+    rng = np.random.default_rng(1)
+    n, m, p = 5, 4, 3
+    args = [1.5, 0.5, rng.random((n, p)), rng.random((p, m)), rng.random((n, m)), rng.random((n, p)),
+            rng.random((p, m)), n, m, p]
+    body = _statements(_same_as_loops(GEMM_ACC_ADJOINT, args))
+    # the carried copy `dacc_next = d` is dropped; `_x = alpha * dC` runs before `dC *= beta`
+    assert body[1:] == ["_x_dacc_next[:n, :m] = alpha * dC[:n, :m]", "dC[:n, :m] *= beta",
+                        "dB[:p, :m] += A[:n, :p].T @ _x_dacc_next[:n, :m]",
+                        "dA[:n, :p] += _x_dacc_next[:n, :m] @ B[:p, :m].T"]
+
+
+def test_symm_units_run_in_the_order_their_dependences_need():
+    rng = np.random.default_rng(2)
+    n1, n = 6, 4
+    out = _same_as_loops(SYMM, [1.5, 1.2, rng.random((n1, n)), rng.random((n1, n1)), rng.random((n1, n)), n1, n])
+    body = _statements(out)
+    # temp2's products first, then the map reading C[i, j] (before any row is added into),
+    # then the rows of C below the diagonal added into: the reverse of the order written
+    at = [next(k for k, s in enumerate(body) if s.startswith(p))
+          for p in ("_x_temp2[:n_1, :n] = 0.0", "_x_temp2[1:n_1, :n] +=", "C[:n_1, :n] = beta * C[:n_1, :n]",
+                    "C[:n_1 - 1, :n] +=")]
+    assert at == sorted(at)
+    assert "A[:n_1, :n_1].diagonal()[:, None]" in out  # the diagonal factor A[i, i]
+
+
+def test_symm_adjoint_with_a_diagonal_target_and_reordered_units():
+    rng = np.random.default_rng(3)
+    n1, n = 6, 4
+    args = [1.5, 1.2, rng.random((n1, n1)), rng.random((n1, n)), rng.random((n1, n)), rng.random((n1, n1)),
+            rng.random((n1, n)), n1, n]
+    out = _same_as_loops(SYMM_ADJOINT, args)
+    body = _statements(out)
+    assert any(s.startswith("_rt.diagonal_view(dA[:n_1, :n_1])[...] += alpha * np.einsum('ab,ab->a'")
+               for s in body)
+    assert body[-1] == "dC[:n_1, :n] *= beta"  # the round trip runs after every unit reading dC
+
+
+def test_schedule_orders_and_drops_the_carried_copy():
+    nest = ast.parse(GEMM_ACC_ADJOINT).body[0].body[0]  # type: ignore[attr-defined]
+    taken: set[str] = set()
+
+    def fresh(base: str) -> str:
+        taken.add(base)
+        return base
+    plan = scheduled(nest, fresh)
+    assert plan is not None and plan.arrays == {"_x_dacc_next": ("n", "m")}
+    last = [ast.unparse(p.body[-1]) for p in plan.pieces]
+    assert last == ["_x_dacc_next[i, j] = dacc", "dC[i, j] += beta * dt", "dB[k, j] += a * d", "dA[i, k] += da"]
+    assert all("= d\n" not in ast.unparse(ast.Module(p.body, [])) + "\n" for p in plan.pieces)
+
+
+@pytest.mark.parametrize("src", [
+    # `s` carried from one iteration to the next beside the accumulator: no schedule
+    '''
+def g(A, B, C, x, n, m, p):
+    s = 0.0
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc = acc + A[i, k] * B[k, j]
+            C[i, j] = acc
+            s = s + acc
+            x[i] = s
+    return C
+''',
+    # the scalar is an index: an int there, not expanded (a float64 element would not index)
+    '''
+def g(A, B, C, x, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            q = j // 1
+            for k in range(p):
+                C[i, j] += A[i, k] * B[k, j]
+                x[q] += A[i, k]
+    return C
+''',
+    # the accumulator read before it is assigned in its iteration (carried over j)
+    '''
+def g(A, B, C, n, m, p):
+    for i in range(n):
+        acc = 0.0
+        for j in range(m):
+            for k in range(p):
+                acc = acc + A[i, k] * B[k, j]
+            C[i, j] = acc
+    return C
+''',
+])
+def test_refused_nests_stay_loops(src):
+    assert blas_nests(src, ND, NUMBERS) == src
+
+
+def test_a_cycle_of_dependences_is_refused():
+    # unit 1 reads row i + 1 of C (not an index form: any order), unit 2 writes row i
+    src = '''
+def g(A, B, C, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc = acc + A[i, k] * B[k, j]
+            C[i, j] = acc
+            B[i, j] = acc
+    return C
+'''
+    nest = ast.parse(src).body[0].body[0]  # type: ignore[attr-defined]
+    assert scheduled(nest, lambda b: b) is None  # B read by the product and written: a cycle
+
+
+def test_float32_arrays_run_the_loops():
+    rng = np.random.default_rng(4)
+    n, m, p = 5, 4, 3
+    args = [1.5, 0.5, rng.random((n, m)).astype(np.float32), rng.random((n, p)).astype(np.float32),
+            rng.random((p, m)).astype(np.float32), n, m, p]
+    out = blas_nests(GEMM_ACC, ND, NUMBERS)
+    want = _run(GEMM_ACC, *_copies(args))
+    got = _run(out, *_copies(args))
+    assert got.dtype == np.float32 and np.array_equal(got, want)  # the loops ran: bit for bit
+
+
+def gemm_acc(alpha, beta, C, A, B):
+    n, m = C.shape
+    p = A.shape[1]
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = beta * C[i, j] + alpha * acc
+    return np.sum(C * C)
+
+
+def symm(alpha, beta, C, A, B):
+    m, n = C.shape
+    for i in range(m):
+        for j in range(n):
+            temp2 = 0.0
+            for k in range(i):
+                C[k, j] += alpha * B[i, j] * A[i, k]
+                temp2 += B[k, j] * A[i, k]
+            C[i, j] = beta * C[i, j] + alpha * B[i, j] * A[i, i] + alpha * temp2
+    return np.sum(C * C)
+
+
+@pytest.mark.parametrize("f, shapes, products", [
+    (gemm_acc, [(5, 4), (5, 3), (3, 4)], 3),  # forward one, adjoint two
+    (symm, [(6, 4), (6, 6), (6, 4)], 6),  # forward two over a triangle, adjoint four
+])
+def test_gradients_match_python_and_differences(f, shapes, products):
+    rng = np.random.default_rng(5)
+    args = [1.3, 0.7, *(rng.random(s) for s in shapes)]
+    check_grad(f, *args, modes=("reverse",))
+    runs = {}
+    for numba in ("kernels", False):
+        copies = _copies(args)
+        shadows = [np.zeros_like(a) for a in copies[2:]]
+        zymo.autodiff(Reverse, f, Active, *copies[:2], *(Duplicated(a, s) for a, s in zip(copies[2:], shadows)),
+                      numba=numba)
+        runs[numba] = shadows
+    for a, b in zip(runs["kernels"], runs[False]):
+        assert np.any(b != 0.0)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    code = zymo.generated_code(Reverse, f, Active, *args[:2], *(Duplicated(a, np.zeros_like(a)) for a in args[2:]),
+                               numba="kernels")
+    assert code.count(" @ ") + code.count("_rt.tri_dot(") == products
