@@ -108,7 +108,7 @@ def g(alpha, beta, A, B, dC, dA, dB, n_1, n):
     return dA, dB, dC
 '''
 
-ND = {"A": 2, "B": 2, "C": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1}
+ND = {"A": 2, "B": 2, "C": 2, "D": 2, "E": 2, "dA": 2, "dB": 2, "dC": 2, "x": 1, "y": 1}
 NUMBERS = frozenset({"alpha", "beta", "n", "m", "p", "n_1", "i", "j", "k", "i_1", "i_2"})
 
 
@@ -317,3 +317,66 @@ def test_gradients_match_python_and_differences(f, shapes, products):
     code = zymo.generated_code(Reverse, f, Active, *args[:2], *(Duplicated(a, np.zeros_like(a)) for a in args[2:]),
                                numba="kernels")
     assert code.count(" @ ") + code.count("_rt.tri_dot(") == products
+
+
+# -- what the review found (helper 59): each runs as the loops do ---------------------------------
+
+def test_a_round_trip_reads_the_temporaries_assigned_inside_it():
+    src = '''
+def g(alpha, beta, A, B, C, D, E, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc = acc + A[i, k] * B[k, j]
+            C[i, j] = beta * C[i, j] + alpha * acc
+            t = D[i, j]
+            D[i, j] = 0.0
+            u = beta * t
+            E[i, j] = u * A[i, j]
+            D[i, j] += u
+    return C, D, E
+'''
+    rng = np.random.default_rng(8)
+    n, m, p = 3, 4, 2
+    args = [1.5, 0.5, rng.random((n, 4)) + 1, rng.random((p, m)), rng.random((n, m)), rng.random((n, m)),
+            rng.random((n, m)), n, m, p]
+    out = _same_as_loops(src, args)
+    assert "D[:n, :m] *= beta" in out
+
+
+def test_an_output_index_no_factor_carries_is_broadcast():
+    src = '''
+def g(A, B, C, D, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            for k in range(p):
+                C[i, j] += A[i, k] * B[k, j]
+                D[i, j] += A[i, k] * B[i, k]
+    return C, D
+'''
+    rng = np.random.default_rng(9)
+    n, m, p = 3, 4, 5
+    out = _same_as_loops(src, [rng.random((n, p)), rng.random((6, 6)), rng.random((n, m)), rng.random((n, m)),
+                               n, m, p])
+    assert "np.einsum('ac,ac->a', A[:n, :p], B[:n, :p])[:, None]" in out
+
+
+def test_a_factor_without_the_summed_index_stays_in_the_loop():
+    # einsum would take x[j] out of the sum: inf * (sum) where the loops add inf - inf = nan
+    src = '''
+def g(A, B, E, x, y, n, p):
+    for i in range(n):
+        for j in range(n):
+            y[j] -= A[j, i] * x[j]
+            for k in range(p):
+                E[j, i] += A[i, k] * B[k, j]
+    return E, y
+'''
+    A = np.array([[1.0, -2.0, 0.5], [1.0, -3.0, 1.0], [0.5, 0.5, 0.5]])
+    args = [A, np.ones((2, 3)), np.zeros((3, 3)), np.array([1.0, np.inf, 1.0]), np.zeros(3), 3, 2]
+    out = blas_nests(src, ND, NUMBERS)
+    assert "np.einsum" not in out
+    with np.errstate(invalid="ignore"):
+        want, got = _run(src, *_copies(args)), _run(out, *_copies(args))
+    assert np.isnan(want[1][1]) and np.array_equal(want[1], got[1], equal_nan=True)

@@ -40,6 +40,18 @@ only numbers). A nest is rewritten when all of this holds, else it is left as it
   an array before those writing it); each product's factors are numbers of `numbers` and array elements
   subscripted by distinct loop indices, with an index summed over exactly two factors of at
   most two dimensions (`@`, BLAS), over one factor (`.sum`), or none (broadcasting);
+- or, where that distribution is not proved (a scalar passed between pieces, a piece that
+  must run before one written above it), `codegen/schedule.py` cuts the nest into one piece
+  per array update, scalars passed between its runs held in new float64 arrays (allocated in
+  the rewritten branch; the guard then requires every array the nest touches to be float64),
+  and orders the pieces by their dependences: a gemm written with a scalar accumulator
+  (`acc = 0.0; for k: acc += A[i, k] * B[k, j]; C[i, j] = beta * C[i, j] + alpha * acc`),
+  symm;
+- a map may read the element it writes where each iteration of its piece reaches its own
+  element (`C[i, j] = beta * C[i, j] + ...`), and no other statement of the piece writes the
+  array; an element may be a diagonal one, `A[i, i]` (a factor: the box's `.diagonal()`; a
+  target: `_rt.diagonal_view`); a product none of `@`, `.sum` or broadcasting writes
+  (`B[i, j] * C[i, j]` summed over `j`) is one `np.einsum`;
 - no name the nest writes (temporaries, loop indices) is read after it;
 - some piece holds a matrix-matrix product (O(n^3) work on O(n^2) data): matrix-vector
   products and rank-1 updates alone stay loops, which the kernels run faster than the NumPy
@@ -716,10 +728,13 @@ class _Lowering:
                 prod = _arrange(f"({f} @ {g})", rows + cols, out)
             self.products += len(lf) == len(lg) == 2
         else:  # products summed otherwise (`B[i, j] * C[i, j]` over `j`): one einsum
+            if any(v not in lab for lab in labels for v in summed):
+                return None  # einsum would take such a factor out of the sum: not the loops' sum of products
             letters = {v: chr(ord("a") + k) for k, v in enumerate(self.vars)}
+            present = [v for v in out if any(v in lab for lab in labels)]
             spec = ",".join("".join(letters[v] for v in lab) for lab in labels)
-            spec += "->" + "".join(letters[v] for v in out)
-            prod = f"np.einsum('{spec}', {', '.join(srcs)})"
+            spec += "->" + "".join(letters[v] for v in present)
+            prod = _arrange(f"np.einsum('{spec}', {', '.join(srcs)})", present, out)
         coef = _coef(term)
         if prod is None:
             return coef or "1"

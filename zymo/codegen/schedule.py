@@ -233,7 +233,7 @@ class _Units:
         indices = {lp.var for lp in loops} | {lp.counter for lp in loops if lp.counter}
         temps: dict[str, tuple[int, ast.stmt, set[str]]] = {}  # name -> (position, statement, temporaries read)
         positions: dict[int, int] = {}
-        consumed: set[int] = set()
+        pending: dict[int, int] = {}  # a round trip's `X[o] += e` -> its `X[o] = 0.0`
         for k, t in enumerate(body):
             positions[k] = self.pos
             self.pos += 1
@@ -253,14 +253,13 @@ class _Units:
                 continue
             if not isinstance(target, ast.Subscript) or not isinstance(target.value, ast.Name):
                 raise _Refused
-            if k in consumed:
-                continue
-            stmts = [(positions[k], t)]
             trip = _round_trip(body, k)
             if trip is not None:
-                consumed.add(trip)
-                stmts.append((positions[k] + (trip - k), body[trip]))  # positions of a run are consecutive
-            self.unit(loops, keys, stmts, temps, trip is not None)
+                pending[trip] = k  # the unit is made at its `+=`, with the temporaries assigned by then
+            elif k in pending:
+                self.unit(loops, keys, [(positions[pending[k]], body[pending[k]]), (positions[k], t)], temps, True)
+            else:
+                self.unit(loops, keys, [(positions[k], t)], temps, False)
 
     def unit(self, loops: list[Any], keys: list[int], stmts: list[tuple[int, ast.stmt]],
              temps: dict[str, tuple[int, ast.stmt, set[str]]], trip: bool) -> None:
@@ -273,6 +272,9 @@ class _Units:
                 todo += list(temps[name][2])
         parts = [(pos, copy.deepcopy(t)) for pos, t in
                  sorted([*stmts, *((temps[n][0], temps[n][1]) for n in need)], key=lambda x: x[0])]
+        bound = set(need) | {lp.var for lp in loops} | {lp.counter for lp in loops if lp.counter}
+        if any(n.id in self.assigned and n.id not in bound for _, t in parts for n in _names(t)):
+            raise _Refused  # a name the nest assigns that the unit would read unassigned
         accesses = []
         for pos, t in parts:
             target = _target(t)
