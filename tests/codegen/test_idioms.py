@@ -689,11 +689,15 @@ def test_division_by_a_number_divides_as_the_loops_do():
 def test_adjacent_products_into_one_target_merge_and_others_do_not():
     from zymo.codegen.idioms import _merge_products
 
-    def merged(src, scales=None):
-        out = _merge_products(ast.parse(src).body, frozenset({"c", "d", "t"}), scales)
+    def merged(src, scales=None, finite=None):
+        out = _merge_products(ast.parse(src).body, frozenset({"c", "d", "t"}), scales, {"A", "B", "C"}, finite)
         return "\n".join(ast.unparse(st) for st in out)
 
-    assert merged("X[:n] += A @ B\nX[:n] += A @ C.T") == "X[:n] += A @ (B + C.T)"
+    finite: list[str] = []
+    assert merged("X[:n] += A @ B\nX[:n] += A @ C.T", finite=finite) == "X[:n] += A @ (B + C.T)"
+    assert finite == ["A"]  # checked by the guard: an infinity in the shared factor would change the sum
+    assert merged("X[:n] += W @ B\nX[:n] += W @ C") == \
+        "if np.isfinite(W).all():\n    X[:n] += W @ (B + C)\nelse:\n    X[:n] += W @ B\n    X[:n] += W @ C"
     assert merged("X[:n] += A @ B\nX[:n] += C @ B") == "X[:n] += (A + C) @ B"
     for kept in ["X[:n] += A @ B\nX[1:n] += A @ C",  # another target
                  "X[:n] += A @ B\nX[:n] -= A @ C",  # not both additions

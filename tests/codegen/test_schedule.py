@@ -380,3 +380,79 @@ def g(A, B, E, x, y, n, p):
     with np.errstate(invalid="ignore"):
         want, got = _run(src, *_copies(args)), _run(out, *_copies(args))
     assert np.isnan(want[1][1]) and np.array_equal(want[1], got[1], equal_nan=True)
+
+
+# -- what the second review found (helper 60) ------------------------------------------------------
+
+@pytest.mark.parametrize("src", [
+    # a "round trip" whose `+=` reads the element it zeroed: not `C[o] = 2.0 * C[o]`
+    '''
+def g(A, B, C, D, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            C[i, j] = 0.0
+            C[i, j] += 2.0 * C[i, j]
+            for k in range(p):
+                D[i, j] += A[i, k] * B[k, j]
+    return C, D
+''',
+    '''
+def g(A, B, C, D, n, m, p):
+    for i in range(n):
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = 0.0
+            C[i, j] += acc + C[i, j]
+    return C, D
+''',
+])
+def test_a_round_trip_reading_its_zero_is_no_round_trip(src):
+    rng = np.random.default_rng(10)
+    n, m, p = 3, 4, 2
+    _same_as_loops(src, [rng.random((n, p)), rng.random((p, m)), rng.random((n, m)), rng.random((n, m)), n, m, p])
+
+
+def test_int_scalars_are_not_expanded():
+    src = '''
+def g(A, B, C, D, n, m, p):
+    for i in range(n):
+        t = 3 * i
+        for j in range(m):
+            acc = 0.0
+            for k in range(p):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+        for j in range(m):
+            D[i, j] = B[0, j] * (t ^ 1)
+    return C, D
+'''
+    nest = ast.parse(src).body[0].body[0]  # type: ignore[attr-defined]
+    plan = scheduled(nest, lambda b: b)
+    assert plan is None or "_x_t" not in plan.arrays  # `t` an int: `^` on a float64 element would raise
+    rng = np.random.default_rng(11)
+    n, m, p = 3, 4, 2
+    _same_as_loops(src, [rng.random((n, p)), rng.random((p, m)), rng.random((n, m)), rng.random((n, m)), n, m, p])
+
+
+def test_merged_products_only_where_the_shared_factor_is_finite():
+    src = '''
+def g(A, B, C, D, n, p):
+    for i in range(n):
+        for j in range(n):
+            for k in range(p):
+                C[i, j] += A[i, k] * B[k, j]
+            for k in range(p):
+                C[i, j] += A[i, k] * D[k, j]
+    return C
+'''
+    out = blas_nests(src, ND, NUMBERS)
+    assert "A[:n, :p] @ (B[:p, :n] + D[:p, :n])" in out and "np.isfinite(A[:n, :p]).all()" in out
+    A = np.array([[np.inf, 1.0], [1.0, 1.0]])
+    args = [A, np.ones((2, 2)), np.zeros((2, 2)), np.array([[-2.0, -2.0], [1.0, 1.0]]), 2, 2]
+    with np.errstate(invalid="ignore"):
+        want, got = _run(src, *_copies(args)), _run(out, *_copies(args))
+    assert np.isnan(want[0, 0]) and np.array_equal(want, got, equal_nan=True)  # inf - inf, as the loops add
+    args[0] = np.array([[3.0, 1.0], [1.0, 1.0]])
+    _same_as_loops(src, args)

@@ -371,8 +371,9 @@ class _Rewriter:
         if not products:
             return None
         scales: list[str] = []  # the coefficients products merged under: checked finite and nonzero
+        read_only = {n.value.id for n in subs} - written  # type: ignore[attr-defined]
         body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh), self.numbers,
-                               scales)
+                               scales, read_only, finite)
         body = compiled_masks(_triangular_products(body))
         requires += [f"np.isfinite({c}) and {c} != 0" for c in scales]
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
@@ -851,7 +852,8 @@ def _transposed(src: str) -> str:
 
 
 def _merge_products(body: list[ast.stmt], numbers: frozenset[str] = frozenset(),
-                    scales: list[str] | None = None) -> list[ast.stmt]:
+                    scales: list[str] | None = None, read_only: set[str] | None = None,
+                    finite: list[str] | None = None) -> list[ast.stmt]:
     """Accumulations of products into one target that share a factor, `X += A @ B; X += A @ C`
     (or `A @ B` and `C @ B`), as one: `X += A @ (B + C)`: the same sum of products in another
     order (module contract). With one number coefficient on both (`X += c * (A @ B); X += c *
@@ -862,16 +864,24 @@ def _merge_products(body: list[ast.stmt], numbers: frozenset[str] = frozenset(),
     (`_coef`'s forms), evaluated the same before the nest as at either statement: it names no
     array, and the nest writes no number it reads. Neither statement reads an array it writes
     (module contract), so the second's operands read the same elements before and after the
-    first; see `_merged` for the statements that may stand between them."""
+    first; see `_merged` for the statements that may stand between them. The merged statement
+    computes the loops' sum only where the shared factor is finite: with `A` finite, the two
+    sums hold the same infinities (one sign: that infinity; both: nan), where `inf * 1.0 + inf *
+    -2.0` is nan and `inf * (1.0 - 2.0)` not. A factor that is a slice of an array of
+    `read_only` (the nest does not write it) is added to `finite`, which the nest's guard checks;
+    any other merge runs as `if np.isfinite(A).all(): X += A @ (B + C) else: X += A @ B; X += A @
+    C`."""
     out: list[ast.stmt] = []
     for st in body:
-        if _merged(st, out, numbers, scales if scales is not None else []):
+        if _merged(st, out, numbers, scales if scales is not None else [], read_only or set(),
+                   finite if finite is not None else []):
             continue
         out.append(st)
     return out
 
 
-def _merged(st: ast.stmt, out: list[ast.stmt], numbers: frozenset[str], scales: list[str]) -> bool:
+def _merged(st: ast.stmt, out: list[ast.stmt], numbers: frozenset[str], scales: list[str], read_only: set[str],
+            finite: list[str]) -> bool:
     """Whether `st` was merged into an earlier statement of `out`: the last one, or one that
     only assignments follow that write nothing `st` names and name nothing `st` writes (syr2k's
     `dA += ...; dB += ...; dA += ...`): `st` then commutes with them. The arrays of a nest
@@ -885,19 +895,35 @@ def _merged(st: ast.stmt, out: list[ast.stmt], numbers: frozenset[str], scales: 
             (ca, a), (cb, b) = _scaled_product(prev.value, numbers), _scaled_product(st.value, numbers)
             if a is None or b is None or ast.dump(ca) != ast.dump(cb):
                 return False
+            apart = [copy.deepcopy(prev), copy.deepcopy(st)]
             if ast.dump(a.left) == ast.dump(b.left):
+                shared = a.left
                 a.right = ast.BinOp(a.right, ast.Add(), b.right)
             elif ast.dump(a.right) == ast.dump(b.right):
+                shared = a.right
                 a.left = ast.BinOp(a.left, ast.Add(), b.left)
             else:
                 return False
             if not (isinstance(ca, ast.Constant) and ca.value is None):
                 scales.append(ast.unparse(ca))
+            # an infinity in the shared factor: inf * b + inf * d (b > 0 > d) is nan, inf * (b + d) not
+            factor = _operand_of(shared)
+            array = factor.value if isinstance(factor, ast.Subscript) else factor
+            if isinstance(array, ast.Name) and array.id in read_only:
+                finite.append(ast.unparse(factor))
+            else:
+                test = ast.parse(f"np.isfinite({ast.unparse(factor)}).all()", mode="eval").body
+                out[out.index(prev)] = ast.If(test=test, body=[prev], orelse=apart)
             return True
         if not isinstance(prev, (ast.AugAssign, ast.Assign)) or _written(prev) & names \
                 or _written(st) & (_loads(prev) | _stores(prev)):
             return False
     return False
+
+
+def _operand_of(e: ast.expr) -> ast.expr:
+    """The array a product's factor reads (`w.T`'s `w`)."""
+    return e.value if isinstance(e, ast.Attribute) and e.attr == "T" else e
 
 
 def _written(st: ast.AugAssign | ast.Assign) -> set[str]:
@@ -968,7 +994,7 @@ def _summands(e: ast.expr, neg: bool) -> list[tuple[bool, ast.expr]]:
 
 def _round_trips(stmts: list[ast.stmt]) -> dict[int, int]:
     """Reverse mode's round trips: `k -> j` for each `X[o] = 0.0` at `k` followed by
-    `X[o] += e` at `j`, no statement between them naming `X`."""
+    `X[o] += e` at `j`, `e` and every statement between them naming no `X`."""
     out: dict[int, int] = {}
     for k, s in enumerate(stmts):
         if not (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
@@ -979,7 +1005,8 @@ def _round_trips(stmts: list[ast.stmt]) -> dict[int, int]:
         for j in range(k + 1, len(stmts)):
             t = stmts[j]
             if isinstance(t, ast.AugAssign) and isinstance(t.op, ast.Add) and _same(t.target, target):
-                out[k] = j
+                if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t.value)):
+                    out[k] = j  # (`X[o] += 2.0 * X[o]` reads the zero: no round trip)
                 break
             if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
                 break

@@ -12,8 +12,9 @@ has):
    element `_x[v1, ..., vd]` of a new float64 array indexed by the indices of the loops
    around `B` (all of them over `range(N)`, forward or reversed, `N` an int or a name the nest
    does not write: no triangle). It is done where the name's first occurrence in `B` is such
-   an assignment, not reading the name, the name occurs nowhere in the nest outside `B`, and
-   never in a subscript's index or a loop's bounds (an int there):
+   an assignment, not reading the name, the name occurs nowhere in the nest outside `B`,
+   never in a subscript's index or a loop's bounds (an int there), and every value assigned
+   to it is a float (it reads an array element or a float constant, or such a name):
    each iteration then assigns its own element before reading it, so every element sees the
    scalar's values in the scalar's order. The arrays come back in `Schedule.arrays` (name ->
    the sources of its shape's bounds), to be allocated before the nest's statements run.
@@ -21,9 +22,11 @@ has):
    assignment; reverse mode's round trip `X[o] = 0.0; ...; X[o] += e`, no statement between
    naming `X`, as one) is a unit: a perfect nest of the loops around it, whose body is the
    statement after copies of the temporaries (names assigned in the same run, before it)
-   it reads, in their order. A temporary read before it is assigned in its run, assigned
-   twice in one run, or named in another run, or an augmented assignment to a name, and the
-   nest is refused. A unit `X[o] = t`, `t` a temporary holding `X[o]` and nothing storing
+   it reads, in their order. A temporary belongs to the loop body whose top level assigns it
+   (later statements of that level may read it, their loads keeping its position); one read
+   before it is assigned in an iteration, assigned twice, or read inside another body (an
+   inner loop's: expansion's business), or an augmented assignment to a name, and the nest is
+   refused. A unit `X[o] = t`, `t` a temporary holding `X[o]` and nothing storing
    into `X` between the two, changes nothing and is dropped (a carried scalar's last copy).
 3. *Dependences.* Every access (a load or store of an element) has the position of the
    statement that runs it in the nest's text (a temporary's load: the temporary's). Two
@@ -121,7 +124,8 @@ def _expand(nest: ast.For, head: Callable[[ast.stmt], Any], fresh: Callable[[str
         rect = rect and loop.lo is None and not any(n.id in names for n in _names(loop.bound))
         if rect:
             for name in _crossing(body):
-                if name in names or not _first_assigned(body, name) or _indexes(nest, name):
+                if name in names or not _first_assigned(body, name) or _indexes(nest, name) \
+                        or not _floats(body, name):
                     continue
                 inside = {id(n) for t in body for n in _names(t) if n.id == name}
                 if any(n.id == name and id(n) not in inside for n in _names(nest)):
@@ -159,6 +163,51 @@ def _crossing(body: list[ast.stmt]) -> list[str]:
         if inner or len(runs) > 1:
             out.append(name)
     return out
+
+
+def _floats(body: list[ast.stmt], name: str) -> bool:
+    """Whether every value `body` may assign to `name` is a float: no value of it is built from
+    ints alone. A value may be an int where each of its leaves may be: an int constant, a name
+    `body` does not assign (a loop index, a parameter), or a name one of whose values may be an
+    int (the least such set: a copy carried round a loop, `d = acc; ...; acc = d`, adds no int).
+    An array element is a float (float64 under the guard), and so is a float constant. An int
+    (`t = 3 * i`) would change in a float64 element: no bitwise operators, big ints rounded, a
+    division by zero no longer raising."""
+    values: dict[str, list[list[ast.expr]]] = {}  # name -> the leaves of each value it is assigned
+    for t in body:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                values.setdefault(n.targets[0].id, []).append(_leaves(n.value))
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                values.setdefault(n.target.id, []).append([ast.Name(n.target.id, ast.Load()), *_leaves(n.value)])
+    ints: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for x, each in values.items():
+            if x not in ints and any(all(_int_leaf(leaf, values, ints) for leaf in v) for v in each):
+                ints.add(x)
+                changed = True
+    return name not in ints
+
+
+def _leaves(e: ast.expr) -> list[ast.expr]:
+    """The operands an arithmetic expression combines (names, constants, subscripts, calls)."""
+    if isinstance(e, ast.BinOp):
+        return _leaves(e.left) + _leaves(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _leaves(e.operand)
+    if isinstance(e, ast.Call) and all(not isinstance(a, ast.Starred) for a in e.args):
+        return [x for a in e.args for x in _leaves(a)]  # `_rt.fdiv(a, b)`: as its operands
+    return [e]
+
+
+def _int_leaf(e: ast.expr, values: dict[str, list[list[ast.expr]]], ints: set[str]) -> bool:
+    if isinstance(e, ast.Subscript) or isinstance(e, ast.Constant) and type(e.value) is float:
+        return False
+    if isinstance(e, ast.Name):
+        return e.id not in values or e.id in ints
+    return True
 
 
 def _indexes(nest: ast.For, name: str) -> bool:
@@ -298,7 +347,7 @@ def _round_trip(body: list[ast.stmt], k: int) -> int | None:
     for j in range(k + 1, len(body)):
         t = body[j]
         if isinstance(t, ast.AugAssign) and isinstance(t.op, ast.Add) and ast.dump(t.target) == ast.dump(target):
-            return j
+            return None if any(n.id == name for n in _names(t.value)) else j  # `+= 2.0 * X[o]` reads the zero
         if isinstance(t, ast.For) or any(n.id == name for n in _names(t)):
             return None
     return None
