@@ -438,6 +438,12 @@ def _statement_call(st: ast.stmt, masks: dict[str, bool]) -> ast.stmt | None:
     if lower is None:
         return None
     t, v = n.args
+    if func == "np.add" and set(kw) == {"out", "where"} and ast.dump(kw["out"]) == ast.dump(t):
+        sym = _symmetric(v)
+        if sym is not None:  # syrk's and syr2k's products: `_rt.sym_add` (BLAS's ?syrk, ?syr2k)
+            call = ast.parse("_rt.sym_add()", mode="eval").body
+            call.args = [t, kw["where"], ast.Constant(lower), *sym]  # type: ignore[attr-defined]
+            return ast.copy_location(ast.Expr(call), st)
     if func in _COMPILED and set(kw) == {"out", "where"} and ast.dump(kw["out"]) == ast.dump(t):
         name = _COMPILED[func]
     elif func == "np.copyto" and set(kw) == {"where"}:
@@ -446,6 +452,42 @@ def _statement_call(st: ast.stmt, masks: dict[str, bool]) -> ast.stmt | None:
     else:
         return None
     return ast.copy_location(ast.Expr(_ops(name, [t, v, kw["where"], ast.Constant(lower)])), st)
+
+
+def _symmetric(v: ast.expr) -> list[ast.expr] | None:
+    """`[alpha, x]` where `v` is `alpha * (x @ x.T)` (or `x @ x.T`: alpha 1.0), `[alpha, x, y]`
+    where it is `alpha * (x @ y.T) + alpha * (y @ x.T)` (`x.T` read as `w` where `x` is `w.T`);
+    None for anything else."""
+    def term(e: ast.expr) -> tuple[ast.expr | None, ast.expr, ast.expr] | None:
+        coef = None
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and isinstance(e.right, ast.BinOp) \
+                and isinstance(e.right.op, ast.MatMult) and not _arrays_in(e.left):
+            coef, e = e.left, e.right
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult):
+            return coef, e.left, e.right
+        return None
+
+    def transposed(a: ast.expr, b: ast.expr) -> bool:  # `b` is `a.T`
+        return (isinstance(b, ast.Attribute) and b.attr == "T" and ast.dump(b.value) == ast.dump(a)
+                or isinstance(a, ast.Attribute) and a.attr == "T" and ast.dump(a.value) == ast.dump(b))
+
+    one = term(v)
+    if one is not None:
+        coef, x, xt = one
+        return [coef or ast.Constant(1.0), x] if transposed(x, xt) else None
+    if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add)):
+        return None
+    a, b = term(v.left), term(v.right)
+    if a is None or b is None or ast.dump(a[0] or ast.Constant(1.0)) != ast.dump(b[0] or ast.Constant(1.0)):
+        return None
+    (coef, x, yt), (_, y, xt) = a, b
+    return [coef or ast.Constant(1.0), x, y] if transposed(x, xt) and transposed(y, yt) else None
+
+
+def _arrays_in(e: ast.expr) -> bool:
+    """Whether `e` may read an array (a subscript, an attribute, a call other than `_rt.fdiv`)."""
+    return any(isinstance(n, (ast.Subscript, ast.Attribute)) or isinstance(n, ast.Call)
+               and ast.unparse(n.func) != "_rt.fdiv" for n in ast.walk(e))
 
 
 class _Where(ast.NodeTransformer):

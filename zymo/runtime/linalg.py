@@ -15,6 +15,7 @@ column rank with more rows than columns (residuals present).
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -28,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot",
+    "blas_ready", "tri_mask", "tri_dot", "sym_add",
 ]
 
 
@@ -481,6 +482,72 @@ def tri_dot(a, lower, trans, b, left):
     # in Fortran order (the transposes, no copy for C-ordered operands): op(tri(a)) @ b is
     # (b.T @ op(tri(a)).T).T, and the lower half of `a` is the upper half of `a.T`
     return trmm(1.0, a.T, b.T, side=1 if left else 0, lower=0 if lower else 1, trans_a=1 if trans else 0).T
+
+
+def sym_add(t, m, lower, alpha, x, y=None):
+    """`np.add(t, P, out=t, where=m)` for a symmetric product `P`: `alpha * (x @ x.T)`, or
+    with `y`, `alpha * (x @ y.T) + alpha * (y @ x.T)`; `m` the mask of `t`'s lower half
+    (`tri_mask(n)`, `lower`) or its upper half (its transpose). The masked updates of
+    `codegen/idioms.py` whose product is syrk's or syr2k's (covariance's `data.T @ data`).
+    With BLAS's `?syrk` / `?syr2k` (through SciPy: half the multiplications, the other half of
+    `t` neither read nor written) where `t` is a contiguous float64 (or float32) square matrix,
+    `x` and `y` matrices of its dtype and `alpha` a finite nonzero float (BLAS skips the product
+    where it is 0, where `0 * inf` is nan); the statement itself elsewhere. Either adds the sum
+    of the same products, in some order (BLAS's)."""
+    call = _syrk(t, m, lower, alpha, x, y)
+    if call is None:
+        p = alpha * (x @ x.T) if y is None else alpha * (x @ y.T) + alpha * (y @ x.T)
+        np.add(t, p, out=t, where=m)
+        return
+    fn, c, lower_f = call
+    a, trans = (x, 0) if x.flags.f_contiguous else (x.T, 1)  # op(a) = x, F-ordered without a copy
+    if y is None:
+        r = fn(float(alpha), a, beta=1.0, c=c, trans=trans, lower=lower_f, overwrite_c=1)
+    else:
+        r = fn(float(alpha), a, y if trans == 0 else y.T, beta=1.0, c=c, trans=trans, lower=lower_f, overwrite_c=1)
+    if r is not c:  # F2PY worked on a copy (it returns `c` itself where it wrote in place)
+        c[...] = r
+
+
+def _syrk(t, m, lower, alpha, x, y):
+    """(SciPy's `?syrk` or `?syr2k`, `t` as a Fortran-ordered matrix, its half there) for
+    `sym_add`, or None. Run before every such update: written for speed."""
+    if type(t) is not np.ndarray or type(x) is not np.ndarray or type(m) is not np.ndarray:
+        return None
+    d = t.dtype
+    if d is not _F64 and d is not _F32 or x.dtype is not d or t.ndim != 2 or x.ndim != 2:
+        return None
+    n = t.shape[0]
+    if n == 0 or t.shape[1] != n or x.shape[0] != n or x.shape[1] == 0:
+        return None
+    if y is not None and (type(y) is not np.ndarray or y.dtype is not d or y.shape != x.shape):
+        return None
+    ta = type(alpha)
+    if not (ta is float or ta is np.float64 or ta is int) or not math.isfinite(alpha) or alpha == 0:
+        return None  # BLAS skips the product where alpha is 0 (`0 * inf` is nan)
+    tri = tri_mask(n)
+    if not (m is tri if lower else m.base is tri and m.shape == (n, n) and m.strides == (1, n)):
+        return None
+    flags = t.flags
+    if not flags.writeable:
+        return None
+    if flags.c_contiguous:
+        c, lower_f = t.T, 0 if lower else 1  # `t`'s lower half is its transpose's upper one
+    elif flags.f_contiguous:
+        c, lower_f = t, 1 if lower else 0
+    else:
+        return None
+    fns = _SYRK.get(d.char)
+    if fns is None:
+        try:
+            from scipy.linalg import blas
+        except ImportError:
+            return None
+        fns = _SYRK[d.char] = (blas.dsyrk, blas.dsyr2k) if d is _F64 else (blas.ssyrk, blas.ssyr2k)
+    return fns[y is not None], c, lower_f
+
+
+_SYRK: dict = {}  # dtype char -> (?syrk, ?syr2k)
 
 
 def _trmm(a, b):

@@ -1,0 +1,111 @@
+"""`_rt.sym_add`: a triangle-masked add of a symmetric product (syrk's `x @ x.T`, syr2k's
+`x @ y.T + y @ x.T`) through BLAS's `?syrk`/`?syr2k`, as `codegen/triangles.py` writes it for
+`codegen/idioms.py`'s masked updates. Each call against the NumPy statement it stands for:
+the triangle to rounding, every element off it bit for bit; the fallbacks bit for bit."""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+
+from zymo import runtime as _rt
+from zymo.codegen.triangles import _symmetric
+
+
+def _statement(t, m, alpha, x, y):
+    p = alpha * (x @ x.T) if y is None else alpha * (x @ y.T) + alpha * (y @ x.T)
+    np.add(t, p, out=t, where=m)
+
+
+def _odd(rng, n):
+    """A target whose off-triangle elements hold values a write would change."""
+    t = rng.random((n, n))
+    t[0, -1], t[-1, 0] = -0.0, np.nan
+    return t
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("two", [False, True])
+@pytest.mark.parametrize("layout", ["C", "F", "T", "strided"])
+@pytest.mark.parametrize("alpha", [1.0, -1.5, np.float64(0.25), 3])
+def test_sym_add_is_the_masked_statement(lower, order, two, layout, alpha):
+    rng = np.random.default_rng(0)
+    n, k = 7, 5
+
+    def operand():
+        a = rng.standard_normal((n, 2 * k) if layout == "strided" else (k, n) if layout == "T" else (n, k))
+        return a[:, ::2] if layout == "strided" else a.T if layout == "T" else np.asarray(a, order=layout)
+    x = operand()
+    y = operand() if two else None
+    m = _rt.tri_mask(n) if lower else _rt.tri_mask(n).T
+    t = np.asarray(_odd(rng, n), order=order)
+    want = t.copy(order="K")
+    _statement(want, m, alpha, x, y)
+    _rt.sym_add(t, m, lower, alpha, x, y)
+    inside = m
+    np.testing.assert_allclose(t[inside], want[inside], rtol=1e-13, atol=1e-13)
+    assert np.array_equal(t[~inside].view(np.int64), want[~inside].view(np.int64))  # not written at all
+
+
+@pytest.mark.parametrize("case", ["alpha0", "alpha_inf", "alpha_nan", "mask_copy", "strided_target", "float32_mix",
+                                  "empty"])
+def test_sym_add_falls_back_to_the_statement(case, monkeypatch):
+    rng = np.random.default_rng(1)
+    n, k = 6, 4
+    x = rng.standard_normal((n, k))
+    x[1, 2] = np.inf
+    t = _odd(rng, n)
+    m = _rt.tri_mask(n)
+    alpha = {"alpha0": 0.0, "alpha_inf": np.inf, "alpha_nan": np.nan}.get(case, 1.5)
+    if case == "mask_copy":
+        m = m.copy()
+    if case == "strided_target":
+        t = _odd(rng, 2 * n)[::2, ::2]
+    if case == "float32_mix":
+        x = x.astype(np.float32)
+    if case == "empty":
+        x = x[:, :0]
+    from zymo.runtime import linalg
+    assert linalg._syrk(t, m, True, alpha, x, None) is None
+    want = t.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        _statement(want, m, alpha, x, None)
+        _rt.sym_add(t, m, True, alpha, x, None)
+    assert np.array_equal(t.view(np.int64), want.view(np.int64))  # the statement itself
+
+
+def test_infinities_land_where_the_statement_puts_them():
+    rng = np.random.default_rng(2)
+    n, k = 6, 4
+    x = rng.standard_normal((n, k))
+    x[2, 1] = np.inf
+    for lower in (True, False):
+        m = _rt.tri_mask(n) if lower else _rt.tri_mask(n).T
+        t, want = np.zeros((n, n)), np.zeros((n, n))
+        with np.errstate(invalid="ignore"):
+            _statement(want, m, 1.0, x, None)
+            _rt.sym_add(t, m, lower, 1.0, x, None)
+        assert np.array_equal(np.isnan(t), np.isnan(want)) and np.array_equal(np.isinf(t), np.isinf(want))
+        assert np.any(np.isinf(want))
+
+
+@pytest.mark.parametrize("src, args", [
+    ("data[:n, :m].T @ data[:n, :m]", ["1.0", "data[:n, :m].T"]),
+    ("alpha * (A[:n, :k] @ A[:n, :k].T)", ["alpha", "A[:n, :k]"]),
+    ("alpha * (B[:n, :k] @ A[:n, :k].T) + alpha * (A[:n, :k] @ B[:n, :k].T)", ["alpha", "B[:n, :k]", "A[:n, :k]"]),
+])
+def test_the_symmetric_products_recognized(src, args):
+    got = _symmetric(ast.parse(src, mode="eval").body)
+    assert got is not None and [ast.unparse(a) for a in got] == args
+
+
+@pytest.mark.parametrize("src", [
+    "A[:n, :k] @ B[:n, :k].T",  # not symmetric
+    "alpha * (B @ A.T) + beta * (A @ B.T)",  # two coefficients
+    "A[0, 0] * (A @ A.T)",  # a coefficient reading an array
+    "alpha * (B @ A.T) - alpha * (A @ B.T)",
+])
+def test_other_products_are_not(src):
+    assert _symmetric(ast.parse(src, mode="eval").body) is None
