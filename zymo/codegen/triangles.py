@@ -59,7 +59,11 @@ besides the diagonal's self-copies anyway.
 
 `compiled_masks` writes the masked statements last, as calls of `_tri_ops`
 (`codegen/numba/masked.py`): a compiled loop over the triangle where that gives the statement's
-result to the bit, the statement itself elsewhere.
+result to the bit, the statement itself elsewhere. A masked add of a symmetric product,
+`alpha * (x @ x.T)` or `alpha * (x @ y.T) + alpha * (y @ x.T)` (syrk's, syr2k's, covariance's
+`data.T @ data`), becomes `_rt.sym_add`: BLAS's `?syrk`/`?syr2k` on the triangle (the other
+half neither read nor written; the same sum of products in BLAS's order), the statement where
+BLAS cannot take it.
 
 `inline_bounds` prepares a nest for this: the generated code names a triangle's bound
 (`t = i + 1; for j in range(t)`), and the temporary is replaced by its value where that is
