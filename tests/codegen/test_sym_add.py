@@ -109,3 +109,50 @@ def test_the_symmetric_products_recognized(src, args):
 ])
 def test_other_products_are_not(src):
     assert _symmetric(ast.parse(src, mode="eval").body) is None
+
+
+@pytest.mark.parametrize("alpha", [np.float64(1e40), np.float64(1e-50), 1e-300, 1e40])
+def test_float32_targets_take_blas_only_for_alphas_float32_keeps(alpha):
+    # the statement widens a NumPy float64 alpha (its product in float64) and rounds a Python
+    # float to float32 (to 0 or inf here), where ?syrk would skip or overflow: the statement runs
+    from zymo.runtime import linalg
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    x[0, 0] = np.inf
+    t = rng.random((4, 4)).astype(np.float32)
+    m = _rt.tri_mask(4)
+    assert linalg._syrk(t, m, True, alpha, x, None) is None
+    want = t.copy()
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        _statement(want, m, alpha, x, None)
+        _rt.sym_add(t, m, True, alpha, x, None)
+    assert np.array_equal(t.view(np.int32), want.view(np.int32))
+    assert linalg._syrk(t, m, True, 1.5, x, None) is not None  # a Python float float32 holds: BLAS
+
+
+def test_an_infinite_coefficient_runs_the_loops():
+    # `alpha * sum(terms)` is the loops' `sum(alpha * term)` only for a finite alpha: inf times
+    # terms of both signs is nan, times their sum an infinity
+    import zymo
+    from zymo import Active, Duplicated, Reverse
+
+    def syrk_like(alpha, C, A):
+        n, m = A.shape
+        for i in range(n):
+            for k in range(m):
+                for j in range(i + 1):
+                    C[i, j] += alpha * A[i, k] * A[j, k]
+        return np.sum(C * C)
+
+    A = np.array([[1.0, -2.0], [3.0, 1.0]])
+    code = zymo.generated_code(Reverse, syrk_like, Active, 1.0, Duplicated(np.zeros((2, 2)), np.zeros((2, 2))),
+                               Duplicated(A, np.zeros_like(A)), numba="kernels")
+    assert "np.isfinite(alpha)" in code
+    outs = []
+    for numba in ("kernels", False):
+        C = np.zeros((2, 2))
+        with np.errstate(invalid="ignore"):
+            zymo.autodiff(Reverse, syrk_like, Active, np.inf, Duplicated(C, np.zeros((2, 2))),
+                          Duplicated(A.copy(), np.zeros_like(A)), numba=numba)
+        outs.append(C)
+    assert np.isnan(outs[1][1, 0]) and np.array_equal(outs[0], outs[1], equal_nan=True)

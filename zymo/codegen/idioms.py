@@ -367,6 +367,7 @@ class _Rewriter:
                 body += ast.parse("\n".join(lines)).body
             products += low.products
             finite += low.finite
+            requires += [f"np.isfinite({c})" for c in low.coefs]
             requires += low.dom.requires
         if not products:
             return None
@@ -472,6 +473,7 @@ class _Lowering:
         assert dom is not None  # checked for the nest (`_Rewriter._checked`)
         self.dom = dom
         self.products = 0  # the matrix-matrix products lowered
+        self.coefs: list[str] = []  # coefficients taken out of sums: the guard checks them finite
         self.finite: list[str] = []  # operands the guard must find finite (`codegen/triangles.py`)
         self.finite_here: list[str] = []  # the same, of arrays the nest writes: checked at the piece
 
@@ -739,6 +741,8 @@ class _Lowering:
         coef = _coef(term)
         if prod is None:
             return coef or "1"
+        if coef and summed:  # `c * (sum)` for the loops' sum of `c * term`: the same where `c` is finite
+            self.coefs.append(coef)  # (an infinite `c` times terms of both signs is nan, times their sum not)
         return f"{coef} * {prod}" if coef else prod
 
 

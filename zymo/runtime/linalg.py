@@ -492,8 +492,10 @@ def sym_add(t, m, lower, alpha, x, y=None):
     With BLAS's `?syrk` / `?syr2k` (through SciPy: half the multiplications, the other half of
     `t` neither read nor written) where `t` is a contiguous float64 (or float32) square matrix,
     `x` and `y` matrices of its dtype and `alpha` a finite nonzero float (BLAS skips the product
-    where it is 0, where `0 * inf` is nan); the statement itself elsewhere. Either adds the sum
-    of the same products, in some order (BLAS's)."""
+    where it is 0, where `0 * inf` is nan; for float32, a Python number that stays finite and
+    nonzero in float32); the statement itself elsewhere. Either adds the sum of the same
+    products, in some order (BLAS's: the sign of a zero sum may differ, as any reordered sum's).
+    `t` shares no memory with `x` or `y` (the nest's guard, `blas_ready`, made sure)."""
     call = _syrk(t, m, lower, alpha, x, y)
     if call is None:
         p = alpha * (x @ x.T) if y is None else alpha * (x @ y.T) + alpha * (y @ x.T)
@@ -523,8 +525,11 @@ def _syrk(t, m, lower, alpha, x, y):
     if y is not None and (type(y) is not np.ndarray or y.dtype is not d or y.shape != x.shape):
         return None
     ta = type(alpha)
-    if not (ta is float or ta is np.float64 or ta is int) or not math.isfinite(alpha) or alpha == 0:
-        return None  # BLAS skips the product where alpha is 0 (`0 * inf` is nan)
+    if d is _F64:
+        if not (ta is float or ta is np.float64 or ta is int) or not math.isfinite(alpha) or alpha == 0:
+            return None  # BLAS skips the product where alpha is 0 (`0 * inf` is nan)
+    elif not (ta is float or ta is int) or not (math.isfinite(a32 := float(np.float32(alpha))) and a32 != 0):
+        return None  # float32 BLAS rounds alpha as the statement does a Python number (a NumPy float64 widens it)
     tri = tri_mask(n)
     if not (m is tri if lower else m.base is tri and m.shape == (n, n) and m.strides == (1, n)):
         return None
