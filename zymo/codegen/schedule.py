@@ -96,6 +96,8 @@ def scheduled(nest: ast.For, fresh: Callable[[str], str]) -> Schedule | None:
     """The nest's units and their order (module contract); `fresh`: a name no other has."""
     from .idioms import _head, _kind, _Piece, _simple
 
+    if not _plain(nest, _head, _simple):
+        return None  # (first: the nests of whole-array code are large, and never units)
     nest = copy.deepcopy(nest)
     try:
         arrays = _expand(nest, _head, fresh)
@@ -104,6 +106,14 @@ def scheduled(nest: ast.For, fresh: Callable[[str], str]) -> Schedule | None:
     except _Refused:
         return None
     return Schedule([_Piece(u.loops, u.body) for u in order], arrays)
+
+
+def _plain(s: ast.stmt, head: Callable[[ast.stmt], Any], simple: Callable[[ast.stmt], bool]) -> bool:
+    """Whether the nest holds only loops of `head`'s forms and statements `simple` takes."""
+    if not isinstance(s, ast.For):
+        return simple(s)
+    got = head(s)
+    return got is not None and all(_plain(t, head, simple) for t in got[1])
 
 
 def _names(node: ast.AST) -> list[ast.Name]:
