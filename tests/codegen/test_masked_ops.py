@@ -3,6 +3,8 @@ the bit, through the compiled loop where the module contract allows it (checked 
 the loop's calls) and through NumPy elsewhere; the untouched half keeps its NaNs and -0.0s."""
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,7 @@ def calls(monkeypatch):
     """The compiled loop's runs, by operation."""
     seen: dict[str, int] = {}
     names = {masked.ADD: "add", masked.SCALE: "scale", masked.DIV: "div", masked.FILL: "fill", masked.COPY: "copy",
-             masked.MOVE: "move"}
+             masked.MOVE: "move", masked.SET: "assign", masked.DIVCOPY: "div_mirror", masked.MOVEDIV: "move_div"}
     loop = masked._loop
 
     def spy(t, v, x, m, c, op, lower):
@@ -315,3 +317,114 @@ def test_only_the_adjoint_mirror_store_becomes_a_move():
     renamed = ("w = X[:3, :3].T.copy()\nw = _rt.tri_mask(3)\nnp.copyto(X[:3, :3].T, 0.0, where=w)\n"
                "np.add(X[:3, :3], w, out=X[:3, :3], where=w)\n")
     assert "move" not in _compiled_src(renamed)  # the copy's name rebound to a mask
+
+
+# the pairs `codegen/triangles._pairs` writes as one call: each against its two statements
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_assign_is_a_zero_fill_then_an_add(lower, order, calls):
+    rng = np.random.default_rng(11)
+    m = _mask(lower)
+    t, v = np.asarray(_matrix(rng), order=order), _matrix(rng)
+    want = t.copy(order="K")
+    np.copyto(want, 0.0, where=m)
+    np.add(want, v, out=want, where=m)
+    masked.assign(t, v, m, lower)
+    _same(t, want)
+    assert np.signbit(want[m]).sum() < np.signbit(v[m]).sum()  # -0.0 in v: 0.0 + -0.0 is 0.0
+    assert calls == {"assign": 1}
+    # outside the contract (float32, an overlapping operand): the two statements
+    t32, v32 = _matrix(rng, np.float32), _matrix(rng, np.float32)
+    w32 = t32.copy()
+    np.copyto(w32, 0.0, where=m)
+    np.add(w32, v32, out=w32, where=m)
+    masked.assign(t32, v32, m, lower)
+    _same(t32, w32)
+    X = _matrix(rng, n=N + 1)
+    want = X.copy()
+    np.copyto(want[:N, :N], 0.0, where=m)
+    np.add(want[:N, :N], want[1:, 1:], out=want[:N, :N], where=m)
+    masked.assign(X[:N, :N], X[1:, 1:], m, lower)
+    _same(X, want)
+    assert calls == {"assign": 1}
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("shift", [0, 1])
+@pytest.mark.parametrize("c", [3.0, -0.5, 7, np.float64(1e-310)])
+def test_div_mirror_is_a_division_then_the_mirror(lower, shift, c, calls):
+    rng = np.random.default_rng(12)
+    X = _matrix(rng, n=N + 1)
+    want = X.copy()
+    src, dst = _mirror_pair(want, shift, lower)
+    with np.errstate(all="ignore"):
+        np.divide(src, c, out=src, where=_mask(lower))
+    np.copyto(dst, src, where=_mask(lower))
+    src, dst = _mirror_pair(X, shift, lower)
+    masked.div_mirror(dst, src, c, _mask(lower), lower)
+    _same(X, want)
+    assert calls == {"div_mirror": 1}
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("shift", [0, 1])
+def test_move_div_is_the_adjoint_mirror_then_a_division(lower, shift, calls):
+    rng = np.random.default_rng(13)
+    X = _matrix(rng, n=N + 1)
+    want = X.copy()
+    own, other = _mirror_pair(want, shift, lower)
+    w = other.copy()
+    np.copyto(other, 0.0, where=_mask(lower))
+    np.add(own, w, out=own, where=_mask(lower))
+    with np.errstate(all="ignore"):
+        np.divide(own, 59.0, out=own, where=_mask(lower))
+    own, other = _mirror_pair(X, shift, lower)
+    masked.move_div(own, other, 59.0, _mask(lower), lower)
+    _same(X, want)
+    # arrays of their own, and a divisor outside the contract (a complex number: NumPy's statements)
+    t, v = _matrix(rng), _matrix(rng)
+    wt, wv = t.copy(), v.copy()
+    w = wv.copy()
+    np.copyto(wv, 0.0, where=_mask(lower))
+    np.add(wt, w, out=wt, where=_mask(lower))
+    with np.errstate(all="ignore"):
+        np.divide(wt, 3.0, out=wt, where=_mask(lower))
+    masked.move_div(t, v, 3.0, _mask(lower), lower)
+    _same(t, wt)
+    _same(v, wv)
+    assert calls == {"move_div": 2}
+    with pytest.raises(TypeError):  # NumPy's own error: a complex quotient into a float array
+        masked.move_div(t, v, 1j, _mask(lower), lower)
+
+
+@pytest.mark.parametrize("src, want", [
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_tri_ops.add(C[:3, :3], A @ B, _tri, True)",
+     ["_tri_ops.assign(C[:3, :3], A @ B, _tri, True)"]),
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_rt.sym_add(C[:3, :3], _tri, True, 1.0, A.T)",
+     ["_rt.sym_set(C[:3, :3], _tri, True, 1.0, A.T)"]),
+    ("_tri_ops.scale(C[:3, :3], beta, _tri, True)\n_rt.sym_add(C[:3, :3], _tri, True, alpha, A, B)",
+     ["_rt.sym_add(C[:3, :3], _tri, True, alpha, A, B, beta=beta)"]),
+    ("_tri_ops.div(C[:3, :3], n - 1.0, _tri.T, False)\n_tri_ops.mirror(C[:3, :3].T, C[:3, :3], _tri.T, False)",
+     ["_tri_ops.div_mirror(C[:3, :3].T, C[:3, :3], n - 1.0, _tri.T, False)"]),
+    ("_tri_ops.move(D[:3, :3], D[:3, :3].T, _tri, True)\n_tri_ops.div(D[:3, :3], c, _tri, True)",
+     ["_tri_ops.move_div(D[:3, :3], D[:3, :3].T, c, _tri, True)"]),
+    # not paired: the second call's operands read the target's array, or the masks, targets or
+    # sides differ, or the fill is not of 0.0, or a divisor reads an array
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_tri_ops.add(C[:3, :3], C[1:, 1:] @ B, _tri, True)", None),
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_rt.sym_add(C[:3, :3], _tri, True, 1.0, C[:3, 3:])", None),
+    ("_tri_ops.scale(C[:3, :3], beta, _tri, True)\n_rt.sym_add(C[:3, :3], _tri, True, C[0, 0], A)", None),
+    ("_tri_ops.scale(C[:3, :3], b[0], _tri, True)\n_rt.sym_add(C[:3, :3], _tri, True, 1.0, A)", None),
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_tri_ops.add(C[:3, :3], A @ B, _tri.T, False)", None),
+    ("_tri_ops.fill(C[:3, :3], 0.0, _tri, True)\n_tri_ops.add(C[1:4, :3], A @ B, _tri, True)", None),
+    ("_tri_ops.fill(C[:3, :3], 1.0, _tri, True)\n_tri_ops.add(C[:3, :3], A @ B, _tri, True)", None),
+    ("_tri_ops.fill(C[:3, :3], -0.0, _tri, True)\n_tri_ops.add(C[:3, :3], A @ B, _tri, True)", None),
+    ("_tri_ops.move(D[:3, :3], D[:3, :3].T, _tri, True)\n_tri_ops.div(D[:3, :3], D[0, 0], _tri, True)", None),
+    ("_tri_ops.div(C[:3, :3], c, _tri, True)\n_tri_ops.mirror(C[:3, :3].T, C[1:4, :3], _tri, True)", None),
+])
+def test_pairs_written_as_one_call(src, want):
+    from zymo.codegen.triangles import _pairs
+    body = ast.parse(src).body
+    got = [ast.unparse(s) for s in _pairs(body)]
+    assert got == (want or [ast.unparse(s) for s in ast.parse(src).body])

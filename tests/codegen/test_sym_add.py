@@ -156,3 +156,72 @@ def test_an_infinite_coefficient_runs_the_loops():
                           Duplicated(A.copy(), np.zeros_like(A)), numba=numba)
         outs.append(C)
     assert np.isnan(outs[1][1, 0]) and np.array_equal(outs[0], outs[1], equal_nan=True)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("two", [False, True])
+@pytest.mark.parametrize("beta", [0.5, -2, np.float64(3.0)])
+def test_a_scaled_target_is_blas_beta(lower, order, two, beta):
+    """`sym_add(..., beta=b)` for `triangles._pairs`' `_tri_ops.scale(t, b, m); sym_add(t, m, ...)`:
+    BLAS scales the triangle alone, as the masked multiply does."""
+    from zymo.runtime import linalg
+    rng = np.random.default_rng(4)
+    n, k = 7, 3
+    x, y = rng.standard_normal((n, k)), (rng.standard_normal((n, k)) if two else None)
+    m = _rt.tri_mask(n) if lower else _rt.tri_mask(n).T
+    t = np.asarray(_odd(rng, n), order=order)
+    want = t.copy(order="K")
+    np.multiply(want, beta, out=want, where=m)
+    _statement(want, m, -1.5, x, y)
+    assert linalg._syrk(t, m, lower, -1.5, x, y) is not None and linalg._blas_scalar(t.dtype, beta)
+    _rt.sym_add(t, m, lower, -1.5, x, y, beta=beta)
+    np.testing.assert_allclose(t[m], want[m], rtol=1e-13, atol=1e-13)
+    assert np.array_equal(t[~m].view(np.int64), want[~m].view(np.int64))
+
+
+@pytest.mark.parametrize("beta", [0.0, np.inf, np.nan, 1e-50])
+def test_betas_blas_would_treat_apart_run_the_statements(beta):
+    # BLAS zeroes C for beta 0 (where `0 * inf` is nan); a float32 target with a NumPy float64
+    # beta would be multiplied in float64 by the statement
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 2))
+    t = _odd(rng, 5)
+    t[3, 1] = np.inf
+    m = _rt.tri_mask(5)
+    want = t.copy()
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        np.multiply(want, beta, out=want, where=m)
+        _statement(want, m, 1.0, x, None)
+        _rt.sym_add(t, m, True, 1.0, x, None, beta=beta)
+    assert np.array_equal(t.view(np.int64), want.view(np.int64))
+    t32, x32 = t.astype(np.float32), x.astype(np.float32)
+    want32 = t32.copy()
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        np.multiply(want32, np.float64(beta), out=want32, where=m)
+        _statement(want32, m, 1.0, x32, None)
+        _rt.sym_add(t32, m, True, 1.0, x32, None, beta=np.float64(beta))
+    assert np.array_equal(t32.view(np.int32), want32.view(np.int32))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("two", [False, True])
+@pytest.mark.parametrize("alpha", [1.0, 0.0])
+def test_sym_set_is_a_zero_fill_then_the_add(lower, two, alpha):
+    """`sym_set` for `_tri_ops.fill(t, 0.0, m); sym_add(t, m, ...)`: a NaN in the triangle goes
+    (BLAS's beta 0 does not read it), the other half is not written; alpha 0 runs the statements."""
+    rng = np.random.default_rng(6)
+    n, k = 6, 4
+    x, y = rng.standard_normal((n, k)), (rng.standard_normal((n, k)) if two else None)
+    m = _rt.tri_mask(n) if lower else _rt.tri_mask(n).T
+    t = _odd(rng, n)
+    t[m] = np.nan
+    want = t.copy()
+    np.copyto(want, 0.0, where=m)
+    _statement(want, m, alpha, x, y)
+    _rt.sym_set(t, m, lower, alpha, x, y)
+    assert not np.isnan(t[m]).any()
+    np.testing.assert_allclose(t[m], want[m], rtol=1e-13, atol=1e-13)
+    assert np.array_equal(t[~m].view(np.int64), want[~m].view(np.int64))
+    if alpha == 0.0:
+        assert np.array_equal(t.view(np.int64), want.view(np.int64))

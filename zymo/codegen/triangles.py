@@ -63,7 +63,11 @@ result to the bit, the statement itself elsewhere. A masked add of a symmetric p
 `alpha * (x @ x.T)` or `alpha * (x @ y.T) + alpha * (y @ x.T)` (syrk's, syr2k's, covariance's
 `data.T @ data`), becomes `_rt.sym_add`: BLAS's `?syrk`/`?syr2k` on the triangle (the other
 half neither read nor written; the same sum of products in BLAS's order), the statement where
-BLAS cannot take it.
+BLAS cannot take it. Two such calls in a row on one target, mask and side that one call does in
+one pass become that call (`_pairs`): a zero fill and an add (`_tri_ops.assign`, or
+`_rt.sym_set`: BLAS's beta 0), a masked scale and a symmetric product (BLAS's beta), a division
+and the mirror store (`_tri_ops.div_mirror`), the mirror's adjoint and a division
+(`_tri_ops.move_div`).
 
 `inline_bounds` prepares a nest for this: the generated code names a triangle's bound
 (`t = i + 1; for j in range(t)`), and the temporary is replaced by its value where that is
@@ -347,7 +351,84 @@ def _compiled(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int
         elif not isinstance(st, ast.For):
             st = _statement_call(st, masks) or _Where(masks).visit(st)
         out.append(ast.fix_missing_locations(st))
+    return _pairs(out)
+
+
+def _pairs(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`body` with each two calls in a row that one call does in one pass, on the same target,
+    mask and side (`_paired`)."""
+    out: list[ast.stmt] = []
+    for st in body:
+        got = _paired(out[-1], st) if out else None
+        if got is None:
+            out.append(st)
+        else:
+            out[-1] = ast.fix_missing_locations(ast.copy_location(ast.Expr(got), out[-1]))
     return out
+
+
+def _paired(a: ast.stmt, b: ast.stmt) -> ast.Call | None:
+    """The one call for the masked updates `a` and then `b`, or None:
+
+        _tri_ops.fill(T, 0.0, m, lo); _tri_ops.add(T, V, m, lo)  ->  _tri_ops.assign(T, V, m, lo)
+        _tri_ops.fill(T, 0.0, m, lo); _rt.sym_add(T, m, lo, *p)   ->  _rt.sym_set(T, m, lo, *p)
+        _tri_ops.scale(T, b, m, lo); _rt.sym_add(T, m, lo, *p)    ->  _rt.sym_add(T, m, lo, *p, beta=b)
+        _tri_ops.div(V, c, m, lo); _tri_ops.mirror(T, V, m, lo)   ->  _tri_ops.div_mirror(T, V, c, m, lo)
+        _tri_ops.move(T, V, m, lo); _tri_ops.div(T, c, m, lo)     ->  _tri_ops.move_div(T, V, c, m, lo)
+
+    The operands of `b` are then computed before `a` runs: they must not read `T`'s array
+    (`V` and `p` name no array `T` slices; `c` and `b` read no array). No other array can reach `T`'s
+    memory: the nest's guard (`_rt.blas_ready`) proved every array it writes apart from the
+    others, and the temporaries the branch makes are new memory."""
+    calls = [x.value if isinstance(x, ast.Expr) and isinstance(x.value, ast.Call) else None for x in (a, b)]
+    if calls[0] is None or calls[1] is None or calls[0].keywords or calls[1].keywords:
+        return None
+    ca, cb = calls
+    fa, fb = ast.unparse(ca.func), ast.unparse(cb.func)
+    same = lambda x, y: ast.dump(x) == ast.dump(y)  # noqa: E731
+    if fa == "_tri_ops.fill" and len(ca.args) == 4 and _zero(ca.args[1]):
+        t, _, m, lo = ca.args
+        base = _base(t)
+        if base is None:
+            return None
+        apart = lambda es: all(base not in _names(e) for e in es)  # noqa: E731
+        if fb == "_tri_ops.add" and len(cb.args) == 4 and same(cb.args[0], t) and same(cb.args[2], m) \
+                and same(cb.args[3], lo) and apart(cb.args[1:2]):
+            return _ops("assign", [t, cb.args[1], m, lo])
+        if fb == "_rt.sym_add" and len(cb.args) in (5, 6) and same(cb.args[0], t) and same(cb.args[1], m) \
+                and same(cb.args[2], lo) and apart(cb.args[3:]):
+            call = ast.parse("_rt.sym_set()", mode="eval").body
+            call.args = cb.args  # type: ignore[attr-defined]
+            return call  # type: ignore[return-value]
+        return None
+    if fa == "_tri_ops.scale" and fb == "_rt.sym_add" and len(ca.args) == 4 and len(cb.args) in (5, 6):
+        t, b, m, lo = ca.args
+        base = _base(t)
+        if (base is not None and same(cb.args[0], t) and same(cb.args[1], m) and same(cb.args[2], lo)
+                and all(base not in _names(e) for e in cb.args[3:]) and not _arrays_in(b)):
+            call = copy.deepcopy(cb)
+            call.keywords = [ast.keyword("beta", b)]
+            return call
+        return None
+    if fa == "_tri_ops.div" and fb == "_tri_ops.mirror" and len(ca.args) == len(cb.args) == 4:
+        v, c, m, lo = ca.args
+        if same(cb.args[1], v) and same(cb.args[2], m) and same(cb.args[3], lo):
+            return _ops("div_mirror", [cb.args[0], v, c, m, lo])
+    if fa == "_tri_ops.move" and fb == "_tri_ops.div" and len(ca.args) == len(cb.args) == 4:
+        t, v, m, lo = ca.args
+        c = cb.args[1]
+        if same(cb.args[0], t) and same(cb.args[2], m) and same(cb.args[3], lo) and not _arrays_in(c):
+            return _ops("move_div", [t, v, c, m, lo])
+    return None
+
+
+def _zero(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and type(e.value) is float and e.value == 0.0 \
+        and str(e.value) == "0.0"  # not -0.0
+
+
+def _names(e: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(e) if isinstance(n, ast.Name)}
 
 
 def _moves(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> list[ast.stmt]:

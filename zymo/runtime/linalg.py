@@ -29,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot", "sym_add",
+    "blas_ready", "tri_mask", "tri_dot", "sym_add", "sym_set",
 ]
 
 
@@ -484,7 +484,7 @@ def tri_dot(a, lower, trans, b, left):
     return trmm(1.0, a.T, b.T, side=1 if left else 0, lower=0 if lower else 1, trans_a=1 if trans else 0).T
 
 
-def sym_add(t, m, lower, alpha, x, y=None):
+def sym_add(t, m, lower, alpha, x, y=None, beta=None):
     """`np.add(t, P, out=t, where=m)` for a symmetric product `P`: `alpha * (x @ x.T)`, or
     with `y`, `alpha * (x @ y.T) + alpha * (y @ x.T)`; `m` the mask of `t`'s lower half
     (`tri_mask(n)`, `lower`) or its upper half (its transpose). The masked updates of
@@ -495,18 +495,43 @@ def sym_add(t, m, lower, alpha, x, y=None):
     where it is 0, where `0 * inf` is nan; for float32, a Python number that stays finite and
     nonzero in float32); the statement itself elsewhere. Either adds the sum of the same
     products, in some order (BLAS's: the sign of a zero sum may differ, as any reordered sum's).
-    `t` shares no memory with `x` or `y` (the nest's guard, `blas_ready`, made sure)."""
+    `t` shares no memory with `x` or `y` (the nest's guard, `blas_ready`, made sure).
+    With `beta`, `np.multiply(t, beta, out=t, where=m)` first: BLAS's beta where it is a finite
+    nonzero number of `alpha`'s kinds (BLAS scales the triangle by it as the statement does; it
+    zeroes the triangle for 0, where `0 * inf` is nan)."""
     call = _syrk(t, m, lower, alpha, x, y)
+    if call is not None and beta is not None and not _blas_scalar(t.dtype, beta):
+        call = None
     if call is None:
+        if beta is not None:
+            np.multiply(t, beta, out=t, where=m)
         p = alpha * (x @ x.T) if y is None else alpha * (x @ y.T) + alpha * (y @ x.T)
         np.add(t, p, out=t, where=m)
         return
+    _sym_blas(call, alpha, x, y, 1.0 if beta is None else float(beta))
+
+
+def sym_set(t, m, lower, alpha, x, y=None):
+    """`np.copyto(t, 0.0, where=m)` and then `sym_add(t, m, lower, alpha, x, y)`: with BLAS one
+    call whose beta is 0 (the triangle of `t` is not read: a NaN there goes, as the zero fill
+    removes it; BLAS zeroes it and adds, so a product's -0.0 becomes 0.0 as `0.0 + p` does), the
+    two statements where BLAS cannot take them (`sym_add`'s conditions)."""
+    call = _syrk(t, m, lower, alpha, x, y)
+    if call is None:
+        np.copyto(t, 0.0, where=m)
+        p = alpha * (x @ x.T) if y is None else alpha * (x @ y.T) + alpha * (y @ x.T)
+        np.add(t, p, out=t, where=m)
+        return
+    _sym_blas(call, alpha, x, y, 0.0)
+
+
+def _sym_blas(call, alpha, x, y, beta):
     fn, c, lower_f = call
     a, trans = (x, 0) if x.flags.f_contiguous else (x.T, 1)  # op(a) = x, F-ordered without a copy
     if y is None:
-        r = fn(float(alpha), a, beta=1.0, c=c, trans=trans, lower=lower_f, overwrite_c=1)
+        r = fn(float(alpha), a, beta=beta, c=c, trans=trans, lower=lower_f, overwrite_c=1)
     else:
-        r = fn(float(alpha), a, y if trans == 0 else y.T, beta=1.0, c=c, trans=trans, lower=lower_f, overwrite_c=1)
+        r = fn(float(alpha), a, y if trans == 0 else y.T, beta=beta, c=c, trans=trans, lower=lower_f, overwrite_c=1)
     if r is not c:  # F2PY worked on a copy (it returns `c` itself where it wrote in place)
         c[...] = r
 
@@ -524,12 +549,8 @@ def _syrk(t, m, lower, alpha, x, y):
         return None
     if y is not None and (type(y) is not np.ndarray or y.dtype is not d or y.shape != x.shape):
         return None
-    ta = type(alpha)
-    if d is _F64:
-        if not (ta is float or ta is np.float64 or ta is int) or not math.isfinite(alpha) or alpha == 0:
-            return None  # BLAS skips the product where alpha is 0 (`0 * inf` is nan)
-    elif not (ta is float or ta is int) or not (math.isfinite(a32 := float(np.float32(alpha))) and a32 != 0):
-        return None  # float32 BLAS rounds alpha as the statement does a Python number (a NumPy float64 widens it)
+    if not _blas_scalar(d, alpha):
+        return None  # BLAS skips the product where alpha is 0 (`0 * inf` is nan)
     tri = tri_mask(n)
     if not (m is tri if lower else m.base is tri and m.shape == (n, n) and m.strides == (1, n)):
         return None
@@ -553,6 +574,18 @@ def _syrk(t, m, lower, alpha, x, y):
 
 
 _SYRK: dict = {}  # dtype char -> (?syrk, ?syr2k)
+
+
+def _blas_scalar(d, a) -> bool:
+    """Whether BLAS of dtype `d` (float64 or float32) takes the coefficient `a` as the NumPy
+    statement does: a finite nonzero number (BLAS treats 0 apart: it skips the product, or
+    zeroes `C` for beta, where `0 * inf` is nan); for float32 a Python number that stays finite
+    and nonzero in float32 (float32 BLAS rounds it as the statement does a Python number; a
+    NumPy float64 would widen the statement's arithmetic)."""
+    ta = type(a)
+    if d is _F64:
+        return (ta is float or ta is np.float64 or ta is int) and math.isfinite(a) and a != 0
+    return (ta is float or ta is int) and math.isfinite(a32 := float(np.float32(a))) and a32 != 0
 
 
 def _trmm(a, b):

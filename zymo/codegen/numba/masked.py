@@ -14,6 +14,14 @@ does what the NumPy statement it stands for does, element for element:
                                np.add(t, w, out=t, where=m)        (the mirror's adjoint)
     where(m, f, lower)         np.where(m, f, 0.0)
 
+and the pairs of them that `codegen/triangles.py` finds one after the other on one target and
+mask, each run as one pass (every element takes both updates before the next one, which gives
+the two passes' result because each element's updates read only that element and its mirror):
+
+    assign(t, v, m, lower)     fill(t, 0.0, m, lower); add(t, v, m, lower)
+    div_mirror(t, v, c, m, lower)  div(v, c, m, lower); mirror(t, v, m, lower)
+    move_div(t, v, c, m, lower)    move(t, v, m, lower); div(t, c, m, lower)
+
 A loop over the triangle's elements (`_run`: one Numba function with one signature, float64
 arrays of layout "A", compiled once on a machine and then loaded from Numba's disk cache; it
 checks what the Python side does not, from shapes, strides and addresses, and writes nothing
@@ -62,13 +70,14 @@ from ... import runtime as _rt
 _F64 = np.dtype(np.float64)
 
 
-ADD, SCALE, DIV, FILL, COPY, MOVE = range(6)
+ADD, SCALE, DIV, FILL, COPY, MOVE, SET, DIVCOPY, MOVEDIV = range(9)
 
 
 @numba.njit(cache=True, error_model="numpy")  # IEEE division: x / 0.0 is inf or NaN, as NumPy's
 def _run(t, v, x, m, c, op, lower):
     """The masked update `op` of `t` over its lower (upper) triangle (`t + v`, `t * c`, `t / c`,
-    `c`, `v`, or MOVE: `t + v` with `v` read and then set to 0.0 first) where the module
+    `c`, `v`, or MOVE: `t + v` with `v` read and then set to 0.0 first; the pairs SET: `0.0 + v`,
+    DIVCOPY: `v / c` into `v` and `t`, MOVEDIV: MOVE's `t + v`, then `/ c`) where the module
     contract allows it, returning whether it ran; nothing is written otherwise. Checks the
     shapes, `m`'s layout (C-ordered for the lower triangle, its transpose for the upper one: the
     caller checks that `m` is the cached mask or a view of it), that the targets' elements are
@@ -85,12 +94,12 @@ def _run(t, v, x, m, c, op, lower):
         return False
     if s > 1 and not lower and (m.strides[0] != 1 or m.strides[1] != s):
         return False
-    for k in range(2 if op == MOVE else 1):  # written arrays: elements distinct memory
+    for k in range(2 if op == MOVE or op == MOVEDIV or op == DIVCOPY else 1):  # written: elements distinct memory
         a = t if k == 0 else v
         r, q = abs(a.strides[0]), abs(a.strides[1])
         if not (s <= 1 or (q >= 8 and r >= s * q) or (r >= 8 and q >= s * r)):
             return False
-    if s > 0 and (op == ADD or op == COPY or op == MOVE):
+    if s > 0 and op != SCALE and op != DIV and op != FILL:
         tlo = thi = np.intp(t.ctypes.data)  # the bytes t and v reach: [lo, hi)
         vlo = vhi = np.intp(v.ctypes.data)
         for d in range(2):
@@ -105,13 +114,13 @@ def _run(t, v, x, m, c, op, lower):
             else:
                 vhi += step
         if tlo < vhi + 8 and vlo < thi + 8:  # overlapping: only the mirror's two views
-            if op == ADD:
+            if op == ADD or op == SET:
                 return False
             n0, n1 = x.shape
             rows = x.strides[0] == n1 * 8 and x.strides[1] == 8
             cols = x.strides[0] == 8 and x.strides[1] == n0 * 8
             own, other = t, v  # X[ibox, jbox], X[jbox, ibox].T
-            if op == COPY:
+            if op == COPY or op == DIVCOPY:
                 own, other = v, t
             if not (rows or cols) or own.strides[0] != x.strides[0] or own.strides[1] != x.strides[1]:
                 return False
@@ -155,11 +164,24 @@ def _run(t, v, x, m, c, op, lower):
         elif op == COPY:
             for j in range(lo, hi):
                 t[i, j] = v[i, j]
-        else:
+        elif op == MOVE:
             for j in range(lo, hi):
                 y = v[i, j]
                 v[i, j] = 0.0
                 t[i, j] = t[i, j] + y
+        elif op == SET:
+            for j in range(lo, hi):
+                t[i, j] = 0.0 + v[i, j]
+        elif op == DIVCOPY:  # on the diagonal `t` and `v` are one element: written twice alike
+            for j in range(lo, hi):
+                y = v[i, j] / c
+                v[i, j] = y
+                t[i, j] = y
+        else:
+            for j in range(lo, hi):
+                y = v[i, j]
+                v[i, j] = 0.0
+                t[i, j] = (t[i, j] + y) / c
     return True
 
 
@@ -251,6 +273,33 @@ def move(t, v, m, lower):
         w = v.copy()
         np.copyto(v, 0.0, where=m)
         np.add(t, w, out=t, where=m)
+
+
+def assign(t, v, m, lower):
+    """`fill(t, 0.0, m, lower); add(t, v, m, lower)` in one pass: `t = 0.0 + v` on the triangle
+    (a -0.0 of `v` becomes 0.0, as the two statements give)."""
+    if not (_target(t, m, lower) and _operand(v) and _loop(t, v, t, m, 0.0, SET, lower)):
+        np.copyto(t, 0.0, where=m)
+        np.add(t, v, out=t, where=m)
+
+
+def div_mirror(t, v, c, m, lower):
+    """`div(v, c, m, lower); mirror(t, v, m, lower)` in one pass: `v` divided by `c` on the
+    triangle and copied to its mirror `t` (`t = X[jbox, ibox].T`, `v = X[ibox, jbox]`)."""
+    x = _number(c)
+    if x is None or not (_target(t, m, lower) and _target(v, m, lower)
+                         and _loop(t, v, _base(v, t), m, x, DIVCOPY, lower)):
+        div(v, c, m, lower)
+        mirror(t, v, m, lower)
+
+
+def move_div(t, v, c, m, lower):
+    """`move(t, v, m, lower); div(t, c, m, lower)` in one pass: the mirror's adjoint, then the
+    division of the triangle (`t = X[ibox, jbox]`, `v = X[jbox, ibox].T`)."""
+    x = _number(c)
+    if x is None or not (_target(t, m, lower) and _operand(v) and _loop(t, v, _base(t, v), m, x, MOVEDIV, lower)):
+        move(t, v, m, lower)
+        div(t, c, m, lower)
 
 
 def where(m, f, lower):
