@@ -38,7 +38,8 @@ def calls(monkeypatch):
     """The compiled loop's runs, by operation."""
     seen: dict[str, int] = {}
     names = {masked.ADD: "add", masked.SCALE: "scale", masked.DIV: "div", masked.FILL: "fill", masked.COPY: "copy",
-             masked.MOVE: "move", masked.SET: "assign", masked.DIVCOPY: "div_mirror", masked.MOVEDIV: "move_div"}
+             masked.MOVE: "move", masked.SET: "assign", masked.DIVCOPY: "div_mirror", masked.MOVEDIV: "move_div",
+             masked.SYM: "sym_where"}
     loop = masked._loop
 
     def spy(t, v, x, m, c, op, lower):
@@ -428,3 +429,45 @@ def test_pairs_written_as_one_call(src, want):
     body = ast.parse(src).body
     got = [ast.unparse(s) for s in _pairs(body)]
     assert got == (want or [ast.unparse(s) for s in ast.parse(src).body])
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("layout", ["C", "F", "view", "readonly"])
+def test_sym_where_is_the_masked_operand_plus_its_transpose(lower, layout, calls):
+    rng = np.random.default_rng(14)
+    m = _mask(lower)
+    big = _matrix(rng, n=2 * N)
+    f = {"C": big[:N, :N].copy(), "F": np.asfortranarray(big[:N, :N]), "view": big[1::2, ::2],
+         "readonly": big[:N, :N].copy()}[layout]
+    if layout == "readonly":
+        f.flags.writeable = False
+    w = np.where(m, f, 0.0)
+    want = w + w.T
+    got = masked.sym_where(m, f, lower)
+    _same(got, want)
+    assert got.flags.c_contiguous and np.signbit(want).sum() < np.signbit(f).sum()  # -0.0 + 0.0 is 0.0
+    assert calls == {"sym_where": 1}
+    f32 = f.astype(np.float32)  # outside the contract: NumPy's
+    w32 = np.where(m, f32, 0.0)
+    _same(masked.sym_where(m, f32, lower), w32 + w32.T)
+    assert calls == {"sym_where": 1}
+
+
+@pytest.mark.parametrize("src, sym", [
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += A @ (_masked + _masked.T)", True),
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked.T + _masked) @ A\nY += _masked.T @ B", False),
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked.T + _masked) @ A\n"
+     "Y += alpha * ((_masked + _masked.T) @ B)", True),
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked + _masked.T) @ A\nY = _masked", False),
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked + _masked) @ A", False),
+])
+def test_masked_operands_read_only_as_symmetric_sums(src, sym):
+    from zymo.codegen.triangles import _symmetrized
+    body = ast.parse(src).body
+    loads = {"_masked": sum(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == "_masked"
+                            for n in ast.walk(ast.parse(src)))}
+    got = "\n".join(ast.unparse(s) for s in _symmetrized(body, loads))
+    if sym:
+        assert "sym_where" in got and "_masked.T" not in got
+    else:
+        assert got == "\n".join(ast.unparse(s) for s in ast.parse(src).body)  # unchanged

@@ -67,7 +67,8 @@ BLAS cannot take it. Two such calls in a row on one target, mask and side that o
 one pass become that call (`_pairs`): a zero fill and an add (`_tri_ops.assign`, or
 `_rt.sym_set`: BLAS's beta 0), a masked scale and a symmetric product (BLAS's beta), a division
 and the mirror store (`_tri_ops.div_mirror`), the mirror's adjoint and a division
-(`_tri_ops.move_div`).
+(`_tri_ops.move_div`). A masked operand read only as `W + W.T` (the adjoints of symmetric
+products) is made as that sum in one pass (`_tri_ops.sym_where`, `_symmetrized`).
 
 `inline_bounds` prepares a nest for this: the generated code names a triangle's bound
 (`t = i + 1; for j in range(t)`), and the temporary is replaced by its value where that is
@@ -351,7 +352,46 @@ def _compiled(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int
         elif not isinstance(st, ast.For):
             st = _statement_call(st, masks) or _Where(masks).visit(st)
         out.append(ast.fix_missing_locations(st))
-    return _pairs(out)
+    return _symmetrized(_pairs(out), loads)
+
+
+def _symmetrized(body: list[ast.stmt], loads: dict[str, int]) -> list[ast.stmt]:
+    """`body` with each masked operand `W = _tri_ops.where(m, f, lower)` read only as `W + W.T`
+    (or `W.T + W`: the same sum) made as that sum at once, `W = _tri_ops.sym_where(m, f, lower)`,
+    and each of those sums read as `W`: one pass for the masked copy and the sum of it and its
+    transpose (the adjoints of syrk's, syr2k's and covariance's symmetric products)."""
+    for st in body:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "_tri_ops.where"):
+            continue
+        w = st.targets[0].id
+        sums = _SymSums(w)
+        for other in body:
+            if other is not st:
+                sums.visit(copy.deepcopy(other))
+        if not sums.found or 2 * sums.found != loads.get(w):
+            continue
+        st.value.func = ast.Attribute(ast.Name("_tri_ops", ast.Load()), "sym_where", ast.Load())
+        for k, other in enumerate(body):
+            if other is not st:
+                body[k] = ast.fix_missing_locations(_SymSums(w).visit(other))
+    return body
+
+
+class _SymSums(ast.NodeTransformer):
+    """Each `W + W.T` or `W.T + W` of the name `W` replaced by `W`, counted (`found`)."""
+    def __init__(self, w: str):
+        self.w, self.found = w, 0
+
+    def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
+        self.generic_visit(n)
+        if isinstance(n.op, ast.Add):
+            a, b = (n.left, n.right) if isinstance(n.left, ast.Name) else (n.right, n.left)
+            if (isinstance(a, ast.Name) and a.id == self.w and isinstance(b, ast.Attribute) and b.attr == "T"
+                    and isinstance(b.value, ast.Name) and b.value.id == self.w):
+                self.found += 1
+                return ast.Name(self.w, ast.Load())
+        return n
 
 
 def _pairs(body: list[ast.stmt]) -> list[ast.stmt]:

@@ -13,6 +13,7 @@ does what the NumPy statement it stands for does, element for element:
     move(t, v, m, lower)       w = v.copy(); np.copyto(v, 0.0, where=m);
                                np.add(t, w, out=t, where=m)        (the mirror's adjoint)
     where(m, f, lower)         np.where(m, f, 0.0)
+    sym_where(m, f, lower)     w + w.T, w = np.where(m, f, 0.0)   (a symmetric matrix from a triangle)
 
 and the pairs of them that `codegen/triangles.py` finds one after the other on one target and
 mask, each run as one pass (every element takes both updates before the next one, which gives
@@ -70,14 +71,15 @@ from ... import runtime as _rt
 _F64 = np.dtype(np.float64)
 
 
-ADD, SCALE, DIV, FILL, COPY, MOVE, SET, DIVCOPY, MOVEDIV = range(9)
+ADD, SCALE, DIV, FILL, COPY, MOVE, SET, DIVCOPY, MOVEDIV, SYM = range(10)
 
 
 @numba.njit(cache=True, error_model="numpy")  # IEEE division: x / 0.0 is inf or NaN, as NumPy's
 def _run(t, v, x, m, c, op, lower):
     """The masked update `op` of `t` over its lower (upper) triangle (`t + v`, `t * c`, `t / c`,
     `c`, `v`, or MOVE: `t + v` with `v` read and then set to 0.0 first; the pairs SET: `0.0 + v`,
-    DIVCOPY: `v / c` into `v` and `t`, MOVEDIV: MOVE's `t + v`, then `/ c`) where the module
+    DIVCOPY: `v / c` into `v` and `t`, MOVEDIV: MOVE's `t + v`, then `/ c`; SYM: `t`, all of it,
+    `w + w.T` for `w` the triangle of `v`, zeros elsewhere) where the module
     contract allows it, returning whether it ran; nothing is written otherwise. Checks the
     shapes, `m`'s layout (C-ordered for the lower triangle, its transpose for the upper one: the
     caller checks that `m` is the cached mask or a view of it), that the targets' elements are
@@ -99,6 +101,8 @@ def _run(t, v, x, m, c, op, lower):
         r, q = abs(a.strides[0]), abs(a.strides[1])
         if not (s <= 1 or (q >= 8 and r >= s * q) or (r >= 8 and q >= s * r)):
             return False
+    if s > 1 and op == SYM and (t.strides[0] != s * 8 or t.strides[1] != 8):
+        return False  # a new C-ordered matrix, written whole
     if s > 0 and op != SCALE and op != DIV and op != FILL:
         tlo = thi = np.intp(t.ctypes.data)  # the bytes t and v reach: [lo, hi)
         vlo = vhi = np.intp(v.ctypes.data)
@@ -114,7 +118,7 @@ def _run(t, v, x, m, c, op, lower):
             else:
                 vhi += step
         if tlo < vhi + 8 and vlo < thi + 8:  # overlapping: only the mirror's two views
-            if op == ADD or op == SET:
+            if op == ADD or op == SET or op == SYM:
                 return False
             n0, n1 = x.shape
             rows = x.strides[0] == n1 * 8 and x.strides[1] == 8
@@ -141,6 +145,16 @@ def _run(t, v, x, m, c, op, lower):
             d = c0 - r0  # where j's box starts less where i's does
             if d != 0 and d != (-1 if lower else 1):
                 return False
+    if op == SYM:  # the triangle's elements and their mirrors: `w + w.T` element for element
+        for i in range(s):
+            lo = 0 if lower else i + 1
+            hi = i if lower else s
+            for j in range(lo, hi):
+                y = v[i, j]
+                t[i, j] = y + 0.0
+                t[j, i] = 0.0 + y
+            t[i, i] = v[i, i] + v[i, i]
+        return True
     if abs(t.strides[0]) < abs(t.strides[1]):  # column by column: the transposes' other triangle
         t, v, lower = t.T, v.T, not lower
     # row by row, the operation chosen once per row (each inner loop one operation), unsigned
@@ -300,6 +314,18 @@ def move_div(t, v, c, m, lower):
     if x is None or not (_target(t, m, lower) and _operand(v) and _loop(t, v, _base(t, v), m, x, MOVEDIV, lower)):
         move(t, v, m, lower)
         div(t, c, m, lower)
+
+
+def sym_where(m, f, lower):
+    """`w + w.T` for `w = where(m, f, lower)`: the symmetric matrix whose triangle is `f`'s,
+    doubled on the diagonal, each element the sum NumPy computes (`y + 0.0`, `0.0 + y`, `d + d`),
+    C-ordered as NumPy's sum of a C-ordered `w` and its transpose."""
+    if type(f) is np.ndarray and f.ndim == 2 and f.dtype == _F64 and f.shape[0] == f.shape[1]:
+        out = np.empty(f.shape)
+        if _target(out, m, lower) and _loop(out, f if f.flags.writeable else f.copy(), out, m, 0.0, SYM, lower):
+            return out
+    w = where(m, f, lower)
+    return w + w.T
 
 
 def where(m, f, lower):
