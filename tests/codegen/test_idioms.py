@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo import Active, Duplicated, Reverse
+from zymo import Active, Const, Duplicated, Reverse
 from zymo import runtime as _rt
 from zymo.codegen.idioms import blas_nests
 from zymo.codegen.numba import masked as _tri_ops
@@ -881,3 +881,57 @@ def test_tri_dot_without_blas_masks(case):
     got = _rt.tri_dot(a, True, False, b, True)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("boxes, want", [
+    (["data[:n, :n_1 - 1]", "data[:n, 1:n_1]"], ["data[:n, :n_1]"]),  # correlation's two column ranges
+    (["B[:m - 1, :n]", "B[1:m, :n]"], ["B[:m, :n]"]),
+    (["A[2:n]", "A[:n - 2]"], ["A[:n]"]),
+    (["A[:, :n]", "A[:, 1:]"], ["A[:, :]"]),
+    (["A[1:n, :n - 1]", "B[1:n, :n - 1]"], None),  # two arrays
+    (["A[1:n, :n - 1]", "A[:n - 1, 1:n]"], None),  # two axes differ
+    (["A[i:n, :m]", "A[:n, :m]"], None),  # bounds not comparable
+    (["A[-1:, :m]", "A[:, :m]"], None),  # a negative start counts from the end
+    (["A[k, :m]", "A[k, 1:m]"], None),  # not all slices
+])
+def test_finite_checks_of_one_array_cover_both_boxes(boxes, want):
+    from zymo.codegen.idioms import _covering
+    assert _covering(boxes) == (want or boxes)
+
+
+def two_column_ranges(C, A):
+    """Correlation's shape: one nest reads `A` at columns `:n - 1` and `1:n`; the adjoint's guard
+    checks both finite as one box."""
+    m, n = A.shape
+    for i in range(n - 1):
+        for j in range(i + 1, n):
+            C[i, j] = 0.0
+            for k in range(m):
+                C[i, j] += A[k, i] * A[k, j]
+    return np.sum(C * C)
+
+
+def test_a_covering_finite_check_that_fails_runs_the_loops():
+    rng = np.random.default_rng(21)
+    A = rng.standard_normal((6, 5))
+    C = np.zeros((5, 5))
+    ann = lambda A, C: (Duplicated(C, np.zeros_like(C)), Duplicated(A, np.zeros_like(A)))  # noqa: E731
+    code = zymo.generated_code(Reverse, two_column_ranges, Active, *ann(A, C), numba="kernels")
+    assert "np.isfinite(A[:n, :n_1]).all()" in code and "np.isfinite(A[:n, :n_1 - 1])" not in code
+    for bad in (None, (2, 0), (3, 4)):  # an infinity in one box only: the loops' inf and nan
+        a = A.copy()
+        if bad is not None:
+            a[bad] = np.inf
+        outs = []
+        for numba in ("kernels", False):
+            c, aa = C.copy(), a.copy()
+            args = ann(aa, c)
+            with np.errstate(invalid="ignore", over="ignore"):
+                zymo.autodiff(Reverse, two_column_ranges, Active, *args, numba=numba)
+            outs.append((c, args[0].dval, args[1].dval))
+        for u, v in zip(*outs):
+            np.testing.assert_allclose(u, v, rtol=1e-12, equal_nan=True)
+            assert np.array_equal(np.isnan(u), np.isnan(v)) and np.array_equal(np.isinf(u), np.isinf(v))
+        if bad is not None:
+            assert np.isinf(outs[0][0]).any() and np.isnan(outs[0][2]).any()
+    check_grad(two_column_ranges, C.copy(), A.copy(), modes=("reverse",))

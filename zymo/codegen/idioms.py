@@ -360,7 +360,7 @@ class _Rewriter:
                 body.append(_build(p))
                 continue
             if low.finite_here:  # the values the piece reads, where it reads them; else its loops
-                test = " and ".join(f"np.isfinite({f}).all()" for f in dict.fromkeys(low.finite_here))
+                test = " and ".join(f"np.isfinite({f}).all()" for f in _covering(list(dict.fromkeys(low.finite_here))))
                 body.append(ast.If(test=ast.parse(test, mode="eval").body, body=ast.parse("\n".join(lines)).body,
                                    orelse=[_build(p)]))
             else:
@@ -387,7 +387,7 @@ class _Rewriter:
         guard = (f"_rt.blas_ready({_tuple(wr)}, {_tuple(read)}, "
                  f"{_tuple(['(' + ', '.join(b) + ')' for b in bounds.values() if b[0] not in made])})"
                  + "".join(f" and {c}" for c in dict.fromkeys(requires))
-                 + "".join(f" and np.isfinite({f}).all()" for f in dict.fromkeys(finite)))
+                 + "".join(f" and np.isfinite({f}).all()" for f in _covering(list(dict.fromkeys(finite)))))
         return ast.If(test=ast.parse(guard, mode="eval").body, body=body, orelse=[s])
 
     def _mirror(self, m: Mirror, bounds: dict[str, tuple[str, ...]]) -> tuple[list[str], list[str]]:
@@ -1029,3 +1029,83 @@ def _subst(e: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
         def visit_Name(self, n: ast.Name) -> ast.expr:
             return copy.deepcopy(env[n.id]) if n.id in env and isinstance(n.ctx, ast.Load) else n
     return _Sub().visit(copy.deepcopy(e))
+
+
+def _covering(boxes: list[str]) -> list[str]:
+    """`boxes` (operands `X[lo:hi, ...]` the guard checks finite), two boxes of one array that
+    differ along one axis only, by ranges of one bound apart by constants (`X[:, :n - 1]`,
+    `X[:, 1:n]`), checked as the box holding both (`X[:, :n]`): one pass over the array instead
+    of two. A larger box is a stronger test: where it fails the loops run, which is never wrong.
+    Its bounds are bounds of the two boxes (the guard's `blas_ready` checked them first)."""
+    out = list(boxes)
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(out)):
+            for b in range(a + 1, len(out)):
+                both = _union(out[a], out[b])
+                if both is not None:
+                    out[a] = both
+                    del out[b]
+                    merged = True
+                    break
+            if merged:
+                break
+    return out
+
+
+def _union(a: str, b: str) -> str | None:
+    """The box holding the boxes `a` and `b` (`_covering`), or None."""
+    ea, eb = ast.parse(a, mode="eval").body, ast.parse(b, mode="eval").body
+    if not (isinstance(ea, ast.Subscript) and isinstance(eb, ast.Subscript)
+            and ast.dump(ea.value) == ast.dump(eb.value)):
+        return None
+    ia = ea.slice.elts if isinstance(ea.slice, ast.Tuple) else [ea.slice]
+    ib = eb.slice.elts if isinstance(eb.slice, ast.Tuple) else [eb.slice]
+    if len(ia) != len(ib) or not all(isinstance(x, ast.Slice) and x.step is None for x in ia + ib):
+        return None
+    differ = [k for k, (x, y) in enumerate(zip(ia, ib)) if ast.dump(x) != ast.dump(y)]
+    if len(differ) != 1:
+        return None
+    x, y = ia[differ[0]], ib[differ[0]]
+    lo, hi = _extreme(x.lower, y.lower, min), _extreme(x.upper, y.upper, max)  # type: ignore[attr-defined]
+    if lo is None or hi is None:
+        return None
+    box = copy.deepcopy(ea)
+    elts = box.slice.elts if isinstance(box.slice, ast.Tuple) else None
+    new = ast.Slice(lower=None if lo == "0" else ast.parse(lo, mode="eval").body,
+                    upper=None if hi == "" else ast.parse(hi, mode="eval").body)
+    if elts is None:
+        box.slice = new
+    else:
+        elts[differ[0]] = new
+    return ast.unparse(box)
+
+
+def _extreme(x: ast.expr | None, y: ast.expr | None, pick) -> str | None:
+    """The smaller (`pick` min, of lower bounds) or larger (max, of upper bounds) of two slice
+    bounds, as text ("0" for an omitted lower bound, "" for an omitted upper one), where they
+    are comparable: `E + c` and `E + d` of one `E`, or ints; an omitted lower bound (0) against
+    an int, an omitted upper bound (the length) against anything. None elsewhere."""
+    if pick is max and (x is None or y is None):
+        return ""
+    ox = ("", 0) if x is None else _offset(x)
+    oy = ("", 0) if y is None else _offset(y)
+    if ox is None or oy is None or ox[0] != oy[0] or ox[0] == "" and min(ox[1], oy[1]) < 0:
+        return None
+    k = pick(ox[1], oy[1])
+    if ox[0] == "" and k == 0 and pick is min:
+        return "0"
+    return ast.unparse(x if k == ox[1] else y)  # type: ignore[arg-type]
+
+
+def _offset(e: ast.expr) -> tuple[str, int] | None:
+    """(`E` as text, c) for a bound `E + c`, `E - c`, `E` or the int `c` (`E` "" then)."""
+    if isinstance(e, ast.Constant) and type(e.value) is int:
+        return "", e.value
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) and isinstance(e.right, ast.Constant) \
+            and type(e.right.value) is int:
+        return ast.unparse(e.left), e.right.value if isinstance(e.op, ast.Add) else -e.right.value
+    if isinstance(e, (ast.Name, ast.Attribute, ast.BinOp)):
+        return ast.unparse(e), 0
+    return None
