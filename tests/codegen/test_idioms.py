@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zymo
-from zymo import Active, Const, Duplicated, Reverse
+from zymo import Active, Duplicated, Reverse
 from zymo import runtime as _rt
 from zymo.codegen.idioms import blas_nests
 from zymo.codegen.numba import masked as _tri_ops
