@@ -101,7 +101,7 @@ def test_triangles_become_masked_products(form, reverse):
     out = blas_nests(src, ND, NUMBERS)
     assert out.count("_rt.blas_ready(") == 2 and "_tri_ops." in out and "where=" not in out
     # one mask per nest, one masked operand `E` for both statements of the second nest
-    assert out.count("_rt.tri_mask(") == 2 and out.count("_tri_ops.where(") == 1
+    assert out.count("_rt.tri_mask(") == 2 and out.count("_tri_ops.where(") + out.count("_tri_ops.sym_where(") == 1
     rng = np.random.default_rng(5)
     n, p = 5, 3
     inside = np.fromfunction(FORMS[form][2], (n, n))
@@ -160,7 +160,7 @@ def test_mirror_store_leaves_the_nest(form):
     products = out.count(" @ ") + out.count("_rt.sym_add(") + out.count("_rt.sym_set(")  # `F.T @ F`: BLAS's syrk
     divisions = ("_tri_ops.div(", "_tri_ops.div_mirror(", "_tri_ops.move_div(")  # alone or paired (`_pairs`)
     assert out.count("_rt.blas_ready(") == 2 and products == (2 if merged else 3) and any(d in out for d in divisions)
-    assert ("_masked + _masked.T)" in out) == merged
+    assert ("_tri_ops.sym_where(" in out) == merged  # `w + w.T` made in one pass (`triangles._symmetrized`)
     rng = np.random.default_rng(8)
     n, p = 5, 4
     inside = np.fromfunction(FORMS[form][2], (n, n))
@@ -384,9 +384,11 @@ def _trmm_args(rng, n=6, p=4):
 def test_nests_reading_rows_before_writing_them_become_products():
     out = blas_nests(TRMM, ND | {"S": 2}, NUMBERS | {"a", "dt_2"})
     # the masked operands' products as BLAS's triangular products, the adjoint's other as `@`
-    assert out.count("_rt.blas_ready(") == 2 and out.count("_rt.tri_dot(") == 2 and out.count(" @ ") == 1, out
+    # (trmm's in place: `_rt.tri_dot_add`, its rows checked finite whole)
+    assert out.count("_rt.blas_ready(") == 2 and out.count("_rt.tri_dot_add(") == 2 and out.count(" @ ") == 1, out
+    assert "np.isfinite(B[:n, :p]).all()" in out and "np.isfinite(dB[:n, :p]).all()" in out
     # the adjoint's product reading dB comes before the one writing it
-    assert out.index("_tri_ops.add(dA") < out.index("dB[1:n, :p] +=")
+    assert out.index("_tri_ops.add(dA") < out.index("_rt.tri_dot_add(dB[:n, :p]")
     rng = np.random.default_rng(11)
     for bad in (None, np.inf, np.nan):  # a non-finite element the masked zeros would meet: those loops run
         args = _trmm_args(rng)
@@ -626,7 +628,7 @@ def test_triangle_gradients_match_python_and_differences(f, shapes, products):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     code = zymo.generated_code(Reverse, f, Active, *[Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray)
                                                      else a for a in args], numba="kernels")
-    assert code.count(" @ ") + code.count("_rt.tri_dot(") + code.count("_rt.sym_add(") + code.count("_rt.sym_set(") \
+    assert sum(code.count(p) for p in (" @ ", "_rt.tri_dot(", "_rt.tri_dot_add(", "_rt.sym_add(", "_rt.sym_set(")) \
         == products
 
 
@@ -935,3 +937,77 @@ def test_a_covering_finite_check_that_fails_runs_the_loops():
         if bad is not None:
             assert np.isinf(outs[0][0]).any() and np.isnan(outs[0][2]).any()
     check_grad(two_column_ranges, C.copy(), A.copy(), modes=("reverse",))
+
+
+def _shifted_statement(x, a, n, lower, trans):
+    """The statement `_rt.tri_dot_add` stands for (its docstring's table)."""
+    f = a[1:n, :n - 1] if lower else a[:n - 1, 1:n]
+    t, o = (x[:n - 1], x[1:n]) if lower == trans else (x[1:n], x[:n - 1])
+    t += _rt.tri_dot(f, lower, trans, o, True)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [True, False])
+@pytest.mark.parametrize("case", ["C", "F", "columns", "float32", "narrow_a", "one_row", "mixed"])
+def test_tri_dot_add_is_the_shifted_statement(lower, trans, case, monkeypatch):
+    """`_rt.tri_dot_add`: trmm's row update in place with BLAS's unit-diagonal `?trmm` (the
+    diagonal and the other half of `a` not read: NaN there), the statement where BLAS cannot
+    take it (a narrow `a`, one row, mixed dtypes): the same numbers to rounding."""
+    if case == "narrow_a" and not lower:
+        pytest.skip("the upper triangle's box `a[:n - 1, 1:n]` needs n columns (the guard checks them)")
+    rng = np.random.default_rng(31)
+    n, p = (1 if case == "one_row" else 6), 4
+    a = rng.standard_normal((n, n - 1 if case == "narrow_a" else n))
+    inside = np.tril(np.ones(a.shape, bool), -1) if lower else np.triu(np.ones(a.shape, bool), 1)
+    a[~inside] = np.nan
+    x = rng.standard_normal((n, p + 2))
+    x = {"F": np.asfortranarray(x), "columns": x[:, 1:p + 1], "float32": x.astype(np.float32)}.get(case, x)
+    if case == "float32":
+        a = a.astype(np.float32)
+    if case == "mixed":
+        a = a.astype(np.float32)
+    want, orig = x.copy(), x.copy()
+    _shifted_statement(want, a, n, lower, trans)
+    base = x.base if case == "columns" else None
+    before = base.copy() if base is not None else None
+    if case in ("C", "F", "columns", "float32"):  # BLAS in place: the statement's product never made
+        from zymo.runtime import linalg
+        monkeypatch.setattr(linalg, "tri_dot", None)
+    _rt.tri_dot_add(x, a, n, lower, trans)
+    if x.dtype == np.float32:
+        np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_allclose(x, want, rtol=1e-13, atol=1e-14)
+    assert not np.isnan(x).any()
+    assert np.array_equal(x, orig) == (n == 1)  # rows updated (none of one row)
+    if base is not None:  # the columns outside the view untouched
+        assert np.array_equal(base[:, [0, -1]], before[:, [0, -1]])
+
+
+TRMM_UPPER = '''
+def g(A, B, n, p):
+    for i in range(n):
+        for j in range(p):
+            for k in range(i):
+                B[i, j] += A[k, i] * B[k, j]
+    return B
+'''
+
+
+def test_in_place_products_need_the_check_and_no_write_before():
+    from zymo.codegen.idioms import _in_place_products
+    stmt = "B[:n - 1, :p] += _rt.tri_dot(A[1:n, :n - 1], True, True, B[1:n, :p], True)"
+    ok = f"if np.isfinite(B[1:n, :p]).all():\n    {stmt}\n"
+    got = ast.unparse(ast.Module(_in_place_products(ast.parse(ok).body), []))
+    assert "_rt.tri_dot_add(B[:n, :p], A, n, True, True)" in got and "np.isfinite(B[:n, :p])" in got
+    for src in (stmt + "\n",  # no finite check around it
+                f"if np.isfinite(C[1:n, :p]).all():\n    {stmt}\n",  # not the operand's
+                f"if np.isfinite(B[1:n, :p]).all():\n    B[0, :p] = C[0, :p]\n    {stmt}\n",  # B written before
+                f"if np.isfinite(B[1:n, :p]).all():\n    _tri_ops.fill(B[:3, :3], 0.0, _tri, True)\n    {stmt}\n",
+                ok.replace("B[:n - 1, :p] +=", "B[1:n, :p] +="),  # rows not shifted the table's way
+                ok.replace("B[1:n, :p], True)", "B[1:n, :q], True)"),  # other columns
+                ok.replace("A[1:n, :n - 1]", "A[1:n, :n - 2]")):  # not the strict triangle's box
+        out = ast.unparse(ast.Module(_in_place_products(ast.parse(src).body), []))
+        assert "tri_dot_add" not in out and out == ast.unparse(ast.parse(src)), src
+    reads = f"if np.isfinite(B[1:n, :p]).all():\n    D[:3, :3] += B[1:n, :p] @ C.T\n    {stmt}\n"  # B only read
+    assert "tri_dot_add" in ast.unparse(ast.Module(_in_place_products(ast.parse(reads).body), []))

@@ -375,7 +375,7 @@ class _Rewriter:
         read_only = {n.value.id for n in subs} - written  # type: ignore[attr-defined]
         body = _merge_products(share_masks(body + ast.parse("\n".join(after)).body, self.fresh), self.numbers,
                                scales, read_only, finite)
-        body = compiled_masks(_triangular_products(body))
+        body = compiled_masks(_in_place_products(_triangular_products(body)))
         requires += [f"np.isfinite({c}) and {c} != 0" for c in scales]
         touched = list(dict.fromkeys(n.value.id for n in subs))  # type: ignore[attr-defined]
         read = [n for n in touched if n not in written]
@@ -835,6 +835,125 @@ def _tri_products(body: list[ast.stmt], masks: dict[str, bool], reads: list[str]
         else:
             out.append(_Tri().visit(st))
     return _without(out, done)
+
+
+def _in_place_products(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`body` (and its branches) with each update of a matrix's rows by a triangular product of
+    its other rows, trmm's `X[:n - 1, c] += _rt.tri_dot(A[1:n, :n - 1], True, True, X[1:n, c],
+    True)` and its three kin (the strict lower or upper triangle of `A[:n, :n]`, transposed or
+    not, the rows shifted by one the way its side and transposition give: `_rt.tri_dot_add`'s
+    table), as `_rt.tri_dot_add(X[:n, c], A, n, lower, trans)`: `X[:n] = (I + op(strict
+    triangle)) @ X[:n]` in place, one BLAS call. The product reads the old rows in both (the
+    statement makes it whole before adding). BLAS multiplies the triangle's zeros, so the rows
+    of `X` the product did not read must be finite too: the statement is rewritten only as the
+    body of the piece's `if np.isfinite(X[o]).all() and ...:` (`_Lowering.finite_here`), whose
+    check of `X[o]` becomes one of `X[:n, c]`."""
+    out: list[ast.stmt] = []
+    for st in body:
+        if isinstance(st, ast.If):
+            checks = _finite_checks(st.test)
+            if checks is not None:
+                st.body = [_in_place(s, checks, st.body[:k]) or s for k, s in enumerate(st.body)]
+            st.body = _in_place_products(st.body)
+            st.orelse = _in_place_products(st.orelse)
+        out.append(st)
+    return out
+
+
+def _finite_checks(test: ast.expr) -> list[ast.Call] | None:
+    """The `np.isfinite(E).all()` calls a test is the conjunction of, or None."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    calls = []
+    for p in parts:
+        if not (isinstance(p, ast.Call) and not p.args and not p.keywords and isinstance(p.func, ast.Attribute)
+                and p.func.attr == "all" and _call(p.func.value, "np.isfinite") and len(p.func.value.args) == 1):
+            return None
+        calls.append(p.func.value)
+    return calls  # type: ignore[return-value]
+
+
+def _in_place(st: ast.stmt, checks: list[ast.Call], before: list[ast.stmt]) -> ast.stmt | None:
+    """`_in_place_products` of one statement of a branch whose test is `checks`, after the
+    statements `before` of it, or None; the check of the product's rows widened to the
+    matrix's `n` rows where it is rewritten (none of `before` may write the matrix: the check
+    then holds where the statement runs)."""
+    if not (isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) and isinstance(st.target, ast.Subscript)
+            and _call(st.value, "_rt.tri_dot") and len(st.value.args) == 5 and not st.value.keywords):  # type: ignore[attr-defined]
+        return None
+    f, lower, trans, xo, left = st.value.args  # type: ignore[attr-defined]
+    flags = [e.value if isinstance(e, ast.Constant) and type(e.value) is bool else None for e in (lower, trans, left)]
+    if None in flags or not flags[2]:
+        return None
+    lo, tr = flags[0], flags[1]
+
+    def parts(e: ast.expr) -> tuple[str, list[ast.Slice]] | None:  # `X[s0, s1]`: ("X", [s0, s1]), plain slices
+        if not (isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and isinstance(e.slice, ast.Tuple)
+                and len(e.slice.elts) == 2 and all(isinstance(k, ast.Slice) and k.step is None for k in e.slice.elts)):
+            return None
+        return e.value.id, e.slice.elts  # type: ignore[return-value]
+
+    pf, pt, po = parts(f), parts(st.target), parts(xo)
+    if pf is None or pt is None or po is None or pt[0] != po[0] or pt[0] == pf[0]:
+        return None
+    (a, fs), (x, ts), (_, os_) = pf, pt, po
+    d = ast.dump
+    if d(ts[1]) != d(os_[1]):  # the same columns
+        return None
+    low, high = (fs[0], fs[1]) if lo else (fs[1], fs[0])  # the box's `1:n` axis and its `:n - 1` one
+    if not (isinstance(low.lower, ast.Constant) and type(low.lower.value) is int and low.lower.value == 1
+            and low.upper is not None and high.lower is None and high.upper is not None):
+        return None
+    n = low.upper
+    less = ast.BinOp(copy.deepcopy(n), ast.Sub(), ast.Constant(1))  # `n - 1`
+    if d(high.upper) != d(less):
+        return None
+    head, tail = ast.Slice(None, less, None), ast.Slice(ast.Constant(1), copy.deepcopy(n), None)
+    want_t, want_o = (head, tail) if lo == tr else (tail, head)
+    if d(ts[0]) != d(want_t) or d(os_[0]) != d(want_o):
+        return None
+    check = next((c for c in checks if d(c.args[0]) == d(xo)), None)
+    if check is None or any(x in _may_write(b) for b in before):
+        return None
+    frame = ast.parse(f"{x}[:{ast.unparse(n)}, {ast.unparse(ts[1])}]", mode="eval").body
+    check.args[0] = copy.deepcopy(frame)
+    call = f"_rt.tri_dot_add({ast.unparse(frame)}, {a}, {ast.unparse(n)}, {lo}, {tr})"
+    return ast.copy_location(ast.Expr(ast.parse(call, mode="eval").body), st)
+
+
+_READS_ONLY = {"np.isfinite", "np.where", "np.einsum", "_tri_ops.where", "_tri_ops.sym_where", "_rt.tri_dot",
+               "_rt.tri_mask", "_rt.span"}  # calls of the lowering's statements that write no operand
+_WRITE_FIRST = {"np.copyto", "_rt.sym_add", "_rt.sym_set", "_rt.tri_dot_add", "_rt.diagonal_view"}  # and `_tri_ops.*`
+
+
+def _may_write(st: ast.stmt) -> set[str]:
+    """The arrays a statement of the lowering may write (by name): stores, `out=`, the first
+    operand of the in-place calls; every name under a call of no known kind, or of a statement
+    other than an assignment or a call."""
+    if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
+        return {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+    out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+           for b in [_root(n)] if b is not None}
+    if isinstance(st, ast.AugAssign):
+        out |= {_root(st.target)} - {None}  # type: ignore[arg-type]
+    for n in ast.walk(st):
+        if not isinstance(n, ast.Call):
+            continue
+        func = ast.unparse(n.func)
+        out |= {b for k in n.keywords if k.arg == "out" for b in [_root(k.value)] if b is not None}
+        if func in _READS_ONLY or func.startswith("np.") and func != "np.copyto":
+            continue
+        if (func in _WRITE_FIRST or func.startswith("_tri_ops.")) and n.args:
+            out |= {_root(n.args[0])} - {None}  # type: ignore[arg-type]
+        else:
+            out |= {a.id for a in ast.walk(n) if isinstance(a, ast.Name)}
+    return out
+
+
+def _root(e: ast.expr) -> str | None:
+    """The array `X` of `X[...]`, `X[...].T`, `X`, or None."""
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
 
 
 def _without(body: list[ast.stmt], names: set[str]) -> list[ast.stmt]:

@@ -151,6 +151,7 @@ from .linalg import (  # NumPy and SciPy linear algebra
     sym_add,
     sym_set,
     tri_dot,
+    tri_dot_add,
     tri_mask,
     tri_solve_vjp_a,
     triangle,
@@ -246,7 +247,7 @@ __all__ = [
     "lse_vjp_d", "lse_vjp_t", "lse_weights", "nan_centered", "nan_centered_lin", "nan_count", "nan_ones",
     "none_or_zeros", "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "special_no_derivative",
     "zeta_ds", "cholesky_vjp_dl", "cholesky_vjp_tl", "norm_grad_dx", "norm_grad_tx", "cumsum_vjp_tg",
-    "split_first_tg", "split_last_tg", "blas_ready", "tri_mask", "tri_dot", "sym_add", "sym_set",
+    "split_first_tg", "split_last_tg", "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
 ]
 
 def __getattr__(name: str):

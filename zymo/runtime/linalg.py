@@ -29,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot", "sym_add", "sym_set",
+    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
 ]
 
 
@@ -484,6 +484,33 @@ def tri_dot(a, lower, trans, b, left):
     return trmm(1.0, a.T, b.T, side=1 if left else 0, lower=0 if lower else 1, trans_a=1 if trans else 0).T
 
 
+def tri_dot_add(x, a, n, lower, trans):
+    """trmm's update of the rows of the matrix `x` (`n` of them) by the strict lower (`lower`)
+    or upper triangle of the square `a[:n, :n]`, transposed where `trans`: `x[t] += tri_dot(f,
+    lower, trans, x[o], True)`, `f` that triangle's box (`a[1:n, :n - 1]`, or `a[:n - 1, 1:n]`
+    for the upper one), `t` and `o` the rows `[0, n - 1)` and `[1, n)` where `lower == trans`,
+    else `[1, n)` and `[0, n - 1)` (`codegen/idioms.py` writes it for the statement, which
+    reads the old rows: the product is made whole before the add). That is `x = (I + op(strict
+    triangle)) @ x`, which BLAS's unit-diagonal `?trmm` does in place: one call, no product made
+    apart, no add pass, `a`'s diagonal and other half not read. BLAS runs where `a[:n, :n]` is
+    square and of `x`'s dtype; the statement elsewhere. Either adds the sum of the same products
+    in some order (BLAS's). `x` is finite and shares no memory with `a` (the nest's guard checked
+    both: BLAS multiplies its triangles' zeros, and `0 * inf` is nan)."""
+    if n > 1 and type(x) is np.ndarray and x.ndim == 2 and x.shape[1] and x.flags.writeable:
+        sq = a[:n, :n]
+        trmm = _trmm(sq, x) if sq.shape == (n, n) else None
+        if trmm is not None:
+            b = x.T  # Fortran order: x.T = x.T @ op(T).T, T's lower half the upper one of sq.T
+            r = trmm(1.0, sq.T, b, side=1, lower=0 if lower else 1, trans_a=1 if trans else 0, diag=1,
+                     overwrite_b=1)
+            if r is not b:  # F2PY worked on a copy (x not C-contiguous)
+                b[...] = r
+            return
+    f = a[1:n, :n - 1] if lower else a[:n - 1, 1:n]
+    t, o = (x[:n - 1], x[1:n]) if lower == trans else (x[1:n], x[:n - 1])
+    t += tri_dot(f, lower, trans, o, True)
+
+
 def sym_add(t, m, lower, alpha, x, y=None, beta=None):
     """`np.add(t, P, out=t, where=m)` for a symmetric product `P`: `alpha * (x @ x.T)`, or
     with `y`, `alpha * (x @ y.T) + alpha * (y @ x.T)`; `m` the mask of `t`'s lower half
@@ -593,11 +620,17 @@ def _trmm(a, b):
     if not (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and a.ndim == b.ndim == 2
             and a.size and b.size and a.dtype in _BLAS_DTYPES):
         return None
-    try:
-        from scipy.linalg import blas
-    except ImportError:  # an optional dependency (the "numba" extra, which the kernels backend needs)
-        return None
-    return blas.dtrmm if a.dtype == _F64 else blas.strmm
+    fn = _TRMM.get(a.dtype.char)
+    if fn is None:
+        try:
+            from scipy.linalg import blas
+        except ImportError:  # an optional dependency (the "numba" extra, which the kernels backend needs)
+            return None
+        fn = _TRMM[a.dtype.char] = blas.dtrmm if a.dtype == _F64 else blas.strmm
+    return fn
+
+
+_TRMM: dict = {}  # dtype char -> ?trmm
 
 
 def blas_ready(written, read, bounds):
