@@ -460,6 +460,11 @@ def test_sym_where_is_the_masked_operand_plus_its_transpose(lower, layout, calls
      "Y += alpha * ((_masked + _masked.T) @ B)", True),
     ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked + _masked.T) @ A\nY = _masked", False),
     ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked + _masked) @ A", False),
+    # a sum of the sum the rewrite wrote and `W.T` is no second sum (helper 62): `W` also read alone
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\na = x @ (_masked.T + (_masked + _masked.T))\nb = g(_masked)",
+     False),
+    ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\na = x @ (_masked + _masked.T + _masked.T)\nb = g(_masked)",
+     False),
 ])
 def test_masked_operands_read_only_as_symmetric_sums(src, sym):
     from zymo.codegen.triangles import _symmetrized

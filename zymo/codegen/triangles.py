@@ -379,18 +379,24 @@ def _symmetrized(body: list[ast.stmt], loads: dict[str, int]) -> list[ast.stmt]:
 
 
 class _SymSums(ast.NodeTransformer):
-    """Each `W + W.T` or `W.T + W` of the name `W` replaced by `W`, counted (`found`)."""
+    """Each `W + W.T` or `W.T + W` of the name `W` replaced by `W`, counted (`found`); the
+    sums of the names it wrote itself are not (`W.T + (W + W.T)` is one sum of `W` and a read
+    of `W.T`, not two sums)."""
     def __init__(self, w: str):
         self.w, self.found = w, 0
+        self.made: set[int] = set()  # ids of the names written for sums
 
     def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
         self.generic_visit(n)
         if isinstance(n.op, ast.Add):
             a, b = (n.left, n.right) if isinstance(n.left, ast.Name) else (n.right, n.left)
             if (isinstance(a, ast.Name) and a.id == self.w and isinstance(b, ast.Attribute) and b.attr == "T"
-                    and isinstance(b.value, ast.Name) and b.value.id == self.w):
+                    and isinstance(b.value, ast.Name) and b.value.id == self.w
+                    and id(a) not in self.made and id(b.value) not in self.made):
                 self.found += 1
-                return ast.Name(self.w, ast.Load())
+                name = ast.Name(self.w, ast.Load())
+                self.made.add(id(name))
+                return name
         return n
 
 

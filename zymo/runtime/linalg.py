@@ -541,8 +541,8 @@ def sym_add(t, m, lower, alpha, x, y=None, beta=None):
 def sym_set(t, m, lower, alpha, x, y=None):
     """`np.copyto(t, 0.0, where=m)` and then `sym_add(t, m, lower, alpha, x, y)`: with BLAS one
     call whose beta is 0 (the triangle of `t` is not read: a NaN there goes, as the zero fill
-    removes it; BLAS zeroes it and adds, so a product's -0.0 becomes 0.0 as `0.0 + p` does), the
-    two statements where BLAS cannot take them (`sym_add`'s conditions)."""
+    removes it; the sign of a zero sum may differ, as `sym_add`'s), the two statements where
+    BLAS cannot take them (`sym_add`'s conditions)."""
     call = _syrk(t, m, lower, alpha, x, y)
     if call is None:
         np.copyto(t, 0.0, where=m)

@@ -1,0 +1,67 @@
+"""`codegen/layouts.py`: a snapshot read only by products that run faster column-major is made
+so; any other read keeps it as it was. End to end, trmm's gradient under "kernels" (its
+snapshot of `B` read by the adjoint's `_saved_B[1:n] @ dB[:n - 1].T`) against the Python
+backend and central differences."""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.codegen.layouts import product_layouts
+from zymo.testing import check_grad
+
+HEAD = "def f(A, B, dB, dA, n):\n    S = B.copy()\n"
+
+
+def _laid_out(body: str) -> bool:
+    tree = ast.parse(HEAD + body)
+    changed = product_layouts(tree)
+    assert changed == ("order='F'" in ast.unparse(tree))
+    return changed
+
+
+@pytest.mark.parametrize("body, column_major", [
+    ("    dA[1:n] += S[1:n] @ dB[:n - 1].T\n", True),  # the left operand
+    ("    dA += dB @ S.T\n", True),  # the transposed right operand
+    ("    if _rt.blas_ready((dA,), (S,), ((S, n, n),)) and np.isfinite(S).all():\n"
+     "        dA += S @ dB.T\n    else:\n        for i in range(n):\n            dA[i, 0] += S[i, 1]\n", True),
+    ("    dA += dB @ S\n", False),  # a right operand not transposed: slower column-major
+    ("    dA += S.T @ dB\n", False),
+    ("    dA += S @ dB.T\n    x = S * 2.0\n", False),  # an elementwise read
+    ("    dA += S @ dB.T\n    g(S)\n", False),  # a call of unknown kind
+    ("    dA += S @ dB.T\n    S = A.copy()\n", False),  # assigned again
+    ("    dA += S @ dB.T\n    for i in range(n):\n        g(S)\n", False),  # whole, in a loop
+    ("    x = S[0, 0]\n", False),  # no product
+])
+def test_only_products_that_gain_choose_the_layout(body, column_major):
+    assert _laid_out(body) == column_major
+
+
+def trmm(alpha, A, B):
+    m, n = B.shape
+    for i in range(m):
+        for j in range(n):
+            for k in range(i + 1, m):
+                B[i, j] += A[k, i] * B[k, j]
+            B[i, j] = alpha * B[i, j]
+    return np.sum(B * B)
+
+
+def test_trmm_gradient_with_a_column_major_snapshot():
+    rng = np.random.default_rng(3)
+    A, B = rng.random((6, 6)), rng.random((6, 4))
+    ann = lambda: (1.5, Duplicated(A.copy(), np.zeros_like(A)), Duplicated(B.copy(), np.zeros_like(B)))  # noqa: E731
+    code = zymo.generated_code(Reverse, trmm, Active, *ann(), numba="kernels")
+    assert "B.copy(order='F')" in code and "_saved_B[1:n, :n_1] @ dB[:n - 1, :n_1].T" in code
+    got, want = ann(), ann()
+    zymo.autodiff(Reverse, trmm, Active, *got, numba="kernels")
+    zymo.autodiff(Reverse, trmm, Active, *want, numba=False)
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g.dval, w.dval, rtol=1e-13)
+        np.testing.assert_allclose(g.val, w.val, rtol=1e-13)
+    assert np.all(got[1].dval[np.tril_indices(6, -1)] != 0.0) and np.all(got[2].dval != 0.0)
+    check_grad(trmm, 1.5, A.copy(), B.copy(), modes=("reverse",))

@@ -1,0 +1,93 @@
+"""Memory layouts of the snapshots a "kernels" program makes, chosen for the products that read them.
+
+Contract: `product_layouts(tree)` changes, in place, each statement `S = Y.copy()` at the top
+level of a function of `tree` (a snapshot the reverse transform makes of an array the primal
+overwrites) to `S = Y.copy(order="F")` where every read of `S` in that function is one of
+
+- the left operand of a matrix product, `S[...] @ Z` (`S` sliced or whole);
+- the transposed right operand of one, `Z @ S[...].T`;
+- an element read `S[i, j]` inside a loop (the loops a guard falls back to, and the scalar
+  loop nests compiled as kernels: Numba compiles them for the layout they get);
+- an operand of the guard `_rt.blas_ready` or of `np.isfinite` (what they compute does not
+  depend on a layout);
+
+and `S` is assigned nowhere else. Returns whether it changed anything. The values are the
+same in either layout: a copy holds the same elements, an element read reads the same
+number, and a matrix product is BLAS's sum of the same products in its order (the contract
+of every product the "kernels" backend writes).
+
+Why: for C-ordered operands NumPy hands OpenBLAS `X @ Z.T` as a product whose both operands
+are traversed along their rows, which OpenBLAS runs a third slower at the sizes of the
+benchmark suite (trmm's adjoint at n = 60: 12.8 us, against 8.8 us with `X` column-major; the
+copy in that order costs 0.3 us more).
+"""
+from __future__ import annotations
+
+import ast
+
+
+def product_layouts(tree: ast.Module) -> bool:
+    """Snapshots read only by products that run faster column-major, made so (module contract)."""
+    changed = False
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for st in fn.body:
+            name = _snapshot(st)
+            if name is not None and _only_products(fn, name, st):
+                st.value.keywords = [ast.keyword("order", ast.Constant("F"))]  # type: ignore[attr-defined]
+                changed = True
+    return changed
+
+
+def _snapshot(st: ast.stmt) -> str | None:
+    """`S` where `st` is `S = Y.copy()` (`Y` a name), else None."""
+    if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute)
+            and st.value.func.attr == "copy" and isinstance(st.value.func.value, ast.Name)
+            and not st.value.args and not st.value.keywords):
+        return st.targets[0].id
+    return None
+
+
+def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
+    """Whether every read of `name` in `fn` is one the module contract lists, at least one of
+    them a product, and `made` its only assignment."""
+    allowed: set[int] = set()  # ids of the Name nodes read in a listed way
+    products = 0
+    for n in ast.walk(fn):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+            left, right = _named(n.left), _named(n.right.value) if _transposed(n.right) else None
+            for got in (left, right):
+                if got is not None and got.id == name:
+                    allowed.add(id(got))
+                    products += 1
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in _LAYOUT_FREE:
+            allowed |= {id(m) for m in ast.walk(n) if isinstance(m, ast.Name) and m.id == name}
+        if isinstance(n, (ast.For, ast.While)):
+            for m in ast.walk(n):
+                if (isinstance(m, ast.Subscript) and isinstance(m.ctx, ast.Load) and isinstance(m.value, ast.Name)
+                        and m.value.id == name):
+                    allowed.add(id(m.value))
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id == name:
+            if isinstance(n.ctx, ast.Store):
+                if not (isinstance(made, ast.Assign) and n is made.targets[0]):
+                    return False
+            elif id(n) not in allowed:
+                return False
+    return products > 0
+
+
+_LAYOUT_FREE = {"_rt.blas_ready", "np.isfinite"}  # calls whose results do not depend on a layout
+
+
+def _named(e: ast.expr) -> ast.Name | None:
+    """The name `S` of the operand `S` or `S[...]`, else None."""
+    if isinstance(e, ast.Subscript):
+        e = e.value
+    return e if isinstance(e, ast.Name) else None
+
+
+def _transposed(e: ast.expr) -> bool:
+    return isinstance(e, ast.Attribute) and e.attr == "T"
