@@ -984,6 +984,21 @@ def test_tri_dot_add_is_the_shifted_statement(lower, trans, case, monkeypatch):
         assert np.array_equal(base[:, [0, -1]], before[:, [0, -1]])
 
 
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [True, False])
+def test_tri_dot_add_leaves_the_row_it_does_not_write(lower, trans):
+    """BLAS rewrites the row the statement leaves (`1.0 * x + 0.0`): put back, a -0.0 stays
+    -0.0 (helper 63)."""
+    a = np.arange(1.0, 17.0).reshape(4, 4)
+    x = np.arange(1.0, 9.0).reshape(4, 2)
+    k = 3 if lower == trans else 0
+    x[k] = -0.0
+    want = x.copy()
+    _shifted_statement(want, a, 4, lower, trans)
+    _rt.tri_dot_add(x, a, 4, lower, trans)
+    assert np.array_equal(x.view(np.int64), want.view(np.int64)) and np.signbit(x[k]).all()
+
+
 TRMM_UPPER = '''
 def g(A, B, n, p):
     for i in range(n):
@@ -1006,7 +1021,11 @@ def test_in_place_products_need_the_check_and_no_write_before():
                 f"if np.isfinite(B[1:n, :p]).all():\n    _tri_ops.fill(B[:3, :3], 0.0, _tri, True)\n    {stmt}\n",
                 ok.replace("B[:n - 1, :p] +=", "B[1:n, :p] +="),  # rows not shifted the table's way
                 ok.replace("B[1:n, :p], True)", "B[1:n, :q], True)"),  # other columns
-                ok.replace("A[1:n, :n - 1]", "A[1:n, :n - 2]")):  # not the strict triangle's box
+                ok.replace("A[1:n, :n - 1]", "A[1:n, :n - 2]"),  # not the strict triangle's box
+                *(f"if np.isfinite(B[1:n, :p]).all():\n    {w}\n    {stmt}\n" for w in (  # writes of B (helper 63)
+                    "np.fill_diagonal(B, 0.0)", "np.add(B, 1.0, B)", "np.add.at(B, 0, 1.0)",
+                    "V = B[:n, :p]\n    V += 1.0", "np.ravel(B)[0] = 1.0", "B = C",
+                    "_tri_ops.move(D[:3, :3], B[:3, :3].T, _tri, True)"))):
         out = ast.unparse(ast.Module(_in_place_products(ast.parse(src).body), []))
         assert "tri_dot_add" not in out and out == ast.unparse(ast.parse(src)), src
     reads = f"if np.isfinite(B[1:n, :p]).all():\n    D[:3, :3] += B[1:n, :p] @ C.T\n    {stmt}\n"  # B only read

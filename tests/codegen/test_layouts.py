@@ -20,7 +20,7 @@ HEAD = "def f(A, B, dB, dA, n):\n    S = B.copy()\n"
 def _laid_out(body: str) -> bool:
     tree = ast.parse(HEAD + body)
     changed = product_layouts(tree)
-    assert changed == ("order='F'" in ast.unparse(tree))
+    assert changed == ("S = _rt.product_copy(B)" in ast.unparse(tree))
     return changed
 
 
@@ -36,6 +36,13 @@ def _laid_out(body: str) -> bool:
     ("    dA += S @ dB.T\n    S = A.copy()\n", False),  # assigned again
     ("    dA += S @ dB.T\n    for i in range(n):\n        g(S)\n", False),  # whole, in a loop
     ("    x = S[0, 0]\n", False),  # no product
+    # reads whose values depend on the layout, or writes (helper 63)
+    ("    dA += S @ dB.T\n    for i in range(n):\n        S[i].reshape(-1)[0] = 1.0\n", False),
+    ("    dA += S @ dB.T\n    for i in range(n):\n        np.copyto(S[i], dB[i])\n", False),
+    ("    dA += S @ dB.T\n    x = S[:, :].ravel(order='K')\n", False),
+    ("    dA += S @ dB.T\n    ok = np.isfinite(dB, out=S)\n", False),
+    ("    dA += S @ dB.T\n    ok = _rt.blas_ready((dA,), (g(S),), ())\n", False),
+    ("    dA += S @ dB.T\n    for i in range(n):\n        x = S[i, :n].sum()\n", False),
 ])
 def test_only_products_that_gain_choose_the_layout(body, column_major):
     assert _laid_out(body) == column_major
@@ -56,7 +63,7 @@ def test_trmm_gradient_with_a_column_major_snapshot():
     A, B = rng.random((6, 6)), rng.random((6, 4))
     ann = lambda: (1.5, Duplicated(A.copy(), np.zeros_like(A)), Duplicated(B.copy(), np.zeros_like(B)))  # noqa: E731
     code = zymo.generated_code(Reverse, trmm, Active, *ann(), numba="kernels")
-    assert "B.copy(order='F')" in code and "_saved_B[1:n, :n_1] @ dB[:n - 1, :n_1].T" in code
+    assert "_rt.product_copy(B)" in code and "_saved_B[1:n, :n_1] @ dB[:n - 1, :n_1].T" in code
     got, want = ann(), ann()
     zymo.autodiff(Reverse, trmm, Active, *got, numba="kernels")
     zymo.autodiff(Reverse, trmm, Active, *want, numba=False)
@@ -65,3 +72,12 @@ def test_trmm_gradient_with_a_column_major_snapshot():
         np.testing.assert_allclose(g.val, w.val, rtol=1e-13)
     assert np.all(got[1].dval[np.tril_indices(6, -1)] != 0.0) and np.all(got[2].dval != 0.0)
     check_grad(trmm, 1.5, A.copy(), B.copy(), modes=("reverse",))
+
+
+def test_product_copy_is_column_major_for_small_matrices_only():
+    from zymo import runtime as _rt
+    for shape, column in (((60, 62), True), ((100, 91), False), ((5,), False)):
+        y = np.random.default_rng(1).random(shape)
+        c = _rt.product_copy(y)
+        assert np.array_equal(c, y) and not np.shares_memory(c, y)
+        assert (c.flags.f_contiguous and not c.flags.c_contiguous) == column

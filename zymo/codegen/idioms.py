@@ -921,31 +921,44 @@ def _in_place(st: ast.stmt, checks: list[ast.Call], before: list[ast.stmt]) -> a
 
 
 _READS_ONLY = {"np.isfinite", "np.where", "np.einsum", "_tri_ops.where", "_tri_ops.sym_where", "_rt.tri_dot",
-               "_rt.tri_mask", "_rt.span"}  # calls of the lowering's statements that write no operand
+               "_rt.tri_mask", "_rt.span"}  # calls that write no operand (without `out=`)
 _WRITE_FIRST = {"np.copyto", "_rt.sym_add", "_rt.sym_set", "_rt.tri_dot_add", "_rt.diagonal_view"}  # and `_tri_ops.*`
+_WRITE_TWO = {"_tri_ops.move", "_tri_ops.move_div", "_tri_ops.div_mirror"}  # write their first two operands
+_UFUNCS = {"np.add", "np.subtract", "np.multiply", "np.divide"}  # two operands, `out=`: write `out` alone
 
 
 def _may_write(st: ast.stmt) -> set[str]:
-    """The arrays a statement of the lowering may write (by name): stores, `out=`, the first
-    operand of the in-place calls; every name under a call of no known kind, or of a statement
-    other than an assignment or a call."""
+    """The arrays a statement of the lowering may write, by name: stores, augmented
+    assignments, a name bound (it may be a view: every name its value reads), `out=`, the
+    operands the in-place calls write; every name under a call of any other kind, and every
+    name of a statement other than an assignment or a call (helper 63: `np.fill_diagonal`,
+    positional outs, `np.add.at`, views by other names)."""
+    every = {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
     if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
-        return {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+        return every
     out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
            for b in [_root(n)] if b is not None}
     if isinstance(st, ast.AugAssign):
         out |= {_root(st.target)} - {None}  # type: ignore[arg-type]
+    if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) for t in st.targets):
+        out |= every  # a name bound to a view of what it reads
     for n in ast.walk(st):
         if not isinstance(n, ast.Call):
             continue
         func = ast.unparse(n.func)
-        out |= {b for k in n.keywords if k.arg == "out" for b in [_root(k.value)] if b is not None}
-        if func in _READS_ONLY or func.startswith("np.") and func != "np.copyto":
+        written = {b for k in n.keywords if k.arg == "out" for b in [_root(k.value)] if b is not None}
+        kws = {k.arg for k in n.keywords}
+        if func in _READS_ONLY and not kws:
             continue
-        if (func in _WRITE_FIRST or func.startswith("_tri_ops.")) and n.args:
-            out |= {_root(n.args[0])} - {None}  # type: ignore[arg-type]
+        if func in _UFUNCS and len(n.args) == 2 and "out" in kws and kws <= {"out", "where"}:
+            pass  # the masked updates before `compiled_masks`: `out=` only
+        elif func == "np.copyto" and len(n.args) == 2 and kws <= {"where"}:
+            written |= {_root(n.args[0])} - {None}  # type: ignore[arg-type]
+        elif (func in _WRITE_FIRST or func.startswith("_tri_ops.")) and n.args and not kws:
+            written |= {_root(a) for a in n.args[:2 if func in _WRITE_TWO else 1]} - {None}  # type: ignore[misc]
         else:
-            out |= {a.id for a in ast.walk(n) if isinstance(a, ast.Name)}
+            written |= {a.id for a in ast.walk(n) if isinstance(a, ast.Name)}
+        out |= written
     return out
 
 
@@ -1174,7 +1187,11 @@ def _covering(boxes: list[str]) -> list[str]:
 
 
 def _union(a: str, b: str) -> str | None:
-    """The box holding the boxes `a` and `b` (`_covering`), or None."""
+    """The box holding the boxes `a` and `b` (`_covering`), or None. The boxes are the
+    lowering's (`_Lowering._slice`), whose bounds the guard checks (`0 <= start <= stop <=
+    length`): the box taking the smaller start and the larger stop of two such boxes is then
+    one too, and holds both (of boxes whose bounds may wrap round, `X[n - 2:n]` at n = 1, it
+    would not be)."""
     ea, eb = ast.parse(a, mode="eval").body, ast.parse(b, mode="eval").body
     if not (isinstance(ea, ast.Subscript) and isinstance(eb, ast.Subscript)
             and ast.dump(ea.value) == ast.dump(eb.value)):

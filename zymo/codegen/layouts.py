@@ -2,14 +2,15 @@
 
 Contract: `product_layouts(tree)` changes, in place, each statement `S = Y.copy()` at the top
 level of a function of `tree` (a snapshot the reverse transform makes of an array the primal
-overwrites) to `S = Y.copy(order="F")` where every read of `S` in that function is one of
+overwrites) to `S = _rt.product_copy(Y)` (a column-major copy where `Y` is small, a row-major
+one otherwise) where every read of `S` in that function is one of
 
 - the left operand of a matrix product, `S[...] @ Z` (`S` sliced or whole);
 - the transposed right operand of one, `Z @ S[...].T`;
-- an element read `S[i, j]` inside a loop (the loops a guard falls back to, and the scalar
-  loop nests compiled as kernels: Numba compiles them for the layout they get);
-- an operand of the guard `_rt.blas_ready` or of `np.isfinite` (what they compute does not
-  depend on a layout);
+- an element read `S[i, j]` inside a loop, a number (the loops a guard falls back to, and the
+  scalar loop nests compiled as kernels: Numba compiles them for the layout they get);
+- an operand of the guard `_rt.blas_ready` (in its tuples) or of `np.isfinite` without `out=`
+  (what they compute does not depend on a layout);
 
 and `S` is assigned nowhere else. Returns whether it changed anything. The values are the
 same in either layout: a copy holds the same elements, an element read reads the same
@@ -17,9 +18,11 @@ number, and a matrix product is BLAS's sum of the same products in its order (th
 of every product the "kernels" backend writes).
 
 Why: for C-ordered operands NumPy hands OpenBLAS `X @ Z.T` as a product whose both operands
-are traversed along their rows, which OpenBLAS runs a third slower at the sizes of the
-benchmark suite (trmm's adjoint at n = 60: 12.8 us, against 8.8 us with `X` column-major; the
-copy in that order costs 0.3 us more).
+are traversed along their rows, which OpenBLAS runs a third slower on small matrices (trmm's
+adjoint at n = 60: 12.8 us, against 8.8 us with `X` column-major; the copy in that order costs
+0.3 us more). From about n = 120 on the products run alike and the column-major copy costs
+more (twice the row-major one at n = 250): `_rt.product_copy` copies column-major only up to
+8192 elements.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ def product_layouts(tree: ast.Module) -> bool:
         for st in fn.body:
             name = _snapshot(st)
             if name is not None and _only_products(fn, name, st):
-                st.value.keywords = [ast.keyword("order", ast.Constant("F"))]  # type: ignore[attr-defined]
+                st.value = ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "product_copy", ast.Load()),  # type: ignore[attr-defined]
+                                    [st.value.func.value], [])  # type: ignore[attr-defined]
                 changed = True
     return changed
 
@@ -55,6 +59,7 @@ def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
     them a product, and `made` its only assignment."""
     allowed: set[int] = set()  # ids of the Name nodes read in a listed way
     products = 0
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
     for n in ast.walk(fn):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
             left, right = _named(n.left), _named(n.right.value) if _transposed(n.right) else None
@@ -62,12 +67,14 @@ def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
                 if got is not None and got.id == name:
                     allowed.add(id(got))
                     products += 1
-        if isinstance(n, ast.Call) and ast.unparse(n.func) in _LAYOUT_FREE:
-            allowed |= {id(m) for m in ast.walk(n) if isinstance(m, ast.Name) and m.id == name}
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in _LAYOUT_FREE and not n.keywords:
+            for a in n.args:  # the operands themselves, or inside the tuples of `blas_ready`'s
+                allowed |= {id(m) for m in _plain(a) if m.id == name}
         if isinstance(n, (ast.For, ast.While)):
-            for m in ast.walk(n):
+            for m in ast.walk(n):  # `S[i, j]`: indices, no slice, read as a number
                 if (isinstance(m, ast.Subscript) and isinstance(m.ctx, ast.Load) and isinstance(m.value, ast.Name)
-                        and m.value.id == name):
+                        and m.value.id == name and not any(isinstance(k, ast.Slice) for k in ast.walk(m.slice))
+                        and not isinstance(parents.get(id(m)), (ast.Attribute, ast.Subscript, ast.Call))):
                     allowed.add(id(m.value))
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and n.id == name:
@@ -80,6 +87,16 @@ def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
 
 
 _LAYOUT_FREE = {"_rt.blas_ready", "np.isfinite"}  # calls whose results do not depend on a layout
+
+
+def _plain(e: ast.expr) -> list[ast.Name]:
+    """The names `e` holds as itself, sliced (`S[...]`) or in tuples of them (not in a call,
+    an attribute or an arithmetic expression)."""
+    if isinstance(e, ast.Tuple):
+        return [m for x in e.elts for m in _plain(x)]
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name):
+        return [e.value]
+    return [e] if isinstance(e, ast.Name) else []
 
 
 def _named(e: ast.expr) -> ast.Name | None:

@@ -135,6 +135,7 @@ from .linalg import (  # NumPy and SciPy linear algebra
     lu_solve_jvp_lu,
     lu_solve_vjp_lu,
     mT,
+    product_copy,
     qr_jvp,
     qr_q,
     qr_r,
@@ -248,6 +249,7 @@ __all__ = [
     "none_or_zeros", "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "special_no_derivative",
     "zeta_ds", "cholesky_vjp_dl", "cholesky_vjp_tl", "norm_grad_dx", "norm_grad_tx", "cumsum_vjp_tg",
     "split_first_tg", "split_last_tg", "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
+    "product_copy",
 ]
 
 def __getattr__(name: str):

@@ -29,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
+    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "product_copy",
 ]
 
 
@@ -484,6 +484,15 @@ def tri_dot(a, lower, trans, b, left):
     return trmm(1.0, a.T, b.T, side=1 if left else 0, lower=0 if lower else 1, trans_a=1 if trans else 0).T
 
 
+def product_copy(y):
+    """A copy of the array `y` for products that read it (`codegen/layouts.py`): column-major
+    where `y` is a matrix of at most 8192 elements (OpenBLAS's small products run `X @ Z.T` a
+    third faster with `X` so), row-major as `y.copy()` otherwise. The same elements either way."""
+    if type(y) is np.ndarray and y.ndim == 2 and y.size <= 8192:
+        return y.copy(order="F")
+    return y.copy()
+
+
 def tri_dot_add(x, a, n, lower, trans):
     """trmm's update of the rows of the matrix `x` (`n` of them) by the strict lower (`lower`)
     or upper triangle of the square `a[:n, :n]`, transposed where `trans`: `x[t] += tri_dot(f,
@@ -494,17 +503,21 @@ def tri_dot_add(x, a, n, lower, trans):
     triangle)) @ x`, which BLAS's unit-diagonal `?trmm` does in place: one call, no product made
     apart, no add pass, `a`'s diagonal and other half not read. BLAS runs where `a[:n, :n]` is
     square and of `x`'s dtype; the statement elsewhere. Either adds the sum of the same products
-    in some order (BLAS's). `x` is finite and shares no memory with `a` (the nest's guard checked
-    both: BLAS multiplies its triangles' zeros, and `0 * inf` is nan)."""
+    in some order (BLAS's); the row the statement does not write is left as it was (bit for bit:
+    BLAS rewrites it, and it is put back). `x` is finite and shares no memory with `a` (the nest's
+    guard checked both: BLAS multiplies its triangles' zeros, and `0 * inf` is nan)."""
     if n > 1 and type(x) is np.ndarray and x.ndim == 2 and x.shape[1] and x.flags.writeable:
         sq = a[:n, :n]
         trmm = _trmm(sq, x) if sq.shape == (n, n) else None
         if trmm is not None:
+            k = n - 1 if lower == trans else 0  # the row the statement does not write
+            kept = x[k].copy()  # BLAS writes it (1.0 * x + 0.0: a -0.0 would become 0.0)
             b = x.T  # Fortran order: x.T = x.T @ op(T).T, T's lower half the upper one of sq.T
             r = trmm(1.0, sq.T, b, side=1, lower=0 if lower else 1, trans_a=1 if trans else 0, diag=1,
                      overwrite_b=1)
             if r is not b:  # F2PY worked on a copy (x not C-contiguous)
                 b[...] = r
+            x[k] = kept
             return
     f = a[1:n, :n - 1] if lower else a[:n - 1, 1:n]
     t, o = (x[:n - 1], x[1:n]) if lower == trans else (x[1:n], x[:n - 1])
