@@ -169,7 +169,8 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
 
             copies: dict[str, str] = {}
             with nonneg_names(_proven(ir, namer, facts)):  # indices that never wrap round
-                src = lean_loops(src, _memory(generator, namer, act, ir), copies, reorder=config.reassociate())
+                src = lean_loops(src, _memory(generator, namer, act, ir), copies, reorder=config.reassociate(),
+                                 whole=True)
             facts = _with_copies(facts, copies)
         fns = compile_numba(src, names if not mode.forward else [name], what, facts, reassociate=config.reassociate())
         fn = fns if mode.split else fns[0]

@@ -418,3 +418,66 @@ def test_a_twin_that_splits_another_loop_still_runs_the_groups():
     assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[2]))
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("one thread: the twin did not run")
+
+
+def test_whole_programs_run_larger_bodies_four_at_a_time():
+    """A body of 14-40 statements: two at a time (up to 20) or left alone in the "kernels"
+    backend's loops (their first call is a target: compile time), four at a time in a program
+    Numba compiles whole (`whole`, `numba=True`); the same numbers either way, every remainder."""
+    body = "\n".join(f"            t{k} = A[i, j] * {k + 1}.5" for k in range(24))
+    src = f'''
+def f(A, d, x, n, m):
+    for i in range(n):
+        for j in range(m):
+{body}
+            d[i] += {" + ".join(f"t{k}" for k in range(24))} * x[j]
+'''
+    alone = lean_loops(src, _facts(), {})  # 26 statements: not jammed (accumulators in locals)
+    assert ", 4):" not in alone and ", 2):" not in alone
+    out = lean_loops(src, _facts(), {}, whole=True)
+    assert "for i in range(0, n - 3, 4):" in out and "_rt.span(0, n) // 4 * 4" in out
+    rng = np.random.default_rng(2)
+    for n in (3, 4, 5, 6, 7):
+        A, x, d = rng.random((n, 5)), rng.random(5), rng.random(n)
+        d1, d2 = d.copy(), d.copy()
+        _run(src, A, d1, x, n, 5)
+        _run(out, A, d2, x, n, 5)
+        assert np.array_equal(d1, d2)
+
+
+def adi_sweeps(u, v, p, q, a, b):
+    """adi's row sweep with its back substitution: a body too large for the "kernels" backend's
+    jam, jammed in whole programs."""
+    n = u.shape[0]
+    for i in range(1, n - 1):
+        v[i, 0] = 1.0
+        p[i, 0] = 0.0
+        q[i, 0] = v[i, 0]
+        for j in range(1, n - 1):
+            p[i, j] = -a / (a * p[i, j - 1] + b)
+            q[i, j] = ((-a * u[i - 1, j] + (1.0 + 2.0 * a) * u[i, j] - a * u[i + 1, j] - a * q[i, j - 1])
+                       / (a * p[i, j - 1] + b))
+        v[i, n - 1] = 1.0
+        for j in range(n - 2, 0, -1):
+            v[i, j] = p[i, j] * v[i, j + 1] + q[i, j]
+    return np.sum(v * v)
+
+
+def test_whole_program_gradient_with_a_large_jammed_body_equals_python_to_the_bit():
+    def make():
+        r = np.random.default_rng(9)
+        return [r.random((9, 9)), np.zeros((9, 9)), np.zeros((9, 9)), np.zeros((9, 9)), -0.3, 1.6]
+
+    def grads(backend):
+        args = make()
+        sh = {i: np.zeros_like(args[i]) for i in range(4)}
+        ann = [Duplicated(a, sh[i]) if i in sh else Const(a) for i, a in enumerate(args)]
+        zymo.autodiff(Reverse, adi_sweeps, Active, *ann, numba=backend)
+        return sh[0]
+
+    ann = [Duplicated(a, np.zeros_like(a)) if isinstance(a, np.ndarray) else Const(a) for a in make()]
+    assert ", 4):" in zymo.generated_code(Reverse, adi_sweeps, Active, *ann, numba=True)
+    assert ", 4):" not in zymo.generated_code(Reverse, adi_sweeps, Active, *ann, numba="kernels")
+    got, want = grads(True), grads(False)
+    assert np.array_equal(got, want) and np.any(got != 0.0)
+    assert_tree_close(got, fd_grad(adi_sweeps, make())[0], rtol=1e-5, atol=1e-7)

@@ -30,7 +30,9 @@ their order, inner iterations included, and its own names. What helps: the copie
 independent, so the CPU overlaps their latencies (a strict-order sum `acc = acc + A[i, j] *
 y[j]` over `j` waits 4 cycles per term; four rows at once wait once for all four). Only done
 where an inner loop carries a chain (`_chained`: a name or an element it writes read in a
-later iteration), and for bodies of at most `_LARGE` statements (code size: compile time).
+later iteration), and for bodies of at most `_LARGE` statements (code size: compile time), or
+`_WHOLE` in a program Numba compiles whole (`whole`: `numba=True`, whose first call the
+"kernels" backend's stands in for).
 
 Parallel twins (`codegen/outline.py`) analyse the loop whole again (`unjammed`); where it runs
 in parallel there, its groups of `k` iterations are split between threads (`parallel_groups`).
@@ -47,11 +49,14 @@ from .parallel import independent, written_arrays
 
 _SMALL = 12  # statements of a body run four at a time
 _LARGE = 20  # two at a time; larger bodies are left alone (compile time: adi, decision 0022)
+_WHOLE = 40  # four at a time in whole programs (`numba=True`): adi's sweeps, 525 -> 372 us (decision 0028)
 
 
 def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callable[[str], str],
-           copies: dict[str, str]) -> list[ast.stmt] | None:
-    """The statements replacing `s`, or None (module contract)."""
+           copies: dict[str, str], whole: bool = False) -> list[ast.stmt] | None:
+    """The statements replacing `s`, or None (module contract). `whole`: the loop is part of a
+    program Numba compiles whole (`numba=True`), whose first call is no target of its own
+    (the "kernels" backend's is): bodies of up to `_WHOLE` statements run four at a time."""
     span = _forward_range(s)
     if span is None or not plain(s):
         return None
@@ -61,7 +66,7 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     if (_loads(stop) | (_loads(lo) if lo is not None else set())) & (assigned | {var}):
         return None
     size = sum(isinstance(n, ast.stmt) for t in body for n in ast.walk(t))
-    k = 4 if size <= _SMALL else 2 if size <= _LARGE else 0
+    k = 4 if size <= (_WHOLE if whole else _SMALL) else 2 if size <= _LARGE else 0
     if not k:
         return None
     blocked = assigned | {var}

@@ -77,22 +77,24 @@ from .tape_layout import transpose_caches
 from .tree import parse, source
 
 
-def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, reorder: bool = False) -> str:
+def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, reorder: bool = False,
+               whole: bool = False) -> str:
     """`src` with its loops rewritten (module contract); the comments of the functions' top
     level (`# adjoint sweep`) kept. `copies`, if given, receives the names the jammed loops'
     copies introduce, each mapped to the name it copies (`codegen/jam.py`). `reorder`
     (`config.set_reassociate`): a reversed loop whose iterations differ only in the order they
-    add into shared elements or locals runs forward too (rewrite 2)."""
+    add into shared elements or locals runs forward too (rewrite 2). `whole`: a program Numba
+    compiles whole (`numba=True`): larger loop bodies are jammed (`jam.jammed`)."""
     tree = parse(src)
-    return source(tree) if lean_tree(tree, memory, copies, reorder) else src
+    return source(tree) if lean_tree(tree, memory, copies, reorder, whole) else src
 
 
 def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = None,
-              reorder: bool = False) -> bool:
+              reorder: bool = False, whole: bool = False) -> bool:
     """`lean_loops` on the program's tree (`codegen/tree.py`), in place; whether it changed."""
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
-    rw = _Rewriter(memory, taken, copies if copies is not None else {}, reorder)
+    rw = _Rewriter(memory, taken, copies if copies is not None else {}, reorder, whole)
     fns = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
     with remembered():
         for fn in fns:
@@ -109,8 +111,10 @@ def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = 
 _SPLIT_MOST = 24
 
 class _Rewriter:
-    def __init__(self, memory: Memory, taken: set[str], copies: dict[str, str], reorder: bool = False):
+    def __init__(self, memory: Memory, taken: set[str], copies: dict[str, str], reorder: bool = False,
+                 whole: bool = False):
         self.memory = memory
+        self.whole = whole  # a program Numba compiles whole: larger bodies jammed
         self.reorder = reorder  # sums in any order (`independent(..., sums=...)`)
         self.scalars: set[str] = set()  # the locals `promote` made
         self.taken = taken
@@ -182,8 +186,8 @@ class _Rewriter:
         self._drop_copies_back(s)
         pre, post = self.promote(s, before)
         s = self.forward(s, [post, *rest])
-        loops = jammed(s, self.memory, [post, *rest], self.fresh, self.copies) or self.split_to_jam(s, [post, *rest]) \
-            or [s]
+        loops = (jammed(s, self.memory, [post, *rest], self.fresh, self.copies, self.whole)
+                 or self.split_to_jam(s, [post, *rest]) or [s])
         self.changed |= loops[0] is not s
         if not pre:
             return loops
@@ -210,7 +214,7 @@ class _Rewriter:
         for k, part in enumerate(parts):
             after = [list(parts[k + 1:]), *rest]
             part = self.forward(part, after)
-            got = jammed(part, self.memory, after, self.fresh, self.copies)
+            got = jammed(part, self.memory, after, self.fresh, self.copies, self.whole)
             jams |= got is not None
             out += got or [part]
         return out if jams else None
