@@ -228,7 +228,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
     import ast
 
     from .codegen.idioms import blas_tree
-    from .codegen.layouts import product_layouts
+    from .codegen.layouts import nt_products, product_layouts
     from .codegen.loop_forms import nonneg_names
     from .codegen.loop_order import lean_tree
     from .codegen.memo import memo
@@ -249,6 +249,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
         tree = parse(src)  # one tree through the passes, printed once (`codegen/tree.py`)
         changed = blas_tree(tree, namer.ndims, facts.numbers | facts.ints | facts.floats | facts.nonneg)
         changed |= product_layouts(tree)  # after the idioms: the products they wrote
+        changed |= nt_products(tree)
         copies: dict[str, str] = {}
         if memory is not None:  # after the idioms, which read the loops as the transforms wrote them
             changed |= lean_tree(ast.fix_missing_locations(tree), memory, copies, reorder=reorder)

@@ -81,3 +81,51 @@ def test_product_copy_is_column_major_for_small_matrices_only():
         c = _rt.product_copy(y)
         assert np.array_equal(c, y) and not np.shares_memory(c, y)
         assert (c.flags.f_contiguous and not c.flags.c_contiguous) == column
+
+
+@pytest.mark.parametrize("case, copied", [
+    ("C", True), ("F", False), ("strided_rows", True), ("columns", False), ("float32", True), ("mixed", False),
+    ("ints", False), ("large", False),
+])
+def test_dot_nt_is_the_product(case, copied, monkeypatch):
+    """`_rt.dot_nt(x, z)`: `x @ z.T`, with `z.T` copied row-major first for small row-major float
+    matrices; the same products (to rounding) in every case."""
+    from zymo import runtime as _rt
+    rng = np.random.default_rng(4)
+    m, k, n = (100, 90, 95) if case == "large" else (7, 5, 6)
+    x, z = rng.standard_normal((m, k + 3)), rng.standard_normal((n, k + 3))
+    if case == "strided_rows":
+        x, z = x[::2, :k], z[::2, :k]
+    elif case == "columns":
+        x, z = x[:, ::2], z[:, ::2]
+    elif case == "F":
+        x, z = np.asfortranarray(x), np.asfortranarray(z)
+    elif case == "float32":
+        x, z = x.astype(np.float32), z.astype(np.float32)
+    elif case == "mixed":
+        z = z.astype(np.float32)
+    elif case == "ints":
+        x, z = (x * 10).astype(np.int64), (z * 10).astype(np.int64)
+    want = x @ z.T
+    seen = []
+    real = np.ascontiguousarray
+    monkeypatch.setattr(np, "ascontiguousarray", lambda a: seen.append(a.shape) or real(a))
+    got = _rt.dot_nt(x, z)
+    assert bool(seen) == copied
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if got.dtype == np.float32 else 1e-13)
+
+
+@pytest.mark.parametrize("body, written", [
+    ("    dA += dC @ B.T\n", True),
+    ("    dA[:n, :m] += alpha * (dC[:n, :k] @ B[:m, :k].T)\n", True),
+    ("    dB += A.T @ dC\n", False),  # the left operand transposed: a fast product already
+    ("    dB += A @ dC\n", False),
+    ("    dA += (2.0 * dC) @ B.T\n", False),  # not a plain operand
+    ("    for i in range(n):\n        dA += dC @ B.T\n", False),  # in a loop: compiled as a kernel
+])
+def test_products_of_transposed_right_operands(body, written):
+    from zymo.codegen.layouts import nt_products
+    tree = ast.parse("def f(A, B, dA, dB, dC, n, m, k, alpha):\n" + body)
+    assert nt_products(tree) == written
+    assert ("_rt.dot_nt(" in ast.unparse(tree)) == written and (".T)" not in ast.unparse(tree) or not written)

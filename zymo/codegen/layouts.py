@@ -17,12 +17,17 @@ same in either layout: a copy holds the same elements, an element read reads the
 number, and a matrix product is BLAS's sum of the same products in its order (the contract
 of every product the "kernels" backend writes).
 
+`nt_products(tree)` writes every other product `X @ Z.T` of two plain operands (names or
+sliced names; `X` not such a snapshot) outside loops as `_rt.dot_nt(X, Z)`: the product itself, `Z.T` copied row-major
+first where both are small row-major float matrices (the same products, in BLAS's order).
+
 Why: for C-ordered operands NumPy hands OpenBLAS `X @ Z.T` as a product whose both operands
 are traversed along their rows, which OpenBLAS runs a third slower on small matrices (trmm's
 adjoint at n = 60: 12.8 us, against 8.8 us with `X` column-major; the copy in that order costs
 0.3 us more). From about n = 120 on the products run alike and the column-major copy costs
 more (twice the row-major one at n = 250): `_rt.product_copy` copies column-major only up to
-8192 elements.
+8192 elements. For operands zymo does not make, a row-major copy of `Z.T` costs 1-2 us and
+saves 1.5-2.2 us at n = 60 (gemm's, symm's and correlation's adjoints), 8 us at 100 x 80.
 """
 from __future__ import annotations
 
@@ -42,6 +47,41 @@ def product_layouts(tree: ast.Module) -> bool:
                                     [st.value.func.value], [])  # type: ignore[attr-defined]
                 changed = True
     return changed
+
+
+def nt_products(tree: ast.Module) -> bool:
+    """Each product `X @ Z.T` of two plain operands (names, or names sliced) outside loops, in
+    the functions of `tree`, as `_rt.dot_nt(X, Z)`, in place (module contract); whether it
+    changed anything."""
+    changed = False
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            rw = _NT({st.targets[0].id for st in fn.body if isinstance(st, ast.Assign)  # type: ignore[attr-defined]
+                      and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "_rt.product_copy"})
+            fn.body = [rw.visit(st) for st in fn.body]
+            changed |= rw.changed
+    return changed
+
+
+class _NT(ast.NodeTransformer):
+    def __init__(self, column_major: set[str]) -> None:
+        self.changed = False
+        self.column_major = column_major  # `product_layouts`' snapshots: their products stay
+    def visit_For(self, n: ast.For) -> ast.AST:
+        return n  # the loops: compiled as kernels, where `_rt.dot_nt` is not
+
+    def visit_While(self, n: ast.While) -> ast.AST:
+        return n
+
+    def visit_BinOp(self, n: ast.BinOp) -> ast.AST:
+        self.generic_visit(n)
+        left = _named(n.left)
+        if (isinstance(n.op, ast.MatMult) and left is not None and left.id not in self.column_major
+                and _transposed(n.right) and _named(n.right.value) is not None):  # type: ignore[attr-defined]
+            self.changed = True
+            return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "dot_nt", ast.Load()),
+                            [n.left, n.right.value], [])  # type: ignore[attr-defined]
+        return n
 
 
 def _snapshot(st: ast.stmt) -> str | None:

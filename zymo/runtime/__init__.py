@@ -115,6 +115,7 @@ from .linalg import (  # NumPy and SciPy linear algebra
     cholesky_jvp,
     cholesky_vjp,
     det_vjp,
+    dot_nt,
     eigh_jvp,
     eigh_v,
     eigh_vjp,
@@ -249,7 +250,7 @@ __all__ = [
     "none_or_zeros", "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "special_no_derivative",
     "zeta_ds", "cholesky_vjp_dl", "cholesky_vjp_tl", "norm_grad_dx", "norm_grad_tx", "cumsum_vjp_tg",
     "split_first_tg", "split_last_tg", "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
-    "product_copy",
+    "product_copy", "dot_nt",
 ]
 
 def __getattr__(name: str):

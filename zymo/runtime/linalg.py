@@ -29,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "product_copy",
+    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "product_copy", "dot_nt",
 ]
 
 
@@ -491,6 +491,19 @@ def product_copy(y):
     if type(y) is np.ndarray and y.ndim == 2 and y.size <= 8192:
         return y.copy(order="F")
     return y.copy()
+
+
+def dot_nt(x, z):
+    """`x @ z.T` (`codegen/layouts.py` writes it for the products of the "kernels" programs): for
+    row-major float matrices of at most 8192 elements each, as `x @ z.T` copied row-major first
+    (OpenBLAS runs a product whose operands are both traversed along their rows 15-25% slower at
+    those sizes, the copy included); the product itself otherwise. The same products summed,
+    in BLAS's order either way."""
+    if (type(x) is np.ndarray and type(z) is np.ndarray and x.ndim == 2 and z.ndim == 2 and x.size <= 8192
+            and z.size <= 8192 and x.dtype is z.dtype and (x.dtype is _F64 or x.dtype is _F32)
+            and x.strides[1] == x.itemsize and z.strides[1] == z.itemsize):
+        return x @ np.ascontiguousarray(z.T)
+    return x @ z.T
 
 
 def tri_dot_add(x, a, n, lower, trans):
