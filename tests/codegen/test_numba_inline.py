@@ -447,15 +447,17 @@ def _serial_extreme(x, larger):
     return m
 
 
-@pytest.mark.parametrize("kind", ["normal", "signed zeros", "a NaN", "ints", "float32", "zeros and infinities"])
+@pytest.mark.parametrize("kind", ["normal", "signed zeros", "a NaN", "ints", "uint8", "float32",
+                                  "zeros and infinities"])
 def test_ew_max_and_min_by_lanes_are_the_serial_scan(kind):
-    """Arrays of 8 elements or more run eight running extremes (`inline._lanes_extreme`): the
-    same value, sign of zero and NaN as the serial scan, at every length around the lanes."""
+    """Arrays of 8 elements or more run eight running extremes (`inline._lanes_extreme`, one
+    LLVM vector), the rest folded into the first: the same value, sign of zero and NaN as the serial scan, at every length around the lanes."""
     rng = np.random.default_rng(11)
     make = {"normal": lambda n: rng.standard_normal(n),
             "signed zeros": lambda n: rng.choice([0.0, -0.0, -1.0, -2.0], n),
             "a NaN": lambda n: np.where(np.arange(n) == rng.integers(n), np.nan, rng.standard_normal(n)),
             "ints": lambda n: rng.integers(-5, 5, n),
+            "uint8": lambda n: rng.integers(0, 256, n).astype(np.uint8),
             "float32": lambda n: rng.standard_normal(n).astype(np.float32),
             "zeros and infinities": lambda n: rng.choice([0.0, -0.0, 1.0, np.inf, -np.inf], n)}[kind]
     for _ in range(200):

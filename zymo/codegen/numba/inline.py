@@ -287,52 +287,56 @@ _LANES = 8  # running extremes of a contiguous array, element i in lane i % 8
 
 def _lanes_extreme(context, builder, x, ary, n, above, real):
     """The extreme of C-ordered `x` (`n` elements, at least `_LANES`) by `_LANES` running
-    extremes, which LLVM vectorizes, combined in lane order: `(value, settled)`; `settled` is
+    extremes, element i in lane i % `_LANES` (one LLVM vector: each block of `_LANES` elements
+    is compared and selected in one instruction each), the elements after the last whole block
+    folded into lane 0, the lanes combined in lane order: `(value, settled)`; `settled` is
     false where the value may differ from the serial scan's (the first of equal elements, NaN
     as soon as one is met): a NaN met, or a zero extreme (of `-0.0` and `0.0` the serial scan
     keeps the first). The caller then scans serially. Arrays of fewer than `_LANES` elements
     are never settled."""
     intp = n.type
     width = ir.Constant(intp, _LANES)
-    base = builder.bitcast(ary.data, context.get_data_type(x.dtype).as_pointer())
+    elem = context.get_data_type(x.dtype)
+    base = builder.bitcast(ary.data, elem.as_pointer())
+    vt = ir.VectorType(elem, _LANES)
+    align = context.get_abi_sizeof(elem)
     value = cgutils.alloca_once(builder, context.get_value_type(x.dtype))
     settled = cgutils.alloca_once_value(builder, cgutils.false_bit)
     with builder.if_then(builder.icmp_signed(">=", n, width)):
-        def load(i):
-            return load_item(context, builder, x, builder.gep(base, [i]))
-        slots = [cgutils.alloca_once_value(builder, load(ir.Constant(intp, k))) for k in range(_LANES)]
-        nan = cgutils.alloca_once_value(builder, cgutils.false_bit)
-        if real:
-            for slot in slots:
-                v = builder.load(slot)
-                builder.store(builder.or_(builder.load(nan), builder.fcmp_unordered("uno", v, v)), nan)
+        def block(i):  # the `_LANES` elements from i, as one vector
+            return builder.load(builder.bitcast(builder.gep(base, [i]), vt.as_pointer()), align=align)
+        head = block(ir.Constant(intp, 0))
+        best = cgutils.alloca_once_value(builder, head)
+        nan = cgutils.alloca_once_value(builder, builder.fcmp_unordered("uno", head, head)) if real else None
         blocks = builder.sdiv(n, width)
         with cgutils.for_range(builder, blocks, start=ir.Constant(intp, 1)) as loop:
-            first = builder.mul(loop.index, width)
-            seen = builder.load(nan) if real else None
-            for k, slot in enumerate(slots):
-                v, m = load(builder.add(first, ir.Constant(intp, k))), builder.load(slot)
-                builder.store(builder.select(above(v, m), v, m), slot)
-                if real:
-                    seen = builder.or_(seen, builder.fcmp_unordered("uno", v, v))
+            v, m = block(builder.mul(loop.index, width)), builder.load(best)
+            builder.store(builder.select(above(v, m), v, m), best)
             if real:
-                builder.store(seen, nan)
+                builder.store(builder.or_(builder.load(nan), builder.fcmp_unordered("uno", v, v)), nan)
+        whole = builder.load(best)
+        lanes = [builder.extract_element(whole, ir.Constant(ir.IntType(32), k)) for k in range(_LANES)]
+        seen = None
+        if real:
+            flags = builder.load(nan)
+            seen = builder.extract_element(flags, ir.Constant(ir.IntType(32), 0))
+            for k in range(1, _LANES):
+                seen = builder.or_(seen, builder.extract_element(flags, ir.Constant(ir.IntType(32), k)))
+        slot0 = cgutils.alloca_once_value(builder, lanes[0])
+        tail_nan = cgutils.alloca_once_value(builder, seen if real else cgutils.false_bit)
         with cgutils.for_range(builder, builder.sub(n, builder.mul(blocks, width))) as loop:  # the rest
-            i = builder.add(builder.mul(blocks, width), loop.index)
-            v = load(i)
-            slot0 = slots[0]
+            v = load_item(context, builder, x, builder.gep(base, [builder.add(builder.mul(blocks, width), loop.index)]))
             m = builder.load(slot0)
             builder.store(builder.select(above(v, m), v, m), slot0)
             if real:
-                builder.store(builder.or_(builder.load(nan), builder.fcmp_unordered("uno", v, v)), nan)
-        m = builder.load(slots[0])
-        for slot in slots[1:]:
-            v = builder.load(slot)
+                builder.store(builder.or_(builder.load(tail_nan), builder.fcmp_unordered("uno", v, v)), tail_nan)
+        m = builder.load(slot0)
+        for v in lanes[1:]:
             m = builder.select(above(v, m), v, m)
         builder.store(m, value)
         if real:
             zero = builder.fcmp_ordered("==", m, ir.Constant(m.type, 0.0))
-            builder.store(builder.not_(builder.or_(builder.load(nan), zero)), settled)
+            builder.store(builder.not_(builder.or_(builder.load(tail_nan), zero)), settled)
         else:
             builder.store(cgutils.true_bit, settled)
     return builder.load(value), builder.load(settled)
@@ -397,9 +401,8 @@ def acc_extreme(typingctx, d, g, x, ans):
         def equal(i):
             return apply(context, builder, operator.eq, [(x_at(i), x.dtype), (args[3], ans)])[0]
         count = cgutils.alloca_once_value(builder, zero)
-        with cgutils.for_range(builder, n) as loop:
-            with builder.if_then(equal(loop.index)):
-                builder.store(builder.add(builder.load(count), ir.Constant(intp, 1)), count)
+        with cgutils.for_range(builder, n) as loop:  # no branch: a loop LLVM vectorizes
+            builder.store(builder.add(builder.load(count), builder.zext(equal(loop.index), intp)), count)
         c = builder.load(count)
         none = builder.icmp_signed("==", c, zero)
         nan = context.get_constant(wt, float("nan"))
