@@ -451,7 +451,8 @@ def _serial_extreme(x, larger):
                                   "zeros and infinities"])
 def test_ew_max_and_min_by_lanes_are_the_serial_scan(kind):
     """Arrays of 8 elements or more run eight running extremes (`inline._lanes_extreme`, one
-    LLVM vector), the rest folded into the first: the same value, sign of zero and NaN as the serial scan, at every length around the lanes."""
+    LLVM vector), the rest folded into the first: the same value, sign of zero and NaN as the
+    serial scan, at every length around the lanes."""
     rng = np.random.default_rng(11)
     make = {"normal": lambda n: rng.standard_normal(n),
             "signed zeros": lambda n: rng.choice([0.0, -0.0, -1.0, -2.0], n),
@@ -507,6 +508,29 @@ def test_acc_extreme_overlap_and_errors():
     np.testing.assert_array_equal(_acc_extreme(same, 1.0, same, 3.0), want)
     with pytest.raises(ValueError, match="operand's shape"):
         _acc_extreme(np.zeros(2), 1.0, np.ones(3), 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_acc_extreme_by_lanes_is_the_statement(dtype):
+    """C-ordered float `d` and `x` of 8 elements or more run both passes eight elements per
+    instruction (`inline._acc_extreme_lanes`), the rest one by one: bit for bit the statement,
+    at every length around the lanes, with ties, NaN, signed zeros and infinite `g`."""
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        n = int(rng.integers(1, 41))
+        x = rng.choice([1.0, 2.0, 3.0, -0.0, 0.0, np.nan], n).astype(dtype)
+        ans = dtype(rng.choice([3.0, 0.0, np.nan, 7.0]))  # 7.0: no element equal (NaN weights)
+        g = dtype(rng.choice([1.5, -2.0, 0.0, -0.0, np.inf]))
+        d = rng.choice([0.25, -0.0, 0.0, -1.0], n).astype(dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = (d + rt.expand_reduced(g, x, None, False) * rt.extreme_mask(x, ans, None, False)).astype(dtype)
+            got = _acc_extreme(d.copy(), g, x, ans)
+        np.testing.assert_array_equal(got, want)
+        numbers = ~np.isnan(want)  # the sign of zeros (a NaN's sign bit means nothing)
+        assert (np.signbit(got) == np.signbit(want))[numbers].all(), (x, ans, g, d, got, want)
+    same = rng.choice([1.0, 3.0], 19)  # d is x, element for element, past the lanes
+    want = same + 1.0 * rt.extreme_mask(same, 3.0, None, False)
+    np.testing.assert_array_equal(_acc_extreme(same, 1.0, same, 3.0), want)
 
 
 @numba.njit

@@ -16,12 +16,14 @@ in the generated source already):
 - `reuse_tape(buf, size, dtype)`: `zymo.runtime.reuse_tape`, a kept cache or a new one (decision 0021);
 - `ew_max(x)`, `ew_min(x)`: `np.max(x)`/`np.min(x)` of a 1-d array of real numbers: the first
   of equal elements, NaN as soon as one is met (Numba's), NumPy's error when `x` is empty; a
-  C-ordered `x` by eight running extremes that LLVM vectorizes (`_lanes_extreme`), scanned
+  C-ordered `x` by eight running extremes held as one LLVM vector (`_lanes_extreme`: LLVM's
+  loop vectorizer leaves eight scalar selects alone, and Numba runs no SLP vectorizer), scanned
   again in order only where that could differ (a NaN, a zero extreme);
 - `acc_extreme(d, g, x, ans)`: `d += rt.expand_reduced(g, x, None, False) *
   rt.extreme_mask(x, ans, None, False)`, the adjoint of `ans = np.max(x)` (or min): `g` shared
   among the elements equal to `ans` (NaN everywhere when none is, as NumPy's 0/0 gives), added
-  into `d` (of `x`'s shape) with the same operations, in the same order, as the statement.
+  into `d` (of `x`'s shape) with the same operations, in the same order, as the statement;
+  C-ordered float `d` and `x` eight elements per instruction (`_acc_extreme_lanes`).
 
 Outside these cases (other layouts, dtypes, ranks) each runs the helper or NumPy function it
 stands for, compiled by Numba, so results never depend on which path ran.
@@ -346,18 +348,74 @@ ew_max = _extreme(True)
 ew_min = _extreme(False)
 
 
+class _acc_extreme_lanes:
+    """`acc_extreme`'s two passes over the whole blocks of `_LANES` elements of C-ordered `x`
+    and `d` (typed pointers `xdata`, `ddata` to elements of LLVM type `elem`), each block as
+    one vector: `count()` the elements equal to `ans` (the ordered comparison `==` of
+    `apply`), `update(share, rest, g)` does `d[i] = d[i] + g * (share if x[i] == ans else
+    rest)` (IEEE `fmul`, `fadd`: Numba's own arithmetic). `done` is the first element after
+    the blocks; the caller runs the rest one by one."""
+
+    def __init__(self, builder, elem, intp, n, xdata, ddata, ans, align):
+        self.builder, self.intp, self.xdata, self.ddata, self.align = builder, intp, xdata, ddata, align
+        self.vt = ir.VectorType(elem, _LANES)
+        self.width = ir.Constant(intp, _LANES)
+        self.blocks = builder.sdiv(n, self.width)
+        self.done = builder.mul(self.blocks, self.width)
+        self.ans = self._splat(ans)
+
+    def _splat(self, value):
+        vec = ir.Constant(self.vt, ir.Undefined)
+        for k in range(_LANES):
+            vec = self.builder.insert_element(vec, value, ir.Constant(ir.IntType(32), k))
+        return vec
+
+    def _ptr(self, base, block):
+        return self.builder.bitcast(self.builder.gep(base, [self.builder.mul(block, self.width)]),
+                                    self.vt.as_pointer())
+
+    def _equal(self, block):
+        builder = self.builder
+        return builder.fcmp_ordered("==", builder.load(self._ptr(self.xdata, block), align=self.align), self.ans)
+
+    def count(self):
+        builder = self.builder
+        ivt = ir.VectorType(self.intp, _LANES)
+        acc = cgutils.alloca_once_value(builder, ir.Constant(ivt, [0] * _LANES))
+        with cgutils.for_range(builder, self.blocks) as loop:
+            builder.store(builder.add(builder.load(acc), builder.zext(self._equal(loop.index), ivt)), acc)
+        whole = builder.load(acc)
+        total = builder.extract_element(whole, ir.Constant(ir.IntType(32), 0))
+        for k in range(1, _LANES):
+            total = builder.add(total, builder.extract_element(whole, ir.Constant(ir.IntType(32), k)))
+        return total
+
+    def update(self, share, rest, g):
+        builder = self.builder
+        shares, rests, gs = self._splat(share), self._splat(rest), self._splat(g)
+        with cgutils.for_range(builder, self.blocks) as loop:
+            ptr = self._ptr(self.ddata, loop.index)
+            term = builder.fmul(gs, builder.select(self._equal(loop.index), shares, rests))
+            builder.store(builder.fadd(builder.load(ptr, align=self.align), term), ptr, align=self.align)
+
+
 @intrinsic
 def acc_extreme(typingctx, d, g, x, ans):
     """`d += rt.expand_reduced(g, x, None, False) * rt.extreme_mask(x, ans, None, False)`
     (module contract): fast for 1-d float `d`, 1-d real `x` of one shape, numbers `g`, `ans`,
     when `g` times the weights stays in `d`'s dtype (the weights' dtype: `x`'s, float64 for
-    integers); `x` overlapping `d` other than element for element is copied first."""
+    integers); `x` overlapping `d` other than element for element is copied first. Where `d`
+    and `x` are C-ordered of one float dtype, `g` and `ans` numbers of it, both passes (the ties
+    counted, then `d` updated) take `_LANES` elements per instruction (`_acc_extreme_lanes`):
+    the same operations on each element."""
     wt = (types.float64 if isinstance(x.dtype, types.Integer) else x.dtype) if _real_vector(x) else None
     fast = (wt is not None and isinstance(d, types.Array) and d.ndim == 1 and d.mutable and d.dtype == wt
             and isinstance(g, (types.Integer, types.Float)) and isinstance(ans, (types.Integer, types.Float)))
     if fast:
         sig = typingctx.resolve_function_type(operator.mul, (g, wt), {})
         fast = sig is not None and sig.return_type == wt
+    lanes = (fast and d.layout == "C" and x.layout == "C" and isinstance(x.dtype, types.Float)
+             and g == wt and ans == wt)
     if not fast:
         ret, codegen_numpy = _as_written(
             typingctx, "extreme", "d, g, x, ans",
@@ -401,7 +459,14 @@ def acc_extreme(typingctx, d, g, x, ans):
         def equal(i):
             return apply(context, builder, operator.eq, [(x_at(i), x.dtype), (args[3], ans)])[0]
         count = cgutils.alloca_once_value(builder, zero)
-        with cgutils.for_range(builder, n) as loop:  # no branch: a loop LLVM vectorizes
+        start = zero
+        if lanes:
+            elem = context.get_data_type(wt)
+            vec = _acc_extreme_lanes(builder, elem, intp, n, xdata, builder.bitcast(dary.data, elem.as_pointer()),
+                                     args[3], context.get_abi_sizeof(elem))
+            builder.store(vec.count(), count)
+            start = vec.done
+        with cgutils.for_range(builder, n, start=start) as loop:  # no branch
             builder.store(builder.add(builder.load(count), builder.zext(equal(loop.index), intp)), count)
         c = builder.load(count)
         none = builder.icmp_signed("==", c, zero)
@@ -409,7 +474,9 @@ def acc_extreme(typingctx, d, g, x, ans):
         share = builder.select(none, nan, builder.fdiv(context.get_constant(wt, 1.0), builder.sitofp(
             c, context.get_value_type(wt))))
         rest = builder.select(none, nan, context.get_constant(wt, 0.0))
-        with cgutils.for_range(builder, n) as loop:
+        if lanes:
+            vec.update(share, rest, args[1])
+        with cgutils.for_range(builder, n, start=start) as loop:
             i = loop.index
             w = builder.select(equal(i), share, rest)
             term, tty = apply(context, builder, operator.mul, [(args[1], g), (w, wt)])
