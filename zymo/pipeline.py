@@ -13,6 +13,7 @@ policy says (`choose_backend`, `config.set_numba`). Nothing here caches: `cache.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,7 +173,9 @@ def compile_program(mode: Mode, ir: Function, active: list[bool], classes: list[
                 src = lean_loops(src, _memory(generator, namer, act, ir), copies, reorder=config.reassociate(),
                                  whole=True)
             facts = _with_copies(facts, copies)
-        fns = compile_numba(src, names if not mode.forward else [name], what, facts, reassociate=config.reassociate())
+        caches = generator.nonneg_facts()[0] if generator is not None else frozenset()
+        fns = compile_numba(src, names if not mode.forward else [name], what, facts,
+                            reassociate=config.reassociate(), exempt=caches, fallback=True)
         fn = fns if mode.split else fns[0]
     comp = Compiled(fn, src, ir, act, active_params, captured_objs, generator, backend,
                     backend in ("python", "kernels"), name, width, guards=guards)
@@ -265,7 +268,7 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
         if got is None:  # no kernel: the program as the passes left it, else as it came
             got = Outlined(source(tree) if changed else src, "")
         return {"src": got.src, "kernels": got.kernels, "names": got.names, "parallel": got.parallel,
-                "copies": copies}
+                "copies": copies, "arrays": sorted(arrays)}
     # a pure function of its inputs: a new process finding the kernels in the disk cache skips it too
     got = memo("outline", [src, namer.ndims, facts, caches, memory, sorted(proven), reorder], outlined)
     facts = _with_copies(facts, got["copies"])
@@ -279,13 +282,22 @@ def _with_kernels(src: str, name: Any, ir: Function, mode: Mode, generator: Any,
 
     what = f"loops of the {'forward' if mode.forward else 'reverse'} derivative of {ir.name}"
     twins = [t for t, _, _ in out.parallel.values()]
+    # the arrays the kernels index: the facts', and those the outliner proved arrays
+    from .codegen.index_checks import allocated
+
+    facts = dataclasses.replace(facts, arrays=facts.arrays | frozenset(got.get("arrays", ())) | allocated(src))
     compiled = compile_numba(out.kernels, out.names + twins, what, facts, parallel=frozenset(twins),
-                             reassociate=reorder)
+                             reassociate=reorder, exempt=caches)
     python = compile_source(out.kernels, out.names)
     by_name = dict(zip(out.names + twins, compiled))
-    kernels = {n: Kernel(n, by_name[n], p, *((by_name[out.parallel[n][0]], *out.parallel[n][1:])
-                                              if n in out.parallel else ()))
-               for n, p in zip(out.names, python)}
+    from .codegen.numba.backend import _once
+
+    bounded = _once(lambda: compile_numba(out.kernels, out.names, what, facts, reassociate=reorder, bounded=True))
+    def kernel(k: int, n: str, p: Any) -> Kernel:
+        twin, written, floats = out.parallel[n] if n in out.parallel else (None, None, None)
+        return Kernel(n, by_name[n], p, parallel=by_name[twin] if twin is not None else None, written=written,
+                      floats=floats, bounded=lambda: bounded()[k])
+    kernels = {n: kernel(k, n, p) for k, (n, p) in enumerate(zip(out.names, python))}
     shown = f"# loops compiled with Numba at their first call\n{out.kernels}\n\n# the program (Python)\n{out.src}"
     return compile_source(out.src, name, {**kernels, **ops}), shown
 

@@ -56,6 +56,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .index_checks import IndicesUnproven
+
 _FORBIDDEN = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With, ast.Raise, ast.Delete, ast.Global,
               ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
               ast.DictComp, ast.GeneratorExp, ast.ClassDef, ast.Await)
@@ -550,13 +552,17 @@ class Kernel:
     """One outlined loop at run time (module contract): the Numba dispatcher while it serves,
     the loop's Python function once an argument or Numba says it cannot."""
 
-    __slots__ = ("compiled", "python", "fn", "name", "why", "parallel", "written", "floats")
+    __slots__ = ("compiled", "python", "fn", "name", "why", "parallel", "written", "floats", "bounded")
 
     def __init__(self, name: str, compiled: Callable, python: Callable, parallel: Callable | None = None,
-                 written: list[int] | None = None, floats: list[int] | None = None):
+                 written: list[int] | None = None, floats: list[int] | None = None,
+                 bounded: Callable[[], Callable] | None = None):
         self.name = name
         self.compiled = compiled
         self.python = python
+        # the version compiled with `boundscheck=True`, made when a call's entry check fails
+        # (`codegen/index_checks.py`); None: the Python function is that version
+        self.bounded = bounded
         self.fn: Callable | None = None  # decided at the first call
         self.why = ""  # why it runs as Python, once it does
         self.parallel = parallel  # the twin with prange loops (module contract), or None; its last
@@ -566,13 +572,37 @@ class Kernel:
 
     def __call__(self, *args: Any) -> Any:
         fn = self.fn
-        if fn is not None:
-            if self.parallel is not None and fn is self.compiled and _threads() > 1:
-                return self._run_parallel(args)
-            return fn(*args)
-        if not all(_compilable_arg(a) for a in args):
-            self.why = "an argument is not a number, an array of numbers or a tuple of them"
-            self.fn = self.python
+        try:
+            if fn is not None:
+                if self.parallel is not None and fn is self.compiled and _threads() > 1:
+                    return self._run_parallel(args)
+                return fn(*args)
+            if not all(_compilable_arg(a) for a in args):
+                self.why = "an argument is not a number, an array of numbers or a tuple of them"
+                self.fn = self.python
+                return self.python(*args)
+            from numba.core.errors import NumbaError
+
+            from .numba.backend import quick_compile
+
+            try:
+                with quick_compile():
+                    out = self.compiled(*args)
+            except NumbaError as exc:
+                self.why = f"Numba cannot compile it: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+                self.fn = self.python  # Numba refuses this loop: it runs as Python, as it would anyway
+                return self.python(*args)
+            self.fn = self.compiled
+            return out
+        except IndicesUnproven:  # raised at entry, before anything was written
+            if self.fn is None:
+                self.fn = self.compiled
+            return self._run_bounded(args)
+
+    def _run_bounded(self, args: tuple) -> Any:
+        """The kernel with every index checked (`bounded`), for a call whose entry check failed:
+        `IndexError` where Python's would raise, else the same results."""
+        if self.bounded is None:
             return self.python(*args)
         from numba.core.errors import NumbaError
 
@@ -580,13 +610,10 @@ class Kernel:
 
         try:
             with quick_compile():
-                out = self.compiled(*args)
-        except NumbaError as exc:
-            self.why = f"Numba cannot compile it: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
-            self.fn = self.python  # Numba refuses this loop: it runs as Python, as it would anyway
+                return self.bounded()(*args)
+        except NumbaError:
+            self.bounded = None
             return self.python(*args)
-        self.fn = self.compiled
-        return out
 
     def _run_parallel(self, args: tuple) -> Any:
         from .parallel import overlapping

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import Loc, ZymoSourceError
+from ..index_checks import IndicesUnproven
 from ..python import paused_collector
 from .rewrites import SourceFacts, numba_source
 
@@ -154,41 +155,106 @@ def tape_in(inner: tuple) -> tuple:
 _NO_FACTS = SourceFacts()
 
 def compile_numba(src: str, names: list[str], what: str, facts: SourceFacts = _NO_FACTS,
-                  parallel: frozenset[str] = frozenset(), reassociate: bool = False) -> list[Callable]:
+                  parallel: frozenset[str] = frozenset(), reassociate: bool = False,
+                  exempt: frozenset[str] = frozenset(), bounded: bool = False,
+                  fallback: bool = False) -> list[Callable]:
     """Numba dispatchers of the functions `names` defined by `src` (see the module contract);
     `facts`: what the transform knows about names (`SourceFacts`; `numba_source`), its `ints`
     declared `intp`; `reassociate`: compiled with LLVM's `reassoc` flag alone
     (`config.set_reassociate`: sums in any order; NaNs and infinities as IEEE arithmetic has
     them). Numba types `k = 0` as the literal 0 and widens it to int64 only when it
     meets `k += 1` through a loop; every such widening costs its type inference one more pass
-    over the whole function (`docs/decisions/0009`)."""
+    over the whole function (`docs/decisions/0009`).
+
+    Indices (`codegen/index_checks.py`): each function checks at entry that its element
+    indices stay in bounds, and raises `IndicesUnproven` where it cannot tell (`exempt`: the
+    program's own caches, which it sizes itself); a function whose indices have no such check
+    is compiled with Numba's `boundscheck=True`. `bounded`: every function compiled with
+    `boundscheck=True` and no entry check, the version a caller runs after `IndicesUnproven`
+    (`fallback`: each function with an entry check is returned wrapped so that it runs that
+    version itself; else the caller does, as `outline.Kernel` does), which raises `IndexError`
+    where Python would."""
+    from ..index_checks import entry_checks
     from ..memo import memo
 
     source = src
     src = memo("numba_source", [source, facts], lambda: numba_source(source, facts))
+    checked: frozenset[str] = frozenset(names)
+    guarded: frozenset[str] = frozenset()
+    if not bounded:
+        rewritten = src
+        src, unproven, given = memo("entry_checks", [rewritten, sorted(facts.arrays), sorted(exempt)],
+                                    lambda: _with_names(*entry_checks(rewritten, facts.arrays, exempt)))
+        checked, guarded = frozenset(unproven), frozenset(given)
     ints = facts.ints
     if not _STAMP:
         _STAMP.append(_stamp())
     typed = "_INTS = {" + ", ".join(f"{k!r}: numba.intp" for k in sorted(ints)) + "}\n"
     fm = ", fastmath={'reassoc'}" if reassociate else ""
-    digest = hashlib.sha256((_STAMP[0] + src + typed + fm).encode()).hexdigest()[:24]
-    body = _HEADER.format(what=what) + src + "\n" + typed + "".join(
-        f"{n} = numba.njit(cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True{fm})({n})\n"
-        if n not in parallel else f"{n} = numba.njit(cache=True, locals=_INTS, parallel=True{fm})({n})\n"
-        for n in names)
+
+    def options(n: str) -> str:
+        bc = ", boundscheck=True" if n in checked else ""
+        if n in parallel:
+            return f"cache=True, locals=_INTS, parallel=True{fm}{bc}"
+        return f"cache=True, locals=_INTS, pipeline_class=Compiler, no_cfunc_wrapper=True{fm}{bc}"
+    decorators = "".join(f"{n} = numba.njit({options(n)})({n})\n" for n in names)
+    digest = hashlib.sha256((_STAMP[0] + src + typed + decorators).encode()).hexdigest()[:24]
+    body = _HEADER.format(what=what) + src + "\n" + typed + decorators
     path = _write(digest, names[0], body)
     if path is None:
-        return _in_memory(body, names)
-    modname = f"zymo_generated_{digest}"
-    mod = sys.modules.get(modname)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(modname, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for n in names:
-            _guard_compiles(getattr(mod, n), path.with_name(path.name + ".lock"))
-        sys.modules[modname] = mod
-    return [getattr(mod, n) for n in names]
+        out = _in_memory(body, names)
+    else:
+        modname = f"zymo_generated_{digest}"
+        mod = sys.modules.get(modname)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(modname, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            for n in names:
+                _guard_compiles(getattr(mod, n), path.with_name(path.name + ".lock"))
+            sys.modules[modname] = mod
+        out = [getattr(mod, n) for n in names]
+    if not (fallback and guarded):
+        return out
+    made = _once(lambda: compile_numba(source, names, what, facts, parallel, reassociate, bounded=True))
+    return [_OrBounded(f, k, made) if n in guarded else f for k, (n, f) in enumerate(zip(names, out))]
+
+
+def _with_names(src: str, *names: frozenset[str]) -> list:
+    """`(src, names, ...)` as the disk memo stores values (JSON)."""
+    return [src, *(sorted(n) for n in names)]
+
+
+class _OrBounded:
+    """A compiled function, or, for a call whose entry check fails (`IndicesUnproven`, raised
+    before the function does anything), the `k`-th of `bounded()`: `IndexError` where Python
+    raises it. Anything else it is asked is the dispatcher's (`signatures`, `py_func`, ...)."""
+
+    __slots__ = ("__wrapped__", "k", "bounded")
+
+    def __init__(self, fast: Callable, k: int, bounded: Callable[[], list]):
+        self.__wrapped__, self.k, self.bounded = fast, k, bounded
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self.__wrapped__(*args)
+        except IndicesUnproven:
+            return self.bounded()[self.k](*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__wrapped__, name)
+
+
+def _once(make: Callable[[], list]) -> Callable[[], list]:
+    """`make()`, made at the first call only (the `boundscheck=True` versions, which most
+    programs never need)."""
+    made: list = []
+
+    def get() -> list:
+        if not made:
+            made.append(make())
+        return made[0]
+    return get
 
 
 def _fresh_numba_ids() -> None:

@@ -20,18 +20,21 @@ from numba.typed import List
 
 from zymo import runtime as _runtime
 
+from ...index_checks import IndicesUnproven
 from ..elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv
 from ..ew_fused import ew_run
 from ..inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, reuse_tape, span, zeros
+from ..margins import index_check
 from . import arrays, core, indexing, linalg, second, sorting, statistics
 from .core import acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b, raise_shape_mismatch
 
 FAMILIES = (core, arrays, indexing, linalg, second, sorting, statistics)
 
 __all__ = [
-    "FAMILIES", "List", "acc_dot_vjp_a", "acc_dot_vjp_b", "acc_matmul_vjp_a", "acc_matmul_vjp_b", "acc_ew",
-    "acc_extreme", "acc_unbroadcast", "empty", "ew_like", "ew_max", "ew_min", "ew_new", "ew_out", "ew_run", "ew_set",
-    "ew_sum", "fdiv", "grow", "grow_stack", "nonneg", "raise_shape_mismatch", "reuse_tape", "span", "zeros",
+    "FAMILIES", "IndicesUnproven", "List", "acc_dot_vjp_a", "acc_dot_vjp_b", "acc_matmul_vjp_a", "acc_matmul_vjp_b",
+    "acc_ew", "acc_extreme", "acc_unbroadcast", "empty", "ew_like", "ew_max", "ew_min", "ew_new", "ew_out", "ew_run",
+    "ew_set", "ew_sum", "fdiv", "grow", "grow_stack", "index_check", "nonneg", "raise_shape_mismatch", "reuse_tape",
+    "span", "zeros",
 ]
 
 

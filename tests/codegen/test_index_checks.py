@@ -1,0 +1,203 @@
+"""Entry checks of compiled functions' indices (`codegen/index_checks.py`, `numba/margins.py`):
+an index out of range raises IndexError in every backend, never a silently wrong number, and a
+check that cannot prove its indices in range costs speed only, never a different result."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.codegen.index_checks import IndicesUnproven, Lin, _extreme, entry_checks
+from zymo.codegen.numba.backend import compile_numba
+from zymo.codegen.numba.rewrites import SourceFacts
+
+
+def _compiled(src: str, arrays: set[str], exempt: frozenset[str] = frozenset()):
+    return compile_numba(src, ["f"], "a test function", SourceFacts(arrays=frozenset(arrays)), exempt=exempt,
+                         fallback=True)[0]
+
+
+def _python(src: str):
+    ns: dict = {"np": np, "_rt": zymo.runtime}
+    exec(src, ns)
+    return ns["f"]
+
+
+SHIFTED = """
+def f(a, b, n):
+    for i in range(n):
+        a[i] = b[i + 1] * 2.0
+    return a
+"""
+
+REVERSED = """
+def f(a, b, n):
+    for _r in range(n):
+        i = n - 1 - _r
+        a[i] += b[i, n - 1 - i]
+    return a
+"""
+
+JAMMED = """
+def f(a, x, n):
+    for i in range(0, n - 3, 4):
+        i_j1 = i + 1
+        i_j2 = i + 2
+        i_j3 = i + 3
+        a[i] += x[i]
+        a[i_j1] += x[i_j1]
+        a[i_j2] += x[i_j2]
+        a[i_j3] += x[i_j3]
+    for i in range(_rt.span(0, n) // 4 * 4, n):
+        a[i] += x[i]
+    return a
+"""
+
+
+@pytest.mark.parametrize("src, good, bad", [
+    (SHIFTED, lambda: (np.zeros(5), np.arange(6.0), 5), lambda: (np.zeros(5), np.arange(5.0), 5)),
+    (REVERSED, lambda: (np.zeros(4), np.ones((4, 4)), 4), lambda: (np.zeros(4), np.ones((3, 4)), 4)),
+    (JAMMED, lambda: (np.zeros(11), np.arange(11.0), 11), lambda: (np.zeros(11), np.arange(10.0), 11)),
+])
+def test_indices_in_range_run_fast_and_out_of_range_raise(src, good, bad):
+    """In range: the fast version's result, its entry check passing (no false alarm for shifted,
+    reversed and jammed loops). Out of range: IndexError, as the Python function raises, where
+    the compiled loop would read past the array."""
+    fast = _compiled(src, {"a", "b", "x"})
+    assert "_rt.index_check(" in _checked_source(src, {"a", "b", "x"})
+    np.testing.assert_array_equal(fast(*good()), _python(src)(*good()))
+    np.testing.assert_array_equal(fast.__wrapped__(*good()), _python(src)(*good()))  # no fallback needed
+    with pytest.raises(IndexError):
+        _python(src)(*bad())
+    with pytest.raises(IndicesUnproven):
+        fast.__wrapped__(*bad())  # the check fails before the loop runs
+    with pytest.raises(IndexError):
+        fast(*bad())
+
+
+def _checked_source(src: str, arrays: set[str]) -> str:
+    return entry_checks(src, arrays)[0]
+
+
+def test_a_check_that_fails_where_nothing_is_out_of_range_gives_the_same_result():
+    """The conditions are sufficient, not necessary: here the guarded write never goes past `y`,
+    but the check cannot see the guard; the `boundscheck=True` version runs and agrees."""
+    src = """
+def f(x, y, n):
+    for i in range(n):
+        if i < y.shape[0]:
+            y[i] += x[i]
+    return y
+"""
+    fast = _compiled(src, {"x", "y"})
+    args = lambda: (np.arange(6.0), np.ones(3), 6)  # noqa: E731
+    with pytest.raises(IndicesUnproven):
+        fast.__wrapped__(*args())
+    np.testing.assert_array_equal(fast(*args()), _python(src)(*args()))
+
+
+def test_data_dependent_indices_compile_with_bounds_checks():
+    """An index read from an array has no interval: the function is compiled with Numba's
+    `boundscheck=True` (no entry check), and an index out of range raises IndexError."""
+    src = """
+def f(x, idx, out):
+    for k in range(idx.shape[0]):
+        out[k] = x[idx[k]]
+    return out
+"""
+    checked, unproven, guarded = entry_checks(src, {"x", "idx", "out"})
+    assert unproven == {"f"} and not guarded and checked == src
+    f = _compiled(src, {"x", "idx", "out"})
+    np.testing.assert_array_equal(f(np.arange(4.0), np.array([3, 0]), np.zeros(2)), [3.0, 0.0])
+    with pytest.raises(IndexError):
+        f(np.arange(4.0), np.array([4, 0]), np.zeros(2))
+
+
+def test_caches_the_program_sizes_itself_are_not_checked():
+    src = """
+def f(a, _cache, k, n):
+    for i in range(n):
+        _cache[k] = a[i]
+        k += 1
+    return k
+"""
+    assert entry_checks(src, {"a", "_cache"})[1] == {"f"}  # a counter: no interval
+    checked, unproven, guarded = entry_checks(src, {"a", "_cache"}, exempt={"_cache"})
+    assert not unproven and guarded == {"f"} and "a0_0 - i0" in checked  # a.shape[0] - n >= 0
+
+
+def test_views_and_allocations_have_their_extents():
+    src = """
+def f(A, n, m):
+    t = np.empty((n, 3), np.float64)
+    for i in range(n):
+        row = A[i]
+        for j in range(m):
+            row[j] = 0.0
+        t[i, 2] = 1.0
+    return t
+"""
+    checked, unproven, guarded = entry_checks(src, {"A"})
+    assert not unproven and guarded == {"f"}
+    line = next(ln for ln in checked.splitlines() if "index_check" in ln)
+    assert "a0_0 - i0" in line and "a0_1 - i1" in line  # A.shape[0] >= n, A.shape[1] >= m (row is A[i])
+
+
+def test_the_algebra_folds_what_it_can():
+    n, m = Lin.atom("n"), Lin.atom("A.shape[0]", nonneg=True)
+    assert str(n - Lin(const=1) - (n - Lin(const=3))) == "2"
+    assert str(_extreme("max", [n - Lin(const=1), n - Lin(const=4), n])) == "n"
+    assert str(_extreme("max", [n, m])) == "max(A.shape[0], n)"
+    assert (m + Lin(const=0)).never_negative() and not (m - Lin(const=1)).never_negative()
+    assert str(m.scaled(2) - n) == "2 * A.shape[0] - n"
+
+
+def test_index_check_computes_with_pythons_floor_division():
+    """`//` rounds down as Python's does (LLVM's sdiv truncates), and a divisor below 1 gives 0."""
+    from zymo.codegen.numba import twins
+
+    @numba.njit
+    def margin(spec_ok, a, i, k):
+        twins.index_check("i0 // i1 + a0_0", (a,), (i, k))
+        return spec_ok
+
+    a = np.zeros(3)
+    assert margin(1, a, -6, 2) == 1          # -6 // 2 + 3 = 0
+    with pytest.raises(IndicesUnproven):
+        margin(1, a, -7, 2)                  # -7 // 2 + 3 = -1 (truncated: -3 + 3 = 0, no raise)
+    assert margin(1, a, -7, 0) == 1          # divisor 0: 0 + 3 >= 0
+
+
+def _loop_loss(A, x, y):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(n):
+            y[i] += A[i, j] * x[j]
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize("backend", ["kernels", True])
+def test_gradients_raise_index_error_for_arguments_of_the_wrong_shape(backend):
+    """A user's argument too short for the loop: the Python program raises IndexError; the
+    compiled derivative did read past `x` (garbage gradients, a corrupted heap) and now
+    raises IndexError too. With arguments of the right shape it agrees with Python's."""
+    rng = np.random.default_rng(3)
+    A, x = rng.standard_normal((6, 6)), rng.standard_normal(6)
+    grads = {}
+    for b in (False, backend):
+        dA, dx, dy = np.zeros_like(A), np.zeros_like(x), np.zeros(6)
+        zymo.autodiff(Reverse, _loop_loss, Active, Duplicated(A.copy(), dA), Duplicated(x.copy(), dx),
+                      Duplicated(np.zeros(6), dy), numba=b)
+        grads[b] = (dA, dx)
+    for got, want in zip(grads[backend], grads[False]):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    assert np.abs(grads[False][1]).max() > 0.1
+    short = x[:4].copy()
+    with pytest.raises(IndexError):
+        zymo.autodiff(Reverse, _loop_loss, Active, Duplicated(A.copy(), np.zeros_like(A)),
+                      Duplicated(short, np.zeros_like(short)), Duplicated(np.zeros(6), np.zeros(6)), numba=False)
+    with pytest.raises(IndexError):
+        zymo.autodiff(Reverse, _loop_loss, Active, Duplicated(A.copy(), np.zeros_like(A)),
+                      Duplicated(short, np.zeros_like(short)), Duplicated(np.zeros(6), np.zeros(6)), numba=backend)
