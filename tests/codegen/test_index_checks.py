@@ -98,21 +98,73 @@ def f(x, y, n):
     np.testing.assert_array_equal(fast(*args()), _python(src)(*args()))
 
 
-def test_data_dependent_indices_compile_with_bounds_checks():
-    """An index read from an array has no interval: the function is compiled with Numba's
-    `boundscheck=True` (no entry check), and an index out of range raises IndexError."""
+def test_indices_without_an_interval_are_checked_where_they_are_read():
+    """An index read from an array, or a counter, has no interval: it is checked where it is
+    read (`_rt.in_range`), the others at entry, and an index out of range raises IndexError."""
     src = """
 def f(x, idx, out):
-    for k in range(idx.shape[0]):
-        out[k] = x[idx[k]]
+    k = 0
+    for i in range(idx.shape[0]):
+        out[i] = x[idx[i]] + x[_rt.nonneg(k)]
+        k += 1
     return out
 """
     checked, unproven, guarded = entry_checks(src, {"x", "idx", "out"})
-    assert unproven == {"f"} and not guarded and checked == src
+    assert not unproven and guarded == {"f"}
+    assert "x[_rt.in_range(idx[i], x.shape[0])]" in checked
+    assert "x[_rt.nonneg(_rt.in_range(k, x.shape[0]))]" in checked
     f = _compiled(src, {"x", "idx", "out"})
-    np.testing.assert_array_equal(f(np.arange(4.0), np.array([3, 0]), np.zeros(2)), [3.0, 0.0])
+    np.testing.assert_array_equal(f(np.arange(4.0), np.array([3, -4]), np.zeros(2)), [3.0, 1.0])
+    for bad in ([4, 0], [0, -5]):
+        with pytest.raises(IndexError):
+            f(np.arange(4.0), np.array(bad), np.zeros(2))
+    with pytest.raises(IndexError):  # the counter passes x's end
+        f(np.arange(2.0), np.array([0, 1, 1]), np.zeros(3))
+
+
+def test_products_of_names_are_checked_where_they_are_read():
+    """`(r * (r - 1)) // 2 + c`, a packed triangle's index: its interval through products of
+    intervals is sound but far off (an entry check would fail where nothing is out of range:
+    gmm_objective ran its bounds-checked version at every call), so it is checked where read."""
+    src = """
+def f(t, out, d):
+    for r in range(d):
+        for c in range(r):
+            out[r, c] = t[(r * (r - 1)) // 2 + c]
+    return out
+"""
+    checked, unproven, _ = entry_checks(src, {"t", "out"})
+    assert not unproven and "_rt.in_range((r * (r - 1)) // 2 + c, t.shape[0])" in checked
+    f = _compiled(src, {"t", "out"})
+    got = f(np.arange(6.0), np.zeros((4, 4)), 4)
+    np.testing.assert_array_equal(got, _python(src)(np.arange(6.0), np.zeros((4, 4)), 4))
     with pytest.raises(IndexError):
-        f(np.arange(4.0), np.array([4, 0]), np.zeros(2))
+        f(np.arange(5.0), np.zeros((4, 4)), 4)
+
+
+def test_blocks_of_an_inner_loop_span_its_range():
+    """A parallel twin's block loop (`codegen/blocks.py`) covers `range(lo, hi)` over all blocks:
+    its entry check is the serial loop's, with no false alarm."""
+    src = """
+def f(y, A, n, m, _threads):
+    _n_blk = _rt.span(1, n)
+    for _blk in numba.prange(_threads):
+        for j in range(m):
+            for i in range(1 + _blk * _n_blk // _threads, 1 + (_blk + 1) * _n_blk // _threads):
+                y[i] += A[j, i - 1]
+    return y
+"""
+    checked, unproven, guarded = entry_checks(src, {"y", "A"})
+    assert not unproven and guarded == {"f"} and "in_range" not in checked
+    fast = _compiled(src, {"y", "A"})
+    A = np.arange(12.0).reshape(2, 6)
+    for threads in (1, 2, 3):
+        got = fast.__wrapped__(np.zeros(7), A, 7, 2, threads)  # i up to 6: y[6], A[:, 5]
+        np.testing.assert_array_equal(got[1:], A.sum(axis=0))
+        with pytest.raises(IndicesUnproven):
+            fast.__wrapped__(np.zeros(6), A, 7, 2, threads)
+        with pytest.raises(IndexError):
+            fast(np.zeros(6), A, 7, 2, threads)
 
 
 def test_caches_the_program_sizes_itself_are_not_checked():
@@ -123,9 +175,9 @@ def f(a, _cache, k, n):
         k += 1
     return k
 """
-    assert entry_checks(src, {"a", "_cache"})[1] == {"f"}  # a counter: no interval
+    assert "_cache[_rt.in_range(k, _cache.shape[0])]" in entry_checks(src, {"a", "_cache"})[0]
     checked, unproven, guarded = entry_checks(src, {"a", "_cache"}, exempt={"_cache"})
-    assert not unproven and guarded == {"f"} and "a0_0 - i0" in checked  # a.shape[0] - n >= 0
+    assert not unproven and guarded == {"f"} and "a0_0 - i0" in checked and "in_range" not in checked
 
 
 def test_views_and_allocations_have_their_extents():

@@ -68,10 +68,21 @@ def entry_checks(src: str, arrays: Iterable[str], exempt: Iterable[str] = ()
     unproven: set[str] = set()
     guarded: set[str] = set()
     inserts: list[tuple[int, str]] = []
+    edits: list[tuple[int, int, int, str]] = []
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef) or not fn.body:
             continue
-        conditions = _Ranges(fn, arrays, exempt).conditions()
+        ranges = _Ranges(fn, arrays, exempt)
+        conditions = ranges.conditions()
+        if conditions is not None:
+            mine = [(index.lineno - 1, index.col_offset, index.end_col_offset,
+                     f"_rt.in_range({lines[index.lineno - 1][index.col_offset:index.end_col_offset]}, "
+                     f"{array}.shape[{d}])") for index, array, d in ranges.wraps]
+            spans = sorted(mine)
+            if any(a[0] == b[0] and b[1] < a[2] for a, b in zip(spans, spans[1:])):
+                conditions = None  # one such index inside another: bounds checks for the whole function
+            else:
+                edits += mine
         if conditions is None:
             unproven.add(fn.name)
         elif conditions:
@@ -82,9 +93,16 @@ def entry_checks(src: str, arrays: Iterable[str], exempt: Iterable[str] = ()
             indent = " " * first.col_offset
             least = conditions[0] if len(conditions) == 1 else f"min({', '.join(conditions)})"
             inserts.append((first.lineno - 1, f"{indent}{_margin(least)}"))
+    for row, col, end, text in sorted(edits, reverse=True):  # right to left within a line
+        lines[row] = lines[row][:col] + text + lines[row][end:]
     for row, text in sorted(inserts, reverse=True):
         lines.insert(row, text)
     return "\n".join(lines), frozenset(unproven), frozenset(guarded)
+
+
+def _rt_call(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "_rt" and len(node.args) == 1)
 
 
 def _margin(expr: str) -> str:
@@ -125,22 +143,24 @@ class Lin:
     constants are exact, so `(n - 1 - _r)` over `_r <= n - 2` is `1`, not a wider interval,
     and `max`/`min` of forms that differ in their constant only keep one."""
 
-    __slots__ = ("terms", "const", "nonneg")
+    __slots__ = ("terms", "const", "nonneg", "loose")
 
-    def __init__(self, terms: dict[str, int] | None = None, const: int = 0, nonneg: frozenset[str] = frozenset()):
+    def __init__(self, terms: dict[str, int] | None = None, const: int = 0, nonneg: frozenset[str] = frozenset(),
+                 loose: bool = False):
         self.terms = {a: c for a, c in (terms or {}).items() if c}
         self.const = const
         self.nonneg = nonneg & frozenset(self.terms)
+        self.loose = loose  # a bound through a product or quotient of two names: sound, often far off
 
     @staticmethod
-    def atom(text: str, nonneg: bool = False) -> Lin:
-        return Lin({text: 1}, 0, frozenset({text}) if nonneg else frozenset())
+    def atom(text: str, nonneg: bool = False, loose: bool = False) -> Lin:
+        return Lin({text: 1}, 0, frozenset({text}) if nonneg else frozenset(), loose)
 
     def __add__(self, other: Lin) -> Lin:
         terms = dict(self.terms)
         for a, c in other.terms.items():
             terms[a] = terms.get(a, 0) + c
-        return Lin(terms, self.const + other.const, self.nonneg | other.nonneg)
+        return Lin(terms, self.const + other.const, self.nonneg | other.nonneg, self.loose or other.loose)
 
     def __neg__(self) -> Lin:
         return self.scaled(-1)
@@ -149,7 +169,7 @@ class Lin:
         return self + (-other)
 
     def scaled(self, k: int) -> Lin:
-        return Lin({a: k * c for a, c in self.terms.items()}, k * self.const, self.nonneg)
+        return Lin({a: k * c for a, c in self.terms.items()}, k * self.const, self.nonneg, self.loose)
 
     def never_negative(self) -> bool:
         return self.const >= 0 and all(c > 0 and a in self.nonneg for a, c in self.terms.items())
@@ -180,7 +200,7 @@ def _extreme(name: str, forms: list[Lin]) -> Lin:
         return next(iter(best.values()))
     args = sorted(best.values(), key=str)
     nonneg = any(f.never_negative() for f in args) if name == "max" else all(f.never_negative() for f in args)
-    return Lin.atom(f"{name}({', '.join(str(f) for f in args)})", nonneg)
+    return Lin.atom(f"{name}({', '.join(str(f) for f in args)})", nonneg, any(f.loose for f in args))
 
 
 def _times(a: Lin, b: Lin) -> Lin:
@@ -189,11 +209,11 @@ def _times(a: Lin, b: Lin) -> Lin:
         return b.scaled(a.const)
     if not b.terms:
         return a.scaled(b.const)
-    return _opaque(f"({a}) * ({b})")
+    return _opaque(f"({a}) * ({b})", loose=True)
 
 
-def _opaque(text: str, nonneg: bool = False) -> Lin:
-    return Lin.atom(f"({text})", nonneg)
+def _opaque(text: str, nonneg: bool = False, loose: bool = False) -> Lin:
+    return Lin.atom(f"({text})", nonneg, loose)
 
 
 class _Unknown(Exception):
@@ -240,6 +260,8 @@ class _Ranges:
         self.memo: dict[tuple[str, int], Interval] = {}
         self.busy: set[tuple[str, int]] = set()
         self.side: dict[str, None] = {}  # what the intervals assume (a divisor at least 1)
+        # indices with no interval, of arrays whose extents generated code can read: (index, array, axis)
+        self.wraps: list[tuple[ast.expr, str, int]] = []
 
     def _at(self, node: ast.AST, compute):  # type: ignore[no-untyped-def]
         """`compute()` with names read as they are at `node`."""
@@ -284,6 +306,8 @@ class _Ranges:
             return []
         if name in self.exempt:
             return []
+        if any(isinstance(p, ast.Constant) and (p.value is None or p.value is Ellipsis) for p in parts):
+            raise _Unknown(name)  # a new axis or an ellipsis moves the axes: bounds checks instead
         if name not in self.arrays and not self._made(name):
             if all(isinstance(p, ast.Constant) for p in parts):
                 return []  # a tuple's item: Numba checks constant indices when it types them
@@ -292,8 +316,19 @@ class _Ranges:
         for d, part in enumerate(parts):
             if isinstance(part, ast.Slice):
                 continue
-            lo, hi = self._at(node, lambda part=part: self.interval(part))
-            n = self.extent(name, d)
+            side = dict(self.side)
+            try:
+                lo, hi = self._at(node, lambda part=part: self.interval(part))
+                n = self.extent(name, d)
+                if lo.loose or hi.loose:  # an entry check far from the truth would fail where nothing does
+                    raise _Unknown(ast.unparse(part))
+            except _Unknown:
+                self.side = side  # what this index's intervals assumed is not needed
+                inner = part.args[0] if _rt_call(part, "nonneg") else part  # type: ignore[attr-defined]
+                if inner.lineno != inner.end_lineno:
+                    raise
+                self.wraps.append((inner, name, d))  # checked where it is read: `_rt.in_range`
+                continue
             out.append(lo + n)  # lo >= -n
             out.append(n - hi - Lin(const=1))  # hi < n
         return out
@@ -311,6 +346,21 @@ class _Ranges:
             return value.value.id in self.arrays or self._made(value.value.id)
         return _allocated_shape(value) is not None
 
+    def _integer(self, part: ast.expr, at: ast.AST) -> bool:
+        """Whether the index `part` (read at `at`) is one integer (an interval, no array in it),
+        not a slice, an index array or a mask."""
+        if isinstance(part, (ast.Slice, ast.Starred)) or any(
+                isinstance(n, ast.Name) and (n.id in self.arrays or self._made(n.id)) for n in ast.walk(part)):
+            return False
+        side = dict(self.side)
+        try:
+            self._at(at, lambda: self.interval(part))
+            return True
+        except _Unknown:
+            return False
+        finally:
+            self.side = side
+
     def extent(self, name: str, d: int) -> Lin:
         """`name.shape[d]` written over the parameters (module contract)."""
         defs = [n for n in self.defs.get(name, []) if not _same_array(name, n)]
@@ -321,7 +371,7 @@ class _Ranges:
             value = defs[0].value
             if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
                 parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
-                if not any(isinstance(p, (ast.Slice, ast.Starred)) for p in parts):
+                if all(self._integer(p, defs[0]) for p in parts):  # a view: the axes after those indexed
                     return self.extent(value.value.id, len(parts) + d)
             shape = _allocated_shape(value)
             if isinstance(shape, str):  # `np.empty_like(x)`, `x.copy()`: x's
@@ -374,13 +424,14 @@ class _Ranges:
             (alo, ahi), (klo, khi) = self.interval(node.left), self.interval(node.right)
             if not (klo - Lin(const=1)).never_negative():
                 self.side[str(klo - Lin(const=1))] = None
-            return (_extreme("min", [_opaque(f"({alo}) // ({k})") for k in (klo, khi)]),
-                    _extreme("max", [_opaque(f"({ahi}) // ({k})") for k in (klo, khi)]))
+            return (_extreme("min", [_opaque(f"({alo}) // ({k})", loose=True) for k in (klo, khi)]),
+                    _extreme("max", [_opaque(f"({ahi}) // ({k})", loose=True) for k in (klo, khi)]))
         c = _int_constant(node.right)
         if c is not None and c > 0:
             if isinstance(op, ast.FloorDiv):  # monotone
                 lo, hi = self.interval(node.left)
-                return tuple(Lin(const=f.const // c) if not f.terms else _opaque(f"({f}) // {c}", f.never_negative())
+                return tuple(Lin(const=f.const // c) if not f.terms
+                             else _opaque(f"({f}) // {c}", f.never_negative(), f.loose)
                              for f in (lo, hi))  # type: ignore[return-value]
             if isinstance(op, ast.Mod):  # Python's: in [0, c) whatever the sign
                 self.interval(node.left)  # an int: the left operand has an interval
@@ -432,6 +483,30 @@ class _Ranges:
             self.busy.discard(key)
         self.memo[key] = got
         return got
+
+    def _block(self, args: list[ast.expr]) -> Interval | None:
+        """The values of a block's loop `range(at + b * n // k, at + (b + 1) * n // k)`, `b` the
+        variable of a loop over `range(k)` (`codegen/blocks.py`): over all blocks, `at` to
+        `at + n - 1`; None for any other range."""
+        (at, start), (at2, stop) = _split_start(args[0]), _split_start(args[1])
+        same = lambda a, b: ast.dump(a) == ast.dump(b) if a is not None and b is not None else a is b  # noqa: E731
+        if not (same(at, at2) and isinstance(start, ast.BinOp) and isinstance(start.op, ast.FloorDiv)
+                and isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.FloorDiv)
+                and same(start.right, stop.right)):
+            return None
+        first, last = start.left, stop.left
+        if not (isinstance(first, ast.BinOp) and isinstance(first.op, ast.Mult) and isinstance(first.left, ast.Name)
+                and isinstance(last, ast.BinOp) and isinstance(last.op, ast.Mult) and same(first.right, last.right)
+                and ast.dump(last.left) == ast.dump(ast.BinOp(first.left, ast.Add(), ast.Constant(1)))):
+            return None
+        b, n, k = first.left.id, first.right, start.right
+        loops = self.defs.get(b, [])
+        if not (len(loops) == 1 and isinstance(loops[0], ast.For) and isinstance(loops[0].iter, ast.Call)
+                and _callee(loops[0].iter.func) in ("range", "prange") and len(loops[0].iter.args) == 1
+                and same(loops[0].iter.args[0], k)):
+            return None
+        lo, hi = self.interval(at) if at is not None else (Lin(), Lin())
+        return lo, hi + self.interval(n)[1] - Lin(const=1)
 
     def _reversed_var(self, loop: ast.For) -> str | None:
         if id(loop) not in self.reversed:
@@ -529,6 +604,9 @@ class _Ranges:
         if len(args) == 1:
             _, hi = self.interval(args[0])
             return Lin(), hi - Lin(const=1)
+        block = self._block(args) if len(args) == 2 else None
+        if block is not None:
+            return block
         step = _int_constant(args[2]) if len(args) == 3 else 1
         if step is None or step == 0:
             raise _Unknown(ast.dump(it))
@@ -602,6 +680,14 @@ def _reversed_var(loop: ast.For) -> str | None:
         return None
     head = reversed_head(loop)
     return None if head is None else head[0]
+
+
+def _split_start(e: ast.expr) -> tuple[ast.expr | None, ast.expr]:
+    """`(at, rest)` of `at + rest` where `rest` is a quotient, else `(None, e)`."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and isinstance(e.right, ast.BinOp) \
+            and isinstance(e.right.op, ast.FloorDiv):
+        return e.left, e.right
+    return None, e
 
 
 class _Unpacked:

@@ -22,7 +22,9 @@ import ast
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
+from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
+from numba.np.arrayobj import load_item
 
 from ..index_checks import IndicesUnproven
 
@@ -33,7 +35,8 @@ def index_check(typingctx, spec, arrays, ints):
         raise TypingError("index_check: the expression must be a literal string")
     if not (isinstance(arrays, types.BaseTuple) and all(isinstance(a, types.Array) for a in arrays.types)):
         raise TypingError("index_check: arrays must be a tuple of arrays")
-    if not (isinstance(ints, types.BaseTuple) and all(isinstance(i, types.Integer) for i in ints.types)):
+    if not (isinstance(ints, types.BaseTuple)
+            and all(isinstance(i, (types.Integer, types.Boolean)) for i in ints.types)):
         raise TypingError("index_check: ints must be a tuple of integers")
     tree = ast.parse(spec.literal_value, mode="eval").body
 
@@ -46,8 +49,9 @@ def index_check(typingctx, spec, arrays, ints):
                 shapes[f"a{k}_{d}"] = builder.sext(n, i64) if n.type.width < 64 else n
         values = {}
         for k, (ity, ival) in enumerate(zip(ints.types, cgutils.unpack_tuple(builder, args[2], len(ints)))):
-            if ival.type.width < 64:
-                ival = builder.sext(ival, i64) if ity.signed else builder.zext(ival, i64)
+            if ival.type.width < 64:  # a bool counts as 0 or 1
+                signed = isinstance(ity, types.Integer) and ity.signed
+                ival = builder.sext(ival, i64) if signed else builder.zext(ival, i64)
             values[f"i{k}"] = ival
         names = {**shapes, **values}
         result = _Emit(builder, i64, names).value(tree)
@@ -55,6 +59,50 @@ def index_check(typingctx, spec, arrays, ints):
             context.call_conv.return_user_exc(builder, IndicesUnproven, ())
         return context.get_dummy_value()
     return types.none(spec, arrays, ints), codegen
+
+
+@intrinsic
+def in_range(typingctx, i, n):
+    """`i`, an index of an axis of extent `n`, after raising `IndexError` where Python's
+    indexing would: an integer `i < -n` or `i >= n`, an array of integers holding one, a 1-d
+    array of booleans of another length than `n` (a mask); anything else is returned as it is.
+    The check of one index that has no interval at entry (`codegen/index_checks.py`: an index
+    read from an array, a counter): Numba checks neither, nor its fancy indexing."""
+    if not isinstance(n, types.Integer):
+        raise TypingError("in_range: an integer extent")
+    kind = ("int" if isinstance(i, types.Integer) else
+            "ints" if isinstance(i, types.Array) and isinstance(i.dtype, types.Integer) else
+            "mask" if isinstance(i, types.Array) and isinstance(i.dtype, types.Boolean) and i.ndim == 1 else "")
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+
+        def wide(v, ty):
+            if v.type.width >= 64:
+                return v
+            return builder.sext(v, i64) if ty.signed else builder.zext(v, i64)
+        m = wide(args[1], n)
+
+        def check(v, ty):
+            past = builder.icmp_signed(">=", v, m) if ty.signed else builder.icmp_unsigned(">=", v, m)
+            below = builder.icmp_signed("<", v, builder.neg(m)) if ty.signed else ir.Constant(ir.IntType(1), 0)
+            with builder.if_then(builder.or_(past, below), likely=False):
+                context.call_conv.return_user_exc(builder, IndexError, ("index out of range",))
+        if kind == "int":
+            check(wide(args[0], i), i)
+        elif kind:
+            ary = context.make_array(i)(context, builder, args[0])
+            shape = cgutils.unpack_tuple(builder, ary.shape, i.ndim)
+            if kind == "mask":
+                with builder.if_then(builder.icmp_signed("!=", wide(shape[0], types.intp), m), likely=False):
+                    context.call_conv.return_user_exc(builder, IndexError, ("boolean index did not match",))
+            else:
+                strides = cgutils.unpack_tuple(builder, ary.strides, i.ndim)
+                with cgutils.loop_nest(builder, shape, shape[0].type) as at:
+                    ptr = cgutils.get_item_pointer2(context, builder, ary.data, shape, strides, i.layout, at)
+                    check(wide(load_item(context, builder, i, ptr), i.dtype), i.dtype)
+        return impl_ret_borrowed(context, builder, signature.return_type, args[0])  # an array: one more reference
+    return i(i, n), codegen
 
 
 class _Emit:

@@ -24,7 +24,7 @@ from ...index_checks import IndicesUnproven
 from ..elementwise import acc_ew, acc_unbroadcast, ew_like, ew_new, ew_out, ew_set, ew_sum, fdiv
 from ..ew_fused import ew_run
 from ..inline import acc_extreme, empty, ew_max, ew_min, grow, grow_stack, nonneg, reuse_tape, span, zeros
-from ..margins import index_check
+from ..margins import in_range, index_check
 from . import arrays, core, indexing, linalg, second, sorting, statistics
 from .core import acc_dot_vjp_a, acc_dot_vjp_b, acc_matmul_vjp_a, acc_matmul_vjp_b, raise_shape_mismatch
 
@@ -33,8 +33,8 @@ FAMILIES = (core, arrays, indexing, linalg, second, sorting, statistics)
 __all__ = [
     "FAMILIES", "IndicesUnproven", "List", "acc_dot_vjp_a", "acc_dot_vjp_b", "acc_matmul_vjp_a", "acc_matmul_vjp_b",
     "acc_ew", "acc_extreme", "acc_unbroadcast", "empty", "ew_like", "ew_max", "ew_min", "ew_new", "ew_out", "ew_run",
-    "ew_set", "ew_sum", "fdiv", "grow", "grow_stack", "index_check", "nonneg", "raise_shape_mismatch", "reuse_tape",
-    "span", "zeros",
+    "ew_set", "ew_sum", "fdiv", "grow", "grow_stack", "in_range", "index_check", "nonneg", "raise_shape_mismatch",
+    "reuse_tape", "span", "zeros",
 ]
 
 
