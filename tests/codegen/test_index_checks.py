@@ -122,6 +122,26 @@ def f(x, idx, out):
         f(np.arange(2.0), np.array([0, 1, 1]), np.zeros(3))
 
 
+def test_in_range_checks_ints_index_arrays_and_masks():
+    """`_rt.in_range(i, n)`: an int in [-n, n), every element of an index array, a mask's
+    length; anything else passes through (Numba's fancy indexing checks nothing itself)."""
+    from zymo.codegen.numba import twins
+
+    @numba.njit
+    def take(x, i):
+        return x[twins.in_range(i, x.shape[0])]
+
+    x = np.arange(5.0)
+    assert take(x, -5) == 0.0 and take(x, 4) == 4.0 and take(x, np.int32(2)) == 2.0
+    np.testing.assert_array_equal(take(x, np.array([[4, -5], [0, 1]])), x[np.array([[4, -5], [0, 1]])])
+    np.testing.assert_array_equal(take(x, np.array([True, False, True, False, True])), [0.0, 2.0, 4.0])
+    for bad in (5, -6, np.array([1, 5]), np.array([[0], [-6]]), np.array([True, False])):
+        with pytest.raises(IndexError):
+            take(x, bad)
+    for ok in (np.arange(4)[::2], np.array([3])):  # a strided view is read element by element
+        np.testing.assert_array_equal(take(x, ok), x[ok])
+
+
 def test_products_of_names_are_checked_where_they_are_read():
     """`(r * (r - 1)) // 2 + c`, a packed triangle's index: its interval through products of
     intervals is sound but far off (an entry check would fail where nothing is out of range:
