@@ -111,8 +111,8 @@ def f(x, idx, out):
 """
     checked, unproven, guarded = entry_checks(src, {"x", "idx", "out"})
     assert not unproven and guarded == {"f"}
-    assert "x[_rt.in_range(idx[i], x.shape[0])]" in checked
-    assert "x[_rt.nonneg(_rt.in_range(k, x.shape[0]))]" in checked
+    assert "x[_rt.in_range(idx[i], x.shape, 0)]" in checked
+    assert "x[_rt.nonneg(_rt.in_range(k, x.shape, 0))]" in checked
     f = _compiled(src, {"x", "idx", "out"})
     np.testing.assert_array_equal(f(np.arange(4.0), np.array([3, -4]), np.zeros(2)), [3.0, 1.0])
     for bad in ([4, 0], [0, -5]):
@@ -122,24 +122,69 @@ def f(x, idx, out):
         f(np.arange(2.0), np.array([0, 1, 1]), np.zeros(3))
 
 
-def test_in_range_checks_ints_index_arrays_and_masks():
-    """`_rt.in_range(i, n)`: an int in [-n, n), every element of an index array, a mask's
-    length; anything else passes through (Numba's fancy indexing checks nothing itself)."""
+def test_in_range_checks_ints_tuples_index_arrays_and_masks():
+    """`_rt.in_range(i, shape, axis)`: an int in [-n, n), a tuple's ints each on its axis, every
+    element of an index array, a mask's shape; a slice passes through (Numba's fancy indexing
+    checks nothing itself)."""
     from zymo.codegen.numba import twins
 
     @numba.njit
     def take(x, i):
-        return x[twins.in_range(i, x.shape[0])]
+        return x[twins.in_range(i, x.shape, 0)]
+
+    @numba.njit
+    def take_row(x, i):
+        return x[0, twins.in_range(i, x.shape, 1)]
 
     x = np.arange(5.0)
+    m = np.arange(12.0).reshape(3, 4)
     assert take(x, -5) == 0.0 and take(x, 4) == 4.0 and take(x, np.int32(2)) == 2.0
     np.testing.assert_array_equal(take(x, np.array([[4, -5], [0, 1]])), x[np.array([[4, -5], [0, 1]])])
     np.testing.assert_array_equal(take(x, np.array([True, False, True, False, True])), [0.0, 2.0, 4.0])
+    assert take(m, (2, -4)) == m[2, -4] and take_row(m, -1) == 3.0
+    np.testing.assert_array_equal(take(x, slice(1, 9)), x[1:9])
     for bad in (5, -6, np.array([1, 5]), np.array([[0], [-6]]), np.array([True, False])):
         with pytest.raises(IndexError):
             take(x, bad)
-    for ok in (np.arange(4)[::2], np.array([3])):  # a strided view is read element by element
-        np.testing.assert_array_equal(take(x, ok), x[ok])
+    for bad in ((3, 0), (0, 4), (-4, 0)):
+        with pytest.raises(IndexError):
+            take(m, bad)
+    with pytest.raises(IndexError):
+        take_row(m, 4)
+    np.testing.assert_array_equal(take(np.arange(4.0), np.arange(4)[::2]), [0.0, 2.0])  # a strided view
+
+
+def test_what_the_analysis_cannot_read_is_bounds_checked():
+    """Subscripts of expressions (`a[i][j]`, `a.T[i, 0]`), nested scopes and one-line functions
+    make the function unproven (Numba's `boundscheck=True`); an 'int' that is an array the facts
+    did not know fails the entry check (the bounds-checked version runs); an entry margin that
+    overflows fails it too (helper 64's cases)."""
+    for src in ("def f(a, n, m):\n    s = 0.0\n    for i in range(n):\n        for j in range(m):\n"
+                "            s += a[i][j]\n    return s\n",
+                "def f(a, n):\n    s = 0.0\n    for i in range(n):\n        s += a.T[i, 0]\n    return s\n",
+                "def f(a, n):\n    g = lambda i: a[i]\n    s = 0.0\n    for i in range(n):\n        s += g(i + n)\n"
+                "    return s\n",
+                "def f(a): return a[0]\n"):
+        assert entry_checks(src, {"a"})[1] == {"f"}, src
+    f = _compiled("def f(a, n, m):\n    s = 0.0\n    for i in range(n):\n        for j in range(m):\n"
+                  "            s += a[i][j]\n    return s\n", {"a"})
+    with pytest.raises(IndexError):
+        f(np.ones((3, 3)), 3, 5)
+    src = "def f(a, n, k):\n    s = 0.0\n    for i in range(n):\n        if i >= k:\n            break\n" \
+          "        s += a[4 * i]\n    return s\n"
+    f = _compiled(src, {"a"})
+    with pytest.raises(IndicesUnproven):
+        f.__wrapped__(np.arange(8.0), 2 ** 62 + 1, 3)  # 4 * (n - 1) wraps round to 0
+    with pytest.raises(IndexError):
+        f(np.arange(8.0), 2 ** 62 + 1, 3)
+    assert f(np.arange(8.0), 2, 3) == 4.0
+    view = "def f(a, idx, n):\n    v = a[idx]\n    s = 0.0\n    for j in range(n):\n        s += v[j]\n    return s\n"
+    f = _compiled(view, {"a"})  # `idx` an index array the facts do not call one: no entry margin
+    with pytest.raises(IndicesUnproven):
+        f.__wrapped__(np.arange(6.0), np.array([1, 0, 5]), 3)
+    assert f(np.arange(6.0), np.array([1, 0, 5]), 3) == 6.0
+    with pytest.raises(IndexError):
+        f(np.arange(6.0), np.array([1, 0, 5]), 4)
 
 
 def test_products_of_names_are_checked_where_they_are_read():
@@ -154,7 +199,7 @@ def f(t, out, d):
     return out
 """
     checked, unproven, _ = entry_checks(src, {"t", "out"})
-    assert not unproven and "_rt.in_range((r * (r - 1)) // 2 + c, t.shape[0])" in checked
+    assert not unproven and "_rt.in_range((r * (r - 1)) // 2 + c, t.shape, 0)" in checked
     f = _compiled(src, {"t", "out"})
     got = f(np.arange(6.0), np.zeros((4, 4)), 4)
     np.testing.assert_array_equal(got, _python(src)(np.arange(6.0), np.zeros((4, 4)), 4))
@@ -195,7 +240,7 @@ def f(a, _cache, k, n):
         k += 1
     return k
 """
-    assert "_cache[_rt.in_range(k, _cache.shape[0])]" in entry_checks(src, {"a", "_cache"})[0]
+    assert "_cache[_rt.in_range(k, _cache.shape, 0)]" in entry_checks(src, {"a", "_cache"})[0]
     checked, unproven, guarded = entry_checks(src, {"a", "_cache"}, exempt={"_cache"})
     assert not unproven and guarded == {"f"} and "a0_0 - i0" in checked and "in_range" not in checked
 

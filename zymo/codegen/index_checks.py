@@ -76,8 +76,8 @@ def entry_checks(src: str, arrays: Iterable[str], exempt: Iterable[str] = ()
         conditions = ranges.conditions()
         if conditions is not None:
             mine = [(index.lineno - 1, index.col_offset, index.end_col_offset,
-                     f"_rt.in_range({lines[index.lineno - 1][index.col_offset:index.end_col_offset]}, "
-                     f"{array}.shape[{d}])") for index, array, d in ranges.wraps]
+                     f"_rt.in_range({_text(lines[index.lineno - 1], index.col_offset, index.end_col_offset)}, "
+                     f"{array}.shape, {d})") for index, array, d in ranges.wraps]
             spans = sorted(mine)
             if any(a[0] == b[0] and b[1] < a[2] for a, b in zip(spans, spans[1:])):
                 conditions = None  # one such index inside another: bounds checks for the whole function
@@ -94,10 +94,29 @@ def entry_checks(src: str, arrays: Iterable[str], exempt: Iterable[str] = ()
             least = conditions[0] if len(conditions) == 1 else f"min({', '.join(conditions)})"
             inserts.append((first.lineno - 1, f"{indent}{_margin(least)}"))
     for row, col, end, text in sorted(edits, reverse=True):  # right to left within a line
-        lines[row] = lines[row][:col] + text + lines[row][end:]
+        raw = lines[row].encode()  # the offsets count UTF-8 bytes
+        lines[row] = (raw[:col] + text.encode() + raw[end:]).decode()
     for row, text in sorted(inserts, reverse=True):
         lines.insert(row, text)
     return "\n".join(lines), frozenset(unproven), frozenset(guarded)
+
+
+def _text(line: str, col: int, end: int) -> str:
+    """The text between two of `ast`'s column offsets (UTF-8 bytes) of `line`."""
+    return line.encode()[col:end].decode()
+
+
+def _unindexed(node: ast.Subscript) -> bool:
+    """Whether `node` reads no element by a variable of an array the analysis cannot name:
+    slices only, `x.shape[d]`, or constant indices into a call's or attribute's result (a
+    tuple: Numba checks constant indices into tuples when it types them)."""
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if all(isinstance(p, ast.Slice) for p in parts):
+        return True
+    if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return True
+    return isinstance(node.value, (ast.Call, ast.Attribute)) and all(
+        isinstance(p, ast.Constant) and type(p.value) is int for p in parts)
 
 
 def _rt_call(node: ast.AST, name: str) -> bool:
@@ -229,6 +248,7 @@ class _Ranges:
         self.exempt = exempt
         self.params = {a.arg for a in fn.args.args}
         self.defs: dict[str, list[ast.AST]] = {}
+        self.opaque = False  # a subscript or scope the analysis cannot read: the function is unproven
         self.parent: dict[int, ast.AST] = {}
         self.subscripts: list[ast.Subscript] = []
         stack: list[ast.AST] = [fn]
@@ -237,8 +257,13 @@ class _Ranges:
             for child in ast.iter_child_nodes(node):
                 self.parent[id(child)] = node
                 stack.append(child)
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-                self.subscripts.append(node)
+            if isinstance(node, ast.Subscript):
+                if isinstance(node.value, ast.Name):
+                    self.subscripts.append(node)
+                elif not _unindexed(node):
+                    self.opaque = True  # `a[i][j]`, `a.T[i]`, `f(x)[i]`: bounds checks instead
+            elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fn:
+                self.opaque = True  # names of another scope
             elif isinstance(node, ast.For):
                 self._bind(node.target, node)
             elif isinstance(node, ast.Assign):
@@ -289,6 +314,8 @@ class _Ranges:
         """The conditions, in order and without repeats, those that always hold left out;
         None where some index has no interval."""
         strongest: dict[tuple, Lin] = {}  # `L + c >= 0` for several c: the least c implies the rest
+        if self.opaque or self.fn.body[0].lineno == self.fn.lineno:  # (or a one-line function)
+            return None
         try:
             for node in sorted(self.subscripts, key=lambda n: (n.lineno, n.col_offset)):
                 for form in self._subscript(node):  # each `form >= 0`

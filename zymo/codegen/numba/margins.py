@@ -1,13 +1,16 @@
 """A compiled function's entry check of its indices, as one intrinsic (`codegen/index_checks.py`).
 
 Contract: `index_check(spec, arrays, ints)` (callable from Numba-compiled code only) raises
-`IndicesUnproven` where the value of `spec` is negative, and does nothing else. `spec` is a
-literal string holding one integer expression (the margin) over
-`a<k>_<d>` (the extent of axis `d` of `arrays[k]`, a tuple of arrays), `i<k>` (`ints[k]`, a
-tuple of integers) and integer constants, built from `+`, `-`, unary `-`, `*`, `//`, `max`
-and `min`, computed in 64-bit integers with Python's meaning for each operation (`//` rounds
-down), except that a divisor below 1 gives 0 instead of raising: the checks make such a
-divisor's own condition negative, so the margin is negative anyway.
+`IndicesUnproven` where the value of `spec` is negative, where computing it overflowed 64-bit
+integers, or where `ints` holds anything but integers and booleans, and does nothing else.
+`spec` is a literal string holding one integer expression (the margin) over `a<k>_<d>` (the
+extent of axis `d` of `arrays[k]`, a tuple of arrays), `i<k>` (`ints[k]`, a tuple of
+integers) and integer constants, built from `+`, `-`, unary `-`, `*`, `//`, `max` and `min`,
+computed in 64-bit integers with Python's meaning for each operation (`//` rounds down; a sum,
+difference or product that does not fit fails the check), except that a divisor below 1 gives
+0 instead of raising: the checks make such a divisor's own condition negative, so the margin
+is negative anyway. `in_range(i, shape, axis)` checks one index where it is read (its own
+docstring).
 
 Why an intrinsic: written as Python in the function, each comparison and each `.shape[d]`
 is a few more operations for Numba to type and lower, about a millisecond each, and a `raise`
@@ -35,9 +38,11 @@ def index_check(typingctx, spec, arrays, ints):
         raise TypingError("index_check: the expression must be a literal string")
     if not (isinstance(arrays, types.BaseTuple) and all(isinstance(a, types.Array) for a in arrays.types)):
         raise TypingError("index_check: arrays must be a tuple of arrays")
-    if not (isinstance(ints, types.BaseTuple)
-            and all(isinstance(i, (types.Integer, types.Boolean)) for i in ints.types)):
-        raise TypingError("index_check: ints must be a tuple of integers")
+    if not isinstance(ints, types.BaseTuple):
+        raise TypingError("index_check: ints must be a tuple")
+    # a name the analysis took for an integer that is not one (an array the facts did not know):
+    # no margin can be written, and the check always fails (the bounds-checked version runs)
+    numbers = all(isinstance(i, (types.Integer, types.Boolean)) for i in ints.types)
     tree = ast.parse(spec.literal_value, mode="eval").body
 
     def codegen(context, builder, signature, args):
@@ -49,30 +54,47 @@ def index_check(typingctx, spec, arrays, ints):
                 shapes[f"a{k}_{d}"] = builder.sext(n, i64) if n.type.width < 64 else n
         values = {}
         for k, (ity, ival) in enumerate(zip(ints.types, cgutils.unpack_tuple(builder, args[2], len(ints)))):
+            if not numbers:
+                break
             if ival.type.width < 64:  # a bool counts as 0 or 1
                 signed = isinstance(ity, types.Integer) and ity.signed
                 ival = builder.sext(ival, i64) if signed else builder.zext(ival, i64)
             values[f"i{k}"] = ival
-        names = {**shapes, **values}
-        result = _Emit(builder, i64, names).value(tree)
-        with builder.if_then(builder.icmp_signed("<", result, ir.Constant(i64, 0)), likely=False):
+        if not numbers:
+            with builder.if_then(cgutils.true_bit):  # in a block of its own: the function goes on after it
+                context.call_conv.return_user_exc(builder, IndicesUnproven, ())
+            return context.get_dummy_value()
+        emit = _Emit(builder, i64, {**shapes, **values})
+        result = emit.value(tree)
+        bad = builder.or_(builder.icmp_signed("<", result, ir.Constant(i64, 0)), emit.overflow)
+        with builder.if_then(bad, likely=False):  # a margin that overflowed proves nothing
             context.call_conv.return_user_exc(builder, IndicesUnproven, ())
         return context.get_dummy_value()
     return types.none(spec, arrays, ints), codegen
 
 
-@intrinsic
-def in_range(typingctx, i, n):
-    """`i`, an index of an axis of extent `n`, after raising `IndexError` where Python's
-    indexing would: an integer `i < -n` or `i >= n`, an array of integers holding one, a 1-d
-    array of booleans of another length than `n` (a mask); anything else is returned as it is.
-    The check of one index that has no interval at entry (`codegen/index_checks.py`: an index
-    read from an array, a counter): Numba checks neither, nor its fancy indexing."""
-    if not isinstance(n, types.Integer):
-        raise TypingError("in_range: an integer extent")
-    kind = ("int" if isinstance(i, types.Integer) else
-            "ints" if isinstance(i, types.Array) and isinstance(i.dtype, types.Integer) else
-            "mask" if isinstance(i, types.Array) and isinstance(i.dtype, types.Boolean) and i.ndim == 1 else "")
+@intrinsic(prefer_literal=True)
+def in_range(typingctx, i, shape, axis):
+    """`i`, the index of the axes from `axis` on of an array of shape `shape`, after raising
+    `IndexError` where Python's indexing would: an integer outside `[-n, n)` (`n` that axis's
+    extent), a tuple of integers with one outside its axis, an array of integers holding one, an
+    array of booleans (a mask) whose shape is not that of the axes it covers. Anything else (a
+    slice, None) is returned as it is: it reads no element out of range. The check of one index
+    that has no interval at entry (`codegen/index_checks.py`: an index read from an array, a
+    counter); Numba checks none of these, nor does its fancy indexing."""
+    if not (isinstance(shape, types.UniTuple) and isinstance(axis, types.IntegerLiteral)):
+        raise TypingError("in_range: an array's shape and a literal axis")
+    first, ndim = axis.literal_value, shape.count
+    if isinstance(i, types.Integer):
+        kind, width = "int", 1
+    elif isinstance(i, types.BaseTuple) and all(isinstance(t, types.Integer) for t in i.types):
+        kind, width = "tuple", len(i.types)
+    elif isinstance(i, types.Array) and isinstance(i.dtype, types.Integer):
+        kind, width = "ints", 1
+    elif isinstance(i, types.Array) and isinstance(i.dtype, types.Boolean):
+        kind, width = "mask", i.ndim
+    else:
+        kind, width = "", 0
 
     def codegen(context, builder, signature, args):
         i64 = ir.IntType(64)
@@ -80,29 +102,40 @@ def in_range(typingctx, i, n):
         def wide(v, ty):
             if v.type.width >= 64:
                 return v
-            return builder.sext(v, i64) if ty.signed else builder.zext(v, i64)
-        m = wide(args[1], n)
+            return builder.sext(v, i64) if getattr(ty, "signed", False) else builder.zext(v, i64)
 
-        def check(v, ty):
+        def fail(message):
+            context.call_conv.return_user_exc(builder, IndexError, (message,))
+        if first + width > ndim:
+            if kind:
+                fail("too many indices for array")
+            return impl_ret_borrowed(context, builder, signature.return_type, args[0])
+        extents = [wide(v, types.intp) for v in cgutils.unpack_tuple(builder, args[1], ndim)][first:first + width]
+
+        def check(v, ty, m):
             past = builder.icmp_signed(">=", v, m) if ty.signed else builder.icmp_unsigned(">=", v, m)
             below = builder.icmp_signed("<", v, builder.neg(m)) if ty.signed else ir.Constant(ir.IntType(1), 0)
             with builder.if_then(builder.or_(past, below), likely=False):
-                context.call_conv.return_user_exc(builder, IndexError, ("index out of range",))
+                fail("index out of range")
         if kind == "int":
-            check(wide(args[0], i), i)
+            check(wide(args[0], i), i, extents[0])
+        elif kind == "tuple":
+            for k, (ty, v) in enumerate(zip(i.types, cgutils.unpack_tuple(builder, args[0], width))):
+                check(wide(v, ty), ty, extents[k])
         elif kind:
             ary = context.make_array(i)(context, builder, args[0])
-            shape = cgutils.unpack_tuple(builder, ary.shape, i.ndim)
+            dims = cgutils.unpack_tuple(builder, ary.shape, i.ndim)
             if kind == "mask":
-                with builder.if_then(builder.icmp_signed("!=", wide(shape[0], types.intp), m), likely=False):
-                    context.call_conv.return_user_exc(builder, IndexError, ("boolean index did not match",))
+                for dim, m in zip(dims, extents):
+                    with builder.if_then(builder.icmp_signed("!=", wide(dim, types.intp), m), likely=False):
+                        fail("boolean index did not match the indexed array")
             else:
                 strides = cgutils.unpack_tuple(builder, ary.strides, i.ndim)
-                with cgutils.loop_nest(builder, shape, shape[0].type) as at:
-                    ptr = cgutils.get_item_pointer2(context, builder, ary.data, shape, strides, i.layout, at)
-                    check(wide(load_item(context, builder, i, ptr), i.dtype), i.dtype)
+                with cgutils.loop_nest(builder, dims, dims[0].type) as at:
+                    ptr = cgutils.get_item_pointer2(context, builder, ary.data, dims, strides, i.layout, at)
+                    check(wide(load_item(context, builder, i, ptr), i.dtype), i.dtype, extents[0])
         return impl_ret_borrowed(context, builder, signature.return_type, args[0])  # an array: one more reference
-    return i(i, n), codegen
+    return i(i, shape, axis), codegen
 
 
 class _Emit:
@@ -110,6 +143,12 @@ class _Emit:
 
     def __init__(self, builder: ir.IRBuilder, i64: ir.IntType, names: dict):
         self.builder, self.i64, self.names = builder, i64, names
+        self.overflow: ir.Value = ir.Constant(ir.IntType(1), 0)  # set where a sum or product wrapped
+
+    def _checked(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        got = getattr(self.builder, f"{op}_with_overflow")(x, y)
+        self.overflow = self.builder.or_(self.overflow, self.builder.extract_value(got, 1))
+        return self.builder.extract_value(got, 0)
 
     def value(self, node: ast.AST) -> ir.Value:
         b = self.builder
@@ -118,15 +157,15 @@ class _Emit:
         if isinstance(node, ast.Name):
             return self.names[node.id]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return b.neg(self.value(node.operand))
+            return self._checked("ssub", ir.Constant(self.i64, 0), self.value(node.operand))
         if isinstance(node, ast.BinOp):
             x, y = self.value(node.left), self.value(node.right)
             if isinstance(node.op, ast.Add):
-                return b.add(x, y)
+                return self._checked("sadd", x, y)
             if isinstance(node.op, ast.Sub):
-                return b.sub(x, y)
+                return self._checked("ssub", x, y)
             if isinstance(node.op, ast.Mult):
-                return b.mul(x, y)
+                return self._checked("smul", x, y)
             if isinstance(node.op, ast.FloorDiv):
                 return self._floordiv(x, y)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") \
