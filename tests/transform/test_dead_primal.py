@@ -426,3 +426,27 @@ def test_a_dead_square_that_overflows_raises_under_errstate():
         with pytest.raises(FloatingPointError):
             zymo.autodiff(Reverse, sum_of_squares, Active, Duplicated(big, np.zeros(2)),
                           Duplicated(np.ones(2), np.zeros(2)))
+
+
+def dead_reads(x):
+    t = x[10]  # noqa: F841  (nothing reads t: the primal raises IndexError on a short x all the same)
+    for i in range(5):
+        u = x[i + 5]  # noqa: F841
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize("mode, backend", [(Reverse, False), (ReverseWithPrimal, False), (ReverseWithPrimal, True)])
+def test_a_dead_element_read_raises_as_the_primal_does(mode, backend):
+    """`x[10]` of a 5-element `x` raises in the primal though nothing reads its value; the IR's
+    dead-code pass keeps such reads (`simplify._may_raise`), so the derivative raises too (it
+    returned a gradient). `Reverse` under Numba leaves out what only the value needs where
+    Numba's semantics allow (`transform/reverse/dead.py`), this read among them."""
+    x = np.arange(5.0)
+    with pytest.raises(IndexError):
+        dead_reads(x.copy())
+    with pytest.raises(IndexError):
+        zymo.autodiff(mode, dead_reads, Active, Duplicated(x.copy(), np.zeros(5)), numba=backend)
+    big = np.arange(12.0)  # in range: the gradient, as before
+    g = np.zeros(12)
+    zymo.autodiff(mode, dead_reads, Active, Duplicated(big.copy(), g), numba=backend)
+    np.testing.assert_allclose(g, 2 * big)

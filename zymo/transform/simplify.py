@@ -9,7 +9,9 @@ Contract: `dce(fn)` removes, in place and until nothing changes,
 - `for` carries that only feed one another (`_dead_for_carries`: a loop variable
   reused by later loops, `for k in ...` twice, is carried from loop to loop and
   through the enclosing ones, but read by no op).
-Stores, `out=` calls, calls without results and terminators are kept.
+Stores, `out=` calls, calls without results and terminators are kept, and so are element
+reads that may raise (`_may_raise`: `x[10]` of a 5-element `x` raises in the primal, so in the
+derivative too).
 
 `cse_loads(fn)` makes a float loaded twice from the same place with no write in
 between (`x[i] * x[i]`) one value, so reverse mode caches it once.
@@ -33,7 +35,7 @@ All four passes leave the IR valid (`ir.verify`) when it was.
 from __future__ import annotations
 
 from ..ir.core import Block, Function, Op, Value, walk
-from ..ir.types import INT, Scalar, is_memory
+from ..ir.types import INT, Array, List, Scalar, is_memory
 from ..rules.registry import REGISTRY
 
 _PURE = {"const", "prim", "getitem"}  # op kinds without an effect of their own
@@ -130,17 +132,32 @@ def _uses(fn: Function) -> dict[int, list[Op]]:
 def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
     changed = False
     kept = []
+    read: set[tuple[int, ...]] = set()  # the element reads this block made so far (by value ids)
     for op in block.ops:
         for region in op.regions:
             changed |= _sweep(region, uses)
+        place = tuple(a.id for a in op.args) if op.kind == "getitem" else ()
         removable = (op.kind in _PURE and "out" not in op.attrs and op.results
-                     and not any(r.id in uses for r in op.results))
+                     and not any(r.id in uses for r in op.results)
+                     and (place in read or not _may_raise(op)))  # read before: it raised there
+        if place:
+            read.add(place)
         if removable:
             changed = True
         else:
             kept.append(op)
     block.ops[:] = kept
     return changed
+
+
+def _may_raise(op: Op) -> bool:
+    """Whether `op` reads an element that may not be there: an array's or list's item at an
+    integer or an index array (`x[10]` raises IndexError for a 5-element `x`). Such a read is
+    kept though nothing uses its value, so that a derivative raises where its primal does (the
+    reverse transform leaves out the reads its backend cannot have raise: `transform/reverse/dead.py`)."""
+    if op.kind != "getitem" or not isinstance(op.args[0].type, (Array, List)):
+        return False
+    return any(isinstance(a.type, (Scalar, Array)) for a in op.args[1:])
 
 
 def _only_yielded(v, yield_op: Op, uses, k: int) -> bool:
