@@ -450,3 +450,163 @@ def test_a_dead_element_read_raises_as_the_primal_does(mode, backend):
     g = np.zeros(12)
     zymo.autodiff(mode, dead_reads, Active, Duplicated(big.copy(), g), numba=backend)
     np.testing.assert_allclose(g, 2 * big)
+
+
+def weighted_square(W, out):
+    return np.sum(W * out * out)
+
+
+def unrelated_product(x, y, z):
+    t = x * y
+    u = t * z  # noqa: F841  (nothing reads u: the primal raises where z does not broadcast all the same)
+    return np.sum(x * x)
+
+
+def scaled_mean_square(r, k):
+    return 0.5 * np.sum(r * r) / k
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_a_loss_product_that_broadcasts_for_certain_is_left_out(numba):
+    """`(W * out) * out` broadcasts wherever `W * out` did: nothing reads it under `Reverse`, so
+    the Python backend computes it only where NumPy's error state may raise (`_rt.fp_raises()`),
+    and whole-program Numba (which never raises `FloatingPointError`) not at all. The gradient
+    is the same as `ReverseWithPrimal`'s, which computes it, and central differences'."""
+    pytest.importorskip("numba") if numba else None
+    rng = np.random.default_rng(11)
+    W, out = rng.random((4, 6)), rng.standard_normal((4, 6))
+    if not numba:
+        src = zymo.generated_code(Reverse, weighted_square, Active, Const(W), Duplicated(out, np.zeros_like(out)))
+        sweep = src.split("# adjoint sweep")[0].splitlines()
+        k = sweep.index("    if _rt.fp_raises():")
+        assert sweep[k + 1].endswith(" * out") and sum(ln.endswith(" * out") for ln in sweep) == 2
+    a, b = Duplicated(out, np.zeros_like(out)), Duplicated(out, np.zeros_like(out))
+    zymo.autodiff(Reverse, weighted_square, Active, Const(W), a, numba=numba)
+    _, value = zymo.autodiff(ReverseWithPrimal, weighted_square, Active, Const(W), b, numba=numba)
+    assert value == pytest.approx(weighted_square(W, out), rel=1e-14)
+    np.testing.assert_allclose(a.dval, 2.0 * W * out, rtol=1e-14)
+    np.testing.assert_allclose(a.dval, b.dval, rtol=1e-14)
+    np.testing.assert_allclose(a.dval, fd_grad(lambda o: weighted_square(W, o), [out])[0], rtol=1e-7)
+
+
+def test_a_dead_product_left_out_raises_where_the_error_state_says_raise():
+    """The product left out is computed where NumPy's error state may raise, so an overflow
+    raises as in the primal; where the state is quiet, the derivative is the same as the
+    primal's gradient without it."""
+    W, big = np.array([1.0, 2.0]), np.array([1e200, 1.0])
+    for state in ({"over": "raise"}, {"all": "call"}):
+        with np.errstate(**state):
+            if "all" in state:
+                np.seterrcall(lambda *_: (_ for _ in ()).throw(FloatingPointError("called")))
+            with pytest.raises(FloatingPointError):
+                weighted_square(W, big)
+            with pytest.raises(FloatingPointError):
+                zymo.autodiff(Reverse, weighted_square, Active, Const(W), Duplicated(big, np.zeros(2)))
+    np.seterrcall(None)
+    with np.errstate(over="ignore"):
+        d = Duplicated(big, np.zeros(2))
+        zymo.autodiff(Reverse, weighted_square, Active, Const(W), d)
+        np.testing.assert_allclose(d.dval, 2.0 * W * big)
+    # a NumPy scalar divided by zero: the primal raises under divide="raise", the derivative too
+    r = np.array([1.0, 3.0])
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            scaled_mean_square(r, 0)
+        with pytest.raises(FloatingPointError):
+            zymo.autodiff(Reverse, scaled_mean_square, Active, Duplicated(r, np.zeros(2)), Const(0))
+    d = Duplicated(r, np.zeros(2))
+    zymo.autodiff(Reverse, scaled_mean_square, Active, d, Const(4))
+    np.testing.assert_allclose(d.dval, r / 4.0, rtol=1e-15)
+    np.testing.assert_allclose(d.dval, fd_grad(lambda v: scaled_mean_square(v, 4), [r])[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("numba", [False, True], ids=["python", "numba"])
+def test_a_dead_product_that_may_not_broadcast_is_kept(numba):
+    """`(x * y) * z` with `z` unrelated to `x` and `y` may fail to broadcast: it is kept, and the
+    derivative raises `ValueError` where the primal does."""
+    pytest.importorskip("numba") if numba else None
+    x, y = np.ones((3, 4)), np.ones(4)
+    with pytest.raises(ValueError):
+        unrelated_product(x, y, np.ones(5))
+    with pytest.raises(ValueError):
+        zymo.autodiff(Reverse, unrelated_product, Active, Duplicated(x, np.zeros_like(x)), Const(y),
+                      Const(np.ones(5)), numba=numba)
+    d = Duplicated(x, np.zeros_like(x))
+    zymo.autodiff(Reverse, unrelated_product, Active, d, Const(y), Const(np.ones(4)), numba=numba)
+    np.testing.assert_allclose(d.dval, 2.0 * x)
+
+
+def with_errstate(x):
+    with np.errstate(over="ignore"):
+        s = np.sum(x)
+    return s + np.sum(x * x)
+
+
+def test_a_function_that_sets_the_error_state_keeps_its_products():
+    """A function that changes NumPy's error state itself keeps every product its primal
+    computes: `_rt.fp_raises()` could answer differently inside and outside its block."""
+    x = np.array([1.0, -2.0, 3.0])
+    src = zymo.generated_code(Reverse, with_errstate, Active, Duplicated(x, np.zeros(3)))
+    assert "fp_raises" not in src
+    d = Duplicated(x, np.zeros(3))
+    zymo.autodiff(Reverse, with_errstate, Active, d)
+    np.testing.assert_allclose(d.dval, 1.0 + 2.0 * x)
+    np.testing.assert_allclose(d.dval, fd_grad(with_errstate, [x])[0], rtol=1e-7)
+
+
+def test_fp_raises_follows_numpy_error_state():
+    from zymo import runtime as rt
+
+    assert not rt.fp_raises()
+    with np.errstate(over="raise"):
+        assert rt.fp_raises()
+        with np.errstate(over="ignore"):
+            assert not rt.fp_raises()
+        assert rt.fp_raises()
+    with np.errstate(invalid="call"):
+        assert rt.fp_raises()
+    with np.errstate(all="ignore"):
+        assert not rt.fp_raises()
+    assert not rt.fp_raises()
+
+
+def two_draws(x):
+    u = np.random.normal()  # noqa: F841  (nothing reads u: the draw moves the generator all the same)
+    return x * np.random.normal()
+
+
+def domain_error(x):
+    u = math.sqrt(x - 10.0)  # noqa: F841
+    return x * x
+
+
+def test_an_unread_draw_still_moves_the_generator():
+    """The IR's dead-code pass keeps a call with an effect of its own: the first draw, though
+    nothing reads it, moves the generator, so the gradient is the second draw, as the primal's."""
+    np.random.seed(3)
+    value = two_draws(2.0)
+    np.random.seed(3)
+    (g,), = zymo.autodiff(Reverse, two_draws, Active, Active(2.0))
+    assert g == value / 2.0
+    np.random.seed(3)
+    (g2,), v2 = zymo.autodiff(ReverseWithPrimal, two_draws, Active, Active(2.0))
+    assert (g2, v2) == (g, value)
+    np.random.seed(3)
+    np.random.normal()
+    assert g == np.random.normal()  # the second draw, not the first
+
+
+@pytest.mark.parametrize("mode", [Reverse, ReverseWithPrimal, zymo.Forward])
+def test_an_unread_call_that_raises_raises_in_the_derivative(mode):
+    """`math.sqrt(x - 10.0)` raises for x = 2 though nothing reads it: so does the derivative;
+    for x = 12 the derivative is the square's."""
+    def derivative(x):
+        if mode is zymo.Forward:
+            return zymo.autodiff(mode, domain_error, Duplicated, Duplicated(x, 1.0))[0]
+        return zymo.autodiff(mode, domain_error, Active, Active(x))[0][0]
+    with pytest.raises(ValueError):
+        domain_error(2.0)
+    with pytest.raises(ValueError):
+        derivative(2.0)
+    assert derivative(12.0) == pytest.approx(24.0, rel=1e-15)
+    assert derivative(12.0) == pytest.approx(fd_grad(domain_error, [12.0])[0], rel=1e-7)

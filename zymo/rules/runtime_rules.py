@@ -171,6 +171,12 @@ class clip_inside(Rule, key="zymo.rt.clip_inside", fn=_rt.clip_inside, call="_rt
     pass
 
 
+class fp_raises(Rule, key="zymo.rt.fp_raises", fn=_rt.fp_raises, call="_rt.fp_raises", nondiff=True, pure=False,
+                may_raise=False, cases=(("x * (1.0 + fn())", ((3,),)),)):
+    """NumPy's error state, read (not pure: it may change between calls); a derivative computes
+    what nobody reads only where it may raise (`transform/reverse/dead.py`)."""
+
+
 # -- issue 7's helpers: linear algebra -------------------------------------------------------------
 
 _WC = ("wc", 3, 3)

@@ -20,11 +20,36 @@ __all__ = [
     "reshape_shadow",
     "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
-    "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product",
+    "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product", "fp_raises",
 ]
 
 # user functions generated code calls: inactive functions and custom rules (rules/custom.py)
 USER: list = []
+
+def _error_state():
+    """NumPy's error state as an object that is the same one while the state is unchanged (its
+    context variable's value), or None where NumPy keeps it elsewhere."""
+    try:
+        from numpy._core._ufunc_config import _extobj_contextvar
+    except ImportError:  # pragma: no cover - another NumPy's layout: `fp_raises` asks `np.geterr`
+        return None
+    return _extobj_contextvar
+
+
+_STATE = _error_state()
+_QUIET = (_STATE.get() if _STATE is not None and not any(v in ("raise", "call") for v in np.geterr().values())
+          else None)
+
+
+def fp_raises():
+    """Whether NumPy's error state may raise in arithmetic: some error set to "raise", or to "call"
+    a function (which may raise). A derivative computes a primal value nobody reads, which only
+    that state could make raise (`transform/reverse/dead.py`), only where this is True. The state
+    zymo found at import, unchanged, is answered in one comparison."""
+    if _QUIET is not None and _STATE.get() is _QUIET:
+        return False
+    return any(v in ("raise", "call") for v in np.geterr().values())
+
 
 def unbroadcast(g, x):
     """Sum `g` (an adjoint of a broadcast result) back to the shape of operand `x`."""

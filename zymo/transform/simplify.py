@@ -133,13 +133,16 @@ def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
     changed = False
     kept = []
     read: set[tuple[int, ...]] = set()  # the element reads this block made so far (by value ids)
+    # the calls a part of whose result is used (`np.linalg.eigh(a)[1]`): their other parts raise with it
+    used_calls = {_call_of(op) for op in block.ops if any(r.id in uses for r in op.results)} - {None}
     for op in block.ops:
         for region in op.regions:
             changed |= _sweep(region, uses)
         place = tuple(a.id for a in op.args) if op.kind == "getitem" else ()
         removable = (op.kind in _PURE and "out" not in op.attrs and op.results
                      and not any(r.id in uses for r in op.results)
-                     and (place in read or not _may_raise(op)))  # read before: it raised there
+                     and (place in read or _call_of(op) in used_calls  # read before: it raised there
+                          or not _may_raise(op)))
         if place:
             read.add(place)
         if removable:
@@ -150,11 +153,35 @@ def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
     return changed
 
 
+def _call_of(op: Op) -> tuple | None:
+    """The call whose part `op` computes (a rule with `part_of`: `np.linalg.eigh`'s eigenvalues
+    and eigenvectors), with its operands, or None."""
+    if op.kind != "prim":
+        return None
+    rule = REGISTRY.get(op.attrs["key"])
+    if rule is None or rule.part_of is None:
+        return None
+    return (rule.part_of, tuple(a.id for a in op.args), repr(op.attrs.get("pos")), repr(op.attrs.get("kw")))
+
+
 def _may_raise(op: Op) -> bool:
-    """Whether `op` reads an element that may not be there: an array's or list's item at an
-    integer or an index array (`x[10]` raises IndexError for a 5-element `x`). Such a read is
-    kept though nothing uses its value, so that a derivative raises where its primal does (the
-    reverse transform leaves out the reads its backend cannot have raise: `transform/reverse/dead.py`)."""
+    """Whether `op` may raise or has an effect of its own, so that it is kept though nothing
+    uses its value: a read of an element that may not be there (an array's or list's item at an
+    integer or an index array: `x[10]` raises IndexError for a 5-element `x`); a call of a rule
+    that is not pure (a draw of `np.random` moves the generator the next draw reads) or unknown;
+    a call that may raise (`math.sqrt(x - 10.0)`), unless its rule says it never does
+    (`may_raise`), never on numbers (`numbers_safe`) or on float arrays (`array_safe`). So a
+    derivative raises where its primal does; the reverse transform leaves out what its backend
+    cannot have raise, or computes it only where NumPy's error state may raise
+    (`transform/reverse/dead.py`)."""
+    if op.kind == "prim":
+        rule = REGISTRY.get(op.attrs["key"])
+        if rule is None or not rule.pure:
+            return True
+        arrays = [a for a in op.args if isinstance(a.type, Array)]
+        return not (not rule.may_raise
+                    or rule.numbers_safe and all(isinstance(a.type, Scalar) for a in op.args)
+                    or rule.array_safe and arrays and all(a.type.differentiable for a in arrays))
     if op.kind != "getitem" or not isinstance(op.args[0].type, (Array, List)):
         return False
     return any(isinstance(a.type, (Scalar, Array)) for a in op.args[1:])
@@ -295,6 +322,7 @@ def cse_numbers(fn: Function) -> Function:
 def _number_block(block: Block, seen: dict, subst: dict) -> None:
     """Value numbering in program order; `seen` holds what the blocks around `block` computed
     before it (each region gets a copy: what an `if` branch computes is not seen after it)."""
+    repeated = set()  # computations that give the first one's number, or raise where it had
     for op in block.ops:
         op.args[:] = [subst.get(v.id, v) for v in op.args]
         for region in op.regions:
@@ -307,6 +335,9 @@ def _number_block(block: Block, seen: dict, subst: dict) -> None:
             seen[key] = op.results[0]
         else:
             subst[op.results[0].id] = first
+            repeated.add(id(op))
+    if repeated:  # removed here: `dce` keeps what may raise
+        block.ops[:] = [op for op in block.ops if id(op) not in repeated]
 
 
 def _number_key(op: Op) -> tuple | None:

@@ -93,7 +93,10 @@ class AugmentedEmitter(ExportedFacts):
         for op in block.ops:
             for snap, of in self.snap_pre.get(id(op), []):
                 self._snapshot(w, snap, of)
-            self.fwd_op(op, w, primal=id(op) not in self.dead)
+            if id(op) in self.quiet_dead:  # nothing reads it, and it raises only by NumPy's error state
+                with w.indent("if _rt.fp_raises():"):
+                    Emitter(self.namer, w).primal(op)
+            self.fwd_op(op, w, primal=id(op) not in self.dead and id(op) not in self.quiet_dead)
             for snap, of in self.snap_post.get(id(op), []):
                 self._snapshot(w, snap, of)
             for r in op.results:

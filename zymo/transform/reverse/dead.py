@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+import numpy as np
+
 from ...ir import types as T
 from ...ir.core import Op, Value, walk
 from ...rules import indexing
@@ -63,24 +65,44 @@ class DeadPrimal(TapePlanner):
             for v in body[-1].args:
                 read(v)
         dead: set[int] = set()
+        # values only ops computed where NumPy's error state may raise read (`quiet_dead`)
+        quiet_live: set[int] = set()
+        quiet = not self.no_need and not self.numba and not any(
+            op.kind == "prim" and op.attrs["key"].startswith("zymo.errstate.") for op in walk(fn.body))
+
+        def quiet_read(v: Value, contents: bool = True) -> None:
+            quiet_live.add(v.id)
+            if contents and T.is_memory(v.type):  # what it reads must hold what it held
+                read(v)
+
         for op in reversed(body[:-1] if body and body[-1].kind == "return" else body):
             for _snap, of in self.snap_post.get(id(op), []):
                 read(of)
-            if self._droppable(op, live_vals, live_roots, unknown[0]):
+            for_quiet = any(r.id in quiet_live for r in op.results)
+            if not for_quiet and self._droppable(op, live_vals, live_roots, unknown[0]):
                 dead.add(id(op))
                 if op.kind == "getitem" and T.is_memory(op.result.type) and self.act.is_active(op.result):
                     for v in op.args[1:]:  # the shadow view is still taken, at the same index
                         read(v)
+            elif quiet and op.kind == "prim" and op.results and (
+                    for_quiet and self._droppable(op, live_vals, live_roots, unknown[0])
+                    or self._droppable(op, live_vals, live_roots, unknown[0], errstate=True)):
+                self.quiet_dead.add(id(op))  # computed only where NumPy's error state may raise
+                self._reads(op, quiet_read)
             else:
                 self._reads(op, read)
             for _snap, of in self.snap_pre.get(id(op), []):
                 read(of)
         return dead
 
-    def _droppable(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
-        """Whether top-level `op` has no effect anyone reads (`_dead_primal_ops`)."""
+    def _droppable(self, op: Op, live_vals: set, live_roots: set, unknown: bool, errstate: bool = False) -> bool:
+        """Whether top-level `op` has no effect anyone reads (`_dead_primal_ops`). `errstate`: it
+        may raise, but only by NumPy's error state (`_raises_by_errstate`)."""
         act, k = self.act, op.kind
-        if not self.no_need and not self._cannot_raise(op):  # only `DuplicatedNoNeed` gives up errors
+        if errstate:
+            if self.no_need or self.numba or not self._raises_by_errstate(op):
+                return False
+        elif not self.no_need and not self._cannot_raise(op):  # only `DuplicatedNoNeed` gives up errors
             return False
         if k in ("for", "while", "if"):
             return self._droppable_region(op, live_vals, live_roots, unknown)
@@ -114,7 +136,9 @@ class DeadPrimal(TapePlanner):
         constant, arithmetic and comparisons of numbers, a branch, a `for` loop with a constant
         nonzero step; under Numba (no bounds checks, math domain errors give nan, divisions of
         numbers are IEEE's) also an array read or a store of a number at integer indices, and
-        the functions of `math` and NumPy's elementwise ones on numbers. So `Reverse`, which
+        the functions of `math` and NumPy's elementwise ones on numbers, and the elementwise
+        arithmetic of float arrays whose shapes broadcast for certain (`_broadcasts`). So
+        `Reverse`, which
         leaves out what only the return value needs, keeps whatever could raise (an index out of
         range in Python, a domain error, a shape mismatch): a call that raises in the primal
         raises in its derivative too."""
@@ -129,11 +153,13 @@ class DeadPrimal(TapePlanner):
             key = op.attrs["key"]
             if lookup(key).array_safe and "out" not in op.attrs:
                 return True  # an invalid axis failed while lowering (types come from example calls)
+            if self.numba and not numbers and "out" not in op.attrs and self._broadcasts(op):
+                return True  # compiled arithmetic never raises FloatingPointError
             if not numbers or "out" in op.attrs:
                 return False
             if lookup(key).numbers_safe:
                 return True
-            if key == "truediv" and self._numpy_scalar(args[0]):
+            if key == "truediv" and self._numpy_scalar(args[0], chain=False):
                 return True  # an np.float64 divided by zero is inf or nan (a warning), never an error
             return self.numba and (key == "truediv" or lookup(key).numba_safe
                                    or key.startswith("numpy.") and lookup(key).elementwise
@@ -146,11 +172,74 @@ class DeadPrimal(TapePlanner):
                     and len(index) == base.type.ndim and all(v.type == T.INT for v in index))
         return False
 
-    def _numpy_scalar(self, v: Value) -> bool:
-        """Whether number `v` is at run time a NumPy scalar: the result of a reduction of an array."""
+    def _raises_by_errstate(self, op: Op) -> bool:
+        """Whether prim `op` raises, as the Python backend computes, only where NumPy's error state
+        says "raise" (or "call" a function that raises): the elementwise arithmetic of float arrays
+        whose shapes broadcast for certain (`_broadcasts`: `C * C`, `(W * out) * out`), and the
+        division of numbers one of which is a NumPy scalar (`0.5 * np.sum(r * r) / n`). The forward
+        sweep computes such an op only where the state says so (`_rt.fp_raises()`), and so raises
+        where the primal does."""
+        if op.kind != "prim" or "out" in op.attrs or not op.results:
+            return False
+        if any(isinstance(a.type, T.Array) for a in op.args):
+            return self._broadcasts(op)
+        return (op.attrs["key"] == "truediv" and all(isinstance(a.type, T.Scalar) for a in op.args)
+                and any(self._numpy_scalar(a) for a in op.args))
+
+    def _broadcasts(self, op: Op) -> bool:
+        """Whether elementwise `op` (`_float_elementwise`) cannot fail to broadcast its operands:
+        the sources of one array operand's shape (`_shape_sources`) include every other's. Its
+        result then has that operand's shape, which exists because the operand does (an op that
+        made it and could fail is kept; one left out could not fail)."""
+        if not self._float_elementwise(op):
+            return False
+        sources = [self._shape_sources(a) for a in op.args if isinstance(a.type, T.Array)]
+        widest = max(sources, key=len)
+        return all(s <= widest for s in sources)
+
+    def _shape_sources(self, v: Value) -> frozenset:
+        """Arrays whose broadcast shape is `v`'s: those of its operands when `v` is made by
+        `_float_elementwise` arithmetic, else `v` itself."""
+        memo = self.__dict__.setdefault("_sources_memo", {})
+        if v.id not in memo:
+            d = self.def_op.get(v.id)
+            if d is not None and d.kind == "prim" and "out" not in d.attrs and self._float_elementwise(d):
+                memo[v.id] = frozenset().union(*(self._shape_sources(a) for a in d.args
+                                                 if isinstance(a.type, T.Array)))
+            else:
+                memo[v.id] = frozenset((v.id,))
+        return memo[v.id]
+
+    @staticmethod
+    def _float_elementwise(op: Op) -> bool:
+        """Whether prim `op` is arithmetic (`+ - * / **`, unary `-`/`+`) or a NumPy ufunc with a
+        loop for doubles, of float or complex arrays (one at least; complex only for arithmetic)
+        and numbers: NumPy computes it without raising, whatever the values (nan or inf, with a
+        warning), once the shapes broadcast."""
+        key = op.attrs["key"]
+        arrays = [a.type for a in op.args if isinstance(a.type, T.Array)]
+        if not arrays or not all(isinstance(a.type, (T.Array, T.Scalar)) for a in op.args):
+            return False
+        if key in ("add", "sub", "mul", "truediv", "pow", "neg", "pos"):
+            return all(t.differentiable for t in arrays)
+        fn = lookup(key).fn if key.startswith("numpy.") and lookup(key).elementwise else None
+        return (isinstance(fn, np.ufunc) and fn.nin == len(op.args) and "d" * fn.nin + "->" + "d" * fn.nout in fn.types
+                and all(t.dtype in ("float64", "float32") for t in arrays)
+                and all(t.kind in ("f64", "f32", "int", "bool") for t in (a.type for a in op.args)
+                        if isinstance(t, T.Scalar)))
+
+    def _numpy_scalar(self, v: Value, chain: bool = True) -> bool:
+        """Whether number `v` is at run time a NumPy scalar: the result of a reduction of an array,
+        or arithmetic of numbers one of which is (`0.5 * np.sum(r * r)`: NumPy's scalar, whose
+        division by zero is inf or nan with a warning, whichever side it is on)."""
         d = self.def_op.get(v.id)
-        return (d is not None and d.kind == "prim" and lookup(d.attrs["key"]).array_safe
-                and any(isinstance(a.type, T.Array) for a in d.args))
+        if d is None or d.kind != "prim":
+            return False
+        if lookup(d.attrs["key"]).array_safe:
+            return any(isinstance(a.type, T.Array) for a in d.args)
+        return (chain and d.attrs["key"] in ("add", "sub", "mul", "truediv", "neg", "pos")
+                and all(isinstance(a.type, T.Scalar) for a in d.args)
+                and any(self._numpy_scalar(a) for a in d.args))
 
     def _droppable_region(self, op: Op, live_vals: set, live_roots: set, unknown: bool) -> bool:
         """Whether a loop or branch has no effect anyone reads: none of its results is read

@@ -87,6 +87,8 @@ class ReverseState:
         self.plan = TapePlan()
         self.tape_slots = self.plan.tape_slots  # `checkpoint.py` appends its snapshots' slot
         self.dead: set[int] = set()  # top-level primal ops the forward sweep leaves out (`dead.py`)
+        # top-level primal ops it computes only where NumPy's error state may raise (`dead.py`)
+        self.quiet_dead: set[int] = set()
         self.loop_trips: dict[int, str] = {}   # top-level for op id -> its trip count's name
         self.checkpoints: dict[int, Any] = {}  # loop op id -> its `checkpoint.Checkpoint` (memory limit)
         self.while_header: dict[int, str] = {}  # while op id -> the header a checkpoint runs it by

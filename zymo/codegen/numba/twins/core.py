@@ -51,6 +51,11 @@ def _fpow(a, b):
     return lambda a, b: a ** b
 
 
+@overload(rt.fp_raises)
+def _fp_raises():
+    return lambda: False  # compiled arithmetic never raises FloatingPointError
+
+
 @overload(rt.span)
 def _span(lo, hi):
     return lambda lo, hi: span(lo, hi)
