@@ -54,6 +54,24 @@ def test_chain_becomes_one_expression():
     assert "y[...] = a * b + c" in new and "t =" not in new and "u =" not in new
 
 
+def test_a_name_read_for_its_shape_stays_a_name():
+    """`_rt.as_shape(e, t)` reads `t` for its shape and dtype; the Numba rewrite casts `e` to it
+    in its loop, which needs a name: `t = W * out` stays, where a value read is substituted."""
+    src = textwrap.dedent("""
+        def f(W, out, g, d):
+            t = W * out
+            s = W * g
+            d += W * _rt.as_shape(g * out, t) + s
+            return d
+        """)
+    new = fuse(src)
+    assert "t = W * out" in new and "_rt.as_shape(g * out, t) + W * g" in new
+    ns = {"np": np, "_rt": zymo.runtime}
+    exec(new, ns)
+    W, out, g = np.array([1.0, 2.0]), np.array([3.0, -1.0]), np.array([0.5, 2.0])
+    np.testing.assert_array_equal(ns["f"](W, out, g, np.zeros(2)), W * g * out + W * g)
+
+
 def test_store_in_between_blocks_the_move():
     new = _same("""
         def f(a, b):

@@ -559,6 +559,8 @@ class _Function:
         if _size(reader) + _size(st.value) > _MAX_NODES:
             return  # a long chain stays a chain of statements (and within the parser's depth)
         parent, field, seq = _site(reader, node)
+        if _shape_slot(parent, seq, field) and not isinstance(st.value, ast.Name):
+            return  # a name whose shape `_rt.as_shape` reads (the Numba rewrite casts to it in its loop)
         if seq is None:
             setattr(parent, field, st.value)
         else:
@@ -742,6 +744,14 @@ def _site(st: ast.stmt, target: ast.Name):
                     if item is target:
                         return parent, k, value
     raise AssertionError("the read is not in its statement")
+
+
+def _shape_slot(parent: ast.AST, seq: list | None, field: object) -> bool:
+    """Whether the site (`_site`) is the argument `_rt.as_shape(e, y)` or `as_tangent` reads only
+    for its shape and dtype (`y`)."""
+    return (isinstance(parent, ast.Call) and seq is parent.args and field == 1
+            and isinstance(parent.func, ast.Attribute) and parent.func.attr in ("as_shape", "as_tangent")
+            and isinstance(parent.func.value, ast.Name) and parent.func.value.id == "_rt")
 
 
 def _safe_reader(st: ast.stmt, read: ast.Name) -> bool:
