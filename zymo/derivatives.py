@@ -269,7 +269,7 @@ class _SecondOrder:
         _refuse_exception_flow(comp)
         self.fn = comp.fn
         tree = ast.parse(comp.source)
-        if "_rt.maybe_view_shadow(" in comp.source or "_rt.tape_take(" in comp.source:
+        if "_rt.maybe_view_shadow(" in comp.source or _rewritten_for_second_order(comp.source):
             from .codegen.python import compile_source
 
             tree = ast.fix_missing_locations(_FreshTapes().visit(_ReshapeShadow().visit(tree)))
@@ -277,10 +277,23 @@ class _SecondOrder:
         _refuse_unruled(comp, tree)
 
 
+def _rewritten_for_second_order(src: str) -> bool:
+    """Whether `_FreshTapes` changes the reverse program `src`."""
+    return "_rt.tape_take(" in src or "_rt.fp_raises()" in src
+
+
 class _FreshTapes(ast.NodeTransformer):
     """The caches a call kept for the next (`_rt.tape_take`, `_rt.tape_keep`) left out: each
     `c = _rt.reuse_tape(c, size, dtype)` reads `c = np.empty(size, dtype)` again, a buffer
-    second order differentiates as any other, and nothing is taken or kept."""
+    second order differentiates as any other, and nothing is taken or kept. Also left out: the
+    primal values nobody reads that the program computes only where NumPy's error state may
+    raise (`if _rt.fp_raises(): ...`, `transform/reverse/dead.py`); a chain of them is several
+    such blocks, whose names the frontend would find possibly undefined."""
+
+    def visit_If(self, node: ast.If) -> ast.AST | None:
+        if _rt_call(node.test, "fp_raises") and not node.orelse:
+            return None
+        return self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
         return None if _rt_call(node.value, "tape_take") else self.generic_visit(node)
@@ -297,7 +310,7 @@ class _FreshTapes(ast.NodeTransformer):
 def _without_kept_tapes(comp: Any) -> Any:
     """`comp.fn`, or (once per program) a copy without its kept tapes (`_FreshTapes`): what
     forward mode reads when it differentiates the reverse program."""
-    if "_rt.tape_take(" not in comp.source:
+    if not _rewritten_for_second_order(comp.source):
         return comp.fn
     fresh = comp.fresh_tapes
     if fresh is None:

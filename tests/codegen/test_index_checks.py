@@ -146,10 +146,10 @@ def test_in_range_checks_ints_tuples_index_arrays_and_masks():
     for bad in (5, -6, np.array([1, 5]), np.array([[0], [-6]]), np.array([True, False])):
         with pytest.raises(IndexError):
             take(x, bad)
-    for bad in ((3, 0), (0, 4), (-4, 0)):
-        with pytest.raises(IndexError):
+    for bad, axis in (((3, 0), 0), ((0, 4), 1), ((-4, 0), 0)):
+        with pytest.raises(IndexError, match=f"on axis {axis} "):
             take(m, bad)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="on axis 1 "):
         take_row(m, 4)
     np.testing.assert_array_equal(take(np.arange(4.0), np.arange(4)[::2]), [0.0, 2.0])  # a strided view
 

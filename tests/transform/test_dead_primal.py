@@ -610,3 +610,79 @@ def test_an_unread_call_that_raises_raises_in_the_derivative(mode):
         derivative(2.0)
     assert derivative(12.0) == pytest.approx(24.0, rel=1e-15)
     assert derivative(12.0) == pytest.approx(fd_grad(domain_error, [12.0])[0], rel=1e-7)
+
+
+def svd_twice(a, b):
+    s = np.linalg.svd(a)[1]  # noqa: F841  (unread: raises LinAlgError where a holds nan)
+    a[...] = b
+    u = np.linalg.svd(a)[0]
+    return np.sum(u * u)
+
+
+def scaled_sum(r):
+    return np.sum(r * r) * 1e300
+
+
+def test_second_order_of_a_loss_with_a_left_out_chain():
+    """`0.5 * np.sum(r * r) / n` is a chain computed only under `_rt.fp_raises()`; second order
+    differentiates the reverse program without those blocks (helper 65: `hessian` failed on
+    a name the frontend found possibly undefined)."""
+    r = np.array([1.0, -2.0, 3.0])
+    assert "fp_raises" in zymo.generated_code(Reverse, scaled_mean_square, Active, Duplicated(r, np.zeros(3)), Const(3))
+    np.testing.assert_allclose(zymo.hessian(scaled_mean_square, r, 3), np.eye(3) / 3.0, rtol=1e-14)
+    np.testing.assert_allclose(zymo.hvp(scaled_mean_square, r, np.array([1.0, 2.0, -1.0]), 3),
+                               np.array([1.0, 2.0, -1.0]) / 3.0, rtol=1e-14)
+
+
+def test_left_out_values_raise_under_warnings_errors_log_and_numpy_scalar_overflow():
+    """A warnings filter that makes the overflow's `RuntimeWarning` an error, NumPy's "log"
+    state, and a NumPy scalar's `*` overflowing under `over="raise"`: the primal raises, and
+    so does the derivative (helper 65)."""
+    import warnings
+
+    W, big = np.array([1.0, 2.0]), np.array([1e200, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning):
+            weighted_square(W, big)
+        with pytest.raises(RuntimeWarning):
+            zymo.autodiff(Reverse, weighted_square, Active, Const(W), Duplicated(big, np.zeros(2)))
+
+    class Raises:
+        def write(self, msg):
+            raise FloatingPointError(msg)
+    old = np.seterrcall(Raises())
+    try:
+        with np.errstate(over="log"):
+            with pytest.raises(FloatingPointError):
+                weighted_square(W, big)
+            with pytest.raises(FloatingPointError):
+                zymo.autodiff(Reverse, weighted_square, Active, Const(W), Duplicated(big, np.zeros(2)))
+    finally:
+        np.seterrcall(old)
+    r = np.array([1e10, 2.0])
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            scaled_sum(r)
+        with pytest.raises(FloatingPointError):
+            zymo.autodiff(Reverse, scaled_sum, Active, Duplicated(r, np.zeros(2)))
+    d = Duplicated(np.array([1.0, 2.0]), np.zeros(2))
+    zymo.autodiff(Reverse, scaled_sum, Active, d)
+    np.testing.assert_allclose(d.dval, 2e300 * np.array([1.0, 2.0]), rtol=1e-15)
+
+
+def test_an_unread_part_of_a_call_on_memory_written_since_is_kept():
+    """`np.linalg.svd(a)[1]` unread, then `a` written, then `np.linalg.svd(a)[0]` read: two
+    calls, not one; the first raises `LinAlgError` on a nan-filled `a`, in the derivative too
+    (helper 65). The parts of one call, next to each other, go with the part that is read."""
+    a, b = np.full((3, 3), np.nan), np.eye(3) + 0.1
+    with pytest.raises(np.linalg.LinAlgError):
+        svd_twice(a.copy(), b)
+    for mode in (Reverse, ReverseWithPrimal):
+        with pytest.raises(np.linalg.LinAlgError):
+            zymo.autodiff(mode, svd_twice, Active, Const(a.copy()), Duplicated(b.copy(), np.zeros((3, 3))))
+    ir = str(zymo.ir(svd_twice, a.copy(), b))
+    assert ir.count("numpy.linalg.svd.s") == 1 and ir.count("numpy.linalg.svd.vh") == 1  # the first call's
+    d = Duplicated(b.copy(), np.zeros((3, 3)))
+    zymo.autodiff(Reverse, svd_twice, Active, Const(np.eye(3)), d)
+    np.testing.assert_allclose(d.dval, 0.0, atol=1e-12)  # u is orthogonal: sum(u * u) = 3 for every b

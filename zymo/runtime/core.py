@@ -8,6 +8,8 @@ tape buffers, shadow views. `USER` holds the user functions generated code calls
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import config
@@ -36,19 +38,36 @@ def _error_state():
     return _extobj_contextvar
 
 
+_RAISING = ("raise", "call", "log")  # "call" and "log" hand the error to user code, which may raise
 _STATE = _error_state()
-_QUIET = (_STATE.get() if _STATE is not None and not any(v in ("raise", "call") for v in np.geterr().values())
+_QUIET = (_STATE.get() if _STATE is not None and not any(v in _RAISING for v in np.geterr().values())
           else None)
+_QUIET_WARNS = "warn" in np.geterr().values()
+_FILTERS: list = [None, -1, False]  # `warnings.filters` last read, its length then, and what it said
+
+
+def _warnings_raise():
+    """Whether a warnings filter may turn NumPy's `RuntimeWarning` into an error
+    (`warnings.simplefilter("error")`, `pytest -W error`): read again when the list of filters
+    is another one or has another length."""
+    filters = warnings.filters
+    if filters is not _FILTERS[0] or len(filters) != _FILTERS[1]:
+        _FILTERS[:] = [filters, len(filters), any(f[0] == "error" and isinstance(f[2], type)
+                                                  and issubclass(RuntimeWarning, f[2]) for f in filters)]
+    return _FILTERS[2]
 
 
 def fp_raises():
-    """Whether NumPy's error state may raise in arithmetic: some error set to "raise", or to "call"
-    a function (which may raise). A derivative computes a primal value nobody reads, which only
-    that state could make raise (`transform/reverse/dead.py`), only where this is True. The state
-    zymo found at import, unchanged, is answered in one comparison."""
+    """Whether arithmetic may raise by NumPy's error state: some error set to "raise", or to
+    "call" or "log" a user's function or object (which may raise), or to "warn" under a warnings
+    filter that makes the warning an error. A derivative computes a primal value nobody reads,
+    which only that could make raise (`transform/reverse/dead.py`), only where this is True.
+    The state zymo found at import, unchanged, is answered in one comparison (and a look at the
+    warnings filters where it warns)."""
     if _QUIET is not None and _STATE.get() is _QUIET:
-        return False
-    return any(v in ("raise", "call") for v in np.geterr().values())
+        return _QUIET_WARNS and _warnings_raise()
+    state = np.geterr().values()
+    return any(v in _RAISING for v in state) or ("warn" in state and _warnings_raise())
 
 
 def unbroadcast(g, x):

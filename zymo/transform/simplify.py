@@ -133,15 +133,15 @@ def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
     changed = False
     kept = []
     read: set[tuple[int, ...]] = set()  # the element reads this block made so far (by value ids)
-    # the calls a part of whose result is used (`np.linalg.eigh(a)[1]`): their other parts raise with it
-    used_calls = {_call_of(op) for op in block.ops if any(r.id in uses for r in op.results)} - {None}
+    # the parts of a call another part of which is used (`np.linalg.eigh(a)[1]`): they raise with it
+    siblings = _used_siblings(block.ops, uses)
     for op in block.ops:
         for region in op.regions:
             changed |= _sweep(region, uses)
         place = tuple(a.id for a in op.args) if op.kind == "getitem" else ()
         removable = (op.kind in _PURE and "out" not in op.attrs and op.results
                      and not any(r.id in uses for r in op.results)
-                     and (place in read or _call_of(op) in used_calls  # read before: it raised there
+                     and (place in read or id(op) in siblings  # read before: it raised there
                           or not _may_raise(op)))
         if place:
             read.add(place)
@@ -151,6 +151,21 @@ def _sweep(block: Block, uses: dict[int, list[Op]]) -> bool:
             kept.append(op)
     block.ops[:] = kept
     return changed
+
+
+def _used_siblings(ops: list[Op], uses: dict) -> set[int]:
+    """The ops computing parts of one call (`_call_of`, next to each other in `ops`, as the
+    frontend writes them: nothing in between changes what they read) one of which is used."""
+    out: set[int] = set()
+    k = 0
+    while k < len(ops):
+        call, end = _call_of(ops[k]), k + 1
+        while call is not None and end < len(ops) and _call_of(ops[end]) == call:
+            end += 1
+        if end - k > 1 and any(r.id in uses for op in ops[k:end] for r in op.results):
+            out.update(id(op) for op in ops[k:end])
+        k = end
+    return out
 
 
 def _call_of(op: Op) -> tuple | None:

@@ -112,16 +112,16 @@ def in_range(typingctx, i, shape, axis):
             return impl_ret_borrowed(context, builder, signature.return_type, args[0])
         extents = [wide(v, types.intp) for v in cgutils.unpack_tuple(builder, args[1], ndim)][first:first + width]
 
-        def check(v, ty, m):
+        def check(v, ty, m, k=0):
             past = builder.icmp_signed(">=", v, m) if ty.signed else builder.icmp_unsigned(">=", v, m)
             below = builder.icmp_signed("<", v, builder.neg(m)) if ty.signed else ir.Constant(ir.IntType(1), 0)
             with builder.if_then(builder.or_(past, below), likely=False):
-                fail("index out of range")
+                fail(f"index out of range on axis {first + k} (numba=False names the index and the size)")
         if kind == "int":
             check(wide(args[0], i), i, extents[0])
         elif kind == "tuple":
             for k, (ty, v) in enumerate(zip(i.types, cgutils.unpack_tuple(builder, args[0], width))):
-                check(wide(v, ty), ty, extents[k])
+                check(wide(v, ty), ty, extents[k], k)
         elif kind:
             ary = context.make_array(i)(context, builder, args[0])
             dims = cgutils.unpack_tuple(builder, ary.shape, i.ndim)

@@ -90,12 +90,19 @@ class AugmentedEmitter(ExportedFacts):
     def fwd_block(self, block: Block, w: Writer) -> None:
         for a in block.args:
             self._record(w, a)
+        quiet_end = None  # where the last `if _rt.fp_raises():` block ended
         for op in block.ops:
             for snap, of in self.snap_pre.get(id(op), []):
                 self._snapshot(w, snap, of)
             if id(op) in self.quiet_dead:  # nothing reads it, and it raises only by NumPy's error state
-                with w.indent("if _rt.fp_raises():"):
+                if quiet_end == (id(w), len(w.lines)):  # right after another: in the same block
+                    w.depth += 1
                     Emitter(self.namer, w).primal(op)
+                    w.depth -= 1
+                else:
+                    with w.indent("if _rt.fp_raises():"):
+                        Emitter(self.namer, w).primal(op)
+                quiet_end = (id(w), len(w.lines))
             self.fwd_op(op, w, primal=id(op) not in self.dead and id(op) not in self.quiet_dead)
             for snap, of in self.snap_post.get(id(op), []):
                 self._snapshot(w, snap, of)

@@ -73,7 +73,10 @@ class DeadPrimal(TapePlanner):
         def quiet_read(v: Value, contents: bool = True) -> None:
             quiet_live.add(v.id)
             if contents and T.is_memory(v.type):  # what it reads must hold what it held
-                read(v)
+                roots = act.roots.get(v.id)
+                if not roots:
+                    unknown[0] = True
+                live_roots.update(roots or ())
 
         for op in reversed(body[:-1] if body and body[-1].kind == "return" else body):
             for _snap, of in self.snap_post.get(id(op), []):
@@ -157,8 +160,8 @@ class DeadPrimal(TapePlanner):
                 return True  # compiled arithmetic never raises FloatingPointError
             if not numbers or "out" in op.attrs:
                 return False
-            if lookup(key).numbers_safe:
-                return True
+            if lookup(key).numbers_safe:  # but a NumPy scalar's `+ - *` overflows by NumPy's error state
+                return self.numba or not (lookup(key).overflows and any(self._numpy_scalar(a) for a in args))
             if key == "truediv" and self._numpy_scalar(args[0], chain=False):
                 return True  # an np.float64 divided by zero is inf or nan (a warning), never an error
             return self.numba and (key == "truediv" or lookup(key).numba_safe
@@ -176,14 +179,16 @@ class DeadPrimal(TapePlanner):
         """Whether prim `op` raises, as the Python backend computes, only where NumPy's error state
         says "raise" (or "call" a function that raises): the elementwise arithmetic of float arrays
         whose shapes broadcast for certain (`_broadcasts`: `C * C`, `(W * out) * out`), and the
-        division of numbers one of which is a NumPy scalar (`0.5 * np.sum(r * r) / n`). The forward
+        division and `+ - *` of numbers one of which is a NumPy scalar (`0.5 * np.sum(r * r) / n`:
+        division by zero, overflow). The forward
         sweep computes such an op only where the state says so (`_rt.fp_raises()`), and so raises
         where the primal does."""
         if op.kind != "prim" or "out" in op.attrs or not op.results:
             return False
         if any(isinstance(a.type, T.Array) for a in op.args):
             return self._broadcasts(op)
-        return (op.attrs["key"] == "truediv" and all(isinstance(a.type, T.Scalar) for a in op.args)
+        key = op.attrs["key"]
+        return ((key == "truediv" or lookup(key).overflows) and all(isinstance(a.type, T.Scalar) for a in op.args)
                 and any(self._numpy_scalar(a) for a in op.args))
 
     def _broadcasts(self, op: Op) -> bool:
