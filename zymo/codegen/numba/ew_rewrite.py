@@ -312,12 +312,15 @@ def _as_tangent(node: ast.stmt) -> ast.stmt | None:
 
 def _view(target: ast.expr, arrays: frozenset[str], ndims: Mapping[str, int]) -> bool:
     """`a[index]` of an array name `a` with a plain index that has a slice, or fewer indices
-    than `a` has dimensions (`ndims`): an array (a view), never one element (`a[...]` is the
-    existing `ew_set(a, ...)` case)."""
+    than `a` has dimensions (`ndims`), and no index array or mask among them (a name of
+    `arrays`): an array (a view), never one element (`a[...]` is the existing `ew_set(a, ...)`
+    case) nor a copy (`a[idx] = e` writes through `a`'s own setitem)."""
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in arrays
             and _plain_index(target.slice)):
         return False
     parts = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+    if any(isinstance(p, ast.Name) and (p.id in arrays or ndims.get(p.id, 0)) for p in parts):
+        return False  # an index array or a mask (`a[idx]`): a copy, whose writes nobody would see
     return any(isinstance(p, ast.Slice) for p in parts) or len(parts) < ndims.get(target.value.id, 0)
 
 
