@@ -1,0 +1,62 @@
+"""A function that draws from NumPy's global generator (`np.random.normal(size=...)` inside it),
+differentiated by operators that run it more than once (`gradient(Forward)`, `jacobian`,
+`hessian`: chunks of eight lanes, a primal call then derivatives). Every pass sees the draws
+one call of the function makes, and the generator ends where that call leaves it, as
+`gradient(Reverse)` (one pass) does (helper 66: lanes of later chunks saw other draws)."""
+import numpy as np
+import pytest
+from helpers import fd_grad
+
+import zymo
+from zymo import Forward, Reverse
+
+
+def noisy_loss(x):
+    n = np.random.normal(size=x.shape)
+    return np.sum((x * n) ** 2)
+
+
+def noisy_map(x):
+    n = np.random.normal(size=x.shape)
+    return (x * n) ** 2
+
+
+def _noise(seed, size):
+    np.random.seed(seed)
+    return np.random.normal(size=size)
+
+
+@pytest.mark.parametrize("what", ["gradient_forward", "gradient_reverse", "jacobian_forward", "jacobian_reverse",
+                                  "hessian"])
+def test_every_pass_sees_the_draws_of_one_call(what):
+    x = np.linspace(-1.0, 1.0, 12)  # 12 elements: two chunks of lanes
+    n = _noise(5, 12)
+    after = np.random.get_state()[1].copy()  # where one call leaves the generator
+    np.random.seed(5)
+    got = {
+        "gradient_forward": lambda: zymo.gradient(Forward, noisy_loss, x.copy())[0],
+        "gradient_reverse": lambda: zymo.gradient(Reverse, noisy_loss, x.copy())[0],
+        "jacobian_forward": lambda: np.diag(zymo.jacobian(Forward, noisy_map, x.copy())),
+        "jacobian_reverse": lambda: np.diag(zymo.jacobian(Reverse, noisy_map, x.copy())),
+        "hessian": lambda: np.diag(zymo.hessian(noisy_loss, x.copy())),
+    }[what]()
+    np.testing.assert_array_equal(np.random.get_state()[1], after)
+    want = 2.0 * n * n if what == "hessian" else 2.0 * x * n * n
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    if what == "gradient_forward":  # against central differences, each evaluation with the same draws
+        def fixed(v):
+            np.random.seed(5)
+            return noisy_loss(v)
+        np.testing.assert_allclose(got, fd_grad(fixed, [x])[0], rtol=1e-6, atol=1e-9)
+
+
+def test_a_function_that_draws_nothing_leaves_the_generator_alone():
+    np.random.seed(3)
+    before = np.random.get_state()[1].copy()
+    H = zymo.hessian(lambda_free, np.linspace(0.0, 1.0, 10))
+    np.testing.assert_allclose(np.diag(H), 6.0 * np.linspace(0.0, 1.0, 10), rtol=1e-13)
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+
+
+def lambda_free(x):
+    return np.sum(x ** 3)
