@@ -200,6 +200,56 @@ def alias_classes(values: list[Any]) -> list[int]:
     return [find(i) for i in range(n)]
 
 
+def check_shared_shadows(comp: Compiled, leaves: list[Leaf], classes: list[int]) -> None:
+    """Refuse arrays that share memory (one alias class) and that the program writes into,
+    passed with shadows that do not share memory the same way (`zymo.gradient(Reverse, f, x,
+    x)` makes one shadow per argument): a write through one name and a read through the other
+    then meet in the primal but not in the shadows, and neither shadow holds a derivative.
+    Enzyme requires the same of its shadows. Arrays the program only reads may have separate
+    shadows (each receives its own partial derivative)."""
+    members: dict[int, list[int]] = {}
+    for k, lf in enumerate(leaves):
+        if lf.kind == "dup" and isinstance(lf.value, np.ndarray) and isinstance(lf.shadow, np.ndarray):
+            members.setdefault(classes[k], []).append(k)
+    shared = {c: ks for c, ks in members.items() if len(ks) > 1}
+    if not shared:
+        return
+    written = _written_classes(comp)
+    for c, ks in shared.items():
+        if c not in written:
+            continue
+        first = leaves[ks[0]]
+        for k in ks[1:]:
+            if not _same_layout(first.value, leaves[k].value, first.shadow, leaves[k].shadow):
+                raise ZymoUsageError(
+                    f"two arguments share memory and the function writes into it, but their shadows do not "
+                    f"share memory the same way (flattened arguments {ks[0]} and {k}): the derivative with "
+                    f"respect to each is not defined. Pass the array once, or give both one shadow "
+                    f"(autodiff(..., Duplicated(x, dx), Duplicated(x, dx)))")
+
+
+def _written_classes(comp: Compiled) -> set[int]:
+    """The alias classes of parameters the program's primal writes into (a store, `out=`)."""
+    from .ir.core import walk
+
+    roots: set = set()
+    for op in walk(comp.ir.body):
+        target = op.args[0] if op.kind == "setitem" else (
+            op.args[op.attrs["out"]] if op.kind == "prim" and "out" in op.attrs else None)
+        if target is not None:
+            roots |= comp.activity.roots.get(target.id, frozenset())
+    return {c for kind, c in roots if kind == "param"}
+
+
+def _same_layout(a: np.ndarray, b: np.ndarray, da: np.ndarray, db: np.ndarray) -> bool:
+    """Whether shadows `da` and `db` overlap as `a` and `b` do: the same offset between them,
+    the same strides and shapes."""
+    def start(x: np.ndarray) -> int:
+        return x.__array_interface__["data"][0]
+    return (a.shape == da.shape and b.shape == db.shape and a.strides == da.strides and b.strides == db.strides
+            and start(b) - start(a) == start(db) - start(da) and np.may_share_memory(da, db))
+
+
 def check_call(mode: Mode, ret_activity: Any, args: tuple, fshadow: Any) -> int:
     """Refuse a return activity that does not fit `mode` and the arguments; the batch width."""
     # by identity: an array passed where the activity belongs (`autodiff(Reverse, f, x)`) must not be compared

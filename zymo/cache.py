@@ -36,6 +36,7 @@ from .boundary import (
     batch_width,
     call_shadows,
     check_call,
+    check_shared_shadows,
     derivs,
     flatten_arguments,
     internal_shadows,
@@ -118,6 +119,8 @@ def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = Non
         entries.append(comp)
     if fconst:
         data.check_const_function(comp, lw.captured, n_args)
+    if len(set(classes)) < len(classes):  # arrays that share memory: their shadows must too, where written
+        check_shared_shadows(comp, leaves, classes)
     return comp, norm, leaves, all_values
 
 

@@ -69,7 +69,7 @@ class _OneDraw:
             np.random.set_state(self.after)
 
 
-def _same_state(a: tuple, b: tuple) -> bool:
+def _same_state(a: Any, b: Any) -> bool:
     return a[0] == b[0] and a[2:] == b[2:] and np.array_equal(a[1], b[1])
 
 

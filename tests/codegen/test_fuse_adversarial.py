@@ -346,9 +346,9 @@ def test_aliased_arguments(f, how):
 def test_aliasing_blocks_the_merge_it_must_block():
     """Under aliasing `dx` and `dy` are one memory: `dx += ...; dy += ...; dx += ...` keeps
     its order relative to reads of `dy` (and the numbers are right, above)."""
-    b = np.arange(6.0)
+    b, db = np.arange(6.0), np.zeros(6)  # one shadow buffer, overlapping as the primals do
     src = zymo.generated_code(Reverse, al_chain_into_slice, Active,
-                              Duplicated(b[0:5], np.zeros(6)[0:5]), Duplicated(b[1:6], np.zeros(6)[1:6]))
+                              Duplicated(b[0:5], db[0:5]), Duplicated(b[1:6], db[1:6]))
     adj = src.split("# adjoint sweep")[1]
     assert adj.count("dx +=") == 2, adj
 

@@ -1,0 +1,48 @@
+"""Arguments that share memory. Where the function writes into that memory, their shadows must
+share memory the same way (Enzyme's rule): `zymo.gradient(Reverse, f, x, x)` makes one shadow
+per argument, and gave per-argument results that were no derivative at all (helper 66); it is
+refused now. Where the function only reads, each argument keeps its own partial derivative."""
+import numpy as np
+import pytest
+from helpers import fd_grad
+
+import zymo
+from zymo import Active, Duplicated, Reverse
+from zymo.errors import ZymoUsageError
+
+
+def writes_through_one(a, b):
+    a[0] = b[0] * b[1]
+    return a[0] * b[0] + np.sum(a * b)
+
+
+def reads_both(a, b):
+    return np.sum(a * b * b)
+
+
+def test_written_shared_memory_needs_one_shadow():
+    x = np.array([0.5, 1.5, -0.7])
+    y = x.copy()
+    with pytest.raises(ZymoUsageError, match="share memory"):
+        zymo.gradient(Reverse, writes_through_one, y, y)
+    xx = x.copy()
+    with pytest.raises(ZymoUsageError, match="share memory"):
+        zymo.autodiff(Reverse, writes_through_one, Active, Duplicated(xx, np.zeros(3)), Duplicated(xx, np.zeros(3)))
+    xx, dx = x.copy(), np.zeros(3)
+    zymo.autodiff(Reverse, writes_through_one, Active, Duplicated(xx, dx), Duplicated(xx, dx))
+
+    def one(v):
+        w = v.copy()
+        return writes_through_one(w, w)
+    np.testing.assert_allclose(dx, fd_grad(one, [x])[0], rtol=1e-7)
+    np.testing.assert_allclose(dx, [4.5, 4.5, -1.4], rtol=1e-14)
+
+
+def test_read_only_shared_memory_keeps_partial_derivatives():
+    x = np.array([0.5, 1.5, -0.7])
+    ga, gb = zymo.gradient(Reverse, reads_both, *(2 * [x]))
+    np.testing.assert_allclose(ga, x * x, rtol=1e-15)
+    np.testing.assert_allclose(gb, 2.0 * x * x, rtol=1e-15)
+    fa, fb = fd_grad(reads_both, [x, x.copy()])
+    np.testing.assert_allclose(ga, fa, rtol=1e-7)
+    np.testing.assert_allclose(gb, fb, rtol=1e-7)
