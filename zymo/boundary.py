@@ -6,7 +6,9 @@ of another shape or dtype: `ZymoUsageError` before any work); `flatten_arguments
 flattens the annotated arguments into `Leaf`s (one per array, float or list; records,
 tuples and boxed floats through `data.py`), refusing writable self-overlapping arrays
 (`self_overlapping`); `type_key` is the part of a value's type the compile cache keys on
-and `alias_classes` numbers the parameters that may share memory. On the way out,
+and `alias_classes` numbers the parameters that may share memory; `check_shared_shadows`
+refuses arguments that share memory the program writes into whose shadows do not share it
+the same way. On the way out,
 `call_shadows` gives the generated program its shadow arguments (allocating internal
 shadows of Const memory that receives active data), and `Finish` turns the program's
 flat results into what `autodiff` returns (`derivs`: one entry per argument, rebuilt
