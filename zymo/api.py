@@ -28,6 +28,7 @@ from .annotations import Active, Annotation, Const, Duplicated, Mode
 from .boundary import call_shadows, has_float_leaf, has_memory_leaf
 from .cache import TYPED, Tape, TypedGradient, cache_clear, call, lowered, prepare, thunks
 from .derivatives import forward_columns
+from .draws import in_one_call
 from .errors import ZymoUsageError
 from .ir.core import Function
 from .shadows import make_zero
@@ -125,6 +126,7 @@ def _not_scalar(f: Callable) -> ZymoUsageError:
                           "use zymo.jacobian (or autodiff with a Duplicated output)")
 
 
+@in_one_call(lambda f, args, numba: (f, args))
 def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 

@@ -203,31 +203,93 @@ def alias_classes(values: list[Any]) -> list[int]:
 
 
 def check_shared_shadows(comp: Compiled, leaves: list[Leaf], classes: list[int]) -> None:
-    """Refuse arrays that share memory (one alias class) and that the program writes into,
-    passed with shadows that do not share memory the same way (`zymo.gradient(Reverse, f, x,
-    x)` makes one shadow per argument): a write through one name and a read through the other
-    then meet in the primal but not in the shadows, and neither shadow holds a derivative.
-    Enzyme requires the same of its shadows. Arrays the program only reads may have separate
-    shadows (each receives its own partial derivative)."""
-    members: dict[int, list[int]] = {}
-    for k, lf in enumerate(leaves):
-        if lf.kind == "dup" and isinstance(lf.value, np.ndarray) and isinstance(lf.shadow, np.ndarray):
-            members.setdefault(classes[k], []).append(k)
-    shared = {c: ks for c, ks in members.items() if len(ks) > 1}
-    if not shared:
-        return
-    written = _written_classes(comp)
-    for c, ks in shared.items():
+    """Refuse arrays that share memory (one alias class) that the program writes into, passed
+    with shadows that do not share memory the same way, element for element (`zymo.gradient(
+    Reverse, f, x, x)` makes one shadow per argument): a write through one name and a read
+    through the other then meet in the primal but not in the shadows, and neither shadow holds
+    a derivative. Enzyme requires the same of its shadows. Also refused: `Const` memory (a
+    `Const` argument, a global) sharing such memory with a `Duplicated` array, whose internal
+    shadow would be another. Arrays the program only reads may have separate shadows (each
+    receives its own partial derivative). Lists of arrays are checked item by item, batches
+    lane by lane."""
+    written = None
+    by_class: dict[int, list[int]] = {}
+    for k, _lf in enumerate(leaves):
+        by_class.setdefault(classes[k], []).append(k)
+    for c, ks in by_class.items():
+        if len(ks) < 2:
+            continue
+        if written is None:
+            written = _written_classes(comp)
         if c not in written:
             continue
-        first = leaves[ks[0]]
-        for k in ks[1:]:
-            if not _same_layout(first.value, leaves[k].value, first.shadow, leaves[k].shadow):
-                raise ZymoUsageError(
-                    f"two arguments share memory and the function writes into it, but their shadows do not "
-                    f"share memory the same way (flattened arguments {ks[0]} and {k}): the derivative with "
-                    f"respect to each is not defined. Pass the array once, or give both one shadow "
-                    f"(autodiff(..., Duplicated(x, dx), Duplicated(x, dx)))")
+        dup = [(k, p) for k in ks if leaves[k].kind == "dup" for p in _shadow_pairs(leaves[k])]
+        const = [(k, a) for k in ks if leaves[k].kind == "const" for a in _arrays_of(leaves[k].value)]
+        for k, a in const:
+            for j, (x, _) in dup:
+                if np.shares_memory(a, x):
+                    raise ZymoUsageError(
+                        f"a Const argument or a global (flattened leaf {k}) shares memory with a Duplicated "
+                        f"argument (leaf {j}) that the function writes into: the derivative flows through that "
+                        "memory, so it needs the Duplicated argument's shadow; pass the array once")
+        for m, (k, first) in enumerate(dup):
+            for j, other in dup[m + 1:]:
+                if not _same_sharing(first, other):
+                    raise ZymoUsageError(
+                        f"arguments that share memory the function writes into (flattened leaves {k} and {j}) "
+                        "have shadows that do not share memory the same way, element for element: the "
+                        "derivative with respect to each is not defined. Pass the array once, or give both "
+                        "one shadow (autodiff(..., Duplicated(x, dx), Duplicated(x, dx)))")
+
+
+def _arrays_of(v: Any) -> list[np.ndarray]:
+    if isinstance(v, np.ndarray):
+        return [v]
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, np.ndarray)]
+    return []
+
+
+def _shadow_pairs(lf: Leaf) -> list[tuple[np.ndarray, Any]]:
+    """(array, its shadow) of a Duplicated leaf: an array's, or each array item's of a list;
+    the shadow a tuple of one per lane in batch mode."""
+    v, s = lf.value, lf.shadow
+    if isinstance(v, np.ndarray):
+        return [(v, s)]
+    if isinstance(v, list) and isinstance(s, list) and len(s) == len(v):
+        return [(x, d) for x, d in zip(v, s) if isinstance(x, np.ndarray)]
+    return []
+
+
+def _same_sharing(p: tuple, q: tuple) -> bool:
+    """Whether the shadows of arrays `p[0]` and `q[0]` share memory as the arrays do: the same
+    pairs of elements are one memory (in every lane of a batch)."""
+    a, da = p
+    b, db = q
+    if isinstance(da, tuple) or isinstance(db, tuple):
+        return (isinstance(da, tuple) and isinstance(db, tuple) and len(da) == len(db)
+                and all(_same_sharing((a, x), (b, y)) for x, y in zip(da, db)))
+    if not (isinstance(da, np.ndarray) and isinstance(db, np.ndarray)):
+        return True  # not arrays: the shadow checks refuse them elsewhere
+    if a is b and da is db:
+        return True
+    return _meeting(a, b) == _meeting(da, db)
+
+
+def _meeting(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """The pairs (i, j) of flat (C order) indices where element i of `a` is element j of `b`."""
+    if not np.shares_memory(a, b):
+        return []
+    ia, ib = np.intersect1d(_addresses(a), _addresses(b), assume_unique=True, return_indices=True)[1:]
+    return sorted(zip(ia.tolist(), ib.tolist()))
+
+
+def _addresses(x: np.ndarray) -> np.ndarray:
+    start = x.__array_interface__["data"][0]
+    if x.ndim == 0:
+        return np.array([start])
+    idx = np.indices(x.shape).reshape(x.ndim, -1)
+    return start + (np.array(x.strides)[:, None] * idx).sum(axis=0)
 
 
 def _written_classes(comp: Compiled) -> set[int]:
@@ -241,15 +303,6 @@ def _written_classes(comp: Compiled) -> set[int]:
         if target is not None:
             roots |= comp.activity.roots.get(target.id, frozenset())
     return {c for kind, c in roots if kind == "param"}
-
-
-def _same_layout(a: np.ndarray, b: np.ndarray, da: np.ndarray, db: np.ndarray) -> bool:
-    """Whether shadows `da` and `db` overlap as `a` and `b` do: the same offset between them,
-    the same strides and shapes."""
-    def start(x: np.ndarray) -> int:
-        return x.__array_interface__["data"][0]
-    return (a.shape == da.shape and b.shape == db.shape and a.strides == da.strides and b.strides == db.strides
-            and start(b) - start(a) == start(db) - start(da) and np.may_share_memory(da, db))
 
 
 def check_call(mode: Mode, ret_activity: Any, args: tuple, fshadow: Any) -> int:

@@ -36,41 +36,11 @@ from . import config
 from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
 from .boundary import call_shadows
 from .cache import call, prepare
+from .draws import in_one_call, next_pass
 from .errors import UnsupportedCall, UnsupportedSyntax, ZymoUsageError
 from .shadows import make_zero
 
 DEFAULT_CHUNK = 8
-
-
-class _OneDraw:
-    """NumPy's global generator across the passes of an operator that runs `f` more than once
-    (chunks of lanes, a primal call then derivatives): `next()` before each pass. Every pass
-    after the first starts where the first started, so all of them see the draws one call of
-    `f` makes (`np.random.normal(size=...)` inside `f`: the derivative of that call), and
-    `done()` leaves the generator where that one call leaves it, as `zymo.gradient(Reverse, ...)`
-    does. Where the first pass drew nothing, nothing is set. Not Numba's own generator
-    (`numba=True` draws from it: docs/rules.md)."""
-
-    def __init__(self) -> None:
-        self.start = np.random.get_state()
-        self.after: Any = None
-        self.passes = 0
-
-    def next(self) -> None:
-        if self.passes == 1:
-            after = np.random.get_state()
-            self.after = None if _same_state(after, self.start) else after
-        if self.passes >= 1 and self.after is not None:
-            np.random.set_state(self.start)
-        self.passes += 1
-
-    def done(self) -> None:
-        if self.passes >= 2 and self.after is not None:
-            np.random.set_state(self.after)
-
-
-def _same_state(a: Any, b: Any) -> bool:
-    return a[0] == b[0] and a[2:] == b[2:] and np.array_equal(a[1], b[1])
 
 
 def _check_x(x: Any, what: str) -> np.ndarray | float:
@@ -131,6 +101,7 @@ def _as_output(y: Any, what: str) -> Any:
 # -- Jacobians ----------------------------------------------------------------------
 
 
+@in_one_call(lambda mode, f, x, *consts, **kw: (f, (x, *consts)))
 def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
              numba: Any = None, sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`.
@@ -169,9 +140,7 @@ def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> 
     x = args[k]
     width = _chunk(chunk, x.size)
     J = y = None
-    draws = _OneDraw()
     for start in range(0, x.size, width):
-        draws.next()
         ts = _basis(x, start, width)
         copies = _copies(tuple(args))
         if width == 1:
@@ -187,7 +156,6 @@ def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> 
         for lane, t in enumerate(tans):
             if start + lane < x.size:
                 J[..., start + lane] = t
-    draws.done()
     return J, y
 
 
@@ -222,15 +190,12 @@ _PULL = [_pull0, _pull1, _pull2, _pull3, _pull4]
 
 def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, numba: Any,
                       memory_limit: int | None = None) -> Any:
-    draws = _OneDraw()
-    draws.next()
+    next_pass()
     y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
     if isinstance(y, float):  # one row: the gradient
         dx = np.zeros_like(x)
-        draws.next()
         _autodiff(Reverse, f, Active, Duplicated(np.copy(x), dx), *map(Const, _copies(consts)), numba=numba,
                   memory_limit=memory_limit)
-        draws.done()
         return dx
     if len(consts) >= len(_PULL):
         raise ZymoUsageError(f"jacobian(Reverse, ...) takes at most {len(_PULL) - 1} constant arguments; "
@@ -239,7 +204,6 @@ def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, num
     width = _chunk(chunk, y.size)
     J = np.zeros((y.size,) + x.shape, dtype=np.result_type(x.dtype, y.dtype))
     for start in range(0, y.size, width):
-        draws.next()
         seeds = _basis(np.zeros_like(y), start, width)
         dxs = tuple(np.zeros_like(x) for _ in range(width))
         args = [Const(c) for c in _copies(consts)]
@@ -253,28 +217,23 @@ def _jacobian_reverse(f: Callable, x: np.ndarray, consts: tuple, chunk: Any, num
         for lane, d in enumerate(dxs):
             if start + lane < y.size:
                 J[start + lane] = d
-    draws.done()
     return J.reshape(y.shape + x.shape)
 
 
 def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: Any,
                      memory_limit: int | None = None) -> Any:
     """d f / d x for a float x: the tangent (forward) or, for a float result, the adjoint."""
-    draws = _OneDraw()
-    draws.next()
+    next_pass()
     y = _as_output(f(x, *_copies(consts)), "jacobian")
     args = [Const(c) for c in _copies(consts)]
-    draws.next()
-    try:
-        if mode.forward or not isinstance(y, float):
-            (t,) = _autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), *args, numba=numba)
-            return t
-        (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba, memory_limit=memory_limit)
-        return d[0]
-    finally:
-        draws.done()
+    if mode.forward or not isinstance(y, float):
+        (t,) = _autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), *args, numba=numba)
+        return t
+    (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba, memory_limit=memory_limit)
+    return d[0]
 
 
+@in_one_call(lambda f, x, *consts, **kw: (f, (x, *consts)))
 def gradient_forward(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
     """The gradient of scalar `f(x, *consts)` by batched forward mode."""
     g = jacobian(Forward, f, x, *consts, chunk=chunk, numba=numba)
@@ -459,6 +418,7 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
                   BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
 
 
+@in_one_call(lambda f, x, v, *consts, **kw: (f, (x, *consts)))
 def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None,
                      memory_limit: int | None = None) -> tuple:
     """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program.
@@ -539,6 +499,7 @@ def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba
     return hv, g
 
 
+@in_one_call(lambda f, x, *consts, **kw: (f, (x, *consts)))
 def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None,
             sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
@@ -572,16 +533,13 @@ def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: 
     comp, rest, internal = _reverse_program(f, np.copy(x), _copies(consts))
     width = _chunk(chunk, x.size)
     H = np.zeros((x.size,) + x.shape, dtype=x.dtype)
-    draws = _OneDraw()
     for start in range(0, x.size, width):
-        draws.next()
         ts = _basis(x, start, width)
         hs = tuple(np.zeros_like(x) for _ in range(width))
         _over_reverse(comp, x, rest, internal, ts, hs, numba)
         for lane, h in enumerate(hs):
             if start + lane < x.size:
                 H[start + lane] = h
-    draws.done()
     # row j holds H e_j = the j-th column; H is symmetric, return it as [i, j] = d2f/dxi dxj
     return np.moveaxis(H.reshape(x.shape + x.shape), tuple(range(x.ndim)), tuple(range(x.ndim, 2 * x.ndim)))
 

@@ -38,6 +38,7 @@ from .transform.simplify import cse_loads, cse_numbers, dce, hoist_sizes
 class Lowered:
     ir: Function
     captured: list  # (param value, object, [(resolver, name)])
+    draws: bool | None = None  # whether it calls np.random (`draws.draws`), once asked
 
     def still_valid(self) -> bool:
         for resolver, obj in self.ir.attrs.get("frozen", ()):

@@ -60,3 +60,37 @@ def test_a_function_that_draws_nothing_leaves_the_generator_alone():
 
 def lambda_free(x):
     return np.sum(x ** 3)
+
+
+def noisy_two(x, y):
+    n = np.random.normal(size=x.shape)
+    return np.sum((x * n) ** 2) + y * np.sum(n)
+
+
+@pytest.mark.parametrize("what", ["gradient_forward_two", "hessian_memory_limit", "hvp_memory_limit",
+                                  "jacobian_sparse", "hessian_sparse"])
+def test_every_pass_sees_the_draws_of_one_call_elsewhere(what):
+    """Helper 67's cases: a second argument of `gradient(Forward)`, the memory-limited Hessian and
+    hvp, and the sparse Jacobian and Hessian (whose pattern detection runs `f`'s ops too)."""
+    x = np.linspace(-1.0, 1.0, 12)
+    n = _noise(7, 12)
+    after = np.random.get_state()[1].copy()
+    np.random.seed(7)
+    if what == "gradient_forward_two":
+        gx, gy = zymo.gradient(Forward, noisy_two, x.copy(), 0.5)
+        np.testing.assert_allclose(gx, 2.0 * x * n * n, rtol=1e-13)
+        assert gy == pytest.approx(np.sum(n), rel=1e-13)
+    elif what == "hessian_memory_limit":
+        H = zymo.hessian(noisy_loss, x.copy(), memory_limit=10_000)
+        np.testing.assert_allclose(np.diag(H), 2.0 * n * n, rtol=1e-13)
+    elif what == "hvp_memory_limit":
+        hv, g = zymo.hvp_and_gradient(noisy_loss, x.copy(), np.ones(12), memory_limit=10_000)
+        np.testing.assert_allclose(hv, 2.0 * n * n, rtol=1e-13)
+        np.testing.assert_allclose(g, 2.0 * x * n * n, rtol=1e-13)
+    elif what == "jacobian_sparse":
+        J = zymo.jacobian(Forward, noisy_map, x.copy(), sparse=True, detect="local")
+        np.testing.assert_allclose(J.diagonal(), 2.0 * x * n * n, rtol=1e-13)
+    else:
+        H = zymo.hessian(noisy_loss, x.copy(), sparse=True, detect="local")
+        np.testing.assert_allclose(H.diagonal(), 2.0 * n * n, rtol=1e-13)
+    np.testing.assert_array_equal(np.random.get_state()[1], after)

@@ -46,3 +46,43 @@ def test_read_only_shared_memory_keeps_partial_derivatives():
     fa, fb = fd_grad(reads_both, [x, x.copy()])
     np.testing.assert_allclose(ga, fa, rtol=1e-7)
     np.testing.assert_allclose(gb, fb, rtol=1e-7)
+
+
+def writes_first(a, b):
+    a[0] = 2.0 * b[1]
+    return np.sum(a * b) + a[0] * b[0]
+
+
+G = np.array([1.0, 2.0, 3.0, 4.0])
+
+
+def writes_arg_reads_global(x):
+    x[1] = 3.0 * G[2]
+    return np.sum(x * G)
+
+
+def test_shared_memory_checked_element_for_element():
+    """Helper 67's cases: a strided array passed twice with one contiguous shadow, and disjoint
+    interleaved views with separate shadows, are accepted (and right); a batch of two lanes, a
+    list holding the array, and a global that is the argument's memory are refused."""
+    big = np.arange(1.0, 9.0)
+    x = big[::2]
+    dx = np.zeros_like(x)
+    zymo.autodiff(Reverse, writes_first, Active, Duplicated(x, dx), Duplicated(x, dx))
+
+    def once(v):
+        w = v.copy()
+        return writes_first(w, w)
+    np.testing.assert_allclose(dx, fd_grad(once, [big[::2].copy()])[0], rtol=1e-7)
+    y = np.arange(1.0, 9.0)
+    da, db = np.zeros(4), np.zeros(4)
+    zymo.autodiff(Reverse, writes_first, Active, Duplicated(y[::2], da), Duplicated(y[1::2], db))
+    fa, fb = fd_grad(lambda a, b: writes_first(a.copy(), b.copy()), [y[::2].copy(), y[1::2].copy()])
+    np.testing.assert_allclose(da, fa, rtol=1e-7)
+    np.testing.assert_allclose(db, fb, rtol=1e-7)
+    z = np.arange(1.0, 5.0)
+    with pytest.raises(ZymoUsageError, match="element for element"):
+        zymo.autodiff(Reverse, writes_first, Active, zymo.BatchDuplicated(z, (np.zeros(4), np.zeros(4))),
+                      zymo.BatchDuplicated(z, (np.zeros(4), np.zeros(4))))
+    with pytest.raises(ZymoUsageError, match="Const argument or a global"):
+        zymo.autodiff(Reverse, writes_arg_reads_global, Active, Duplicated(G, np.zeros(4)))

@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..annotations import BatchDuplicated, Const, Duplicated, ForwardWithPrimal, Reverse
+from ..draws import next_pass
 from ..errors import UnsupportedSyntax, ZymoUsageError, ZymoWarning
 from . import coloring as C
 from .detect import hessian_pattern, jacobian_pattern
@@ -185,6 +186,7 @@ def _reverse_compressed(f: Callable, x: np.ndarray, consts: tuple, seeds: list, 
     (y[...] = f(x) pulled back)."""
     from ..derivatives import _PULL, _as_output, _autodiff, _copies
 
+    next_pass()
     y = _as_output(f(np.copy(x), *_copies(consts)), "jacobian")
     k = len(seeds)
     b = np.zeros((k, x.size))
@@ -245,6 +247,7 @@ def sparse_jacobian(mode: Any, f: Callable, x: Any, consts: tuple, detect: str, 
 
     consts = _constants(consts)
     prefer = "forward" if getattr(mode, "forward", True) else "reverse"
+    next_pass()  # a local pattern runs f's ops (`detect.py`)
     plan = plan_jacobian(f, x, *consts, detect=detect, prefer=prefer)
     return jacobian_from_plan(plan, f, x, *consts, chunk=chunk, numba=numba)
 
@@ -253,5 +256,6 @@ def sparse_hessian(f: Callable, x: Any, consts: tuple, detect: str, chunk: int |
     from ..derivatives import _constants
 
     consts = _constants(consts)
+    next_pass()  # a local pattern runs f's ops (`detect.py`)
     plan = plan_hessian(f, x, *consts, detect=detect)
     return hessian_from_plan(plan, f, x, *consts, chunk=chunk, numba=numba)
