@@ -1,14 +1,15 @@
 """NumPy's global generator across the passes of one derivative operator.
 
-Contract: inside `one_call()` (the operators that run `f` more than once: `gradient(Forward)`,
+Contract: inside `one_call(f, values)` (the operators that run `f` more than once: `gradient(Forward)`,
 `jacobian`, `hessian`, `hvp`, their sparse and memory-limited forms), `next_pass()` is called
 before each run of `f` or of a program derived from it (`cache.call` calls it for every
 program; a direct call of `f` calls it first). Every pass after the first starts where the
 first started, so all passes see the draws one call of `f` makes (`np.random.normal(size=...)`
 inside `f`: the derivative of that call), and leaving `one_call()` leaves the generator where
 that one call leaves it, as `zymo.gradient(Reverse, ...)` (one pass) does. Until a pass draws
-(a sparse pattern found from the IR draws nothing), nothing is set. Nested operators share the outermost one's passes. Not Numba's
-own generator (`numba=True` draws from it: docs/rules.md), nor a `np.random.Generator` (zymo
+(a sparse pattern found from the IR draws nothing), nothing is set. Nested operators share the
+outermost one's passes. Only functions whose IR draws get a session (`draws`). Not Numba's own
+generator (`numba=True` draws from it: docs/rules.md), nor a `np.random.Generator` (zymo
 refuses one as an argument).
 """
 from __future__ import annotations
