@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("codegen", ("zymo.codegen",)),
     ("pipeline", ("zymo.pipeline",)),
     ("boundary", ("zymo.boundary",)),
-    ("cache", ("zymo.cache",)),
+    ("cache", ("zymo.cache", "zymo.draws")),  # draws: the generator across the passes cache.call runs
     ("derived", ("zymo.derivatives", "zymo.sparse")),  # operators on top of `cache.call`
     ("api", ("zymo.api",)),
     ("package", ("zymo",)),  # zymo/__init__.py: only the package module itself
