@@ -28,7 +28,7 @@ from .annotations import Active, Annotation, Const, Duplicated, Mode
 from .boundary import call_shadows, has_float_leaf, has_memory_leaf
 from .cache import TYPED, Tape, TypedGradient, cache_clear, call, lowered, prepare, thunks
 from .derivatives import forward_columns
-from .draws import in_one_call
+from .draws import in_one_call, next_pass
 from .errors import ZymoUsageError
 from .ir.core import Function
 from .shadows import make_zero
@@ -126,7 +126,7 @@ def _not_scalar(f: Callable) -> ZymoUsageError:
                           "use zymo.jacobian (or autodiff with a Duplicated output)")
 
 
-@in_one_call(lambda f, args, numba: (f, args))
+@in_one_call(lambda f=None, args=(), *_, **__: (f, args))
 def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
     from .annotations import Forward
 
@@ -146,6 +146,7 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
         elif isinstance(a, (float, np.floating)):
             copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
             annotated = [Const(c) if j != k else Duplicated(c, 1.0) for j, c in enumerate(copies)]
+            next_pass()
             (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
             if np.ndim(d) != 0:
                 raise _not_scalar(f)
@@ -170,6 +171,7 @@ def _complex_gradient_forward(f: Callable, args: tuple, k: int, numba: Any) -> A
                 t = np.zeros_like(a)
                 t[j] = unit
             annotated = [Const(c) if i != k else Duplicated(c, t) for i, c in enumerate(copies)]
+            next_pass()
             (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
             if np.ndim(d) != 0 or np.iscomplexobj(d):
                 raise _not_scalar(f)

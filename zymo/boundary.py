@@ -276,15 +276,22 @@ def _same_sharing(p: tuple, q: tuple) -> bool:
     if (a.shape == da.shape and b.shape == db.shape and a.strides == da.strides and b.strides == db.strides
             and _start(b) - _start(a) == _start(db) - _start(da)):
         return True  # the same layout, byte for byte: the same elements meet
-    return _meeting(a, b) == _meeting(da, db)
+    primal, shadow = np.shares_memory(a, b), np.shares_memory(da, db)
+    if not primal or not shadow:
+        return primal == shadow
+    if a.itemsize != b.itemsize or (_start(b) - _start(a)) % a.itemsize or da.itemsize != db.itemsize:
+        return False  # elements that overlap in part (`c.imag` of a complex `c`): no element pairs say how
+    pa, pb = _meeting(a, b)
+    sa, sb = _meeting(da, db)
+    return np.array_equal(pa, sa) and np.array_equal(pb, sb)
 
 
-def _meeting(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
-    """The pairs (i, j) of flat (C order) indices where element i of `a` is element j of `b`."""
-    if not np.shares_memory(a, b):
-        return []
+def _meeting(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (i, j) of flat (C order) indices where element i of `a` starts where element
+    j of `b` does, as two arrays ordered by i."""
     ia, ib = np.intersect1d(_addresses(a), _addresses(b), assume_unique=True, return_indices=True)[1:]
-    return sorted(zip(ia.tolist(), ib.tolist()))
+    order = np.argsort(ia, kind="stable")
+    return ia[order], ib[order]
 
 
 def _start(x: np.ndarray) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config, data, draws
+from . import config, data
 from .analysis.extents import guards_hold
 from .annotations import Active, Annotation, Const, Duplicated, Mode
 from .boundary import (
@@ -130,8 +130,6 @@ def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = Non
 def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
          memory_limit: int | None = None) -> tuple:
     """`autodiff(mode, f, ret_activity, *args, numba=numba, memory_limit=memory_limit)`."""
-    if draws.SESSIONS:  # a pass of an operator that runs f more than once
-        draws.next_pass()
     limit = config.call_memory_limit(memory_limit)
     if limit is not None and not mode.forward:
         return _call_limited(mode, f, ret_activity, args, numba, limit)

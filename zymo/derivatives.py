@@ -101,7 +101,7 @@ def _as_output(y: Any, what: str) -> Any:
 # -- Jacobians ----------------------------------------------------------------------
 
 
-@in_one_call(lambda mode, f, x, *consts, **kw: (f, (x, *consts)))
+@in_one_call(lambda mode=None, f=None, x=None, *consts, **kw: (f, (x, *consts)))
 def jacobian(mode: Mode, f: Callable, x: Any, *consts: Any, chunk: int | None = None,
              numba: Any = None, sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Jacobian of `f(x, *consts)` with respect to `x`, shaped `y.shape + x.shape`.
@@ -233,7 +233,7 @@ def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: An
     return d[0]
 
 
-@in_one_call(lambda f, x, *consts, **kw: (f, (x, *consts)))
+@in_one_call(lambda f=None, x=None, *consts, **kw: (f, (x, *consts)))
 def gradient_forward(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None) -> Any:
     """The gradient of scalar `f(x, *consts)` by batched forward mode."""
     g = jacobian(Forward, f, x, *consts, chunk=chunk, numba=numba)
@@ -418,7 +418,7 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
                   BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
 
 
-@in_one_call(lambda f, x, v, *consts, **kw: (f, (x, *consts)))
+@in_one_call(lambda f=None, x=None, v=None, *consts, **kw: (f, (x, *consts)))
 def hvp_and_gradient(f: Callable, x: Any, v: Any, *consts: Any, numba: Any = None,
                      memory_limit: int | None = None) -> tuple:
     """(H(x) v, grad f(x)) for scalar `f`: one forward-mode call over the reverse program.
@@ -499,7 +499,7 @@ def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba
     return hv, g
 
 
-@in_one_call(lambda f, x, *consts, **kw: (f, (x, *consts)))
+@in_one_call(lambda f=None, x=None, *consts, **kw: (f, (x, *consts)))
 def hessian(f: Callable, x: Any, *consts: Any, chunk: int | None = None, numba: Any = None,
             sparse: bool = False, detect: str = "auto", memory_limit: int | None = None) -> Any:
     """The Hessian of scalar `f` at `x`, shaped `x.shape + x.shape`: batched hvps with basis
@@ -560,5 +560,7 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
 
 def _autodiff(mode: Mode, f: Any, ret_activity: Any, *args: Any, numba: Any = None,
               memory_limit: int | None = None) -> Any:
-    """`zymo.autodiff` (`cache.call`: this module sits below the public API)."""
+    """`zymo.autodiff` (`cache.call`: this module sits below the public API), one pass of an
+    operator (`draws.next_pass`: a zymo call a custom rule makes inside it is not one)."""
+    next_pass()
     return call(mode, f, ret_activity, args, numba, memory_limit)

@@ -15,12 +15,21 @@ refuses one as an argument).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-SESSIONS: list[OneDraw] = []  # the open `one_call()`, outermost only
+
+class _Sessions(threading.local):
+    """The open `one_call()` of this thread (outermost only): each thread's operators their own."""
+
+    def __init__(self) -> None:
+        self.open: list[OneDraw] = []
+
+
+_LOCAL = _Sessions()
 
 
 class OneDraw:
@@ -54,28 +63,31 @@ def one_call(f: Any, values: tuple) -> Iterator[None]:
     """The passes inside draw as one call of `f(*values)` does (module contract), where `f`
     draws from NumPy's global generator at all (`draws`): else nothing is done (reading the
     generator's state costs about 30 us)."""
-    if SESSIONS or not draws(f, values):  # inside another operator (its passes), or no draw
+    sessions = _LOCAL.open
+    if sessions or f is None or not draws(f, values):  # inside another operator (its passes), or no draw
         yield
         return
     session = OneDraw()
-    SESSIONS.append(session)
+    sessions.append(session)
     try:
         yield
     finally:
-        SESSIONS.pop()
+        sessions.pop()
         session.done()
 
 
 def next_pass() -> None:
     """Before a run of `f` or of a program derived from it (module contract)."""
-    if SESSIONS:
-        SESSIONS[0].next()
+    sessions = _LOCAL.open
+    if sessions:
+        sessions[0].next()
 
 
 def draws(f: Any, values: tuple) -> bool:
     """Whether `f`, lowered for `values` (the IR its derivatives are made of, callees inlined),
-    calls a function of `np.random`; False where it does not lower (the operator then raises
-    its own error)."""
+    may draw: it calls a function of `np.random`, or a user's inactive function or custom rule
+    (which may draw: `zymo.inactive`'s docs name random numbers); False where it does not lower
+    (the operator then raises its own error)."""
     from .cache import lowered
     from .ir.core import walk
 
@@ -84,7 +96,8 @@ def draws(f: Any, values: tuple) -> bool:
     except Exception:
         return False
     if lw.draws is None:
-        lw.draws = any(op.kind == "prim" and op.attrs["key"].startswith("numpy.random.") for op in walk(lw.ir.body))
+        lw.draws = any(op.kind == "prim" and op.attrs["key"].startswith(("numpy.random.", "inactive.", "custom."))
+                       for op in walk(lw.ir.body))
     return lw.draws
 
 

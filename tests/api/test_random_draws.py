@@ -26,12 +26,23 @@ def _noise(seed, size):
     return np.random.normal(size=size)
 
 
+def _state():
+    """The whole state of NumPy's global generator (its key, position and cached Gaussian)."""
+    name, key, pos, has_gauss, gauss = np.random.get_state()
+    return key.copy(), pos, has_gauss, gauss
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1:] == b[1:]
+
+
 @pytest.mark.parametrize("what", ["gradient_forward", "gradient_reverse", "jacobian_forward", "jacobian_reverse",
                                   "hessian"])
 def test_every_pass_sees_the_draws_of_one_call(what):
     x = np.linspace(-1.0, 1.0, 12)  # 12 elements: two chunks of lanes
     n = _noise(5, 12)
-    after = np.random.get_state()[1].copy()  # where one call leaves the generator
+    after = _state()  # where one call leaves the generator
     np.random.seed(5)
     got = {
         "gradient_forward": lambda: zymo.gradient(Forward, noisy_loss, x.copy())[0],
@@ -40,7 +51,7 @@ def test_every_pass_sees_the_draws_of_one_call(what):
         "jacobian_reverse": lambda: np.diag(zymo.jacobian(Reverse, noisy_map, x.copy())),
         "hessian": lambda: np.diag(zymo.hessian(noisy_loss, x.copy())),
     }[what]()
-    np.testing.assert_array_equal(np.random.get_state()[1], after)
+    _same(_state(), after)
     want = 2.0 * n * n if what == "hessian" else 2.0 * x * n * n
     np.testing.assert_allclose(got, want, rtol=1e-13)
     if what == "gradient_forward":  # against central differences, each evaluation with the same draws
@@ -52,10 +63,10 @@ def test_every_pass_sees_the_draws_of_one_call(what):
 
 def test_a_function_that_draws_nothing_leaves_the_generator_alone():
     np.random.seed(3)
-    before = np.random.get_state()[1].copy()
+    before = _state()
     H = zymo.hessian(lambda_free, np.linspace(0.0, 1.0, 10))
     np.testing.assert_allclose(np.diag(H), 6.0 * np.linspace(0.0, 1.0, 10), rtol=1e-13)
-    np.testing.assert_array_equal(np.random.get_state()[1], before)
+    _same(_state(), before)
 
 
 def lambda_free(x):
@@ -74,7 +85,7 @@ def test_every_pass_sees_the_draws_of_one_call_elsewhere(what):
     hvp, and the sparse Jacobian and Hessian (whose pattern detection runs `f`'s ops too)."""
     x = np.linspace(-1.0, 1.0, 12)
     n = _noise(7, 12)
-    after = np.random.get_state()[1].copy()
+    after = _state()
     np.random.seed(7)
     if what == "gradient_forward_two":
         gx, gy = zymo.gradient(Forward, noisy_two, x.copy(), 0.5)
@@ -93,4 +104,52 @@ def test_every_pass_sees_the_draws_of_one_call_elsewhere(what):
     else:
         H = zymo.hessian(noisy_loss, x.copy(), sparse=True, detect="local")
         np.testing.assert_allclose(H.diagonal(), 2.0 * n * n, rtol=1e-13)
-    np.testing.assert_array_equal(np.random.get_state()[1], after)
+    _same(_state(), after)
+
+
+@zymo.inactive
+def _noise_of(x):
+    return np.random.normal(size=x.shape)
+
+
+def noisy_through_inactive(x):
+    n = _noise_of(x)
+    return np.sum((x * n) ** 2)
+
+
+def test_draws_inside_an_inactive_function_are_rewound_too():
+    """An inactive function may draw (helper 68): every pass sees one call's draws there too."""
+    x = np.linspace(-1.0, 1.0, 12)
+    zymo.gradient(Reverse, noisy_through_inactive, x.copy())  # lowered once: typing the inactive call draws
+    np.random.seed(9)
+    state = _state()
+    n = np.random.normal(size=12)
+    after = _state()
+    np.random.set_state(("MT19937", state[0], *state[1:]))
+    g = zymo.gradient(Forward, noisy_through_inactive, x.copy())[0]
+    np.testing.assert_allclose(g, 2.0 * x * n * n, rtol=1e-13)
+    _same(_state(), after)
+
+
+def drawing_loop(x):
+    s = x.copy()
+    for _ in range(8):
+        s[:] = np.sin(s) * np.random.normal(size=s.shape) + s
+    return np.sum(s)
+
+
+def test_a_loop_that_draws_is_not_checkpointed():
+    """Checkpointing runs iterations again, which would draw other numbers (helper 68: a wrong
+    gradient under a tight memory limit): refused at the line that draws."""
+    from zymo.transform.checkpoint import CheckpointError
+
+    x = np.linspace(0.1, 1.0, 50)
+    with pytest.raises(CheckpointError, match="draws from np.random") as info:
+        zymo.gradient(Reverse, drawing_loop, x.copy(), memory_limit=1000)
+    assert "test_random_draws.py" in str(info.value)
+    np.random.seed(4)
+    g = zymo.gradient(Reverse, drawing_loop, x.copy())[0]
+    def fixed(v):
+        np.random.seed(4)
+        return drawing_loop(v)
+    np.testing.assert_allclose(g, fd_grad(fixed, [x])[0], rtol=1e-6, atol=1e-8)

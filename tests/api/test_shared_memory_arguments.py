@@ -86,3 +86,17 @@ def test_shared_memory_checked_element_for_element():
                       zymo.BatchDuplicated(z, (np.zeros(4), np.zeros(4))))
     with pytest.raises(ZymoUsageError, match="Const argument or a global"):
         zymo.autodiff(Reverse, writes_arg_reads_global, Active, Duplicated(G, np.zeros(4)))
+
+
+def writes_complex(c, r):
+    c[0] = 2.0 * c[1]
+    return np.sum(np.abs(c) ** 2) + np.sum(r * r)
+
+
+def test_elements_that_overlap_in_part_are_refused():
+    """`c.imag` of a written complex `c` shares the second half of each element (helper 68): no
+    element-for-element relation exists, so separate shadows are refused."""
+    c = np.array([1.0 + 2.0j, 3.0 - 1.0j, 0.5j])
+    with pytest.raises(ZymoUsageError, match="element for element"):
+        zymo.autodiff(Reverse, writes_complex, Active, Duplicated(c, np.zeros_like(c)),
+                      Duplicated(c.imag, np.zeros(3)))

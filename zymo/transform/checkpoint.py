@@ -100,6 +100,13 @@ class Checkpoint:
                     f"zymo cannot checkpoint this loop: it carries `{c.hint}`, an array or list rebound in "
                     "each iteration", op.loc, why="a snapshot holds numbers and memory defined before the loop",
                     hint="update the array in place (x[...] = ...), or raise memory_limit")
+        for inner in walk(op.regions[0]):
+            key = inner.attrs.get("key", "") if inner.kind == "prim" else ""
+            if key.startswith("numpy.random."):  # an inactive function or custom rule must draw nothing here
+                raise CheckpointError(
+                    "zymo cannot checkpoint this loop: it draws from np.random", inner.loc or op.loc,
+                    why="the adjoint sweep runs checkpointed iterations again, which would draw other numbers",
+                    hint="draw the numbers before the loop (one array) and index it, or raise memory_limit")
         self.state = self._state()
         # the IR edits: identity ops the driver can rebind
         self.old_args = list(op.args)
