@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zymo"
 
 # (layer, the modules and packages in it); a name covers the packages and modules under it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("zymo.errors", "zymo.config", "zymo.annotations")),
+    ("base", ("zymo.errors", "zymo.config", "zymo.annotations", "zymo.pyast")),
     ("runtime", ("zymo.runtime",)),  # the helpers generated code calls: NumPy only
     ("ir", ("zymo.ir",)),
     ("rules", ("zymo.rules",)),

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config
+from . import config, pyast
 from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, ForwardWithPrimal, Mode, Reverse
 from .boundary import call_shadows
 from .cache import call, prepare
@@ -350,7 +350,7 @@ def _refuse_exception_flow(comp: Any) -> None:
 
 
 def _rt_calls(tree: ast.AST) -> set[str]:
-    return {n.attr for n in ast.walk(tree)
+    return {n.attr for n in pyast.walk(tree)
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "_rt"}
 
 

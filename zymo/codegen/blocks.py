@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from .. import pyast
 from .loop_forms import reversed_head
 from .outline import _exposed, _loads, _stores
 from .parallel import _disjoint_writes, _index_names, _simple_range, _writes_arrays_whole, written_arrays
@@ -136,7 +137,7 @@ def _parts(outer: ast.For) -> tuple[list[ast.expr], ast.For] | None:
 
 def _blockable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], rest: list[list[ast.stmt]]) -> bool:
     if outer.orelse or not isinstance(outer.target, ast.Name) or any(
-            isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(outer)):
+            isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in pyast.walk(outer)):
         return False
     got = _parts(outer)
     if got is None:

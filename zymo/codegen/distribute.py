@@ -36,9 +36,9 @@ order, and scalars pass between iterations or parts nowhere.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 
+from .. import pyast
 from .interchange import _index_arithmetic, _last_place, interchanged
 from .loop_forms import Memory, never_negative, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
@@ -68,7 +68,7 @@ def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
         return None
     head_at = 1 if reversed_head(s) is not None else 0
     head, body = s.body[:head_at], s.body[head_at:]
-    if not any(isinstance(n, ast.For) for t in body for n in ast.walk(t)) or len(body) < 2:
+    if not any(isinstance(n, ast.For) for t in body for n in pyast.walk(t)) or len(body) < 2:
         return None
     index_name = reversed_head(s)[0] if head_at else s.target.id  # type: ignore[index]
     if _stores(ast.Module(body, [])) & (_loads(s.iter) | {s.target.id, index_name}):
@@ -90,7 +90,7 @@ def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
         return None
     if passed:  # scalars passed from one part to another: one element each per iteration
         expanded = _expanded(s, parts, passed, memory, {n.id for t in [s, *(x for r in rest for x in r)]
-                                                        for n in ast.walk(t) if isinstance(n, ast.Name)})
+                                                        for n in pyast.walk(t) if isinstance(n, ast.Name)})
         if expanded is None:
             return None
         parts, memory, alloc = expanded
@@ -107,8 +107,8 @@ def _split(s: ast.For, memory: Memory, rest: list[list[ast.stmt]],
         later |= e
     if later & (assigned | passed | {s.target.id}):
         return None  # (an expanded scalar read after `s` would be read from its last element)
-    loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=copy.deepcopy(s.iter),
-                     body=[*copy.deepcopy(head), *p], orelse=[], type_comment=None) for p in parts]
+    loops = [ast.For(target=ast.Name(s.target.id, ast.Store()), iter=pyast.clone(s.iter),
+                     body=[*pyast.clone(head), *p], orelse=[], type_comment=None) for p in parts]
     if not swap:
         return [ast.fix_missing_locations(t) for t in loops], memory
     out: list[ast.stmt] = []
@@ -155,7 +155,7 @@ def _expanded(s: ast.For, parts: list[list[ast.stmt]], passed: set[str], memory:
             name = f"_xp_{n}_{k}"
         names[n] = name
         memory = memory.with_array(name, 1)
-    parts = [[_Expand(names, position).visit(copy.deepcopy(t)) for t in p] for p in parts]
+    parts = [[_Expand(names, position).visit(pyast.clone(t)) for t in p] for p in parts]
     trips = f"_rt.span(0, {ast.unparse(args[-1])})"
     alloc = [ast.parse(f"{name} = np.empty({trips}, np.float64)").body[0] for name in names.values()]
     return parts, memory, alloc
@@ -180,7 +180,7 @@ def _recomputed(body: list[ast.stmt], assigned: set[str]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     mine: set[str] = set()
     stores: dict[str, int] = {}
-    for n in ast.walk(ast.Module(body, [])):
+    for n in pyast.walk(ast.Module(body, [])):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             stores[n.id] = stores.get(n.id, 0) + 1
     for t in body:
@@ -198,7 +198,7 @@ def _with_arithmetic(part: list[ast.stmt], again: list[ast.stmt]) -> list[ast.st
     for t in reversed(again):
         if t.targets[0].id in need:  # type: ignore[attr-defined]
             need |= _loads(t.value)  # type: ignore[attr-defined]
-    return [copy.deepcopy(t) for t in again if t.targets[0].id in need] + part  # type: ignore[attr-defined]
+    return [pyast.clone(t) for t in again if t.targets[0].id in need] + part  # type: ignore[attr-defined]
 
 
 def _walks_columns(part: list[ast.stmt], outer: str) -> bool:
@@ -256,7 +256,7 @@ def _apart(x: list[ast.stmt], y: list[ast.stmt], index: set[str], assigned: set[
 
 def _written(part: list[ast.stmt]) -> set[str]:
     out: set[str] = set()
-    for n in ast.walk(ast.Module(part, [])):
+    for n in pyast.walk(ast.Module(part, [])):
         if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
             out.add(n.value.id)
         elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
@@ -308,11 +308,11 @@ def _below(part: list[ast.stmt]) -> dict[str, str]:
     `v` would name an element from the end (`a[i, -1]` is `a[i, N]` where the row is `N + 1`
     long), which may be the one `N` names."""
     stores: dict[str, int] = {}
-    for n in ast.walk(ast.Module(part, [])):
+    for n in pyast.walk(ast.Module(part, [])):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             stores[n.id] = stores.get(n.id, 0) + 1
     out: dict[str, str] = {}
-    for n in ast.walk(ast.Module(part, [])):
+    for n in pyast.walk(ast.Module(part, [])):
         if not (isinstance(n, ast.For) and plain(n) and isinstance(n.target, ast.Name)):
             continue
         head = reversed_head(n)
@@ -338,7 +338,7 @@ def _kind(e: ast.expr, index: set[str], assigned: set[str]) -> str:
     term) or "other" (a value that may change within an iteration)."""
     if _affine(e, index, assigned - index):
         return "index"
-    for n in ast.walk(e):
+    for n in pyast.walk(e):
         if isinstance(n, (ast.Call, ast.Subscript, ast.Attribute, ast.Slice)):
             return "other"
         if isinstance(n, ast.Name) and n.id in assigned | index:

@@ -46,10 +46,10 @@ traffic costs more than the second thread gives.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import pyast
 from .outline import _loads, _stores
 from .parallel import _index_names, _simple_range, independent
 
@@ -107,7 +107,7 @@ def _expandable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], p
     params = params | {"_rt"}  # bounds of parameters, through `_rt.span`
     if not (_simple_range(outer) and isinstance(outer.target, ast.Name)) or not _bounds(outer) <= params:
         return frozenset()
-    names = [n.id for n in ast.walk(outer) if isinstance(n, ast.Name)]
+    names = [n.id for n in pyast.walk(outer) if isinstance(n, ast.Name)]
 
     def alone(name: str) -> bool:  # an array parameter of the kernel, reached once in the loop
         return name in ndims and name in params and name not in caches and names.count(name) == 1
@@ -118,7 +118,7 @@ def _expandable(outer: ast.For, ndims: dict[str, int], caches: frozenset[str], p
     if not reductions:
         return frozenset()
     arrays = frozenset(r.array for r in reductions)
-    trial = copy.deepcopy(outer)  # the loop as the twin runs it: independent?
+    trial = pyast.clone(outer)  # the loop as the twin runs it: independent?
     temps = {a: f"_exp_{a}" for a in arrays}
     for r in _reductions(trial, lambda name: name in arrays):
         slot = ast.parse(f"{temps[r.array]}[{trial.target.id}, 0]", mode="eval").body
@@ -145,7 +145,7 @@ def _sum_of_rows(r: _Reduction, nest: set[str], params: set[str]) -> bool:
     if index is None or not any(isinstance(p, ast.Name) and p.id in index for p in parts):
         return False
     return not any(not (isinstance(p, ast.Name) and p.id in index) and (_loads(p) & nest or any(
-        isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for x in ast.walk(p))) for p in parts)
+        isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for x in pyast.walk(p))) for p in parts)
 
 
 def _costly(inner: ast.For) -> bool:
@@ -155,7 +155,7 @@ def _costly(inner: ast.For) -> bool:
     kernel (a cosine per element) 35 -> 20 ms expanded; gemver's (a multiply-add per term,
     two sums) 16 -> 30 ms."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
-               and n.func.value.id in ("np", "math", "cmath") for n in ast.walk(inner))
+               and n.func.value.id in ("np", "math", "cmath") for n in pyast.walk(inner))
 
 
 def _reductions(outer: ast.For, accept: Callable[[str], bool]) -> list[_Reduction]:
@@ -187,18 +187,18 @@ def _reduce_pass(outer: ast.For, reductions: list[_Reduction], temps: dict[str, 
     for t in inner.body:  # the inner loop's index names, as it assigns them
         if not (isinstance(t, ast.Assign) and isinstance(t.targets[0], ast.Name) and t.targets[0].id in index):
             break
-        head.append(copy.deepcopy(t))
-    adds = [ast.AugAssign(target=copy.deepcopy(r.stmt.target), op=ast.Add(),
+        head.append(pyast.clone(t))
+    adds = [ast.AugAssign(target=pyast.clone(r.stmt.target), op=ast.Add(),
                           value=ast.parse(f"{temps[r.array]}[{o}, {_offset_of(inner)}]",
                                           mode="eval").body) for r in reductions]
-    new_inner = ast.For(target=copy.deepcopy(inner.target), iter=copy.deepcopy(inner.iter), body=[*head, *adds],
+    new_inner = ast.For(target=pyast.clone(inner.target), iter=pyast.clone(inner.iter), body=[*head, *adds],
                         orelse=[], type_comment=None)
     guard = reductions[0].guard
     body: list[ast.stmt] = [new_inner]
     if guard is not None:
-        body = [ast.If(test=copy.deepcopy(guard.test), body=body, orelse=[])]
-    serial = ast.For(target=copy.deepcopy(outer.target), iter=copy.deepcopy(outer.iter),
-                     body=[*copy.deepcopy(o_set), *body], orelse=[], type_comment=None)
+        body = [ast.If(test=pyast.clone(guard.test), body=body, orelse=[])]
+    serial = ast.For(target=pyast.clone(outer.target), iter=pyast.clone(outer.iter),
+                     body=[*pyast.clone(o_set), *body], orelse=[], type_comment=None)
     return block(serial, fresh, threads)
 
 

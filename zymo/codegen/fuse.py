@@ -64,8 +64,8 @@ each function (straight-line code, where names hold the same memory throughout):
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import pyast
 from ..runtime import registry
 from ..transform.reverse.facts import ShadowFacts, never_same
 
@@ -154,11 +154,11 @@ def _needless_copies(src: str, facts: ShadowFacts) -> str:
             continue
         loads: dict[str, int] = {}
         stores: dict[str, int] = {}
-        for n in ast.walk(fn):
+        for n in pyast.walk(fn):
             if isinstance(n, ast.Name):
                 table = loads if isinstance(n.ctx, ast.Load) else stores
                 table[n.id] = table.get(n.id, 0) + 1
-        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+        for body in [b for st in pyast.walk(fn) for f in ("body", "orelse")
                      if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
             for i, st in enumerate(body):
                 readers = _copy_readers(body, i, loads, stores, facts)
@@ -183,7 +183,7 @@ class _PutSource(ast.NodeTransformer):
         self.g, self.e = g, e
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        return copy.deepcopy(self.e) if node.id == self.g else node
+        return pyast.clone(self.e) if node.id == self.g else node
 
 
 # calls whose result never holds (or is) an operand's memory: a read of a copy there may read its source
@@ -244,7 +244,7 @@ def _copy_reads(e: ast.expr, g: str) -> int | None:
     """How often `e` reads `g`, each read an operand of arithmetic or an argument of a
     `_COPY_READERS` call; None when some read is anything else."""
     ok: set[int] = set()
-    for n in ast.walk(e):
+    for n in pyast.walk(e):
         if isinstance(n, ast.BinOp):
             ok |= {id(n.left), id(n.right)}
         elif isinstance(n, ast.UnaryOp):
@@ -252,7 +252,7 @@ def _copy_reads(e: ast.expr, g: str) -> int | None:
         elif isinstance(n, ast.Call) and ast.unparse(n.func) in _COPY_READERS and not n.keywords:
             ok |= {id(a) for a in n.args}
     count = 0
-    for n in ast.walk(e):
+    for n in pyast.walk(e):
         if isinstance(n, ast.Name) and n.id == g:
             if id(n) not in ok:
                 return None
@@ -270,7 +270,7 @@ def _restored_zeroing(src: str, facts: ShadowFacts) -> str:
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef):
             continue
-        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+        for body in [b for st in pyast.walk(fn) for f in ("body", "orelse")
                      if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
             for i in range(len(body) - 2):
                 if _restores(body[i], body[i + 1], body[i + 2], facts):
@@ -318,11 +318,11 @@ def _read_before_zeroing(src: str, facts: ShadowFacts) -> str:
             continue
         loads: dict[str, int] = {}
         stores: dict[str, int] = {}
-        for n in ast.walk(fn):
+        for n in pyast.walk(fn):
             if isinstance(n, ast.Name):
                 table = loads if isinstance(n.ctx, ast.Load) else stores
                 table[n.id] = table.get(n.id, 0) + 1
-        for body in [b for st in ast.walk(fn) for f in ("body", "orelse")
+        for body in [b for st in pyast.walk(fn) for f in ("body", "orelse")
                      if isinstance(b := getattr(st, f, None), list) and b and isinstance(b[0], ast.stmt)]:
             for i in range(len(body) - 2):
                 new = _consumed_copy(body[i], body[i + 1], body[i + 2], loads, stores, facts)
@@ -357,7 +357,7 @@ def _consumed_copy(copy: ast.stmt, zeroing: ast.stmt, reader: ast.stmt, loads: d
     roots = facts.roots.get(base.id, ())
     if roots == () or roots == frozenset():
         return None  # not array shadow memory: left as it is
-    reads = sum(1 for n in ast.walk(reader) if isinstance(n, ast.Name) and n.id == g)
+    reads = sum(1 for n in pyast.walk(reader) if isinstance(n, ast.Name) and n.id == g)
     if reads != 1 or not isinstance(reader, (ast.Assign, ast.AugAssign)) or not _pure(reader.value):
         return None
     if isinstance(reader, ast.Assign):
@@ -405,7 +405,7 @@ _PURE_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.
 
 
 def _pure(e: ast.AST, products: bool = False) -> bool:
-    for node in ast.walk(e):
+    for node in pyast.walk(e):
         if isinstance(node, ast.Call):
             if not _pure_call(node, products):
                 return False
@@ -415,7 +415,7 @@ def _pure(e: ast.AST, products: bool = False) -> bool:
 
 
 def _stores(st: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return {n.id for n in pyast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
 
 
 def _header_nodes(st: ast.stmt):
@@ -431,7 +431,7 @@ def _header_nodes(st: ast.stmt):
 
 
 def _reads(e: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in pyast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 class _Function:
@@ -567,7 +567,7 @@ class _Function:
             seq[field] = st.value
         self._rewrite(reader)
         # the reads of the moved expression now happen in the reader
-        for n in ast.walk(st.value):
+        for n in pyast.walk(st.value):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads[n.id][id(n)] = (path, reader, n, False)
         self.loads[name] = {}
@@ -656,7 +656,7 @@ class _Function:
         d = first.target.id
         second.value = ast.BinOp(first.value, ast.Add(), second.value)
         self._rewrite(second)
-        for n in ast.walk(first.value):  # those reads now happen in `second`
+        for n in pyast.walk(first.value):  # those reads now happen in `second`
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads[n.id][id(n)] = (path, second, n, False)
         self.loads[d].pop(id(first), None)
@@ -700,7 +700,7 @@ class _Function:
                     return  # writes (or rebinds) `d`, `e` or memory they may overlap
                 if isinstance(t, ast.Subscript) and not _pure(t.slice):
                     return
-            for node in ast.walk(st):
+            for node in pyast.walk(st):
                 if isinstance(node, ast.Name) and node.id != d and self._overlap(node.id, d):
                     return  # what `d` overlaps, through another name
                 if isinstance(node, ast.Name) and node.id == d:
@@ -708,7 +708,7 @@ class _Function:
 
     def _mentions(self, st: ast.stmt, d: str) -> bool:
         """Whether `st` (with what it nests) names `d` or anything that may overlap it."""
-        return any(isinstance(n, ast.Name) and self._overlap(n.id, d) for n in ast.walk(st))
+        return any(isinstance(n, ast.Name) and self._overlap(n.id, d) for n in pyast.walk(st))
 
 
 def _is_zeroing(target: ast.expr, value: ast.expr, d: str) -> bool:
@@ -730,12 +730,12 @@ def _keeps_tapes(st: ast.stmt) -> bool:
 
 
 def _size(node: ast.AST) -> int:
-    return sum(1 for _ in ast.walk(node))
+    return sum(1 for _ in pyast.walk(node))
 
 
 def _site(st: ast.stmt, target: ast.Name):
     """(parent, field, list or None) holding the Name node `target` inside `st`."""
-    for parent in ast.walk(st):
+    for parent in pyast.walk(st):
         for field, value in ast.iter_fields(parent):
             if value is target:
                 return parent, field, None
@@ -759,7 +759,7 @@ def _safe_reader(st: ast.stmt, read: ast.Name) -> bool:
     if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or st.value is None:
         return False
     value = st.value
-    if not any(n is read for n in ast.walk(value)):  # read in a target: after the whole value
+    if not any(n is read for n in pyast.walk(value)):  # read in a target: after the whole value
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
         if len(targets) != 1 or isinstance(targets[0], (ast.Tuple, ast.List)):
             return False  # `a = b = v`, `a, b = v` store left to right: the read may come after one

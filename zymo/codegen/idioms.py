@@ -81,9 +81,9 @@ inner bounds depend only on indices the nest does not write.
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass, field
 
+from .. import pyast
 from .outline import _exposed, _loads, _stores
 from .schedule import scheduled
 from .triangles import Mirror, compiled_masks, domain, inline_bounds, masked, share_masks, split_mirror
@@ -102,7 +102,7 @@ def blas_nests(src: str, ndims: dict[str, int], numbers: frozenset[str]) -> str:
 def blas_tree(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str]) -> bool:
     """`blas_nests` on the program's tree (`codegen/tree.py`), in place; whether it changed."""
     changed = False
-    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
+    taken = {n.id for n in pyast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in pyast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
@@ -154,7 +154,7 @@ def _head(s: ast.stmt) -> tuple[_Loop, list[ast.stmt]] | None:
         return None
     span = len(args) == 1 and _call(args[0], "_rt.span") and len(args[0].args) == 2  # type: ignore[attr-defined]
     lo, bound = args[0].args if span else (None, *args) if len(args) == 1 else args  # type: ignore[attr-defined]
-    if any(isinstance(n, ast.Call) for e in (lo, bound) if e is not None for n in ast.walk(e)):
+    if any(isinstance(n, ast.Call) for e in (lo, bound) if e is not None for n in pyast.walk(e)):
         return None
     t, body = s.target.id, s.body
     first = body[0]
@@ -179,12 +179,12 @@ def _simple(s: ast.stmt) -> bool:
         target = s.target
     else:
         return False
-    calls = [n for n in ast.walk(s) if isinstance(n, ast.Call)]
+    calls = [n for n in pyast.walk(s) if isinstance(n, ast.Call)]
     if not all(_call(c, "_rt.fdiv") and len(c.args) == 2 and not c.keywords for c in calls):
         return False
     funcs = {id(c.func) for c in calls}
     return isinstance(target, (ast.Name, ast.Subscript)) and all(
-        isinstance(n, (*_ALLOWED, ast.Call)) or id(n) in funcs for n in ast.walk(s))
+        isinstance(n, (*_ALLOWED, ast.Call)) or id(n) in funcs for n in pyast.walk(s))
 
 
 def _pieces(s: ast.stmt, outer: list[_Loop]) -> list[_Piece] | None:
@@ -215,7 +215,7 @@ def _pieces(s: ast.stmt, outer: list[_Loop]) -> list[_Piece] | None:
 
 def _arrays(stmts: list[ast.stmt]) -> tuple[list[ast.Subscript], set[str]]:
     """The subscripts of the statements and the names of the arrays they write."""
-    subs = [n for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)]
+    subs = [n for s in stmts for n in pyast.walk(s) if isinstance(n, ast.Subscript)]
     written = {n.value.id for n in subs if isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
     return subs, written
 
@@ -409,7 +409,7 @@ class _Rewriter:
         subscripts, loop bounds and counters untouched, no name it writes read after it
         (`made`: arrays of expanded scalars the pieces use besides)."""
         through = set()
-        for n in ast.walk(s):
+        for n in pyast.walk(s):
             if isinstance(n, ast.Subscript):
                 if not isinstance(n.value, ast.Name) or n.value.id not in self.ndims:
                     return False
@@ -417,7 +417,7 @@ class _Rewriter:
                 if len(parts) != self.ndims[n.value.id] or any(isinstance(e, ast.Slice) for e in parts):
                     return False
                 through.add(id(n.value))
-        if any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(s)):
+        if any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in pyast.walk(s)):
             return False
         body_stores = set().union(*(_stores(ast.Module(p.body, [])) for p in pieces))
         body_loads = set().union(*(_loads(ast.Module(p.body, [])) for p in pieces)) - set(made or ())
@@ -443,7 +443,7 @@ def _tuple(items: list[str]) -> str:
 
 def _build(p: _Piece) -> ast.stmt:
     """The piece as a loop nest again."""
-    body: list[ast.stmt] = copy.deepcopy(p.body)
+    body: list[ast.stmt] = pyast.clone(p.body)
     for lp in reversed(p.loops):
         target = lp.var
         stop = ast.unparse(lp.bound)
@@ -487,7 +487,7 @@ class _Lowering:
         for kind, t, e in effects:
             name = t.value.id  # type: ignore[attr-defined]
             kinds.setdefault(name, set()).add(kind)
-            for n in ast.walk(e):
+            for n in pyast.walk(e):
                 if isinstance(n, ast.Subscript) and n.value.id in written and not all(  # type: ignore[attr-defined]
                         self._read_first(n, w) for _, w, _ in effects if w.value.id == n.value.id) \
                         and not self._own(n, t, effects):  # type: ignore
@@ -602,7 +602,7 @@ class _Lowering:
 
     def _number(self, e: ast.expr) -> bool:
         """A number the nest does not change: constants and names of `numbers`."""
-        for n in ast.walk(e):
+        for n in pyast.walk(e):
             if isinstance(n, ast.Name):
                 if n.id not in self.numbers or n.id in self.stored or n.id in self.vars:
                     return False
@@ -757,7 +757,7 @@ def _reads_first(effects: list[tuple[str, ast.Subscript, ast.expr]]
     """The effects in an order where each one that reads an array another writes comes before
     it (otherwise as they were), or None when no such order exists."""
     def reads(e: ast.expr) -> set[str]:
-        return {n.value.id for n in ast.walk(e) if isinstance(n, ast.Subscript)}  # type: ignore[attr-defined]
+        return {n.value.id for n in pyast.walk(e) if isinstance(n, ast.Subscript)}  # type: ignore[attr-defined]
     todo, out = list(range(len(effects))), []
     while todo:
         # the first effect whose array no other effect left reads
@@ -780,11 +780,11 @@ def _triangular_products(body: list[ast.stmt]) -> list[ast.stmt]:
     branch of an `if` is a list of its own). A masked operand read twice (correlation's) or
     products merged over it (syrk's `(w.T + w) @ A`) keep `w`: one masked copy and general
     products measured faster there. Mask temporaries nothing reads any more are dropped."""
-    reads = [n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    reads = [n.id for st in body for n in pyast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     masks: dict[str, bool] = {}  # a mask's temporary -> lower
     out = _tri_products(body, masks, reads)
-    left = {n.id for st in out for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    made = {a.targets[0].id for st in out for a in ast.walk(st) if isinstance(a, ast.Assign)
+    left = {n.id for st in out for n in pyast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    made = {a.targets[0].id for st in out for a in pyast.walk(st) if isinstance(a, ast.Assign)
             and isinstance(a.targets[0], ast.Name) and _call(a.value, "_rt.tri_mask")}
     return _without(out, made - left)
 
@@ -904,10 +904,10 @@ def _in_place(st: ast.stmt, checks: list[ast.Call], before: list[ast.stmt]) -> a
             and low.upper is not None and high.lower is None and high.upper is not None):
         return None
     n = low.upper
-    less = ast.BinOp(copy.deepcopy(n), ast.Sub(), ast.Constant(1))  # `n - 1`
+    less = ast.BinOp(pyast.clone(n), ast.Sub(), ast.Constant(1))  # `n - 1`
     if d(high.upper) != d(less):
         return None
-    head, tail = ast.Slice(None, less, None), ast.Slice(ast.Constant(1), copy.deepcopy(n), None)
+    head, tail = ast.Slice(None, less, None), ast.Slice(ast.Constant(1), pyast.clone(n), None)
     want_t, want_o = (head, tail) if lo == tr else (tail, head)
     if d(ts[0]) != d(want_t) or d(os_[0]) != d(want_o):
         return None
@@ -915,7 +915,7 @@ def _in_place(st: ast.stmt, checks: list[ast.Call], before: list[ast.stmt]) -> a
     if check is None or any(x in _may_write(b) for b in before):
         return None
     frame = ast.parse(f"{x}[:{ast.unparse(n)}, {ast.unparse(ts[1])}]", mode="eval").body
-    check.args[0] = copy.deepcopy(frame)
+    check.args[0] = pyast.clone(frame)
     call = f"_rt.tri_dot_add({ast.unparse(frame)}, {a}, {ast.unparse(n)}, {lo}, {tr})"
     return ast.copy_location(ast.Expr(ast.parse(call, mode="eval").body), st)
 
@@ -933,16 +933,16 @@ def _may_write(st: ast.stmt) -> set[str]:
     operands the in-place calls write; every name under a call of any other kind, and every
     name of a statement other than an assignment or a call (helper 63: `np.fill_diagonal`,
     positional outs, `np.add.at`, views by other names)."""
-    every = {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+    every = {n.id for n in pyast.walk(st) if isinstance(n, ast.Name)}
     if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
         return every
-    out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+    out = {b for n in pyast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
            for b in [_root(n)] if b is not None}
     if isinstance(st, ast.AugAssign):
         out |= {_root(st.target)} - {None}  # type: ignore[arg-type]
     if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) for t in st.targets):
         out |= every  # a name bound to a view of what it reads
-    for n in ast.walk(st):
+    for n in pyast.walk(st):
         if not isinstance(n, ast.Call):
             continue
         func = ast.unparse(n.func)
@@ -957,7 +957,7 @@ def _may_write(st: ast.stmt) -> set[str]:
         elif (func in _WRITE_FIRST or func.startswith("_tri_ops.")) and n.args and not kws:
             written |= {_root(a) for a in n.args[:2 if func in _WRITE_TWO else 1]} - {None}  # type: ignore[misc]
         else:
-            written |= {a.id for a in ast.walk(n) if isinstance(a, ast.Name)}
+            written |= {a.id for a in pyast.walk(n) if isinstance(a, ast.Name)}
         out |= written
     return out
 
@@ -1031,7 +1031,7 @@ def _merged(st: ast.stmt, out: list[ast.stmt], numbers: frozenset[str], scales: 
             (ca, a), (cb, b) = _scaled_product(prev.value, numbers), _scaled_product(st.value, numbers)
             if a is None or b is None or ast.dump(ca) != ast.dump(cb):
                 return False
-            apart = [copy.deepcopy(prev), copy.deepcopy(st)]
+            apart = [pyast.clone(prev), pyast.clone(st)]
             if ast.dump(a.left) == ast.dump(b.left):
                 shared = a.left
                 a.right = ast.BinOp(a.right, ast.Add(), b.right)
@@ -1141,16 +1141,16 @@ def _round_trips(stmts: list[ast.stmt]) -> dict[int, int]:
         for j in range(k + 1, len(stmts)):
             t = stmts[j]
             if isinstance(t, ast.AugAssign) and isinstance(t.op, ast.Add) and _same(t.target, target):
-                if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t.value)):
+                if not any(isinstance(n, ast.Name) and n.id == name for n in pyast.walk(t.value)):
                     out[k] = j  # (`X[o] += 2.0 * X[o]` reads the zero: no round trip)
                 break
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+            if any(isinstance(n, ast.Name) and n.id == name for n in pyast.walk(t)):
                 break
     return out
 
 
 def _load(t: ast.Subscript) -> ast.Subscript:
-    out = copy.deepcopy(t)
+    out = pyast.clone(t)
     out.ctx = ast.Load()
     return out
 
@@ -1159,8 +1159,8 @@ def _subst(e: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
     """`e` with the temporaries of `env` replaced by their values."""
     class _Sub(ast.NodeTransformer):
         def visit_Name(self, n: ast.Name) -> ast.expr:
-            return copy.deepcopy(env[n.id]) if n.id in env and isinstance(n.ctx, ast.Load) else n
-    return _Sub().visit(copy.deepcopy(e))
+            return pyast.clone(env[n.id]) if n.id in env and isinstance(n.ctx, ast.Load) else n
+    return _Sub().visit(pyast.clone(e))
 
 
 def _covering(boxes: list[str]) -> list[str]:
@@ -1207,7 +1207,7 @@ def _union(a: str, b: str) -> str | None:
     lo, hi = _extreme(x.lower, y.lower, min), _extreme(x.upper, y.upper, max)  # type: ignore[attr-defined]
     if lo is None or hi is None:
         return None
-    box = copy.deepcopy(ea)
+    box = pyast.clone(ea)
     elts = box.slice.elts if isinstance(box.slice, ast.Tuple) else None
     new = ast.Slice(lower=None if lo == "0" else ast.parse(lo, mode="eval").body,
                     upper=None if hi == "" else ast.parse(hi, mode="eval").body)

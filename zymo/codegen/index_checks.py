@@ -48,6 +48,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from .. import pyast
+
 Interval = tuple["Lin", "Lin"]
 
 
@@ -272,13 +274,13 @@ class _Ranges:
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
                 self._bind(node.target, node)
             elif isinstance(node, (ast.With, ast.comprehension, ast.NamedExpr)):
-                for sub in ast.walk(node):
+                for sub in pyast.walk(node):
                     if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                         self._bind(sub, node)
         # the names a `range` reads (ints, whatever else is known of them)
-        self.counts = {n.id for loop in ast.walk(fn) if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+        self.counts = {n.id for loop in pyast.walk(fn) if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
                        and _callee(loop.iter.func) in ("range", "prange")
-                       for a in loop.iter.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+                       for a in loop.iter.args for n in pyast.walk(a) if isinstance(n, ast.Name)}
         self.here: ast.AST = fn  # where the expression being bounded is evaluated
         self.lineages: dict[int, set[int]] = {}
         self.reversed: dict[int, str | None] = {}  # loop id -> its reversed index name, if any
@@ -377,7 +379,7 @@ class _Ranges:
         """Whether the index `part` (read at `at`) is one integer (an interval, no array in it),
         not a slice, an index array or a mask."""
         if isinstance(part, (ast.Slice, ast.Starred)) or any(
-                isinstance(n, ast.Name) and (n.id in self.arrays or self._made(n.id)) for n in ast.walk(part)):
+                isinstance(n, ast.Name) and (n.id in self.arrays or self._made(n.id)) for n in pyast.walk(part)):
             return False
         side = dict(self.side)
         try:
@@ -653,7 +655,7 @@ def allocated(src: str) -> frozenset[str]:
     """The names `src` binds only to new arrays (`np.empty(...)`, `np.zeros_like(x)`, ...):
     arrays, whatever else is known of them (a program passes such buffers to its kernels)."""
     binds: dict[str, list[bool]] = {}
-    for node in ast.walk(ast.parse(src)):
+    for node in pyast.walk(ast.parse(src)):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             binds.setdefault(node.targets[0].id, []).append(_allocated_shape(node.value) is not None)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import pyast
 from .loop_forms import Memory, never_negative, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 
@@ -90,7 +91,7 @@ def _index_arithmetic(t: ast.stmt) -> bool:
     wherever it is computed again while its names keep their values."""
     if not (isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name)):
         return False
-    for n in ast.walk(t.value):
+    for n in pyast.walk(t.value):
         if isinstance(n, ast.Call) and not (ast.unparse(n.func) == "_rt.span" and not n.keywords):
             return False
         if isinstance(n, (ast.Subscript, ast.Lambda, ast.Starred)) or isinstance(n, ast.Attribute) \
@@ -134,7 +135,7 @@ def _writes_ok(body: list[ast.stmt], a: str, b: str, assigned: set[str], memory:
             return False
         for parts in subs:
             rest = [p for p in parts if not (isinstance(p, ast.Name) and p.id in (a, b))]
-            if any(isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for p in rest for x in ast.walk(p)):
+            if any(isinstance(x, (ast.Call, ast.Subscript, ast.Slice)) for p in rest for x in pyast.walk(p)):
                 return False
             if any(_loads(p) & (assigned | {a, b}) for p in rest):
                 return False
@@ -148,7 +149,7 @@ def _last_place(body: list[ast.stmt], index: str) -> int:
     """How many subscripts of arrays of two or more dimensions have `index` last."""
     count = 0
     for t in body:
-        for n in ast.walk(t):
+        for n in pyast.walk(t):
             if isinstance(n, ast.Subscript):
                 parts = _parts(n)
                 if len(parts) >= 2 and isinstance(parts[-1], ast.Name) and parts[-1].id == index:

@@ -40,9 +40,9 @@ in parallel there, its groups of `k` iterations are split between threads (`para
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 
+from .. import pyast
 from .loop_forms import Memory, dotted, plain, reversed_head, touched
 from .outline import _exposed, _loads, _stores
 from .parallel import independent, written_arrays
@@ -65,13 +65,13 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     assigned = _stores(ast.Module(body, []))
     if (_loads(stop) | (_loads(lo) if lo is not None else set())) & (assigned | {var}):
         return None
-    size = sum(isinstance(n, ast.stmt) for t in body for n in ast.walk(t))
+    size = sum(isinstance(n, ast.stmt) for t in body for n in pyast.walk(t))
     k = 4 if size <= (_WHOLE if whole else _SMALL) else 2 if size <= _LARGE else 0
     if not k:
         return None
     blocked = assigned | {var}
     fused = _fused_loops(body, blocked)
-    if not any(_chained(f) and not any(isinstance(n, ast.For) for t in f.body for n in ast.walk(t)) for f in fused):
+    if not any(_chained(f) and not any(isinstance(n, ast.For) for t in f.body for n in pyast.walk(t)) for f in fused):
         return None  # no innermost loop with a chain (a jammed inner loop is no innermost one; a nest
         # may still hold one beside another chain: both jammed, their size counted after the inner jam)
     if not independent(s, memory.ndims, rest, memory.caches):  # the costliest test after the cheap ones
@@ -90,15 +90,15 @@ def jammed(s: ast.For, memory: Memory, rest: list[list[ast.stmt]], fresh: Callab
     for c in range(1, k):
         names = {n: fresh(f"{n}_j{c}") for n in sorted(assigned - shared | {var})}
         copies.update({new: old for old, new in names.items()})
-        renamed.append(_Rename(names).visit_all(copy.deepcopy(body)))
+        renamed.append(_Rename(names).visit_all(pyast.clone(body)))
         heads.append(ast.Assign([ast.Name(names[var], ast.Store())],
                                 ast.BinOp(ast.Name(var, ast.Load()), ast.Add(), ast.Constant(c)), lineno=0))
     first = lo if lo is not None else ast.Constant(0)
     jam = ast.For(target=ast.Name(var, ast.Store()),
-                  iter=_range([copy.deepcopy(first), ast.BinOp(copy.deepcopy(stop), ast.Sub(), ast.Constant(k - 1)),
+                  iter=_range([pyast.clone(first), ast.BinOp(pyast.clone(stop), ast.Sub(), ast.Constant(k - 1)),
                                ast.Constant(k)]),
                   body=[*heads, *_fuse(renamed, blocked)], orelse=[], type_comment=None)
-    tail = ast.For(target=ast.Name(var, ast.Store()), iter=_tail_range(lo, stop, k), body=copy.deepcopy(body),
+    tail = ast.For(target=ast.Name(var, ast.Store()), iter=_tail_range(lo, stop, k), body=pyast.clone(body),
                    orelse=[], type_comment=None)
     return [ast.fix_missing_locations(ast.copy_location(t, s)) for t in (jam, tail)]
 
@@ -153,10 +153,10 @@ def parallel_groups(stmts: list[ast.stmt], pairs: dict[int, tuple[ast.For, ast.F
             k = step.value
             g = fresh("_grp")
             groups = ast.BinOp(ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "span", ast.Load()),
-                                        [copy.deepcopy(first), copy.deepcopy(last.left)], []),
+                                        [pyast.clone(first), pyast.clone(last.left)], []),
                                ast.FloorDiv(), ast.Constant(k))
             start = ast.Assign([ast.Name(jam.target.id, ast.Store())],
-                               ast.BinOp(copy.deepcopy(first), ast.Add(),
+                               ast.BinOp(pyast.clone(first), ast.Add(),
                                          ast.BinOp(ast.Name(g, ast.Load()), ast.Mult(), ast.Constant(k))), lineno=0)
             loop = ast.For(target=ast.Name(g, ast.Store()),
                            iter=ast.Call(ast.Attribute(ast.Name("numba", ast.Load()), "prange", ast.Load()), [groups],
@@ -199,10 +199,10 @@ def _tail_range(lo: ast.expr | None, stop: ast.expr, k: int) -> ast.Call:
     """`range(lo + _rt.span(lo, N) // k * k, N)` (`lo` None: 0): the tail loop's range."""
     first = lo if lo is not None else ast.Constant(0)
     done = ast.BinOp(ast.BinOp(ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "span", ast.Load()),
-                                        [copy.deepcopy(first), copy.deepcopy(stop)], []),
+                                        [pyast.clone(first), pyast.clone(stop)], []),
                                ast.FloorDiv(), ast.Constant(k)), ast.Mult(), ast.Constant(k))
-    start = done if lo is None else ast.BinOp(copy.deepcopy(lo), ast.Add(), done)
-    return _range([start, copy.deepcopy(stop)])
+    start = done if lo is None else ast.BinOp(pyast.clone(lo), ast.Add(), done)
+    return _range([start, pyast.clone(stop)])
 
 
 def _zero(e: ast.expr) -> bool:
@@ -242,7 +242,7 @@ def _same_everywhere(e: ast.expr, blocked: set[str]) -> bool:
     """Whether `e` has one value in every copy: it reads no name the body assigns, and calls
     nothing but `_rt.span` (`plain` allows only pure calls in the body anyway)."""
     return not (_loads(e) & blocked) and all(
-        not isinstance(n, ast.Call) or dotted(n.func) in ("range", "_rt.span") for n in ast.walk(e))
+        not isinstance(n, ast.Call) or dotted(n.func) in ("range", "_rt.span") for n in pyast.walk(e))
 
 
 def _loop_names(f: ast.For) -> set[str]:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import ast
 
+from .. import pyast
+
 
 def product_layouts(tree: ast.Module) -> bool:
     """Snapshots read only by products that run faster column-major, made so (module contract)."""
@@ -99,8 +101,8 @@ def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
     them a product, and `made` its only assignment."""
     allowed: set[int] = set()  # ids of the Name nodes read in a listed way
     products = 0
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(fn):
+    parents = {id(c): p for p in pyast.walk(fn) for c in ast.iter_child_nodes(p)}
+    for n in pyast.walk(fn):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
             left, right = _named(n.left), _named(n.right.value) if _transposed(n.right) else None
             for got in (left, right):
@@ -111,12 +113,12 @@ def _only_products(fn: ast.FunctionDef, name: str, made: ast.stmt) -> bool:
             for a in n.args:  # the operands themselves, or inside the tuples of `blas_ready`'s
                 allowed |= {id(m) for m in _plain(a) if m.id == name}
         if isinstance(n, (ast.For, ast.While)):
-            for m in ast.walk(n):  # `S[i, j]`: indices, no slice, read as a number
+            for m in pyast.walk(n):  # `S[i, j]`: indices, no slice, read as a number
                 if (isinstance(m, ast.Subscript) and isinstance(m.ctx, ast.Load) and isinstance(m.value, ast.Name)
-                        and m.value.id == name and not any(isinstance(k, ast.Slice) for k in ast.walk(m.slice))
+                        and m.value.id == name and not any(isinstance(k, ast.Slice) for k in pyast.walk(m.slice))
                         and not isinstance(parents.get(id(m)), (ast.Attribute, ast.Subscript, ast.Call))):
                     allowed.add(id(m.value))
-    for n in ast.walk(fn):
+    for n in pyast.walk(fn):
         if isinstance(n, ast.Name) and n.id == name:
             if isinstance(n.ctx, ast.Store):
                 if not (isinstance(made, ast.Assign) and n is made.targets[0]):

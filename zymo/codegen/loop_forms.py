@@ -11,12 +11,12 @@ rewritten. `Memory` is the protocol of the memory facts (`transform/reverse/fact
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from .. import pyast
 from .outline import _loads, _stores
 
 # calls that read their arguments only and write no memory (no keyword arguments allowed)
@@ -61,11 +61,11 @@ def touched(s: ast.For) -> tuple[dict[str, list[ast.Subscript]], set[str]]:
     """The names `s` subscripts (with their subscripts) and the names it uses otherwise."""
     elements: dict[str, list[ast.Subscript]] = {}
     bases = set()
-    for n in ast.walk(s):
+    for n in pyast.walk(s):
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
             elements.setdefault(n.value.id, []).append(n)
             bases.add(id(n.value))
-    bare = {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and id(n) not in bases}
+    bare = {n.id for n in pyast.walk(s) if isinstance(n, ast.Name) and id(n) not in bases}
     return elements, bare
 
 
@@ -84,7 +84,7 @@ def same(a: ast.AST, b: ast.AST) -> bool:
 def invariant(e: ast.expr, assigned: set[str]) -> bool:
     """An index of names `L` does not assign, constants and arithmetic (no slices, no calls)."""
     return all(isinstance(n, (ast.Name, ast.Constant, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.operator,
-                              ast.unaryop, ast.expr_context)) for n in ast.walk(e)) \
+                              ast.unaryop, ast.expr_context)) for n in pyast.walk(e)) \
         and not (_loads(e) & assigned)
 
 
@@ -124,14 +124,14 @@ def _plain(s: ast.For) -> bool:
     if s.orelse or not isinstance(s.target, ast.Name) or not (isinstance(it, ast.Call) and dotted(it.func) == "range"
                                                               and not it.keywords and 1 <= len(it.args) <= 3):
         return False
-    for n in ast.walk(it):
+    for n in pyast.walk(it):
         if isinstance(n, ast.Call) and n is not it and dotted(n.func) != "_rt.span":
             return False
         if isinstance(n, (ast.Subscript, ast.Attribute)) and dotted(n) != "_rt.span":
             return False
     if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
         return False
-    for n in ast.walk(s):
+    for n in pyast.walk(s):
         if isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While, ast.Yield, ast.Lambda)):
             return False
         if isinstance(n, ast.Call) and not pure(n):
@@ -163,7 +163,7 @@ def reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
     `for _r in range(_rt.span(lo, N)): i = N - 1 - _r`, whose counter `_r` is read nowhere
     else and whose `i` and bounds the body does not assign; else None."""
     got = _remember("reversed", s, _reversed_head)
-    return None if got is None else (got[0], copy.deepcopy(got[1]), copy.deepcopy(got[2]))
+    return None if got is None else (got[0], pyast.clone(got[1]), pyast.clone(got[2]))
 
 
 def _reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
@@ -188,7 +188,7 @@ def _reversed_head(s: ast.For) -> tuple[str, ast.expr | None, ast.expr] | None:
     if counter in _loads(rest) or var in stored or (_loads(stop) | (_loads(lo) if lo is not None else set())) & (
             stored | {var}):
         return None
-    return var, copy.deepcopy(lo), copy.deepcopy(stop)
+    return var, pyast.clone(lo), pyast.clone(stop)
 
 
 # names the IR's analysis proved never negative (`analysis.bounds.index_names`), set by the
@@ -241,7 +241,8 @@ def _lower(loop: ast.For, e: ast.expr, depth: int) -> int | None:
     if not (isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"
             and not loop.iter.keywords and 1 <= len(loop.iter.args) <= 2):
         return None
-    stores = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and n.id == e.id]
+    stores = [n for n in pyast.walk(loop)
+              if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and n.id == e.id]
     head = reversed_head(loop) if plain(loop) else None
     if head is not None and head[0] == e.id:
         return 0 if head[1] is None else _start(head[1])
@@ -269,7 +270,7 @@ def _below_stop(loop: ast.For, left: ast.expr) -> int | None:
     if isinstance(stop, ast.Call) and dotted(stop.func) == "_rt.span" and len(stop.args) == 2:
         return None  # `span(lo, N)` counts from 0: `v <= N - lo - 1`
     assert isinstance(loop.target, ast.Name)
-    if sum(1 for n in ast.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    if sum(1 for n in pyast.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
            and n.id == loop.target.id) != 1:
         return None
     if same(left, stop):

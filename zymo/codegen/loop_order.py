@@ -64,8 +64,8 @@ inside stay as they are (`loop_forms.plain`).
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import pyast
 from .distribute import _from_nonneg, distributed, split
 from .interchange import interchanged
 from .jam import jammed
@@ -92,7 +92,7 @@ def lean_loops(src: str, memory: Memory, copies: dict[str, str] | None = None, r
 def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = None,
               reorder: bool = False, whole: bool = False) -> bool:
     """`lean_loops` on the program's tree (`codegen/tree.py`), in place; whether it changed."""
-    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(tree)
+    taken = {n.id for n in pyast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in pyast.walk(tree)
                                                                          if isinstance(a, ast.arg)}
     rw = _Rewriter(memory, taken, copies if copies is not None else {}, reorder, whole)
     fns = [fn for fn in tree.body if isinstance(fn, ast.FunctionDef)]
@@ -101,7 +101,7 @@ def lean_tree(tree: ast.Module, memory: Memory, copies: dict[str, str] | None = 
             rw.changed |= index_caches(fn, memory.counters, rw.fresh)
             fn.body[:] = rw.block(fn.body, [])
     for fn in fns:  # after the swaps, which decide the order a cache's pushes run in
-        elsewhere = frozenset(n.value.id for g in fns if g is not fn for n in ast.walk(g)
+        elsewhere = frozenset(n.value.id for g in fns if g is not fn for n in pyast.walk(g)
                               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name))
         rw.changed |= transpose_caches(fn, memory.counters, elsewhere)
     return rw.changed
@@ -147,7 +147,7 @@ class _Rewriter:
             s = stmts[k]
             rest = [stmts[k + 1:], *after]
             if isinstance(s, ast.For) and plain(s):
-                for n in ast.walk(s):
+                for n in pyast.walk(s):
                     if isinstance(n, ast.For):
                         self._drop_copies_back(n)
                 swapped = interchanged(s, self.memory, rest)
@@ -204,7 +204,7 @@ class _Rewriter:
         (25 and 35 statements) split and jammed four rows at once made its first call 1.15 ->
         1.9 s, two rows at once 1.7 s, for a gradient 550 -> 440 us: over the first call's
         target of 1 s, which it met before (measured in one run, 0.97 s)."""
-        if sum(isinstance(n, ast.stmt) for n in ast.walk(s)) > _SPLIT_MOST:
+        if sum(isinstance(n, ast.stmt) for n in pyast.walk(s)) > _SPLIT_MOST:
             return None
         parts = split(s, self.memory, rest)
         if parts is None:
@@ -394,5 +394,5 @@ def _runs(it: ast.expr) -> ast.expr:
     assert isinstance(it, ast.Call)
     args = it.args
     if len(args) == 1:
-        return ast.Compare(copy.deepcopy(args[0]), [ast.Gt()], [ast.Constant(0)])
-    return ast.Compare(copy.deepcopy(args[0]), [ast.Lt()], [copy.deepcopy(args[1])])
+        return ast.Compare(pyast.clone(args[0]), [ast.Gt()], [ast.Constant(0)])
+    return ast.Compare(pyast.clone(args[0]), [ast.Lt()], [pyast.clone(args[1])])

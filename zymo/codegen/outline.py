@@ -56,6 +56,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import pyast
 from .index_checks import IndicesUnproven
 
 _FORBIDDEN = (ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With, ast.Raise, ast.Delete, ast.Global,
@@ -154,16 +155,14 @@ def _outline(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str], c
 def _unjammed(kernel: ast.FunctionDef) -> tuple[ast.FunctionDef, list[tuple[ast.For, tuple[ast.For, ast.For]]]]:
     """`kernel`, or a copy whose jammed loops run whole again (`codegen/jam.unjammed`), for the
     twin's analysis; and each such loop with the jammed pair it stands for."""
-    import copy
-
     from .jam import unjammed
 
-    new = copy.deepcopy(kernel)
+    new = pyast.clone(kernel)
     pairs: dict[int, tuple[ast.For, ast.For]] = {}
     new.body = unjammed(new.body, pairs)
     if not pairs:
         return kernel, []
-    wholes = [n for n in ast.walk(new) if id(n) in pairs]
+    wholes = [n for n in pyast.walk(new) if id(n) in pairs]
     return new, [(w, pairs[id(w)]) for w in wholes]  # type: ignore[misc]
 
 
@@ -173,9 +172,9 @@ def _grouped(base: ast.FunctionDef, grouped: dict[int, tuple[ast.For, ast.For]])
 
     from .jam import parallel_groups
 
-    taken = {n.id for n in ast.walk(base) if isinstance(n, ast.Name)}
+    taken = {n.id for n in pyast.walk(base) if isinstance(n, ast.Name)}
     for jam, tail in grouped.values():
-        taken |= {n.id for t in (jam, tail) for n in ast.walk(t) if isinstance(n, ast.Name)}
+        taken |= {n.id for t in (jam, tail) for n in pyast.walk(t) if isinstance(n, ast.Name)}
 
     def fresh(stem: str) -> str:
         name, j = stem, 0
@@ -224,7 +223,7 @@ def _split_for_twin(kernel: ast.FunctionDef, ndims: dict[str, int], caches: froz
     if not changed:
         return kernel
     new = copy.copy(kernel)
-    new.body = copy.deepcopy(body)
+    new.body = pyast.clone(body)
     return new
 
 
@@ -334,7 +333,7 @@ class _ScalarWork:
     in_place: Callable[[ast.stmt], bool] | None = None
 
     def __call__(self, loop: ast.stmt) -> bool:
-        for n in ast.walk(loop):
+        for n in pyast.walk(loop):
             if isinstance(n, ast.Subscript) and self._element(n):
                 return True
             if isinstance(n, ast.Assign) and len(n.targets) == 1:  # a number into / out of a cache
@@ -382,12 +381,12 @@ class _ScalarWork:
 
     def _array_names(self, node: ast.AST) -> bool:
         through: set[int] = set()
-        for n in ast.walk(node):
+        for n in pyast.walk(node):
             if isinstance(n, ast.Subscript) and self._element(n):
                 through.add(id(n.value))
             elif isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "size", "dtype"):
                 through.add(id(n.value))
-        return any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in ast.walk(node))
+        return any(isinstance(n, ast.Name) and n.id in self.ndims and id(n) not in through for n in pyast.walk(node))
 
     def _element(self, s: ast.Subscript) -> bool:
         if not isinstance(s.value, ast.Name) or s.value.id not in self.ndims:
@@ -411,7 +410,7 @@ class _ScalarWork:
 
 
 def _compilable(loop: ast.stmt) -> bool:
-    return not any(isinstance(n, _FORBIDDEN) for n in ast.walk(loop))
+    return not any(isinstance(n, _FORBIDDEN) for n in pyast.walk(loop))
 
 
 class _Outliner:
@@ -488,7 +487,7 @@ class _Outliner:
         if not isinstance(s, (ast.Assign, ast.AugAssign)) or self.work.array_level(s, self.depth) \
                 or not _compilable(s):
             return False
-        for n in ast.walk(s):
+        for n in pyast.walk(s):
             if isinstance(n, ast.Call):
                 f = n.func
                 name = (f.id if isinstance(f, ast.Name)

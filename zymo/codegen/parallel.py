@@ -47,6 +47,7 @@ import ast
 
 import numpy as np
 
+from .. import pyast
 from .loop_forms import never_negative
 
 
@@ -73,7 +74,7 @@ def written_arrays(loops: list[ast.For]) -> set[str]:
     """The arrays the loops write (through elements)."""
     names: set[str] = set()
     for loop in loops:
-        for n in ast.walk(loop):
+        for n in pyast.walk(loop):
             if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
                 names.add(n.value.id)
             elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) \
@@ -88,17 +89,15 @@ def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: l
     by blocks (`codegen/blocks.py`) and whose `expanded` loops run with their sums expanded
     (`codegen/expand.py`), with one more parameter, last: the number of threads (the blocks;
     `numba.get_num_threads()` would keep Numba from caching the twin on disk)."""
-    import copy
-
     from .blocks import block
     from .expand import expand
 
     marks = {id(loop) for loop in loops}
     blocked = {id(nest) for nest in nests}
     sums = {id(loop): arrays for loop, arrays in expanded}
-    new = copy.deepcopy(kernel)
+    new = pyast.clone(kernel)
     twins: dict[int, frozenset[str] | None] = {}  # copied statement -> its arrays to expand, or None: blocks
-    for old, loop in zip(ast.walk(kernel), ast.walk(new)):  # the same walk over equal trees
+    for old, loop in zip(pyast.walk(kernel), pyast.walk(new)):  # the same walk over equal trees
         if id(old) in marks and isinstance(loop, ast.For):
             assert isinstance(loop.iter, ast.Call)
             loop.iter.func = ast.Attribute(value=ast.Name("numba", ast.Load()), attr="prange", ctx=ast.Load())
@@ -106,7 +105,7 @@ def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: l
             twins[id(loop)] = None
         elif id(old) in sums:
             twins[id(loop)] = sums[id(old)]
-    taken = {n.id for n in ast.walk(kernel) if isinstance(n, ast.Name)}
+    taken = {n.id for n in pyast.walk(kernel) if isinstance(n, ast.Name)}
     count = iter(range(1 << 30))
 
     def fresh(base: str) -> str:
@@ -127,7 +126,7 @@ def to_prange(kernel: ast.FunctionDef, loops: list[ast.For], name: str, nests: l
         allocs.extend(first)
         return stmts
 
-    for node in list(ast.walk(new)):
+    for node in list(pyast.walk(new)):
         for field in ("body", "orelse"):
             stmts = getattr(node, field, None)
             if isinstance(stmts, list) and any(id(t) in twins for t in stmts):
@@ -156,7 +155,7 @@ def _simple_range(loop: ast.For) -> bool:
         return False
     if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
         return False
-    return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in ast.walk(loop))
+    return not any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.While)) for n in pyast.walk(loop))
 
 
 def independent(loop: ast.For, ndims: dict[str, int], rest: list[list[ast.stmt]],
@@ -194,7 +193,7 @@ def _added_only(loop: ast.For, scalars: frozenset[str]) -> frozenset[str]:
     ends up the sum of the same terms. (A bare name not known to be a number may be an array,
     a view of one the loop reads: `acc += A[i]` with `acc = A[0]`.)"""
     targets: dict[str, int] = {}
-    for n in ast.walk(loop):
+    for n in pyast.walk(loop):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)):
             t = n.target
             name = t.value if isinstance(t, ast.Subscript) else t
@@ -203,7 +202,7 @@ def _added_only(loop: ast.For, scalars: frozenset[str]) -> frozenset[str]:
             elif isinstance(name, ast.Name):
                 targets[name.id] = -1 << 30  # never all its uses
     uses: dict[str, int] = {}
-    for n in ast.walk(loop):
+    for n in pyast.walk(loop):
         if isinstance(n, ast.Name):
             uses[n.id] = uses.get(n.id, 0) + 1
     return frozenset(k for k, count in targets.items() if uses.get(k) == count and k != loop.target.id)
@@ -213,7 +212,7 @@ def _writes_arrays_whole(loop: ast.For, ndims: dict[str, int]) -> bool:
     """Whether the loop writes memory other than through single elements: a whole-array
     statement let into the kernel (`outline`'s `in_place`: `np.add(a, b, out=d)`, `d += e` of an
     array `d`, `a[1:n] = e`), whose writes `_disjoint_writes` does not see."""
-    for n in ast.walk(loop):
+    for n in pyast.walk(loop):
         if isinstance(n, ast.Call) and any(k.arg == "out" for k in n.keywords):
             return True
         target = n.target if isinstance(n, ast.AugAssign) else n.targets[0] if isinstance(n, ast.Assign) \
@@ -221,7 +220,7 @@ def _writes_arrays_whole(loop: ast.For, ndims: dict[str, int]) -> bool:
         if isinstance(n, ast.AugAssign) and isinstance(target, ast.Name) and target.id in ndims:
             return True
         if isinstance(target, ast.Subscript) and any(isinstance(p, ast.Slice) or isinstance(p, ast.Constant)
-                                                     and p.value is Ellipsis for p in ast.walk(target.slice)):
+                                                     and p.value is Ellipsis for p in pyast.walk(target.slice)):
             return True
     return False
 
@@ -231,7 +230,7 @@ def _index_names(loop: ast.For, assigned: set[str]) -> set[str] | None:
     assert isinstance(loop.target, ast.Name)
     index = {loop.target.id}
     counts: dict[str, int] = {}
-    for n in ast.walk(loop):
+    for n in pyast.walk(loop):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             counts[n.id] = counts.get(n.id, 0) + 1
     if counts.get(loop.target.id, 0) != 1:
@@ -260,7 +259,7 @@ def _affine(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
 
 
 def _invariant(e: ast.expr, index: set[str], assigned: set[str]) -> bool:
-    for n in ast.walk(e):
+    for n in pyast.walk(e):
         if isinstance(n, ast.Name) and (n.id in index or n.id in assigned):
             return False
         if isinstance(n, (ast.Call, ast.Subscript, ast.Attribute)):
@@ -272,7 +271,7 @@ def _disjoint_writes(loop: ast.For, index: set[str], ndims: dict[str, int], cach
                      added: frozenset[str] = frozenset()) -> bool:
     accesses: dict[str, list[tuple[ast.expr, ...]]] = {}
     read: set[str] = set()
-    for n in ast.walk(loop):
+    for n in pyast.walk(loop):
         if isinstance(n, ast.Subscript):
             if not isinstance(n.value, ast.Name):
                 return False

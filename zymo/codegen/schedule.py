@@ -51,10 +51,11 @@ the caller's guard), so names tell arrays apart; the expanded arrays are new.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import pyast
 
 # possible orders of two instances from how an index relates to a shared loop's index
 # (`idioms._kind` of the other side): u's instance before ("<"), with ("="), after (">") w's
@@ -98,7 +99,7 @@ def scheduled(nest: ast.For, fresh: Callable[[str], str]) -> Schedule | None:
 
     if not _plain(nest, _head, _simple):
         return None  # (first: the nests of whole-array code are large, and never units)
-    nest = copy.deepcopy(nest)
+    nest = pyast.clone(nest)
     try:
         arrays = _expand(nest, _head, fresh)
         units = _live(_Units(_head, _simple).run(nest))
@@ -117,7 +118,7 @@ def _plain(s: ast.stmt, head: Callable[[ast.stmt], Any], simple: Callable[[ast.s
 
 
 def _names(node: ast.AST) -> list[ast.Name]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return [n for n in pyast.walk(node) if isinstance(n, ast.Name)]
 
 
 def _expand(nest: ast.For, head: Callable[[ast.stmt], Any], fresh: Callable[[str], str]) -> dict[str, tuple[str, ...]]:
@@ -151,7 +152,7 @@ def _expand(nest: ast.For, head: Callable[[ast.stmt], Any], fresh: Callable[[str
                 visit(t, loops, rect)
 
     visit(nest, [], True)
-    for t in ast.walk(nest):
+    for t in pyast.walk(nest):
         ast.fix_missing_locations(t)
     return arrays
 
@@ -185,7 +186,7 @@ def _floats(body: list[ast.stmt], name: str) -> bool:
     division by zero no longer raising."""
     values: dict[str, list[list[ast.expr]]] = {}  # name -> the leaves of each value it is assigned
     for t in body:
-        for n in ast.walk(t):
+        for n in pyast.walk(t):
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                 values.setdefault(n.targets[0].id, []).append(_leaves(n.value))
             elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
@@ -223,7 +224,7 @@ def _int_leaf(e: ast.expr, values: dict[str, list[list[ast.expr]]], ints: set[st
 def _indexes(nest: ast.For, name: str) -> bool:
     """Whether `name` is read in a subscript's index or a loop's bounds: an int there, which
     a float64 element would not be."""
-    for n in ast.walk(nest):
+    for n in pyast.walk(nest):
         at = n.slice if isinstance(n, ast.Subscript) else n.iter if isinstance(n, ast.For) else None
         if at is not None and any(x.id == name for x in _names(at)):
             return True
@@ -248,7 +249,7 @@ class _Rename(ast.NodeTransformer):
     def visit_Name(self, n: ast.Name) -> ast.AST:
         if n.id != self.name:
             return n
-        return ast.Subscript(ast.Name(self.array, ast.Load()), copy.deepcopy(self.index), n.ctx)
+        return ast.Subscript(ast.Name(self.array, ast.Load()), pyast.clone(self.index), n.ctx)
 
 
 def _target(s: ast.stmt) -> ast.expr | None:
@@ -260,7 +261,7 @@ def _target(s: ast.stmt) -> ast.expr | None:
 
 
 def _subscripts(node: ast.AST) -> list[ast.Subscript]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)]
+    return [n for n in pyast.walk(node) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)]
 
 
 class _Units:
@@ -329,7 +330,7 @@ class _Units:
             if name not in need:
                 need.add(name)
                 todo += list(temps[name][2])
-        parts = [(pos, copy.deepcopy(t)) for pos, t in
+        parts = [(pos, pyast.clone(t)) for pos, t in
                  sorted([*stmts, *((temps[n][0], temps[n][1]) for n in need)], key=lambda x: x[0])]
         bound = set(need) | {lp.var for lp in loops} | {lp.counter for lp in loops if lp.counter}
         if any(n.id in self.assigned and n.id not in bound for _, t in parts for n in _names(t)):

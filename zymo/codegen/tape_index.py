@@ -49,9 +49,9 @@ they are.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 
+from .. import pyast
 from .loop_forms import plain, reversed_head
 from .outline import _loads, _stores
 
@@ -172,8 +172,8 @@ def _invariant(amount: ast.expr, before: list[ast.stmt], stored: set[str]) -> as
 
     class _Put(ast.NodeTransformer):
         def visit_Name(self, n: ast.Name) -> ast.expr:
-            return copy.deepcopy(values[n.id]) if n.id in values else n
-    return _Put().visit(copy.deepcopy(amount))
+            return pyast.clone(values[n.id]) if n.id in values else n
+    return _Put().visit(pyast.clone(amount))
 
 
 def _down(s: ast.For) -> tuple[ast.expr, ast.expr] | None:
@@ -211,7 +211,7 @@ def _amount(e: ast.expr) -> bool:
         return _amount(e.left) and _amount(e.right)
     return isinstance(e, ast.Call) and ast.unparse(e.func) == "_rt.span" and not e.keywords \
         and all(isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load))
-                for a in e.args for n in ast.walk(a))
+                for a in e.args for n in pyast.walk(a))
 
 
 def _only_reads(body: list[ast.stmt], k: str, at: int, before: bool) -> bool:
@@ -220,7 +220,7 @@ def _only_reads(body: list[ast.stmt], k: str, at: int, before: bool) -> bool:
     for j, t in enumerate(body):
         if j == at:
             continue
-        names = [n for n in ast.walk(t) if isinstance(n, ast.Name) and n.id == k]
+        names = [n for n in pyast.walk(t) if isinstance(n, ast.Name) and n.id == k]
         if not names:
             continue
         if (j > at) == before or any(not isinstance(n.ctx, ast.Load) for n in names):

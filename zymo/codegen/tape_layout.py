@@ -48,8 +48,8 @@ as under `config.set_reassociate`, where gramschmidt's pop nest is jammed.
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import pyast
 from .loop_forms import reversed_head, same
 
 # runtime helpers that take a cache whole: allocate or reuse it, grow it keeping each entry
@@ -65,7 +65,7 @@ def transpose_caches(fn: ast.FunctionDef, counters: frozenset[str], elsewhere: f
     binds: dict[str, list[ast.Name]] = {}
     loads: dict[str, list[ast.Name]] = {}
     uses: dict[str, list[ast.Subscript]] = {}
-    for node in ast.walk(fn):
+    for node in pyast.walk(fn):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
         if isinstance(node, ast.Name):
@@ -165,7 +165,7 @@ def _apply(plan: list[tuple[ast.Assign, ast.Assign, ast.expr]]) -> None:
             done.add(id(inner))
             value = inner.value
             assert isinstance(value, ast.BinOp)
-            value.right = ast.BinOp(value.right, ast.Mult(), copy.deepcopy(trips))
+            value.right = ast.BinOp(value.right, ast.Mult(), pyast.clone(trips))
         if id(outer) not in done:
             done.add(id(outer))
             value = outer.value
@@ -222,11 +222,11 @@ def _trips(s: ast.stmt, var: str, lo: ast.expr | None, parents: dict[int, ast.AS
             start, stop = bounds
             if not (same(start, lo) if lo is not None else isinstance(start, ast.Constant) and start.value == 0):
                 return None
-            assigned = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            if any(isinstance(n, ast.Name) and n.id in assigned for b in (start, stop) for n in ast.walk(b)):
+            assigned = {n.id for n in pyast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if any(isinstance(n, ast.Name) and n.id in assigned for b in (start, stop) for n in pyast.walk(b)):
                 return None
             return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "span", ast.Load()),
-                            [copy.deepcopy(start), copy.deepcopy(stop)], [])
+                            [pyast.clone(start), pyast.clone(stop)], [])
     return None
 
 

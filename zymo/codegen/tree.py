@@ -21,6 +21,8 @@ import io
 import re
 import tokenize
 
+from .. import pyast
+
 NOTE = "_zymo_comment_"  # a comment of a function's top level, as a statement while the program changes
 _COMMENT = re.compile(r"^( {4})# ?(.*)$", re.M)
 _NOTED = re.compile(rf"^(\s*){NOTE}\((.*)\)$", re.M)
@@ -63,7 +65,7 @@ def take_comments(tree: ast.Module) -> list[tuple[list[ast.stmt], int, ast.stmt]
     """The comment statements removed from `tree`, wherever they are: (body, index, statement)
     each, for `put_comments`. A body left empty gets `pass`."""
     taken = []
-    for node in list(ast.walk(tree)):
+    for node in list(pyast.walk(tree)):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if isinstance(body, list) and any(isinstance(s, ast.stmt) and is_comment(s) for s in body):

@@ -77,10 +77,11 @@ exact (module function's docstring).
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from .. import pyast
 
 
 class Loop(Protocol):
@@ -178,13 +179,13 @@ def inline_bounds(nest: ast.For) -> ast.For:
     `t = i + c` (`c` an int) in a loop's body, `t` written nowhere else in the nest and read
     only by the statements after it in that body, which write neither `t` nor `i`, is dropped
     and its value written where `t` was read."""
-    nest = copy.deepcopy(nest)
+    nest = pyast.clone(nest)
     stores: dict[str, int] = {}
-    for n in ast.walk(nest):
+    for n in pyast.walk(nest):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
     loads = _count_loads(nest)
-    for loop in [n for n in ast.walk(nest) if isinstance(n, ast.For)]:
+    for loop in [n for n in pyast.walk(nest) if isinstance(n, ast.For)]:
         k = 0
         while k < len(loop.body):
             s = loop.body[k]
@@ -192,8 +193,8 @@ def inline_bounds(nest: ast.For) -> ast.For:
             after = ast.Module(loop.body[k + 1:], [])
             if value is not None:
                 t = s.targets[0].id  # type: ignore[attr-defined]
-                idx = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-                written = {n.id for n in ast.walk(after) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                idx = {n.id for n in pyast.walk(value) if isinstance(n, ast.Name)}
+                written = {n.id for n in pyast.walk(after) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
                 if (stores.get(t) == 1 and t not in idx and not (written & (idx | {t}))
                         and _count_loads(after).get(t, 0) == loads.get(t, 0)):
                     loop.body[k + 1:] = _Replace(t, value).visit(after).body
@@ -218,7 +219,7 @@ def _bound_value(s: ast.stmt) -> ast.expr | None:
 
 def _count_loads(node: ast.AST) -> dict[str, int]:
     out: dict[str, int] = {}
-    for n in ast.walk(node):
+    for n in pyast.walk(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             out[n.id] = out.get(n.id, 0) + 1
     return out
@@ -230,7 +231,7 @@ class _Replace(ast.NodeTransformer):
         self.value = value
 
     def visit_Name(self, n: ast.Name) -> ast.expr:
-        return copy.deepcopy(self.value) if n.id == self.name and isinstance(n.ctx, ast.Load) else n
+        return pyast.clone(self.value) if n.id == self.name and isinstance(n.ctx, ast.Load) else n
 
 
 def masked(kind: str, target: str, value: str, mask: str) -> str:
@@ -309,10 +310,10 @@ def _base(e: ast.expr) -> str | None:
 
 def _written(st: ast.stmt) -> set[str]:
     """The arrays a statement of `share_masks`'s `body` may write."""
-    out = {b for n in ast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+    out = {b for n in pyast.walk(st) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
            for b in [_base(n)] if b is not None}
-    out |= {n.target.id for n in ast.walk(st) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
-    for n in ast.walk(st):
+    out |= {n.target.id for n in pyast.walk(st) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    for n in pyast.walk(st):
         if isinstance(n, ast.Call):
             targets = [k.value for k in n.keywords if k.arg == "out"]
             targets += n.args[:1] if ast.unparse(n.func) == "np.copyto" else []
@@ -334,7 +335,7 @@ def compiled_masks(body: list[ast.stmt]) -> list[ast.stmt]:
     its statement's mask."""
     loads: dict[str, int] = {}
     for st in body:
-        for n in ast.walk(st):
+        for n in pyast.walk(st):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 loads[n.id] = loads.get(n.id, 0) + 1
     return _compiled(body, {}, loads)
@@ -368,7 +369,7 @@ def _symmetrized(body: list[ast.stmt], loads: dict[str, int]) -> list[ast.stmt]:
         sums = _SymSums(w)
         for other in body:
             if other is not st:
-                sums.visit(copy.deepcopy(other))
+                sums.visit(pyast.clone(other))
         if not sums.found or 2 * sums.found != loads.get(w):
             continue
         st.value.func = ast.Attribute(ast.Name("_tri_ops", ast.Load()), "sym_where", ast.Load())
@@ -452,7 +453,7 @@ def _paired(a: ast.stmt, b: ast.stmt) -> ast.Call | None:
         base = _base(t)
         if (base is not None and same(cb.args[0], t) and same(cb.args[1], m) and same(cb.args[2], lo)
                 and all(base not in _names(e) for e in cb.args[3:]) and not _arrays_in(b)):
-            call = copy.deepcopy(cb)
+            call = pyast.clone(cb)
             call.keywords = [ast.keyword("beta", b)]
             return call
         return None
@@ -474,7 +475,7 @@ def _zero(e: ast.expr) -> bool:
 
 
 def _names(e: ast.expr) -> set[str]:
-    return {n.id for n in ast.walk(e) if isinstance(n, ast.Name)}
+    return {n.id for n in pyast.walk(e) if isinstance(n, ast.Name)}
 
 
 def _moves(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> list[ast.stmt]:
@@ -516,7 +517,7 @@ def _move(a: ast.stmt, two: list[ast.stmt], made: list[ast.stmt], masks: dict[st
         return None
     w, v = a.targets[0].id, a.value.func.value
     names = {m for m in map(_mask_made, made) if m is not None}
-    if loads.get(w) != 1 or names & ({w} | {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}):
+    if loads.get(w) != 1 or names & ({w} | {n.id for n in pyast.walk(v) if isinstance(n, ast.Name)}):
         return None
     for m in names:
         masks[m] = True
@@ -618,7 +619,7 @@ def _symmetric(v: ast.expr) -> list[ast.expr] | None:
 def _arrays_in(e: ast.expr) -> bool:
     """Whether `e` may read an array (a subscript, an attribute, a call other than `_rt.fdiv`)."""
     return any(isinstance(n, (ast.Subscript, ast.Attribute)) or isinstance(n, ast.Call)
-               and ast.unparse(n.func) != "_rt.fdiv" for n in ast.walk(e))
+               and ast.unparse(n.func) != "_rt.fdiv" for n in pyast.walk(e))
 
 
 class _Where(ast.NodeTransformer):
@@ -669,11 +670,11 @@ def split_mirror(nest: ast.For, head: Head, ndims: dict[str, int]) -> tuple[ast.
             continue
         name, stmts = found
         temps = [s.targets[0].id for s in stmts[:1] if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)]
-        refs = [n for n in ast.walk(nest) if isinstance(n, ast.Name) and n.id in temps]
-        inside = {id(n) for s in stmts for n in ast.walk(s)}
-        subs = [n for n in ast.walk(nest) if isinstance(n, ast.Subscript) and id(n) not in inside
+        refs = [n for n in pyast.walk(nest) if isinstance(n, ast.Name) and n.id in temps]
+        inside = {id(n) for s in stmts for n in pyast.walk(s)}
+        subs = [n for n in pyast.walk(nest) if isinstance(n, ast.Subscript) and id(n) not in inside
                 and isinstance(n.value, ast.Name) and n.value.id == name]
-        in_t = {id(n) for n in ast.walk(t)}
+        in_t = {id(n) for n in pyast.walk(t)}
         diagonal = [n for n in subs if dom.strict and (_at(n, name, i, i) or _at(n, name, j, j))]
         if len(refs) != 2 * len(temps) or any((id(n) not in in_t or not _at(n, name, i, j)) and n not in diagonal
                                               for n in subs):
@@ -712,6 +713,6 @@ def _mirror_at(body: list[ast.stmt], i: str, j: str, ndims: dict[str, int]) -> t
                 and type(zero.value.value) is float
                 and isinstance(add, ast.AugAssign) and isinstance(add.op, ast.Add) and _at(add.target, name, i, j)
                 and isinstance(add.value, ast.Name) and add.value.id == t
-                and not any(isinstance(n, ast.Name) and n.id in (name, t) for b in body[:k] for n in ast.walk(b))):
+                and not any(isinstance(n, ast.Name) and n.id in (name, t) for b in body[:k] for n in pyast.walk(b))):
             return name, [s, zero, add]
     return None

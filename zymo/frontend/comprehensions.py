@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pyast
 from ..errors import UnsupportedSyntax, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Value
@@ -121,7 +122,7 @@ class ComprehensionLowering(LoweringHost):
 
     def _comp_loops(self, node: Any, inner: ast.stmt) -> None:
         f = self.frame
-        if any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
+        if any(isinstance(n, ast.Lambda) for n in pyast.walk(node)):
             raise self.error(UnsupportedSyntax, "a lambda inside a comprehension is not supported", node,
                              "its free variables would be read where it is called, after the comprehension's "
                              "variables are gone",
@@ -130,10 +131,10 @@ class ComprehensionLowering(LoweringHost):
             for cond in reversed(g.ifs):
                 inner = ast.If(cond, [inner], [])
             inner = ast.For(g.target, g.iter, [inner], [])
-        for n in ast.walk(inner):
+        for n in pyast.walk(inner):
             if "lineno" in n._attributes and getattr(n, "lineno", None) is None:
                 ast.copy_location(n, node)
-        targets = {t.id for g in node.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+        targets = {t.id for g in node.generators for t in pyast.walk(g.target) if isinstance(t, ast.Name)}
         saved = {t: f.env[t] for t in targets if t in f.env}
         try:
             self.stmts([inner])

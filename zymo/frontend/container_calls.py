@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from .. import pyast
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Value
@@ -346,7 +347,7 @@ class ContainerCallLowering(LoweringHost):
                 "    {res}[{k}] = {lst}[{k}]\n").format(**names)
         stmts = ast.parse(code).body
         for st in stmts:
-            for sub in ast.walk(st):
+            for sub in pyast.walk(st):
                 if "lineno" in sub._attributes:
                     ast.copy_location(sub, node)
         f = self.frame

@@ -33,6 +33,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from .. import pyast
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError
 from ..ir import types as T
 from ..ir.core import Value
@@ -390,7 +391,7 @@ class ContainerLowering(LoweringHost):
         in the function that its body uses: a method call on one (`out.append(v)`, `d.get(i)`),
         one passed to a call, or one indexed by the loop's variable. (Item updates with constant
         indices, `acc[0] += v`, need no unrolling: the loop carries the items.)"""
-        targets = {n.id for n in ast.walk(s.target) if isinstance(n, ast.Name)}
+        targets = {n.id for n in pyast.walk(s.target) if isinstance(n, ast.Name)}
 
         def static(node: ast.AST) -> bool:
             if not isinstance(node, ast.Name):
@@ -401,14 +402,14 @@ class ContainerLowering(LoweringHost):
             c = self.frame.env.get(b.key)
             return b.kind == "dict" or isinstance(c, tuple) and not is_counted(c)
 
-        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+        for n in pyast.walk(ast.Module(body=s.body, type_ignores=[])):
             if isinstance(n, ast.Call):
                 if isinstance(n.func, ast.Attribute) and static(n.func.value):
                     return True
                 if any(static(a) for a in n.args) or any(static(k.value) for k in n.keywords):
                     return True
             elif isinstance(n, ast.Subscript) and static(n.value) and \
-                    any(isinstance(m, ast.Name) and m.id in targets for m in ast.walk(n.slice)):
+                    any(isinstance(m, ast.Name) and m.id in targets for m in pyast.walk(n.slice)):
                 return True
         return False
 

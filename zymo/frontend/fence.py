@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import pyast
 from ..errors import Loc, UnsupportedSyntax
 
 # node type -> (what it is, why, hint)
@@ -74,8 +75,8 @@ def _check(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, file: str,
     body = node.body if isinstance(node.body, list) else [node.body]
     for stmt in body:
         # `f(*t)` is a call's argument expansion; any other `*x` (`a, *b = t`) is refused
-        spread = {id(a) for sub in ast.walk(stmt) if isinstance(sub, ast.Call) for a in sub.args}
-        for sub in ast.walk(stmt):
+        spread = {id(a) for sub in pyast.walk(stmt) if isinstance(sub, ast.Call) for a in sub.args}
+        for sub in pyast.walk(stmt):
             # nested defs are checked when they are called
             if isinstance(sub, (ast.FunctionDef, ast.Lambda)):
                 continue

@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from .. import pyast
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Value
@@ -78,7 +79,7 @@ class FillLowering(LoweringHost):
             c = self.frame.env.get(b.key)
             if not isinstance(c, tuple) or is_counted(c):
                 continue
-            uses = sum(1 for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+            uses = sum(1 for n in pyast.walk(ast.Module(body=s.body, type_ignores=[]))
                        if isinstance(n, ast.Name) and n.id == name)
             top = not exits and len(calls) == 1 and uses == 1 and any(
                 isinstance(st, ast.Expr) and st.value is calls[0] for st in s.body) and \

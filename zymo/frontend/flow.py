@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pyast
 from ..errors import UnsupportedSyntax
 from ..ir import types as T
 from ..ir.core import Block, Op, Value
@@ -203,7 +204,7 @@ class FlowLowering(LoweringHost):
     # -- try ------------------------------------------------------------------------
     def stmt_Try(self, s: ast.Try) -> None:
         for stmt in s.finalbody:
-            for sub in ast.walk(stmt):
+            for sub in pyast.walk(stmt):
                 if isinstance(sub, (ast.Return, ast.Break, ast.Continue)):
                     raise self.error(UnsupportedSyntax, f"{type(sub).__name__.lower()} inside finally is not "
                                      "supported", sub, "it would cancel an exception zymo does not keep",
@@ -212,7 +213,7 @@ class FlowLowering(LoweringHost):
         for h in s.handlers:
             classes = self.handler_classes(h)
             if h.name is not None and any(isinstance(n, ast.Name) and n.id == h.name
-                                          for st in h.body for n in ast.walk(st)):
+                                          for st in h.body for n in pyast.walk(st)):
                 raise self.error(UnsupportedSyntax, f"except ... as {h.name} is not supported when the handler "
                                  f"reads {h.name}", h, "zymo does not keep the exception object",
                                  "handle the error without reading the exception")

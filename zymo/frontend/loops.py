@@ -24,6 +24,7 @@ import ast
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from .. import pyast
 from ..errors import UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Block, Op, Value
@@ -133,9 +134,9 @@ class LoopLowering(LoweringHost):
         if not isinstance(s.target, ast.Name):
             return False
         var = s.target.id
-        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+        for n in pyast.walk(ast.Module(body=s.body, type_ignores=[])):
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
-                if any(isinstance(m, ast.Name) and m.id == var for m in ast.walk(n.slice)):
+                if any(isinstance(m, ast.Name) and m.id == var for m in pyast.walk(n.slice)):
                     try:
                         if isinstance(self.lookup(n.value.id, n), tuple):
                             return True

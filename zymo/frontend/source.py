@@ -18,6 +18,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from .. import pyast
 from ..errors import Loc, ZymoSourceError
 
 _MISSING = object()
@@ -163,7 +164,7 @@ def _lambda_line(src: str) -> str:
 def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.FunctionDef | ast.Lambda:
     want_line = fn.__code__.co_firstlineno
     if fn.__name__ == "<lambda>":
-        lams = [n for n in ast.walk(mod) if isinstance(n, ast.Lambda) and n.lineno == want_line]
+        lams = [n for n in pyast.walk(mod) if isinstance(n, ast.Lambda) and n.lineno == want_line]
         if len(lams) > 1:
             # several lambdas on one line: the one whose body holds the code's first position
             pos = [(ln, col) for ln, _, col, _ in fn.__code__.co_positions()
@@ -179,7 +180,7 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
                                    <= (m.body.end_lineno, m.body.end_col_offset) for m in inner):
                             return n
     best = None
-    for node in ast.walk(mod):
+    for node in pyast.walk(mod):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             if first == want_line or node.lineno == want_line:
@@ -189,7 +190,7 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
             return node
     if best is not None:
         return best  # type: ignore[return-value]  # (as above)
-    for node in ast.walk(mod):
+    for node in pyast.walk(mod):
         if isinstance(node, ast.Lambda):
             return node
     raise ZymoSourceError(f"cannot find the definition of {fn.__qualname__} in its source",
@@ -202,7 +203,7 @@ _STALE_HINT = "define the function in a file and import it (reload the module af
 
 
 def _within(inner: ast.AST, outer: ast.AST) -> bool:
-    return any(n is inner for n in ast.walk(outer))
+    return any(n is inner for n in pyast.walk(outer))
 
 
 MISSING = _MISSING

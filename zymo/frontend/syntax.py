@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from .. import pyast
+
 BINOPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
     ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul",
@@ -50,7 +52,7 @@ def may_exit(s: ast.stmt) -> bool:
 def assigned_names(stmts: list[ast.stmt]) -> set[str]:
     out: set[str] = set()
     for s in stmts:
-        for n in ast.walk(s):
+        for n in pyast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
             elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pyast
 from .. import runtime as _rt
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
@@ -281,8 +282,8 @@ def _shape_of(fn: Callable, params: list[str]) -> tuple[int | None, int]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError) as e:
         raise ZymoUsageError(f"zymo.checkpoint({fn.__qualname__}): cannot read its source ({e})") from None
-    node = next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
-    local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - set(params)
+    node = next(n for n in pyast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
+    local = {n.id for n in pyast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - set(params)
     alias = _aliases(node, params)
     writes = {alias.get(w, w) for w in _writes(node, params)}
     name = fn.__qualname__
@@ -298,7 +299,7 @@ def _shape_of(fn: Callable, params: list[str]) -> tuple[int | None, int]:
     if len(mine) > 1:
         raise ZymoUsageError(f"zymo.checkpoint({name}) writes into {', '.join(mine)}: a checkpointed call may "
                              "write into one parameter at most (mark a function per array, or return new arrays)")
-    rets = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None
+    rets = [n.value for n in pyast.walk(node) if isinstance(n, ast.Return) and n.value is not None
             and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
     if mine and rets:
         raise ZymoUsageError(f"zymo.checkpoint({name}) writes into {mine[0]} and returns a value: a checkpointed "
@@ -331,9 +332,9 @@ def _check_callees(fn: Callable, marked: str, seen: set) -> None:
         except (OSError, TypeError, SyntaxError):
             raise ZymoUsageError(f"zymo.checkpoint({marked}) calls {obj.__qualname__}, whose source zymo cannot "
                                  "read to check what it writes") from None
-        node = next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
-        params = [a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)]
-        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        node = next(n for n in pyast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda)))
+        params = [a.arg for a in pyast.walk(node.args) if isinstance(a, ast.arg)]
+        local = {n.id for n in pyast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         alias = _aliases(node, params)
         outside = sorted({alias.get(w, w) for w in _writes(node, params) if not w.endswith("+=")}
                          - set(params) - local)
@@ -349,10 +350,10 @@ def _writes(node: ast.AST, params: list[str]) -> set[str]:
     """The names whose memory `node` writes (`x[...] = `, `out=x`, `x.fill()`, `np.copyto(x, ...)`);
     "p+=" for an augmented assignment to parameter p."""
     writes: set[str] = set()
-    for n in ast.walk(node):
+    for n in pyast.walk(node):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                writes |= {_root(s.value) for s in ast.walk(t) if isinstance(s, ast.Subscript)
+                writes |= {_root(s.value) for s in pyast.walk(t) if isinstance(s, ast.Subscript)
                            and isinstance(s.ctx, ast.Store)}
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id in params:
                 writes.add(n.target.id + "+=")
@@ -369,7 +370,7 @@ def _aliases(node: ast.AST, params: list[str]) -> dict[str, str]:
     """Local names bound to a view of a parameter (`v = u[1:-1]`, `w = u.reshape(...)`, `t = u.T`):
     name -> the parameter, so that a write through them is a write into it."""
     out: dict[str, str] = {}
-    for n in ast.walk(node):
+    for n in pyast.walk(node):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             v = n.value
             if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _VIEW_METHODS:

@@ -71,6 +71,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
+from .. import pyast
+
 BOTH = ("float64", "float32")  # the dtypes of most test cases
 # the facts a rule declares for the analyses (`Rule`'s class keywords; see the contract)
 FACTS = ("pure", "may_raise", "numbers_safe", "overflows", "array_safe", "numba_safe", "cheap", "value_numbered",
@@ -341,7 +343,7 @@ class InlineRule:
         sig = inspect.signature(fn)
         self.defaults = {k: p.default for k, p in sig.parameters.items()
                          if p.default is not inspect.Parameter.empty}
-        self.names = {n.id for n in ast.walk(self.expr) if isinstance(n, ast.Name)}
+        self.names = {n.id for n in pyast.walk(self.expr) if isinstance(n, ast.Name)}
         self.globals = fn.__globals__
 
     @cached_property

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pyast
 from .support import _module_from_source
 
 # -- forms: the functions check_rule differentiates ---------------------------------------
@@ -513,7 +514,7 @@ def keyword_form(src: str, fn: Any) -> str | None:
         return None
     tree = ast.parse(textwrap.dedent(src))
     changed = False
-    for node in ast.walk(tree):
+    for node in pyast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fn"):
             continue
         if any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) < 2:

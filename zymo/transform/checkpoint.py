@@ -283,10 +283,12 @@ class Checkpoint:
         fitted. A split-mode tape carries them too (`reverse._free_names`)."""
         import ast
 
+        from .. import pyast
+
         out = {rev.namer(v) for v in self.op.args}
         if self.taped_fwd is not None:
             tree = ast.parse("\n".join(self.taped_fwd.lines) or "pass")
-            out |= {x.id for x in ast.walk(tree) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+            out |= {x.id for x in pyast.walk(tree) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
         return out
 
     def _advance(self, rev: Reverse, op: Op, w: Writer) -> None:

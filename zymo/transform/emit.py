@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from .. import config
+from .. import config, pyast
 from ..ir import types as T
 from ..ir.core import Op, Value
 from ..rules.registry import Rule, inline_rule, lookup
@@ -299,10 +299,8 @@ _SUBSTITUTED_SIZE = 4096
 
 
 def _substituted(expr: ast.expr, subst: dict[str, str], ieee: bool) -> str:
-    import copy
-
     parsed = {k: ast.parse(v, mode="eval").body for k, v in subst.items()}
-    new = _Fold().visit(_Sub(parsed).visit(copy.deepcopy(expr)))
+    new = _Fold().visit(_Sub(parsed).visit(pyast.clone(expr)))
     if ieee:
         new = IEEEDivisions(powers=True).visit(new)
     return ast.unparse(new)

@@ -38,6 +38,7 @@ from numba.core.imputils import impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item, store_item
 
+from ... import pyast
 from .elementwise import _as_written, _set_fast
 from .ew_loops import _broadcast_shape, _element, _hoist, _shared, _span, _statement, apply
 from .ew_types import _dtype, _is_as_shape, _writable, new_array
@@ -59,7 +60,7 @@ class _Step:
         self.target = int(name[1:])
         self.tree = value
         self.refs: list[str] = []
-        for n in ast.walk(value):
+        for n in pyast.walk(value):
             if isinstance(n, ast.Name) and n.id[:1] in "xt" and n.id[1:].isdigit() and n.id not in self.refs:
                 self.refs.append(n.id)
         local = {r: f"x{i}" for i, r in enumerate(self.refs)}
@@ -116,7 +117,7 @@ class _Plan:
                                       or _dtype(typingctx, s.local, tys, self.xs[s.target]) is None):
                 return False
             if any(_is_as_shape(n) and not isinstance(tys[int(n.args[1].id[1:])], types.Array)
-                   for n in ast.walk(s.local)):
+                   for n in pyast.walk(s.local)):
                 return False  # a tangent of a number's shape: its intrinsic refuses it
         return all(self.temps[k].ndim == self.rank for k in self.kept)
 

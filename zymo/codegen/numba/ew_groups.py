@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ... import pyast
 from .lines import alone
 
 
@@ -68,7 +69,7 @@ def _access(e: ast.expr) -> bool:
     parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
     simple = (ast.Name, ast.Constant, ast.UnaryOp, ast.Slice)
     return any(isinstance(p, ast.Slice) for p in parts) and all(
-        isinstance(n, simple + (ast.Load, ast.USub)) for p in parts for n in ast.walk(p))
+        isinstance(n, simple + (ast.Load, ast.USub)) for p in parts for n in pyast.walk(p))
 
 
 def _candidate(node: ast.stmt, arrays: frozenset[str]) -> _Stmt | None:
@@ -98,17 +99,17 @@ def _candidate(node: ast.stmt, arrays: frozenset[str]) -> _Stmt | None:
 
 
 def _names(text: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+    return {n.id for n in pyast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
 
 
 def _roots(tree: ast.AST) -> dict[str, str]:
     """Each name bound once in the function, to a view `a[...]` of a name: the root name its
     memory belongs to (followed through views of views)."""
     stores: dict[str, int] = {}
-    for n in ast.walk(tree):
+    for n in pyast.walk(tree):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
-    parent = {n.targets[0].id: n.value.value.id for n in ast.walk(tree)  # type: ignore[attr-defined]
+    parent = {n.targets[0].id: n.value.value.id for n in pyast.walk(tree)  # type: ignore[attr-defined]
               if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
               and stores[n.targets[0].id] == 1 and isinstance(n.value, ast.Subscript)
               and isinstance(n.value.value, ast.Name) and _access(n.value)}
@@ -186,7 +187,7 @@ class _SameViews:
         self.alias: dict[str, str] = {}  # name -> the first name bound to its view
 
     def see(self, node: ast.stmt) -> None:
-        stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        stored = {n.id for n in pyast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         self.first = {t: v for t, v in self.first.items() if not (v[1] & stored)}
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id in self.once and node.targets[0].id in self.arrays
@@ -197,7 +198,7 @@ class _SameViews:
         if text in self.first:
             self.alias[name] = self.first[text][0]
         else:
-            self.first[text] = (name, {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)})
+            self.first[text] = (name, {n.id for n in pyast.walk(node.value) if isinstance(n, ast.Name)})
 
     def rename(self, s: _Stmt) -> None:
         if not self.alias:
@@ -236,7 +237,7 @@ def _basic(index: ast.expr, ints: frozenset[str]) -> bool:
 
 def _self_acc(tree: ast.AST) -> set[int]:
     """The targets (ids of their `Name` nodes) of `d = _rt.acc_ew(d, ...)` in `tree`."""
-    return {id(n.targets[0]) for n in ast.walk(tree)
+    return {id(n.targets[0]) for n in pyast.walk(tree)
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
             and (call := _rt_call(n.value, "acc_ew", 3)) is not None and isinstance(call.args[0], ast.Name)
             and call.args[0].id == n.targets[0].id}
@@ -290,10 +291,10 @@ def _read_outside(t: str, run: _Run, tree: ast.AST) -> bool:
     inside: set[int] = set()
     for s in run.stmts:
         if after:
-            inside |= {id(n) for n in ast.walk(s.node)}
+            inside |= {id(n) for n in pyast.walk(s.node)}
         after = after or (s.kind == "new" and s.target == t)
     return any(isinstance(n, ast.Name) and n.id == t and isinstance(n.ctx, ast.Load) and id(n) not in inside
-               for n in ast.walk(tree))
+               for n in pyast.walk(tree))
 
 
 def _runs(body: list[ast.stmt], lines: list[str], arrays: frozenset[str], roots: dict[str, str],
@@ -328,12 +329,12 @@ def fuse_runs(src: str, arrays: frozenset[str] = frozenset(), ints: frozenset[st
     roots = _roots(tree)
     stores: dict[str, int] = {}
     adds = _self_acc(tree)
-    for n in ast.walk(tree):  # `d = _rt.acc_ew(d, ...)` adds into `d`: not a binding
+    for n in pyast.walk(tree):  # `d = _rt.acc_ew(d, ...)` adds into `d`: not a binding
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in adds:
             stores[n.id] = stores.get(n.id, 0) + 1
     once = frozenset(k for k, c in stores.items() if c == 1)
     drop: set[int] = set()
-    for block in ast.walk(tree):
+    for block in pyast.walk(tree):
         for attr in ("body", "orelse", "finalbody"):
             body = getattr(block, attr, None)
             if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):

@@ -25,6 +25,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.np.arrayobj import load_item, store_item
 
+from ... import pyast
 from . import vecmath
 from .ew_types import _BINOPS, _COMPARE, _is_as_shape, _is_square, _operand_types, new_array
 
@@ -100,7 +101,7 @@ def _cast_operands(context, builder, node, env, arrays):
 
 
 def _reads(node, names) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id in names for n in pyast.walk(node))
 
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from zymo.runtime import registry
 from zymo.transform.emit import rt_call as _rt_call
 
+from ... import pyast
 from .ew_groups import fuse_runs
 from .lines import alone, splice
 
@@ -172,10 +173,10 @@ def _ew_args(e: ast.expr, call: ast.Call | None = None) -> tuple[str, ast.Tuple]
     elementwise arguments rewritten, `_inner`); with `call` (`_ufunc_out`), also `call` over
     them."""
     e = ast.parse(ast.unparse(e), mode="eval")
-    inside = {id(m) for n in ast.walk(e) if isinstance(n, ast.Subscript) or _opaque(n)
-              for m in ast.walk(n) if m is not n}
-    functions = {id(n.func.value) for n in ast.walk(e) if isinstance(n, ast.Call)}
-    operands = [n for n in ast.walk(e) if (_operand(n) or _opaque(n)) and id(n) not in inside
+    inside = {id(m) for n in pyast.walk(e) if isinstance(n, ast.Subscript) or _opaque(n)
+              for m in pyast.walk(n) if m is not n}
+    functions = {id(n.func.value) for n in pyast.walk(e) if isinstance(n, ast.Call)}
+    operands = [n for n in pyast.walk(e) if (_operand(n) or _opaque(n)) and id(n) not in inside
                 and id(n) not in functions]
     names: list[str] = []
     for n in sorted(operands, key=lambda n: (n.lineno, n.col_offset)):
@@ -405,13 +406,13 @@ def _statement(node: ast.stmt, in_loop: bool, floats: frozenset[str], arrays: fr
             text, xs = _ew_args(node.value)
             return ast.Expr(_rt_call("ew_set", ast.Name(target.value.id, ast.Load()), ast.Constant(text), xs))
         if (isinstance(target, ast.Name) and target.id not in floats and _compound(node.value)
-                and (not in_loop or any(_np_call(n, _EW_FUNCS) for n in ast.walk(node.value))
-                     or any(isinstance(n, ast.Name) and n.id in arrays for n in ast.walk(node.value)))):
+                and (not in_loop or any(_np_call(n, _EW_FUNCS) for n in pyast.walk(node.value))
+                     or any(isinstance(n, ast.Name) and n.id in arrays for n in pyast.walk(node.value)))):
             text, xs = _ew_args(node.value)
             if xs.elts and any(not (isinstance(n, ast.Name) and n.id in floats) for n in xs.elts):
                 return ast.Assign([target], _rt_call("ew_new", ast.Constant(text), xs))
     if (isinstance(node, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr))
-            and any(isinstance(n, ast.Call) for n in ast.walk(node))):
+            and any(isinstance(n, ast.Call) for n in pyast.walk(node))):
         sums = _Calls()
         new = sums.visit(ast.parse(ast.unparse(node)).body[0])
         if sums.changed:
@@ -436,13 +437,13 @@ def in_place(node: ast.stmt, floats: frozenset[str], arrays: frozenset[str],
     if new is None:
         return False
     inside: set[int] = set()
-    for n in ast.walk(new):
+    for n in pyast.walk(new):
         f = n.func if isinstance(n, ast.Call) else None
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_rt" \
                 and f.attr in _INTRINSICS:
-            inside |= {id(m) for m in ast.walk(n)}
+            inside |= {id(m) for m in pyast.walk(n)}
     return not any(isinstance(n, ast.Name) and n.id in arrays and isinstance(n.ctx, ast.Load) and id(n) not in inside
-                   for n in ast.walk(new))
+                   for n in pyast.walk(new))
 
 
 def made_arrays(tree: ast.AST, arrays: frozenset[str]) -> frozenset[str]:
@@ -450,9 +451,9 @@ def made_arrays(tree: ast.AST, arrays: frozenset[str]) -> frozenset[str]:
     (`np.copy(a)`, `a.copy()`) and views with a slice (`a[1:n]`) of arrays, elementwise
     expressions with an array operand (`0.2 * g`): a name bound any other way anywhere is not one."""
     binds: dict[str, list[ast.expr | None]] = {}
-    simple = {id(n.targets[0]) for n in ast.walk(tree)
+    simple = {id(n.targets[0]) for n in pyast.walk(tree)
               if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
-    for n in ast.walk(tree):
+    for n in pyast.walk(tree):
         if isinstance(n, ast.Assign) and id(n.targets[0]) in simple:
             binds.setdefault(n.targets[0].id, []).append(n.value)  # type: ignore[attr-defined]
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in simple:
@@ -472,7 +473,7 @@ def made_arrays(tree: ast.AST, arrays: frozenset[str]) -> frozenset[str]:
                 v = f.value
         if isinstance(v, ast.Subscript):
             return _view(v, frozenset(known), {})
-        return _compound(v) and any(isinstance(m, ast.Name) and m.id in known for m in ast.walk(v))
+        return _compound(v) and any(isinstance(m, ast.Name) and m.id in known for m in pyast.walk(v))
     while True:
         new = {name for name, values in binds.items() if name not in known and all(array(v) for v in values)}
         if not new:

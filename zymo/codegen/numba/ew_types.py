@@ -18,6 +18,8 @@ from numba.core.errors import TypingError
 from numba.np.arrayobj import get_itemsize, make_array, populate_array
 from numba.np.numpy_support import as_dtype
 
+from ... import pyast
+
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _FLOATS = ("float32", "float64", "complex64", "complex128")
 
@@ -158,7 +160,7 @@ def _dtype(typingctx, tree, xs, d=None, reduce=False):
                 isinstance(x, (types.Boolean, types.Integer, types.Float, types.Complex))
                 and np.result_type(npdt, as_dtype(x)) == npdt):
             return None
-    if isinstance(dt, types.Complex) and any(isinstance(n, ast.Div) for n in ast.walk(tree)):
+    if isinstance(dt, types.Complex) and any(isinstance(n, ast.Div) for n in pyast.walk(tree)):
         return None
     try:
         if _typeof(typingctx, tree, _elements(xs)) != dt:
@@ -220,7 +222,7 @@ def _parse(expr, xs):
     text = expr.literal_value
     unpack = "".join(f"    x{i} = xs[{i}]\n" for i in range(len(xs)))
     tree = ast.parse(text, mode="eval").body
-    for n in ast.walk(tree):
+    for n in pyast.walk(tree):
         if _is_as_shape(n) and not isinstance(xs[int(n.args[1].id[1:])], types.Array):
             raise TypingError(f"zymo: {ast.unparse(n)} of a number {n.args[1].id} (a tangent takes an array's shape)")
     return text, tree, unpack

@@ -10,7 +10,6 @@ transform knows of the program's names. The Python backend, and second order, ru
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from zymo.runtime import registry
 from zymo.transform.emit import IEEEDivisions, zero_divisor
 from zymo.transform.emit import rt_call as _rt_call
 
+from ... import pyast
 from .ew_rewrite import elementwise_runs
 from .lines import after, alone, before, splice
 
@@ -29,7 +29,7 @@ def accumulating_products(src: str) -> str:
     returns the sum, as `+=` rebinds. One of the two rewrites (`numba_source`) by which the
     source Numba compiles differs from the one the Python backend runs."""
     lines = src.split("\n")
-    for node in ast.walk(ast.parse(src)):
+    for node in pyast.walk(ast.parse(src)):
         if not (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
                 and isinstance(node.target, ast.Name) and isinstance(node.value, ast.Call)):
             continue
@@ -53,7 +53,7 @@ def whole_views(src: str) -> str:
     if "[...]" not in src:
         return src
     lines = src.split("\n")
-    found = [n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
+    found = [n for n in pyast.walk(ast.parse(src)) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
              and isinstance(n.value, ast.Name) and isinstance(n.slice, ast.Constant) and n.slice.value is Ellipsis
              and n.lineno == n.end_lineno]
     for n in sorted(found, key=lambda n: (n.lineno, -n.col_offset)):
@@ -104,7 +104,7 @@ def plain_divisions(src: str) -> str:
         text = ast.unparse(node)
         if node.lineno != node.end_lineno or ("_rt.fdiv(" not in text and "_rt.fpow(" not in text):
             return False
-        text = ast.unparse(_PlainDivisions().visit(copy.deepcopy(node)))
+        text = ast.unparse(_PlainDivisions().visit(pyast.clone(node)))
         edits.append((node.lineno, node.col_offset, node.end_col_offset, f"({text})" if parens else text))
         return True
 
@@ -146,12 +146,12 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
 
     def divides(e: ast.AST) -> bool:
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and zero_divisor(n.right)
-                   for n in ast.walk(e))
+                   for n in pyast.walk(e))
 
     class Outermost(ast.NodeVisitor):
         def visit_BinOp(self, node: ast.BinOp) -> None:
             if node.lineno == node.end_lineno and divides(node):
-                text = ast.unparse(IEEEDivisions().visit(copy.deepcopy(node)))
+                text = ast.unparse(IEEEDivisions().visit(pyast.clone(node)))
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:
                 self.generic_visit(node)
@@ -160,7 +160,7 @@ def ieee_divisions(src: str, floats: frozenset[str] = frozenset()) -> str:
             if (isinstance(node.op, ast.Div) and isinstance(node.target, ast.Name) and node.target.id in floats
                     and zero_divisor(node.value) and node.lineno == node.end_lineno):
                 name = node.target.id
-                value = IEEEDivisions().visit(copy.deepcopy(node.value))
+                value = IEEEDivisions().visit(pyast.clone(node.value))
                 text = f"{name} = {ast.unparse(_rt_call('fdiv', ast.Name(name, ast.Load()), value))}"
                 edits.append((node.lineno, node.col_offset, node.end_col_offset, text))
             else:
@@ -224,7 +224,7 @@ def nonneg_indices(src: str, nonneg: frozenset[str], arrays: frozenset[str]) -> 
         return src
     lines = src.split("\n")
     edits: list[tuple[int, int, int]] = []
-    for node in ast.walk(ast.parse(src)):
+    for node in pyast.walk(ast.parse(src)):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in arrays:
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             edits += [(k.lineno, k.col_offset, k.end_col_offset) for k in parts

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 from typing import cast
 
+from ... import pyast
 from ...analysis.activity import Activity
 from ...ir import types as T
 from ...ir.core import Function
@@ -132,8 +133,8 @@ def _free_names(rev: Writer, fwd: Writer, also: set[str] = frozenset()) -> set[s
     def scan(w: Writer) -> tuple[set[str], set[str]]:
         tree = ast.parse("\n".join(w.lines) or "pass")
         loads, stores = set(), set()
-        aug = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
-        for node in ast.walk(tree):
+        aug = {id(n.target) for n in pyast.walk(tree) if isinstance(n, ast.AugAssign)}
+        for node in pyast.walk(tree):
             if isinstance(node, ast.Name):
                 if isinstance(node.ctx, ast.Load) or id(node) in aug:
                     loads.add(node.id)

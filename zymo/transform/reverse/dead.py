@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from ... import pyast
 from ...ir import types as T
 from ...ir.core import Op, Value, walk
 from ...rules import indexing
@@ -309,7 +310,7 @@ def _shape_only_names(src: str) -> frozenset[str]:
     helper's `shape_arg`, `runtime/registry.py`; NumPy's `_NP_SHAPE_ARGS`)."""
     tree = ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in src.splitlines()) + "    pass\n")
     shape_uses: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in pyast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRS and isinstance(node.value, ast.Name):
             shape_uses[node.value.id] = shape_uses.get(node.value.id, 0) + 1
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(
@@ -320,7 +321,7 @@ def _shape_only_names(src: str) -> frozenset[str]:
             if isinstance(arg, ast.Name):
                 shape_uses[arg.id] = shape_uses.get(arg.id, 0) + 1
     uses: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in pyast.walk(tree):
         if isinstance(node, ast.Name):
             uses[node.id] = uses.get(node.id, 0) + 1
     return frozenset(name for name, k in shape_uses.items() if uses.get(name) == k)
