@@ -437,13 +437,22 @@ def test_quick_compile_keeps_the_shape_check_and_restores_numba():
         a[:3] = b
         return a
 
+    from numba.core import errors
+    from numba.core.types import functions
+
+    colours = (errors._termcolor_inst, functions._termcolor)
     with quick_compile():
         assert arrayobj.raise_with_shape_context is not original
+        # plain messages, also where Numba's typing took its colour scheme at import
+        assert functions._termcolor is errors._termcolor_inst and functions._termcolor is not colours[1]
+        assert functions._termcolor.errmsg("rejected") == "rejected"
         with quick_compile():  # nested (a derivative whose first call compiles another)
             pass
         assert arrayobj.raise_with_shape_context is not original
+        assert functions._termcolor is not colours[1]
         np.testing.assert_array_equal(assign(np.zeros(4), np.ones(3)), [1.0, 1.0, 1.0, 0.0])
     assert arrayobj.raise_with_shape_context is original
+    assert (errors._termcolor_inst, functions._termcolor) == colours
     with pytest.raises(ValueError, match="different size"):
         assign(np.zeros(4), np.ones(2))
 

@@ -148,6 +148,10 @@ def _outline(tree: ast.Module, ndims: dict[str, int], numbers: frozenset[str], c
             twins.append(twin)
             parallel[k.name] = (twin.name, [i for i, n in enumerate(params) if n in written],
                                 [i for i, n in enumerate(params) if n in floats])
+    from .hoist import hoist_spans
+
+    for k in kernels + twins:  # last: the passes above read the trip counts where they are
+        hoist_spans(k)
     body = "\n\n".join(ast.unparse(k) for k in kernels + twins) + "\n"
     return Outlined(ast.unparse(tree) + "\n", body, [k.name for k in kernels], parallel)
 

@@ -73,16 +73,12 @@ def quick_compile():
     scoped to zymo's own first calls, so the user's `njit` code keeps Numba's messages.
     Python's cyclic garbage collector is paused meanwhile (`python.paused_collector`).
     """
-    from numba.core import errors
-    from numba.np import arrayobj
-
-    from .twins import raise_shape_mismatch
-
     with _QUICK_LOCK:  # nested or concurrent uses: the first one in swaps, the last one out restores
         if not _QUICK:
-            _QUICK.append((arrayobj.raise_with_shape_context, errors._termcolor_inst))
-            arrayobj.raise_with_shape_context = raise_shape_mismatch
-            errors._termcolor_inst = _plain_messages()
+            swaps = _quick_swaps()
+            _QUICK.append([(owner, attr, getattr(owner, attr)) for owner, attr, _ in swaps])
+            for owner, attr, value in swaps:
+                setattr(owner, attr, value)
         _QUICK.append(None)
     try:
         with paused_collector():
@@ -91,7 +87,30 @@ def quick_compile():
         with _QUICK_LOCK:
             _QUICK.pop()
             if len(_QUICK) == 1:
-                arrayobj.raise_with_shape_context, errors._termcolor_inst = _QUICK.pop()
+                for owner, attr, value in _QUICK.pop():
+                    setattr(owner, attr, value)
+
+
+def _quick_swaps() -> list[tuple[object, str, object]]:
+    """(module, attribute, value while `quick_compile` is active): the short slice error, and the
+    plain colour scheme wherever Numba keeps one (`errors._termcolor_inst`, and the copies its
+    modules took at import: `types.functions` marks up every overload rejected while typing)."""
+    import importlib
+
+    from numba.core import errors
+    from numba.np import arrayobj
+
+    from .twins import raise_shape_mismatch
+
+    plain = _plain_messages()
+    swaps: list[tuple[object, str, object]] = [(arrayobj, "raise_with_shape_context", raise_shape_mismatch),
+                                               (errors, "_termcolor_inst", plain)]
+    for name in ("numba.core.types.functions", "numba.core.typeinfer", "numba.core.ir",
+                 "numba.core.compiler_machinery", "numba.core.typing.typeof"):
+        module = importlib.import_module(name)
+        if hasattr(module, "_termcolor"):
+            swaps.append((module, "_termcolor", plain))
+    return swaps
 
 
 def _plain_messages():
@@ -109,7 +128,7 @@ def _plain_messages():
     return Plain()
 
 
-_QUICK: list = []  # [Numba's own (function, colour scheme), then one entry per active quick_compile]
+_QUICK: list = []  # [the values swapped out (`_quick_swaps`), then one entry per active quick_compile]
 _QUICK_LOCK = threading.Lock()
 
 
