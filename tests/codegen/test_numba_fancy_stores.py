@@ -51,3 +51,97 @@ def test_row_stores_through_index_arrays_and_masks(f, numba):
     (tangent,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(A.copy(), np.zeros_like(A)),
                                Duplicated(B.copy(), tB), numba=numba)
     assert tangent == pytest.approx(np.sum(got[False][1] * tB), rel=1e-12)
+
+
+# -- a boolean mask of the array's own shape (`A[A > 0.5] = ...` of a matrix) -------------------
+# Numba takes a mask of one dimension only (an `AssertionError` while typing a matrix's); the
+# Numba backend writes them `_rt.get_item`/`_rt.set_item` (`rewrites.full_masks`), run as loops.
+
+def masked_set(A, B):
+    m = A > 0.2
+    A[m] = 2.0 * B[m]
+    return np.sum(A * A * W)
+
+
+def masked_zero(A, B):
+    A[A > 0.2] = 0.0
+    return np.sum(A * B * W)
+
+
+def masked_added(A, B):
+    m = A > 0.2
+    B[m] += A[m] * 3.0
+    return np.sum(B * B * W)
+
+
+def masked_read(A, B):
+    return np.sum(np.sin(A[B > 0.0]) * A[B > 0.0])
+
+
+@pytest.mark.parametrize("f", [masked_set, masked_zero, masked_added, masked_read], ids=lambda f: f.__name__)
+def test_full_rank_masks_compile_and_match(f):
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(7)
+    A, B = rng.standard_normal((3, 2)), rng.standard_normal((3, 2))
+    want = f(A.copy(), B.copy())
+    got = {}
+    for backend in (False, True):
+        dA, dB = np.zeros_like(A), np.zeros_like(B)
+        (_, value) = zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA), Duplicated(B.copy(), dB),
+                                   numba=backend)
+        assert value == pytest.approx(want, rel=1e-14)
+        got[backend] = (dA, dB)
+    fd = fd_grad(lambda a, b: f(a.copy(), b.copy()), [A, B])
+    for k in range(2):
+        np.testing.assert_allclose(got[True][k], got[False][k], rtol=1e-13)
+        np.testing.assert_allclose(got[True][k], fd[k], rtol=1e-6, atol=1e-8)
+    assert max(np.abs(g).max() for g in got[True]) > 0.1
+    tA = np.ones_like(A)
+    (tangent,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(A.copy(), tA),
+                               Duplicated(B.copy(), np.zeros_like(B)), numba=True)
+    assert tangent == pytest.approx(np.sum(got[False][0] * tA), rel=1e-12)
+
+
+def test_full_rank_mask_twins_raise_numpys_errors():
+    pytest.importorskip("numba")
+    import numba
+
+    from zymo.codegen.numba import twins as _rt
+
+    @numba.njit
+    def store(x, m, v):
+        _rt.set_item(x, m, v)
+        return x
+
+    @numba.njit
+    def load(x, m):
+        return _rt.get_item(x, m)
+
+    x = np.arange(6.0).reshape(2, 3)
+    m = x > 2.5
+    np.testing.assert_array_equal(load(x, m), x[m])
+    np.testing.assert_array_equal(store(x.copy(), m, np.array([7.0, 8.0, 9.0])), np.where(m, [[0, 0, 0], [7, 8, 9]], x))
+    np.testing.assert_array_equal(store(x.copy(), m, -1.0), np.where(m, -1.0, x))
+    with pytest.raises(IndexError, match="did not match"):
+        load(x, np.ones((3, 2), np.bool_))
+    with pytest.raises(ValueError, match="cannot assign"):
+        store(x.copy(), m, np.array([1.0, 2.0]))
+
+
+def test_full_masks_rewrites_only_masks_of_the_arrays_rank():
+    from zymo.codegen.numba.rewrites import full_masks
+
+    src = ("def f(A, B, v, m, r, i):\n"
+           "    A[m] = 2.0 * B[m]\n"
+           "    A[m] += B[m]\n"
+           "    v[r] = 1.0\n"
+           "    x = B[r] + A[i, 0]\n"
+           "    return A[m]\n")
+    out = full_masks(src, frozenset({"A", "B", "v", "m", "r"}), {"A": 2, "B": 2, "v": 1, "m": 2, "r": 1})
+    assert out.splitlines() == [
+        "def f(A, B, v, m, r, i):",
+        "    _rt.set_item(A, m, 2.0 * _rt.get_item(B, m))",
+        "    _rt.set_item(A, m, _rt.get_item(A, m) + _rt.get_item(B, m))",
+        "    v[r] = 1.0",  # a 1-d array, and a row index of a matrix: Numba's own
+        "    x = B[r] + A[i, 0]",
+        "    return _rt.get_item(A, m)"]

@@ -100,8 +100,10 @@ from .fft import (  # FFTs
 )
 from .indexing import (  # advanced indexing
     add_at,
+    get_item,
     index_array,
     scatter_add,
+    set_item,
     store_adjoint,
 )
 from .linalg import (  # NumPy and SciPy linear algebra
@@ -235,7 +237,7 @@ __all__ = [
     "inner_vjp_b", "tensordot_subscripts", "einsum_expand", "einsum_is_view", "einsum_jvp", "einsum_vjp", "concat2",
     "split_first", "split_last", "cross_vjp", "kron_vjp", "conv_vjp", "gradient_vjp", "diff_vjp", "rollaxis_perm",
     "rollaxis_vjp", "pad_index", "pad_jvp", "pad_vjp", "sp_convolve", "sp_correlate", "index_array", "scatter_add",
-    "store_adjoint", "add_at", "mT", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign",
+    "store_adjoint", "add_at", "get_item", "set_item", "mT", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign",
     "slogdet_logabsdet", "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r",
     "qr_jvp", "qr_vjp", "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals",
     "lstsq_rank", "lstsq_sv", "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a",

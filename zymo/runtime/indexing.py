@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "index_array", "scatter_add", "store_adjoint", "add_at",
+    "index_array", "scatter_add", "store_adjoint", "add_at", "get_item", "set_item",
 ]
 
 # -- advanced indexing (rules/indexing.py) ------------------------------------------
@@ -37,6 +37,17 @@ def store_adjoint(dx, index):
     g = np.where(pos[index] == ids, g, np.zeros_like(g))
     dx[index] = 0.0
     return g
+
+
+def get_item(x, index):
+    """`x[index]`: the Numba backend's spelling of an advanced read whose index may be a boolean
+    mask of `x`'s own rank (`codegen/numba/rewrites.full_masks`), which Numba does not take."""
+    return x[index]
+
+
+def set_item(x, index, v):
+    """`x[index] = v`, the Numba backend's spelling of an advanced store (see `get_item`)."""
+    x[index] = v
 
 
 def add_at(a, idx, v, out=None):

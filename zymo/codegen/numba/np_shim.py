@@ -9,7 +9,9 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
   `elementwise`'s loops, which call it too;
 - `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
   non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
-- `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges;
+- `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges; `reshape`
+  of arrays that are not C-contiguous (Numba reshapes those only): NumPy's view where there
+  is one, else a copy;
 - reductions with `keepdims=` and `max`/`min` along an axis;
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
@@ -341,6 +343,91 @@ def _ov_dot(a, b, out=None):
 
 
 # -- shapes and memory ---------------------------------------------------------------
+
+
+def reshape(a, newshape, order="C"):
+    return _np.reshape(a, newshape, order=order)
+
+
+@_jitable
+def _nocopy_strides(oshape, ostrides, nshape, itemsize):
+    """NumPy's reshape without a copy (`_attempt_nocopy_reshape`, C order): the strides of
+    the view of shape `nshape` on an array of shape `oshape` and strides `ostrides`, and
+    whether there is one (each group of old axes that makes up a group of new ones must be
+    contiguous, in C order, within itself)."""
+    olddims = [d for d in oshape if d != 1]
+    oldstrides = [ostrides[k] for k in range(len(oshape)) if oshape[k] != 1]
+    newnd, oldnd = len(nshape), len(olddims)
+    newstrides = _np.zeros(newnd, _np.intp)
+    ni, oi, nj, oj = 0, 0, 1, 1
+    while ni < newnd and oi < oldnd:
+        np_, op = nshape[ni], olddims[oi]
+        while np_ != op:
+            if np_ < op:
+                np_ *= nshape[nj]
+                nj += 1
+            else:
+                op *= olddims[oj]
+                oj += 1
+        for ok in range(oi, oj - 1):
+            if oldstrides[ok] != olddims[ok + 1] * oldstrides[ok + 1]:
+                return False, newstrides
+        newstrides[nj - 1] = oldstrides[oj - 1]
+        for nk in range(nj - 1, ni, -1):
+            newstrides[nk - 1] = newstrides[nk] * nshape[nk]
+        ni, oi = nj, oj
+        nj += 1
+        oj += 1
+    last = newstrides[ni - 1] if ni >= 1 else itemsize
+    for nk in range(ni, newnd):
+        newstrides[nk] = last
+    return True, newstrides
+
+
+@_overload(reshape)
+def _ov_reshape(a, newshape, order="C"):
+    """`np.reshape` with NumPy's semantics: Numba's own reshapes a C-contiguous array only (a
+    `NotImplementedError` at run time for `a.T.reshape(-1)`). Any other array becomes the view
+    NumPy makes where one exists (`_nocopy_strides`), else a contiguous copy."""
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    if not (order == "C" or _none(order) or isinstance(order, _t.StringLiteral) and order.literal_value == "C"
+            or isinstance(order, _t.UnicodeType)):
+        raise _TypingError("zymo's Numba backend reshapes in C order only")
+    if not isinstance(a, _t.Array) or a.layout == "C":
+        return lambda a, newshape, order="C": _np.reshape(a, newshape)
+    if isinstance(newshape, _t.Integer):
+        n = 1
+    elif isinstance(newshape, _t.UniTuple) and isinstance(newshape.dtype, _t.Integer):
+        n = len(newshape)
+    else:
+        raise _TypingError("zymo's Numba backend reshapes to an int or a tuple of ints")
+
+    def impl(a, newshape, order="C"):
+        if order != "C":
+            raise ValueError("zymo's Numba backend reshapes in C order only")
+        want = _np.asarray(newshape).reshape(n).astype(_np.intp)
+        known, free = 1, -1
+        for k in range(n):
+            if want[k] == -1 and free < 0:
+                free = k
+            elif want[k] < 0:
+                raise ValueError("can only specify one unknown dimension")
+            else:
+                known *= want[k]
+        if free >= 0:
+            if known == 0 or a.size % known != 0:
+                raise ValueError("cannot reshape array into the shape asked for")
+            want[free] = a.size // known
+        elif known != a.size:
+            raise ValueError("cannot reshape array into the shape asked for")
+        shape = to_fixed_tuple(want, n)
+        if a.size > 0:
+            ok, strides = _nocopy_strides(a.shape, a.strides, want, a.itemsize)
+            if ok:
+                return _np.lib.stride_tricks.as_strided(a, shape, to_fixed_tuple(strides, n))
+        return _np.ascontiguousarray(a).reshape(shape)
+    return impl
 
 
 def ndim(x):

@@ -2,7 +2,7 @@
 
 Contract: `numba_source(src, facts)` is `src` after `drop_errstate`, `plain_divisions`,
 `whole_views`, `fresh_lists`, `accumulating_products`, `elementwise_runs`
-(`ew_rewrite.py`, `ew_groups.py`), `ieee_divisions` and `nonneg_indices`, each a function of source text to
+(`ew_rewrite.py`, `ew_groups.py`), `full_masks`, `ieee_divisions` and `nonneg_indices`, each a function of source text to
 source text that edits only the statements it rewrites, in place on their lines (line numbers
 stay those of `src`), and that keeps NumPy's semantics under Numba. `SourceFacts` is what the
 transform knows of the program's names. The Python backend, and second order, run `src` as it is.
@@ -191,14 +191,71 @@ class SourceFacts:
 def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
     """The source Numba compiles: `src` after `plain_divisions`, `whole_views`, `fresh_lists`,
     `accumulating_products`, `elementwise_runs` (`elementwise_statements` and its runs fused:
-    loops in place of temporaries and array expressions), `ieee_divisions` and
+    loops in place of temporaries and array expressions), `full_masks`, `ieee_divisions` and
     `nonneg_indices` (the Python backend, and second order, run `src` as it is). Statements of
     names that hold only floats or only numbers (`facts`) are left as they are (nothing to
     gain; an intrinsic costs compile time)."""
     src = drop_errstate(src)
     rewritten = elementwise_runs(accumulating_products(fresh_lists(whole_views(plain_divisions(src)))),
                                  facts.floats | facts.numbers, facts.arrays, dict(facts.ndims), facts.nonneg)
+    rewritten = full_masks(rewritten, facts.arrays, dict(facts.ndims))
     return nonneg_indices(ieee_divisions(rewritten, facts.floats), facts.nonneg, facts.arrays)
+
+
+def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
+    """`x[m]` -> `_rt.get_item(x, m)`, `x[m] = v` -> `_rt.set_item(x, m, v)` and `x[m] op= v`
+    -> `_rt.set_item(x, m, _rt.get_item(x, m) op v)` where `x` is an array of rank 2 or more
+    and `m` an array of the same rank, or of a rank not known (`ndims`): a boolean mask of
+    `x`'s shape, which Numba does not take (an `AssertionError` while typing); the twins run it
+    as loops in C order, and any other index as Numba's own `x[m]`
+    (`twins/indexing.py`). Only simple statements are rewritten, each printed again on its
+    lines; the rest of `src` stays as it is. After `elementwise_runs`, which reads the
+    stores as they are."""
+    if not arrays:
+        return src
+
+    def masked(node: ast.AST) -> bool:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and isinstance(node.slice, ast.Name) and node.slice.id in arrays):
+            return False
+        rank = ndims.get(node.value.id)
+        return rank is not None and rank >= 2 and ndims.get(node.slice.id, rank) == rank
+
+    class _Rewrite(ast.NodeTransformer):
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+            self.generic_visit(node)
+            if masked(node) and isinstance(node.ctx, ast.Load):
+                return _rt_get(node)
+            return node
+
+    def _rt_get(node: ast.Subscript) -> ast.expr:
+        return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "get_item", ast.Load()),
+                        [ast.Name(node.value.id, ast.Load()), node.slice], [])  # type: ignore[attr-defined]
+
+    def _rt_set(target: ast.Subscript, value: ast.expr) -> ast.stmt:
+        call = ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "set_item", ast.Load()),
+                        [ast.Name(target.value.id, ast.Load()), target.slice, value], [])  # type: ignore[attr-defined]
+        return ast.Expr(call)
+
+    simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
+    lines = src.split("\n")
+    edits: list[tuple[int, int, str]] = []
+    for st in pyast.walk(ast.parse(src)):
+        if not isinstance(st, simple) or not any(masked(n) for n in pyast.walk(st)):
+            continue
+        new = _Rewrite().visit(pyast.clone(st))
+        if isinstance(new, ast.Assign) and len(new.targets) == 1 and masked(new.targets[0]):
+            new = _rt_set(new.targets[0], new.value)  # type: ignore[arg-type]
+        elif isinstance(new, ast.AugAssign) and masked(new.target):
+            target = new.target
+            new = _rt_set(target, ast.BinOp(_rt_get(target), new.op, new.value))  # type: ignore[arg-type]
+        if any(masked(n) for n in pyast.walk(new)):
+            continue  # a store it cannot spell (`a[m], b = ...`): Numba's error as before
+        indent = lines[st.lineno - 1][:st.col_offset]
+        edits.append((st.lineno, st.end_lineno or st.lineno, indent + ast.unparse(new)))
+    for first, last, text in sorted(edits, reverse=True):
+        lines[first - 1:last] = [text] + [""] * (last - first)  # the lines after keep their numbers
+    return "\n".join(lines)
 
 
 _SETERR = re.compile(r"^(\s*)(\w+) = np\.seterr\(.*\)\s*$")

@@ -1,12 +1,16 @@
 """Numba twins of the advanced-indexing runtime helpers (`zymo/runtime/indexing.py`).
 
 Contract: importing this module registers, with `numba.extending.overload`, Numba
-implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint` and
-`_rt.add_at` on the helpers' own function objects (imported by the `twins` package). NumPy's `np.add.at` does not exist
-under Numba, so these are explicit loops. They cover what Numba itself compiles in the
-primal: ONE advanced index, a 1-d int array (negative entries wrap) or a 1-d bool mask,
-selecting along the first axis (`x[idx]`, `x[idx] = v`, `np.add.at(a, idx, v)` with `v`
-a number or an array with one entry per index). Any other index fails at Numba's typing
+implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint`,
+`_rt.add_at`, `_rt.get_item` and `_rt.set_item` on the helpers' own function objects
+(imported by the `twins` package). NumPy's `np.add.at` does not exist under Numba, so these
+are explicit loops. They cover what Numba itself compiles in the primal: ONE advanced index,
+a 1-d int array (negative entries wrap) or a 1-d bool mask, selecting along the first axis
+(`x[idx]`, `x[idx] = v`, `np.add.at(a, idx, v)` with `v` a number or an array with one
+entry per index); and one more, which Numba does not take: a bool mask of `x`'s own shape
+(`x[x > 0] = 0.0` of a matrix), selecting elements in C order, as NumPy does. `get_item` and
+`set_item` (what `rewrites.full_masks` writes for `x[m]` and `x[m] = v`) run such a mask as
+loops and any other index as Numba's own `x[index]`. Any other index fails at Numba's typing
 with a message naming the helper, which the backend reports (and the default policy
 falls back to the Python backend).
 """
@@ -29,6 +33,28 @@ def _one_index(index) -> t.Array | None:
         if isinstance(ix, t.Array) and ix.ndim == 1 and (isinstance(ix.dtype, t.Integer) or ix.dtype == t.boolean):
             return ix
     return None
+
+
+def _full_mask(x, index) -> bool:
+    """Whether `index` is a bool mask of `x`'s own rank, 2 or more (`x[m]`, or `(m,)` as the
+    adjoint helpers get it)."""
+    if isinstance(index, t.BaseTuple) and len(index) == 1:
+        index = index[0]
+    return (isinstance(x, t.Array) and x.ndim >= 2 and isinstance(index, t.Array)
+            and index.dtype == t.boolean and index.ndim == x.ndim)
+
+
+@register_jitable
+def _mask_count(x, m):
+    """How many elements the mask `m` of `x`'s shape selects (NumPy's IndexError when the
+    shapes differ)."""
+    if m.shape != x.shape:
+        raise IndexError("boolean index did not match indexed array")
+    count = 0
+    for pos in np.ndindex(m.shape):
+        if m[pos]:
+            count += 1
+    return count
 
 
 def _refuse(what: str):
@@ -78,6 +104,17 @@ def _index_array(items):
 
 @overload(rt.scatter_add)
 def _scatter_add(dx, index, g):
+    if _full_mask(dx, index):
+        def by_mask(dx, index, g):
+            m = index[0]
+            if g.shape[0] != _mask_count(dx, m):
+                raise ValueError("scatter_add: one value per selected element expected")
+            k = 0
+            for pos in np.ndindex(m.shape):
+                if m[pos]:
+                    dx[pos] += g[k]
+                    k += 1
+        return by_mask
     if _one_index(index) is None:
         _refuse("the adjoint of x[idx]")
     positions = _positions(_one_index(index))
@@ -91,6 +128,18 @@ def _scatter_add(dx, index, g):
 
 @overload(rt.store_adjoint)
 def _store_adjoint(dx, index):
+    if _full_mask(dx, index):
+        def by_mask(dx, index):  # a mask selects each element once: every one survives
+            m = index[0]
+            g = np.empty(_mask_count(dx, m), dx.dtype)
+            k = 0
+            for pos in np.ndindex(m.shape):
+                if m[pos]:
+                    g[k] = dx[pos]
+                    dx[pos] = 0.0
+                    k += 1
+            return g
+        return by_mask
     if _one_index(index) is None:
         _refuse("the adjoint of x[idx] = v")
     positions = _positions(_one_index(index))
@@ -108,6 +157,59 @@ def _store_adjoint(dx, index):
             dx[pos[k]] = 0.0
         return g
     return impl
+
+
+@overload(rt.get_item)
+def _get_item(x, index):
+    if not _full_mask(x, index):
+        return lambda x, index: x[index]
+
+    def impl(x, index):
+        out = np.empty(_mask_count(x, index), x.dtype)
+        k = 0
+        for pos in np.ndindex(index.shape):
+            if index[pos]:
+                out[k] = x[pos]
+                k += 1
+        return out
+    return impl
+
+
+@overload(rt.set_item)
+def _set_item(x, index, v):
+    if not _full_mask(x, index):
+        def plain(x, index, v):
+            x[index] = v
+        return plain
+    if isinstance(v, (t.Number, t.Boolean)):
+        def fill(x, index, v):
+            _mask_count(x, index)
+            for pos in np.ndindex(index.shape):
+                if index[pos]:
+                    x[pos] = v
+        return fill
+    if not (isinstance(v, t.Array) and v.ndim <= 1):
+        raise TypingError("zymo's Numba backend stores through a boolean mask of the array's shape "
+                          "a number or a 1-d array of the selected elements only")
+    if v.ndim == 0:
+        def one(x, index, v):
+            _mask_count(x, index)
+            for pos in np.ndindex(index.shape):
+                if index[pos]:
+                    x[pos] = v[()]
+        return one
+
+    def each(x, index, v):
+        n = _mask_count(x, index)
+        if v.shape[0] != n and v.shape[0] != 1:
+            raise ValueError("NumPy boolean array indexing assignment cannot assign the input values "
+                             "to the output values the mask is true")
+        k = 0
+        for pos in np.ndindex(index.shape):
+            if index[pos]:
+                x[pos] = v[k if v.shape[0] == n else 0]
+                k += 1
+    return each
 
 
 @overload(rt.add_at)
