@@ -1522,3 +1522,36 @@ def test_statements_of_numbers_are_left_to_numba_in_both_modes():
         np.testing.assert_allclose(g, g_py, rtol=1e-12)
         np.testing.assert_allclose(g, fd_grad(lambda v: numbers_then_loops(v, 3), [x])[0], rtol=1e-6, atol=1e-8)
         assert_substantial(g)
+
+
+def frobenius(A, B):
+    return np.linalg.norm(A * B, "fro") + np.linalg.norm(A, ord="fro")
+
+
+def test_frobenius_norm_by_its_name_compiles():
+    """`np.linalg.norm(A, 'fro')`: Numba types it but raises "Invalid norm order for matrices"
+    when it runs (a raw ValueError, helper 70); `np_linalg.norm` computes it."""
+    from helpers import fd_grad
+
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    got = {}
+    for backend in (False, True):
+        dA = np.zeros_like(A)
+        (_, value) = zymo.autodiff(zymo.ReverseWithPrimal, frobenius, zymo.Active, zymo.Duplicated(A.copy(), dA),
+                                   zymo.Const(B), numba=backend)
+        assert value == pytest.approx(frobenius(A, B), rel=1e-14)
+        got[backend] = dA
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-13)
+    np.testing.assert_allclose(got[True], fd_grad(lambda a: frobenius(a, B), [A])[0], rtol=1e-6)
+    (tangent,) = zymo.autodiff(zymo.Forward, frobenius, zymo.Duplicated, zymo.Duplicated(A.copy(), np.ones_like(A)),
+                               zymo.Const(B), numba=True)
+    assert tangent == pytest.approx(np.sum(got[False]), rel=1e-12)
+
+    from zymo.codegen.numba import np_shim
+
+    @numba.njit
+    def vector_fro(v):
+        return np_shim.linalg.norm(v, "fro")
+    with pytest.raises(ValueError, match="Invalid norm order for vectors"):
+        vector_fro(np.ones(3))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "index_array", "scatter_add", "store_adjoint", "add_at", "get_item", "set_item",
+    "index_array", "scatter_add", "store_adjoint", "add_at", "get_item", "set_item", "mask_store_apart",
 ]
 
 # -- advanced indexing (rules/indexing.py) ------------------------------------------
@@ -48,6 +48,25 @@ def get_item(x, index):
 def set_item(x, index, v):
     """`x[index] = v`, the Numba backend's spelling of an advanced store (see `get_item`)."""
     x[index] = v
+
+
+def mask_store_apart(x, v, where):
+    """Raise where `x[mask] = v` stored a value `v` that shares memory with `x` (called before
+    the store's adjoint where the two may overlap: `transform/reverse/adjoint._rev_scatter`).
+    NumPy stores through a boolean mask element by element, without copying `v` first (an int
+    array index copies it), so elements of `v` read after an earlier store wrote them carry the
+    values stored, not their own; the adjoint, which takes `v` as it was, would be wrong."""
+    if np.may_share_memory(x, v) and np.shares_memory(x, v):
+        raise _overlap(where)
+
+
+def _overlap(where):
+    from ..errors import ZymoUsageError
+
+    return ZymoUsageError(
+        f"{where}: the value stored through a boolean mask shares memory with the array it is stored into "
+        "(`A[m] = A[1, ::-1]`); NumPy then writes through the overlap element by element, and zymo cannot "
+        "differentiate that store. Store a copy instead (`A[m] = A[1, ::-1].copy()`).")
 
 
 def add_at(a, idx, v, out=None):

@@ -17,7 +17,8 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
   `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad`
   (constant, edge, wrap, reflect, symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis),
-  which Numba lacks; `einsum` only where it is a view of one operand (`twins.arrays`).
+  which Numba lacks; `einsum` only where it is a view of one operand (`twins.arrays`);
+- `linalg`: `numpy.linalg` with `norm(A, 'fro')` of a matrix computed (`np_linalg.py`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
 and under Numba. Importing this module imports Numba.
 """
@@ -29,6 +30,8 @@ from numba.core.errors import TypingError as _TypingError
 from numba.extending import intrinsic as _intrinsic
 from numba.extending import overload as _overload
 from numba.extending import register_jitable as _jitable
+
+from . import np_linalg as linalg  # noqa: F401  (`np.linalg` of compiled code: `np_linalg.py`)
 
 
 def __getattr__(name: str):

@@ -1,8 +1,8 @@
 """The source rewrites by which the program Numba compiles differs from the one Python runs.
 
 Contract: `numba_source(src, facts)` is `src` after `drop_errstate`, `plain_divisions`,
-`whole_views`, `fresh_lists`, `accumulating_products`, `elementwise_runs`
-(`ew_rewrite.py`, `ew_groups.py`), `full_masks`, `ieee_divisions` and `nonneg_indices`, each a function of source text to
+`whole_views`, `fresh_lists`, `accumulating_products`, `elementwise_runs` (`ew_rewrite.py`,
+`ew_groups.py`), `full_masks`, `ieee_divisions` and `nonneg_indices`, each a function of source text to
 source text that edits only the statements it rewrites, in place on their lines (line numbers
 stay those of `src`), and that keeps NumPy's semantics under Numba. `SourceFacts` is what the
 transform knows of the program's names. The Python backend, and second order, run `src` as it is.
@@ -205,7 +205,8 @@ def numba_source(src: str, facts: SourceFacts = SourceFacts()) -> str:
 def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
     """`x[m]` -> `_rt.get_item(x, m)`, `x[m] = v` -> `_rt.set_item(x, m, v)` and `x[m] op= v`
     -> `_rt.set_item(x, m, _rt.get_item(x, m) op v)` where `x` is an array of rank 2 or more
-    and `m` an array of the same rank, or of a rank not known (`ndims`): a boolean mask of
+    and `m` an array of the same rank, or of a rank not known (`ndims`), or `x` an expression
+    (`np.transpose(A)`, `A[1:, :]`) and `m` an array of rank 2 or more: a boolean mask of
     `x`'s shape, which Numba does not take (an `AssertionError` while typing); the twins run it
     as loops in C order, and any other index as Numba's own `x[m]`
     (`twins/indexing.py`). Only simple statements are rewritten, each printed again on its
@@ -215,9 +216,10 @@ def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
         return src
 
     def masked(node: ast.AST) -> bool:
-        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                and isinstance(node.slice, ast.Name) and node.slice.id in arrays):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in arrays):
             return False
+        if not isinstance(node.value, ast.Name):  # `np.transpose(A)[m]`, `A[1:, :][m]`: by the mask's rank
+            return ndims.get(node.slice.id, 0) >= 2
         rank = ndims.get(node.value.id)
         return rank is not None and rank >= 2 and ndims.get(node.slice.id, rank) == rank
 
@@ -230,11 +232,15 @@ def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
 
     def _rt_get(node: ast.Subscript) -> ast.expr:
         return ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "get_item", ast.Load()),
-                        [ast.Name(node.value.id, ast.Load()), node.slice], [])  # type: ignore[attr-defined]
+                        [pyast.clone(node.value), node.slice], [])
 
     def _rt_set(target: ast.Subscript, value: ast.expr) -> ast.stmt:
+        base = pyast.clone(target.value)
+        for n in pyast.walk(base):
+            if hasattr(n, "ctx"):
+                n.ctx = ast.Load()  # `A[1:, :][m] = v`: the view, read
         call = ast.Call(ast.Attribute(ast.Name("_rt", ast.Load()), "set_item", ast.Load()),
-                        [ast.Name(target.value.id, ast.Load()), target.slice, value], [])  # type: ignore[attr-defined]
+                        [base, target.slice, value], [])
         return ast.Expr(call)
 
     simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)

@@ -191,9 +191,14 @@ class AugmentedEmitter(ExportedFacts):
 
     def fwd_setitem(self, op: Op, w: Writer, primal: bool) -> None:
         n, act, e = self.namer, self.act, Emitter(self.namer, w)
+        obj, val = op.args[0], op.args[1]
+        if primal and T.is_memory(val.type) and act.is_active(obj) and any(
+                isinstance(v.type, T.Array) and v.type.dtype == "bool" for v in indexing.index_values(op)):
+            # `x[mask] = v`: NumPy stores element by element, without copying a `v` that
+            # overlaps `x`; the store's adjoint takes `v` as it was, so that case is refused
+            w(f"_rt.mask_store_apart({n(obj)}, {n(val)}, {str(op.loc)!r})")
         if primal:
             e.primal(op)
-        obj, val = op.args[0], op.args[1]
         if isinstance(obj.type, T.List) and T.is_memory(val.type) and act.is_active(obj):
             for _ in n.lanes():
                 dv = n.d(val) if act.is_active(val) else f"np.zeros_like({n(val)})"

@@ -2,7 +2,7 @@
 
 Contract: importing this module registers, with `numba.extending.overload`, Numba
 implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint`,
-`_rt.add_at`, `_rt.get_item` and `_rt.set_item` on the helpers' own function objects
+`_rt.add_at`, `_rt.get_item`, `_rt.set_item` and `_rt.mask_store_apart` on the helpers' own function objects
 (imported by the `twins` package). NumPy's `np.add.at` does not exist under Numba, so these
 are explicit loops. They cover what Numba itself compiles in the primal: ONE advanced index,
 a 1-d int array (negative entries wrap) or a 1-d bool mask, selecting along the first axis
@@ -210,6 +210,50 @@ def _set_item(x, index, v):
                 x[pos] = v[k if v.shape[0] == n else 0]
                 k += 1
     return each
+
+
+@overload(rt.mask_store_apart, prefer_literal=True)
+def _mask_store_apart(x, v, where):
+    """`rt.mask_store_apart` (its message is built while typing: `where` is a constant)."""
+    from zymo.codegen.numba import np_shim
+
+    error = rt.indexing._overlap(where.literal_value if isinstance(where, t.StringLiteral) else "here")
+    cls, message = type(error), str(error)
+
+    def impl(x, v, where):
+        if np_shim.may_share_memory(x, v) and _shares_elements(x, v):
+            raise cls(message)
+    return impl
+
+
+@register_jitable
+def _starts(a):
+    """The addresses of `a`'s elements, sorted."""
+    out = np.empty(a.size, np.int64)
+    base = a.ctypes.data
+    k = 0
+    for pos in np.ndindex(a.shape):
+        addr = base
+        for d in range(a.ndim):
+            addr += pos[d] * a.strides[d]
+        out[k] = addr
+        k += 1
+    out.sort()
+    return out
+
+
+@register_jitable
+def _shares_elements(x, v):
+    """Whether an element of `x` and one of `v` share a byte (`np.shares_memory`, exact), for
+    arrays whose address ranges meet (interleaved views do without sharing an element)."""
+    xs, vs = _starts(x), _starts(v)
+    for b in vs:
+        k = np.searchsorted(xs, b, side="right")  # the last element of x starting at or before b
+        if k > 0 and xs[k - 1] + x.itemsize > b:
+            return True
+        if k < xs.shape[0] and xs[k] < b + v.itemsize:
+            return True
+    return False
 
 
 @overload(rt.add_at)
