@@ -476,3 +476,19 @@ def test_masked_operands_read_only_as_symmetric_sums(src, sym):
         assert "sym_where" in got and "_masked.T" not in got
     else:
         assert got == "\n".join(ast.unparse(s) for s in ast.parse(src).body)  # unchanged
+
+
+def test_symmetric_sums_found_whatever_ids_python_reuses():
+    """`_SymSums` tells the names it wrote from the user's by `id`; the copies `_symmetrized`
+    visits were freed, and a later node could take a freed name's id, so a sum went uncounted
+    (about one call in ten once copies came from `pyast.clone`). The names are held now."""
+    from zymo.codegen.triangles import _symmetrized
+    src = ("_masked = _tri_ops.where(_tri, D[:3, :3], True)\nX += (_masked.T + _masked) @ A\n"
+           "Y += alpha * ((_masked + _masked.T) @ B)")
+    junk: list = []
+    for k in range(600):
+        got = "\n".join(ast.unparse(s) for s in _symmetrized(ast.parse(src).body, {"_masked": 4}))
+        assert "sym_where" in got and "_masked.T" not in got, k
+        junk.append([ast.Name("x") for _ in range(k % 7)])  # allocations between calls, as a pipeline makes
+        if len(junk) > 50:
+            junk.clear()

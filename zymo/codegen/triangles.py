@@ -385,7 +385,9 @@ class _SymSums(ast.NodeTransformer):
     of `W.T`, not two sums)."""
     def __init__(self, w: str):
         self.w, self.found = w, 0
-        self.made: set[int] = set()  # ids of the names written for sums
+        # the names written for sums, by id; held, so that no node made later takes a freed one's id
+        # (the sums of each copy `_symmetrized` visits are dropped with the copy)
+        self.made: dict[int, ast.Name] = {}
 
     def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
         self.generic_visit(n)
@@ -396,7 +398,7 @@ class _SymSums(ast.NodeTransformer):
                     and id(a) not in self.made and id(b.value) not in self.made):
                 self.found += 1
                 name = ast.Name(self.w, ast.Load())
-                self.made.add(id(name))
+                self.made[id(name)] = name
                 return name
         return n
 

@@ -538,6 +538,8 @@ def _reduction(np_fn, name):
                 shape = (1,) * x.ndim
                 return lambda x, axis=None, keepdims=False: _np.full(shape, whole(x))
             return lambda x, axis=None, keepdims=False: whole(x)
+        if isinstance(ax, tuple) and all(isinstance(k, int) for k in ax):
+            return _over_axes(np_fn, name, x, ax, keep)
         if not isinstance(ax, int):
             raise _TypingError(f"zymo's Numba backend reduces over one axis at a time (np.{name})")
         a = ax % x.ndim
@@ -565,6 +567,49 @@ def _reduction(np_fn, name):
     py.__name__ = py.__qualname__ = name
     _overload(py, prefer_literal=True)(ov)
     return py
+
+
+def _over_axes(np_fn, name, x, axes, keep):
+    """The Numba implementation of `np.<name>(x, axis=axes, keepdims=keep)` for a tuple of
+    literal axes: a sum (or mean) over one axis after the other, from the last (the earlier
+    axes keep their numbers); all axes of the array, a whole reduction. Sums add in another
+    order than NumPy's, as Numba's own sums along an axis do."""
+    norm = sorted({k % x.ndim for k in axes}, reverse=True)
+    if len(norm) != len(axes):
+        raise _TypingError("duplicate value in 'axis'")
+    if len(norm) == x.ndim:
+        whole = _extreme(name, x) or np_fn
+        if keep:
+            shape = (1,) * x.ndim
+            return lambda x, axis=None, keepdims=False: _np.full(shape, whole(x))
+        return lambda x, axis=None, keepdims=False: whole(x)
+    if name not in ("sum", "mean"):
+        raise _TypingError(f"zymo's Numba backend takes np.{name} over all axes or one axis")
+    step = _jitable(lambda y: y)
+    for a in norm:  # innermost first: the last axis reduced first
+        step = _chain_sum(step, a)
+    kept = tuple(sorted(norm))
+    if name == "mean":
+        inner = step
+
+        def step_mean(y):
+            n = 1
+            for a in kept:
+                n *= y.shape[a]
+            return inner(y) / n
+        step = _jitable(step_mean)
+    if keep:
+        for a in kept:  # first axis first: each goes back where it was
+            step = _chain_expand(step, a)
+    return lambda x, axis=None, keepdims=False: step(x)
+
+
+def _chain_sum(before, a):
+    return _jitable(lambda y: _np.sum(before(y), axis=a))
+
+
+def _chain_expand(before, a):
+    return _jitable(lambda y: _np.expand_dims(before(y), a))
 
 
 sum = _reduction(_np.sum, "sum")

@@ -177,18 +177,29 @@ def _as_shape(tan, y):
 
 
 def _expand(ax, keep, ndim):
-    """A jitted `g -> g with the reduced axis put back` for a literal axis (or the identity)."""
+    """A jitted `g -> g with the reduced axes put back` for a literal axis or tuple of axes (or
+    the identity)."""
     if ax is None or keep:
         return register_jitable(lambda g: g)
+    if isinstance(ax, tuple):
+        step = register_jitable(lambda g: g)
+        for a in sorted(k % ndim for k in ax):  # first axis first: each goes back where it was
+            step = _expand_after(step, a)
+        return step
     a = ax % ndim
     return register_jitable(lambda g: np.expand_dims(g, a))
+
+
+def _expand_after(before, a):
+    return register_jitable(lambda g: np.expand_dims(before(g), a))
 
 
 @overload(rt.expand_reduced, prefer_literal=True)
 def _expand_reduced(g, x, axis, keepdims):
     ax, keep = _literal(axis, "axis"), bool(_literal(keepdims, "keepdims"))
-    if ax is not None and not isinstance(ax, int):
-        raise TypingError("zymo's Numba backend reduces over one axis at a time")
+    if ax is not None and not isinstance(ax, int) and not (
+            isinstance(ax, tuple) and all(isinstance(k, int) for k in ax)):
+        raise TypingError("zymo's Numba backend reduces over constant axes only")
     if not _arr(x):
         return lambda g, x, axis, keepdims: g
     if not _arr(g) and (ax is None or x.ndim == 1):
@@ -432,8 +443,26 @@ register_jitable(rt.clip_inside)  # the Python helper compiles as written (None 
 
 @overload(rt.cumsum_vjp, prefer_literal=True)
 def _cumsum_vjp(g, x, axis):
+    ax = None if _none(axis) else _literal(axis, "axis")
+    if _arr(x) and _arr(g) and x.ndim == 2 and g.ndim == 2 and isinstance(ax, int) and -2 <= ax < 2:
+        a = ax % 2
+
+        def by_axis(g, x, axis):  # reversed running sums along the axis, added as NumPy's scan adds
+            out = np.empty(g.shape, g.dtype)
+            n0, n1 = g.shape
+            if a == 0:
+                for j in range(n1):
+                    for i in range(n0 - 1, -1, -1):
+                        out[i, j] = g[i, j] if i == n0 - 1 else g[i, j] + out[i + 1, j]
+            else:
+                for i in range(n0):
+                    for j in range(n1 - 1, -1, -1):
+                        out[i, j] = g[i, j] if j == n1 - 1 else g[i, j] + out[i, j + 1]
+            return out
+        return by_axis
     if not (_none(axis) and _arr(x) and x.ndim == 1):
-        raise TypingError("zymo's Numba backend differentiates np.cumsum of 1-d arrays without axis")
+        raise TypingError("zymo's Numba backend differentiates np.cumsum of 1-d arrays without axis, "
+                          "and of 2-d arrays along an axis")
 
     def impl(g, x, axis):
         return np.cumsum(g[::-1])[::-1].copy()

@@ -7,7 +7,9 @@ implementations of `_rt.index_array`, `_rt.scatter_add`, `_rt.store_adjoint`,
 are explicit loops. They cover what Numba itself compiles in the primal: ONE advanced index,
 a 1-d int array (negative entries wrap) or a 1-d bool mask, selecting along the first axis
 (`x[idx]`, `x[idx] = v`, `np.add.at(a, idx, v)` with `v` a number or an array with one
-entry per index); and one more, which Numba does not take: a bool mask of `x`'s own shape
+entry per index); the adjoints of `x[r, c]` and `x[r, c] = v` with one 1-d int array per
+axis of a matrix (repeated pairs: `np.add.at`'s sums, the last store); and one more, which
+Numba does not take: a bool mask of `x`'s own shape
 (`x[x > 0] = 0.0` of a matrix), selecting elements in C order, as NumPy does. `get_item` and
 `set_item` (what `rewrites.full_masks` writes for `x[m]` and `x[m] = v`) run such a mask as
 loops and any other index as Numba's own `x[index]`. Any other index fails at Numba's typing
@@ -102,8 +104,31 @@ def _index_array(items):
     return impl
 
 
+def _element_indices(x, index) -> bool:
+    """Whether `index` is a tuple of one 1-d int array per axis of `x` (2 or more): `x[r, c]`,
+    the elements at `(r[k], c[k])`."""
+    return (isinstance(x, t.Array) and x.ndim >= 2 and isinstance(index, t.BaseTuple) and len(index) == x.ndim
+            and all(isinstance(ix, t.Array) and ix.ndim == 1 and isinstance(ix.dtype, t.Integer) for ix in index))
+
+
+@register_jitable
+def _wrapped(i, n):
+    if i < -n or i >= n:
+        raise IndexError("index out of bounds for the axis it indexes")
+    return i + n if i < 0 else i
+
+
 @overload(rt.scatter_add)
 def _scatter_add(dx, index, g):
+    if _element_indices(dx, index) and len(index) == 2:
+        def by_pairs(dx, index, g):
+            r, c = index
+            if r.shape[0] != c.shape[0]:
+                raise IndexError("shape mismatch: indexing arrays could not be broadcast together")
+            n0, n1 = dx.shape[0], dx.shape[1]
+            for k in range(r.shape[0]):  # repeated pairs accumulate (np.add.at)
+                dx[_wrapped(r[k], n0), _wrapped(c[k], n1)] += g[k]
+        return by_pairs
     if _full_mask(dx, index):
         def by_mask(dx, index, g):
             m = index[0]
@@ -128,6 +153,24 @@ def _scatter_add(dx, index, g):
 
 @overload(rt.store_adjoint)
 def _store_adjoint(dx, index):
+    if _element_indices(dx, index) and len(index) == 2:
+        def by_pairs(dx, index):
+            r, c = index
+            if r.shape[0] != c.shape[0]:
+                raise IndexError("shape mismatch: indexing arrays could not be broadcast together")
+            n0, n1 = dx.shape[0], dx.shape[1]
+            last = np.full(n0 * n1, -1, np.int64)
+            for k in range(r.shape[0]):  # repeated pairs: the last store survives
+                last[_wrapped(r[k], n0) * n1 + _wrapped(c[k], n1)] = k
+            g = np.zeros(r.shape[0], dx.dtype)
+            for k in range(r.shape[0]):
+                i, j = _wrapped(r[k], n0), _wrapped(c[k], n1)
+                if last[i * n1 + j] == k:
+                    g[k] = dx[i, j]
+            for k in range(r.shape[0]):
+                dx[_wrapped(r[k], n0), _wrapped(c[k], n1)] = 0.0
+            return g
+        return by_pairs
     if _full_mask(dx, index):
         def by_mask(dx, index):  # a mask selects each element once: every one survives
             m = index[0]

@@ -1,0 +1,79 @@
+"""Functions the Python backend differentiated and `numba=True` refused, with an error naming
+the generated code (helper 70): sums and means over several axes, `np.cumsum` of a matrix along
+an axis, and a matrix indexed by one int array per axis (`A[r, c]`, read and stored). Each is
+checked against the Python backend (forward and reverse) and central differences."""
+import numpy as np
+import pytest
+from helpers import fd_grad
+
+import zymo
+from zymo import Active, Const, Duplicated, Forward, ReverseWithPrimal
+
+pytest.importorskip("numba")
+
+R = np.array([0, 3, 3, -1, 2])
+C = np.array([1, 4, 4, 0, -2])
+
+
+def sum_over_axes(A):
+    return np.sum(np.sum(A ** 2, axis=(0, 2)) ** 2)
+
+
+def mean_over_axes_kept(A):
+    return np.sum(np.mean(A * A, axis=(0, 2), keepdims=True) * A)
+
+
+def sum_over_negative_axes(A):
+    return np.sum(np.sum(A, axis=(-1, 0)) ** 3)
+
+
+def cumsum_rows(A):
+    return np.sum(np.cumsum(A, axis=1) ** 2 * np.arange(A.shape[1]))
+
+
+def cumsum_columns(A):
+    return np.sum(np.cumsum(A, axis=-2) ** 2)
+
+
+def pairs_read(A):
+    v = A[R, C] * 3.0
+    return np.sum(v * v * np.arange(v.size))
+
+
+def pairs_stored(A):
+    A[R, C] = A[C % 4, R % 5] * 2.0  # (3, 4) twice: the last store survives
+    return np.sum(A * A * np.arange(A.shape[1]))
+
+
+CASES = [(sum_over_axes, (3, 4, 5)), (mean_over_axes_kept, (3, 4, 5)), (sum_over_negative_axes, (3, 4, 5)),
+         (cumsum_rows, (4, 5)), (cumsum_columns, (4, 5)), (pairs_read, (4, 5)), (pairs_stored, (4, 5))]
+
+
+@pytest.mark.parametrize("f,shape", CASES, ids=[f.__name__ for f, _ in CASES])
+def test_compiles_and_matches_the_python_backend(f, shape):
+    A = np.random.default_rng(3).standard_normal(shape)
+    got = {}
+    for backend in (False, True):
+        dA = np.zeros_like(A)
+        (_, value) = zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA), numba=backend)
+        assert value == pytest.approx(f(A.copy()), rel=1e-12)
+        tA = np.random.default_rng(4).standard_normal(shape)
+        (tangent,) = zymo.autodiff(Forward, f, Duplicated, Duplicated(A.copy(), tA.copy()), numba=backend)
+        got[backend] = (dA, tangent, tA)
+    np.testing.assert_allclose(got[True][0], got[False][0], rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(got[False][0], fd_grad(lambda a: f(a.copy()), [A])[0], rtol=1e-6, atol=1e-7)
+    assert np.abs(got[True][0]).max() > 0.1
+    for backend in (False, True):
+        assert got[backend][1] == pytest.approx(np.sum(got[False][0] * got[backend][2]), rel=1e-10)
+
+
+def test_const_indices_are_arguments_too():
+    A = np.random.default_rng(5).standard_normal((4, 5))
+
+    def f(A, r, c):
+        return np.sum(A[r, c] ** 2)
+    dA = {b: np.zeros_like(A) for b in (False, True)}
+    for b in (False, True):
+        zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA[b]), Const(R), Const(C), numba=b)
+    np.testing.assert_array_equal(dA[True], dA[False])
+    assert dA[True][3, 4] == pytest.approx(4.0 * A[3, 4])  # the pair read twice: its adjoint twice
