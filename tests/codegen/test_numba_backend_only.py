@@ -1,5 +1,6 @@
 """Functions the Python backend differentiated and `numba=True` refused, with an error naming
-the generated code (helper 70): sums and means over several axes, `np.cumsum` of a matrix along
+the generated code or a Numba typing error (helper 70): `np.mean` along an axis, sums and
+means over several axes, `np.cumsum` of a matrix along
 an axis, and a matrix indexed by one int array per axis (`A[r, c]`, read and stored). Each is
 checked against the Python backend (forward and reverse) and central differences."""
 import numpy as np
@@ -45,7 +46,19 @@ def pairs_stored(A):
     return np.sum(A * A * np.arange(A.shape[1]))
 
 
-CASES = [(sum_over_axes, (3, 4, 5)), (mean_over_axes_kept, (3, 4, 5)), (sum_over_negative_axes, (3, 4, 5)),
+def mean_along_rows(A):
+    return np.sum(np.mean(A, axis=1) ** 2 * np.arange(A.shape[0]))
+
+
+def layernorm(x):  # Numba's np.mean takes no axis (helper 70)
+    mu = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    return np.sum((xc / np.sqrt(var + 1e-5)) ** 3)
+
+
+CASES = [(mean_along_rows, (4, 5)), (layernorm, (4, 5)),
+         (sum_over_axes, (3, 4, 5)), (mean_over_axes_kept, (3, 4, 5)), (sum_over_negative_axes, (3, 4, 5)),
          (cumsum_rows, (4, 5)), (cumsum_columns, (4, 5)), (pairs_read, (4, 5)), (pairs_stored, (4, 5))]
 
 

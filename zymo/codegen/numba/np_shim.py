@@ -543,9 +543,12 @@ def _reduction(np_fn, name):
         if not isinstance(ax, int):
             raise _TypingError(f"zymo's Numba backend reduces over one axis at a time (np.{name})")
         a = ax % x.ndim
-        if name in ("sum", "mean"):
+        if name == "sum":
             def red(x):
                 return np_fn(x, axis=a)
+        elif name == "mean":  # Numba's np.mean takes no axis: the sum along it, divided
+            def red(x):
+                return _np.sum(x, axis=a) / x.shape[a]
         elif x.ndim == 2:
             take = _np.maximum if name in ("max", "amax") else _np.minimum
             empty = f"zero-size array to reduction operation {take.__name__} which has no identity"
