@@ -307,3 +307,31 @@ def test_split_mode_and_numba_with_a_float_attribute(numba):
     o, do = _Two(), zymo.make_zero(_Two())
     ((_, dx),) = zymo.autodiff(Reverse, _scale, Active, Duplicated(o, do), Active(2.0), numba=numba)
     assert dx == pytest.approx(20.0) and do.c == pytest.approx(20.0)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    mode: str
+
+
+_CFG = _Mode("square")
+
+
+def _by_mode(x):
+    if _CFG.mode == "square":  # a static field: read once, when the program is made
+        return np.sum(x * x)
+    return np.sum(3.0 * x)
+
+
+def test_a_rebound_global_record_is_never_taken_for_the_old_one():
+    """The program is kept while the global names the same object. That was checked by `id`
+    alone; once the old record was freed, the new one could take its address, and the program
+    made for the old record's static fields was reused: a wrong gradient (helper 71)."""
+    global _CFG
+    x = np.array([1.0, 2.0])
+    for k in range(30):
+        mode = ("square", "linear")[k % 2]
+        _CFG = None
+        _CFG = _Mode(mode)  # the old record freed first: its address is free for this one
+        (g,) = zymo.gradient(zymo.Reverse, _by_mode, x)
+        np.testing.assert_array_equal(g, 2.0 * x if mode == "square" else [3.0, 3.0])

@@ -324,8 +324,10 @@ def capture_slot(lw: Any, owner: Any, key: str, name: str) -> Value:
 
 
 def pin(lw: Any, resolver: Any, obj: Any) -> None:
-    """Re-check on every call that a captured object is still the same object."""
-    lw.frozen.append((lambda: id(resolver()), id(obj)))
+    """Re-check on every call that a captured object is still the same object: by identity, the
+    object held (an id alone could be a new object's once the old one is freed: a rebound global
+    record reused a program compiled for the old one's static fields, a wrong gradient, helper 71)."""
+    lw.frozen.append((lambda obj=obj: resolver() is obj, True))
 
 
 _MISSING = object()

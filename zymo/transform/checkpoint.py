@@ -210,7 +210,9 @@ class Checkpoint:
 
     # -- code ---------------------------------------------------------------------------------
     def _names(self, rev: Reverse) -> tuple[str, str, str]:
-        return tuple(f"_ck{id(self) % 100000}_{s}" for s in ("plan", "snaps", "act"))  # type: ignore[return-value]
+        # by the loop's place among the function's checkpointed loops: distinct, and the same text
+        # in every process (an id could repeat modulo a number, helper 71, and changes between runs)
+        return tuple(f"_ck{self.share[0]}_{s}" for s in ("plan", "snaps", "act"))  # type: ignore[return-value]
 
     def forward(self, rev: Reverse, op: Op, w: Writer) -> None:
         """The forward sweep at the loop: the taped loop when it fits, else the primal with snapshots."""
