@@ -1045,7 +1045,8 @@ def test_the_sum_over_the_one_axis_of_a_vector_compiles_under_numba():
 
 def _mask_2d(a):
     b = a * 1.0
-    b[a < 0.0] = 0.5 * a[a < 0.0]  # Numba 0.6x: a bare AssertionError compiling a 2-d mask
+    m = a[:, :, 0] < 0.0  # a mask of the first two axes of a 3-d array (a full-rank one compiles:
+    b[m] = 0.5 * a[m]     # `rewrites.full_masks`); Numba 0.6x: a bare AssertionError
     return np.sum(b * b)
 
 
@@ -1054,7 +1055,7 @@ def test_a_numba_failure_without_a_message_is_named():
     """Numba sometimes fails with an exception that has no text (here compiling the user's own
     2-d boolean mask); the error says so instead of a bare exception name, and 'prefer' falls
     back to Python with the right numbers."""
-    a = np.array([[0.3, -0.2], [-1.0, 2.0]])
+    a = np.array([[0.3, -0.2], [-1.0, 2.0]])[:, :, None] * np.array([1.0, 0.5])
     try:
         numba.njit(_mask_2d)(a)
     except Exception as exc:
@@ -1066,7 +1067,8 @@ def test_a_numba_failure_without_a_message_is_named():
         zymo.gradient(Reverse, _mask_2d, a, numba=True)
     with pytest.warns(ZymoWarning, match="_mask_2d"):
         (da,) = zymo.gradient(Reverse, _mask_2d, a, numba="prefer")
-    np.testing.assert_allclose(da, np.where(a < 0, 0.5 * a, 2 * a), rtol=1e-14)
+    neg = (a[:, :, 0] < 0.0)[:, :, None]
+    np.testing.assert_allclose(da, np.where(neg, 0.5 * a, 2 * a), rtol=1e-14)
 
 
 def test_matrix_vector_adjoint_starts_from_zeros_not_from_freed_memory():

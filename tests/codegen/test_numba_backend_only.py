@@ -90,3 +90,41 @@ def test_const_indices_are_arguments_too():
         zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA[b]), Const(R), Const(C), numba=b)
     np.testing.assert_array_equal(dA[True], dA[False])
     assert dA[True][3, 4] == pytest.approx(4.0 * A[3, 4])  # the pair read twice: its adjoint twice
+
+
+def pairs_broadcast_row(A):
+    return np.sum(A[np.array([2]), np.array([0, 1, 2])] ** 2)  # one row index for three columns
+
+
+def pairs_broadcast_store(A):
+    A[np.array([2, 0, 1]), np.array([1])] = A[3, :3] * 2.0
+    return np.sum(A * A * np.arange(A.shape[1]))
+
+
+@pytest.mark.parametrize("f", [pairs_broadcast_row, pairs_broadcast_store], ids=lambda f: f.__name__)
+def test_pairs_broadcast_as_numpy_does(f):
+    """`A[r, c]` with one index array of length 1: NumPy broadcasts it (helper 72: a raw
+    IndexError from the adjoint's twin)."""
+    A = np.random.default_rng(6).standard_normal((4, 4))
+    dA = {b: np.zeros_like(A) for b in (False, True)}
+    for b in (False, True):
+        zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA[b]), numba=b)
+    np.testing.assert_allclose(dA[True], dA[False], rtol=1e-13)
+    np.testing.assert_allclose(dA[False], fd_grad(lambda a: f(a.copy()), [A])[0], rtol=1e-6, atol=1e-8)
+
+
+def test_mean_of_ints_adds_in_float64():
+    """NumPy's mean adds ints as float64; a sum in int64 overflowed under `numba=True` (helper 72)."""
+    big = np.full((3, 4), 4 * 10**18, np.int64)
+    A = np.random.default_rng(7).standard_normal((3, 4))
+
+    def f(A, big):
+        return np.sum(np.mean(big, axis=1) * A[:, 0]) + np.sum(np.mean(big, axis=(0, 1), keepdims=True) * A)
+    got = {}
+    for b in (False, True):
+        dA = np.zeros_like(A)
+        (_, value) = zymo.autodiff(ReverseWithPrimal, f, Active, Duplicated(A.copy(), dA), Const(big), numba=b)
+        got[b] = (value, dA)
+    assert got[True][0] == pytest.approx(f(A, big), rel=1e-12)
+    np.testing.assert_allclose(got[True][1], got[False][1], rtol=1e-12)
+    assert got[True][1][0, 0] == pytest.approx(8e18, rel=1e-12)

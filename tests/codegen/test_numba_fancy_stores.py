@@ -8,7 +8,7 @@ import pytest
 from helpers import fd_grad
 
 import zymo
-from zymo import Active, Duplicated, Forward, ReverseWithPrimal
+from zymo import Active, Const, Duplicated, Forward, ReverseWithPrimal
 
 W = np.array([[1.0, 2.0], [3.0, -4.0], [5.0, 6.0]])
 
@@ -128,7 +128,7 @@ def test_full_rank_mask_twins_raise_numpys_errors():
         store(x.copy(), m, np.array([1.0, 2.0]))
 
 
-def test_full_masks_rewrites_only_masks_of_the_arrays_rank():
+def test_full_masks_rewrites_reads_of_full_masks_and_every_indexed_store():
     from zymo.codegen.numba.rewrites import full_masks
 
     src = ("def f(A, B, v, m, r, i):\n"
@@ -142,8 +142,8 @@ def test_full_masks_rewrites_only_masks_of_the_arrays_rank():
         "def f(A, B, v, m, r, i):",
         "    _rt.set_item(A, m, 2.0 * _rt.get_item(B, m))",
         "    _rt.set_item(A, m, _rt.get_item(A, m) + _rt.get_item(B, m))",
-        "    v[r] = 1.0",  # a 1-d array, and a row index of a matrix: Numba's own
-        "    x = B[r] + A[i, 0]",
+        "    _rt.set_item(v, r, 1.0)",  # every store through an array index: a mask's value is checked
+        "    x = B[r] + A[i, 0]",  # reads: a 1-d array, or a row index of a matrix: Numba's own
         "    return _rt.get_item(A, m)"]
 
 
@@ -227,3 +227,33 @@ def test_a_mask_store_of_an_overlapping_value_is_refused(numba):
                   Duplicated(B.copy(), np.zeros_like(B)), numba=numba)
     fd = fd_grad(lambda a, b: interleaved_mask_store(a.copy(), b.copy()), [A, B])
     np.testing.assert_allclose(dA, fd[0], rtol=1e-6, atol=1e-8)
+
+
+def overlapping_vector_store(x, w):
+    m = np.ones(6, dtype=np.bool_)
+    m[2] = False
+    x[m] = x[::-1][:5]  # NumPy: in place, element by element; Numba's own store copies first
+    return np.sum(x * w * w)
+
+
+def test_numba_never_stores_an_overlapping_value_differently():
+    """Under `numba=True` a store through a 1-d mask of a value overlapping the array gave
+    other primal values than NumPy's (Numba copies the value first), and so a wrong forward
+    tangent, or a wrong gradient for another argument (helper 72). Such stores are refused
+    under `numba=True` now (the twin of `_rt.set_item`); the Python and kernels backends run
+    NumPy's store and differentiate it where the array itself is not differentiated."""
+    pytest.importorskip("numba")
+    x, w = np.arange(6.0) + 1.0, np.linspace(0.5, 1.0, 6)
+    want = overlapping_vector_store(x.copy(), w)
+    for backend in (False, "kernels"):
+        dw = np.zeros(6)
+        (_, value) = zymo.autodiff(ReverseWithPrimal, overlapping_vector_store, Active, Const(x.copy()),
+                                   Duplicated(w.copy(), dw), numba=backend)
+        assert value == pytest.approx(want, rel=1e-14)
+        np.testing.assert_allclose(dw, fd_grad(lambda ww: overlapping_vector_store(x.copy(), ww), [w])[0], rtol=1e-6)
+    with pytest.raises(zymo.ZymoUsageError, match="under numba=True: the value stored through a boolean mask"):
+        zymo.autodiff(ReverseWithPrimal, overlapping_vector_store, Active, Const(x.copy()),
+                      Duplicated(w.copy(), np.zeros(6)), numba=True)
+    with pytest.raises(zymo.ZymoUsageError, match="under numba=True"):
+        zymo.autodiff(Forward, overlapping_vector_store, Duplicated, Duplicated(x.copy(), np.ones(6)), Const(w),
+                      numba=True)

@@ -547,8 +547,12 @@ def _reduction(np_fn, name):
             def red(x):
                 return np_fn(x, axis=a)
         elif name == "mean":  # Numba's np.mean takes no axis: the sum along it, divided
-            def red(x):
-                return _np.sum(x, axis=a) / x.shape[a]
+            if isinstance(x.dtype, (_t.Integer, _t.Boolean)):  # NumPy adds ints as float64
+                def red(x):
+                    return _np.sum(x.astype(_np.float64), axis=a) / x.shape[a]
+            else:
+                def red(x):
+                    return _np.sum(x, axis=a) / x.shape[a]
         elif x.ndim == 2:
             take = _np.maximum if name in ("max", "amax") else _np.minimum
             empty = f"zero-size array to reduction operation {take.__name__} which has no identity"
@@ -588,7 +592,10 @@ def _over_axes(np_fn, name, x, axes, keep):
         return lambda x, axis=None, keepdims=False: whole(x)
     if name not in ("sum", "mean"):
         raise _TypingError(f"zymo's Numba backend takes np.{name} over all axes or one axis")
-    step = _jitable(lambda y: y)
+    if name == "mean" and isinstance(x.dtype, (_t.Integer, _t.Boolean)):  # NumPy adds ints as float64
+        step = _jitable(lambda y: y.astype(_np.float64))
+    else:
+        step = _jitable(lambda y: y)
     for a in norm:  # innermost first: the last axis reduced first
         step = _chain_sum(step, a)
     kept = tuple(sorted(norm))

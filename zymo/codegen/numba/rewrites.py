@@ -209,9 +209,11 @@ def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
     (`np.transpose(A)`, `A[1:, :]`) and `m` an array of rank 2 or more: a boolean mask of
     `x`'s shape, which Numba does not take (an `AssertionError` while typing); the twins run it
     as loops in C order, and any other index as Numba's own `x[m]`
-    (`twins/indexing.py`). Only simple statements are rewritten, each printed again on its
-    lines; the rest of `src` stays as it is. After `elementwise_runs`, which reads the
-    stores as they are."""
+    (`twins/indexing.py`). Every store through one array index (`x[m] = v`, any rank) is
+    written `_rt.set_item` too: a mask's twin refuses a value that shares memory with `x`
+    (NumPy stores it in place, element by element; Numba would copy it first). Only simple
+    statements are rewritten, each printed again on its lines; the rest of `src` stays as it is.
+    After `elementwise_runs`, which reads the stores as they are."""
     if not arrays:
         return src
 
@@ -243,16 +245,20 @@ def full_masks(src: str, arrays: frozenset[str], ndims: dict[str, int]) -> str:
                         [base, target.slice, value], [])
         return ast.Expr(call)
 
+    def stored(node: ast.AST) -> bool:  # any store through one array index: masks are checked for overlap
+        return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in arrays
+
     simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
     lines = src.split("\n")
     edits: list[tuple[int, int, str]] = []
     for st in pyast.walk(ast.parse(src)):
-        if not isinstance(st, simple) or not any(masked(n) for n in pyast.walk(st)):
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AugAssign) else []
+        if not isinstance(st, simple) or not (any(masked(n) for n in pyast.walk(st)) or any(map(stored, targets))):
             continue
         new = _Rewrite().visit(pyast.clone(st))
-        if isinstance(new, ast.Assign) and len(new.targets) == 1 and masked(new.targets[0]):
+        if isinstance(new, ast.Assign) and len(new.targets) == 1 and stored(new.targets[0]):
             new = _rt_set(new.targets[0], new.value)  # type: ignore[arg-type]
-        elif isinstance(new, ast.AugAssign) and masked(new.target):
+        elif isinstance(new, ast.AugAssign) and stored(new.target):
             target = new.target
             new = _rt_set(target, ast.BinOp(_rt_get(target), new.op, new.value))  # type: ignore[arg-type]
         if any(masked(n) for n in pyast.walk(new)):

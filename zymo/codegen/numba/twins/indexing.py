@@ -25,6 +25,7 @@ from numba.extending import overload, register_jitable
 
 from zymo import runtime as rt
 
+from .. import np_shim as _nps
 from ..np_shim import _none
 
 
@@ -112,6 +113,17 @@ def _element_indices(x, index) -> bool:
 
 
 @register_jitable
+def _pairs_count(r, c):
+    """How many pairs `x[r, c]` selects: the index arrays broadcast (equal lengths, or one of
+    length 1), as NumPy's."""
+    if r.shape[0] == c.shape[0] or c.shape[0] == 1:
+        return r.shape[0]
+    if r.shape[0] == 1:
+        return c.shape[0]
+    raise IndexError("shape mismatch: indexing arrays could not be broadcast together")
+
+
+@register_jitable
 def _wrapped(i, n):
     if i < -n or i >= n:
         raise IndexError("index out of bounds for the axis it indexes")
@@ -123,11 +135,10 @@ def _scatter_add(dx, index, g):
     if _element_indices(dx, index) and len(index) == 2:
         def by_pairs(dx, index, g):
             r, c = index
-            if r.shape[0] != c.shape[0]:
-                raise IndexError("shape mismatch: indexing arrays could not be broadcast together")
+            n = _pairs_count(r, c)
             n0, n1 = dx.shape[0], dx.shape[1]
-            for k in range(r.shape[0]):  # repeated pairs accumulate (np.add.at)
-                dx[_wrapped(r[k], n0), _wrapped(c[k], n1)] += g[k]
+            for k in range(n):  # repeated pairs accumulate (np.add.at)
+                dx[_wrapped(r[k if r.shape[0] > 1 else 0], n0), _wrapped(c[k if c.shape[0] > 1 else 0], n1)] += g[k]
         return by_pairs
     if _full_mask(dx, index):
         def by_mask(dx, index, g):
@@ -156,19 +167,18 @@ def _store_adjoint(dx, index):
     if _element_indices(dx, index) and len(index) == 2:
         def by_pairs(dx, index):
             r, c = index
-            if r.shape[0] != c.shape[0]:
-                raise IndexError("shape mismatch: indexing arrays could not be broadcast together")
+            n = _pairs_count(r, c)
             n0, n1 = dx.shape[0], dx.shape[1]
             last = np.full(n0 * n1, -1, np.int64)
-            for k in range(r.shape[0]):  # repeated pairs: the last store survives
-                last[_wrapped(r[k], n0) * n1 + _wrapped(c[k], n1)] = k
-            g = np.zeros(r.shape[0], dx.dtype)
-            for k in range(r.shape[0]):
-                i, j = _wrapped(r[k], n0), _wrapped(c[k], n1)
+            for k in range(n):  # repeated pairs: the last store survives
+                last[_wrapped(r[k if r.shape[0] > 1 else 0], n0) * n1 + _wrapped(c[k if c.shape[0] > 1 else 0], n1)] = k
+            g = np.zeros(n, dx.dtype)
+            for k in range(n):
+                i, j = _wrapped(r[k if r.shape[0] > 1 else 0], n0), _wrapped(c[k if c.shape[0] > 1 else 0], n1)
                 if last[i * n1 + j] == k:
                     g[k] = dx[i, j]
-            for k in range(r.shape[0]):
-                dx[_wrapped(r[k], n0), _wrapped(c[k], n1)] = 0.0
+            for k in range(n):
+                dx[_wrapped(r[k if r.shape[0] > 1 else 0], n0), _wrapped(c[k if c.shape[0] > 1 else 0], n1)] = 0.0
             return g
         return by_pairs
     if _full_mask(dx, index):
@@ -220,10 +230,29 @@ def _get_item(x, index):
 
 @overload(rt.set_item)
 def _set_item(x, index, v):
-    if not _full_mask(x, index):
-        def plain(x, index, v):
-            x[index] = v
-        return plain
+    store = _plain_store if not _full_mask(x, index) else register_jitable(_masked_store(v))
+    if isinstance(index, t.Array) and index.dtype == t.boolean and isinstance(v, t.Array) and isinstance(x, t.Array):
+        # NumPy stores through a mask in place, without copying a `v` that overlaps `x`; Numba's
+        # store (and the loops below) would give other values there: refused, never different
+        def apart(x, index, v):
+            if _nps.may_share_memory(x, v) and _shares_elements(x, v):
+                raise _OVERLAP_CLS(_OVERLAP_MESSAGE)
+            store(x, index, v)
+        return apart
+    return lambda x, index, v: store(x, index, v)
+
+
+_OVERLAP = rt.indexing._overlap("under numba=True")
+_OVERLAP_CLS, _OVERLAP_MESSAGE = type(_OVERLAP), str(_OVERLAP)
+
+
+@register_jitable
+def _plain_store(x, index, v):
+    x[index] = v
+
+
+def _masked_store(v):
+    """The loops of a store through a mask of `x`'s own shape, for value type `v`."""
     if isinstance(v, (t.Number, t.Boolean)):
         def fill(x, index, v):
             _mask_count(x, index)
