@@ -1557,3 +1557,20 @@ def test_frobenius_norm_by_its_name_compiles():
         return np_shim.linalg.norm(v, "fro")
     with pytest.raises(ValueError, match="Invalid norm order for vectors"):
         vector_fro(np.ones(3))
+
+
+def _max_over_two_axes(A):
+    return np.sum(np.max(A, axis=(0, 1)) ** 2)
+
+
+def test_a_gap_of_zymo_is_named_even_where_numba_refuses_the_primal_too():
+    """`np.max` over two axes: Numba refuses the primal, and zymo's shim refuses the derivative
+    with its own reason. The error used to blame the user's code ("Numba cannot compile f"); zymo
+    compiles derivatives of constructs Numba's primal does not (2-d masks), so its own refusal
+    is reported as its gap (helper 69)."""
+    A = np.random.default_rng(0).standard_normal((2, 3, 4))
+    with pytest.raises(ZymoNumbaError, match=r"zymo's derivative of .*_max_over_two_axes.*takes np.max over all axes"):
+        zymo.gradient(Reverse, _max_over_two_axes, A, numba=True)
+    (g,) = zymo.gradient(Reverse, _max_over_two_axes, A, numba="kernels")
+    top = A.max(axis=(0, 1))
+    np.testing.assert_allclose(g, np.where(A == top, 2.0 * top, 0.0))

@@ -378,24 +378,27 @@ def explain(exc: Exception, primal: Callable, args: tuple) -> ZymoNumbaError:
 
     first = _first_line(exc)
     name = getattr(primal, "__qualname__", repr(primal))
+    reason = _ZYMO_REASON.search(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)))
     try:
         sig = tuple(numba.typeof(a) for a in args)
         numba.njit(primal).compile(sig)
     except Exception as primal_exc:  # Numba cannot compile the user's own code
-        loc = _user_loc(primal_exc, primal)
-        return ZymoNumbaError(
-            f"Numba cannot compile {name}: {_first_line(primal_exc)}", loc,
-            why="zymo compiles a derivative with Numba only when Numba can compile the code it comes from",
-            hint="rewrite that construct in Numba's subset, or pass numba=False (or numba='prefer' "
-                 "to fall back to Python with a warning)")
+        if reason is None:  # (a shim's own refusal is zymo's gap, whatever Numba makes of the primal:
+            # the derivative takes constructs Numba's own primal does not, a 2-d mask among them)
+            loc = _user_loc(primal_exc, primal)
+            return ZymoNumbaError(
+                f"Numba cannot compile {name}: {_first_line(primal_exc)}", loc,
+                why="zymo compiles a derivative with Numba where Numba compiles the code it comes from "
+                    f"(and some constructs it does not); the derivative failed too: {first}",
+                hint="rewrite that construct in Numba's subset, or pass numba=False (or numba='prefer' "
+                     "to fall back to Python with a warning)")
     gen = _LOC.findall(str(exc))
     where = f" (generated code line {gen[-1][1]})" if gen else ""
-    reason = _ZYMO_REASON.search(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)))
     if reason:  # a shim's own refusal, deep in Numba's message: it says what is missing
         first = f"{reason.group(0).rstrip('.')} ({first})"
     return ZymoNumbaError(
         f"Numba cannot compile zymo's derivative of {name}{where}: {first}",
-        why="the primal compiles with Numba but a derivative helper does not: a gap in zymo's Numba backend",
+        why="a derivative helper does not compile with Numba: a gap in zymo's Numba backend",
         hint="pass numba=False (or numba='prefer') to run the derivative as Python, and please report it")
 
 
