@@ -383,15 +383,14 @@ def explain(exc: Exception, primal: Callable, args: tuple) -> ZymoNumbaError:
         sig = tuple(numba.typeof(a) for a in args)
         numba.njit(primal).compile(sig)
     except Exception as primal_exc:  # Numba cannot compile the user's own code
-        if reason is None:  # (a shim's own refusal is zymo's gap, whatever Numba makes of the primal:
-            # the derivative takes constructs Numba's own primal does not, a 2-d mask among them)
-            loc = _user_loc(primal_exc, primal)
-            return ZymoNumbaError(
-                f"Numba cannot compile {name}: {_first_line(primal_exc)}", loc,
-                why="zymo compiles a derivative with Numba where Numba compiles the code it comes from "
-                    f"(and some constructs it does not); the derivative failed too: {first}",
-                hint="rewrite that construct in Numba's subset, or pass numba=False (or numba='prefer' "
-                     "to fall back to Python with a warning)")
+        loc = _user_loc(primal_exc, primal)
+        return ZymoNumbaError(
+            f"Numba cannot compile {name}: {_first_line(primal_exc)}", loc,
+            why="zymo compiles a derivative with Numba where Numba compiles the code it comes from (and a "
+                f"few constructs it does not, 2-d masks among them); the derivative's own error: "
+                f"{reason.group(0).rstrip('.') if reason else first}",
+            hint="rewrite that construct in Numba's subset, or pass numba=False (or numba='prefer' "
+                 "to fall back to Python with a warning)")
     gen = _LOC.findall(str(exc))
     where = f" (generated code line {gen[-1][1]})" if gen else ""
     if reason:  # a shim's own refusal, deep in Numba's message: it says what is missing
