@@ -476,6 +476,8 @@ class TypedGradient:
         n = len(args)
         if comp.width != 1 or any(k >= n for k in comp.active_params):
             return  # internal shadows of captured memory: the full path allocates them
+        if any(lf.slot is not None for lf in leaves):
+            return  # a captured float held by an object, a dict or a cell: read (and written back) each call
         arrays = [a for a in args if isinstance(a, np.ndarray)]
         if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return
@@ -584,6 +586,8 @@ class TypedCall:
         if (comp.width != 1 or isinstance(key[0], Annotation) or len(leaves) < n
                 or any(k >= n or leaves[k].kind == "const" for k in comp.active_params)):
             return  # internal shadows (of Const or captured memory): the full path allocates them
+        if any(lf.slot is not None for lf in leaves):
+            return  # a captured float held by an object, a dict or a cell: read (and written back) each call
         if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return
         dup = [k for k in comp.active_params if leaves[k].kind == "dup"]

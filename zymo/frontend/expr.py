@@ -555,7 +555,8 @@ class ExprLowering(ContainerLowering):
         else:
             src = FunctionSource.of(fn)
             fnode, parent = src.node, None
-            defaults = [self.capture(d, lambda d=d: d, "default", node) for d in (fn.__defaults__ or ())]
+            defaults = [self.capture(d, lambda fn=fn, k=k: fn.__defaults__[k], "default", node)
+                        for k, d in enumerate(fn.__defaults__ or ())]
             name, file, ident = fn.__name__, src.file, fn
         if any(x is ident for x in self.inlining):
             raise self.error(UnsupportedCall, f"recursive call to {name} is not supported", node,
@@ -565,7 +566,8 @@ class ExprLowering(ContainerLowering):
         if isinstance(fn, LocalFn):
             kw_defaults = fn.kw_defaults
         else:
-            kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (fn.__kwdefaults__ or {}).items()}
+            kw_defaults = {k: self.capture(d, lambda fn=fn, k=k: fn.__kwdefaults__[k], k, node)
+                           for k, d in (fn.__kwdefaults__ or {}).items()}
         bound = signature.bind(fnode.args, name, pos, kw, defaults, kw_defaults,
                                lambda msg: self.error(ZymoSourceError, msg, node), lambda d: self.make_dict(d, node))
         caller = self.frame

@@ -28,6 +28,7 @@ container_calls.py, comprehensions.py, fills.py), `raise`/`assert`/`try` (flow.p
 from __future__ import annotations
 
 import ast
+import types
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -101,9 +102,11 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
             pos.append(binding)
         raw = src.fn.__defaults__ or ()
         first = len(params) - len(raw)  # defaults of the parameters not given are captured (data: parameters)
-        defaults = [self.capture(d, lambda d=d: d, params[first + k], node) if first + k >= len(args) else None
-                    for k, d in enumerate(raw)]
-        kw_defaults = {k: self.capture(d, lambda d=d: d, k, node) for k, d in (src.fn.__kwdefaults__ or {}).items()}
+        # read again at each call (`Lowered.still_valid`): `f.__defaults__` may be rebound
+        defaults = [self.capture(d, lambda f=src.fn, k=k: f.__defaults__[k], params[first + k], node)
+                    if first + k >= len(args) else None for k, d in enumerate(raw)]
+        kw_defaults = {k: self.capture(d, lambda f=src.fn, k=k: f.__kwdefaults__[k], k, node)
+                       for k, d in (src.fn.__kwdefaults__ or {}).items()}
         frame.env.update(signature.bind(a, frame.name, pos, {}, defaults, kw_defaults,
                                         lambda msg: ZymoSourceError(msg, self.loc(node)),
                                         lambda d: self.make_dict(d, node)))
@@ -186,7 +189,8 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
 
     def capture(self, obj: Any, resolver: Callable[..., Any], name: str, node: ast.AST) -> Any:
         """Binding of a global or closure object: data becomes an extra parameter; ints and
-        bools are compile-time constants (axes, sizes), re-checked on every call."""
+        bools are compile-time constants (axes, sizes), re-checked on every call; so are other
+        objects (functions, strings, records: by identity), except modules."""
         if isinstance(obj, (int, bool)) and not isinstance(obj, type):
             self.frozen.append((resolver, obj))
             return self.b.const(obj, self.loc(node), name)
@@ -203,6 +207,9 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
             return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
         if objects.record(obj) is not None:
             objects.pin(self, resolver, obj)
+        elif not isinstance(obj, types.ModuleType):  # a function, a string, None: a constant of the
+            # program, re-checked on every call (a global rebound to another helper makes another program)
+            self.frozen.append((lambda obj=obj, resolver=resolver: resolver() is obj, True))
         return S(obj)
 
     # -- statements ----------------------------------------------------------
