@@ -59,6 +59,7 @@ def autodiff_thunk(mode: Mode, f: Callable, ret_activity: Any, *args: Any,
                                                        # (batch mode: one seed per lane)
         tape, y = fwd(Duplicated(x, dx), tape=tape)    # reuses the tape's buffers
 
+    A tape serves one reverse call (a second one raises `ZymoUsageError`).
     `ReverseSplitNoPrimal` returns `(tape, None)` from the forward thunk. The thunks
     accept arguments with the same annotations and types as `args`.
     """
@@ -151,8 +152,14 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
             if np.ndim(d) != 0:
                 raise _not_scalar(f)
             out.append(float(d))
-        else:
-            out.append(None)
+        elif a is None or isinstance(a, (str, bool, int, np.integer)) or callable(a):
+            out.append(None)  # no derivative: as `gradient(Reverse, ...)` gives
+        else:  # a list, tuple, dict or record: was a silent None (helper 73)
+            raise ZymoUsageError(
+                f"zymo.gradient(Forward, ...) takes arrays and floats; argument {k} is a {type(a).__name__}: use "
+                "zymo.gradient(Reverse, ...), which returns its gradient in its own structure, or "
+                "zymo.autodiff(Forward, f, Duplicated, Duplicated(x, tangent), ...) for one direction, or mark it "
+                "Const(...) if it needs none")
     return tuple(out)
 
 

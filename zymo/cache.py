@@ -371,13 +371,16 @@ class Repeat(Match):
 class Tape:
     """What an augmented forward call recorded for its reverse call.
 
-    Pass it to the reverse thunk; pass it back to the forward thunk (`tape=`) to
+    Pass it to the reverse thunk, once: the reverse sweep consumes it (it pops its caches and
+    adds into the internal shadows it carries; a second sweep read what the first left, a wrong
+    gradient or a raw IndexError, helper 73). Pass it back to the forward thunk (`tape=`) to
     reuse its buffers, so repeated calls allocate no new caches."""
 
-    __slots__ = ("inner", "internal", "owner")
+    __slots__ = ("inner", "internal", "owner", "used")
 
     def __init__(self, inner: tuple, internal: list, owner: Compiled):
         self.inner, self.internal, self.owner = inner, internal, owner
+        self.used = False
 
 
 def thunks(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
@@ -427,6 +430,10 @@ def thunks(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
         comp, norm, leaves, all_values = prepared(1, rest)
         if tape.owner is not comp:
             raise ZymoUsageError("this tape was recorded for other argument types or activities")
+        if tape.used:
+            raise ZymoUsageError("this tape was already used by a reverse call: a tape serves one reverse "
+                                 "call (run the forward thunk again, `tape=` reusing its buffers)")
+        tape.used = True
         shadows = call_shadows(comp, leaves, all_values, tape.internal)
         adj = run_program(comp, 1, [*all_values, *shadows, *seed, *tape.inner], f, norm)
         data.write_back(leaves)

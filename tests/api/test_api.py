@@ -283,3 +283,14 @@ def test_second_order_and_jacobians_take_const_constants():
     np.testing.assert_allclose(zymo.jacobian(Reverse, lambda y, b: y * b, x, Const(a)), np.diag(a), rtol=1e-15)
     with pytest.raises(zymo.ZymoUsageError, match="constant argument 1"):
         zymo.hessian(_quadratic, x, Duplicated(a, np.zeros(3)), 2.0)
+
+
+def test_forward_gradient_of_a_structured_argument_is_an_error_not_none():
+    """`zymo.gradient(Forward, f, [a, b])` returned `(None,)`, a silently missing gradient
+    (helper 73); it says what to use instead. Ints and Const arguments keep their None."""
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    with pytest.raises(zymo.ZymoUsageError, match="argument 0 is a list"):
+        zymo.gradient(zymo.Forward, lambda ws: np.sum(ws[0] * ws[1]), [a, b])
+    assert zymo.gradient(zymo.Reverse, lambda ws: np.sum(ws[0] * ws[1]), [a, b])[0][0].tolist() == [3.0, 4.0]
+    g = zymo.gradient(zymo.Forward, lambda x, n: np.sum(x * x) * n, a, 3)
+    assert g[1] is None and g[0].tolist() == [6.0, 12.0]

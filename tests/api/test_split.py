@@ -152,3 +152,27 @@ def test_thunks_replay_a_call_with_the_same_arguments(monkeypatch):
         assert len(calls) == n + 2  # a new policy: the recorded calls are forgotten
     finally:
         zymo.config.set_numba(None)
+
+
+def _smoothed(x):
+    u = x.copy()
+    for _ in range(3):
+        u[1:] += 0.2 * u[:-1]
+    return np.sum(u ** 2)
+
+
+def test_a_tape_serves_one_reverse_call():
+    """A second reverse call on one tape read what the first left (the internal shadow of `u`
+    it carries, the caches it popped): a wrong gradient, or a raw IndexError (helper 73)."""
+    x, dx = np.array([0.9, 0.8, 0.5]), np.zeros(3)
+    fw, rv = zymo.autodiff_thunk(zymo.ReverseSplitWithPrimal, _smoothed, zymo.Active, zymo.Duplicated(x, dx))
+    tape, _ = fw(zymo.Duplicated(x, dx))
+    rv(zymo.Duplicated(x, dx), 1.0, tape)
+    first = dx.copy()
+    with pytest.raises(zymo.ZymoUsageError, match="already used by a reverse call"):
+        rv(zymo.Duplicated(x, np.zeros(3)), 1.0, tape)
+    tape, _ = fw(zymo.Duplicated(x, dx), tape=tape)  # a new recording, in the old tape's buffers
+    dx[:] = 0.0
+    rv(zymo.Duplicated(x, dx), 1.0, tape)
+    np.testing.assert_array_equal(dx, first)
+    np.testing.assert_allclose(first, zymo.gradient(zymo.Reverse, _smoothed, x)[0], rtol=1e-14)

@@ -128,3 +128,21 @@ def test_mean_of_ints_adds_in_float64():
     assert got[True][0] == pytest.approx(f(A, big), rel=1e-12)
     np.testing.assert_allclose(got[True][1], got[False][1], rtol=1e-12)
     assert got[True][1][0, 0] == pytest.approx(8e18, rel=1e-12)
+
+
+def zero_d_overwritten(x):
+    y = x * x
+    x[...] = 3.0 * x  # after y: the adjoint reads the snapshot `x.copy()` taken before
+    return np.sum(y) + 2.0 * np.sum(x)
+
+
+def test_a_snapshot_of_a_0d_array_is_a_copy():
+    """`x.copy()` of a 0-d array, written `_rt.ew_new('x0', (x,))`, ran as written: `x0`, the
+    operand itself, so the snapshot changed with `x` (helper 73: 10.2 where 7.4 is right)."""
+    got = {}
+    for backend in (False, True, "kernels"):
+        dx = np.zeros(())
+        zymo.autodiff(ReverseWithPrimal, zero_d_overwritten, Active, Duplicated(np.array(0.7), dx), numba=backend)
+        got[backend] = float(dx)
+    assert got[False] == pytest.approx(2 * 0.7 + 6.0, rel=1e-14)
+    assert got[True] == pytest.approx(got[False], rel=1e-14) and got["kernels"] == pytest.approx(got[False], rel=1e-14)

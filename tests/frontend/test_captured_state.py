@@ -96,7 +96,10 @@ def _by_mode(x):
     return np.sum(np.sin(x)) if MODE == "sin" else np.sum(x ** 2)
 
 
-def _with_defaults(x, k=2.0, w=np.array([1.0, 1.0])):
+_ONES = np.array([1.0, 1.0])
+
+
+def _with_defaults(x, k=2.0, w=_ONES):
     return np.sum(k * w * x ** 2)
 
 

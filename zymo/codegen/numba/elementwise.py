@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -266,7 +267,11 @@ def _value_or_fallback(typingctx, expr, xs, kind, template):
 
 @intrinsic(prefer_literal=True)
 def ew_new(typingctx, expr, xs):
-    done = _value_or_fallback(typingctx, expr, xs, "new", "{}")
+    # a new array, also where the statement runs as written: `x0` alone would return the operand
+    # itself (a 0-d array's `x.copy()`, written `ew_new('x0', ...)`, then shared its memory: a
+    # snapshot that changed with `x`, a wrong gradient under numba=True, helper 73)
+    bare = isinstance(expr, types.StringLiteral) and re.fullmatch(r"\s*\(?\s*x\d+\s*\)?\s*", expr.literal_value)
+    done = _value_or_fallback(typingctx, expr, xs, "new", "np.copy({})" if bare else "{}")
     if done is not None:
         return done
     _, tree, _ = _parse(expr, xs)
