@@ -209,7 +209,9 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
             objects.pin(self, resolver, obj)
         elif not isinstance(obj, types.ModuleType):  # a function, a string, None: a constant of the
             # program, re-checked on every call (a global rebound to another helper makes another program)
-            self.frozen.append((lambda obj=obj, resolver=resolver: resolver() is obj, True))
+            def same(obj: Any = obj, resolver: Callable[..., Any] = resolver) -> bool:
+                return resolver() is obj
+            self.frozen.append((same, True))
         return S(obj)
 
     # -- statements ----------------------------------------------------------
