@@ -139,3 +139,27 @@ def test_rebound_functions_strings_and_defaults_make_new_programs():
     np.testing.assert_allclose(zymo.gradient(Reverse, inner, X)[0], np.cos(X))
     swap()
     np.testing.assert_allclose(zymo.gradient(Reverse, inner, X)[0], -np.sin(X))
+
+
+N64 = np.int64(3)
+S32 = np.float32(2.0)
+
+
+def _numpy_scalars(x):
+    s = 0.0
+    for i in range(N64):  # a NumPy int as a bound: a constant of the program, as an int is
+        s += x[i] * x[i]
+    return s + np.sum(S32 * x)
+
+
+def test_numpy_scalars_captured_as_python_numbers_are():
+    """A global `np.int64` bound or `np.float32` factor was refused ("expected a number or an
+    array here", helper 74); a rebound one makes a new program."""
+    global N64
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(zymo.gradient(Reverse, _numpy_scalars, x)[0], [4.0, 6.0, 8.0, 2.0])
+    N64 = np.int64(2)
+    try:
+        np.testing.assert_allclose(zymo.gradient(Reverse, _numpy_scalars, x)[0], [4.0, 6.0, 2.0, 2.0])
+    finally:
+        N64 = np.int64(3)

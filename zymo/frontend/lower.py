@@ -191,10 +191,12 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
         """Binding of a global or closure object: data becomes an extra parameter; ints and
         bools are compile-time constants (axes, sizes), re-checked on every call; so are other
         objects (functions, strings, records: by identity), except modules."""
-        if isinstance(obj, (int, bool)) and not isinstance(obj, type):
-            self.frozen.append((resolver, obj))
-            return self.b.const(obj, self.loc(node), name)
-        if isinstance(obj, (float, complex, __import__("numpy").ndarray, list)) and not isinstance(obj, type):
+        if isinstance(obj, (int, bool, np.integer, np.bool_)) and not isinstance(obj, type):
+            self.frozen.append((resolver, obj))  # (a NumPy int is re-checked as one: type and value)
+            value = bool(obj) if isinstance(obj, (bool, np.bool_)) else int(obj)
+            return self.b.const(value, self.loc(node), name)
+        if isinstance(obj, (float, complex, np.floating, np.complexfloating, np.ndarray, list)) \
+                and not isinstance(obj, type):
             key = id(obj)
             if key not in self.captured:
                 t = type_of_value(obj, f"captured variable {name!r}")
