@@ -458,7 +458,7 @@ class TypedGradient:
     path flattens, types, keys and classifies every argument again. Shadows are fresh zeros
     per call, as `gradient` promises."""
 
-    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats")
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats", "boxes")
     spec: tuple
     comp: Compiled
     captured: list
@@ -469,6 +469,7 @@ class TypedGradient:
     lowered: list
     seed: list
     floats: bool
+    boxes: list  # (position, data.BoxRef) of the captured floats boxed afresh at each call (`_boxes`)
 
     @staticmethod
     def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
@@ -483,8 +484,9 @@ class TypedGradient:
         n = len(args)
         if comp.width != 1 or any(k >= n for k in comp.active_params):
             return  # internal shadows of captured memory: the full path allocates them
-        if any(lf.slot is not None for lf in leaves):
-            return  # a captured float held by an object, a dict or a cell: read (and written back) each call
+        boxes = _boxes(leaves)
+        if boxes is None:
+            return
         arrays = [a for a in args if isinstance(a, np.ndarray)]
         if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return
@@ -497,6 +499,7 @@ class TypedGradient:
         t.lowered = lowered_of(comp)
         t.seed = [] if mode.forward else [1.0]
         t.floats = any(not isinstance(a, np.ndarray) for a in args)
+        t.boxes = boxes
         TYPED[key] = t
 
     def run(self, args: tuple) -> Any:
@@ -528,11 +531,15 @@ class TypedGradient:
             if not lw.still_valid():
                 return None
         values = [*args, *self.captured]
+        if self.boxes and not _fresh_boxes(values, self.boxes):
+            return None
         comp = self.comp
         if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
             return None
         flat = [*values, *(shadows[k] for k in self.dup), *self.seed]
         results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        if self.boxes:
+            _write_boxes(values, self.boxes)
         if self.floats:
             out = self.finish(results)
             grads = tuple(d if s is None else s for d, s in zip(out[0], shadows))
@@ -561,7 +568,8 @@ class TypedCall:
     the number of arguments (pairwise overlap tests for several arrays), where the full path
     normalizes, flattens, types, keys and classifies every argument again."""
 
-    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again")
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again",
+                 "boxes")
 
     def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
                  dup: list[int], seed: list):
@@ -573,6 +581,7 @@ class TypedCall:
         # as the one before (`call` then records it as a `Repeat`; not with Active floats)
         self.last: list = []
         self.again: list | None = None
+        self.boxes: list = []
 
     @staticmethod
     def record(key: tuple, args: tuple, comp: Compiled, all_values: list, finish: Finish, norm: list,
@@ -593,12 +602,14 @@ class TypedCall:
         if (comp.width != 1 or isinstance(key[0], Annotation) or len(leaves) < n
                 or any(k >= n or leaves[k].kind == "const" for k in comp.active_params)):
             return  # internal shadows (of Const or captured memory): the full path allocates them
-        if any(lf.slot is not None for lf in leaves):
-            return  # a captured float held by an object, a dict or a cell: read (and written back) each call
+        boxes = _boxes(leaves)
+        if boxes is None:
+            return
         if any(np.may_share_memory(p, q) for i, p in enumerate(arrays) for q in arrays[i + 1:]):
             return
         dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
-        TYPED_CALLS[key] = TypedCall(tuple(spec), comp, all_values, finish, key[0], norm, dup, seed)
+        TYPED_CALLS[key] = typed = TypedCall(tuple(spec), comp, all_values, finish, key[0], norm, dup, seed)
+        typed.boxes = boxes
 
     def run(self, args: tuple) -> tuple | None:
         """The call's result, or None where it does not match (the full path then runs)."""
@@ -633,17 +644,49 @@ class TypedCall:
             if not lw.still_valid():
                 return None
         values += self.captured
+        if self.boxes and not _fresh_boxes(values, self.boxes):
+            return None
         comp = self.comp
         if comp.guards and not guards_hold(comp.guards, [getattr(v, "shape", None) for v in values]):
             return None
         flat = [*values, *(shadow_of[k] for k in self.dup), *self.seed]
         results = comp.fn(*flat) if comp.checked else run_program(comp, None, flat, self.f, self.norm)
+        if self.boxes:
+            _write_boxes(values, self.boxes)
         last = self.last
         if (len(last) == len(flat) and all(a is b for a, b in zip(flat, last))
                 and not any(at is Active for at, *_ in spec)):
             self.again = flat
         self.last = flat
         return self.finish(results)
+
+
+def _boxes(leaves: list[Leaf]) -> list[tuple[int, Any]] | None:
+    """The (position, `data.BoxRef`) of each captured float held by an object, a dict item or a
+    cell, which a recorded fast path boxes afresh at each call and writes back after it (a box
+    kept from the first call gave that call's value for good, helper 74); None where the fast
+    path cannot: a float with a shadow, or two leaves of one slot (`data.share_boxes`)."""
+    out = [(i, lf.slot) for i, lf in enumerate(leaves) if lf.slot is not None]
+    if any(lf.kind != "const" for lf in leaves if lf.slot is not None):
+        return None
+    if len({(id(ref.owner), ref.key) for _, ref in out}) != len(out):
+        return None
+    return out
+
+
+def _fresh_boxes(values: list, boxes: list) -> bool:
+    """Each slot's current float, boxed into `values`; False where its type changed."""
+    for i, ref in boxes:
+        v = data.get_field(ref.owner, ref.key)
+        if type(v) is not type(ref.like):
+            return False
+        values[i] = data.box_of(v)
+    return True
+
+
+def _write_boxes(values: list, boxes: list) -> None:
+    for i, ref in boxes:
+        data.set_field(ref.owner, ref.key, data.unbox(values[i], ref.like))
 
 
 def _passable(a: np.ndarray, dtype: Any, ndim: int) -> bool:

@@ -212,7 +212,9 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
         elif not isinstance(obj, types.ModuleType):  # a function, a string, None: a constant of the
             # program, re-checked on every call (a global rebound to another helper makes another program)
             def same(obj: Any = obj, resolver: Callable[..., Any] = resolver) -> bool:
-                return resolver() is obj
+                now = resolver()  # (a bound method is a new object at each lookup: its parts)
+                return now is obj or (type(now) is types.MethodType and type(obj) is types.MethodType
+                                      and now.__self__ is obj.__self__ and now.__func__ is obj.__func__)
             self.frozen.append((same, True))
         return S(obj)
 
