@@ -143,7 +143,9 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
             g, _ = forward_columns(f, list(args), k, None, numba)  # batched, 8 tangents per call
             if np.size(g) != a.size:
                 raise _not_scalar(f)
-            out.append(g.reshape(a.shape))
+            g = g.reshape(a.shape)
+            # the argument's own float dtype, as reverse mode's shadow has it (float32 stays float32)
+            out.append(g.astype(a.dtype, copy=False) if a.dtype.kind == "f" else g)
         elif isinstance(a, (float, np.floating)):
             copies = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
             annotated = [Const(c) if j != k else Duplicated(c, 1.0) for j, c in enumerate(copies)]

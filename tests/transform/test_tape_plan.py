@@ -5,6 +5,8 @@ the plan took for a value the adjoint sweep reads: read in place, recomputed, a 
 cached in a stack, a buffer or a growing buffer. The plan is complete before the forward
 sweep is written and lists every value the adjoint sweep reads exactly once.
 """
+import math
+
 import numpy as np
 
 import zymo
@@ -103,11 +105,15 @@ def test_cheap_scalar_is_recomputed():
 
 
 def powers_in_a_loop(p, h):
-    """cavity_flow's pressure loop: `h ** 2` (an int power: recomputed), `h ** 2.5` (cached)."""
-    for _ in range(3):
+    """cavity_flow's pressure loop: `h ** 2` (an int power: recomputed), `(h + k) ** 2.5` (a real
+    power of a number the loop changes: cached), `h ** 1.5` (the same number in every iteration:
+    recomputed, `TapePlanner._invariant`)."""
+    for k in range(3):
         t = h ** 2
-        u = h ** 2.5
-        p[1:] = p[1:] * t + p[:-1] * u
+        hk = h + k
+        u = hk ** 2.5
+        w = h ** 1.5
+        p[1:] = p[1:] * t + p[:-1] * u + w * p[1:]
     return np.sum(p * p)
 
 
@@ -116,6 +122,7 @@ def test_an_int_power_of_numbers_is_recomputed_and_a_real_one_cached():
     rev = plan_of(powers_in_a_loop, p.copy(), h)
     assert how(rev, "t") == "recompute"
     assert how(rev, "u") != "recompute" and how(rev, "u") != "in place"
+    assert how(rev, "w") == "recompute"
     # exact: against central differences and forward mode, in both backends
     for numba in (False, True):
         dp = np.zeros(5)
@@ -180,3 +187,49 @@ def test_split_tape_starts_with_the_planned_caches():
 def test_cache_report_counts_the_plan():
     rep = zymo.cache_report(Reverse, carried, Active, Duplicated(np.ones(4), np.zeros(4)))
     assert "tape plan: " in rep and "1 buffer" in rep and "recompute" in rep
+
+
+def invariant_functions(x, c):
+    """`math.sqrt(c)`, `math.exp(-c)` in the loop (correlation's `math.sqrt(float_n)`): the same
+    numbers in every iteration, recomputed by the adjoint sweep rather than cached per
+    iteration; `math.sqrt(x[i])` changes with `i`: cached."""
+    for i in range(x.shape[0]):
+        s = math.sqrt(c)
+        e = math.exp(-c)
+        r = math.sqrt(x[i])
+        x[i] = x[i] * s + e * r
+    return np.sum(x * x)
+
+
+def test_loop_invariant_functions_are_recomputed():
+    x, c = np.linspace(0.5, 2.0, 5), 1.7
+    rev = plan_of(invariant_functions, x.copy(), c)
+    assert how(rev, "exp") == "recompute"
+    assert sorted(d.how for d in decisions(rev, "sqrt")) == ["buffer", "recompute"]  # s, then r
+    for numba in (False, True):
+        dx = np.zeros(5)
+        ((_, dc),) = zymo.autodiff(Reverse, invariant_functions, Active, Duplicated(x.copy(), dx), Active(c),
+                                   numba=numba)
+        fd_c = (invariant_functions(x.copy(), c + 1e-6) - invariant_functions(x.copy(), c - 1e-6)) / 2e-6
+        (fwd_c,) = zymo.autodiff(zymo.Forward, invariant_functions, zymo.Duplicated,
+                                 Duplicated(x.copy(), np.zeros(5)), zymo.Duplicated(c, 1.0))
+        assert dc != 0.0 and abs(dc - fd_c) <= 1e-6 * abs(fd_c)
+        assert abs(dc - fwd_c) <= 1e-12 * abs(fwd_c)
+        e = np.eye(5)
+        fd_x = [(invariant_functions(x + 1e-6 * e[k], c) - invariant_functions(x - 1e-6 * e[k], c)) / 2e-6
+                for k in range(5)]
+        np.testing.assert_allclose(dx, fd_x, rtol=1e-6)
+        assert np.all(dx != 0.0)
+
+
+def draws_in_a_loop(x):
+    """A random draw is no function of its operands: cached, never drawn again."""
+    for i in range(x.shape[0]):
+        u = np.random.random()
+        x[i] = x[i] * u
+    return np.sum(x * x)
+
+
+def test_a_draw_in_a_loop_is_not_recomputed():
+    rev = plan_of(draws_in_a_loop, np.ones(4))
+    assert all(d.how != "recompute" for d in decisions(rev, "u"))

@@ -26,6 +26,12 @@ reasoning assumes what NumPy's own writes assume: two different indices of one
 array name two different elements (`boundary.self_overlapping` refuses writable arrays
 whose elements overlap).
 
+`first_writer(op, v)` for a subarray `v = base[i, ...]` (integer indices, `base` defined
+outside every loop) passes over the writes into the same `base` through integer indices, or
+through such views of it, whose index provably differs at one leading axis whenever they run
+after `op` (`_disjoint`): a row normalised in place (`x[i] /= s`) is written again only by
+later iterations, at other rows, so the adjoint sweep reads it as the division left it.
+
 The loop nests come from the shared `index.Index` (pass one in to share it).
 """
 from __future__ import annotations
@@ -72,14 +78,48 @@ class Overwrites:
         roots = self.act.roots.get(v.id)
         if not roots:
             return op
-        candidates = [op] if include_self else []
-        candidates += list(self._later_ops(op))
-        for c in candidates:
-            for w, target in self._writes(c):
+        if include_self:  # `op`'s own run: it writes what it writes, whatever the indices
+            for w, target in self._writes(op):
                 troots = self.act.roots.get(target.id)
                 if not troots or troots & roots:
                     return w
+        view = self._part(v)
+        for c in self._later_ops(op):  # `op` itself among them only as its runs in later iterations
+            for w, target in self._writes(c):
+                troots = self.act.roots.get(target.id)
+                if not troots or troots & roots:
+                    if view is not None and self._other_part(op, view, w, target):
+                        continue
+                    return w
         return None
+
+    def _part(self, v: Value) -> tuple[Value, list] | None:
+        """`(base, index)` when `v` is `base[i, ...]`, `base` an array defined outside every
+        loop (one memory in every iteration) and each part of the index one integer: the
+        subarray (or element) at those leading indices."""
+        owner = v.owner
+        if not (isinstance(owner, Op) and owner.kind == "getitem"):
+            return None
+        index = _element_index(owner, 1, full=False)
+        base = owner.args[0]
+        if index is None or not isinstance(base.type, T.Array) or self._in_loop(base):
+            return None
+        return base, index
+
+    def _other_part(self, op: Op, view: tuple[Value, list], w: Op, target: Value) -> bool:
+        """Whether write `w` (of `target`), in every run after `op`, writes memory apart from the
+        subarray `view` (`_part`) as `op` saw it: `w` stores into the same base through an
+        integer index, or writes a view `_part` gives of the same base, and at some leading
+        axis the two indices provably differ whenever `w` runs after `op` (`_disjoint`: different
+        integers at one axis are different subarrays of an array whose elements do not overlap,
+        which `boundary.self_overlapping` makes sure of for writable arrays)."""
+        base, read = view
+        if w.kind == "setitem" and target is base:
+            written = _element_index(w, 2, full=False)
+        else:
+            other = self._part(target)
+            written = other[1] if other is not None and other[0] is base else None
+        return written is not None and self._disjoint(op, read, w, written)
 
     def first_element_writer(self, op: Op) -> Op | None:
         """`first_writer(op, base)` for scalar load `op` (`base[idx]`), passing over the
@@ -237,7 +277,11 @@ class Overwrites:
         each, in order (this block runs once per iteration of the innermost shared loop: the
         ops above are those loops and `if`s), so `w`'s runs all come first when its op comes
         first; or they lie in the two branches of one `if`, of which one runs; or in the two
-        regions of a `while` (condition, body): not proved."""
+        regions of a `while` (condition, body): not proved. `w` is `op`: its later runs (those
+        in later iterations, which `first_writer` asks of an `out=` call) are never in the same
+        iteration as the run in question; its own run is `first_writer`'s to count (`include_self`)."""
+        if w is op:
+            return True
         cw, cr = self._chain(w), self._chain(op)
         for (bw, iw), (br, ir) in zip(cw, cr):
             if bw is not br:
@@ -257,7 +301,7 @@ class Overwrites:
             cur = owner
         return out[::-1]
 
-    def _disjoint(self, op: Op, read: list, w: Op) -> bool:
+    def _disjoint(self, op: Op, read: list, w: Op, written: list | None = None) -> bool:
         """Whether store `w`, in every run after load `op`, writes another element than the
         one `op` read. A later run of `w` happens in the same iteration of every loop around
         both (only if `w` may run after `op` there: `_never_after`), or in a later iteration of
@@ -266,8 +310,9 @@ class Overwrites:
         two constants, `i + a` and `i + b` for the variable `i` of a loop unchanged, `j >= i + 1`
         written against `i` read, or, for `k`'s own variable of step s > 0, `i0 + a` read and
         `i1 + b` written with `i1 >= i0 + s`, which differ when `a - b < s`). Indices must be
-        non-negative (a negative index counts from the end, where these sums say nothing)."""
-        written = _element_index(w, 2, full=False)
+        non-negative (a negative index counts from the end, where these sums say nothing).
+        `written`: `w`'s index, where it is not `w`'s own (the view a call writes through)."""
+        written = written if written is not None else _element_index(w, 2, full=False)
         if written is None:
             return False
         mine = {id(x) for x in self._loops(w)}

@@ -2,7 +2,8 @@
 
 Contract: for each (value, role) the adjoint sweep reads (`needs.py`), one decision among
 read in place (defined outside every loop), recompute (`_remat`: a view's or list item's
-shadow taken again, a number recomputed from loads nothing overwrites, `_recomputable`),
+shadow taken again, a number recomputed from loads nothing overwrites, `_recomputable`, or a
+function of numbers that are the same in every iteration of its loop, `_invariant`),
 snapshot (a copy of an array a later write may change, `Needs.contents`; also the copy a
 scalar load in a loop nest reads from when it loads values the array had at the nest's entry,
 `_entry_loop`), or a per-iteration
@@ -99,10 +100,41 @@ class TapePlanner(Needs):
             return all(self._recomputable(a, budget - 1) for a in op.args[1:])
         if op.kind == "prim" and (lookup(op.attrs["key"]).cheap or _small_power(op)) and "out" not in op.attrs:
             return all(self._recomputable(a, budget - 1) for a in op.args)
+        if op.kind == "prim" and self._invariant(op):
+            return all(self._recomputable(a, budget - 1) for a in op.args)
         if op.kind == "prim" and op.attrs["key"] == "zymo.dim":
             # an array's shape never changes: read it again from an array the sweep still has
             return all(not self._cached(a) for a in op.args)
         return False
+
+    def _invariant(self, op: Op) -> bool:
+        """Whether `op` (in a loop) is a function of its numbers alone (rules declaring
+        `value_numbered`: `math.sqrt(float_n)`, never a random draw) whose operands are the same
+        in every iteration of the innermost loop around it (`_same_each_time`): then so is its
+        result, which a cache would store once per iteration. Recomputed instead, however costly
+        the function: the compiled backends' loops compute it once (LLVM moves it out of the
+        loop), and the Python backend's reverse loop calls it where it would have read the
+        cache. It raised nothing where the forward sweep computed it, from the same operands."""
+        loops = self.index.loops(op)
+        if not loops or not _numeric(op):
+            return False
+        return all(self._same_each_time(a, loops[0], 4) for a in op.args)
+
+    def _same_each_time(self, v: Value, inner: Op, depth: int) -> bool:
+        """Whether number `v`, read in loop `inner`'s body, holds one value in all its iterations:
+        defined outside the loop (a parameter, a block argument of an enclosing loop, an op
+        around it), a constant, or `_numeric` arithmetic of such numbers."""
+        if not isinstance(v.type, T.Scalar):
+            return False
+        owner = self.def_op.get(v.id)
+        if owner is None:  # a parameter, or a block argument of a loop (its variable, a carry)
+            return self.index.block_owner.get(id(v.owner)) is not inner
+        if owner is not inner and not any(x is inner for x in self.index.loops(owner)):
+            return True
+        if owner.kind == "const":
+            return True
+        return (depth > 0 and _numeric(owner) and owner.results == [v]
+                and all(self._same_each_time(a, inner, depth - 1) for a in owner.args))
 
     def _entry_loop(self, op: Op) -> Op | None:
         """The loop at whose entry a copy of array `base` is taken for scalar load `op`
@@ -279,3 +311,9 @@ def _small_power(op: Op) -> bool:
         return False
     k = op.args[1].const if op.args[1].is_const else None
     return type(k) is int and -4 <= k <= 4
+
+
+def _numeric(op: Op) -> bool:
+    """Whether `op` computes a function of its operands alone (a rule declaring
+    `value_numbered`, no `out=`)."""
+    return op.kind == "prim" and "out" not in op.attrs and lookup(op.attrs["key"]).value_numbered
