@@ -321,9 +321,20 @@ def _ov_matmul(a, b, out=None):
         raise _TypingError("zymo's Numba backend supports np.matmul of 1-d and 2-d arrays")
     if _none(out):
         return lambda a, b, out=None: _np.dot(_contig(a), _contig(b))
+    if not isinstance(out, _t.Array) or out.ndim != max(a.ndim + b.ndim - 2, 0) or out.ndim == 0:
+        raise _TypingError("np.matmul: out= must be an array of the product's rank")
+    direct = out.layout == "C" and out.dtype == a.dtype == b.dtype
 
     def impl(a, b, out=None):
-        _np.dot(_contig(a), _contig(b), out)
+        if direct and not (may_share_memory(out, a) or may_share_memory(out, b)):
+            _np.dot(_contig(a), _contig(b), out)
+            return out
+        # a view (Numba's BLAS call writes C-ordered arrays of the operands' dtype only), or an
+        # out overlapping an operand (NumPy computes the product first): a product, then stored
+        r = _np.dot(_contig(a), _contig(b))
+        if r.shape != out.shape:
+            raise ValueError("matmul: Output operand has a mismatch in its core dimension")
+        out[...] = r
         return out
     return impl
 
@@ -564,9 +575,14 @@ def _reduction(np_fn, name):
                 for j in range(1, x.shape[a]):
                     y = take(y, x[j] if a == 0 else x[:, j])
                 return y
-        else:
-            raise _TypingError(f"zymo's Numba backend takes np.{name} along an axis of 2-d arrays only")
+        else:  # max, min of another rank: by rows
+            if not -x.ndim <= ax < x.ndim:
+                raise _TypingError(f"np.{name}: axis out of bounds for an array of dimension {x.ndim}")
+            step = _by_rows(name, x, (a,), keep)
+            return lambda x, axis=None, keepdims=False: step(x)
         red = _jitable(red)  # a closure Numba can call
+        if keep and x.ndim == 1:  # red(x) is a number
+            return lambda x, axis=None, keepdims=False: _np.full((1,), red(x))
         if keep:
             return lambda x, axis=None, keepdims=False: _np.expand_dims(red(x), a)
         return lambda x, axis=None, keepdims=False: red(x)
@@ -590,8 +606,9 @@ def _over_axes(np_fn, name, x, axes, keep):
             shape = (1,) * x.ndim
             return lambda x, axis=None, keepdims=False: _np.full(shape, whole(x))
         return lambda x, axis=None, keepdims=False: whole(x)
-    if name not in ("sum", "mean"):
-        raise _TypingError(f"zymo's Numba backend takes np.{name} over all axes or one axis")
+    if name not in ("sum", "mean"):  # max, min: by rows
+        step = _by_rows(name, x, tuple(sorted(norm)), keep)
+        return lambda x, axis=None, keepdims=False: step(x)
     if name == "mean" and isinstance(x.dtype, (_t.Integer, _t.Boolean)):  # NumPy adds ints as float64
         step = _jitable(lambda y: y.astype(_np.float64))
     else:
@@ -620,6 +637,257 @@ def _chain_sum(before, a):
 
 def _chain_expand(before, a):
     return _jitable(lambda y: _np.expand_dims(before(y), a))
+
+
+# -- reductions by rows: any axes of any rank --------------------------------------------------
+#
+# A reduction over axes `axes` of an n-d array is a reduction of each row of a 2-d array: the
+# kept axes first (in order), the reduced ones last, made contiguous (`_Rows.flat`); row `i` is
+# the kept axes' element `i` in C order, so a reduced result raveled has the rows' order.
+
+
+class _Rows:
+    """Jitted shape functions for reducing the axes `axes` (sorted, non-negative) of arrays of
+    rank `ndim`: `flat(x)` (rows, reduced elements), `rest(x)`/`kept(x)` the result's shape
+    without and with the reduced axes (as 1), `back(r, x)` a 2-d `r` of `flat(x)`'s shape put
+    back in `x`'s shape and axis order (C-ordered)."""
+
+    _made: dict = {}
+
+    def __new__(cls, ndim: int, axes: tuple):
+        key = (ndim, axes)
+        if key not in cls._made:
+            cls._made[key] = self = super().__new__(cls)
+            self._build(ndim, axes)
+        return cls._made[key]
+
+    def _build(self, ndim: int, axes: tuple) -> None:
+        rest = [d for d in range(ndim) if d not in axes]
+        perm = rest + list(axes)
+        inv = [perm.index(d) for d in range(ndim)]
+
+        def prod(ds):
+            return " * ".join(f"x.shape[{d}]" for d in ds) or "1"
+
+        def tup(items):
+            return "(" + "".join(f"{s}, " for s in items) + ")"
+        same = perm == list(range(ndim))
+        moved = "x" if same else f"np.transpose(x, {tup(perm)})"
+        back = (f"r.reshape(x.shape)" if same else
+                f"np.ascontiguousarray(np.transpose(r.reshape({tup(f'x.shape[{d}]' for d in perm)}), {tup(inv)}))")
+        src = "\n".join([
+            "def flat(x):",
+            f"    return np.ascontiguousarray({moved}).reshape(({prod(rest)}, {prod(axes)}))",
+            "def rest(x):",
+            f"    return {tup(f'x.shape[{d}]' for d in rest)}",
+            "def kept(x):",
+            f"    return {tup('1' if d in axes else f'x.shape[{d}]' for d in range(ndim))}",
+            "def back(r, x):",
+            f"    return {back}", ""])
+        ns = {"np": _np}
+        exec(compile(src, f"<zymo rows {ndim} {axes}>", "exec"), ns)
+        self.flat, self.rest, self.kept, self.back = (_jitable(ns[k]) for k in ("flat", "rest", "kept", "back"))
+        self.whole = not rest  # every axis reduced: one row
+
+
+def _axes_of(axis, x, what: str) -> tuple:
+    """The literal `axis` of a reduction of array `x` as sorted non-negative axes (None: all)."""
+    ax = _literal(axis, "axis")
+    n = x.ndim
+    if ax is None:
+        return tuple(range(n))
+    ks = (ax,) if isinstance(ax, int) else ax
+    if not (isinstance(ks, tuple) and all(isinstance(k, int) for k in ks)):
+        raise _TypingError(f"zymo's Numba backend takes {what} over constant axes only")
+    if any(not -n <= k < n for k in ks):
+        raise _TypingError(f"{what}: axis out of bounds for an array of dimension {n}")
+    norm = sorted({k % n for k in ks})
+    if len(norm) != len(ks):
+        raise _TypingError("duplicate value in 'axis'")
+    return tuple(norm)
+
+
+def _shaped(rows: _Rows, keep: bool):
+    """A jitted `(r, x) -> the 1-d row results r in the reduction's shape` (a number for a
+    reduction of every axis without keepdims)."""
+    if keep:
+        kept = rows.kept
+        return _jitable(lambda r, x: r.reshape(kept(x)))
+    if rows.whole:
+        return _jitable(lambda r, x: r[0])
+    rest = rows.rest
+    return _jitable(lambda r, x: r.reshape(rest(x)))
+
+
+def _real_float(dtype):
+    """The float dtype of a variance, mean or norm of `dtype` (ints and bools: float64); None
+    for types these loops do not take (complex)."""
+    if isinstance(dtype, _t.Float):
+        return dtype
+    if isinstance(dtype, (_t.Integer, _t.Boolean)):
+        return _t.float64
+    return None
+
+
+@_jitable
+def _ieee_div(a, b):
+    """`a / b` of two numbers as NumPy divides floats: inf or nan where `b` is 0."""
+    if b != 0:
+        return a / b
+    if a != a or a == 0:
+        return _np.nan
+    return _np.inf if a > 0 else -_np.inf
+
+
+def _rows_mean(dt):
+    @_jitable
+    def f(m):
+        out = _np.empty(m.shape[0], dt)
+        n = m.shape[1]
+        for i in range(m.shape[0]):
+            s = 0.0
+            for j in range(n):
+                s += m[i, j]
+            out[i] = _ieee_div(s, n)
+        return out
+    return f
+
+
+def _rows_var(dt, root: bool):
+    @_jitable
+    def f(m, ddof):
+        out = _np.empty(m.shape[0], dt)
+        n = m.shape[1]
+        d = n - ddof
+        if d < 0:  # (`max` here is this module's np.max)
+            d = 0
+        for i in range(m.shape[0]):
+            s = 0.0
+            for j in range(n):
+                s += m[i, j]
+            mu = _ieee_div(s, n)
+            q = 0.0
+            for j in range(n):
+                e = m[i, j] - mu
+                q += e * e
+            v = _ieee_div(q, d)
+            out[i] = _np.sqrt(v) if root else v
+        return out
+    return f
+
+
+def _rows_prod(dt):
+    @_jitable
+    def f(m):
+        out = _np.ones(m.shape[0], dt)
+        for i in range(m.shape[0]):
+            p = out[i]
+            for j in range(m.shape[1]):
+                p = p * m[i, j]
+            out[i] = p
+        return out
+    return f
+
+
+def _rows_extreme(larger: bool):
+    empty = f"zero-size array to reduction operation {'maximum' if larger else 'minimum'} which has no identity"
+
+    @_jitable
+    def f(m):
+        if m.shape[1] == 0:
+            raise ValueError(empty)
+        out = _np.empty(m.shape[0], m.dtype)
+        for i in range(m.shape[0]):
+            v = m[i, 0]
+            for j in range(1, m.shape[1]):
+                if v != v:
+                    break
+                w = m[i, j]
+                if w != w or ((w > v) if larger else (w < v)):
+                    v = w
+            out[i] = v
+        return out
+    return f
+
+
+def _by_rows(name, x, axes, keep):
+    """The Numba implementation of `np.<name>(x, axis=axes, keepdims=keep)` (max, min, prod) by
+    rows, for an array of real numbers (or bools) and sorted non-negative `axes`."""
+    if not isinstance(x.dtype, (_t.Integer, _t.Float, _t.Boolean)):
+        raise _TypingError(f"zymo's Numba backend takes np.{name} along axes of real arrays only")
+    rows = _Rows(x.ndim, axes)
+    if name in ("prod",):
+        from numba.np.numpy_support import as_dtype
+
+        red = _rows_prod(_np.prod(_np.ones(1, as_dtype(x.dtype))).dtype.type)
+    else:
+        red = _rows_extreme(name in ("max", "amax"))
+    shaped = _shaped(rows, keep)
+    flat = rows.flat
+    return _jitable(lambda x: shaped(red(flat(x)), x))
+
+
+def _var_like(root: bool):
+    np_fn = _np.std if root else _np.var
+    name = np_fn.__name__
+
+    def py(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return np_fn(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def ov(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        if not (_none(dtype) and _none(out)):
+            raise _TypingError(f"zymo's Numba backend takes np.{name} without dtype= and out=")
+        if not isinstance(a, _t.Array):
+            return None  # Numba's own (its error)
+        keep = bool(_literal(keepdims, "keepdims"))
+        default_ddof = isinstance(ddof, _t.Omitted) or isinstance(ddof, _t.IntegerLiteral) and ddof.literal_value == 0
+        if _literal(axis, "axis") is None and not keep and default_ddof:
+            return lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False: np_fn(a)  # Numba's own
+        dt = _real_float(a.dtype)
+        if dt is None or a.ndim == 0:
+            raise _TypingError(f"zymo's Numba backend takes np.{name} along axes of real arrays only")
+        rows = _Rows(a.ndim, _axes_of(axis, a, f"np.{name}"))
+        red, shaped = _rows_var(dt, root), _shaped(rows, keep)
+        flat = rows.flat
+        return lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False: shaped(red(flat(a), ddof), a)
+
+    py.__name__ = py.__qualname__ = name
+    _overload(py, prefer_literal=True)(ov)
+    return py
+
+
+var = _var_like(False)
+std = _var_like(True)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    return _np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+
+@_overload(prod, prefer_literal=True)
+def _ov_prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    if not (_none(dtype) and _none(out)):
+        raise _TypingError("zymo's Numba backend takes np.prod without dtype= and out=")
+    if not isinstance(a, _t.Array):
+        return None
+    keep = bool(_literal(keepdims, "keepdims"))
+    if _literal(axis, "axis") is None and not keep:
+        return lambda a, axis=None, dtype=None, out=None, keepdims=False: _np.prod(a)  # Numba's own
+    if a.ndim == 0:
+        raise _TypingError("zymo's Numba backend takes np.prod along axes of arrays of rank 1 or more")
+    step = _by_rows("prod", a, _axes_of(axis, a, "np.prod"), keep)
+    return lambda a, axis=None, dtype=None, out=None, keepdims=False: step(a)
+
+
+def centered_rows(x, axes):
+    """A jitted `x -> x minus its mean over the sorted axes `axes`` (the mean's axes kept)."""
+    dt = _real_float(x.dtype)
+    if dt is None:
+        raise _TypingError("zymo's Numba backend differentiates np.var/np.std of real arrays only")
+    rows = _Rows(x.ndim, axes)
+    mean_rows = _rows_mean(dt)
+    flat, kept = rows.flat, rows.kept
+    return _jitable(lambda x: x - mean_rows(flat(x)).reshape(kept(x)))
 
 
 sum = _reduction(_np.sum, "sum")

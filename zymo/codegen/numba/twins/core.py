@@ -242,8 +242,20 @@ def _extreme_mask(x, ans, axis, keepdims):
             m = (x == rt.expand_reduced(ans, x, axis, keepdims)).astype(np.float64)
             return m / np.sum(m)
         return impl
-    if not isinstance(ax, int):
-        raise TypingError("zymo's Numba backend reduces over one axis at a time")
+    if not isinstance(ax, int):  # a tuple of axes: each group's count by rows
+        rows = nnp._Rows(x.ndim, nnp._axes_of(axis, x, "np.max/np.min"))
+        if rows.whole:
+            def impl_all(x, ans, axis, keepdims):
+                m = (x == ans).astype(np.float64) if not keepdims else (x == ans.ravel()[0]).astype(np.float64)
+                return m / np.sum(m)
+            return impl_all
+
+        flat, kept = rows.flat, rows.kept
+
+        def impl_axes(x, ans, axis, keepdims):
+            m = (x == rt.expand_reduced(ans, x, axis, keepdims)).astype(np.float64)
+            return m / np.sum(flat(m), axis=1).reshape(kept(x))
+        return impl_axes
     a = ax % x.ndim
 
     def impl_axis(x, ans, axis, keepdims):
@@ -469,10 +481,34 @@ def _cumsum_vjp(g, x, axis):
     return impl
 
 
+@register_jitable
+def _others_rows(m):
+    """Each element of each row of `m` replaced by the product of the row's other elements
+    (exclusive products from the left times those from the right: exact with zeros)."""
+    out = np.empty_like(m)
+    one = np.ones(1, dtype=m.dtype)[0]
+    for i in range(m.shape[0]):
+        acc = one
+        for j in range(m.shape[1]):
+            out[i, j] = acc
+            acc = acc * m[i, j]
+        acc = one
+        for j in range(m.shape[1] - 1, -1, -1):
+            out[i, j] = out[i, j] * acc
+            acc = acc * m[i, j]
+    return out
+
+
 @overload(rt.prod_others, prefer_literal=True)
 def _prod_others(x, axis):
+    if _arr(x) and x.ndim >= 1 and not (_none(axis) and x.ndim == 1):
+        if not isinstance(x.dtype, (t.Integer, t.Float)):
+            raise TypingError("zymo's Numba backend differentiates np.prod of real arrays only")
+        rows = nnp._Rows(x.ndim, nnp._axes_of(axis, x, "np.prod"))
+        flat, back = rows.flat, rows.back
+        return lambda x, axis: back(_others_rows(flat(x)), x)
     if not (_none(axis) and _arr(x) and x.ndim == 1):
-        raise TypingError("zymo's Numba backend differentiates np.prod of 1-d arrays without axis")
+        raise TypingError("zymo's Numba backend differentiates np.prod of arrays")
 
     def impl(x, axis):
         n = x.shape[0]
@@ -600,14 +636,15 @@ def _imag_copy(x):
     return lambda x: x.imag
 
 
-# -- reductions over every element (Numba's norm, var and std take no axis) ---------------------
+# -- reductions: var/std's centering, norms ------------------------------------------------------
 
 
 @overload(rt.centered, prefer_literal=True)
 def _centered(x, axis):
-    if _literal(axis, "axis") is not None:
-        raise TypingError("zymo's Numba backend differentiates np.var/np.std over every element (no axis)")
-    return lambda x, axis: x - np.mean(x)
+    if _literal(axis, "axis") is None or not _arr(x):
+        return lambda x, axis: x - np.mean(x)
+    step = nnp.centered_rows(x, nnp._axes_of(axis, x, "np.var/np.std"))  # by rows, any axes
+    return lambda x, axis: step(x)
 
 
 _NORMS = "zymo's Numba backend differentiates vector norms and the Frobenius norm (no axis)"
@@ -655,8 +692,54 @@ def _norm_grad_runtime(x, nrm, ord):
     return out
 
 
+@register_jitable
+def _norm_grad_rows(m, nrm, ord):
+    """`norm_grad` of each row of `m`, whose norm of order `ord` (a number) is `nrm[i]`."""
+    out = np.zeros(m.shape, np.float64)
+    inf, one = np.isinf(ord), ord == 1
+    if not (inf or one) and ord < 1:
+        raise NotImplementedError("the derivative of norm with ord < 1 is not supported")
+    for i in range(m.shape[0]):
+        a = nrm[i]
+        if inf:  # ties share: the sign over the number of elements at the norm
+            ties = 0
+            for j in range(m.shape[1]):
+                if abs(m[i, j]) == a:
+                    ties += 1
+            for j in range(m.shape[1]):
+                if abs(m[i, j]) == a:
+                    out[i, j] = np.sign(m[i, j]) / ties
+        elif one:
+            for j in range(m.shape[1]):
+                out[i, j] = np.sign(m[i, j])
+        elif a != 0:
+            for j in range(m.shape[1]):
+                out[i, j] = m[i, j] / a if ord == 2 else np.sign(m[i, j]) * (abs(m[i, j]) / a) ** (ord - 1.0)
+    return out
+
+
+def _norm_grad_along(x, nrm, ord, axis, keepdims):
+    """`norm_grad` along one constant axis of an array of rank 2 or more (vector norms of its
+    rows, `np_linalg._norm_along`), None where that is not the case."""
+    ax = _literal(axis, "axis")
+    if not (_arr(x) and x.ndim >= 1 and (isinstance(ax, int) or isinstance(ax, tuple) and len(ax) == 1)
+            and (_none(ord) or isinstance(ord, (t.Integer, t.Float))) and isinstance(x.dtype, (t.Integer, t.Float))):
+        return None
+    dt = x.dtype if isinstance(x.dtype, t.Float) else t.float64
+    rows = nnp._Rows(x.ndim, nnp._axes_of(axis, x, "np.linalg.norm"))
+    flat, back = rows.flat, rows.back
+    norms = (lambda nrm: np.ravel(nrm)) if _arr(nrm) else (lambda nrm: np.full(1, nrm))  # one per row
+    norms = register_jitable(norms)
+    if _none(ord):
+        return lambda x, nrm, ord, axis, keepdims: back(_norm_grad_rows(flat(x), norms(nrm), 2.0), x).astype(dt)
+    return lambda x, nrm, ord, axis, keepdims: back(_norm_grad_rows(flat(x), norms(nrm), ord), x).astype(dt)
+
+
 @overload(rt.norm_grad, prefer_literal=True)
 def _norm_grad(x, nrm, ord, axis, keepdims):
+    along = _norm_grad_along(x, nrm, ord, axis, keepdims)
+    if along is not None:
+        return along
     if _runtime_ord(x, ord, axis):
         return lambda x, nrm, ord, axis, keepdims: _norm_grad_runtime(x, nrm, ord)
     o = _literal_ord(x, ord, axis)
