@@ -1,7 +1,8 @@
 """Functions the Python backend differentiated and `numba=True` refused, with an error naming
 the generated code or a Numba typing error (helper 70): `np.mean` along an axis, sums and
 means over several axes, `np.cumsum` of a matrix along
-an axis, and a matrix indexed by one int array per axis (`A[r, c]`, read and stored). Each is
+an axis, and a matrix indexed by one int array per axis (`A[r, c]`, read and stored) (helper 78's
+cases are in `test_numba_reductions_by_rows.py`). Each is
 checked against the Python backend (forward and reverse) and central differences."""
 import numpy as np
 import pytest
@@ -146,3 +147,4 @@ def test_a_snapshot_of_a_0d_array_is_a_copy():
         got[backend] = float(dx)
     assert got[False] == pytest.approx(2 * 0.7 + 6.0, rel=1e-14)
     assert got[True] == pytest.approx(got[False], rel=1e-14) and got["kernels"] == pytest.approx(got[False], rel=1e-14)
+

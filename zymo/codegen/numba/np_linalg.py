@@ -79,7 +79,8 @@ def _norm_along(x, ord, axis, keepdims):
     from .np_shim import _axes_of, _literal, _real_float, _Rows, _shaped
 
     ax = _literal(axis, "axis")
-    if not (isinstance(x, _t.Array) and x.ndim >= 1 and (isinstance(ax, int) or isinstance(ax, tuple) and len(ax) == 1)):
+    one_axis = isinstance(ax, int) or isinstance(ax, tuple) and len(ax) == 1
+    if not (isinstance(x, _t.Array) and x.ndim >= 1 and one_axis):
         return None
     dt = _real_float(x.dtype)
     if dt is None:

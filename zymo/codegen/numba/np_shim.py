@@ -673,7 +673,7 @@ class _Rows:
             return "(" + "".join(f"{s}, " for s in items) + ")"
         same = perm == list(range(ndim))
         moved = "x" if same else f"np.transpose(x, {tup(perm)})"
-        back = (f"r.reshape(x.shape)" if same else
+        back = ("r.reshape(x.shape)" if same else
                 f"np.ascontiguousarray(np.transpose(r.reshape({tup(f'x.shape[{d}]' for d in perm)}), {tup(inv)}))")
         src = "\n".join([
             "def flat(x):",

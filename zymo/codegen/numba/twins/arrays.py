@@ -235,10 +235,58 @@ def _pad_src(j, n, before, mode):
     return p if p < n else 2 * n - 1 - p
 
 
+_PAD_ND: dict = {}
+
+
+def _pad_nd(pad_width, nd: int):
+    """Jitables `(widths, pad, unpad)` for mode constant of an array of rank `nd` (3 or more):
+    `widths(pw)` the (before, after) of each axis in one flat tuple (from the type of
+    `pad_width`, as `_pad_widths`), `pad(array, w, c)` the array in a new one of `c`, and
+    `unpad(g, array, w)` the block of `g` the array fills (the adjoint: a copy of that slice)."""
+    from numba import types as nt
+
+    def ints(t, n):
+        return isinstance(t, nt.BaseTuple) and len(t) == n and all(isinstance(e, nt.Integer) for e in t)
+
+    if isinstance(pad_width, (nt.Integer, int)):
+        form, one = "int", "pw, pw"
+    elif ints(pad_width, 1):
+        form, one = "one", "pw[0], pw[0]"
+    elif ints(pad_width, 2):
+        form, one = "pair", "pw[0], pw[1]"
+    elif isinstance(pad_width, nt.BaseTuple) and all(ints(e, 2) for e in pad_width) and len(pad_width) in (1, nd):
+        form, one = ("pairs", None) if len(pad_width) == nd else ("pair1", "pw[0][0], pw[0][1]")
+    else:
+        raise TypingError("zymo's Numba backend pads with int pad widths: n, (before, after) or one pair per axis")
+    key = (form, nd)
+    if key not in _PAD_ND:
+        flat = (", ".join(f"pw[{k}][0], pw[{k}][1]" for k in range(nd)) if one is None
+                else ", ".join([one] * nd))
+        block = ", ".join(f"w[{2 * k}]:w[{2 * k}] + array.shape[{k}]" for k in range(nd))
+        shape = ", ".join(f"array.shape[{k}] + w[{2 * k}] + w[{2 * k + 1}]" for k in range(nd))
+        src = "\n".join([
+            "def widths(pw):",
+            f"    w = ({flat},)",
+            "    for v in w:",
+            "        if v < 0:",
+            "            raise ValueError(\"index can't contain negative values\")",
+            "    return w",
+            "def pad(array, w, c):",
+            f"    out = np.full(({shape},), c, array.dtype)",
+            f"    out[{block}] = array",
+            "    return out",
+            "def unpad(g, array, w):",
+            f"    return g[{block}].copy()", ""])
+        ns = {"np": _np}
+        exec(compile(src, f"<zymo pad {form} {nd}>", "exec"), ns)
+        _PAD_ND[key] = tuple(register_jitable(ns[k]) for k in ("widths", "pad", "unpad"))
+    return _PAD_ND[key]
+
+
 def _pad_impl(array, pad_width, mode, constant_values, scatter):
     nd = _ndim(array)
     if nd not in (1, 2):
-        raise TypingError("zymo's Numba backend pads 1-d and 2-d arrays")
+        raise TypingError("zymo's Numba backend pads 1-d and 2-d arrays (mode constant: any rank)")
     m = _literal(mode, "mode")
     if m not in _PAD:
         raise TypingError(f"zymo's Numba backend pads with modes {', '.join(_PAD)}")
@@ -246,10 +294,14 @@ def _pad_impl(array, pad_width, mode, constant_values, scatter):
 
 
 def _pad_overload(array, pad_width, mode, constant_values):
-    nd, md, widths = _pad_impl(array, pad_width, mode, constant_values, False)
     from numba import types as nt
     if not isinstance(constant_values, (nt.Number, nt.Omitted, int, float)) and constant_values is not None:
         raise TypingError("zymo's Numba backend pads with one constant value")
+    if _ndim(array) >= 3 and _literal(mode, "mode") == "constant":
+        widths_nd, pad_nd, _ = _pad_nd(pad_width, _ndim(array))
+        return lambda array, pad_width, mode="constant", constant_values=0: pad_nd(
+            array, widths_nd(pad_width), constant_values)
+    nd, md, widths = _pad_impl(array, pad_width, mode, constant_values, False)
     if nd == 1:
         def impl1(array, pad_width, mode="constant", constant_values=0):
             b0, a0, b1, a1 = widths(pad_width)
@@ -282,6 +334,9 @@ def _pad_jvp(t, pad_width, mode):
 
 @overload(rt.pad_vjp, prefer_literal=True)
 def _pad_vjp(g, array, pad_width, mode):
+    if _ndim(array) >= 3 and _literal(mode, "mode") == "constant":
+        widths_nd, _, unpad_nd = _pad_nd(pad_width, _ndim(array))
+        return lambda g, array, pad_width, mode: unpad_nd(g, array, widths_nd(pad_width))
     nd, md, widths = _pad_impl(array, pad_width, mode, 0.0, True)
     if nd == 1:
         def impl1(g, array, pad_width, mode):
