@@ -7,16 +7,17 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
   transcendental ones (`vecmath.FUNCS`) of float64 or float32 numbers call the C library's
   function with libmvec's vector versions named (`vecmath`), and of such arrays run as
   `elementwise`'s loops, which call it too;
-- `matmul` (absent from Numba) with its 1-d promotion rules and `out=`; `dot` with
+- `matmul` (absent from Numba) with its 1-d promotion rules and `out=` (a view too); `dot` with
   non-contiguous operands copied to contiguous ones first (Numba's BLAS path);
 - `ndim`, `size` of scalars and arrays; `may_share_memory` by address ranges; `reshape`
   of arrays that are not C-contiguous (Numba reshapes those only): NumPy's view where there
   is one, else a copy;
-- reductions with `keepdims=` and `max`/`min` along an axis;
+- reductions with `keepdims=` and `max`/`min` along an axis; `var`/`std`/`prod` along
+  constant axes and `max`/`min` over several axes, by rows (`_Rows`, any rank);
 - `flip`, `roll`, `trace` with the `axis`/`axis1`/`axis2` arguments generated code passes
   (1-d and 2-d arrays; Numba's own take no axis); `diff` with an axis (1-d, 2-d) and
   `cross` with its default axes written out; `rollaxis` (a transpose, constant axes); `pad`
-  (constant, edge, wrap, reflect, symmetric; 1-d, 2-d) and `gradient` (1-d, 2-d along an axis),
+  (constant, edge, wrap, reflect, symmetric; 1-d, 2-d; constant of any rank) and `gradient` (1-d, 2-d along an axis),
   which Numba lacks; `einsum` only where it is a view of one operand (`twins.arrays`);
 - `linalg`: `numpy.linalg` with `norm(A, 'fro')` of a matrix computed (`np_linalg.py`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)

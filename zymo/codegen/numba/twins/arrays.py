@@ -9,7 +9,7 @@ kind), `_rt.kron_vjp` (operands both 1-d or both 2-d), `_rt.diff_vjp` (1-d, or 2
 constant axis) and `_rt.cross_vjp` (3-vectors along the last axis, 1-d or 2-d, one operand
 broadcast), `_rt.pad_jvp`/`pad_vjp`, `_rt.gradient_vjp`, and, for the
 primal and the tangents, `np.pad` (modes constant, edge, wrap, reflect, symmetric; 1-d and
-2-d) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`np_shim`
+2-d; mode constant of any rank) and `np.gradient` (1-d, or 2-d along a constant axis), which Numba lacks (`np_shim`
 wraps them, and `np.diff` with an axis, `np.cross` with its default axes, `np.rollaxis`),
 and `np.einsum` where it is a view of one operand (`'ji'`, `'ii->i'`: a strided view built
 from the constant subscripts; other einsums fail at typing: Numba has no einsum). Anything else
@@ -183,7 +183,7 @@ def _rollaxis_vjp(g, a, axis, start=0):
     return lambda g, a, axis, start=0: _np.transpose(g, inv)
 
 
-# -- np.pad (1-d, 2-d) ---------------------------------------------------------------------------------
+# -- np.pad (1-d, 2-d; constant: any rank) -----------------------------------------------------------------------------
 
 
 def _pad_widths(pad_width, nd):

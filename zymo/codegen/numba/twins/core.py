@@ -3,8 +3,9 @@ product adjoints (`acc_dot_vjp_a`, ...) generated code calls in their place.
 
 Contract: importing this module (the `twins` package does) registers, with
 `numba.extending.overload`, a Numba implementation for each core helper that generated
-derivative code calls, on the helper's own function object (the reductions: `centered`,
-`norm_grad` for vector norms and the Frobenius norm, no axis, and `cumprod_jvp`/`cumprod_vjp`
+derivative code calls, on the helper's own function object (the reductions: `centered`
+and `prod_others` along constant axes, `extreme_mask` over a tuple of axes, `norm_grad` for
+vector norms (also along one constant axis) and the Frobenius norm, and `cumprod_jvp`/`cumprod_vjp`
 of 1-d arrays); Python calls are unaffected. Numba-compiled code
 then reaches them as `_rt.<name>` exactly like the Python code does. A helper
 without a Numba implementation (split-mode tape reuse) fails at Numba's typing,
