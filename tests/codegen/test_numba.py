@@ -1559,18 +1559,18 @@ def test_frobenius_norm_by_its_name_compiles():
         vector_fro(np.ones(3))
 
 
-def _max_over_two_axes(A):
-    return np.sum(np.max(A, axis=(0, 1)) ** 2)
+def _sort_down_columns(A):
+    return np.sum(np.sort(A, axis=0) ** 2 * np.arange(A.shape[1]))
 
 
 def test_a_refused_primal_also_names_the_derivatives_own_error():
-    """`np.max` over two axes: Numba refuses the primal at the user's line, and the message also
-    says why the derivative failed (zymo compiles derivatives of a few constructs Numba's primal
-    does not, so the primal's refusal alone can mislead: helper 69)."""
-    A = np.random.default_rng(0).standard_normal((2, 3, 4))
-    with pytest.raises(ZymoNumbaError, match=r"(?s)Numba cannot compile _max_over_two_axes.*derivative's own error: "
-                                             r"zymo's Numba backend takes np.max over all axes"):
-        zymo.gradient(Reverse, _max_over_two_axes, A, numba=True)
-    (g,) = zymo.gradient(Reverse, _max_over_two_axes, A, numba="kernels")
-    top = A.max(axis=(0, 1))
-    np.testing.assert_allclose(g, np.where(A == top, 2.0 * top, 0.0))
+    """`np.sort` along the first axis: Numba refuses the primal at the user's line, and the message
+    also says why the derivative failed (zymo compiles derivatives of a few constructs Numba's
+    primal does not, so the primal's refusal alone can mislead: helper 69; `np.max` over two
+    axes, the example before, compiles since helper 78)."""
+    A = np.random.default_rng(0).standard_normal((3, 4))
+    with pytest.raises(ZymoNumbaError, match=r"(?s)Numba cannot compile _sort_down_columns.*derivative's own error: "
+                                             r"No implementation of function Function\(<function sort"):
+        zymo.gradient(Reverse, _sort_down_columns, A, numba=True)
+    (g,) = zymo.gradient(Reverse, _sort_down_columns, A, numba="kernels")
+    np.testing.assert_allclose(g, 2.0 * A * np.arange(A.shape[1]))
