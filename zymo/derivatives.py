@@ -272,6 +272,7 @@ class _SecondOrder:
 
     def __init__(self, comp: Any) -> None:
         _refuse_exception_flow(comp)
+        _refuse_checkpoints(comp)
         self.fn = comp.fn
         tree = ast.parse(comp.source)
         if "_rt.maybe_view_shadow(" in comp.source or _rewritten_for_second_order(comp.source):
@@ -347,6 +348,24 @@ def _refuse_exception_flow(comp: Any) -> None:
                     "NumPy's error state, with calls that have no tangent rule",
                 hint="move the try/with out of the function you take second derivatives of, or use "
                      "finite differences of zymo.gradient meanwhile")
+
+
+def _refuse_checkpoints(comp: Any) -> None:
+    """A reverse program whose loops are checkpointed (`zymo.checkpointed`, `memory_limit=`) is a
+    driver of `runtime/checkpoint.py`'s schedules, which second order cannot differentiate: said
+    at the loop, where it was an `import` refused in zymo's own generated code (helper 79)."""
+    from .ir.core import walk
+
+    if "from zymo.runtime import checkpoint" not in comp.source:
+        return
+    marked = [op for op in walk(comp.ir.body) if "checkpoint" in op.attrs]
+    raise UnsupportedSyntax(
+        "second derivatives (zymo.hvp, zymo.hessian) through a checkpointed loop are not supported yet",
+        marked[0].loc if marked else None,
+        why="zymo differentiates its own reverse program, and a checkpointed loop's is a driver of "
+            "zymo's checkpoint schedules (recomputing the loop from snapshots), not code it can differentiate",
+        hint="pass memory_limit= to zymo.hvp or zymo.hessian (reverse over forward mode, which checkpoints the "
+             "loop), or take second derivatives of the function without zymo.checkpointed")
 
 
 def _rt_calls(tree: ast.AST) -> set[str]:

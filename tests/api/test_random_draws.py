@@ -153,3 +153,32 @@ def test_a_loop_that_draws_is_not_checkpointed():
         np.random.seed(4)
         return drawing_loop(v)
     np.testing.assert_allclose(g, fd_grad(fixed, [x])[0], rtol=1e-6, atol=1e-8)
+
+
+def seeded_draws_in_a_loop(x, c):
+    np.random.seed(3)
+    for _ in range(2):
+        u = np.random.random()
+        for i in range(x.shape[0]):
+            x[i] = x[i] * np.exp(c * u)
+    return np.sum(x * x)
+
+
+def test_kernels_draw_from_numpys_generator():
+    """Under "kernels", a loop that draws from NumPy's global generator stays Python: compiled,
+    it drew from Numba's own generator, which the program's `np.random.seed(3)` does not reach,
+    so the arrays and the gradient were those of other draws (helper 79)."""
+    x = np.linspace(0.2, 0.9, 5)
+    want = x.copy()
+    value = seeded_draws_in_a_loop(want, 0.7)
+    src = zymo.generated_code(Reverse, seeded_draws_in_a_loop, zymo.Active, zymo.Duplicated(x.copy(), np.zeros(5)),
+                              zymo.Active(0.7), numba="kernels")
+    assert "np.random.random()" not in src.split("# the program (Python)")[0]
+    fd = fd_grad(seeded_draws_in_a_loop, [x.copy(), 0.7])
+    for numba in (False, "kernels"):
+        xs = x.copy()
+        (dx, dc), v = zymo.gradient(zymo.ReverseWithPrimal, seeded_draws_in_a_loop, xs, 0.7, numba=numba)
+        assert v == pytest.approx(value, rel=1e-14)
+        np.testing.assert_allclose(xs, want, rtol=1e-14)
+        np.testing.assert_allclose(dx, fd[0], rtol=1e-6)
+        assert dc == pytest.approx(fd[1], rel=1e-6) and dc != 0.0

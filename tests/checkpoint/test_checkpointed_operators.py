@@ -83,3 +83,32 @@ def test_hessian_under_a_limit(limit):
     assert np.max(np.abs(H)) > 1e-2
     with pytest.raises(zymo.ZymoUsageError, match="memory_limit"):
         zymo.hessian(rd, x, 0.1, 0.2, 0.1, 9, sparse=True, memory_limit=limit)
+
+
+def _marked(x, c):
+    for _ in zymo.checkpointed(range(4), snapshots=2):
+        for i in range(x.shape[0]):
+            x[i] = x[i] * np.exp(-c) + np.sin(x[i]) * 0.1
+    return np.sum(x * x)
+
+
+def _unmarked(x, c):
+    for _ in range(4):
+        for i in range(x.shape[0]):
+            x[i] = x[i] * np.exp(-c) + np.sin(x[i]) * 0.1
+    return np.sum(x * x)
+
+
+def test_hvp_through_a_marked_loop():
+    """Forward over reverse cannot differentiate a checkpointed loop's driver: a clear refusal at
+    the user's loop (it was an `import` refused in zymo's generated code, helper 79), and the
+    hint's way, `memory_limit=`, gives the Hessian-vector product of the unmarked function."""
+    x, v = np.linspace(0.2, 0.9, 5), np.linspace(1.0, -0.6, 5)
+    with pytest.raises(zymo.UnsupportedSyntax, match="checkpointed loop") as err:
+        zymo.hvp(_marked, x.copy(), v, 0.7)
+    assert "test_checkpointed_operators.py" in str(err.value) and "memory_limit=" in str(err.value)
+    want = zymo.hvp(_unmarked, x.copy(), v, 0.7)
+    np.testing.assert_allclose(zymo.hvp(_marked, x.copy(), v, 0.7, memory_limit=10**6), want, rtol=1e-13)
+    g = lambda y: zymo.gradient(Reverse, _unmarked, y, 0.7)[0]  # noqa: E731
+    np.testing.assert_allclose(want, (g(x + 1e-6 * v) - g(x - 1e-6 * v)) / 2e-6, rtol=1e-6)
+    assert np.all(np.abs(want) > 1e-4)

@@ -148,3 +148,37 @@ def test_a_snapshot_of_a_0d_array_is_a_copy():
     assert got[False] == pytest.approx(2 * 0.7 + 6.0, rel=1e-14)
     assert got[True] == pytest.approx(got[False], rel=1e-14) and got["kernels"] == pytest.approx(got[False], rel=1e-14)
 
+
+
+def dot_into_operand(A, B):
+    np.dot(A, B, out=B)
+    return np.sum(B * B)
+
+
+def matmul_into_operand(A):
+    np.matmul(A, A, out=A)
+    return np.sum(A * A)
+
+
+@pytest.mark.parametrize("f,n", [(dot_into_operand, 2), (matmul_into_operand, 1)], ids=["dot", "matmul"])
+def test_product_into_an_operand(f, n):
+    """`out=` an operand of the product (`np.dot(A, B, out=B)`): NumPy computes the product
+    first; Numba's BLAS call wrote into what it read, and `numba=True` gave zeros for the value,
+    the arrays and the gradient (helper 77)."""
+    rng = np.random.default_rng(5)
+    args = [rng.random((3, 3)) + 0.1 for _ in range(n)]
+    want = [a.copy() for a in args]
+    value = f(*want)
+    got = {}
+    for numba in (False, True):
+        xs = [a.copy() for a in args]
+        grads, v = zymo.gradient(ReverseWithPrimal, f, *xs, numba=numba)
+        assert v == pytest.approx(value, rel=1e-13)
+        for x, w in zip(xs, want):
+            np.testing.assert_allclose(x, w, rtol=1e-13)
+        got[numba] = grads
+    fd = fd_grad(f, [a.copy() for a in args])
+    for g_nb, g_py, g_fd in zip(got[True], got[False], fd):
+        np.testing.assert_allclose(g_nb, g_py, rtol=1e-12)
+        np.testing.assert_allclose(g_py, g_fd, rtol=1e-6)
+        assert np.all(np.abs(g_py) > 1e-3)

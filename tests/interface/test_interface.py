@@ -381,6 +381,8 @@ def test_torch_refuses_what_would_cut_its_graph():
         gradient(leaks, b, X)
     with pytest.raises(BackendLimitation, match="returned a"):
         gradient(lambda x: float(np.sum(x.detach().numpy())), b, X)
+    with pytest.raises(BackendLimitation, match="step must be greater than zero"):  # helper 80: a raw ValueError
+        gradient(lambda x: torch.sum(x[::-1] * x), b, X)
 
 
 def test_missing_backend_says_how_to_install(monkeypatch):

@@ -414,7 +414,17 @@ class _ScalarWork:
 
 
 def _compilable(loop: ast.stmt) -> bool:
-    return not any(isinstance(n, _FORBIDDEN) for n in pyast.walk(loop))
+    """Whether `loop` may run compiled: none of `_FORBIDDEN`'s constructs, and no draw from
+    NumPy's global generator (`np.random.random()`: Numba's own generator is another one, which
+    `np.random.seed` in the program, and `draws.py`'s passes, do not reach; helper 79)."""
+    return not any(isinstance(n, _FORBIDDEN) or _draws(n) for n in pyast.walk(loop))
+
+
+def _draws(n: ast.AST) -> bool:
+    """Whether `n` is a call of `np.random.<f>`."""
+    f = n.func if isinstance(n, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and f.value.attr == "random"
+            and isinstance(f.value.value, ast.Name) and f.value.value.id == "np")
 
 
 class _Outliner:

@@ -108,7 +108,8 @@ class TorchEngine(Engine):
             except (RuntimeError, TypeError, ValueError, UserWarning) as exc:
                 msg = str(exc)
                 if any(s in msg for s in ("numpy()", "requires_grad=True to a scalar", "must be Tensor",
-                                          "setting an array element", "modified by an inplace operation")):
+                                          "setting an array element", "modified by an inplace operation",
+                                          "step must be greater than zero")):  # `x[::-1]`: torch has no negative steps
                     raise BackendLimitation(f"AutoTorch cannot differentiate {self.name}: {_ADVICE}. "
                                             f"(torch said: {msg.splitlines()[0]})") from None
                 raise

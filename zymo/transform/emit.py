@@ -223,6 +223,8 @@ def _const(c: Any) -> str:
         return f"np.{c.__name__}"
     if c in (float, int, bool):
         return c.__name__
+    if c is complex:  # `dtype=complex`: NumPy's complex128, which Numba also reads
+        return "np.complex128"
     raise TypeError(f"cannot write constant {c!r} into generated code")
 
 

@@ -352,7 +352,16 @@ def _ov_dot(a, b, out=None):
         return lambda a, b, out=None: _np.dot(_contig(a), _contig(b))
 
     def impl(a, b, out=None):
-        _np.dot(_contig(a), _contig(b), out)
+        if not (may_share_memory(out, a) or may_share_memory(out, b)):
+            _np.dot(_contig(a), _contig(b), out)
+            return out
+        # `out` overlapping an operand (`np.dot(A, B, out=B)`): NumPy computes the product first,
+        # Numba's BLAS call would write into what it reads (helper 77: zeros)
+        r = _np.dot(_contig(a), _contig(b))
+        if r.shape != out.shape:
+            raise ValueError("output array is not acceptable (must have the right datatype, number of dimensions, "
+                             "and be a C-Array)")
+        out[...] = r
         return out
     return impl
 
