@@ -166,7 +166,7 @@ def type_key(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return ("tuple",) + tuple(type_key(o) for o in obj)
     if obj is None or isinstance(obj, str) or callable(obj):
-        return ("static", id(obj) if callable(obj) else obj)
+        return ("static", data.Identity(obj) if callable(obj) else obj)
     t = type_of_value(obj)
     if isinstance(obj, list):
         return (t, len(obj))
@@ -220,7 +220,7 @@ def check_shared_shadows(comp: Compiled, leaves: list[Leaf], classes: list[int])
         if len(ks) < 2:
             continue
         if written is None:
-            written = _written_classes(comp)
+            written = written_classes(comp)
         if c not in written:
             continue
         dup = [(k, p) for k in ks if leaves[k].kind == "dup" for p in _shadow_pairs(leaves[k])]
@@ -306,7 +306,7 @@ def _addresses(x: np.ndarray) -> np.ndarray:
     return out.ravel()
 
 
-def _written_classes(comp: Compiled) -> set[int]:
+def written_classes(comp: Compiled) -> set[int]:
     """The alias classes of parameters the program's primal writes into (a store, `out=`)."""
     from .ir.core import walk
 

@@ -44,6 +44,7 @@ from .boundary import (
     rebuild_result,
     self_overlapping,
     type_key,
+    written_classes,
 )
 from .codegen.numba.backend import tape_in as numba_tape_in
 from .errors import ZymoUsageError
@@ -239,6 +240,7 @@ def forget_replays() -> None:
 
 
 config.on_change(forget_replays)
+config.on_programs_stale(cache_clear)
 
 
 class Match:
@@ -452,13 +454,15 @@ class TypedGradient:
 
     For calls whose arguments are all float arrays and floats, recorded after a full call: the
     program is reused when every argument has the recorded type, dtype and ndim, no two arrays
-    share memory (nor did they when recorded), no writable array overlaps itself, the sizes the
+    share memory (nor did they when recorded), no writable array overlaps itself, none overlaps
+    captured memory where the program writes parameter memory (`_watched`), the sizes the
     program assumes equal still are, and the captured globals are still those it read. That is
     O(number of arguments) checks (pairwise overlap tests for several arrays), where the full
     path flattens, types, keys and classifies every argument again. Shadows are fresh zeros
     per call, as `gradient` promises."""
 
-    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats", "boxes")
+    __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats", "boxes",
+                 "watch")
     spec: tuple
     comp: Compiled
     captured: list
@@ -470,6 +474,7 @@ class TypedGradient:
     seed: list
     floats: bool
     boxes: list  # (position, data.BoxRef) of the captured floats boxed afresh at each call (`_boxes`)
+    watch: list  # the captured values an argument must not overlap (`_watched`)
 
     @staticmethod
     def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
@@ -500,6 +505,7 @@ class TypedGradient:
         t.seed = [] if mode.forward else [1.0]
         t.floats = any(not isinstance(a, np.ndarray) for a in args)
         t.boxes = boxes
+        t.watch = _watched(comp, t.captured)
         TYPED[key] = t
 
     def run(self, args: tuple) -> Any:
@@ -530,6 +536,8 @@ class TypedGradient:
         for lw in self.lowered:
             if not lw.still_valid():
                 return None
+        if self.watch and _touches_captured(arrays, self.watch):
+            return None
         values = [*args, *self.captured]
         if self.boxes and not _fresh_boxes(values, self.boxes):
             return None
@@ -563,19 +571,21 @@ class TypedCall:
     and an unannotated function. A later call with other
     objects runs the recorded program when every argument has the recorded annotation, type,
     dtype and ndim, each shadow is a writable array of its value's shape and dtype, no two of
-    the arrays (shadows included) share memory, none overlaps itself, the sizes the program
+    the arrays (shadows included) share memory, none overlaps itself or (where the program
+    writes parameter memory) captured memory, the sizes the program
     assumes equal still are and the captured globals are still those it read: checks linear in
     the number of arguments (pairwise overlap tests for several arrays), where the full path
     normalizes, flattens, types, keys and classifies every argument again."""
 
     __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again",
-                 "boxes")
+                 "boxes", "watch")
 
     def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
                  dup: list[int], seed: list):
         self.spec, self.comp, self.finish, self.f, self.norm, self.dup, self.seed = \
             spec, comp, finish, f, norm, dup, seed
         self.captured = list(all_values[len(spec):])
+        self.watch = _watched(comp, self.captured)
         self.lowered = lowered_of(comp)
         # the last call's argument list; `again`: the same, when a call had the very same objects
         # as the one before (`call` then records it as a `Repeat`; not with Active floats)
@@ -643,6 +653,8 @@ class TypedCall:
         for lw in self.lowered:
             if not lw.still_valid():
                 return None
+        if self.watch and _touches_captured(arrays, self.watch):
+            return None
         values += self.captured
         if self.boxes and not _fresh_boxes(values, self.boxes):
             return None
@@ -659,6 +671,28 @@ class TypedCall:
             self.again = flat
         self.last = flat
         return self.finish(results)
+
+
+def _watched(comp: Compiled, captured: list) -> list:
+    """The captured values (arrays, lists) a recorded fast path checks the arguments against
+    (`_touches_captured`): none where the program writes no parameter's memory (the full path
+    then takes such an overlap as it is: each array read as itself)."""
+    if not any(type(c) is np.ndarray or isinstance(c, list) for c in captured):
+        return []
+    return [c for c in captured if type(c) is np.ndarray or isinstance(c, list)] if written_classes(comp) else []
+
+
+def _touches_captured(arrays: list[np.ndarray], captured: list) -> bool:
+    """Whether an argument's array may share memory with an array the function captured (a
+    global, a closure's, a list item of those): the full path refuses a global that shares
+    memory with a Duplicated argument, or keys the call's aliasing apart, so a recorded fast
+    path must leave such a call to it (helper 83: `gradient(f, G)` of a function reading the
+    global `G` ran the program recorded for another array)."""
+    for c in captured:
+        for b in (c,) if type(c) is np.ndarray else c if isinstance(c, list) else ():
+            if isinstance(b, np.ndarray) and any(np.may_share_memory(a, b) for a in arrays):
+                return True
+    return False
 
 
 def _boxes(leaves: list[Leaf]) -> list[tuple[int, Any]] | None:

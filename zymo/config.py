@@ -38,6 +38,22 @@ def _changed() -> None:
         fn()
 
 
+_clearers: list[Callable[[], None]] = []
+
+
+def on_programs_stale(fn: Callable[[], None]) -> None:
+    """Call `fn()` whenever every derivative program made so far may be stale (`programs_stale`)."""
+    _clearers.append(fn)
+
+
+def programs_stale() -> None:
+    """Every cached derivative program may be stale: a custom rule was given another shape
+    (`reads=`, or `defreverse` in place of `defvjp`), which the programs that call it wrote
+    in (which values they pass it, what they keep). The caches forget them all."""
+    for fn in _clearers:
+        fn()
+
+
 def check_ir() -> bool:
     return os.environ.get("ZYMO_CHECK_IR", "0") not in ("", "0")
 

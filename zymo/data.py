@@ -7,7 +7,7 @@ Contract (used by `boundary.py` and `cache.py`; the frontend's side is `frontend
   the object and the shadow object after the call. Boxes of the same field reached
   twice are one box (`share_boxes`), so aliasing is preserved.
 - `type_key` keys the compile cache on a record's class, field names, leaf types
-  and static (int, string) values.
+  and static (int, string) values; other static values (functions) by `Identity`.
 - `captured_leaves` gives the leaves of what the function captured: a `Slot` (a
   float in a mutable object or a closure cell) is boxed per call; with
   `Duplicated(f, df)`, captured data reached from `f`'s closure cells and defaults
@@ -15,8 +15,8 @@ Contract (used by `boundary.py` and `cache.py`; the frontend's side is `frontend
   Const (and gets an internal shadow if active data flows into it).
 - `check_const_function`: with `Const(f)`, active data written into captured
   memory raises `ZymoUsageError` naming the variable and the line of the write.
-- `replayable`: whether a call may be replayed by `cache.Repeat` (not when a record
-  or a slot is involved: their fields are read afresh on every call).
+- `replayable`: whether a call may be replayed by `cache.Repeat` (not when a record,
+  a slot or `Rows` is involved: their fields and rows are read afresh on every call).
 """
 from __future__ import annotations
 
@@ -76,6 +76,28 @@ def share_boxes(leaves: list) -> None:
             seen[k] = (lf.value, lf.shadow)
 
 
+class Identity:
+    """A part of a cache key that stands for an object by its identity (a callable argument, a
+    record's static field): it holds the object, so that no other object can be given its
+    address while the key lives (a closure made anew for each call would otherwise find the
+    freed one's entry, and its captured values), hashes as `id` and equals only a key of the
+    same object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Identity and other.obj is self.obj
+
+    def __repr__(self) -> str:
+        return f"Identity({self.obj!r})"
+
+
 class Rows(list):
     """A list of tuples of floats (`[(2.0, 3.0)]`, seed 000) passed to the derivative as a list
     of lists. Tuples are immutable, so the derivative cannot write a shadow tuple in place:
@@ -120,7 +142,7 @@ def type_key(obj: Any, key_of: Callable) -> Any:
         if r == "box":
             parts.append((k, "box", isinstance(v, np.float32)))
         elif r == "static":
-            parts.append((k, "static", v if isinstance(v, (int, str, bool, np.integer)) or v is None else id(v)))
+            parts.append((k, "static", v if isinstance(v, (int, str, bool, np.integer)) or v is None else Identity(v)))
         else:
             parts.append((k, key_of(v)))
     return ("record", type(obj), rkind, tuple(parts))
@@ -157,9 +179,16 @@ def restructure(obj: Any, go: Callable) -> Any:
 
 
 def replayable(norm: list, leaves: list) -> bool:
-    """Whether a call may be replayed by identity of its arguments: no boxed float, and no
-    record at any depth of a tuple (a record's fields may be rebound between calls)."""
-    return not any(lf.slot is not None for lf in leaves) and not any(_holds_record(v) for v, _, _ in norm)
+    """Whether a call may be replayed by identity of its arguments: no boxed float, no
+    record at any depth of a tuple (a record's fields may be rebound between calls), and no
+    `Rows` (the program runs on the copy `as_rows` made, which a replay would reuse: a new row
+    stored into the caller's list would not be seen, and no shadow written back)."""
+    return (not any(lf.slot is not None for lf in leaves)
+            and not any(_holds_record(v) or _has_rows(v, s) for v, s, _ in norm))
+
+
+def _has_rows(v: Any, s: Any) -> bool:
+    return any(isinstance(x, Rows) for x in (v, *(s if isinstance(s, tuple) else (s,))))
 
 
 def _holds_record(v: Any) -> bool:

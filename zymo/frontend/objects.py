@@ -320,6 +320,11 @@ def capture_slot(lw: Any, owner: Any, key: str, name: str) -> Value:
         slot = Slot(owner, key, name)
         p = Value(T.Array("float32" if isinstance(v, np.float32) else "float64", 1), name)
         lw.captured[k] = (p, slot, [(lambda slot=slot: slot, name)])
+        # the slot is read afresh at each call, but as a float of this type: another value (an
+        # int, an array) makes another program (it was boxed as a float: a raw TypeError, or an
+        # int written back as a float; helper 83)
+        kind = type(v)
+        lw.frozen.append((lambda owner=owner, key=key, kind=kind: type(get_field(owner, key)) is kind, True))
     return lw.captured[k][0]
 
 

@@ -37,6 +37,7 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
+from .. import config
 from .. import runtime as _rt
 from ..analysis import types as TI
 from ..errors import ZymoUsageError
@@ -105,6 +106,7 @@ class CustomRule:
         self.slot = _register_slot(self)
         self.key = _key("custom", fn)
         self.rule: type[Rule] | None = None
+        self._shape: tuple = ()
         self.__name__ = getattr(fn, "__name__", "custom_rule")
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = fn.__doc__
@@ -172,6 +174,10 @@ class CustomRule:
         read = set(ps) | {"ans"} if self.reads is None else set(self.reads)
         if self.augmented is not None and self.reads is None:
             read = set(ps)  # the tape is rebuilt from the arguments
+        shape = (frozenset(read), self.augmented is not None)
+        if self.rule is not None and shape != self._shape:
+            config.programs_stale()  # programs written for the old shape pass it other values (helper 83)
+        self._shape = shape
         lines = []
         for k, p in enumerate(ps):
             args = ", ".join(ps)

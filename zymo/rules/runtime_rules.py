@@ -6,7 +6,7 @@ primitive with a rule here, so the frontend treats it as one op instead of
 inlining its body: the adjoint-shaping helpers are linear in the adjoint they
 reshape (`unbroadcast`, `expand_reduced`, `as_shape`), the matrix-product
 adjoints and `sum_product` are bilinear, `grow` and `grow_stack` copy, and the helpers that only inspect values
-(`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`, `int_pow` of ints) have zero derivative by rule.
+(`reduced_count`, `extreme_mask`, `is_view`, `clip_inside`, `int_pow` and `negate` of ints) have zero derivative by rule.
 
 The helpers of issue 7's rules follow (linear algebra, norm, cumsum, var/std, joins):
 each has a tangent rule for every argument a derivative flows through, and an adjoint
@@ -160,6 +160,19 @@ class extreme_mask(Rule, key="zymo.rt.extreme_mask", fn=_rt.extreme_mask, call="
 
 class int_pow(Rule, key="zymo.rt.int_pow", fn=_rt.int_pow, call="_rt.int_pow", nondiff=True,
               cases=(Form("rt_int_pow", ((5,),), BOTH, dom=_ADD),)): pass
+
+
+class negate(Rule, key="zymo.rt.negate", fn=_rt.negate, call="_rt.negate", nondiff=True,
+             cases=(Form("rt_negate", ((5,),), BOTH, dom=_ADD),)):
+    """`-shift` of np.roll's shift (an int or a tuple of them), in its adjoint. Second order
+    takes an int: the IR has no value for a tuple of ints a rule returns."""
+
+    @classmethod
+    def check(cls, pos: list, kw: dict) -> str | None:
+        if pos and isinstance(pos[0], (tuple, list)):
+            return ("second order through np.roll with a tuple of shifts is not supported; "
+                    "roll along one axis per call (np.roll(x, s, axis=k))")
+        return None
 
 
 class is_view(Rule, key="zymo.rt.is_view", fn=_rt.is_view, call="_rt.is_view", nondiff=True,

@@ -612,6 +612,12 @@ def _t_rt_int_pow(fn):
     return rt_int_pow
 
 
+def _t_rt_negate(fn):
+    def rt_negate(x):
+        return np.roll(x, fn(1)) * x + np.roll(x, fn(-2), 0)
+    return rt_negate
+
+
 def _t_rt_view(fn):
     def rt_view(x):
         return float(fn(x, x[1:])) * 1.0 + x[0]
