@@ -379,9 +379,14 @@ def _nocopy_strides(oshape, ostrides, nshape, itemsize):
     the view of shape `nshape` on an array of shape `oshape` and strides `ostrides`, and
     whether there is one (each group of old axes that makes up a group of new ones must be
     contiguous, in C order, within itself)."""
-    olddims = [d for d in oshape if d != 1]
-    oldstrides = [ostrides[k] for k in range(len(oshape)) if oshape[k] != 1]
-    newnd, oldnd = len(nshape), len(olddims)
+    olddims = _np.empty(len(oshape), _np.intp)  # arrays, not lists: a comprehension with a
+    oldstrides = _np.empty(len(oshape), _np.intp)  # condition took Numba seconds to compile
+    oldnd = 0
+    for k in range(len(oshape)):
+        if oshape[k] != 1:
+            olddims[oldnd], oldstrides[oldnd] = oshape[k], ostrides[k]
+            oldnd += 1
+    newnd = len(nshape)
     newstrides = _np.zeros(newnd, _np.intp)
     ni, oi, nj, oj = 0, 0, 1, 1
     while ni < newnd and oi < oldnd:
@@ -674,26 +679,38 @@ class _Rows:
     def _build(self, ndim: int, axes: tuple) -> None:
         rest = [d for d in range(ndim) if d not in axes]
         perm = rest + list(axes)
-        inv = [perm.index(d) for d in range(ndim)]
 
         def prod(ds):
             return " * ".join(f"x.shape[{d}]" for d in ds) or "1"
 
         def tup(items):
             return "(" + "".join(f"{s}, " for s in items) + ")"
-        same = perm == list(range(ndim))
-        moved = "x" if same else f"np.transpose(x, {tup(perm)})"
-        back = ("r.reshape(x.shape)" if same else
-                f"np.ascontiguousarray(np.transpose(r.reshape({tup(f'x.shape[{d}]' for d in perm)}), {tup(inv)}))")
+
+        def radix(ds):  # the C-order position of the indices `i<d>` over the axes `ds`
+            pos = "0"
+            for d in ds:
+                pos = f"i{d}" if pos == "0" else f"({pos}) * x.shape[{d}] + i{d}"
+            return pos
+
+        def loops(body):  # a nest over every element of `x`, in C order
+            return [f"{'    ' * (d + 1)}for i{d} in range(x.shape[{d}]):" for d in range(ndim)] + \
+                [f"{'    ' * (ndim + 1)}{body}"]
+        if perm == list(range(ndim)):
+            flat = [f"    return np.ascontiguousarray(x).reshape(({prod(rest)}, {prod(axes)}))"]
+            back = ["    return r.reshape(x.shape)"]
+        else:  # loops, not np.transpose: Numba's first transpose by axes in a process compiled for 7-10 s
+            idx = ", ".join(f"i{d}" for d in range(ndim))
+            flat = [f"    out = np.empty(({prod(rest)}, {prod(axes)}), x.dtype)",
+                    *loops(f"out[{radix(rest)}, {radix(axes)}] = x[{idx}]"), "    return out"]
+            back = ["    out = np.empty(x.shape, r.dtype)",
+                    *loops(f"out[{idx}] = r[{radix(rest)}, {radix(axes)}]"), "    return out"]
         src = "\n".join([
-            "def flat(x):",
-            f"    return np.ascontiguousarray({moved}).reshape(({prod(rest)}, {prod(axes)}))",
+            "def flat(x):", *flat,
             "def rest(x):",
             f"    return {tup(f'x.shape[{d}]' for d in rest)}",
             "def kept(x):",
             f"    return {tup('1' if d in axes else f'x.shape[{d}]' for d in range(ndim))}",
-            "def back(r, x):",
-            f"    return {back}", ""])
+            "def back(r, x):", *back, ""])
         ns = {"np": _np}
         exec(compile(src, f"<zymo rows {ndim} {axes}>", "exec"), ns)
         self.flat, self.rest, self.kept, self.back = (_jitable(ns[k]) for k in ("flat", "rest", "kept", "back"))
