@@ -153,7 +153,8 @@ def _gradient_forward(f: Callable, args: tuple, numba: Any) -> tuple:
             (d,) = autodiff(Forward, f, Duplicated, *annotated, numba=numba)
             if np.ndim(d) != 0:
                 raise _not_scalar(f)
-            out.append(float(d))
+            # a NumPy float's own type, as reverse mode's derivative has it (`boundary._restructure`)
+            out.append(type(a)(d) if isinstance(a, np.floating) else float(d))
         elif a is None or isinstance(a, (str, bool, int, np.integer)) or callable(a):
             out.append(None)  # no derivative: as `gradient(Reverse, ...)` gives
         else:  # a list, tuple, dict or record: was a silent None (helper 73)

@@ -308,3 +308,31 @@ def test_forward_gradient_keeps_the_argument_dtype():
     assert gf.dtype == gr.dtype == np.float32
     np.testing.assert_allclose(gf, 3.0 * x * x, rtol=1e-6)
     np.testing.assert_allclose(gf, gr, rtol=1e-6)
+
+
+def _sin_cube(x, y):
+    return np.sin(x) * x * x + x * y
+
+
+@pytest.mark.parametrize("scalar", [np.float32, np.float64, float], ids=["float32", "float64", "float"])
+def test_forward_gradient_of_a_numpy_scalar_keeps_its_type(scalar):
+    """`zymo.gradient(Forward, f, np.float32(x))` gave a Python float where Reverse gives
+    np.float32 (and np.float64 for np.float64): both modes give the argument's own type, with
+    the same number, equal to the exact derivative and to central differences."""
+    x, y = scalar(0.5), scalar(-1.25)
+    gf = zymo.gradient(Forward, _sin_cube, x, y)
+    gr = zymo.gradient(Reverse, _sin_cube, x, y)
+    for a, b in zip(gf, gr):
+        assert type(a) is type(b) is scalar
+    exact = (np.cos(0.5) * 0.25 + 2 * 0.5 * np.sin(0.5) - 1.25, 0.5)
+    fd = (fd_scalar(lambda t: _sin_cube(t, -1.25), 0.5), fd_scalar(lambda t: _sin_cube(0.5, t), -1.25))
+    rtol = 1e-6 if scalar is np.float32 else 1e-13
+    np.testing.assert_allclose(gf, exact, rtol=rtol)
+    np.testing.assert_allclose(gf, gr, rtol=rtol)
+    np.testing.assert_allclose(gf, fd, rtol=1e-6)
+    # a constant beside it keeps None, an array beside it its own dtype
+    a = np.array([1.0, 2.0], dtype=np.float32 if scalar is np.float32 else np.float64)
+    g = zymo.gradient(Forward, lambda x, a, c: np.sum(a * x) * c, x, a, Const(scalar(3.0)))
+    h = zymo.gradient(Reverse, lambda x, a, c: np.sum(a * x) * c, x, a, Const(scalar(3.0)))
+    assert type(g[0]) is type(h[0]) is scalar and g[1].dtype == h[1].dtype == a.dtype and g[2] is h[2] is None
+    assert g[0] == pytest.approx(9.0) and g[1].tolist() == pytest.approx([1.5, 1.5])
