@@ -852,3 +852,128 @@ def test_batch_forward():
     for t, b in zip((t1, t2), both):
         (one,) = zymo.autodiff(Forward, append_arrays, Duplicated, Duplicated(x.copy(), t), Const(W))
         assert b == pytest.approx(one, rel=1e-12)
+
+
+# -- joins of numbers -------------------------------------------------------------------
+# NumPy reads a number given to np.stack/np.hstack/np.vstack as a 0-d array: np.stack of numbers
+# is a 1-d array (was refused: "joins arrays of at least one dimension"). Each function is checked
+# in both modes against central differences (check_grad), against JAX, and exactly where the
+# gradient is known (a zero or a wrong sign fails).
+
+def stack_numbers(x):
+    a = x[0] * 2.0
+    b = np.sin(x[1])
+    return np.sum(np.stack([a, b]) ** 2)
+
+
+def stack_numbers_axes(x):
+    a = x[0] * 2.0
+    b = np.sin(x[1])
+    u = np.stack((a, b), axis=0)
+    w = np.stack((b, a * x[2], 1.5), axis=-1)  # a constant among them
+    return np.sum(u * np.array([1.0, -3.0])) + np.sum(w ** 3) + u[0] * w[1] - w[2] * x[3]
+
+
+def hstack_vstack_numbers(x):
+    h = np.hstack((x[2] * x[0], 2.0, np.cos(x[3])))
+    v = np.vstack([x[4], x[0] * x[1]])  # a column: shape (2, 1)
+    m = np.hstack((x[:2], x[3] ** 2))  # numbers and a 1-d array
+    return np.sum(h ** 3) + np.sum(v * v.T) + np.sum(m * np.array([1.0, -2.0, 0.5])) + v[1, 0] * h[2]
+
+
+def stack_numbers_in_loop(x):
+    s = 0.0
+    for i in range(x.shape[0] - 1):
+        p = np.stack((x[i] * x[i + 1], -x[i]))
+        s = s + np.sum(p * p) + p[1] * 0.5
+    return s
+
+
+_NUMBER_JOINS = [stack_numbers, stack_numbers_axes, hstack_vstack_numbers, stack_numbers_in_loop]
+
+
+@pytest.mark.parametrize("f", _NUMBER_JOINS, ids=lambda f: f.__name__)
+def test_joins_of_numbers(f):
+    check_grad(f, X.copy())
+
+
+@pytest.mark.parametrize("f", _NUMBER_JOINS, ids=lambda f: f.__name__)
+def test_joins_of_numbers_against_jax(f):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import types
+
+    import jax.numpy as jnp
+
+    jf = types.FunctionType(f.__code__, {**f.__globals__, "np": jnp}, f.__name__)
+    expected = np.asarray(jax.grad(jf)(X.copy()))
+    for mode in (zymo.Reverse, zymo.Forward):
+        np.testing.assert_allclose(zymo.gradient(mode, f, X.copy())[0], expected, rtol=1e-12, atol=1e-14)
+
+
+def test_stack_of_numbers_exact_and_value():
+    x = np.array([0.3, 0.7])
+    expected = np.array([8.0 * x[0], 2.0 * np.sin(x[1]) * np.cos(x[1])])
+    for mode in (zymo.Reverse, zymo.Forward):
+        np.testing.assert_allclose(zymo.gradient(mode, stack_numbers, x.copy())[0], expected, rtol=1e-14)
+    (g,), y = zymo.gradient(zymo.ReverseWithPrimal, stack_numbers, x.copy())
+    assert y == pytest.approx(stack_numbers(x), rel=1e-15)
+
+
+def test_stack_of_float32_numbers_keeps_float32():
+    def f(x):
+        s = np.stack((x[0] * x[1], x[1]))
+        return np.sum(s * s)
+    x = np.array([0.5, -1.5], dtype=np.float32)
+    assert np.stack((x[0] * x[1], x[1])).dtype == np.float32
+    (gr,), y = zymo.gradient(zymo.ReverseWithPrimal, f, x.copy())
+    (gf,) = zymo.gradient(zymo.Forward, f, x.copy())
+    assert gr.dtype == gf.dtype == np.float32 and np.asarray(y).dtype == np.float32
+    np.testing.assert_allclose(gr, [2 * x[0] * x[1] ** 2, 2 * x[0] ** 2 * x[1] + 2 * x[1]], rtol=1e-6)
+    np.testing.assert_allclose(gf, gr, rtol=1e-6)
+
+
+def stack_numbers_axis_one(x):
+    a = x[0] * 2.0
+    return np.sum(np.stack((a, x[1]), axis=1))  # <-
+
+
+def concatenate_numbers(x):
+    return np.sum(np.concatenate((x[0], x[1])))  # <-
+
+
+def stack_number_and_array(x):
+    return np.sum(np.stack((x[0], x[1:3])))  # <-
+
+
+def vstack_number_and_array(x):
+    return np.sum(np.vstack((x[0], x[1:2])))  # <-
+
+
+@pytest.mark.parametrize("f", [stack_numbers_axis_one, concatenate_numbers, stack_number_and_array,
+                               vstack_number_and_array], ids=lambda f: f.__name__)
+def test_joins_of_numbers_numpy_refuses(f):
+    """What NumPy itself refuses (or zymo does not join) is refused at the user's line, with a hint."""
+    if f is not vstack_number_and_array:
+        with pytest.raises((ValueError, IndexError)):
+            f(X.copy())  # NumPy raises too
+    for mode in (zymo.Reverse, zymo.Forward):
+        with pytest.raises(zymo.ZymoSourceError) as info:
+            zymo.gradient(mode, f, X.copy())
+        msg = str(info.value)
+        assert "test_containers.py" in msg and f"line {_marked_line(f)}" in msg and "Hint" in msg, msg
+
+
+@pytest.mark.parametrize("backend", [True, "kernels"], ids=["numba", "kernels"])
+def test_joins_of_numbers_compiled(backend, tmp_path, monkeypatch):
+    """numba=True and "kernels": the same gradients as the Python backend, in both modes."""
+    pytest.importorskip("numba")
+    import warnings
+
+    monkeypatch.setenv("ZYMO_CACHE_DIR", str(tmp_path))
+    for f in (stack_numbers_axes, stack_numbers_in_loop):
+        for mode in (zymo.Reverse, zymo.Forward):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # compiled, not run as Python with a warning
+                got = zymo.gradient(mode, f, X.copy(), numba=backend)[0]
+            np.testing.assert_allclose(got, zymo.gradient(mode, f, X.copy(), numba=False)[0], rtol=1e-12)

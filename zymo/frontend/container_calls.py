@@ -391,6 +391,8 @@ class ContainerCallLowering(LoweringHost):
                 "int64" if "int" in kinds else "bool"
             if kinds == {"f32", "int"}:
                 dt = "float64"
+            if kinds & {"c128", "c64"}:  # NumPy's promotion: complex64 only with float32 (and bool)
+                dt = "complex64" if not kinds & {"c128", "f64", "int"} else "complex128"
         if dt == "int64" and len(shape) == 1 and all(v.type == T.INT for v in vals) and vals:
             return self.b.prim("zymo.index_array", [tuple(vals)], {}, loc, "idx")
         arr = self.b.prim("numpy.empty", [tuple(self.b.const(d, loc, "n") for d in shape)], {"dtype": S(dt)}, loc,

@@ -429,11 +429,15 @@ class ExprLowering(ContainerLowering):
         if not isinstance(items, tuple) or not items:
             raise self.error(UnsupportedCall, f"np.{name} needs a tuple or list of arrays written in the call",
                              node, hint="write the arrays out: np.concatenate((a, b))")
+        extra = set(kw) - {"axis", "arrays", "tup"}
+        if any(map(_number, items)) and not extra and len(pos) <= 2:
+            items = self.join_numbers(name, items, kw.get("axis", pos[1] if len(pos) > 1 else None), node)
+            if isinstance(items, Value):
+                return items
         for it in items:
             if not (isinstance(it, Value) and isinstance(it.type, T.Array) and it.type.ndim >= 1):
-                raise self.error(ZymoTypeError, f"np.{name} joins arrays of at least one dimension here", node,
-                                 hint="wrap numbers with np.array([...]) outside the function, or use np.stack")
-        extra = set(kw) - {"axis", "arrays", "tup"}
+                raise self.error(ZymoTypeError, f"np.{name} joins arrays or numbers here", node,
+                                 hint="pass a tuple or list of arrays (or of numbers) written in the call")
         if extra or len(pos) > 2:
             raise self.error(UnsupportedCall, f"np.{name} with {', '.join(sorted(extra)) or 'extra arguments'} "
                              "is not supported", node)
@@ -458,6 +462,41 @@ class ExprLowering(ContainerLowering):
         for it in items[1:]:
             acc = self.b.prim("zymo.concat2", [acc, it, axis], {}, loc, name)
         return acc
+
+    def join_numbers(self, name: str, items: tuple, axis_b: Any, node: ast.AST) -> Value | tuple:
+        """`np.stack`, `np.hstack`, `np.vstack` of numbers (or 0-d arrays) as NumPy reads them: a
+        fresh 1-d array (a column for vstack) filled by stores, as `np.array([a, b])` is; or, for
+        `np.hstack` of numbers and 1-d arrays, the items with each number as a 1-d array of one.
+        What NumPy refuses (np.concatenate of numbers, np.stack of numbers along axis 1, of
+        numbers and arrays) is refused here with NumPy's reason."""
+        loc = self.loc(node)
+        if name == "concatenate":
+            raise self.error(ZymoTypeError, "np.concatenate of numbers: NumPy raises ValueError (zero-dimensional "
+                             "arrays cannot be concatenated)", node,
+                             hint="np.stack((a, b)), np.hstack((a, b)) or np.array([a, b]) makes a 1-d array of "
+                                  "numbers")
+        if name != "stack" and axis_b is not None:
+            raise self.error(UnsupportedCall, f"np.{name} takes no axis", node)
+        nums = tuple(self.b.getitem(it, (), loc, it.hint) if isinstance(it.type, T.Array) else it
+                     for it in items if _number(it))
+        if len(nums) < len(items):
+            if name == "hstack" and all(_number(it) or (isinstance(it, Value) and isinstance(it.type, T.Array)
+                                                        and it.type.ndim == 1) for it in items):
+                return tuple(self.array_from((it,), None, node) if _number(it) else it for it in items)
+            raise self.error(ZymoTypeError, f"np.{name} of numbers and arrays is not supported", node,
+                             why="NumPy raises ValueError for np.stack of items of different shapes; np.vstack "
+                                 "of numbers and arrays, and np.hstack of numbers and arrays of two or more "
+                                 "dimensions, are not supported here",
+                             hint=f"np.{name} arrays only: np.array([a]) makes a number a 1-d array of one")
+        if name == "stack":
+            axis = 0 if axis_b is None else const_value(axis_b)
+            if axis is NOT_CONST or not isinstance(axis, int) or isinstance(axis, bool):
+                raise self.error(UnsupportedCall, "np.stack needs a constant integer axis here", node)
+            if axis not in (0, -1):
+                raise self.error(ZymoTypeError, f"np.stack of numbers along axis {axis}: NumPy raises AxisError "
+                                 f"(axis {axis} is out of bounds for array of dimension 1)", node,
+                                 hint="numbers stack along axis 0 (or -1) into a 1-d array")
+        return self.array_from(tuple((v,) for v in nums) if name == "vstack" else nums, None, node)
 
     def check_rule(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
         """Refuse, at the user's line, a call the rule says it cannot differentiate, or one
@@ -593,6 +632,11 @@ def load_hint(node: ast.expr, arr: Value) -> str:
     """The name hint of a load or slice of the array `arr` that `node` evaluates to: the array
     variable's own name (`u[1:-1]` is `u`; the generated code makes it `u_1` when `u` is taken)."""
     return node.id if isinstance(node, ast.Name) else arr.hint
+
+
+def _number(b: Any) -> bool:
+    """A number or a 0-d array (what NumPy's joins read as a 0-d array)."""
+    return isinstance(b, Value) and (isinstance(b.type, T.Scalar) or (isinstance(b.type, T.Array) and b.type.ndim == 0))
 
 
 def _rule_of(fn: Any) -> Any:
