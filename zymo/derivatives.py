@@ -27,7 +27,10 @@ dx)`, a rule whose result may view its first argument, as the analyses expect.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+import contextlib
+import inspect
+import linecache
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +40,7 @@ from .annotations import Active, BatchDuplicated, Const, Duplicated, Forward, Fo
 from .boundary import call_shadows
 from .cache import call, prepare
 from .draws import in_one_call, next_pass
-from .errors import UnsupportedCall, UnsupportedSyntax, ZymoUsageError
+from .errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError, ZymoUsageError
 from .shadows import make_zero
 
 DEFAULT_CHUNK = 8
@@ -152,7 +155,9 @@ def forward_columns(f: Callable, args: list, k: int, chunk: Any, numba: Any) -> 
             tans, prim = _autodiff(ForwardWithPrimal, f, BatchDuplicated, *ann, numba=numba)
         if J is None:
             y = _as_output(prim, "jacobian")
-            J = np.zeros(np.shape(y) + (x.size,), dtype=np.result_type(x.dtype, np.asarray(y).dtype))
+            # reverse mode's dtypes: x's for a float result (its shadow), else of x and y together
+            dtype = x.dtype if isinstance(y, float) else np.result_type(x.dtype, y.dtype)
+            J = np.zeros(np.shape(y) + (x.size,), dtype=dtype)
         for lane, t in enumerate(tans):
             if start + lane < x.size:
                 J[..., start + lane] = t
@@ -228,7 +233,7 @@ def _jacobian_scalar(mode: Mode, f: Callable, x: float, consts: tuple, numba: An
     args = [Const(c) for c in _copies(consts)]
     if mode.forward or not isinstance(y, float):
         (t,) = _autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), *args, numba=numba)
-        return t
+        return float(t) if isinstance(y, float) else t  # a float, as reverse mode's
     (d,) = _autodiff(Reverse, f, Active, Active(x), *args, numba=numba, memory_limit=memory_limit)
     return d[0]
 
@@ -255,10 +260,16 @@ def _reverse_program(f: Callable, x: np.ndarray, consts: Sequence[Any]) -> tuple
     shadows = call_shadows(comp, leaves, all_values)
     if not shadows or shadows[0] is not dx:  # f does not depend on x
         return None, all_values[1:], []
-    second = comp.second_order  # one per compiled program: its compile cache holds
+    return _second_order(comp), all_values[1:], shadows[1:]
+
+
+def _second_order(comp: Any) -> _SecondOrder:
+    """The reverse program `comp` as second order reads it, one per compiled program (its
+    compile cache holds)."""
+    second = comp.second_order
     if second is None:
         second = comp.second_order = _SecondOrder(comp)
-    return second, all_values[1:], shadows[1:]
+    return second
 
 
 # helpers the reverse program may call that the frontend inlines as plain Python: trip
@@ -268,12 +279,13 @@ _INLINED_HELPERS = frozenset({"trip", "check_bound", "negate", "sp_special", "sp
 
 class _SecondOrder:
     """The reverse program as second order reads it: `fn` is `comp.fn`, or a copy whose
-    reshape shadows call `_rt.reshape_shadow`; helpers without a rule are refused."""
+    reshape shadows call `_rt.reshape_shadow` and whose kept tapes are left out (`_FreshTapes`);
+    helpers without a rule are refused. `ir` is the user's function's (`_user_terms`)."""
 
     def __init__(self, comp: Any) -> None:
         _refuse_exception_flow(comp)
         _refuse_checkpoints(comp)
-        self.fn = comp.fn
+        self.fn, self.ir = comp.fn, comp.ir
         tree = ast.parse(comp.source)
         if "_rt.maybe_view_shadow(" in comp.source or _rewritten_for_second_order(comp.source):
             from .codegen.python import compile_source
@@ -311,20 +323,6 @@ class _FreshTapes(ast.NodeTransformer):
         if _rt_call(node, "reuse_tape") and len(node.args) == 3:
             return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), node.args[1:], [])
         return self.generic_visit(node)
-
-
-def _without_kept_tapes(comp: Any) -> Any:
-    """`comp.fn`, or (once per program) a copy without its kept tapes (`_FreshTapes`): what
-    forward mode reads when it differentiates the reverse program."""
-    if not _rewritten_for_second_order(comp.source):
-        return comp.fn
-    fresh = comp.fresh_tapes
-    if fresh is None:
-        from .codegen.python import compile_source
-
-        tree = ast.fix_missing_locations(_FreshTapes().visit(ast.parse(comp.source)))
-        fresh = comp.fresh_tapes = compile_source(ast.unparse(tree) + "\n", comp.name)
-    return fresh
 
 
 def _rt_call(node: ast.AST, attr: str) -> bool:
@@ -395,15 +393,83 @@ def _refuse_unruled(comp: Any, tree: ast.AST) -> None:
 
 
 def _uses_helper(rule: Any, helpers: list[str]) -> bool:
-    import inspect
-
     if rule.call and rule.call.startswith("_rt.") and rule.call[4:] in helpers:
         return True
+    if rule.template and any(f"_rt.{h}(" in rule.template for h in helpers):
+        return True  # the primal itself calls it (`numpy.imag`: `_rt.imag_copy({0})`)
     try:
         bodies = [inspect.getsource(f) for f in rule.vjps().values()]
     except (OSError, TypeError):
         return False
     return any(f"_rt.{h}(" in b for b in bodies for h in helpers)
+
+
+@contextlib.contextmanager
+def _user_terms(ir: Any) -> Iterator[None]:
+    """A refusal met while second order reads zymo's own code (the generated program it
+    differentiates, or a runtime helper) said at the user's construct it comes from, not at a
+    line of zymo's: the checks above refuse what is known beforehand, this what is not."""
+    try:
+        yield
+    except ZymoSourceError as e:
+        # Numba's and the checkpointer's errors say what they are about (and are not refusals of a construct)
+        if type(e) not in (ZymoSourceError, UnsupportedSyntax, UnsupportedCall, ZymoTypeError) or \
+                not _zymo_code(e.loc.file):
+            raise
+        op = _user_op(ir, e)
+        what = op.attrs["key"] if op is not None and op.kind == "prim" else f"the function {ir.name}"
+        text = linecache.getline(e.loc.file, e.loc.line).strip()
+        raise type(e)(
+            f"second derivatives (zymo.hvp, zymo.hessian) through {what} are not supported yet",
+            op.loc if op is not None else ir.loc,
+            why=f"zymo differentiates its own derivative program of {ir.name}; reading it, at `{text}`, it "
+                f"refused: {e.message}" + (f" ({e.why})" if e.why else ""),
+            hint="use finite differences of zymo.gradient meanwhile, or rewrite that construct; "
+                 "see docs/rules.md ('Second order')") from e
+
+
+def _zymo_code(file: str) -> bool:
+    """Whether `file` is zymo's: a generated program (`codegen.python.compile_source`) or a module."""
+    import os
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    return file.startswith("<zymo ") or os.path.abspath(file).startswith(package)
+
+
+def _user_op(ir: Any, e: ZymoSourceError) -> Any:
+    """The op of the user's function that zymo's code refused at `e.loc` most likely comes from:
+    the first whose rule's code calls the refused call's function, among the ops with complex
+    values where the refusal is about complex numbers; else the first op with complex values
+    there; else None."""
+    from .ir import types as T
+    from .ir.core import walk
+    from .rules import REGISTRY
+
+    line = linecache.getline(e.loc.file, e.loc.line)
+    indent = len(line) - len(line.lstrip())
+    calls = []  # `_rt.fdiv(`, `np.real(`: the call at the refusal's column first
+    try:
+        for n in pyast.walk(ast.parse(line.strip())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+                calls.append((n.col_offset != e.loc.col - indent, f"{n.func.value.id}.{n.func.attr}("))
+    except SyntaxError:
+        pass
+    called = min(calls)[1] if calls else ""
+    ops = [op for op in walk(ir.body) if op.kind == "prim" and op.attrs.get("key") in REGISTRY]
+    if "complex" in e.message:
+        ops = [op for op in ops if any(T.is_complex(v.type) for v in (*op.args, *op.results))]
+    for op in ops:
+        rule = REGISTRY[op.attrs["key"]]
+        try:
+            bodies = [inspect.getsource(f) for f in (*rule.vjps().values(), *rule.jvps().values())]
+        except (OSError, TypeError):
+            bodies = []
+        # a division or power in a rule of numbers is written `_rt.fdiv`/`_rt.fpow` (`emit.IEEEDivisions`)
+        needles = [called, *{"_rt.fdiv(": [" / "], "_rt.fpow(": [" ** "]}.get(called, [])]
+        if called and any(n in t for t in (rule.call and rule.call + "(", rule.template, *bodies) if t
+                          for n in needles):
+            return op
+    return ops[0] if ops and "complex" in e.message else None
 
 
 class _ReshapeShadow(ast.NodeTransformer):
@@ -429,12 +495,13 @@ def _over_reverse(comp, x, rest, internal, xs, gs, numba, grad=None) -> None:
     consts = [*map(Const, _copies(rest))]
     inner = [Const(make_zero(s)) for s in internal]
     g = np.zeros_like(x) if grad is None else grad
-    if len(xs) == 1:
-        _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), xs[0]), *consts,
-                  Duplicated(g, gs[0]), *inner, Const(1.0), numba=numba)
-    else:
-        _autodiff(Forward, comp.fn, Const, BatchDuplicated(np.copy(x), xs), *consts,
-                  BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
+    with _user_terms(comp.ir):
+        if len(xs) == 1:
+            _autodiff(Forward, comp.fn, Const, Duplicated(np.copy(x), xs[0]), *consts,
+                      Duplicated(g, gs[0]), *inner, Const(1.0), numba=numba)
+        else:
+            _autodiff(Forward, comp.fn, Const, BatchDuplicated(np.copy(x), xs), *consts,
+                      BatchDuplicated(g, gs), *inner, Const(1.0), numba=numba)
 
 
 @in_one_call(lambda f=None, x=None, v=None, *consts, **kw: (f, (x, *consts)))
@@ -513,8 +580,9 @@ def _hvp_limited(f: Callable, x: np.ndarray, v: np.ndarray, consts: tuple, numba
     if len(rest) >= len(_DIR):
         raise ZymoUsageError(f"hvp with memory_limit takes at most {len(_DIR) - 2} constant arguments; "
                              "pack them in a tuple")
-    _autodiff(Reverse, _DIR[len(rest)], Active, comp.fn, Duplicated(np.copy(x), hv), *map(Const, _copies(rest)),
-              numba=numba, memory_limit=limit)
+    with _user_terms(comp.ir):
+        _autodiff(Reverse, _DIR[len(rest)], Active, comp.fn, Duplicated(np.copy(x), hv), *map(Const, _copies(rest)),
+                  numba=numba, memory_limit=limit)
     return hv, g
 
 
@@ -571,8 +639,10 @@ def _scalar_second(f: Callable, x: float, consts: tuple, numba: Any, v: float) -
         if not comp.active_params:  # f does not depend on x
             return 0.0, 0.0
         raise ZymoUsageError("second derivative: f writes active data into memory it does not own")
-    tan, prim = _autodiff(ForwardWithPrimal, _without_kept_tapes(comp), Duplicated, Duplicated(x, v),
-                          *map(Const, _copies(values[1:])), Const(1.0), numba=numba)
+    second = _second_order(comp)  # refusals at the user's line, as for an array x (`_SecondOrder`)
+    with _user_terms(second.ir):
+        tan, prim = _autodiff(ForwardWithPrimal, second.fn, Duplicated, Duplicated(x, v),
+                              *map(Const, _copies(values[1:])), Const(1.0), numba=numba)
     # the program returns ((results,), (dx,))
     return float(tan[1][0]), float(prim[1][0])
 

@@ -336,3 +336,26 @@ def test_forward_gradient_of_a_numpy_scalar_keeps_its_type(scalar):
     h = zymo.gradient(Reverse, lambda x, a, c: np.sum(a * x) * c, x, a, Const(scalar(3.0)))
     assert type(g[0]) is type(h[0]) is scalar and g[1].dtype == h[1].dtype == a.dtype and g[2] is h[2] is None
     assert g[0] == pytest.approx(9.0) and g[1].tolist() == pytest.approx([1.5, 1.5])
+
+
+def test_jacobian_dtypes_agree_between_modes():
+    """`jacobian(Forward, ...)` of a float result of a float32 array was float64 where Reverse
+    gives float32 (x's shadow); of a float x, forward gave np.float64 where Reverse gives a float."""
+    x = np.array([0.5, 1.5, -2.0], dtype=np.float32)
+
+    def total(x):
+        return np.sum(np.sin(x) * x)
+
+    def each(x):
+        return np.sin(x) * x
+    for f, shape in ((total, (3,)), (each, (3, 3))):
+        jf, jr = zymo.jacobian(Forward, f, x.copy()), zymo.jacobian(Reverse, f, x.copy())
+        assert jf.dtype == jr.dtype == np.float32 and jf.shape == jr.shape == shape
+        np.testing.assert_allclose(jf, jr, rtol=1e-6)
+        d = np.sin(x.astype(np.float64)) + x * np.cos(x.astype(np.float64))
+        np.testing.assert_allclose(jf, d if f is total else np.diag(d), rtol=1e-6, atol=1e-7)
+    assert zymo.gradient_forward(total, x.copy()).dtype == np.float32
+    for s in (np.float32(0.5), np.float64(0.5), 0.5):
+        jf, jr = zymo.jacobian(Forward, each, s), zymo.jacobian(Reverse, each, s)
+        assert type(jf) is type(jr) is float and jf == pytest.approx(jr, rel=1e-15)
+        assert jf == pytest.approx(np.sin(0.5) + 0.5 * np.cos(0.5), rel=1e-7)

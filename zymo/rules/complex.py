@@ -28,7 +28,7 @@ import builtins
 
 import numpy as np
 
-from .. import runtime as _rt  # noqa: F401  (names used by inlined rule bodies)
+from .. import runtime as _rt  # also the name inlined rule bodies use
 from ..ir import types as T
 from . import ufuncs  # noqa: F401  (registered first: np.abs and np.conj keep their real rules' keys)
 from .registry import REGISTRY, Rule
@@ -77,6 +77,16 @@ class imag(Rule, key="numpy.imag", fn=np.imag, template="_rt.imag_copy({0})", ca
     and writing into `z.imag` is refused (`complex_key`'s caller)."""
     def jvp_val(t, ans, val): return np.imag(t)
     def vjp_val(g, ans, val): return -1j * g
+
+
+class imag_copy(Rule, key="zymo.rt.imag_copy", fn=_rt.imag_copy, call="_rt.imag_copy", **_U, cases=(
+        ("fn((x + 1j) * (x - 2j))", ((5,),)), ("fn((x + 1j) * (x - 2j))", ((),)))):
+    """`numpy.imag`'s primal as zymo's reverse programs call it, a rule so that second order
+    (forward mode over such a program: `zymo.hvp`, `zymo.hessian`) reads it as one op: Im(z) as
+    fresh memory, with `numpy.imag`'s derivatives."""
+    auto_cases = False
+    def jvp_x(t, ans, x): return _rt.imag_copy(t)
+    def vjp_x(g, ans, x): return -1j * g
 
 
 class angle(Rule, key="numpy.angle", fn=np.angle, **_U, cases=(
@@ -134,10 +144,12 @@ COMPLEX_SAFE = frozenset({
     "numpy.where", "numpy.diff",
     "numpy.linalg.solve", "numpy.linalg.inv", "numpy.linalg.det",
     "zymo.as_dtype", "zymo.list_of",
-    # helpers of reverse programs that second order differentiates (rules/runtime_rules.py): linear maps
+    # helpers of reverse programs that second order differentiates (rules/runtime_rules.py): linear maps,
+    # IEEE division and power of numbers (`_rt.fdiv`, `_rt.fpow`: holomorphic, `truediv`'s and `pow`'s
+    # bodies), Im(z) (`imag_copy` above)
     "zymo.rt.unbroadcast", "zymo.rt.as_shape", "zymo.rt.as_tangent", "zymo.rt.expand_reduced", "zymo.rt.grow",
     "zymo.rt.grow_stack", "zymo.rt.mT", "zymo.rt.matmul_vjp_a", "zymo.rt.matmul_vjp_b", "zymo.rt.dot_vjp_a",
-    "zymo.rt.dot_vjp_b",
+    "zymo.rt.dot_vjp_b", "zymo.fdiv", "zymo.fpow", "zymo.rt.imag_copy",
     # the rules above that exist for complex numbers, and the FFTs (rules/fft.py)
     "zymo.cabs", "zymo.conj", "numpy.real", "zymo.creal", "numpy.imag", "numpy.angle", "numpy.vdot",
     "builtins.complex",

@@ -316,7 +316,7 @@ def fpow(a, b):
         return a ** b
     except ZeroDivisionError:
         with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.power(np.float64(a), b)
+            q = np.power(np.complex128(a) if np.iscomplexobj(a) else np.float64(a), b)
         return q.item() if isinstance(q, np.generic) else q
 
 

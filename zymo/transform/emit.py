@@ -19,7 +19,7 @@ from .. import config, pyast
 from ..ir import types as T
 from ..ir.core import Op, Value
 from ..rules.registry import Rule, inline_rule, lookup
-from .naming import Namer, literal
+from .naming import Namer, complex_text, literal
 from .writer import Writer
 
 # names a rule body may use: they exist in every generated module
@@ -214,7 +214,7 @@ def _const(c: Any) -> str:
     if isinstance(c, str) or c is None or isinstance(c, (bool, int, float, tuple)):
         return repr(c)
     if isinstance(c, complex):
-        return f"complex({_const(c.real)}, {_const(c.imag)})" if c.real or c.real != c.real else repr(c)
+        return complex_text(c)
     import numpy as np
 
     if isinstance(c, np.dtype):

@@ -11,7 +11,9 @@ Batch mode (width W > 1) gives every derivative name one variant per lane:
 from __future__ import annotations
 
 import builtins
+import cmath
 import keyword
+import math
 import re
 
 from ..ir.core import Value
@@ -103,4 +105,19 @@ def literal(v: Value) -> str | None:
     if type(c) in (int, float, bool) and c == c and c not in (float("inf"), float("-inf")):
         text = repr(c)
         return f"({text})" if text.startswith("-") else text
+    if type(c) is complex and cmath.isfinite(c):
+        # a name for it, assigned in a loop's body, was read by the adjoint sweep after the loop,
+        # which second order's frontend refused there as possibly undefined
+        return complex_text(c)
     return None
+
+
+def complex_text(c: complex) -> str:
+    """Python source for the complex number `c`, the sign of each zero kept: `1j`, or
+    `complex(re, im)` (`-1j` reads back as `(-0-1j)`, `-0j` as `(-0-0j)`)."""
+    if c.real == 0 and math.copysign(1.0, c.real) > 0 and math.copysign(1.0, c.imag) > 0 and cmath.isfinite(c):
+        return repr(c)
+
+    def part(v: float) -> str:
+        return repr(v) if math.isfinite(v) else f"float({str(v)!r})"
+    return f"complex({part(c.real)}, {part(c.imag)})"
