@@ -909,6 +909,9 @@ def test_joins_of_numbers_against_jax(f):
     expected = np.asarray(jax.grad(jf)(X.copy()))
     for mode in (zymo.Reverse, zymo.Forward):
         np.testing.assert_allclose(zymo.gradient(mode, f, X.copy())[0], expected, rtol=1e-12, atol=1e-14)
+    H = np.asarray(jax.hessian(jf)(X.copy()))  # second order: forward over the reverse program
+    assert np.max(np.abs(H)) > 0.1
+    np.testing.assert_allclose(zymo.hessian(f, X.copy()), H, rtol=1e-12, atol=1e-13)
 
 
 def test_stack_of_numbers_exact_and_value():
