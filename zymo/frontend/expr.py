@@ -430,7 +430,10 @@ class ExprLowering(ContainerLowering):
             raise self.error(UnsupportedCall, f"np.{name} needs a tuple or list of arrays written in the call",
                              node, hint="write the arrays out: np.concatenate((a, b))")
         extra = set(kw) - {"axis", "arrays", "tup"}
-        if any(map(_number, items)) and not extra and len(pos) <= 2:
+        if extra or len(pos) > 2:
+            raise self.error(UnsupportedCall, f"np.{name} with {', '.join(sorted(extra)) or 'extra arguments'} "
+                             "is not supported", node)
+        if any(map(_number, items)):
             items = self.join_numbers(name, items, kw.get("axis", pos[1] if len(pos) > 1 else None), node)
             if isinstance(items, Value):
                 return items
@@ -438,9 +441,6 @@ class ExprLowering(ContainerLowering):
             if not (isinstance(it, Value) and isinstance(it.type, T.Array) and it.type.ndim >= 1):
                 raise self.error(ZymoTypeError, f"np.{name} joins arrays or numbers here", node,
                                  hint="pass a tuple or list of arrays (or of numbers) written in the call")
-        if extra or len(pos) > 2:
-            raise self.error(UnsupportedCall, f"np.{name} with {', '.join(sorted(extra)) or 'extra arguments'} "
-                             "is not supported", node)
         axis_b = kw.get("axis", pos[1] if len(pos) > 1 else (0 if name in ("concatenate", "stack") else None))
         axis = const_value(axis_b)
         if axis is NOT_CONST or not (axis is None or isinstance(axis, int)):
