@@ -922,7 +922,8 @@ def _in_place(st: ast.stmt, checks: list[ast.Call], before: list[ast.stmt]) -> a
 
 _READS_ONLY = {"np.isfinite", "np.where", "np.einsum", "_tri_ops.where", "_tri_ops.sym_where", "_rt.tri_dot",
                "_rt.tri_mask", "_rt.span"}  # calls that write no operand (without `out=`)
-_WRITE_FIRST = {"np.copyto", "_rt.sym_add", "_rt.sym_set", "_rt.tri_dot_add", "_rt.diagonal_view"}  # and `_tri_ops.*`
+_WRITE_FIRST = {"np.copyto", "_rt.sym_add", "_rt.sym_set", "_rt.sym2_add", "_rt.tri_dot_add",
+                "_rt.diagonal_view"}  # and `_tri_ops.*`
 _WRITE_TWO = {"_tri_ops.move", "_tri_ops.move_div", "_tri_ops.div_mirror"}  # write their first two operands
 _UFUNCS = {"np.add", "np.subtract", "np.multiply", "np.divide"}  # two operands, `out=`: write `out` alone
 

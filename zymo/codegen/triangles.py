@@ -68,7 +68,12 @@ one pass become that call (`_pairs`): a zero fill and an add (`_tri_ops.assign`,
 `_rt.sym_set`: BLAS's beta 0), a masked scale and a symmetric product (BLAS's beta), a division
 and the mirror store (`_tri_ops.div_mirror`), the mirror's adjoint and a division
 (`_tri_ops.move_div`). A masked operand read only as `W + W.T` (the adjoints of symmetric
-products) is made as that sum in one pass (`_tri_ops.sym_where`, `_symmetrized`).
+products) is made as that sum in one pass (`_tri_ops.sym_where`, `_symmetrized`). Last,
+`codegen/rank2k.py` (its own contract) finds two masked adds into one triangle, not
+necessarily in a row, whose products together are one symmetric rank-2k update (symm's
+adjoint: `(alpha * dC) @ B.T` through a buffer, `alpha * (B @ dC.T)`, dB's update between,
+into a strict triangle) and writes them as one `_rt.sym2_add`: BLAS's `?syr2k` on the whole
+square, a strict triangle's diagonal put back, the two adds where BLAS cannot take them.
 
 `inline_bounds` prepares a nest for this: the generated code names a triangle's bound
 (`t = i + 1; for j in range(t)`), and the temporary is replaced by its value where that is
@@ -82,6 +87,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .. import pyast
+from .rank2k import rank2k_pairs
 
 
 class Loop(Protocol):
@@ -332,13 +338,13 @@ def compiled_masks(body: list[ast.stmt]) -> list[ast.stmt]:
     `mirror`, which the mirror store is), and each `np.where(m, f, 0.0)`, where `m` is a mask
     (`_rt.tri_mask(s)` or a temporary `share_masks` made of one) or its transpose; the adjoint
     mirror store's three statements as one `move`. The masks stay as they are: each call takes
-    its statement's mask."""
+    its statement's mask. Then `codegen/rank2k.rank2k_pairs`."""
     loads: dict[str, int] = {}
     for st in body:
         for n in pyast.walk(st):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 loads[n.id] = loads.get(n.id, 0) + 1
-    return _compiled(body, {}, loads)
+    return rank2k_pairs(_compiled(body, {}, loads))
 
 
 def _compiled(body: list[ast.stmt], masks: dict[str, bool], loads: dict[str, int]) -> list[ast.stmt]:

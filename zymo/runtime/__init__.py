@@ -154,6 +154,7 @@ from .linalg import (  # NumPy and SciPy linear algebra
     svd_u,
     svd_vh,
     svd_vjp,
+    sym2_add,
     sym_add,
     sym_set,
     tri_dot,
@@ -255,7 +256,7 @@ __all__ = [
     "none_or_zeros", "polyder_coef", "polyder_coef_t", "polyval_vjp_p", "polyval_vjp_p_dx", "special_no_derivative",
     "zeta_ds", "cholesky_vjp_dl", "cholesky_vjp_tl", "norm_grad_dx", "norm_grad_tx", "cumsum_vjp_tg",
     "split_first_tg", "split_last_tg", "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set",
-    "product_copy", "dot_nt",
+    "sym2_add", "product_copy", "dot_nt",
 ]
 
 def __getattr__(name: str):

@@ -29,7 +29,7 @@ __all__ = [
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
     "cho_factor_jvp", "cho_factor_vjp", "cho_solve", "cho_solve_jvp_c", "cho_solve_vjp_c", "lu_factor_lu",
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
-    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "product_copy", "dot_nt",
+    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "sym2_add", "product_copy", "dot_nt",
 ]
 
 
@@ -576,6 +576,33 @@ def sym_set(t, m, lower, alpha, x, y=None):
         np.add(t, p, out=t, where=m)
         return
     _sym_blas(call, alpha, x, y, 0.0)
+
+
+def sym2_add(t, n, lower, strict, alpha, x, y):
+    """The two masked adds `codegen/rank2k.py` finds to be one symmetric rank-2k update of the
+    square `t[:n, :n]`: to its lower (`lower`) or upper triangle, the diagonal left out where
+    `strict`, `alpha * (x @ y.T + y @ x.T)` (`x`, `y` of `n` rows), through BLAS's `?syr2k`
+    (half the multiplications of the two products); True where it did, False (nothing written)
+    where BLAS cannot take it: `n` an int of at least 1 (2 for a strict triangle) with `t[:n,
+    :n]` that square, `x` and `y` of one shape, and `sym_add`'s conditions (`t[:n, :n]`
+    contiguous, of `x`'s and `y`'s float dtype, `alpha` finite and nonzero). BLAS adds the sum
+    of the same products in its order; it writes the triangle and the diagonal only, and a
+    strict triangle's diagonal is put back as it was, bit for bit. `t` shares no memory with `x`
+    or `y` (the nest's guard, `blas_ready`, made sure)."""
+    if not (type(n) is int or isinstance(n, np.integer)) or n < 1 + bool(strict) or type(t) is not np.ndarray:
+        return False
+    sq = t[:n, :n]
+    if sq.shape != (n, n) or type(y) is not np.ndarray or type(x) is not np.ndarray or y.shape != x.shape:
+        return False
+    m = tri_mask(n)
+    call = _syrk(sq, m if lower else m.T, lower, alpha, x, y)
+    if call is None:
+        return False
+    diagonal = sq.diagonal().copy() if strict else None
+    _sym_blas(call, alpha, x, y, 1.0)
+    if diagonal is not None:
+        np.fill_diagonal(sq, diagonal)
+    return True
 
 
 def _sym_blas(call, alpha, x, y, beta):

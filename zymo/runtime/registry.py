@@ -75,7 +75,7 @@ _PYTHON_ONLY = frozenset({
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
     "fill_diagonal",  # codegen/fills.py's diagonal fills, in the Python programs of "kernels" only
     # the guard, masks and triangular products of codegen/idioms.py's NumPy statements, in Python programs only
-    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "product_copy", "dot_nt",
+    "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "sym2_add", "product_copy", "dot_nt",
     # fft: Numba has no FFT
     "fit", "fft_vjp", "fftn_vjp", "rfft_vjp", "irfft_vjp",
     # sorting: put_along_axis and weighted histograms (Numba does not compile their primal)
