@@ -293,3 +293,25 @@ def test_gradients_through_sym2_add(f, make, wrt):
         fd = (at(h) - at(-h)) / (2 * h)
         ad = sum(float(np.sum(g * di)) for g, di in zip(got, d))
         assert abs(fd - ad) <= 1e-6 * max(1.0, abs(ad)), (fd, ad)
+
+
+# symm's forward: its masked operand read by two products, as two triangular products
+# (`idioms._triangular_products`)
+
+MASKED = "_tri = _rt.tri_mask(n - 1)\n_masked = np.where(_tri, A[1:n, :n - 1], 0.0)\n"
+
+
+@pytest.mark.parametrize("reads, kept", [
+    ("X[1:n, :m] += _masked @ B[:n - 1, :m]\nC[:n - 1, :m] += alpha * (_masked.T @ B[1:n, :m])\n", False),
+    ("X[1:n, :m] += _masked @ B[:n - 1, :m]\nY[:m, 1:n] += B[:m, :n - 1] @ _masked.T\n", False),
+    ("X[:n - 1, :m] += (_masked + _masked.T) @ B[:n - 1, :m]\n", True),  # a sum: merged products
+    ("X[1:n, :m] += _masked @ B[:n - 1, :m]\ny = _masked\n", True),  # read besides the products
+    ("X[1:n, :m] += _masked @ _masked\n", True),
+    ("X[1:n, :m] += _masked @ B[:n - 1, :m]\nif c:\n    C[:n - 1, :m] += _masked.T @ B[1:n, :m]\n", True),
+])
+def test_a_masked_operand_read_only_by_products_takes_triangular_ones(reads, kept):
+    from zymo.codegen.idioms import _triangular_products
+    got = "\n".join(ast.unparse(s) for s in _triangular_products(ast.parse(MASKED + reads).body))
+    assert ("_masked = np.where(" in got) == kept and ("_rt.tri_dot(" in got) != kept, got
+    if not kept:
+        assert "_masked" not in got and "_rt.tri_mask" not in got and got.count("_rt.tri_dot(A[1:n, :n - 1], True") == 2

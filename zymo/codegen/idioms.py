@@ -771,34 +771,54 @@ def _reads_first(effects: list[tuple[str, ast.Subscript, ast.expr]]
 
 
 def _triangular_products(body: list[ast.stmt]) -> list[ast.stmt]:
-    """`body` with each product of a masked operand that nothing else reads, `M @ X` or `X @ M`
-    (`M` the temporary `w = np.where(mask, F, 0.0)` of `share_masks`, or `w.T`), as BLAS's
-    triangular product `_rt.tri_dot(F, lower, transposed, X, left)`: the same sum of products,
-    without making `w`, half the multiplications, the other half of `F` not read. `F` is
-    read where the product is instead of where `w` was made: `share_masks` makes `w` in the
-    same statement list, after the last statement before its use that writes `F`'s array (a
-    branch of an `if` is a list of its own). A masked operand read twice (correlation's) or
-    products merged over it (syrk's `(w.T + w) @ A`) keep `w`: one masked copy and general
-    products measured faster there. Mask temporaries nothing reads any more are dropped."""
+    """`body` with each product of a masked operand that nothing but such products reads, `M @
+    X` or `X @ M` (`M` the temporary `w = np.where(mask, F, 0.0)` of `share_masks`, or `w.T`;
+    `X` no such temporary), as BLAS's triangular product `_rt.tri_dot(F, lower, transposed, X,
+    left)`: the same sum of products, without making `w`, half the multiplications, the other
+    half of `F` not read. `F` is read where the product is instead of where `w` was made:
+    `share_masks` makes `w` in the same statement list, after the last statement before its use
+    that writes `F`'s array, and makes it again after any statement that writes it (a branch of
+    an `if` is a list of its own; a `w` made outside an `if` and read in it stays), so every
+    product reading `w` reads `F` as it was when `w` was made. A masked operand read twice that
+    way (symm's forward, correlation's adjoint: `w @ B` and `w.T @ B'`) takes two triangular
+    products: at n=60 they ran in 63 us where the masked copy and two general products took 78
+    (symm's; correlation's, `B @ w`, 52 and 63: medians of in-process alternations on a loaded
+    machine). Products merged over it (syrk's `(w.T + w) @ A`) keep `w`. Mask temporaries
+    nothing reads any more are dropped."""
     reads = [n.id for st in body for n in pyast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    temps = {a.targets[0].id for st in body for a in pyast.walk(st) if isinstance(a, ast.Assign)
+             and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and _call(a.value, "np.where")}
+    as_operand: list[str] = []  # each read of a temporary as a product's operand, the other no temporary
+    for st in body:
+        for n in pyast.walk(st):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                for side, other in ((n.left, n.right), (n.right, n.left)):
+                    side = side.value if isinstance(side, ast.Attribute) and side.attr == "T" else side
+                    if (isinstance(side, ast.Name) and side.id in temps
+                            and not any(isinstance(x, ast.Name) and x.id in temps for x in pyast.walk(other))):
+                        as_operand.append(side.id)
+    only = {w for w in temps if reads.count(w) == as_operand.count(w)}
+    for n in (x for st in body for x in pyast.walk(st) if isinstance(x, ast.If)):  # made outside it, read in it: kept
+        only -= {x.id for x in pyast.walk(n) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load)} - {
+            a.id for x in pyast.walk(n) if isinstance(x, ast.Assign) for a in x.targets if isinstance(a, ast.Name)}
     masks: dict[str, bool] = {}  # a mask's temporary -> lower
-    out = _tri_products(body, masks, reads)
+    out = _tri_products(body, masks, only)
     left = {n.id for st in out for n in pyast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     made = {a.targets[0].id for st in out for a in pyast.walk(st) if isinstance(a, ast.Assign)
             and isinstance(a.targets[0], ast.Name) and _call(a.value, "_rt.tri_mask")}
     return _without(out, made - left)
 
 
-def _tri_products(body: list[ast.stmt], masks: dict[str, bool], reads: list[str]) -> list[ast.stmt]:
+def _tri_products(body: list[ast.stmt], masks: dict[str, bool], only: set[str]) -> list[ast.stmt]:
     """`_triangular_products` of one statement list (`masks`: the mask temporaries made so
-    far, updated; `reads`: every name the nest reads, as often as it reads it)."""
+    far, updated; `only`: the temporaries the nest reads only as products' operands)."""
     masked: dict[str, tuple[ast.expr, bool]] = {}  # a masked operand's temporary -> (F, lower)
     done: set[str] = set()
 
     def operand(e: ast.expr) -> tuple[str, bool] | None:
         flip = isinstance(e, ast.Attribute) and e.attr == "T"
         e = e.value if flip else e  # type: ignore[attr-defined]
-        return (e.id, flip) if isinstance(e, ast.Name) and e.id in masked and reads.count(e.id) == 1 else None
+        return (e.id, flip) if isinstance(e, ast.Name) and e.id in masked and e.id in only else None
 
     class _Tri(ast.NodeTransformer):
         def visit_BinOp(self, n: ast.BinOp) -> ast.expr:
@@ -829,8 +849,8 @@ def _tri_products(body: list[ast.stmt], masks: dict[str, bool], reads: list[str]
                 if isinstance(m, ast.Name) and m.id in masks:
                     masked[name] = (v.args[1], masks[m.id] != flip)  # type: ignore[attr-defined]
         if isinstance(st, ast.If):
-            st.body = _tri_products(st.body, dict(masks), reads)
-            st.orelse = _tri_products(st.orelse, dict(masks), reads)
+            st.body = _tri_products(st.body, dict(masks), only)
+            st.orelse = _tri_products(st.orelse, dict(masks), only)
             out.append(st)
         else:
             out.append(_Tri().visit(st))
