@@ -62,11 +62,13 @@ X += A @ C` -> `X += A @ (B + C)`: a symmetric matrix's adjoint), also under one
 coefficient, which the guard then checks finite and nonzero, and past statements they commute
 with (`_merge_products`); a product
 whose result is read transposed is written as the transposed product (`g.T @ f.T`, not `(f @
-g).T`); a product of a masked operand that nothing else reads as BLAS's triangular product
-(`_rt.tri_dot`, `_triangular_products`). The pieces that are not idioms stay loops, in order,
-inside the `if` (the outliner makes them kernels). `_rt.blas_ready` checks at run time what the
-source cannot prove: every array the nest touches is a float32/float64 `ndarray`, no array it writes shares memory with
-another it touches, every loop bound is an int from 0 to the length of each axis it runs
+g).T`); a product of a masked operand that nothing but such products reads as BLAS's
+triangular product (`_rt.tri_dot`, `_triangular_products`); two masked adds into one triangle
+that are one symmetric rank-2k update as one `?syr2k` (`codegen/rank2k.py`). The pieces that
+are not idioms stay loops, in order, inside the `if` (the outliner makes them kernels).
+`_rt.blas_ready` checks at run time what the source cannot prove: every array the nest
+touches is a float32/float64 `ndarray`, no array it writes shares memory with another it
+touches, every loop bound is an int from 0 to the length of each axis it runs
 over (a triangle's box: its start and stop within the axis); the guard also requires the
 operands that meet a triangle's masked zeros to be finite (those of an array the nest writes
 where the piece starts: `if np.isfinite(...).all(): <its statements> else: <its loops>`), and an upper triangle under a
