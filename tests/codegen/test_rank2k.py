@@ -61,8 +61,8 @@ UPPER = ("_m = _rt.tri_mask(n - 1)\n"
     # the strict upper triangle; the buffer's coefficient and the adds' (factors in another order)
     ("_w[:n, :k] = 2.0 * X[:n, :k]\n" + UPPER, "_rt.sym2_add(C, n, False, True, c * 2.0, X[:n, :k], Y[:n, :k])"),
     ("_w[:, :k] = 2.0 * X[:, :k]\n" + UPPER, "_rt.sym2_add(C, n, False, True, c * 2.0, X[:n, :k], Y[:n, :k])"),
-    # both operands of both products read the buffer: syrk's `x @ x.T` twice
-    ("_w[:n, :k] = 2.0 * X[:n, :k]\n_m = _rt.tri_mask(n - 1)\n"
+    # both operands of both products read the buffer (one the branch made): syrk's `x @ x.T` twice
+    ("_w = np.empty((n, k))\n_w[:n, :k] = 2.0 * X[:n, :k]\n_m = _rt.tri_mask(n - 1)\n"
      "_tri_ops.add(C[1:n, :n - 1], _w[1:n, :k] @ _w[:n - 1, :k].T, _m, True)\n"
      "_tri_ops.add(C[1:n, :n - 1], _w[1:n, :k] @ _w[:n - 1, :k].T, _m, True)\n",
      "_rt.sym2_add(C, n, True, True, 2.0 * 2.0, X[:n, :k], X[:n, :k])"),
@@ -114,6 +114,7 @@ def test_not_past_a_statement_touching_the_target_or_an_operand(between, why):
     ("_x[:n_1, :n] = alpha * dC[:n_1, :n]\nalpha = 3.0\n", "the fill's coefficient rebound"),
     ("_x[:n_1, :n] = alpha * dC[:n_1, :n]\nn_1 = n_1 - 1\n", "the rows rebound"),
     ("", "no fill"),
+    ("_x = dC[1:, :]\n_x[:n_1, :n] = alpha * dC[:n_1, :n]\n", "the buffer a view of the copy's source"),
 ])
 def test_not_through_a_buffer_that_is_no_scaled_copy_of_the_rows_read(fill, why):
     src = fill + MASK + ADD1 + GUARDED + ADD2

@@ -33,7 +33,8 @@ of the same factors (their `*` chains compared as multisets of expressions that 
   name), the operand's slices the fill's or, on its row axis, a triangle's rows `1:N`, `:N - 1`
   where the fill's are `:N` or `:`, is read as `S[...]` with the factor `k` added to its
   product's; no statement between the fill and (a) may write `B`, `S`, or a name the fill
-  reads (`_writes`).
+  reads (`_writes`), and `B` is bound (in the list or around it) to no value that reads `S`,
+  however indirectly (it may be a view of it).
 
 Further: `T` is named by no statement of `M` (so (b) is the first statement after (a) to name
 it), no statement of `M` writes a name (b) reads, `M` holds only assignments, expression
@@ -49,7 +50,9 @@ the same values before `M` as after it, and `M` the same without (b) before it. 
 runs BLAS only where `N` is an int with `T[:N, :N]`, `X` and `Y` of `N` rows (so the rows of
 every operand's slice lie in `[0, N)`: no slice wraps around), `X` and `Y` of one shape (so a
 fill did not broadcast: `B[r, j] = k * S[r, j]` for each element an operand read, and the
-original products' shapes are these) and otherwise `sym_add`'s conditions (a float dtype
+original products' shapes are these; the fill wrote `B`, which shares no memory with `S`:
+an array the guard covers, which the nest writes, or one the branch made, `np.empty`'s, not a
+view of `S`, so `S` is as it was when the fill read it) and otherwise `sym_add`'s conditions (a float dtype
 alike, `alpha` finite and nonzero, `T` contiguous). There the sum of (a) and (b) over the
 triangle is `alpha * (X @ Y.T + Y @ X.T)` restricted to it, the same products (`c1 * (k * x)
 * y` as `(c1 * k) * (x * y)`: rounding only, for finite nonzero `c1 * k`, whose factors are
@@ -61,7 +64,8 @@ diagonal only; a strict triangle's diagonal is put back as it was, bit for bit. 
 Why: symm's adjoint adds `(alpha * dC) @ B.T` and `alpha * (B @ dC.T)` to `dA`'s strict lower
 triangle, with dB's update between them: two full products of which the triangle keeps half,
 where one `dsyr2k` does half the multiplications (n=60: 79 us for the two products, 27 us
-for the call, measured before this was written).
+for the call, measured before this was written; the two masked adds 96 us, `_rt.sym2_add` 45 us,
+medians of an in-process alternation on a loaded machine).
 """
 from __future__ import annotations
 
@@ -117,7 +121,7 @@ def _views(body: list[ast.stmt], views: dict[str, set[str]]) -> dict[str, set[st
             else:
                 continue
             for t, v in pairs:
-                for name in _names(t):
+                for name in _bound_by(t):
                     out.setdefault(name, set()).update(_names(v))
     return out
 
@@ -174,7 +178,8 @@ def _pair_at(body: list[ast.stmt], a: int, views: dict[str, set[str]],
         if terms[0] is None or terms[1] is None:
             continue
         (c1, x, y), (c2, y2, x2) = terms[0], terms[1]
-        if Counter(map(ast.dump, c1)) != Counter(map(ast.dump, c2)) or _key(x) != _key(x2) or _key(y) != _key(y2):
+        if (Counter(map(ast.dump, c1)) != Counter(map(ast.dump, c2)) or ast.dump(x) != ast.dump(x2)
+                or ast.dump(y) != ast.dump(y2)):
             continue
         if {_root(x), _root(y)} & (bound | {t}):
             continue
@@ -186,10 +191,6 @@ def _pair_at(body: list[ast.stmt], a: int, views: dict[str, set[str]],
         test = ast.UnaryOp(ast.Not(), call)
         return b, ast.If(test=test, body=[body[a], body[b]], orelse=[])
     return None
-
-
-def _key(e: ast.expr) -> str:
-    return ast.dump(e)
 
 
 def _root(e: ast.expr) -> str | None:
@@ -227,7 +228,7 @@ def _form(target: ast.Subscript, m: ast.expr, lower: bool, before: list[ast.stmt
     return None
 
 
-def _bound_by(st: ast.stmt) -> set[str]:
+def _bound_by(st: ast.AST) -> set[str]:
     return {n.id for n in pyast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
@@ -298,6 +299,14 @@ def _substituted(name: str, sl: list[ast.Slice], axis: int, before: list[ast.stm
             return None
     written = _writes(before[f + 1:], views)
     if written is None or written & ({name, src.value.id} | _names(fill.value) | _names(fill.targets[0])):
+        return None
+    seen, todo = {name}, [name]  # `B` bound to a value reading `S` may be a view of it
+    while todo:
+        for x in views.get(todo.pop(), ()):
+            if x not in seen:
+                seen.add(x)
+                todo.append(x)
+    if src.value.id in seen:
         return None
     return src.value.id, ([] if k is None else _factors(k))
 
