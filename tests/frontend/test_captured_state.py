@@ -199,3 +199,299 @@ def test_bound_methods_and_boxed_floats_keep_their_program():
         assert all(cache.LOWERED.get(k) is v for k, v in lowered.items())  # nothing lowered again
         assert any(t.f is g for t in cache.TYPED.values())  # the fast path recorded
     np.testing.assert_allclose(zymo.gradient(Reverse, _through_a_bound_method, X)[0], [3.0, 3.0])
+
+
+# -- helper 82: every capture is guarded (dict spreads, class attributes, tuples, modules) --------
+#
+# Each case changes what the function captured between calls and checks the cached gradient
+# (`gradient`, and `autodiff` on the same arrays: the replay) against the expected numbers, against
+# central differences and against a fresh computation after `cache_clear`; the old numbers differ.
+
+def _fd(f, x, *rest):
+    from helpers import fd_grad
+
+    return fd_grad(lambda x: f(x, *rest), [x])[0]
+
+
+def _check_now(f, x, want, *rest):
+    """The cached gradient of `f` at `x` (`rest` Const) is `want`, central differences' and that of
+    a fresh computation."""
+    from zymo import Const
+
+    consts = [Const(r) for r in rest]
+    g = zymo.gradient(Reverse, f, x, *consts)[0]
+    dx = np.zeros_like(x)
+    zymo.autodiff(Reverse, f, Active, Duplicated(x, dx), *consts)
+    zymo.cache.cache_clear()
+    fresh = zymo.gradient(Reverse, f, x, *consts)[0]
+    for got in (g, dx, fresh):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g, _fd(f, x, *rest), rtol=1e-6, atol=1e-8)
+
+
+def _warm(f, x, *rest):
+    from zymo import Const
+
+    for _ in range(2):
+        zymo.gradient(Reverse, f, x, *(Const(r) for r in rest))
+        zymo.autodiff(Reverse, f, Active, Duplicated(x, np.zeros_like(x)), *(Const(r) for r in rest))
+
+
+SPREAD = {"w": np.array([1.0, 2.0, 3.0]), "p": 2}
+X3 = np.array([0.5, 1.5, 2.5])
+
+
+def _spread_target(x, w, p=2, c=0.0):
+    return np.sum(w * x ** p) + c * np.sum(x)
+
+
+def _spread(x):
+    return _spread_target(x, **SPREAD)
+
+
+def test_a_dict_spread_into_a_call_is_read_at_every_call():
+    """`g(x, **P)` with a global dict: each value was captured as it was (`lambda: v`), so a value
+    rebound, an int that steers the lowering changed, or a key added or removed kept the first
+    program (helper 82, H2)."""
+    saved = dict(SPREAD)
+    x = X3.copy()
+    try:
+        _warm(_spread, x)
+        _check_now(_spread, x, SPREAD["w"] * 2 * x)
+        _warm(_spread, x)
+        SPREAD["w"] = np.array([10.0, 20.0, 30.0])
+        _check_now(_spread, x, [10.0, 60.0, 150.0])
+        _warm(_spread, x)
+        SPREAD["p"] = 3
+        _check_now(_spread, x, [7.5, 135.0, 562.5])
+        _warm(_spread, x)
+        SPREAD["c"] = 4.0  # a key added
+        _check_now(_spread, x, [11.5, 139.0, 566.5])
+        _warm(_spread, x)
+        del SPREAD["p"]  # a key removed: the default p=2
+        _check_now(_spread, x, [14.0, 64.0, 154.0])
+    finally:
+        SPREAD.clear()
+        SPREAD.update(saved)
+
+
+def _partial_target(x, w):
+    return np.sum(w * np.sin(x))
+
+
+PARTIAL = __import__("functools").partial(_partial_target, w=np.array([1.0, 2.0, 3.0]))
+
+
+def _through_partial(x):
+    return PARTIAL(x)
+
+
+def test_a_partials_keywords_are_read_at_every_call():
+    """`functools.partial(g, w=...)`: its `keywords` dict is mutable and was read once."""
+    x = X3.copy()
+    saved = PARTIAL.keywords["w"]
+    try:
+        _warm(_through_partial, x)
+        PARTIAL.keywords["w"] = np.array([-1.0, 0.5, 4.0])
+        _check_now(_through_partial, x, np.array([-1.0, 0.5, 4.0]) * np.cos(x))
+    finally:
+        PARTIAL.keywords["w"] = saved
+
+
+class _Model:
+    def __init__(self):
+        self.w = np.array([1.0, 2.0, 3.0])
+
+    def act(self, x):
+        return np.sin(x)
+
+    @property
+    def ww(self):
+        return self.w * 2.0
+
+    @staticmethod
+    def s(x):
+        return x ** 2
+
+    @classmethod
+    def c(cls, x):
+        return np.exp(x)
+
+
+def _cos_act(self, x):
+    return np.cos(x)
+
+
+def _by_method(x, m):
+    return np.sum(m.w * m.act(x))
+
+
+def _by_property(x, m):
+    return np.sum(m.ww * x)
+
+
+def _by_static(x, m):
+    return np.sum(m.w * m.s(x))
+
+
+def _by_classmethod(x, m):
+    return np.sum(m.w * m.c(x))
+
+
+def test_a_patched_method_property_or_static_method_makes_a_new_program():
+    """The methods, properties, static and class methods of an argument object's class were
+    inlined with no check: `Model.act = other` kept the old derivative (helper 82, H3)."""
+    x = np.array([0.3, 0.6, 0.9])
+    w = np.array([1.0, 2.0, 3.0])
+    saved = {k: _Model.__dict__[k] for k in ("act", "ww", "s", "c")}
+    try:
+        for f in (_by_method, _by_property, _by_static, _by_classmethod):
+            _warm(f, x, _Model())
+        _Model.act = _cos_act
+        _check_now(_by_method, x, -w * np.sin(x), _Model())
+        _Model.ww = property(lambda self: self.w * 3.0)
+        _check_now(_by_property, x, 3.0 * w, _Model())
+        _Model.s = staticmethod(lambda x: x ** 3)
+        _check_now(_by_static, x, 3.0 * w * x ** 2, _Model())
+        _Model.c = classmethod(lambda cls, x: np.sin(x))
+        _check_now(_by_classmethod, x, w * np.cos(x), _Model())
+        _warm(_by_method, x, _Model())
+        _Model.act = staticmethod(_cos_act)  # the same function, now static: act(x) has no self
+        with pytest.raises(zymo.errors.ZymoSourceError, match="missing required argument"):
+            zymo.gradient(Reverse, _by_method, x, zymo.Const(_Model()))
+    finally:
+        for k, v in saved.items():
+            setattr(_Model, k, v)
+    _check_now(_by_method, x, w * np.cos(x), _Model())
+
+
+class _SubModel(_Model):
+    pass
+
+
+def test_a_method_patched_on_a_base_class_makes_a_new_program():
+    x = np.array([0.3, 0.6, 0.9])
+    w = np.array([1.0, 2.0, 3.0])
+    saved = _Model.__dict__["act"]
+    try:
+        _warm(_by_method, x, _SubModel())
+        _Model.act = _cos_act
+        _check_now(_by_method, x, -w * np.sin(x), _SubModel())
+        _warm(_by_method, x, _SubModel())
+        _SubModel.act = lambda self, x: x ** 2  # now the subclass's own
+        _check_now(_by_method, x, 2.0 * w * x, _SubModel())
+    finally:
+        _Model.act = saved
+        del _SubModel.act
+
+
+T = (1.0, 2.0)
+N = (2, 3)
+WS = (np.array([1.0, 1.0, 1.0]),)
+
+
+def _over_tuple(x):
+    s = 0.0
+    for c in T:
+        s += c * np.sum(x * x)
+    return s
+
+
+def _tuple_length(x):
+    return np.sum(x ** len(N)) * N[0]
+
+
+def _over_arrays(x):
+    s = 0.0
+    for w in WS:
+        s += np.sum(w * np.sin(x))
+    return s
+
+
+def test_a_global_tuple_rebound_to_a_longer_one_makes_a_new_program():
+    """A global tuple was captured item by item and its length never checked again: `T = T + (3.0,)`
+    kept the old derivative (helper 82, H4)."""
+    global T, N, WS
+    x = np.array([0.5, 1.0, 1.5])
+    try:
+        for f in (_over_tuple, _tuple_length, _over_arrays):
+            _warm(f, x)
+        T, N, WS = T + (3.0,), N + (4,), WS + (np.array([2.0, 2.0, 2.0]),)
+        _check_now(_over_tuple, x, 12.0 * x)
+        _check_now(_tuple_length, x, 6.0 * x ** 2)
+        _check_now(_over_arrays, x, 3.0 * np.cos(x))
+        for f in (_over_tuple, _tuple_length, _over_arrays):
+            _warm(f, x)
+        T, N, WS = T[:1], N[:2], WS[:1]  # shorter again
+        _check_now(_over_tuple, x, 2.0 * x)
+        _check_now(_tuple_length, x, 4.0 * x)
+        _check_now(_over_arrays, x, np.cos(x))
+    finally:
+        T, N, WS = (1.0, 2.0), (2, 3), (np.array([1.0, 1.0, 1.0]),)
+
+
+def _mod(name, act):
+    import types
+
+    m = types.ModuleType(name)
+    m.act = act
+    return m
+
+
+def _cos(t):
+    return np.cos(t)
+
+
+MOD_A = _mod("zymo_test_mod_a", _sin)
+MOD_B = _mod("zymo_test_mod_b", _cos)
+MOD = MOD_A
+
+
+def _through_module(x):
+    return np.sum(MOD.act(x))
+
+
+def test_a_global_rebound_to_another_module_makes_a_new_program():
+    """A global bound to a module was not checked again, and `M.act` was checked against the old
+    module (helper 82, H5)."""
+    global MOD
+    from zymo.interface import AutoZymo, gradient, prepare_gradient
+
+    x = np.array([0.3, 0.6, 0.9])
+    try:
+        _warm(_through_module, x)
+        _check_now(_through_module, x, np.cos(x))
+        _warm(_through_module, x)
+        prep = prepare_gradient(_through_module, AutoZymo(), x.copy())
+        MOD = MOD_B
+        np.testing.assert_allclose(gradient(_through_module, AutoZymo(), x.copy(), prep=prep), -np.sin(x))
+        _check_now(_through_module, x, -np.sin(x))
+    finally:
+        MOD = MOD_A
+
+
+def test_guarded_captures_keep_their_program():
+    """The checks pass while nothing changed: no call lowers again (a class method is a new bound
+    method at each lookup, a property the same object), and each capture is checked once however
+    often the function reads it."""
+    from zymo import Const, cache
+
+    x = np.array([0.3, 0.6, 0.9])
+    cases = [(_spread, ()), (_through_partial, ()), (_over_tuple, ()), (_through_module, ()),
+             (_by_method, (_Model(),)), (_by_property, (_Model(),)), (_by_static, (_Model(),)),
+             (_by_classmethod, (_Model(),))]
+    for f, rest in cases:
+        zymo.gradient(Reverse, f, x, *(Const(r) for r in rest))
+        lowered = dict(cache.LOWERED)
+        for _ in range(3):
+            zymo.gradient(Reverse, f, x, *(Const(r) for r in rest))
+        assert all(cache.LOWERED.get(k) is v for k, v in lowered.items()), f.__name__
+        lw = next(v for k, v in cache.LOWERED.items() if k[0] is f)
+        assert lw.still_valid()
+
+    def many(x):
+        return np.sum(np.sin(x)) + np.sum(np.sin(x)) * np.sum(np.sin(x)) + np.sum(T[0] * x) + np.sum(T[0] * x)
+    zymo.gradient(Reverse, many, x)
+    lw = next(v for k, v in cache.LOWERED.items() if k[0] is many)
+    # np (the module), np.sum, np.sin, T (its length), T's two floats: one check each
+    assert len(lw.ir.attrs["frozen"]) + sum(len(w) for _, _, w in lw.captured) == 6

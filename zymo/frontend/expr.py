@@ -322,7 +322,7 @@ class ExprLowering(ContainerLowering):
         kw: dict = {}
         for k in node.keywords:
             items = {k.arg: self.expr(k.value)} if k.arg is not None else signature.spread_dict(
-                self.expr(k.value), lambda key, v: self.capture(v, lambda: v, key, node), err,
+                self.expr(k.value), lambda d: self.captured_items(d, node), err,
                 lambda b: self.built_dict(b, node))
             for name, v in items.items():
                 if name in kw:
@@ -333,6 +333,18 @@ class ExprLowering(ContainerLowering):
             return done
         return self.call(callee, pos, kw, node)
 
+    def captured_items(self, d: dict, node: ast.AST) -> dict:
+        """The bindings of the items of a captured dict with string keys (spread by `**d`, or a
+        partial's keywords), guarded: its keys, in order, are re-checked at every call, and each
+        value is captured as read afresh from the dict (`capture`: a value rebound makes another
+        program, an int that steers the lowering included)."""
+        keys = tuple(d)
+
+        def same_keys() -> bool:
+            return tuple(d) == keys
+        self.guard(("keys", id(d), keys), same_keys)
+        return {k: self.capture(d[k], lambda d=d, k=k: d[k], k, node, ("item", id(d), k)) for k in keys}
+
     def call(self, callee: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         loc = self.loc(node)
         if isinstance(callee, _Method):
@@ -341,8 +353,9 @@ class ExprLowering(ContainerLowering):
             return self.inline(callee, pos, kw, node)
         if isinstance(callee, S) and isinstance(callee.obj, functools.partial):  # a global partial object
             p = callee.obj
+            # (`p.func` and `p.args` cannot be rebound; `p.keywords` is a dict, mutable)
             callee = Partial(S(p.func), tuple(self.capture(a, lambda a=a: a, "partial", node) for a in p.args),
-                             {k: self.capture(v, lambda v=v: v, k, node) for k, v in p.keywords.items()})
+                             self.captured_items(p.keywords, node))
         if isinstance(callee, Partial):
             return self.call(callee.fn, list(callee.pos) + pos, {**callee.kw, **kw}, node)
         if isinstance(callee, S) and callee.obj is functools.partial:  # functools.partial(f, a, k=b)

@@ -67,6 +67,7 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
         self.array_converts: list[tuple[str, str, Loc]] = []  # (from dtype, to dtype, loop line)
         self.params: list[Value] = []
         self.frozen: list[tuple[Callable[[], Any], Any]] = []  # (resolver, value) of constant globals
+        self.guarded: dict[Any, Any] = {}  # the keys of the captures (and `guard`s) re-checked already
         self.trying: list = []  # try statements being lowered, innermost last (flow.py)
         self.try_top = False  # lowering a raise at the top level of the innermost try body
         self.errstates: list = []  # np.errstate blocks being lowered: (enter value, key)
@@ -182,41 +183,72 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
                     cell = src.cell(name)
                     if cell is not None and isinstance(obj, (float, np.floating)):
                         return objects.cell_read(self, cell, name, node)
-                    return self.capture(obj, lambda src=src: src.resolve(name), name, node)
+                    return self.capture(obj, src.resolver(name), name, node, ("name", src.fn, name))
                 break
             f = f.parent
         raise self.error(ZymoSourceError, f"name {name!r} is not defined", node)
 
-    def capture(self, obj: Any, resolver: Callable[..., Any], name: str, node: ast.AST) -> Any:
-        """Binding of a global or closure object: data becomes an extra parameter; ints and
-        bools are compile-time constants (axes, sizes), re-checked on every call; so are other
-        objects (functions, strings, records: by identity), except modules."""
+    def capture(self, obj: Any, resolver: Callable[..., Any], name: str, node: ast.AST,
+                key: Any = None) -> Any:
+        """Binding of a global or closure object, guarded: every capture adds a check that
+        `Lowered.still_valid` re-runs at every call (`resolver` reads the object afresh), so a
+        program is reused only while what it read is still what it read:
+        - data (arrays, floats, lists) becomes an extra parameter, re-checked by identity;
+        - ints and bools are compile-time constants (axes, sizes), re-checked by type and value;
+        - a tuple is captured item by item, and re-checked by type and length (a global tuple
+          rebound to a longer one: `T = T + (3.0,)`);
+        - records, modules, functions, strings and other objects are constants of the program,
+          re-checked by identity (a global rebound to another helper, module or record makes
+          another program; a bound method by its parts, being a new object at each lookup).
+        `key` (hashable) names the path the object was read by (a name of a function, an
+        attribute of an object): a path read again adds no second check, so the checks at each
+        call are one per distinct capture, not one per reference."""
+        if key is not None:
+            key = (key, id(obj))
+            first = key not in self.guarded
+            self.guarded[key] = obj  # (held: its id stays its own while lowering)
+        else:
+            first = True
         if isinstance(obj, (int, bool, np.integer, np.bool_)) and not isinstance(obj, type):
-            self.frozen.append((resolver, obj))  # (a NumPy int is re-checked as one: type and value)
+            if first:
+                self.frozen.append((resolver, obj))  # (a NumPy int is re-checked as one: type and value)
             value = bool(obj) if isinstance(obj, (bool, np.bool_)) else int(obj)
             return self.b.const(value, self.loc(node), name)
         if isinstance(obj, (float, complex, np.floating, np.complexfloating, np.ndarray, list)) \
                 and not isinstance(obj, type):
-            key = id(obj)
-            if key not in self.captured:
+            entry = self.captured.get(id(obj))
+            if entry is None:
                 t = type_of_value(obj, f"captured variable {name!r}")
-                v = Value(t, name)
-                self.captured[key] = (v, obj, [])
-            entry = self.captured[key]
-            entry[2].append((resolver, name))
+                entry = self.captured[id(obj)] = (Value(t, name), obj, [])
+            if first:
+                entry[2].append((resolver, name))
             return entry[0]
         if isinstance(obj, tuple):
-            return tuple(self.capture(o, lambda k=k: resolver()[k], name, node) for k, o in enumerate(obj))
-        if objects.record(obj) is not None:
-            objects.pin(self, resolver, obj)
-        elif not isinstance(obj, types.ModuleType):  # a function, a string, None: a constant of the
-            # program, re-checked on every call (a global rebound to another helper makes another program)
-            def same(obj: Any = obj, resolver: Callable[..., Any] = resolver) -> bool:
-                now = resolver()  # (a bound method is a new object at each lookup: its parts)
-                return now is obj or (type(now) is types.MethodType and type(obj) is types.MethodType
-                                      and now.__self__ is obj.__self__ and now.__func__ is obj.__func__)
-            self.frozen.append((same, True))
+            if first:
+                kind, n = type(obj), len(obj)
+
+                def same_len() -> bool:
+                    now = resolver()
+                    return type(now) is kind and len(now) == n
+                self.frozen.append((same_len, True))
+            return tuple(self.capture(o, lambda k=k: resolver()[k], name, node, None if key is None else (key, k))
+                         for k, o in enumerate(obj))
+        if first:
+            if type(obj) is types.MethodType:
+                def same(obj: Any = obj, resolver: Callable[..., Any] = resolver) -> bool:
+                    now = resolver()  # (a bound method is a new object at each lookup: its parts)
+                    return now is obj or (type(now) is types.MethodType and now.__self__ is obj.__self__
+                                          and now.__func__ is obj.__func__)
+                self.frozen.append((same, True))
+            else:  # (records: helper 71, `objects.pin`)
+                objects.pin(self, resolver, obj)
         return S(obj)
+
+    def guard(self, key: Any, check: Callable[[], bool]) -> None:
+        """Re-run `check` at every call (`Lowered.still_valid`); once per hashable `key`."""
+        if key not in self.guarded:
+            self.guarded[key] = check
+            self.frozen.append((check, True))
 
     # -- statements ----------------------------------------------------------
     def lower_body(self, node: ast.FunctionDef | ast.Lambda) -> None:

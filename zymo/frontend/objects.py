@@ -193,19 +193,42 @@ def get_attr(lw: Any, obj: Obj, attr: str, node: ast.AST) -> Any:
     if obj.kind == "dict":
         raise lw.error(UnsupportedSyntax, f"dict method or attribute {attr!r} is not supported", node,
                        hint="read items with d['key']")
-    cls_attr = inspect.getattr_static(obj.cls, attr, _MISSING)
+    cls = obj.cls
+    cls_attr = inspect.getattr_static(cls, attr, _MISSING)
     if cls_attr is _MISSING:
-        raise lw.error(ZymoSourceError, f"{obj.cls.__name__} object {obj.name!r} has no attribute {attr!r}",
+        raise lw.error(ZymoSourceError, f"{cls.__name__} object {obj.name!r} has no attribute {attr!r}",
                        node)
+    if isinstance(cls_attr, (staticmethod, classmethod, property, types.FunctionType)):
+        _guard_class_attr(lw, cls, attr, cls_attr)
     if isinstance(cls_attr, staticmethod):
         return S(cls_attr.__func__)
     if isinstance(cls_attr, classmethod):
-        return Bound(cls_attr.__func__, S(obj.cls))
+        return Bound(cls_attr.__func__, S(cls))
     if isinstance(cls_attr, property):
         return lw.inline(cls_attr.fget, [obj], {}, node)
     if isinstance(cls_attr, types.FunctionType):
         return Bound(cls_attr, obj)
-    return lw.capture(getattr(obj.cls, attr), lambda: getattr(obj.cls, attr), attr, node)
+    return lw.capture(getattr(cls, attr), lambda: getattr(cls, attr), attr, node, ("cls", cls, attr))
+
+
+def _guard_class_attr(lw: Any, cls: type, attr: str, cls_attr: Any) -> None:
+    """Re-check at every call that the method, property, static or class method `attr` an argument
+    record's class gave is still the class's (a class patched between calls, `Model.act = other`, makes
+    another program; the call's cache key is the class, not its attributes). `getattr(cls, attr)`
+    (about 0.1 us) is the object a lookup gives (a function, a static method's function, a property, a
+    new bound method of the class method's function); the class that defines it must still hold the
+    very descriptor (a function rewrapped as a static method there)."""
+    owner = next((c for c in cls.__mro__ if attr in c.__dict__), type(cls))  # (else the metaclass's)
+    want = cls_attr.__func__ if isinstance(cls_attr, (staticmethod, classmethod)) else cls_attr
+    if isinstance(cls_attr, classmethod):
+        def same() -> bool:
+            now = getattr(cls, attr)
+            return type(now) is types.MethodType and now.__func__ is want and now.__self__ is cls \
+                and owner.__dict__.get(attr) is cls_attr
+    else:
+        def same() -> bool:
+            return getattr(cls, attr) is want and owner.__dict__.get(attr) is cls_attr
+    lw.guard(("cls", cls, attr), same)
 
 
 def get_item(lw: Any, obj: Obj, key: Any, node: ast.AST) -> Any:
@@ -294,7 +317,7 @@ def captured_attr(lw: Any, owner: Any, key: str, node: ast.AST, item: bool = Fal
     v = owner[key] if item else getattr(owner, key)
     if rec is not None and (rec[0] == "dict") == item and rec[0] != "frozen" and role(rec[0], v) == "box":
         return _read(lw, Box(capture_slot(lw, owner, key, key)), key, node)
-    return lw.capture(v, lambda: get_field(owner, key), key, node)
+    return lw.capture(v, lambda: get_field(owner, key), key, node, ("item" if item else "attr", id(owner), key))
 
 
 def cell_read(lw: Any, cell: Any, name: str, node: ast.AST) -> Value:

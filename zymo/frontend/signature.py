@@ -73,11 +73,11 @@ def spread_tuple(b: Any, error: Callable[[str], Exception]) -> tuple:
     raise error("*-unpacking in a call needs a tuple whose length is known when zymo reads the function")
 
 
-def spread_dict(b: Any, capture: Callable[[str, Any], Any], error: Callable[[str], Exception],
+def spread_dict(b: Any, capture: Callable[[dict], dict], error: Callable[[str], Exception],
                 items: Callable[[Any], dict | None] = lambda b: None) -> dict:
     """The items of `**b` at a call: a dict built in the function (`items(b)` reads its
-    contents), a dict record, or a compile-time dict with string keys whose values
-    `capture(key, value)` turns into bindings."""
+    contents), a dict record, or a compile-time (captured) dict with string keys whose items
+    `capture(d)` turns into bindings (guarded: its keys and each value re-checked at every call)."""
     from .bindings import S
 
     built = items(b)
@@ -88,5 +88,5 @@ def spread_dict(b: Any, capture: Callable[[str, Any], Any], error: Callable[[str
     if isinstance(b, Obj) and b.kind == "dict":
         return dict(b.fields)
     if isinstance(b, S) and isinstance(b.obj, dict) and all(isinstance(k, str) for k in b.obj):
-        return {k: capture(k, v) for k, v in b.obj.items()}
+        return capture(b.obj)
     raise error("**-unpacking in a call needs a dict with constant string keys")

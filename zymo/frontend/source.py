@@ -133,6 +133,16 @@ class FunctionSource:
             return g[name]
         return getattr(builtins, name, _MISSING)
 
+    def resolver(self, name: str) -> Any:
+        """A function of no arguments that reads `name` afresh as `resolve` does (the guards of the
+        captures re-run it at every call, so it reads the cell or the globals dict directly: a
+        function's `__closure__` and `__globals__` cannot be rebound; an emptied cell raises)."""
+        cell = self.cell(name)
+        if cell is not None:
+            return lambda cell=cell: cell.cell_contents
+        g = self.fn.__globals__
+        return lambda g=g, name=name: g[name] if name in g else getattr(builtins, name, _MISSING)
+
     def cell(self, name: str) -> Any:
         """The closure cell of a free variable, or None for globals and builtins."""
         code = self.fn.__code__
