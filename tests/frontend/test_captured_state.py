@@ -495,3 +495,33 @@ def test_guarded_captures_keep_their_program():
     lw = next(v for k, v in cache.LOWERED.items() if k[0] is many)
     # np (the module), np.sum, np.sin, T (its length), T's two floats: one check each
     assert len(lw.ir.attrs["frozen"]) + sum(len(w) for _, _, w in lw.captured) == 6
+
+
+def _helper_a(x):
+    return np.sin(x)
+
+
+def _helper_b(x):
+    return 3.0 * np.cos(x)
+
+
+def _through_helper_a(x):
+    return np.sum(_helper_a(x))
+
+
+def test_a_helper_or_method_whose_code_is_replaced_makes_a_new_program():
+    """`helper.__code__ = other.__code__` keeps the function object: checked by identity alone, the
+    old program was reused (hunt 82's t10 swapped a differentiated function's own code: that one is
+    the cache's key, see docs/frontend.md)."""
+    x = np.array([0.3, 0.6, 0.9])
+    w = np.array([1.0, 2.0, 3.0])
+    code, mcode = _helper_a.__code__, _Model.act.__code__
+    try:
+        _warm(_through_helper_a, x)
+        _warm(_by_method, x, _Model())
+        _helper_a.__code__ = _helper_b.__code__
+        _Model.act.__code__ = _cos_act.__code__
+        _check_now(_through_helper_a, x, -3.0 * np.sin(x))
+        _check_now(_by_method, x, -w * np.sin(x), _Model())
+    finally:
+        _helper_a.__code__, _Model.act.__code__ = code, mcode

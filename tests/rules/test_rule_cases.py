@@ -372,3 +372,29 @@ def _mean_global_axes(x):
 def test_reduction_axis_from_a_global_tuple():
     """Captured ints are compile-time constants (re-checked on every call), so axes work."""
     testing.check_grad(_mean_global_axes, np.arange(24.0).reshape(2, 3, 4) / 10)
+
+
+def _reduce_by_argument(x, axes):
+    return np.sum(np.sum(x, axis=axes) ** 2) + np.sum(np.max(x, axis=axes) * np.mean(x, axis=axes))
+
+
+def test_reduction_axes_passed_as_an_argument():
+    """`np.sum(x, axis=a)` with `a = (0, 1)` an argument (its ints are values of the program, not
+    constants) was refused, "duplicate value in 'axis'": the type of the call was inferred on
+    examples that gave every int 1. Python runs it; Numba, which needs constant axes, refuses it."""
+    from helpers import fd_grad
+
+    x = np.array([[[0.1, 0.7], [0.3, -0.2]], [[0.5, 0.4], [-0.6, 0.9]], [[0.2, 0.8], [0.05, -0.3]]])
+    for axes in ((0, 1), (2, 0), (-1, 1), (0, 1, 2)):
+        (g, _) = zymo.gradient(zymo.Reverse, _reduce_by_argument, x, axes)
+        fd = fd_grad(lambda x, a=axes: _reduce_by_argument(x, a), [x])[0]
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+        s, mx, mean = np.sum(x, axis=axes), np.max(x, axis=axes), np.mean(x, axis=axes)
+        n = x.size // np.size(s)
+        hit = x == np.expand_dims(mx, axes)
+        want = np.expand_dims(2 * s + mx / n, axes) + hit * np.expand_dims(mean, axes)
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
+    from zymo.codegen.numba.backend import ZymoNumbaError
+
+    with pytest.raises(ZymoNumbaError, match="constant axis|No implementation"):
+        zymo.gradient(zymo.Reverse, _reduce_by_argument, x, (0, 1), numba=True)

@@ -130,10 +130,27 @@ def _example_tree(p: Any) -> Any:
     if isinstance(p, Value):
         return example(p.type, p.const)
     if isinstance(p, tuple):
-        return tuple(_example_tree(q) for q in p)
+        return _distinct_ints(tuple(_example_tree(q) for q in p), p)
     if isinstance(p, slice):
         return slice(_example_tree(p.start), _example_tree(p.stop), _example_tree(p.step))
     return p
+
+
+def _distinct_ints(ex: tuple, p: tuple) -> tuple:
+    """The examples of a tuple whose ints are not constants (arguments: `np.sum(x, axis=a)` with
+    `a = (0, 1)`) made distinct from one another and from the tuple's constant ints, 1, 0, 2, 3, ...
+    in that order: a tuple of ints is often axes, where NumPy refuses a repeated one ("duplicate
+    value in 'axis'", a refusal of a valid call when each example was 1); as a shape it is as good."""
+    free = [k for k, q in enumerate(p) if isinstance(q, Value) and q.const is NOCONST and q.type == T.INT]
+    if len(free) < 2 and not (free and any(isinstance(e, int) and e == 1 for e in ex)):
+        return ex
+    taken = {e for k, e in enumerate(ex) if k not in free and isinstance(e, int)}
+    out = list(ex)
+    candidates = iter([1, 0, *range(2, len(ex) + len(taken) + 2)])
+    for k in free:
+        v = next(c for c in candidates if c not in taken)
+        out[k] = v
+    return tuple(out)
 
 
 def infer_getitem(obj: T.Type, index: tuple, loc: Loc) -> T.Type:

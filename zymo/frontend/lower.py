@@ -199,7 +199,8 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
           rebound to a longer one: `T = T + (3.0,)`);
         - records, modules, functions, strings and other objects are constants of the program,
           re-checked by identity (a global rebound to another helper, module or record makes
-          another program; a bound method by its parts, being a new object at each lookup).
+          another program; a bound method by its parts, being a new object at each lookup; a
+          function by its code as well).
         `key` (hashable) names the path the object was read by (a name of a function, an
         attribute of an object): a path read again adds no second check, so the checks at each
         call are one per distinct capture, not one per reference."""
@@ -240,6 +241,12 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
                     return now is obj or (type(now) is types.MethodType and now.__self__ is obj.__self__
                                           and now.__func__ is obj.__func__)
                 self.frozen.append((same, True))
+            elif type(obj) is types.FunctionType:  # (and its code: `f.__code__ = g.__code__`)
+                code = obj.__code__
+
+                def same_fn() -> bool:
+                    return resolver() is obj and obj.__code__ is code
+                self.frozen.append((same_fn, True))
             else:  # (records: helper 71, `objects.pin`)
                 objects.pin(self, resolver, obj)
         return S(obj)

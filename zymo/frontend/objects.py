@@ -217,17 +217,20 @@ def _guard_class_attr(lw: Any, cls: type, attr: str, cls_attr: Any) -> None:
     another program; the call's cache key is the class, not its attributes). `getattr(cls, attr)`
     (about 0.1 us) is the object a lookup gives (a function, a static method's function, a property, a
     new bound method of the class method's function); the class that defines it must still hold the
-    very descriptor (a function rewrapped as a static method there)."""
+    very descriptor (a function rewrapped as a static method there), and the function its code."""
     owner = next((c for c in cls.__mro__ if attr in c.__dict__), type(cls))  # (else the metaclass's)
     want = cls_attr.__func__ if isinstance(cls_attr, (staticmethod, classmethod)) else cls_attr
+    fn = cls_attr.fget if isinstance(cls_attr, property) else want
+    code = getattr(fn, "__code__", None)  # (a function's code replaced in place)
     if isinstance(cls_attr, classmethod):
         def same() -> bool:
             now = getattr(cls, attr)
             return type(now) is types.MethodType and now.__func__ is want and now.__self__ is cls \
-                and owner.__dict__.get(attr) is cls_attr
+                and owner.__dict__.get(attr) is cls_attr and getattr(fn, "__code__", None) is code
     else:
         def same() -> bool:
-            return getattr(cls, attr) is want and owner.__dict__.get(attr) is cls_attr
+            return getattr(cls, attr) is want and owner.__dict__.get(attr) is cls_attr \
+                and getattr(fn, "__code__", None) is code
     lw.guard(("cls", cls, attr), same)
 
 

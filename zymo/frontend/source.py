@@ -173,7 +173,8 @@ def _lambda_line(src: str) -> str:
 
 def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.FunctionDef | ast.Lambda:
     want_line = fn.__code__.co_firstlineno
-    if fn.__name__ == "<lambda>":
+    name = fn.__code__.co_name  # (the name its source gives it: `__name__` may be rebound, `__code__` replaced)
+    if name == "<lambda>":
         lams = [n for n in pyast.walk(mod) if isinstance(n, ast.Lambda) and n.lineno == want_line]
         if len(lams) > 1:
             # several lambdas on one line: the one whose body holds the code's first position
@@ -191,12 +192,12 @@ def _find_def(mod: ast.Module, fn: types.FunctionType, indent: int = 0) -> ast.F
                             return n
     best = None
     for node in pyast.walk(mod):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             if first == want_line or node.lineno == want_line:
                 return node  # type: ignore[return-value]  # an async def: `fence.check` refuses it
             best = best or node
-        if isinstance(node, ast.Lambda) and fn.__name__ == "<lambda>" and node.lineno == want_line:
+        if isinstance(node, ast.Lambda) and name == "<lambda>" and node.lineno == want_line:
             return node
     if best is not None:
         return best  # type: ignore[return-value]  # (as above)
