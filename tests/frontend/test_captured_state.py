@@ -525,3 +525,26 @@ def test_a_helper_or_method_whose_code_is_replaced_makes_a_new_program():
         _check_now(_by_method, x, -w * np.sin(x), _Model())
     finally:
         _helper_a.__code__, _Model.act.__code__ = code, mcode
+
+
+RESHAPED = np.array([1.0, 2.0, 3.0])
+
+
+def _through_reshaped(x):
+    s = 0.0
+    for i in range(3):
+        s += np.sum(RESHAPED[i] * x[i] ** 2)
+    return s
+
+
+def test_a_captured_array_given_another_rank_in_place_makes_a_new_program():
+    """`A.shape = (3, 1)` keeps the array object, so the identity check passed and the program
+    written for a vector ran on a matrix (hunt 82's t37: a broadcast error); the rank and dtype of a
+    captured array are re-checked with it."""
+    x = np.array([0.5, 1.0, 1.5])
+    try:
+        _warm(_through_reshaped, x)
+        RESHAPED.shape = (3, 1)
+        _check_now(_through_reshaped, x, 2.0 * np.array([1.0, 2.0, 3.0]) * x)
+    finally:
+        RESHAPED.shape = (3,)

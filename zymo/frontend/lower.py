@@ -193,7 +193,8 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
         """Binding of a global or closure object, guarded: every capture adds a check that
         `Lowered.still_valid` re-runs at every call (`resolver` reads the object afresh), so a
         program is reused only while what it read is still what it read:
-        - data (arrays, floats, lists) becomes an extra parameter, re-checked by identity;
+        - data (arrays, floats, lists) becomes an extra parameter, re-checked by identity (an
+          array by its rank and dtype too: `A.shape = (3, 1)` in place);
         - ints and bools are compile-time constants (axes, sizes), re-checked by type and value;
         - a tuple is captured item by item, and re-checked by type and length (a global tuple
           rebound to a longer one: `T = T + (3.0,)`);
@@ -222,7 +223,7 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
                 t = type_of_value(obj, f"captured variable {name!r}")
                 entry = self.captured[id(obj)] = (Value(t, name), obj, [])
             if first:
-                entry[2].append((resolver, name))
+                entry[2].append((_typed(resolver, obj) if isinstance(obj, np.ndarray) else resolver, name))
             return entry[0]
         if isinstance(obj, tuple):
             if first:
@@ -363,6 +364,18 @@ class Lowerer(FlowLowering, WithLowering, LoopLowering, BranchLowering, AssignLo
     def stmt_If(self, s: ast.If) -> None:
         cond = self.truth(self.expr(s.test), s.test)
         self.lower_if(cond, lambda: self.stmts(s.body), lambda: self.stmts(s.orelse), s)
+
+
+def _typed(resolver: Callable[[], Any], obj: np.ndarray) -> Callable[[], Any]:
+    """`resolver` for the identity check of a captured array, which fails (None) once the array's
+    IR type changed in place (`A.shape = (3, 1)`, `A.dtype = ...`: the program was written for the
+    old rank and dtype)."""
+    nd, dt = obj.ndim, obj.dtype
+
+    def read() -> Any:
+        now = resolver()
+        return now if now.ndim == nd and (now.dtype is dt or now.dtype == dt) else None
+    return read
 
 
 def lower(fn: Any, args: tuple) -> Function:
