@@ -20,7 +20,8 @@ both see the same leaves in the same order):
   through memory, so objects need no SSA carrying through loops and branches.
   Attribute reads give the field's binding (a load for a box); class attributes
   give methods (`self` is an argument, inlined like any call), properties,
-  static and class methods, and class constants.
+  static and class methods, and class constants, each re-checked at every call
+  (`_guard_class_attr`: a class patched between calls makes another program).
 - Attribute (and dict item) writes store into a float's box or into an array
   in place (`obj.x[...] = v`); rebinding an array attribute, writing an int
   attribute, adding an attribute, or writing to a frozen record raises an
