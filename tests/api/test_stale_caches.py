@@ -185,3 +185,58 @@ def test_second_order_through_roll():
     # a tuple of shifts: refused with the reason (the IR has no tuple-of-ints result)
     with pytest.raises(zymo.errors.UnsupportedCall, match="tuple of shifts"):
         zymo.hessian(rolled_by_a_tuple, x)
+
+
+class Inner:
+    k = 2.0
+
+
+class Holder:
+    pass
+
+
+class WithProperty:
+    def __init__(self):
+        self._w = 4.0
+
+    @property
+    def w(self):
+        return self._w
+
+
+class Slotted:
+    __slots__ = ("own",)
+    k = 3.0
+
+    def __init__(self):
+        self.own = 0.5
+
+
+HOLDER = Holder()
+HOLDER.inner = Inner()
+PROPERTIED = WithProperty()
+SLOTTED = Slotted()
+
+
+def weighted_by_class_attributes(x):
+    return HOLDER.inner.k * np.sum(x * x) + PROPERTIED.w * x[0] + SLOTTED.k * SLOTTED.own * np.sum(x)
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward])
+def test_class_attributes_read_through_a_global_object_are_not_written_onto_it(mode):
+    # a float attribute found on the class (or a property) was boxed as the object's own field and
+    # written back after the call: the object got an attribute shadowing the class's, so a later
+    # `Inner.k = 7.0` changed neither the function nor its gradient (and a property, or a read-only
+    # class attribute of a __slots__ class, raised a raw AttributeError)
+    x = np.array([1.0, 2.0, 3.0])
+    try:
+        (g,) = zymo.gradient(mode, weighted_by_class_attributes, x)
+        np.testing.assert_allclose(g, central(weighted_by_class_attributes, x), rtol=1e-7)
+        np.testing.assert_allclose(g, 4.0 * x + [4.0, 0.0, 0.0] + 1.5)
+        assert vars(HOLDER.inner) == {} and vars(PROPERTIED) == {"_w": 4.0} and SLOTTED.own == 0.5
+        Inner.k = 7.0
+        (g,) = zymo.gradient(mode, weighted_by_class_attributes, x)
+        np.testing.assert_allclose(g, 14.0 * x + [4.0, 0.0, 0.0] + 1.5)
+        np.testing.assert_allclose(g, fresh_gradient(mode, weighted_by_class_attributes, x)[0])
+    finally:
+        Inner.k = 2.0

@@ -319,9 +319,22 @@ def captured_attr(lw: Any, owner: Any, key: str, node: ast.AST, item: bool = Fal
     if item and type(owner) is dict and key not in owner:
         raise lw.error(ZymoSourceError, f"the captured dict has no key {key!r}", node)
     v = owner[key] if item else getattr(owner, key)
-    if rec is not None and (rec[0] == "dict") == item and rec[0] != "frozen" and role(rec[0], v) == "box":
+    if rec is not None and (rec[0] == "dict") == item and rec[0] != "frozen" and role(rec[0], v) == "box" \
+            and (item or _instance_field(owner, key)):
         return _read(lw, Box(capture_slot(lw, owner, key, key)), key, node)
     return lw.capture(v, lambda: get_field(owner, key), key, node, ("item" if item else "attr", id(owner), key))
+
+
+def _instance_field(owner: Any, key: str) -> bool:
+    """Whether `owner.key` is held by the object itself (its `__dict__` or a `__slots__` field),
+    which a slot may box and write back after the call; not a class attribute or a property
+    read through it (written back, it became an instance attribute shadowing the class's: the
+    object changed, and a later `Cls.key = ...` unseen; a property or a read-only class attribute
+    of a `__slots__` class raised a raw AttributeError, helper 85)."""
+    d = getattr(owner, "__dict__", None)
+    if isinstance(d, dict) and key in d:
+        return True
+    return isinstance(inspect.getattr_static(type(owner), key, None), types.MemberDescriptorType)
 
 
 def cell_read(lw: Any, cell: Any, name: str, node: ast.AST) -> Value:
