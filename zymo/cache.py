@@ -1,8 +1,8 @@
 """The caches: compiled derivatives keyed by types and flags, and the replays of calls.
 
 Contract: `lowered(f, values)` is the IR of `f` for values of these types
-(`boundary.type_key`), lowered once and reused while the globals and closure data it
-read are still the same objects (`pipeline.Lowered.still_valid`). `prepare(mode, f,
+(`boundary.type_key`), lowered once and reused while `f` has the same code and the globals
+and closure data it read are still the same objects (`pipeline.Lowered.still_valid`). `prepare(mode, f,
 ret_activity, args, ...)` checks and flattens a call (`boundary.py`) and returns the
 `Compiled` program for it with the call's leaves and values; programs are cached per
 function, mode, activities, argument types, the alias pattern of the arguments, backend,
@@ -15,11 +15,15 @@ holds it (a prepared `zymo.interface` operator: `Repeat.replay` makes
 the same checks, the recording's setting generation and the memory limit included);
 `thunks(...)` are `autodiff_thunk`'s two halves, replaying the same way
 (`Match`); `TypedGradient` is `gradient`'s everyday call (new arrays of the recorded
-types). `cache_clear` empties every cache; `forget_replays` drops the replays (a changed
-setting calls it through `config.on_change`).
+types). Every recorded call re-checks `f.__code__` (`_code_of`). Each cache keyed by function
+holds at most `CACHED` of them (`LOWERED` the most recently used, with their programs; the
+recorded calls the last recorded), so fresh closures are not kept alive for good.
+`cache_clear` empties every cache; `forget_replays` drops the replays (a changed setting
+calls it through `config.on_change`).
 """
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -54,36 +58,69 @@ from .shadows import make_zero_
 
 # -- the compile cache -------------------------------------------------------------------
 
-LOWERED: dict[Any, Lowered] = {}
-_OF_IR: dict[int, Lowered] = {}  # id(lw.ir) -> lw, for every lw in LOWERED (`lowered_of` in O(1))
+CACHED = 1024  # the most entries each per-function cache keeps (`LOWERED`, and the recorded calls: `FAST`,
+# `LAST`, `TYPED`, `TYPED_CALLS`): the least recently lowered (first recorded) go first, so a loop that
+# differentiates a new closure each time (`jacobian(make(c), x)`) holds at most this many of them
+LOWERED: dict[Any, Lowered] = {}  # (function, argument types) -> its IR, the least recently used first
 COMPILED: dict[Any, list[Compiled]] = {}  # key -> programs, each for calls its guards admit
+_PROGRAMS: dict[Any, list] = {}  # a LOWERED key -> the COMPILED keys of its programs (dropped with it)
 
 
 def cache_clear() -> None:
     """Forget every lowered function, compiled derivative and recorded call."""
     LOWERED.clear()
-    _OF_IR.clear()
     COMPILED.clear()
+    _PROGRAMS.clear()
     forget_replays()
 
 
 def lowered(f: Any, values: tuple) -> tuple[Lowered, Any]:
-    """The lowered IR of `f` for `values` (cached while still valid), and its cache key."""
-    key = (unwrap(f), tuple(type_key(v) for v in values))
-    lw = LOWERED.get(key)
-    if lw is None or not lw.still_valid():
+    """The lowered IR of `f` for `values` (cached while still valid: the same code, and the
+    captures `Lowered.still_valid` checks), and its cache key."""
+    fn = unwrap(f)
+    key = (fn, tuple(type_key(v) for v in values))
+    lw = LOWERED.pop(key, None)  # put back last: the most recently used
+    if lw is None or lw.code is not getattr(fn, "__code__", None) or not lw.still_valid():
         if lw is not None:
-            _OF_IR.pop(id(lw.ir), None)
-        lw = LOWERED[key] = lower_ir(f, values)
-        _OF_IR[id(lw.ir)] = lw
+            _drop_programs(key)
+        lw = lower_ir(f, values)
+    LOWERED[key] = lw
+    while len(LOWERED) > CACHED:
+        old = next(iter(LOWERED))
+        del LOWERED[old]
+        _drop_programs(old)
     return lw, key
 
 
+def _drop_programs(key: Any) -> None:
+    for ckey in _PROGRAMS.pop(key, ()):
+        COMPILED.pop(ckey, None)
+
+
 def lowered_of(comp: Compiled) -> list[Lowered]:
-    """The lowered functions of `comp`'s IR whose validity a reuse of `comp` re-checks (those
-    that read globals or closure data)."""
-    lw = _OF_IR.get(id(comp.ir))
+    """The lowered function of `comp`'s IR, if a reuse of `comp` must re-check it (it reads
+    globals or closure data): the very `Lowered` it was compiled from, evicted or not."""
+    lw = comp.lowered
     return [lw] if lw is not None and lw.ir is comp.ir and (lw.captured or lw.ir.attrs.get("frozen")) else []
+
+
+class _NoCode:
+    """Stands for a callable without code of its own to re-check (a NumPy function, a partial)."""
+
+    __slots__ = ()
+    __code__ = None
+
+
+_NO_CODE = _NoCode()
+
+
+def _code_of(f: Any) -> tuple[Any, Any]:
+    """The function a recorded call re-checks the code of, and that code: `f.__code__ =
+    g.__code__` in place makes a new program (`lowered`), which a replay must not miss (one
+    attribute read per call)."""
+    fn = unwrap(f.val if isinstance(f, Annotation) else f)
+    code = getattr(fn, "__code__", None)
+    return (fn, code) if isinstance(code, types.CodeType) else (_NO_CODE, None)
 
 
 def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
@@ -110,13 +147,17 @@ def prepare(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = Non
             backend != "python" and config.reassociate())
     dims = [v.shape if isinstance(v, np.ndarray) else None for v in all_values]
     entries = COMPILED.get(ckey)
-    if not entries or entries[0].ir is not lw.ir:
+    if entries is None:
+        entries = COMPILED[ckey] = []
+        _PROGRAMS.setdefault(lkey, []).append(ckey)
+    elif entries and entries[0].ir is not lw.ir:
         entries = COMPILED[ckey] = []
     # programs that assumed equal sizes (`analysis/extents.py`) serve only calls that have them
     comp = next((c for c in entries if guards_hold(c.guards, dims)), None)
     if comp is None:
         comp = compile_program(mode, lw.ir, active, classes, ret_activity, captured_objs, backend, width, dims,
                                frozenset(no_need), None if mode.forward else memory_limit)
+        comp.lowered = lw
         entries.append(comp)
     if fconst:
         data.check_const_function(comp, lw.captured, n_args)
@@ -150,6 +191,8 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
     for fast in entries:
         if fast.matches(args):
             LAST[f] = fast
+            if len(LAST) > CACHED:
+                _trim(LAST)
             return fast.run()
     if typed is not None:  # new objects of the recorded types
         got = typed.run(args)
@@ -157,6 +200,8 @@ def call(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any = None,
             if typed.again is not None:  # the same objects twice: replay them from now on
                 LAST[f] = rep = Repeat(key, args, typed.comp, typed.again, typed.finish, f, typed.norm, [])
                 FAST[key] = [rep, *entries[:REPLAYS - 1]]
+                _trim(LAST)
+                _trim(FAST)
                 typed.again = None
             return got
     return _call_full(mode, f, ret_activity, args, numba, key)[0]
@@ -201,6 +246,8 @@ def _call_full(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
     internal = [len(all_values) + j for j, s in enumerate(shadows) if id(s) in mine]
     LAST[f] = rep = Repeat(key, args, comp, flat, finish, f, norm, internal)
     FAST[key] = [rep, *FAST.get(key, ())[:REPLAYS - 1]]
+    _trim(LAST)
+    _trim(FAST)
     return out, rep
 
 
@@ -239,6 +286,14 @@ def forget_replays() -> None:
     _GENERATION[0] += 1
 
 
+def _trim(cache: dict) -> None:
+    """Drop `cache`'s first recorded entries beyond `CACHED` (recorded calls: a hit does not
+    reorder them, which would cost every call; a dropped one is recorded again by its next
+    full call)."""
+    while len(cache) > CACHED:
+        del cache[next(iter(cache))]
+
+
 config.on_change(forget_replays)
 config.on_programs_stale(cache_clear)
 
@@ -246,13 +301,13 @@ config.on_programs_stale(cache_clear)
 class Match:
     """Whether a call has the very arguments of a recorded one (`_Repeat`'s check, which
     split mode's thunks use too): the same objects, types, list lengths and assumed sizes,
-    and captured globals still valid. `flat` holds the program's argument values, which the
-    sizes it assumes equal (`comp.guards`) index."""
+    and captured globals still valid, and `f` still has its code (`_code_of`). `flat` holds
+    the program's argument values, which the sizes it assumes equal (`comp.guards`) index."""
 
-    __slots__ = ("spec", "lists", "comp", "flat", "lowered", "matches")
+    __slots__ = ("spec", "lists", "comp", "flat", "lowered", "func", "code", "matches")
     matches: Callable[[tuple], bool]
 
-    def __init__(self, args: tuple, comp: Compiled, flat: list):
+    def __init__(self, args: tuple, comp: Compiled, flat: list, f: Any):
         vals = tuple(a.val if isinstance(a, Annotation) else a for a in args)
         dvals = tuple(a.dval if isinstance(a, Duplicated) else None for a in args)
         # per argument: its type, and what must be the very same objects: the argument itself
@@ -264,13 +319,14 @@ class Match:
         self.lists = [(x, len(x)) for x in (*vals, *dvals) if isinstance(x, list)]
         self.comp, self.flat = comp, flat
         self.lowered = lowered_of(comp)
+        self.func, self.code = _code_of(f)
         self.matches = self._first_match
 
     def _first_match(self, args: tuple) -> bool:
         """The replay check by a loop over `spec`; once it has matched, the entry is being
         replayed and `matches` becomes the written-out check (`_matcher`), whose compile a
         call with new objects every time should not pay (docs/decisions/0008)."""
-        if len(args) != len(self.spec):
+        if len(args) != len(self.spec) or self.func.__code__ is not self.code:
             return False
         for a, (t, v, s, how) in zip(args, self.spec):
             if type(a) is not t or how == 3:
@@ -291,8 +347,8 @@ class Match:
         if any(how == 3 for *_, how in self.spec):
             return lambda args: False
         n = len(self.spec)
-        consts: dict[str, Any] = {}
-        conds = []
+        consts: dict[str, Any] = {"FN": self.func, "CODE": self.code}
+        conds = ["FN.__code__ is CODE"]  # `f.__code__ = g.__code__`: a new program
         for i, (t, v, s, how) in enumerate(self.spec):
             consts[f"T{i}"], consts[f"V{i}"], consts[f"S{i}"] = t, v, s
             if how == 0:
@@ -340,7 +396,7 @@ class Repeat(Match):
 
     def __init__(self, key: tuple, args: tuple, comp: Compiled, flat: list, finish: Finish, f: Any,
                  norm: list, internal: list[int]):
-        super().__init__(args, comp, flat)
+        super().__init__(args, comp, flat, f)
         self.key = key
         # zeroing the internal shadows: an array in place, anything else by `make_zero_`
         self.zeroers = [partial(flat[i].fill, 0) if isinstance(flat[i], np.ndarray) else partial(make_zero_, flat[i])
@@ -401,7 +457,7 @@ def thunks(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
         comp, norm, leaves, all_values = got
         if comp.width == 1 and not any(k == "active" for _, _, k in norm) and data.replayable(norm, leaves):
             try:
-                last[half] = (_GENERATION[0], Match(call_args, comp, all_values), got)
+                last[half] = (_GENERATION[0], Match(call_args, comp, all_values, f), got)
             except TypeError:
                 pass
         return got
@@ -462,7 +518,7 @@ class TypedGradient:
     per call, as `gradient` promises."""
 
     __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "floats", "boxes",
-                 "watch")
+                 "watch", "func", "code")
     spec: tuple
     comp: Compiled
     captured: list
@@ -475,6 +531,8 @@ class TypedGradient:
     floats: bool
     boxes: list  # (position, data.BoxRef) of the captured floats boxed afresh at each call (`_boxes`)
     watch: list  # the captured values an argument must not overlap (`_watched`)
+    func: Any  # the function whose code must still be `code` (`_code_of`)
+    code: Any
 
     @staticmethod
     def record(f: Any, mode: Mode, numba: Any, args: tuple, annotated: list) -> None:
@@ -506,12 +564,14 @@ class TypedGradient:
         t.floats = any(not isinstance(a, np.ndarray) for a in args)
         t.boxes = boxes
         t.watch = _watched(comp, t.captured)
+        t.func, t.code = _code_of(f)
         TYPED[key] = t
+        _trim(TYPED)
 
     def run(self, args: tuple) -> Any:
         """The gradient, or None where the call does not match (the full path then runs)."""
         spec = self.spec
-        if len(args) != len(spec):
+        if len(args) != len(spec) or self.func.__code__ is not self.code:
             return None
         arrays = []
         shadows: list[Any] = []
@@ -578,7 +638,7 @@ class TypedCall:
     normalizes, flattens, types, keys and classifies every argument again."""
 
     __slots__ = ("spec", "comp", "captured", "finish", "f", "norm", "dup", "lowered", "seed", "last", "again",
-                 "boxes", "watch")
+                 "boxes", "watch", "func", "code")
 
     def __init__(self, spec: tuple, comp: Compiled, all_values: list, finish: Finish, f: Any, norm: list,
                  dup: list[int], seed: list):
@@ -587,6 +647,7 @@ class TypedCall:
         self.captured = list(all_values[len(spec):])
         self.watch = _watched(comp, self.captured)
         self.lowered = lowered_of(comp)
+        self.func, self.code = _code_of(f)
         # the last call's argument list; `again`: the same, when a call had the very same objects
         # as the one before (`call` then records it as a `Repeat`; not with Active floats)
         self.last: list = []
@@ -620,11 +681,12 @@ class TypedCall:
         dup = [k for k in comp.active_params if leaves[k].kind == "dup"]
         TYPED_CALLS[key] = typed = TypedCall(tuple(spec), comp, all_values, finish, key[0], norm, dup, seed)
         typed.boxes = boxes
+        _trim(TYPED_CALLS)
 
     def run(self, args: tuple) -> tuple | None:
         """The call's result, or None where it does not match (the full path then runs)."""
         spec = self.spec
-        if len(args) != len(spec):
+        if len(args) != len(spec) or self.func.__code__ is not self.code:
             return None
         values: list[Any] = []
         arrays: list[np.ndarray] = []

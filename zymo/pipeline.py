@@ -39,6 +39,7 @@ class Lowered:
     ir: Function
     captured: list  # (param value, object, [(resolver, name)])
     draws: bool | None = None  # whether it calls np.random (`draws.draws`), once asked
+    code: Any = None  # the function's code when lowered (`f.__code__ = g.__code__` in place: lowered again)
 
     def still_valid(self) -> bool:
         for resolver, obj in self.ir.attrs.get("frozen", ()):
@@ -75,6 +76,7 @@ class Compiled:
     guards: list = field(default_factory=list)  # equal parameter extents the program assumes
     second_order: Any = None  # reverse mode: `derivatives._SecondOrder`, made at its first use
     fresh_tapes: Any = None  # reverse mode: the program without its kept tapes (`derivatives._without_kept_tapes`)
+    lowered: Any = None  # the `Lowered` it was compiled from (set by `cache.prepare`; `cache.lowered_of`)
 
 
 _LOWERED: dict[Any, Lowered] = {}
@@ -86,7 +88,7 @@ def lower_ir(f: Any, values: tuple) -> Lowered:
     ir = dce(hoist_sizes(cse_numbers(cse_loads(specialize(lower(f, values))))))
     if config.check_ir():
         verify(ir)
-    return Lowered(ir, ir.attrs["captured"])
+    return Lowered(ir, ir.attrs["captured"], code=getattr(unwrap(f), "__code__", None))
 
 
 def choose_backend(numba: Any, f: Any) -> str:

@@ -2,6 +2,9 @@
 two calls, something a cache could miss, and checks the second call against central
 differences and against a fresh computation (`zymo.cache.cache_clear()` first), in
 forward and reverse mode where both apply."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -240,3 +243,94 @@ def test_class_attributes_read_through_a_global_object_are_not_written_onto_it(m
         np.testing.assert_allclose(g, fresh_gradient(mode, weighted_by_class_attributes, x)[0])
     finally:
         Inner.k = 2.0
+
+
+def sine_loss_and_cubes():
+    def loss(x):
+        return np.sum(np.sin(x) * x)
+
+    def cubes(x):
+        return np.sum(x ** 3 - x)
+
+    return loss, cubes
+
+
+def autodiff_gradient(mode, f, x):
+    """The gradient of `f` at `x` by `autodiff`: one reverse sweep, or one tangent per element."""
+    if not mode.forward:
+        dx = np.zeros_like(x)
+        zymo.autodiff(mode, f, Active, Duplicated(x, dx))
+        return dx
+    return np.array([zymo.autodiff(mode, f, Duplicated, Duplicated(x, e))[0] for e in np.eye(x.size)])
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward])
+def test_the_functions_own_code_replaced_in_place_makes_a_new_program(mode):
+    # every cache keyed on the function object: `f.__code__ = g.__code__` kept f's old derivative
+    # (the lowered IR, gradient's recorded call, autodiff's replays of the same and of new objects)
+    loss, cubes = sine_loss_and_cubes()
+    x = np.array([0.1, 0.2, 0.3])
+    for arg in (x, x.copy(), x.copy()):  # the full path, then the recorded fast paths
+        np.testing.assert_allclose(zymo.gradient(mode, loss, arg)[0], np.sin(x) + x * np.cos(x), rtol=1e-12)
+        np.testing.assert_allclose(autodiff_gradient(mode, loss, arg), np.sin(x) + x * np.cos(x), rtol=1e-12)
+    same = x.copy()
+    autodiff_gradient(mode, loss, same)  # the very same objects twice: replayed
+    loss.__code__ = cubes.__code__
+    fd = central(loss, x)
+    np.testing.assert_allclose(fd, 3 * x ** 2 - 1, rtol=1e-7)
+    for arg in (x.copy(), x.copy()):
+        (g,) = zymo.gradient(mode, loss, arg)
+        np.testing.assert_allclose(g, fd, rtol=1e-7)
+        np.testing.assert_allclose(g, autodiff_gradient(mode, loss, arg), rtol=1e-12)
+    np.testing.assert_allclose(autodiff_gradient(mode, loss, same), fd, rtol=1e-7)
+    np.testing.assert_allclose(zymo.gradient(mode, loss, x)[0], fresh_gradient(mode, loss, x)[0], rtol=1e-12)
+
+
+def test_split_mode_thunks_see_the_functions_code_replaced_in_place():
+    loss, cubes = sine_loss_and_cubes()
+    x, dx = np.array([0.1, 0.2, 0.3]), np.zeros(3)
+    fwd, rev = zymo.autodiff_thunk(ReverseSplitWithPrimal, loss, Active, Duplicated(x, dx))
+    for code in (None, cubes.__code__):
+        if code is not None:
+            loss.__code__ = code
+        for _ in range(2):  # the second call with the same objects reuses the first's preparation
+            dx[:] = 0.0
+            tape, y = fwd(Duplicated(x, dx))
+            rev(Duplicated(x, dx), 1.0, tape)
+    assert y == loss(x)
+    np.testing.assert_allclose(dx, central(loss, x), rtol=1e-7)
+    np.testing.assert_allclose(dx, zymo.gradient(Forward, loss, x)[0], rtol=1e-12)
+
+
+def scaled_sine_loss(c):
+    def loss(x):
+        return np.sum(np.sin(x)) * c
+    return loss
+
+
+def test_fresh_closures_are_not_held_past_the_caches_bound(monkeypatch):
+    # `jacobian` of a new closure added two lowered functions (and a program) for good, each
+    # holding the closure; `gradient` a recorded call
+    monkeypatch.setattr(zymo.cache, "CACHED", 4, raising=False)  # (raising: the old code had no bound)
+    zymo.cache.cache_clear()
+    x = np.array([0.1, 0.2, 0.3])
+    freed = []
+    for c in range(1, 9):
+        act, loss = make_scaled_sine(float(c)), scaled_sine_loss(float(c))
+        for mode in (Reverse, Forward):
+            J = zymo.jacobian(mode, act, x)
+            np.testing.assert_allclose(J, np.diag(central(lambda z, act=act: np.sum(act(z)), x)), rtol=1e-7)
+            np.testing.assert_allclose(J, np.diag(c * np.cos(x)), rtol=1e-12)
+            (g,) = zymo.gradient(mode, loss, x)
+            np.testing.assert_allclose(g, central(loss, x), rtol=1e-7)
+            np.testing.assert_allclose(g, autodiff_gradient(mode, loss, x.copy()), rtol=1e-12)
+        caches = zymo.cache
+        assert len(caches.LOWERED) <= 4
+        assert all(k[0] in caches.LOWERED for k in caches.COMPILED)  # programs go with their lowered function
+        assert max(len(caches.FAST), len(caches.LAST), len(caches.TYPED), len(caches.TYPED_CALLS)) <= 4
+        if c == 2:
+            freed = [weakref.ref(act), weakref.ref(loss)]
+        del act, loss
+    gc.collect()
+    assert [r() for r in freed] == [None, None]
+    zymo.cache.cache_clear()
