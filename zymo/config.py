@@ -1,21 +1,28 @@
-"""Settings, read from environment variables at call time.
+"""Settings, from environment variables and the `set_*` functions.
 
 - `ZYMO_CHECK_IR=1`: run the IR verifier after lowering (on in the test suite).
 - `ZYMO_SHOW_CODE=1`: print every generated derivative program when it is compiled.
-- `ZYMO_NUMBA=auto|always|prefer|never`: when derivatives are compiled with Numba
+- `ZYMO_NUMBA=auto|always|prefer|kernels|never`: when derivatives are compiled with Numba
   (`set_numba` overrides it in-process; see there).
 - `ZYMO_CACHE_DIR`: where compiled derivatives are cached on disk (default ~/.cache/zymo).
 - `ZYMO_STRONG_ZERO=1`: strong zeros (`set_strong_zero` overrides it in-process; see there).
 - `ZYMO_REASSOCIATE=1`: compiled derivatives may reorder sums (`set_reassociate` overrides it
   in-process; see there).
 - `ZYMO_KEEP_TAPES=<bytes>`: how much tape a reverse program keeps between calls (default
-  64 MiB; read once, at the first reverse call that has a tape; `set_keep_tapes` overrides it
-  in-process; see there).
+  64 MiB; `set_keep_tapes` overrides it in-process; see there).
+- `ZYMO_THREADS=<n>`: threads for compiled derivative loops (`set_threads`; see there).
 
-A setting that changes which program a call runs (`set_numba`, `set_strong_zero`,
-`set_reassociate`) calls
-the functions registered with `on_change` (the caches register `forget_replays`), so this
-module imports nothing of zymo's above it.
+The settings that choose which program a call runs (`ZYMO_NUMBA`, `ZYMO_STRONG_ZERO`,
+`ZYMO_REASSOCIATE`), and `ZYMO_KEEP_TAPES`, are read from the environment once, when zymo
+first needs each (the first differentiation, the first reverse call that keeps a tape), and
+kept: a call replayed from a recorded one (`cache.py`'s fast paths, which check no setting)
+and a call that makes a new program then always agree, and no call pays for reading the
+environment (about 1 us a variable). Changing one of them in `os.environ` later changes
+nothing until its `set_*` function is called: `set_x(value)` sets it for this process,
+`set_x(None)` reads the environment again. A `set_*` call that changes which program a call
+runs (`set_numba`, `set_strong_zero`, `set_reassociate`) calls the functions registered with
+`on_change` (the caches register `forget_replays`), so this module imports nothing of zymo's
+above it. The other variables are read at each use.
 """
 from __future__ import annotations
 
@@ -26,6 +33,21 @@ from typing import Any
 from .errors import ZymoUsageError
 
 _listeners: list[Callable[[], None]] = []
+_ENV: dict[str, str] = {}  # the variables read once (module docstring): name -> value
+
+
+def _env(name: str, default: str) -> str:
+    """`os.environ`'s `name`, read at the first ask and kept until `_forget_env(name)`."""
+    try:
+        return _ENV[name]
+    except KeyError:
+        value = _ENV[name] = os.environ.get(name, default)
+        return value
+
+
+def _forget_env(name: str) -> None:
+    """`name` is read from the environment again at the next ask (`set_x(None)`)."""
+    _ENV.pop(name, None)
 
 
 def on_change(fn: Callable[[], None]) -> None:
@@ -67,7 +89,8 @@ _numba_override: list[str] = []
 
 
 def set_numba(choice: str | None) -> None:
-    """Set the Numba policy for this process (None: back to `ZYMO_NUMBA`, default "auto").
+    """Set the Numba policy for this process (None: back to `ZYMO_NUMBA`, read again, default
+    "auto"; the variable is read once otherwise, see the module docstring).
 
     - "auto": compile derivatives of Numba dispatchers (`@njit` functions) with Numba;
       if that fails, warn and run the derivative as Python. Plain functions run as Python.
@@ -85,13 +108,15 @@ def set_numba(choice: str | None) -> None:
     _numba_override.clear()
     if choice is not None:
         _numba_override.append(choice)
+    else:
+        _forget_env("ZYMO_NUMBA")
     _changed()  # a replayed call must not keep the old backend
 
 
 def numba_policy() -> str:
     if _numba_override:
         return _numba_override[0]
-    choice = os.environ.get("ZYMO_NUMBA", "auto") or "auto"
+    choice = _env("ZYMO_NUMBA", "auto") or "auto"
     if choice not in _NUMBA_CHOICES:
         raise ValueError(f"ZYMO_NUMBA is one of {_NUMBA_CHOICES}, not {choice!r}")
     return choice
@@ -101,7 +126,7 @@ _strong_zero_override: list[bool] = []
 
 
 def set_strong_zero(on: bool | None) -> None:
-    """Strong zeros for this process (None: back to `ZYMO_STRONG_ZERO`, default off).
+    """Strong zeros for this process (None: back to `ZYMO_STRONG_ZERO`, read again, default off).
 
     Off (the default, IEEE arithmetic as NumPy, JAX and PyTorch compute it): a zero adjoint or
     tangent times an infinite or NaN partial derivative is NaN, so the branch `np.where` does not
@@ -110,17 +135,24 @@ def set_strong_zero(on: bool | None) -> None:
     functions and of numbers, a zero adjoint or tangent gives a zero term whatever the partial
     derivative is. Rules of other functions (matrix products, reductions, linear algebra)
     compute as before. Derivative programs are cached separately for each setting.
+
+    This is the switch at run time: `ZYMO_STRONG_ZERO` is read once, at the first
+    differentiation (module docstring), so setting it in `os.environ` later changes nothing
+    until `set_strong_zero(None)` reads it again. Every call after a switch, replayed or new,
+    runs a program of the new setting.
     """
     _strong_zero_override.clear()
     if on is not None:
         _strong_zero_override.append(bool(on))
+    else:
+        _forget_env("ZYMO_STRONG_ZERO")
     _changed()
 
 
 def strong_zero() -> bool:
     if _strong_zero_override:
         return _strong_zero_override[0]
-    return os.environ.get("ZYMO_STRONG_ZERO", "0") not in ("", "0")
+    return _env("ZYMO_STRONG_ZERO", "0") not in ("", "0")
 
 
 _reassociate_override: list[bool] = []
@@ -128,7 +160,8 @@ _reassociate_override: list[bool] = []
 
 def set_reassociate(on: bool | None) -> None:
     """Let compiled derivatives reorder sums, for this process (None: back to
-    `ZYMO_REASSOCIATE`, default off).
+    `ZYMO_REASSOCIATE`, read again, default off; the variable is read once otherwise, see the
+    module docstring).
 
     Off (the default): a derivative compiled with Numba (`numba=True`, "prefer", "kernels")
     computes the Python backend's numbers to the bit, apart from the matrix products the
@@ -145,13 +178,15 @@ def set_reassociate(on: bool | None) -> None:
     _reassociate_override.clear()
     if on is not None:
         _reassociate_override.append(bool(on))
+    else:
+        _forget_env("ZYMO_REASSOCIATE")
     _changed()
 
 
 def reassociate() -> bool:
     if _reassociate_override:
         return _reassociate_override[0]
-    return os.environ.get("ZYMO_REASSOCIATE", "0") not in ("", "0")
+    return _env("ZYMO_REASSOCIATE", "0") not in ("", "0")
 
 
 _memory_limit: list[int] = []

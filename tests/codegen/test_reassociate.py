@@ -175,13 +175,21 @@ def reassociate():
 
 def test_the_setting_reads_the_environment(monkeypatch):
     monkeypatch.setenv("ZYMO_REASSOCIATE", "1")
-    assert zymo.config.reassociate()
-    zymo.config.set_reassociate(False)
-    assert not zymo.config.reassociate()
-    zymo.config.set_reassociate(None)
-    monkeypatch.setenv("ZYMO_REASSOCIATE", "0")
-    assert not zymo.config.reassociate()
-    assert "ZYMO_REASSOCIATE" in os.environ
+    zymo.config.set_reassociate(None)  # reads it again (once otherwise: `zymo.config`'s docstring)
+    try:
+        assert zymo.config.reassociate()
+        zymo.config.set_reassociate(False)
+        assert not zymo.config.reassociate()
+        zymo.config.set_reassociate(None)
+        assert zymo.config.reassociate()
+        monkeypatch.setenv("ZYMO_REASSOCIATE", "0")
+        assert zymo.config.reassociate()  # kept: replays and new programs agree
+        zymo.config.set_reassociate(None)
+        assert not zymo.config.reassociate()
+        assert "ZYMO_REASSOCIATE" in os.environ
+    finally:
+        monkeypatch.undo()
+        zymo.config.set_reassociate(None)
 
 
 @pytest.mark.parametrize("numba", ["kernels", True])

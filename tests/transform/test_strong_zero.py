@@ -76,3 +76,44 @@ def test_strong_zeros_change_nothing_away_from_singular_points(strong):
     check_grad(masked_div, X + 0.3, np.array([0.5, -2.0, 1.0]))
     assert "np.where(" in zymo.generated_code(Reverse, masked_sqrt, zymo.Active,
                                               zymo.Duplicated(X.copy(), np.zeros(3)))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_variable_is_read_once_so_replays_and_new_programs_agree(monkeypatch):
+    # ZYMO_STRONG_ZERO set in os.environ at run time: `config.strong_zero()` and every new
+    # program had strong zeros, while the recorded calls (gradient's, autodiff's replays) went on
+    # without them. It is read once now; `set_strong_zero(None)` reads it again.
+    x = np.array([-1.0, 1.0, 4.0])  # masked out at -1: the gradient there is 0, IEEE's nan
+    h = 1e-6
+    fd = np.array([(masked_sqrt(x + h * e) - masked_sqrt(x - h * e)) / (2 * h) for e in np.eye(3)])
+    np.testing.assert_allclose(fd, [0.0, 0.5, 0.25], rtol=1e-7)
+    ieee = [np.nan, 0.5, 0.25]
+    same, dsame = x.copy(), np.zeros(3)
+
+    def grads():
+        """gradient's recorded call, autodiff's replay of the same objects, a new program."""
+        (g,) = zymo.gradient(Reverse, masked_sqrt, x.copy())
+        dsame[:] = 0.0
+        zymo.autodiff(Reverse, masked_sqrt, zymo.Active, zymo.Duplicated(same, dsame))
+        fresh = zymo.gradient(Reverse, lambda z: np.sum(np.where(z > 0, np.sqrt(z), 0.0)), x.copy())[0]
+        return g, dsame.copy(), fresh
+
+    monkeypatch.delenv("ZYMO_STRONG_ZERO", raising=False)
+    zymo.config.set_strong_zero(None)
+    try:
+        for _ in range(2):  # recorded, then replayed
+            for g in grads():
+                np.testing.assert_allclose(g, ieee)
+        monkeypatch.setenv("ZYMO_STRONG_ZERO", "1")
+        for g in grads():
+            np.testing.assert_allclose(g, ieee)
+        assert not zymo.config.strong_zero()
+        zymo.config.set_strong_zero(None)  # read again: on, for every call
+        assert zymo.config.strong_zero()
+        for _ in range(2):
+            for g in grads():
+                np.testing.assert_allclose(g, fd, rtol=1e-7)
+        np.testing.assert_allclose(zymo.gradient(Forward, masked_sqrt, x.copy())[0], fd, rtol=1e-7)
+    finally:
+        monkeypatch.undo()
+        zymo.config.set_strong_zero(None)
