@@ -13,7 +13,8 @@ the same way. On the way out,
 shadows of Const memory that receives active data), and `Finish` turns the program's
 flat results into what `autodiff` returns (`derivs`: one entry per argument, rebuilt
 with its structure; `rebuild_result`: the function's result as the user's code returned
-it). Shadow checks and zeros themselves are in `shadows.py`.
+it; `result_of`: that, a compiled program's numbers of the Python backend's types,
+`numpy_results`). Shadow checks and zeros themselves are in `shadows.py`.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from .annotations import (
 )
 from .errors import ZymoUsageError
 from .frontend.bindings import S, rebuild
-from .ir.core import Function
+from .ir.core import Block, Function, Value
+from .ir.types import Array, Scalar
 from .pipeline import Compiled
 from .shadows import check_shadow, make_zero
 
@@ -477,6 +479,95 @@ def rebuild_result(ir: Function, flat: tuple) -> Any:
     return unstatic(rebuild(ir.attrs["result_template"], list(flat)))
 
 
+def result_of(comp: Compiled, flat: tuple) -> Any:
+    """`rebuild_result` of a program's flat results (its primal, or a tangent of it), each
+    number of the type the Python backend gives it (`python_scalars`)."""
+    if comp.backend != "python":
+        flat = python_scalars(comp, flat)
+    return rebuild_result(comp.ir, flat)
+
+
+_NUMPY_SCALARS = {"f64": np.float64, "f32": np.float32, "c128": np.complex128, "c64": np.complex64}
+
+
+def python_scalars(comp: Compiled, flat: tuple, tangents: bool = False) -> tuple:
+    """A compiled program's flat results (`tangents`: their tangents) with each float or
+    complex number that the Python backend computes as a NumPy scalar (`numpy_results`) made
+    one: Numba returns a float64, a float32 or a complex number as a Python float or complex (a
+    float32 widened), where the Python backend gives `np.sum`'s `np.float64` or `np.float32`.
+    The tangent of an inactive result stays a float (the Python backend's 0.0)."""
+    got = comp.numpy_results
+    if got is None:
+        primal = numpy_results(comp.ir)
+        rets = comp.ir.body.ops[-1].args if comp.ir.body.ops else []
+        active = [comp.activity.is_active(r) for r in rets] if len(rets) == len(primal) else [False] * len(primal)
+        got = comp.numpy_results = (primal, [k if on else None for k, on in zip(primal, active)])
+    kinds = got[1] if tangents else got[0]
+    if not any(kinds) or len(kinds) != len(flat):
+        return flat
+    return tuple(x if k is None or type(x) not in (float, complex) else k(x) for x, k in zip(flat, kinds))
+
+
+def numpy_results(ir: Function) -> list:
+    """Per value `ir` returns: the NumPy scalar type the Python backend computes it as, or None
+    (a Python number, an array, an int). A number is a NumPy scalar where NumPy made it: an
+    element of an array, a NumPy function's result, an operator or builtin with an array or
+    such a number among its operands (`x @ x`, `2.0 * x[0]`); not a constant, a `math`
+    function's result, a list item or a parameter (a Python float passed in). A value carried
+    by a loop is one where its first value or its update is; an `if`'s where either branch's
+    is (the Python backend's type then depends on the branch taken: the NumPy one is kept)."""
+    made: dict[int, bool] = {}
+    changed = [True]
+
+    def mark(v: Value, flag: bool) -> None:
+        if flag and not made.get(v.id, False):
+            made[v.id] = True
+            changed[0] = True
+
+    def numpy(v: Value) -> bool:
+        return made.get(v.id, False)
+
+    def yields(block: Block) -> list[Value]:
+        term = block.terminator
+        return list(term.args) if term is not None and term.kind == "yield" else []
+
+    def block(b: Block) -> None:
+        for op in b.ops:
+            kind = op.kind
+            if kind in ("for", "while"):
+                inits = op.args[3:] if kind == "for" else op.args
+                body = op.regions[-1]
+                ups = yields(body)
+                carried = [numpy(a) or (k < len(ups) and numpy(ups[k])) for k, a in enumerate(inits)]
+                for region in op.regions:
+                    for a, flag in zip(region.args[1:] if kind == "for" else region.args, carried):
+                        mark(a, flag)
+                    block(region)
+                ups = yields(body)
+                for k, r in enumerate(op.results):
+                    mark(r, k < len(inits) and (numpy(inits[k]) or (k < len(ups) and numpy(ups[k]))))
+            elif kind == "if":
+                for region in op.regions:
+                    block(region)
+                branches = [yields(region) for region in op.regions]
+                for k, r in enumerate(op.results):
+                    mark(r, any(k < len(ys) and numpy(ys[k]) for ys in branches))
+            elif kind == "getitem":
+                mark(op.results[0], isinstance(op.args[0].type, Array))
+            elif kind == "prim" and op.results:
+                key = op.attrs.get("key", "")
+                flag = not key.startswith("math.") and (
+                    key.startswith("numpy.") or any(isinstance(a.type, Array) or numpy(a) for a in op.args))
+                for r in op.results:
+                    mark(r, flag)
+
+    while changed[0]:  # flags only turn on: a few passes
+        changed[0] = False
+        block(ir.body)
+    rets = ir.body.ops[-1].args if ir.body.ops and ir.body.ops[-1].kind == "return" else []
+    return [_NUMPY_SCALARS.get(r.type.kind) if isinstance(r.type, Scalar) and numpy(r) else None for r in rets]
+
+
 
 class Finish:
     """Turns the generated program's flat results into what `autodiff` returns."""
@@ -490,20 +581,24 @@ class Finish:
         mode, comp = self.mode, self.comp
         if mode.forward:
             primal_flat, tangent_flat = results
-            primal = rebuild_result(comp.ir, primal_flat)
+            primal = result_of(comp, primal_flat)
             if self.ret is Const:
                 return (primal,) if mode.with_primal else ()
             if comp.width == 1:
-                tangent = rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in tangent_flat))
+                tangent = rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in self.scalars(tangent_flat)))
                 if self.ret in (BatchDuplicated, BatchDuplicatedNoNeed):  # a batch of one lane
                     tangent = (tangent,)
             else:  # one tangent per lane
-                tangent = tuple(rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in lane))
+                tangent = tuple(rebuild_result(comp.ir, tuple(0.0 if t is None else t for t in self.scalars(lane)))
                                 for lane in tangent_flat)
             return (tangent, primal) if mode.with_primal else (tangent,)
         primal_flat, adj = results
         got = derivs(self.norm, self.leaves, comp, adj)
         if mode.with_primal:
-            return got, rebuild_result(comp.ir, primal_flat)
+            return got, result_of(comp, primal_flat)
         return (got,)
+
+    def scalars(self, flat: tuple) -> tuple:
+        comp = self.comp
+        return flat if comp.backend == "python" else python_scalars(comp, flat, tangents=True)
 

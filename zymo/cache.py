@@ -45,7 +45,7 @@ from .boundary import (
     flatten_arguments,
     internal_shadows,
     normalize,
-    rebuild_result,
+    result_of,
     self_overlapping,
     type_key,
     written_classes,
@@ -471,7 +471,7 @@ def thunks(mode: Mode, f: Any, ret_activity: Any, args: tuple, numba: Any,
         primal_flat, recorded = run_program(comp, 0, [*all_values, *shadows, inner], f, norm)
         data.write_back(leaves)
         new = Tape(recorded, internal_shadows(comp, leaves, shadows), comp)
-        return new, (rebuild_result(comp.ir, primal_flat) if mode.with_primal else None)
+        return new, (result_of(comp, primal_flat) if mode.with_primal else None)
 
     def reverse(*call_args: Any) -> tuple:
         if not call_args or not isinstance(call_args[-1], Tape):
@@ -613,7 +613,7 @@ class TypedGradient:
             grads = tuple(d if s is None else s for d, s in zip(out[0], shadows))
             return (grads, out[1]) if len(out) > 1 else grads
         grads = tuple(shadows)  # arrays only: every derivative is in a shadow
-        return (grads, rebuild_result(comp.ir, results[0])) if self.finish.mode.with_primal else grads
+        return (grads, result_of(comp, results[0])) if self.finish.mode.with_primal else grads
 
 
 # -- autodiff's everyday call on new objects ---------------------------------------------

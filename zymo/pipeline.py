@@ -77,6 +77,7 @@ class Compiled:
     second_order: Any = None  # reverse mode: `derivatives._SecondOrder`, made at its first use
     fresh_tapes: Any = None  # reverse mode: the program without its kept tapes (`derivatives._without_kept_tapes`)
     lowered: Any = None  # the `Lowered` it was compiled from (set by `cache.prepare`; `cache.lowered_of`)
+    numpy_results: Any = None  # (primal, tangents): NumPy scalar types of the results (`boundary.python_scalars`)
 
 
 _LOWERED: dict[Any, Lowered] = {}

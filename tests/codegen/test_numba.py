@@ -150,6 +150,53 @@ def test_a_dispatcher_is_differentiated_with_numba_by_default():
     assert entry.backend == "prefer" and entry.checked and _compiled(entry.fn)
 
 
+# -- results of the Python backend's types ------------------------------------------------
+
+
+def norm_and_scale(x, y, a):
+    """Three numbers the Python backend returns as np.float64, np.float32 and a float."""
+    return np.sum(x * x) * a, np.sum(y * y), a * a + 1.0
+
+
+def scaled_norm(x, a):
+    return np.sum(x * x) * a
+
+
+@pytest.mark.parametrize("numba_choice", [True, "kernels"])
+def test_compiled_results_have_the_python_backends_types(numba_choice):
+    # numba=True returned the primal (and the tangent) as Python floats, a float32 widened,
+    # where the Python backend returns np.sum's np.float64 and np.float32
+    x, y, a = np.array([0.3, -1.2, 2.0]), np.array([0.5, 1.5], dtype=np.float32), 0.7
+
+    def run(mode, numba):
+        if mode.forward:
+            tan, prim = zymo.autodiff(zymo.ForwardWithPrimal, norm_and_scale, Duplicated,
+                                      Duplicated(x.copy(), np.ones(3)), Const(y), Duplicated(a, 1.0), numba=numba)
+            return prim, tan
+        dx = np.zeros(3)
+        (_, da), prim = zymo.autodiff(ReverseWithPrimal, scaled_norm, Active, Duplicated(x.copy(), dx), Active(a),
+                                      numba=numba)
+        return (prim,), (dx, da)
+
+    for mode in (Reverse, Forward):
+        for _ in range(2):  # the full path, then a replay
+            py_prim, py_der = run(mode, False)
+            prim, der = run(mode, numba_choice)
+            assert [type(v) for v in prim] == [type(v) for v in py_prim]
+            assert [type(v) for v in der] == [type(v) for v in py_der]
+            assert_tree_close(list(prim), list(py_prim), rtol=1e-7, atol=0, what="primal")
+            assert_tree_close(list(der), list(py_der), rtol=1e-12, atol=1e-12, what="derivatives")
+    prim, tan = run(Forward, numba_choice)
+    assert [type(v) for v in prim] == [np.float64, np.float32, float]
+    assert [type(v) for v in tan] == [np.float64, float, float]
+    fd = fd_grad(scaled_norm, [x, a])
+    dx, da = run(Reverse, numba_choice)[1]
+    np.testing.assert_allclose(dx, fd[0], rtol=1e-7)
+    assert da == pytest.approx(fd[1], rel=1e-7)
+    assert tan[0] == pytest.approx(fd[0].sum() + fd[1], rel=1e-7)  # the tangent along (1, 1, 1; 1)
+    assert tan[2] == pytest.approx(2 * a, rel=1e-12)
+
+
 # -- split mode --------------------------------------------------------------------------
 
 
