@@ -17,7 +17,7 @@ The settings that choose which program a call runs (`ZYMO_NUMBA`, `ZYMO_STRONG_Z
 first needs each (the first differentiation, the first reverse call that keeps a tape), and
 kept: a call replayed from a recorded one (`cache.py`'s fast paths, which check no setting)
 and a call that makes a new program then always agree, and no call pays for reading the
-environment (about 1 us a variable). Changing one of them in `os.environ` later changes
+environment (1-2 us a variable, measured). Changing one of them in `os.environ` later changes
 nothing until its `set_*` function is called: `set_x(value)` sets it for this process,
 `set_x(None)` reads the environment again. A `set_*` call that changes which program a call
 runs (`set_numba`, `set_strong_zero`, `set_reassociate`) calls the functions registered with
