@@ -21,7 +21,8 @@ behaviour and a Numba implementation registered with `numba.extending.overload`:
   which Numba lacks; `einsum` only where it is a view of one operand (`twins.arrays`);
 - `linalg`: `numpy.linalg` with `norm(A, 'fro')` of a matrix computed (`np_linalg.py`).
 The same generated source runs unchanged under Python (these wrappers call NumPy)
-and under Numba. Importing this module imports Numba.
+and under Numba. Importing this module imports Numba, and swaps in `compile_costs`'s cheaper
+implementations of some of Numba's own.
 """
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ from numba.extending import intrinsic as _intrinsic
 from numba.extending import overload as _overload
 from numba.extending import register_jitable as _jitable
 
+from . import compile_costs as _compile_costs
 from . import np_linalg as linalg  # noqa: F401  (`np.linalg` of compiled code: `np_linalg.py`)
+
+_compile_costs.install()  # Numba's implementations that cost seconds of compile for nothing (`compile_costs.py`)
 
 
 def __getattr__(name: str):
