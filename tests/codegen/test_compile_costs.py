@@ -6,9 +6,9 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-import zymo  # noqa: E402
-from zymo import Forward, Reverse  # noqa: E402
-from zymo.codegen.numba import compile_costs, np_shim  # noqa: E402,F401  (np_shim installs the swap)
+import zymo
+from zymo import Forward, Reverse
+from zymo.codegen.numba import compile_costs, np_shim  # noqa: F401  (np_shim installs the swap)
 
 
 def test_the_slice_assignment_error_is_swapped_on_this_numba():
