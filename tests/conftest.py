@@ -9,11 +9,15 @@ xdist workers included: the controller sets the variable before the workers star
 inherit it. Sharing is safe: zymo names each file by a hash of its source and of the versions
 that compiled it, and locks a module's cache while compiling it (`zymo/codegen/numba/backend.py`).
 
-`NUMBA_OPT=1` (unless the user set it): the suite checks what compiled code computes, not how
-fast, and LLVM's optimization passes at the default level 3 are half of its compile time; zymo
-asks for no `fastmath`, so the passes may not change results beyond round-off. (Level 0 is not
-used: there Numba keeps some global arrays as dynamic globals and cannot cache the function.)
-`tests/test_suite_settings.py` compiles a derivative at Numba's default level too and compares.
+`NUMBA_OPT=0` (unless the user set it): the suite checks what compiled code computes, not how
+fast, and LLVM's optimizations (and code generation at a level above 0) are about a third of the
+suite's time, a half of a small program's compile; zymo asks for no `fastmath` but `reassoc`
+where it reassociates on purpose, so the passes may not change results beyond round-off. At
+level 0 Numba leaves dead loads of dynamic globals in some of its own implementations
+(`argsort`'s merge sort), which makes those programs uncacheable: a warning, which the tests
+that turn warnings into errors allow (`tests/codegen/test_numba_sorting_stats.py`). Tests of
+what LLVM makes of the code (vector instructions, loop metadata) raise the level for their
+own compiles. `tests/test_suite_settings.py` compiles a derivative at Numba's default level too and compares.
 
 Order: the files in `LONGEST_FIRST` run first, longest first, then the others in collection
 order. With `--dist loadfile` (pyproject's addopts) each xdist worker takes one whole file at a
@@ -26,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("ZYMO_CHECK_IR", "1")
-os.environ.setdefault("NUMBA_OPT", "1")  # read when Numba is first imported, below
+os.environ.setdefault("NUMBA_OPT", "0")  # read when Numba is first imported, below
 
 try:
     from hypothesis import settings

@@ -144,6 +144,8 @@ def test_loops_that_write_each_element_once_are_parallel_and_keep_numpys_values(
     pointers overlap, also where an operand is `d` itself (an argument apart from `d` once the
     statement is a call). Sums and reductions into a `d` that broadcasts are not marked."""
     monkeypatch.setattr(ew_loops, "_INLINE_BUDGET", budget)
+    # LLVM's vectorized IR, at the level users compile at (the suite compiles at NUMBA_OPT=0)
+    monkeypatch.setattr(numba.core.config, "OPT", numba.core.config._OptLevel(3))
     rng = np.random.default_rng(2)
     H, E = rng.standard_normal((2, 40, 42))
     d, a, b = E[1:, :], H[1:, :], H[:-1, :]
