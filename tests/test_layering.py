@@ -10,6 +10,7 @@ layer and of earlier layers, never of a later one; imports are read from the sou
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "zymo"
@@ -95,11 +96,18 @@ def _allowed(src: str, dst: str) -> bool:
     return any(_covers(a, src) and _covers(b, dst) for a, b, _ in ALLOWED)
 
 
+@functools.cache
+def _all_imports() -> dict[str, list[tuple[str, int]]]:
+    """Every module's `_imports`, parsed once for the file's tests."""
+    known = _modules()
+    return {module: _imports(module, path, known) for module, path in sorted(known.items())}
+
+
 def _back_edges() -> list[str]:
     known = _modules()
     bad = []
     for module, path in sorted(known.items()):
-        for target, line in _imports(module, path, known):
+        for target, line in _all_imports()[module]:
             if _layer(target) > _layer(module) and not _allowed(module, target):
                 bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({LAYERS[_layer(module)][0]}) "
                            f"imports {target} ({LAYERS[_layer(target)][0]})")
@@ -117,8 +125,7 @@ def test_imports_point_from_later_stages_to_earlier_ones():
 
 def test_every_allowed_back_edge_is_still_there():
     """An entry of ALLOWED that no import uses any more is removed, so the list stays short."""
-    known = _modules()
-    edges = {(m, t) for m, p in known.items() for t, _ in _imports(m, p, known) if _layer(t) > _layer(m)}
+    edges = {(m, t) for m, targets in _all_imports().items() for t, _ in targets if _layer(t) > _layer(m)}
     unused = [(a, b) for a, b, _ in ALLOWED if not any(_covers(a, m) and _covers(b, t) for m, t in edges)]
     assert unused == []
 
