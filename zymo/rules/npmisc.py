@@ -1,6 +1,6 @@
 """Rules for NumPy's products (matmul, `@`, dot), copies and views (copy, transpose,
-reshape), allocation (zeros, ones, empty, full, *_like, arange, eye, identity: fresh memory
-no input flows into), linspace, shape queries and `np.random` (non-differentiable by rule,
+reshape), allocation (zeros, ones, empty, full, *_like, eye, identity: fresh memory
+no input flows into), arange and linspace (differentiable in their float endpoints and step), shape queries and `np.random` (non-differentiable by rule,
 typed without drawing). Ufuncs, reductions, shape ops and linear algebra have modules of
 their own (ufuncs.py, reductions.py, shape.py, linalg.py).
 """
@@ -89,7 +89,21 @@ class zeros_like(Rule, key="numpy.zeros_like", fn=np.zeros_like, **_A, keeps_sha
 class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A, keeps_shape=True,
                 cases=_LIKE + (Form("like_partial", ((5,),), BOTH),)): pass
 class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A, keeps_shape=True, cases=_LIKE): pass
-class arange(Rule, key="numpy.arange", fn=np.arange, **_A, data_shaped=True, cases=(Form("arange", ((3,),), BOTH),)): pass
+class arange(Rule, key="numpy.arange", fn=np.arange, data_shaped=True, cases=(
+        Form("arange", ((3,),), BOTH), ("np.sum(np.sin(fn(x, x + 3.0)))", ((),)),
+        ("np.sum(np.sin(fn(x, 2.5, 0.4 + 0.01 * y)))", ((), ())), ("fn(x, y + 4.0, 0.5)[:3] * z", ((), (), (3,))),
+        ("np.sum(fn(0.0, 2.0, step=0.3 + 0.01 * x) ** 2)", ((),)), ("fn(x * x + 3.5) * 2.0", ((),), {"kind": "zero"}))):
+    """`start + k * step` for k = 0, ..., n - 1, n = ceil((stop - start) / step): derivative 1 in
+    `start`, k in `step`; `stop` (and a lone argument, which is the stop) only sets n, a piecewise
+    constant function: derivative 0."""
+    def jvp_start(t, ans, start, stop=None, step=1, dtype=None):
+        return np.zeros_like(ans) + t if _rt.is_given(stop) else np.zeros_like(ans)
+    def jvp_step(t, ans, start, stop=None, step=1, dtype=None):
+        return t * np.arange(ans.shape[0])
+    def vjp_start(g, ans, start, stop=None, step=1, dtype=None):
+        return np.sum(g) if _rt.is_given(stop) else 0.0 * np.sum(g)
+    def vjp_step(g, ans, start, stop=None, step=1, dtype=None):
+        return np.sum(g * np.arange(g.shape[0]))
 class eye(Rule, key="numpy.eye", fn=np.eye, **_A, cases=(
         ("fn(3) @ x", ((3, 4),)), ("fn(x.shape[0], 4, 1) * x", ((3, 4),)), ("fn(3, dtype=x.dtype) * x", ((3, 3),)))):
     pass
@@ -98,14 +112,20 @@ class identity(Rule, key="numpy.identity", fn=np.identity, **_A, cases=(("fn(3) 
 
 class linspace(Rule, key="numpy.linspace", fn=np.linspace, data_shaped=True, cases=(
         ("fn(x, y, 5)", ((), ())), ("fn(x, 2.0, 4, endpoint=False) * z", ((), (), (4,))),
-        ("fn(0.0, y, num=3)", ((), ())))):
-    """Differentiable in start and stop (scalars): start + (stop - start) * (0, 1/(n-1), ..., 1)."""
-    def jvp_start(t, ans, start, stop, num=50, endpoint=True):
-        return t * (1.0 - _rt.linspace_unit(num, endpoint, ans))
-    def jvp_stop(t, ans, start, stop, num=50, endpoint=True): return t * _rt.linspace_unit(num, endpoint, ans)
-    def vjp_start(g, ans, start, stop, num=50, endpoint=True):
-        return np.sum(g * (1.0 - _rt.linspace_unit(num, endpoint, g)))
-    def vjp_stop(g, ans, start, stop, num=50, endpoint=True): return np.sum(g * _rt.linspace_unit(num, endpoint, g))
+        ("fn(0.0, y, num=3)", ((), ())), ("fn(x, y, 4) * z", ((3,), (3,), (4, 3))),
+        ("fn(x, y, 5, axis=1) * z", ((3,), (2, 3), (2, 5, 3))), ("fn(x, y, 3, endpoint=False, axis=-1) * z", ((2,), (), (2, 3))),
+        ("fn(x, 1.5, num=4) * z", ((2, 2), (), (4, 2, 2))))):
+    """Differentiable in start and stop: start + (stop - start) * (0, 1/(n-1), ..., 1), NumPy's
+    semantics for array endpoints (broadcast against each other, the samples along `axis`).
+    `retstep=True` is refused (a parameter the rule does not take)."""
+    def jvp_start(t, ans, start, stop, num=50, endpoint=True, axis=0):
+        return _rt.linspace_jvp(t, ans, num, endpoint, axis, False)
+    def jvp_stop(t, ans, start, stop, num=50, endpoint=True, axis=0):
+        return _rt.linspace_jvp(t, ans, num, endpoint, axis, True)
+    def vjp_start(g, ans, start, stop, num=50, endpoint=True, axis=0):
+        return _rt.linspace_vjp(g, ans, num, endpoint, axis, False, start)
+    def vjp_stop(g, ans, start, stop, num=50, endpoint=True, axis=0):
+        return _rt.linspace_vjp(g, ans, num, endpoint, axis, True, stop)
 
 
 # -- non-differentiable by rule -------------------------------------------------

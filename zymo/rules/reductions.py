@@ -20,7 +20,7 @@ import builtins
 import numpy as np
 
 from .. import runtime as _rt
-from .registry import BOTH, Form, Rule, const_value
+from .registry import BOTH, NOT_CONST, Form, Rule, const_value
 
 _AX = (("fn(x)", ((5,),)), ("fn(x)", ((3, 4),)), ("fn(x, axis=0)", ((3, 4),)), ("fn(x, 1)", ((3, 4),)),
        ("fn(x, axis=-1, keepdims=True)", ((2, 3, 4),)), ("fn(x, axis=(0, 2))", ((2, 3, 4),)),
@@ -92,19 +92,19 @@ class var(_Reduction, key="numpy.var", fn=np.var, cases=_AX + (
         ("fn(x, axis=0, ddof=1)", ((3, 4),)), ("x.var(axis=1) + x.var(ddof=1)", ((3, 4),)))):
     def jvp_x(t, ans, x, axis=None, ddof=0, keepdims=False):
         return np.sum(t * _rt.centered(x, axis), axis=axis, keepdims=keepdims) * (
-            2.0 / (_rt.reduced_count(x, ans) - ddof))
+            _rt.fdiv(2.0, max(_rt.reduced_count(x, ans) - ddof, 0)))
     def vjp_x(g, ans, x, axis=None, ddof=0, keepdims=False):
         return _rt.expand_reduced(g, x, axis, keepdims) * _rt.centered(x, axis) * (
-            2.0 / (_rt.reduced_count(x, ans) - ddof))
+            _rt.fdiv(2.0, max(_rt.reduced_count(x, ans) - ddof, 0)))
 
 
 class std(_Reduction, key="numpy.std", fn=np.std, cases=_AX + (
         ("fn(x, axis=0, ddof=1)", ((3, 4),)), ("x.std(axis=1) + x.std(ddof=1)", ((3, 4),)))):
     def jvp_x(t, ans, x, axis=None, ddof=0, keepdims=False):
         return np.sum(t * _rt.centered(x, axis), axis=axis, keepdims=keepdims) / (
-            ans * (_rt.reduced_count(x, ans) - ddof))
+            ans * max(_rt.reduced_count(x, ans) - ddof, 0))
     def vjp_x(g, ans, x, axis=None, ddof=0, keepdims=False):
-        return _rt.expand_reduced(g / (ans * (_rt.reduced_count(x, ans) - ddof)), x, axis, keepdims) * (
+        return _rt.expand_reduced(g / (ans * max(_rt.reduced_count(x, ans) - ddof, 0)), x, axis, keepdims) * (
             _rt.centered(x, axis))
 
 
@@ -140,7 +140,14 @@ class norm(Rule, key="numpy.linalg.norm", fn=np.linalg.norm, cases=(
         args = dict(zip(("x", "ord", "axis", "keepdims"), pos), **kw)
         x, o, ax = args.get("x"), const_value(args.get("ord")), const_value(args.get("axis"))
         ndim = getattr(getattr(x, "type", None), "ndim", 0)
-        matrix = (ax is None and ndim == 2 and o is not None) or (isinstance(ax, tuple) and len(ax) == 2)
+        # a 2-tuple axis is a matrix norm also when its ints are known only at run time (a
+        # function's argument: the frontend passes a Python tuple of values)
+        raw_ax = args.get("axis")
+        pair = isinstance(raw_ax, tuple) and len(raw_ax) == 2
+        matrix = (ax is None and ndim == 2 and o is not None) or pair
+        if o is NOT_CONST and (matrix or (ax is None and ndim == 2)):
+            return ("norm's ord is known only at run time here, where it could select a matrix norm that zymo "
+                    "does not differentiate: write ord as a literal (None or 'fro' for matrices)")
         if matrix and o not in (None, "fro"):
             return (f"the matrix norm ord={o!r} is not differentiable in zymo yet (only ord=None or 'fro' for "
                     "matrices)")

@@ -184,6 +184,35 @@ class clip_inside(Rule, key="zymo.rt.clip_inside", fn=_rt.clip_inside, call="_rt
     pass
 
 
+class is_given(Rule, key="zymo.rt.is_given", fn=_rt.is_given, call="_rt.is_given", nondiff=True,
+               cases=(("x * fn(y)", ((5,), ())), ("x * (1.0 + fn(None))", ((3,),)))):
+    """Whether an optional argument was given (`np.arange`'s rule asks it of `stop`)."""
+
+
+class linspace_jvp(Rule, key="zymo.rt.linspace_jvp", fn=_rt.linspace_jvp, call="_rt.linspace_jvp", cases=(
+        ("fn(x, np.zeros(4), 4, True, 0, True) * y", ((), (4,))),
+        ("fn(x, np.zeros((4, 3)), 4, False, 0, False) * y", ((3,), (4, 3))),
+        ("fn(x, np.zeros((2, 5)), 5, True, -1, True) * y", ((2,), (2, 5))))):
+    """Linear in the endpoint's tangent `t` (`ans` gives only the shape): its transpose is
+    `linspace_vjp`."""
+    def jvp_t(tt, ans, t, samples, num, endpoint, axis, stop_side):
+        return _rt.linspace_jvp(tt, samples, num, endpoint, axis, stop_side)
+    def vjp_t(gb, ans, t, samples, num, endpoint, axis, stop_side):
+        return _rt.linspace_vjp(gb, samples, num, endpoint, axis, stop_side, t)
+
+
+class linspace_vjp(Rule, key="zymo.rt.linspace_vjp", fn=_rt.linspace_vjp, call="_rt.linspace_vjp", cases=(
+        ("fn(x, np.zeros(4), 4, True, 0, True, 1.0) * y", ((4,), ())),
+        ("fn(x, np.zeros((4, 3)), 4, False, 0, False, np.zeros(3)) * y", ((4, 3), (3,))),
+        ("fn(x, np.zeros((2, 5)), 5, True, -1, True, np.zeros((2,))) * y", ((2, 5), (2,))),
+        ("fn(x, np.zeros((4, 2, 3)), 4, True, 0, False, np.zeros(3)) * y", ((4, 2, 3), (3,))))):
+    """Linear in the samples' adjoint `g`: its transpose is `linspace_jvp`."""
+    def jvp_g(t, ans, g, samples, num, endpoint, axis, stop_side, end):
+        return _rt.linspace_vjp(t, samples, num, endpoint, axis, stop_side, end)
+    def vjp_g(gb, ans, g, samples, num, endpoint, axis, stop_side, end):
+        return _rt.linspace_jvp(gb, samples, num, endpoint, axis, stop_side)
+
+
 class fp_raises(Rule, key="zymo.rt.fp_raises", fn=_rt.fp_raises, call="_rt.fp_raises", nondiff=True, pure=False,
                 may_raise=False, cases=(("x * (1.0 + fn())", ((3,),)),)):
     """NumPy's error state, read (not pure: it may change between calls); a derivative computes

@@ -345,7 +345,7 @@ _ND = dict(nondiff=True)
 NONDIFF_UFUNCS = [
     "sign", "floor", "ceil", "trunc", "rint", "isfinite", "isnan", "isinf", "signbit", "floor_divide",
     "greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
-    "logical_and", "logical_or", "logical_xor", "logical_not", "heaviside", "spacing",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "spacing",
 ]
 # integer-only ufuncs (no float loop at all): non-differentiable by nature
 INTEGER_UFUNCS = ["bitwise_count", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm"]
@@ -379,6 +379,16 @@ class ldexp(Rule, key="numpy.ldexp", fn=np.ldexp, elementwise=True, out=True, ca
     auto_cases = False  # the generic binary cases would pass a float exponent
     def jvp_x(t, ans, x, i): return np.ldexp(t, i)
     def vjp_x(g, ans, x, i): return np.ldexp(g, i)
+
+
+class heaviside(Rule, key="numpy.heaviside", fn=np.heaviside, **_U, cases=(
+        ("fn(x * 0.0, y)", ((5,), (5,))), ("fn(np.floor(x), y) * x", ((3, 4), ())),
+        ("fn(np.floor(x), y)", ((5,), (3, 1))), ("fn(x, y) * x", ((5,), ())))):
+    """0 where x < 0, 1 where x > 0, h0 where x == 0 (nan where x is nan). The derivative in x
+    is 0 (almost everywhere: zymo takes 0 also at x == 0, where the step is not
+    differentiable); in h0 it is 1 where x == 0 exactly, else 0."""
+    def jvp_h0(t, ans, x, h0): return t * (x == 0)
+    def vjp_h0(g, ans, x, h0): return g * (x == 0)
 
 
 class nextafter(Rule, key="numpy.nextafter", fn=np.nextafter, **_U):

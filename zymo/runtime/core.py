@@ -22,7 +22,8 @@ __all__ = [
     "reshape_shadow",
     "is_view", "check_bound",
     "check_shadow_view", "clip_inside", "prod_others", "centered", "cumsum_vjp", "cumprod_jvp", "cumprod_vjp",
-    "norm_grad", "linspace_unit", "as_dtype", "imag_copy", "sum_product", "fp_raises",
+    "norm_grad", "linspace_unit", "linspace_jvp", "linspace_vjp", "is_given", "as_dtype", "imag_copy", "sum_product",
+    "fp_raises",
 ]
 
 # user functions generated code calls: inactive functions and custom rules (rules/custom.py)
@@ -491,10 +492,12 @@ def cumprod_vjp(g, x, axis):
 def norm_grad(x, nrm, ord, axis, keepdims):
     """d norm / d x, elementwise, for vector p-norms (ord >= 1, inf, -inf) and the Frobenius norm
     (`nrm` is the norm)."""
+    if ord is not None and ord != "fro" and (isinstance(axis, tuple) and len(axis) == 2 or
+                                             axis is None and np.ndim(x) == 2):
+        # a matrix norm (`rules/reductions.norm.check` refuses these at the user's line)
+        raise NotImplementedError(f"the derivative of the matrix norm ord={ord!r} is not supported")
     a = expand_reduced(nrm, x, axis, keepdims)
     if ord is None or ord == "fro" or ord == 2:
-        if ord == 2 and axis is None and np.ndim(x) == 2:
-            raise NotImplementedError("the derivative of the matrix 2-norm is not supported")
         return np.where(a == 0, 0.0 * x, x / np.where(a == 0, 1.0, a))
     if isinstance(ord, str):
         raise NotImplementedError(f"the derivative of norm ord={ord!r} is not supported")
@@ -510,9 +513,41 @@ def norm_grad(x, nrm, ord, axis, keepdims):
 
 
 
+def is_given(v):
+    """Whether an optional argument was given (`v is not None`), as rule bodies ask it: inlined,
+    `2.5 is not None` would be a comparison with a literal, which Python warns of."""
+    return v is not None
+
+
 def linspace_unit(num, endpoint, like):
     """`np.linspace(0, 1, num, endpoint)` in the dtype of `like`."""
     return np.linspace(0.0, 1.0, num, endpoint=endpoint).astype(np.result_type(like))
+
+
+def _linspace_weights(samples, num, endpoint, axis, stop_side):
+    """d np.linspace(start, stop, num, endpoint, axis=axis) / d stop (or / d start), shaped
+    (num, 1, ..., 1) against `ans` with its sample axis first, as NumPy computes the samples."""
+    u = linspace_unit(num, endpoint, samples)
+    w = u if stop_side else 1.0 - u
+    return np.reshape(w, (-1,) + (1,) * (np.ndim(samples) - 1))
+
+
+def linspace_jvp(t, samples, num, endpoint, axis, stop_side):
+    """Tangent of `np.linspace(start, stop, num, endpoint, axis=axis)` along the tangent `t` of
+    `stop` (`stop_side`) or of `start`: endpoints broadcast against each other, the samples run
+    along `axis` (NumPy's semantics)."""
+    d = _linspace_weights(samples, num, endpoint, axis, stop_side) * t
+    # (the samples' shape; broadcast with it for the example values type inference passes)
+    d = np.broadcast_to(d, np.broadcast_shapes(d.shape, np.moveaxis(samples, axis, 0).shape))
+    return np.moveaxis(d, 0, axis).astype(np.result_type(samples), copy=True)
+
+
+def linspace_vjp(g, samples, num, endpoint, axis, stop_side, end):
+    """Adjoint of `stop` (`stop_side`) or `start` (`end`: that endpoint) in `np.linspace(start,
+    stop, num, endpoint, axis=axis)`: the samples' adjoints weighted and summed along `axis`,
+    then summed back to the endpoint's shape."""
+    g0 = np.moveaxis(np.asarray(g), axis, 0)
+    return unbroadcast(np.sum(g0 * _linspace_weights(samples, num, endpoint, axis, stop_side), axis=0), end)
 
 
 

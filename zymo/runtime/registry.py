@@ -49,6 +49,7 @@ _LOOP_OPERANDS = frozenset({"unbroadcast", "expand_reduced", "clip_inside", "mat
 # (`sum_product`, a reduction the Python backend writes for `unbroadcast(g * x, number)`, and both
 # backends for a quotient's adjoint of its number divisor, moves as that expression did)
 _MOVABLE = frozenset({"unbroadcast", "expand_reduced", "as_tangent", "as_shape", "trip", "negate", "fdiv", "fpow",
+                      "is_given",
                       "sum_product"})
 
 # pure helpers (module contract): the movable ones, the product adjoints and the loop operands
@@ -59,7 +60,7 @@ _SHAPE_ARGS = {"expand_reduced": 1, "unbroadcast": 1, "as_tangent": 1, "as_shape
 # helpers without a Numba twin, by family (`zymo/runtime/<family>.py`)
 _PYTHON_ONLY = frozenset({
     # core: split mode's list caches are typed lists under Numba (`rewrites.fresh_lists`)
-    "reuse_list", "linspace_unit",
+    "reuse_list", "linspace_unit", "linspace_jvp", "linspace_vjp",
     # core: the caches a Python-level reverse program keeps between calls (`tape_take`)
     "tape_take", "tape_keep",
     # arrays: subscripts and index arithmetic computed in Python, and adjoints of functions

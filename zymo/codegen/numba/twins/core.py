@@ -736,6 +736,13 @@ def _norm_grad_along(x, nrm, ord, axis, keepdims):
     return lambda x, nrm, ord, axis, keepdims: back(_norm_grad_rows(flat(x), norms(nrm), ord), x).astype(dt)
 
 
+@overload(rt.is_given)
+def _is_given(v):
+    if _none(v):
+        return lambda v: False
+    return lambda v: True
+
+
 @overload(rt.norm_grad, prefer_literal=True)
 def _norm_grad(x, nrm, ord, axis, keepdims):
     along = _norm_grad_along(x, nrm, ord, axis, keepdims)
