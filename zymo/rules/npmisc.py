@@ -1,8 +1,9 @@
 """Rules for NumPy's products (matmul, `@`, dot), copies and views (copy, transpose,
 reshape), allocation (zeros, ones, empty, full, *_like, eye, identity: fresh memory
-no input flows into), arange and linspace (differentiable in their float endpoints and step), shape queries and `np.random` (non-differentiable by rule,
-typed without drawing). Ufuncs, reductions, shape ops and linear algebra have modules of
-their own (ufuncs.py, reductions.py, shape.py, linalg.py).
+no input flows into), arange and linspace (differentiable in their float start, step and
+endpoints), shape queries and `np.random` (non-differentiable by rule, typed without drawing).
+Ufuncs, reductions, shape ops and linear algebra have modules of their own (ufuncs.py,
+reductions.py, shape.py, linalg.py).
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ class ones_like(Rule, key="numpy.ones_like", fn=np.ones_like, **_A, keeps_shape=
 class empty_like(Rule, key="numpy.empty_like", fn=np.empty_like, **_A, keeps_shape=True, cases=_LIKE): pass
 class arange(Rule, key="numpy.arange", fn=np.arange, data_shaped=True, cases=(
         Form("arange", ((3,),), BOTH), ("np.sum(np.sin(fn(x, x + 3.0)))", ((),)),
-        ("np.sum(np.sin(fn(x, 2.5, 0.4 + 0.01 * y)))", ((), ())), ("fn(x, y + 4.0, 0.5)[:3] * z", ((), (), (3,))),
+        ("np.sum(np.sin(fn(x, x + 2.5, 0.38 + 0.005 * y)))", ((), ())),
+        ("fn(x, x + 4.0 + 0.1 * y, 0.5)[:3] * z", ((), (), (3,))),
         ("np.sum(fn(0.0, 2.0, step=0.3 + 0.01 * x) ** 2)", ((),)), ("fn(x * x + 3.5) * 2.0", ((),), {"kind": "zero"}))):
     """`start + k * step` for k = 0, ..., n - 1, n = ceil((stop - start) / step): derivative 1 in
     `start`, k in `step`; `stop` (and a lone argument, which is the stop) only sets n, a piecewise

@@ -10,7 +10,9 @@ division). Ties in `max`/`min` share the derivative equally among the tied
 elements (the subgradient of the mean of the tied elements; JAX makes the same
 choice), and `norm(x, inf)` does likewise. `norm` differentiates vector p-norms
 (any `ord` >= 1 with a float value, `inf`) and the Frobenius norm (`None`, 'fro');
-matrix 2-norm, nuclear and induced 1/inf norms are refused at the user's line.
+matrix 2-norm, nuclear and induced 1/inf norms are refused at the user's line, also where a
+2-tuple `axis` holds ints known only at run time, and where an `ord` known only at run time could
+select a matrix norm.
 At `x = 0` the 2-norm's derivative is taken as 0 (a subgradient).
 """
 from __future__ import annotations
