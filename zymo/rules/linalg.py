@@ -22,7 +22,7 @@ _WC3 = ("wc", 3, 3)
 class solve(Rule, key="numpy.linalg.solve", fn=np.linalg.solve, cases=(
         ("fn(x, y)", (_WC3, (3,))), ("fn(x, y)", (_WC3, (3, 2))), ("fn(x, y)", (("wc", 2, 3, 3), (2, 3, 2))),
         ("fn(x, x[0])", (_WC3,)))):
-    def jvp_a(t, ans, a, b): return -np.linalg.solve(a, t @ ans)
+    def jvp_a(t, ans, a, b): return _rt.solve_jvp_a(t, ans, a)
     def jvp_b(t, ans, a, b): return np.linalg.solve(a, t)
     def vjp_a(g, ans, a, b): return _rt.solve_vjp_a(g, ans, a)
     def vjp_b(g, ans, a, b): return _rt.unbroadcast(_rt.solve_vjp_b(g, a), b)
@@ -36,7 +36,7 @@ class inv(Rule, key="numpy.linalg.inv", fn=np.linalg.inv, cases=(
 
 class det(Rule, key="numpy.linalg.det", fn=np.linalg.det, cases=(
         ("fn(x)", (_WC3,)), ("fn(x)", (("wc", 2, 3, 3),)), ("fn(x * y)", (_WC3, ())))):
-    def jvp_a(t, ans, a): return ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    def jvp_a(t, ans, a): return np.trace(_rt.mT(_rt.det_vjp(1.0, ans, a)) @ t, axis1=-2, axis2=-1)
     def vjp_a(g, ans, a): return _rt.det_vjp(g, ans, a)
 
 
@@ -176,18 +176,18 @@ _LS = dict(part_of="numpy.linalg.lstsq")
 
 
 class lstsq_x(Rule, key="numpy.linalg.lstsq.x", fn=_rt.lstsq_x, call="_rt.lstsq_x", **_LS):
-    def jvp_a(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(t, None, a, b, 0)
-    def jvp_b(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(None, t, a, b, 0)
-    def vjp_a(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 0, 0)
-    def vjp_b(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 0, 1)
+    def jvp_a(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(t, None, a, b, 0, rcond)
+    def jvp_b(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(None, t, a, b, 0, rcond)
+    def vjp_a(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 0, 0, rcond)
+    def vjp_b(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 0, 1, rcond)
 
 
 class lstsq_residuals(Rule, key="numpy.linalg.lstsq.residuals", fn=_rt.lstsq_residuals,
                       call="_rt.lstsq_residuals", **_LS):
-    def jvp_a(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(t, None, a, b, 1)
-    def jvp_b(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(None, t, a, b, 1)
-    def vjp_a(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 1, 0)
-    def vjp_b(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 1, 1)
+    def jvp_a(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(t, None, a, b, 1, rcond)
+    def jvp_b(t, ans, a, b, rcond=None): return _rt.lstsq_jvp(None, t, a, b, 1, rcond)
+    def vjp_a(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 1, 0, rcond)
+    def vjp_b(g, ans, a, b, rcond=None): return _rt.lstsq_vjp(g, a, b, 1, 1, rcond)
 
 
 class lstsq_rank(Rule, key="numpy.linalg.lstsq.rank", fn=_rt.lstsq_rank, call="_rt.lstsq_rank", nondiff=True,

@@ -232,23 +232,25 @@ class mT(Rule, key="zymo.rt.mT", fn=_rt.mT, call="_rt.mT", view=True, cases=(
 
 # z = solve(a^T, g): dz = -solve(a^T, t^T z); the adjoint of a is -z w^T with w = solve(a, gb)
 class solve_vjp_b(Rule, key="zymo.rt.solve_vjp_b", fn=_rt.solve_vjp_b, call="_rt.solve_vjp_b", cases=(
-        ("fn(x, y)", ((3,), _WC)), ("fn(x, y)", ((3, 2), _WC)))):
+        ("fn(x, y)", ((3,), _WC)), ("fn(x, y)", ((3, 2), _WC)), ("fn(x, y)", ((2, 3), ("wc", 2, 3, 3))))):
     def jvp_g(t, ans, g, a): return _rt.solve_vjp_b(t, a)
-    def jvp_a(t, ans, g, a): return -_rt.solve_vjp_b(_rt.mT(t) @ ans, a)
-    def vjp_g(gb, ans, g, a): return np.linalg.solve(a, gb)
+    def jvp_a(t, ans, g, a): return -_rt.solve_vjp_b(_rt.mv(_rt.mT(t), ans), a)
+    def vjp_g(gb, ans, g, a): return _rt.solve_vjp_b(gb, _rt.mT(a))
     def vjp_a(gb, ans, g, a): return _rt.mT(_rt.solve_vjp_a(gb, ans, _rt.mT(a)))
 
 
-# R = -z sol^T with z = solve(a^T, g): linear in g and in sol
+# R = -z sol^T with z = solve(a^T, g): linear in g and in sol (`mv`: a vector per matrix where
+# `b` was 1-d and `a` a stack)
 class solve_vjp_a(Rule, key="zymo.rt.solve_vjp_a", fn=_rt.solve_vjp_a, call="_rt.solve_vjp_a", cases=(
-        ("fn(x, y, z)", ((3,), (3,), _WC)), ("fn(x, y, z)", ((3, 2), (3, 2), _WC)))):
+        ("fn(x, y, z)", ((3,), (3,), _WC)), ("fn(x, y, z)", ((3, 2), (3, 2), _WC)),
+        ("fn(x, y, z)", ((2, 3), (2, 3), ("wc", 2, 3, 3))))):
     def jvp_g(t, ans, g, sol, a): return _rt.solve_vjp_a(t, sol, a)
     def jvp_sol(t, ans, g, sol, a): return _rt.solve_vjp_a(g, t, a)
-    def jvp_a(t, ans, g, sol, a): return _rt.solve_vjp_a(-(_rt.mT(t) @ _rt.solve_vjp_b(g, a)), sol, a)
-    def vjp_g(gb, ans, g, sol, a): return np.linalg.solve(a, -(gb @ sol))
-    def vjp_sol(gb, ans, g, sol, a): return -(_rt.mT(gb) @ _rt.solve_vjp_b(g, a))
+    def jvp_a(t, ans, g, sol, a): return _rt.solve_vjp_a(-_rt.mv(_rt.mT(t), _rt.solve_vjp_b(g, a)), sol, a)
+    def vjp_g(gb, ans, g, sol, a): return _rt.solve_vjp_b(-_rt.mv(gb, sol), _rt.mT(a))
+    def vjp_sol(gb, ans, g, sol, a): return -_rt.mv(_rt.mT(gb), _rt.solve_vjp_b(g, a))
     def vjp_a(gb, ans, g, sol, a):
-        return _rt.mT(_rt.solve_vjp_a(-(gb @ sol), _rt.solve_vjp_b(g, a), _rt.mT(a)))
+        return _rt.mT(_rt.solve_vjp_a(-_rt.mv(gb, sol), _rt.solve_vjp_b(g, a), _rt.mT(a)))
 
 
 # R = g d inv(a)^T: d inv(a)^T = -inv(a)^T t^T inv(a)^T

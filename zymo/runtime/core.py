@@ -157,26 +157,39 @@ def reduced_count(x, ans):
 
 
 def matmul_vjp_a(g, a, b):
-    """Adjoint of `a` in `a @ b` (NumPy's 1-d promotion rules)."""
-    if np.ndim(b) == 1:
-        if np.ndim(a) == 1:
+    """Adjoint of `a` in `a @ b`, by NumPy's matmul rules: a 1-d operand is a matrix with a
+    length-1 axis put in front (`a`) or after (`b`), which the product then drops; stacks
+    broadcast, and the adjoint is summed back to `a`'s shape (`unbroadcast`)."""
+    nda, ndb = np.ndim(a), np.ndim(b)
+    if ndb == 1:
+        if nda == 1:
             return g * b
-        return np.multiply.outer(g, b)
-    if np.ndim(a) == 1:
-        return b @ g
+        return np.multiply.outer(g, b)  # g has a's shape less its last axis: no stack to sum
+    if nda == 1:
+        if ndb == 2:
+            return b @ g
+        # a (k,) against a stack b (..., k, m), g (..., m): sum over the stack too
+        return np.tensordot(np.moveaxis(b, -2, 0), g, axes=np.ndim(g))
     return unbroadcast(g @ np.swapaxes(b, -1, -2), a)
 
 
 def matmul_vjp_b(g, a, b):
-    """Adjoint of `b` in `a @ b` (NumPy's 1-d promotion rules)."""
+    """Adjoint of `b` in `a @ b` (NumPy's matmul rules, as `matmul_vjp_a`)."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 1:
         return a.T @ g  # a matrix times a vector, the common case first
-    if np.ndim(a) == 1:
-        if np.ndim(b) == 1:
+    nda, ndb = np.ndim(a), np.ndim(b)
+    if nda == 1:
+        if ndb == 1:
             return g * a
-        return np.multiply.outer(a, g)
-    if np.ndim(b) == 1:
-        return unbroadcast(np.swapaxes(a, -1, -2) @ g, b) if np.ndim(a) > 2 else a.T @ g
+        if ndb == 2:
+            return np.multiply.outer(a, g)
+        # b a stack (..., k, m), g (..., m): no stack to sum
+        return np.asarray(a)[:, None] * np.asarray(g)[..., None, :]
+    if ndb == 1:
+        if nda == 2:
+            return a.T @ g
+        # a stack (..., n, k) times a vector, g (..., n): sum over the stack and the rows
+        return np.tensordot(g, a, axes=np.ndim(g))
     return unbroadcast(np.swapaxes(a, -1, -2) @ g, b)
 
 

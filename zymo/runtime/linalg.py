@@ -6,12 +6,17 @@ and leading axes batch, unless a docstring says "2-d". Functions that NumPy
 computes from one triangle of a symmetric matrix (`cholesky`, `eigh`) have
 adjoints that are lower-triangular: they are exact derivatives of what NumPy
 computes, which reads `tril(a)` only. Conditions (where the derivative exists):
-`solve`, `inv`, `det`, `slogdet`, `cholesky` need a nonsingular (for cholesky
-positive definite) matrix; `eigh` distinct eigenvalues when eigenvectors are
-used; `svd` distinct nonzero singular values when singular vectors are used,
-and `full_matrices=False` (or a square matrix); `qr` the reduced mode of a
-matrix with at least as many rows as columns and full column rank; `lstsq` full
-column rank with more rows than columns (residuals present).
+`solve`, `inv`, `slogdet`, `cholesky` need a nonsingular (for cholesky
+positive definite) matrix (`det` does not: its adjoint is the adjugate's); `eigh`
+distinct eigenvalues when eigenvectors are used; `svd` distinct nonzero singular
+values when singular vectors are used, and `full_matrices=False` (or a square
+matrix); `qr` the reduced mode of a matrix with at least as many rows as columns
+and full column rank (a wide one is refused at run time); `lstsq` full rank (full
+column rank, or full row rank: the minimum-norm solution; a rank-deficient matrix is
+refused at run time), its residuals more rows than columns (else they are empty and
+so is their derivative). `solve(a, b)` with a 1-d `b` and a stack `a` solves every
+matrix for that vector (NumPy >= 2): the solution and its adjoints are a vector per
+matrix (`_vec_rhs`).
 """
 from __future__ import annotations
 
@@ -23,7 +28,8 @@ import numpy as np
 from .core import unbroadcast
 
 __all__ = [
-    "mT", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign", "slogdet_logabsdet",
+    "mT", "mv", "solve_jvp_a", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign",
+    "slogdet_logabsdet",
     "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r", "qr_jvp", "qr_vjp",
     "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals", "lstsq_rank", "lstsq_sv",
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
@@ -31,6 +37,14 @@ __all__ = [
     "lu_factor_piv", "lu_factor_jvp", "lu_factor_vjp", "lu_solve", "lu_solve_jvp_lu", "lu_solve_vjp_lu",
     "blas_ready", "tri_mask", "tri_dot", "tri_dot_add", "sym_add", "sym_set", "sym2_add", "product_copy", "dot_nt",
 ]
+
+
+def _refuse(message, why, hint):
+    """Raise zymo's refusal of a derivative that does not exist (or is not supported) at
+    these values, found at run time."""
+    from ..errors import UnsupportedCall
+
+    raise UnsupportedCall(message, why=why, hint=hint)
 
 
 def mT(a):
@@ -51,21 +65,74 @@ def _to_lower(s):
 # -- solve, inv, det ---------------------------------------------------------------------------
 
 
+def _vec_rhs(x, a):
+    """Whether `x` (a solution, or its tangent or adjoint) of `solve(a, b)` is of a 1-d `b`:
+    NumPy (>= 2) takes a 1-d `b` as one vector for every matrix of the stack `a`, and the
+    solution then has `a`'s shape less its last axis (a matrix `b` gives at least `a`'s ndim)."""
+    return np.ndim(x) == np.ndim(a) - 1
+
+
+def mv(m, v):
+    """`m @ v`, with `v` a vector per matrix of the stack `m` where it has `m`'s ndim less one
+    (the solution of `solve(a, b)` for a 1-d `b`; NumPy's matmul would take a 2-d `v` as one
+    matrix). Second order of solve's adjoints (`rules/runtime_rules.py`) calls it."""
+    if np.ndim(v) == np.ndim(m) - 1 and np.ndim(v) > 1:
+        return (m @ np.asarray(v)[..., None])[..., 0]
+    return m @ v
+
+
+def _solve_vec(a, v):
+    """`solve(a, v)` for `v` a vector per matrix of `a` (`v` of `a`'s shape less its last axis)."""
+    if np.ndim(v) == 1:
+        return np.linalg.solve(a, v)
+    return np.linalg.solve(a, np.asarray(v)[..., None])[..., 0]
+
+
+def solve_jvp_a(t, ans, a):
+    """Tangent of `ans = solve(a, b)` along the tangent `t` of `a`: `-solve(a, t @ ans)`, with
+    `ans` a vector per matrix where `b` is 1-d."""
+    if _vec_rhs(ans, a):
+        return -_solve_vec(a, (t @ np.asarray(ans)[..., None])[..., 0])
+    return -np.linalg.solve(a, t @ ans)
+
+
 def solve_vjp_b(g, a):
+    """`solve(a^T, g)`: the adjoint of `b` in `solve(a, b)` before it is summed to `b`'s shape."""
+    if _vec_rhs(g, a):
+        return _solve_vec(mT(a), g)
     return np.linalg.solve(mT(a), g)
 
 
 def solve_vjp_a(g, sol, a):
     """Adjoint of `a` in `sol = solve(a, b)`."""
-    gb = np.linalg.solve(mT(a), g)
+    gb = solve_vjp_b(g, a)
     if np.ndim(sol) == 1:
         return -np.outer(gb, sol)
+    if _vec_rhs(sol, a):
+        return -(gb[..., :, None] * np.asarray(sol)[..., None, :])
     return unbroadcast(-(gb @ mT(sol)), a)
 
 
 def det_vjp(g, d, a):
-    """Adjoint of `a` in `d = det(a)`."""
-    return (np.asarray(g * d)[..., None, None]) * mT(np.linalg.inv(a))
+    """Adjoint of `a` in `d = det(a)`: `g d inv(a)^T`, which is `g adj(a)^T`; at a singular `a`
+    (where `d`, its determinant, is 0 and `inv` fails) the adjugate itself (`_adjugate_t`)."""
+    try:
+        inv = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.asarray(g)[..., None, None] * _adjugate_t(a)
+    return (np.asarray(g * d)[..., None, None]) * mT(inv)
+
+
+def _adjugate_t(a):
+    """The transpose of the adjugate of `a` (the derivative of `det(a)`), from the SVD
+    `a = u diag(s) vh`: `det(u) det(vh) u diag(c) vh` with `c_i` the product of the other
+    singular values (no division: defined at a singular `a` too)."""
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones(s.shape[:-1] + (1,), dtype=s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    return np.asarray(sign)[..., None, None] * ((u * (before * after)[..., None, :]) @ vh)
 
 
 def logdet_vjp(g, a):
@@ -148,7 +215,15 @@ def qr_r(a):
     return np.linalg.qr(a)[1]
 
 
+def _check_qr(a):
+    if a.shape[-2] < a.shape[-1]:
+        _refuse(f"the derivative of np.linalg.qr of a wide {a.shape[-2]}x{a.shape[-1]} matrix is not supported",
+                "zymo differentiates QR of a matrix with at least as many rows as columns (full column rank)",
+                "differentiate the QR of a.T instead, or of the square block a[:, :m] and solve for the rest")
+
+
 def qr_jvp(t, a, part):
+    _check_qr(a)
     q, r = np.linalg.qr(a)
     dx_rinv = mT(np.linalg.solve(mT(r), mT(t)))  # t @ inv(r)
     qt = mT(q) @ dx_rinv
@@ -160,6 +235,7 @@ def qr_jvp(t, a, part):
 
 
 def qr_vjp(g, a, part):
+    _check_qr(a)
     q, r = np.linalg.qr(a)
     gq = g if part == 0 else np.zeros_like(q)
     gr = g if part == 1 else np.zeros_like(r)
@@ -263,26 +339,68 @@ def lstsq_sv(a, b, rcond=None):
     return np.linalg.lstsq(a, b, rcond=rcond)[3]
 
 
-def _ls(a, b):
-    x = np.linalg.lstsq(a, b, rcond=None)[0]
+def _ls(a, b, rcond=None):
+    """lstsq's solution and residual vector, after checking that `a` has full rank (where
+    the solution is differentiable: the rank is what lstsq itself finds, with `rcond`)."""
+    x, _, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
+    if rank < min(a.shape):
+        _refuse(f"the derivative of np.linalg.lstsq of a {a.shape[0]}x{a.shape[1]} matrix of rank {rank}"
+                " does not exist",
+                "a rank-deficient matrix's least-squares solution jumps as the matrix moves off it: zymo "
+                "differentiates lstsq where `a` has full column rank (at least as many rows as columns) "
+                "or full row rank (fewer rows: the minimum-norm solution)",
+                "regularise the problem (e.g. solve (a.T @ a + lam * I) x = a.T @ b) or drop dependent columns")
     return x, b - a @ x
 
 
-def lstsq_jvp(ta, tb, a, b, part):
-    """Tangent of lstsq's solution (part 0) or residuals (part 1) along ta (of a) and tb (of b)."""
-    x, r = _ls(a, b)
+def _wide(a):
+    return a.shape[0] < a.shape[1]
+
+
+def _no_residuals(a, b, rcond):
+    """Whether lstsq returns an empty residuals array (a square, wide or rank-deficient `a`):
+    the derivative of that empty array is empty."""
+    return a.shape[0] <= a.shape[1] or np.linalg.lstsq(a, b, rcond=rcond)[1].size == 0
+
+
+def lstsq_jvp(ta, tb, a, b, part, rcond=None):
+    """Tangent of lstsq's solution (part 0) or residuals (part 1) along ta (of a) and tb (of b).
+    A tall `a` (full column rank): x = (a^T a)^-1 a^T b; a wide one (full row rank): the
+    minimum-norm solution x = a^T (a a^T)^-1 b, whose tangent is
+    a+ (tb - ta x) + (I - a+ a) ta^T y with y = (a a^T)^-1 b."""
+    if part == 1 and _no_residuals(a, b, rcond):
+        return np.zeros(0, dtype=np.result_type(a, b))  # NumPy's residuals are empty here
+    x, r = _ls(a, b, rcond)
     ta = np.zeros_like(a) if ta is None else ta
     tb = np.zeros_like(b) if tb is None else tb
     if part == 0:
+        if _wide(a):
+            gram = a @ a.T
+            y = np.linalg.solve(gram, b)
+            w = ta.T @ y
+            return a.T @ np.linalg.solve(gram, tb - ta @ x - a @ w) + w
         return np.linalg.solve(a.T @ a, ta.T @ r - a.T @ (ta @ x) + a.T @ tb)
     d = 2.0 * np.sum(r * (tb - ta @ x), axis=0)
     return np.reshape(d, (1,)) if np.ndim(b) == 1 else d
 
 
-def lstsq_vjp(g, a, b, part, wrt):
+def lstsq_vjp(g, a, b, part, wrt, rcond=None):
     """Adjoint of lstsq's solution (part 0) or residuals (part 1) with respect to a (wrt 0) or b."""
-    x, r = _ls(a, b)
+    if part == 1 and _no_residuals(a, b, rcond):
+        return np.zeros_like(a if wrt == 0 else b, dtype=np.result_type(a, b))  # empty residuals
+    x, r = _ls(a, b, rcond)
     if part == 0:
+        if _wide(a):
+            # the transpose of the tangent above: with w = (a a^T)^-1 a g and y = (a a^T)^-1 b,
+            # the adjoint of b is w, of a: -w x^T + y g^T - y w^T a
+            gram = a @ a.T
+            w = np.linalg.solve(gram, a @ g)
+            if wrt == 1:
+                return w
+            y = np.linalg.solve(gram, b)
+            if np.ndim(b) == 1:
+                return -np.outer(w, x) + np.outer(y, g) - np.outer(y, w @ a)
+            return -w @ x.T + y @ g.T - y @ (w.T @ a)
         z = np.linalg.solve(a.T @ a, g)
         if wrt == 1:
             return a @ z
@@ -293,6 +411,8 @@ def lstsq_vjp(g, a, b, part, wrt):
     if wrt == 1:
         return rg
     return -(np.outer(rg, x) if np.ndim(b) == 1 else rg @ x.T)
+
+
 def expm_frechet(a, e):
     """The Fréchet derivative of the matrix exponential at `a` in direction `e` (2-d)."""
     import scipy.linalg

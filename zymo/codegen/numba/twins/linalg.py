@@ -58,6 +58,18 @@ def _mT(a):
 # -- solve, inv, det, slogdet -----------------------------------------------------------------------
 
 
+@overload(rt.mv)
+def _mv(m, v):
+    _need("a matrix product", m)
+    return lambda m, v: _mm(m, v)
+
+
+@overload(rt.solve_jvp_a)
+def _solve_jvp_a(t_, ans, a):
+    _need("np.linalg.solve", a)
+    return lambda t_, ans, a: -np.linalg.solve(_c(a), _mm(t_, ans))
+
+
 @overload(rt.solve_vjp_b)
 def _solve_vjp_b(g, a):
     _need("np.linalg.solve", a)
@@ -72,10 +84,32 @@ def _solve_vjp_a(g, sol, a):
     return lambda g, sol, a: -_mm(np.linalg.solve(_t(a), _c(g)), _t(sol))
 
 
+@register_jitable
+def _adj_t(a):
+    """`runtime.linalg._adjugate_t` of a matrix (the transposed adjugate, by the SVD)."""
+    u, s, vh = np.linalg.svd(_c(a))
+    n = s.shape[0]
+    c = np.ones(n, s.dtype)
+    acc = 1.0
+    for i in range(n):
+        c[i] = acc
+        acc *= s[i]
+    acc = 1.0
+    for i in range(n - 1, -1, -1):
+        c[i] *= acc
+        acc *= s[i]
+    return (np.linalg.det(u) * np.linalg.det(vh)) * np.dot(u * c, vh)
+
+
 @overload(rt.det_vjp)
 def _det_vjp(g, d, a):
     _need("np.linalg.det", a)
-    return lambda g, d, a: (g * d) * _t(np.linalg.inv(_c(a)))
+
+    def impl(g, d, a):
+        if d == 0 and np.linalg.det(_c(a)) == 0:  # singular: the adjugate (inv fails)
+            return g * _adj_t(a)
+        return (g * d) * _t(np.linalg.inv(_c(a)))
+    return impl
 
 
 @overload(rt.logdet_vjp)
