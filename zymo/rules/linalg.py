@@ -21,7 +21,7 @@ _WC3 = ("wc", 3, 3)
 
 class solve(Rule, key="numpy.linalg.solve", fn=np.linalg.solve, cases=(
         ("fn(x, y)", (_WC3, (3,))), ("fn(x, y)", (_WC3, (3, 2))), ("fn(x, y)", (("wc", 2, 3, 3), (2, 3, 2))),
-        ("fn(x, x[0])", (_WC3,)))):
+        ("fn(x, x[0])", (_WC3,)), ("fn(x, y)", (("wc", 2, 3, 3), (3,))), ("fn(x, y)", (("wc", 3, 3, 3), (3,))))):
     def jvp_a(t, ans, a, b): return _rt.solve_jvp_a(t, ans, a)
     def jvp_b(t, ans, a, b): return np.linalg.solve(a, t)
     def vjp_a(g, ans, a, b): return _rt.solve_vjp_a(g, ans, a)
@@ -168,8 +168,10 @@ class lstsq(Rule, key="numpy.linalg.lstsq", fn=np.linalg.lstsq, parts=(
         "numpy.linalg.lstsq.sv"), cases=(
         ("fn(x, y)[0]", (("wc", 5, 3), (5,))), ("fn(x, y, rcond=None)[0]", (("wc", 5, 3), (5, 2))),
         ("fn(x, y)[1]", (("wc", 5, 3), (5,))), ("fn(x, y)[1]", (("wc", 5, 3), (5, 2))),
-        ("x_, res, rank, sv = fn(x, y)\nreturn x_ * rank + sv", (("wc", 5, 3), (5,))))):
-    """Full column rank; residuals need more rows than columns."""
+        ("x_, res, rank, sv = fn(x, y)\nreturn x_ * rank + sv", (("wc", 5, 3), (5,))),
+        ("fn(x, y)[0]", (("wc", 3, 5), (3,))), ("fn(x, y, 1e-10)[0]", (("wc", 3, 5), (3, 2))))):
+    """Full rank (full column rank, or full row rank: the minimum-norm solution); residuals
+    need more rows than columns (elsewhere NumPy's are empty, and so is their derivative)."""
 
 
 _LS = dict(part_of="numpy.linalg.lstsq")
