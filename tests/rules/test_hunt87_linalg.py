@@ -198,3 +198,11 @@ def test_det_adjugate_numba():
     for mode in (Reverse, Forward):
         (g,) = zymo.gradient(mode, np.linalg.det, a.copy(), numba=True)
         np.testing.assert_allclose(g, [[4.0, -2.0], [-2.0, 1.0]], atol=1e-12)
+
+
+def test_hessian_of_det_singular_is_refused_and_nonsingular_agrees():
+    with pytest.raises(ZymoError, match="second derivative of np.linalg.det at a singular matrix"):
+        zymo.hessian(np.linalg.det, np.array([[1.0, 2.0], [2.0, 4.0]]))
+    a = np.array([[2.0, 1.0, 0.5], [0.3, 3.0, 1.0], [1.0, -1.0, 2.5]])
+    np.testing.assert_allclose(zymo.hessian(np.linalg.det, a.copy()),
+                               np.asarray(jax.hessian(jnp.linalg.det)(jnp.asarray(a))), atol=1e-10)

@@ -258,7 +258,7 @@ class det_vjp(Rule, key="zymo.rt.det_vjp", fn=_rt.det_vjp, call="_rt.det_vjp", c
         ("fn(x, y, z)", ((), (), _WC)),)):
     def jvp_g(t, ans, g, d, a): return _rt.det_vjp(t, d, a)
     def jvp_d(t, ans, g, d, a): return _rt.det_vjp(g, t, a)
-    def jvp_a(t, ans, g, d, a): return -(ans @ _rt.mT(np.linalg.solve(a, t)))
+    def jvp_a(t, ans, g, d, a): return -(ans @ _rt.mT(_rt.det_solve(a, t)))
     def vjp_g(gb, ans, g, d, a): return np.sum(gb * _rt.det_vjp(1.0, d, a), axis=(-2, -1))
     def vjp_d(gb, ans, g, d, a): return np.sum(gb * _rt.det_vjp(g, 1.0, a), axis=(-2, -1))
     def vjp_a(gb, ans, g, d, a): return -(ans @ _rt.mT(gb) @ _rt.mT(np.linalg.inv(a)))

@@ -28,8 +28,8 @@ import numpy as np
 from .core import unbroadcast
 
 __all__ = [
-    "mT", "mv", "solve_jvp_a", "solve_vjp_a", "solve_vjp_b", "det_vjp", "logdet_vjp", "slogdet_sign",
-    "slogdet_logabsdet",
+    "mT", "mv", "solve_jvp_a", "solve_vjp_a", "solve_vjp_b", "det_vjp", "det_solve", "logdet_vjp",
+    "slogdet_sign", "slogdet_logabsdet",
     "cholesky_jvp", "cholesky_vjp", "eigh_w", "eigh_v", "eigh_jvp", "eigh_vjp", "qr_q", "qr_r", "qr_jvp", "qr_vjp",
     "svd_u", "svd_s", "svd_vh", "svd_jvp", "svd_vjp", "lstsq_x", "lstsq_residuals", "lstsq_rank", "lstsq_sv",
     "lstsq_jvp", "lstsq_vjp", "expm_frechet", "triangle", "tri_solve_vjp_a", "cho_factor_c", "cho_factor_lower",
@@ -121,6 +121,18 @@ def det_vjp(g, d, a):
     except np.linalg.LinAlgError:
         return np.asarray(g)[..., None, None] * _adjugate_t(a)
     return (np.asarray(g * d)[..., None, None]) * mT(inv)
+
+
+def det_solve(a, t):
+    """`solve(a, t)` for the second order of `det` (`rules/runtime_rules.py`'s `det_vjp`): at a
+    singular `a`, where the gradient is the adjugate's (`det_vjp`), its own derivative is not
+    supported, and this refuses clearly rather than let LAPACK's LinAlgError through."""
+    try:
+        return np.linalg.solve(a, t)
+    except np.linalg.LinAlgError:
+        _refuse("the second derivative of np.linalg.det at a singular matrix is not supported",
+                "zymo's gradient of det there is the adjugate's (from the SVD); the Hessian's formula "
+                "needs the inverse", "evaluate the Hessian at a nonsingular matrix")
 
 
 def _adjugate_t(a):

@@ -112,6 +112,12 @@ def _det_vjp(g, d, a):
     return impl
 
 
+@overload(rt.det_solve)
+def _det_solve(a, t_):
+    _need("np.linalg.det", a)
+    return lambda a, t_: np.linalg.solve(_c(a), _c(t_))
+
+
 @overload(rt.logdet_vjp)
 def _logdet_vjp(g, a):
     _need("np.linalg.slogdet", a)
