@@ -145,3 +145,88 @@ def test_tuple_left_in_a_rule_argument_is_refused():
     with pytest.raises(ZymoError, match="tuple of numbers") as e:
         zymo.gradient(Reverse, f, P.copy())
     assert "test_hunt87_frontend.py" in str(e.value)
+
+
+# -- H2/H3: `out` by position, and out= of array methods --------------------------------------
+
+X = np.array([-1.0, 0.2, 0.9, 0.35])
+U = np.array([0.3, -0.2])
+M = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+BV = np.array([0.3, -0.2, 0.7])
+
+
+def clip_pos_out(x):
+    r = np.zeros(4)
+    np.clip(x, -0.5, 0.5, r)
+    return np.sum(r ** 2) + np.sum(x * r)
+
+
+def clip_method_pos_out(x):
+    x.clip(-0.5, 0.5, x)  # in place: the operand is read before it is overwritten
+    return np.sum(x ** 3)
+
+
+def clip_method_kw_out(x):
+    x.clip(-0.5, 0.5, out=x)
+    return np.sum(x ** 3)
+
+
+def outer_pos_out(x, u):
+    r = np.zeros((4, 2))
+    np.outer(x, u, r)
+    return np.sum(r ** 2)
+
+
+def dot_method_out(a, b):
+    r = np.zeros(2)
+    a.dot(b, r)
+    s = np.zeros(2)
+    a.dot(b, out=s)
+    return np.sum(r ** 2) + np.sum(s * r)
+
+
+def sum_method_out(a):
+    r = np.zeros(2)
+    v = a.sum(axis=1, out=r)
+    return np.sum(r ** 2) + np.sum(v)
+
+
+def round_pos_out(x):
+    y = x * 3.0
+    np.round(x, 1, y)  # y is overwritten by a constant: its derivative is zero
+    x.round(1, x)
+    return np.sum(y ** 2) + np.sum(x ** 2) + y[0] * 0.0
+
+
+def fft_pos_out(v):
+    r = np.zeros(4, dtype=complex)
+    np.fft.fft(v, None, -1, None, r)
+    return np.sum(np.abs(r) ** 2)
+
+
+@pytest.mark.parametrize("f,args", [(clip_pos_out, (X,)), (clip_method_pos_out, (X,)), (clip_method_kw_out, (X,)),
+                                    (outer_pos_out, (X, U)), (dot_method_out, (M, BV)), (sum_method_out, (M,)),
+                                    (fft_pos_out, (X,))])
+def test_out_by_position_and_in_methods(f, args):
+    check(f, *[np.array(a) for a in args])
+
+
+def test_out_of_a_nondifferentiable_call():
+    for mode in (Reverse, Forward):
+        g = zymo.gradient(mode, round_pos_out, X.copy())[0]
+        np.testing.assert_array_equal(g, np.zeros(4))
+
+
+def test_out_by_position_numba():
+    g = zymo.gradient(Reverse, clip_pos_out, X.copy(), numba=True)[0]
+    np.testing.assert_allclose(g, _fd(clip_pos_out, [X.copy()])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_out_given_twice_or_before_other_positionals_is_refused():
+    def f(x):
+        r = np.zeros(4)
+        np.clip(x, -0.5, 0.5, r, out=r)
+        return np.sum(r)
+    with pytest.raises(ZymoError, match="out"):
+        zymo.gradient(Reverse, f, X.copy())
+

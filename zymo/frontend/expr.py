@@ -383,6 +383,7 @@ class ExprLowering(ContainerLowering):
                 pos, kw = rule.binding().canonical(pos, kw)
             if getattr(rule, "unpack_first", None):
                 pos = self.unpack_first(rule, pos, node)
+            self.positional_out(rule, pos, kw, node)
             self.check_rule(rule, pos, kw, node)
             if getattr(rule, "via", None):
                 return self.join(key, pos, kw, node)
@@ -398,12 +399,7 @@ class ExprLowering(ContainerLowering):
             nin = 2 if key == "numpy.dot" else getattr(fn, "nin", None)
             if out is None and rule.out and nin is not None and len(pos) == nin + 1:
                 out = pos.pop()  # NumPy takes `out` positionally too: np.tanh(x, x), np.dot(a, b, c)
-            if out is not None:
-                if not rule.out:
-                    raise self.error(UnsupportedCall, f"{key} does not accept out= here", node)
-                if not isinstance(out, Value) or not isinstance(out.type, T.Array):
-                    raise self.error(ZymoTypeError, "out= must be an array", node)
-            return self.b.prim(key, pos, kw, loc, _hint(key), out=out)
+            return self.prim_out(rule, pos, kw, out, node)
         py = unwrap(fn)
         if isinstance(py, types.FunctionType):
             if getattr(py, "__module__", "") and py.__module__.split(".")[0] in ("numpy", "scipy"):
@@ -544,8 +540,47 @@ class ExprLowering(ContainerLowering):
         if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
         rule = lookup(key)
-        self.check_rule(rule, [m.obj] + pos, kw, node)
-        return self.b.prim(key, [m.obj] + pos, kw, self.loc(node), _hint(key))
+        # the methods zymo lowers take the function's arguments after the array, `out` at the
+        # same place: x.clip(lo, hi, r) is np.clip(x, lo, hi, r), A.dot(b, r) np.dot(A, b, r)
+        pos = [m.obj] + pos
+        self.positional_out(rule, pos, kw, node)
+        self.check_rule(rule, pos, kw, node)
+        out = kw.pop("out", None)
+        return self.prim_out(rule, pos, kw, out, node)
+
+    def positional_out(self, rule: Any, pos: list, kw: dict, node: ast.AST) -> None:
+        """Move an `out` array passed by position (`np.clip(x, lo, hi, r)`, `np.outer(a, b, r)`,
+        `np.fft.fft(v, None, -1, None, r)`) into `kw["out"]`, by the primal's signature, so that
+        it is handled as `out=` is: supported where the rule takes `out`, refused otherwise (never
+        dropped). Ufuncs, which have no signature, take it by their number of inputs (`call`)."""
+        k = _out_index(rule.fn)
+        if k is None or len(pos) <= k:
+            return
+        if "out" in kw:
+            raise self.error(ZymoSourceError, f"{rule.key}: argument out given by position and by keyword", node)
+        if len(pos) > k + 1:
+            raise self.error(UnsupportedCall, f"{rule.key} with arguments after `out` passed by position is not "
+                             "supported", node, hint="pass the arguments after `out` by keyword")
+        kw["out"] = pos.pop(k)
+
+    def prim_out(self, rule: Any, pos: list, kw: dict, out: Any, node: ast.AST) -> Any:
+        """The call of `rule`, writing into `out` where one is given (never dropped): through the
+        rule's own `out` where it has one (ufuncs, np.dot), else as the result stored into it,
+        `out[...] = f(...)` (np.clip, np.outer, np.round, np.fft.fft, np.sum: the operands are
+        read before `out` is written, as NumPy reads them), the call's value being `out`."""
+        key, loc = rule.key, self.loc(node)
+        if out is None or (isinstance(out, S) and out.obj is None):
+            return self.b.prim(key, pos, kw, loc, _hint(key))
+        if not isinstance(out, Value) or not isinstance(out.type, T.Array):
+            raise self.error(ZymoTypeError, "out= must be an array", node)
+        if rule.out:
+            return self.b.prim(key, pos, kw, loc, _hint(key), out=out)
+        res = self.b.prim(key, pos, kw, loc, _hint(key))
+        if not isinstance(res, Value) or (isinstance(res.type, T.Array) and res.type.ndim > out.type.ndim):
+            raise self.error(ZymoTypeError, f"{key}: out= does not fit the result", node,
+                             hint="assign the result instead: r[...] = f(...)")
+        self.b.setitem(out, (Ellipsis,), res, loc)
+        return out
 
     def builtin(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         loc = self.loc(node)
@@ -650,6 +685,21 @@ def load_hint(node: ast.expr, arr: Value) -> str:
 def _number(b: Any) -> bool:
     """A number or a 0-d array (what NumPy's joins read as a 0-d array)."""
     return isinstance(b, Value) and (isinstance(b.type, T.Scalar) or (isinstance(b.type, T.Array) and b.type.ndim == 0))
+
+
+@functools.cache
+def _out_index(fn: Any) -> int | None:
+    """The position of the parameter `out` of NumPy function `fn` where it may be passed by
+    position (`np.clip(a, a_min, a_max, out)`), or None."""
+    import inspect
+
+    try:
+        ps = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in ps if p.kind in kinds]
+    return names.index("out") if "out" in names else None
 
 
 def _rule_of(fn: Any) -> Any:
