@@ -230,3 +230,52 @@ def test_out_given_twice_or_before_other_positionals_is_refused():
     with pytest.raises(ZymoError, match="out"):
         zymo.gradient(Reverse, f, X.copy())
 
+
+# -- H4: a list index is an index array, in np.add.at and in subscripts -------------------------
+
+XM = np.arange(12.0).reshape(3, 4) / 10.0 - 0.3
+
+
+def add_at_list(x, s):
+    np.add.at(x, [0, 2, 2], s)  # rows 0 and 2 (twice), not the element x[0, 2]
+    return np.sum(x ** 2)
+
+
+def add_at_list_variable(x, s):
+    rows = [2, 0]
+    rows.append(2)
+    np.add.at(x, rows, s * x[1])
+    return np.sum(x ** 2)
+
+
+def add_at_tuple(x, s):
+    np.add.at(x, (0, 2), s)  # a tuple is one index per dimension: the element x[0, 2]
+    return np.sum(x ** 2)
+
+
+def list_subscripts(x, s):
+    i, j = 0, 2
+    y = x[[i, j]] * s  # rows 0 and 2
+    x[[j, i]] = y[::-1] ** 2
+    lst = [1, i]
+    return np.sum(x ** 2) + np.sum(y) + np.sum(x[lst] * s)
+
+
+@pytest.mark.parametrize("f", [add_at_list, add_at_list_variable, add_at_tuple, list_subscripts])
+def test_list_index(f):
+    check(f, XM.copy(), 0.5)
+
+
+def test_add_at_list_numba():
+    g = zymo.gradient(Reverse, add_at_list, XM.copy(), 0.5, numba=True)
+    fd = _fd(add_at_list, [XM.copy(), 0.5])
+    for a, e in zip(g, fd):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+def test_add_at_list_of_floats_is_refused():
+    def f(x, s):
+        np.add.at(x, [0.0, 2.0], s)
+        return np.sum(x)
+    with pytest.raises(ZymoError, match="integers"):
+        zymo.gradient(Reverse, f, XM.copy(), 0.5)

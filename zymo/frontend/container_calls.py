@@ -68,6 +68,16 @@ class ContainerCallLowering(LoweringHost):
                              "or comprehension", node)
         if has and rule_for_callable(fn) is None and not isinstance(fn, (type, types.BuiltinFunctionType)):
             return NotImplemented  # a user function: inlined, it receives the list itself
+        if key == "numpy.add.at" and len(pos) > 1 and isinstance(pos[1], Ref):
+            # np.add.at(a, [i, j], v): NumPy reads a list index as an index array (rows i and j),
+            # a tuple as one index per dimension
+            idx = self.freeze(pos[1], node)
+            if isinstance(idx, tuple):
+                if not idx or not _all_int_values(idx):
+                    raise self.error(ZymoTypeError, "a list in an index must hold integers", node,
+                                     hint="index with an integer array or a boolean mask")
+                idx = self.array_from(idx, None, node)
+            pos[1] = idx
         if has:
             # NumPy reads a list of numbers as an array (np.sum([a, b])), a list of ints as a shape
             numeric = rule_for_callable(fn) is not None and not is_join(fn) and \
@@ -445,3 +455,8 @@ def holds_numbers(b: Any, constants: bool = False) -> bool:
         return any(holds_numbers(x, constants) for x in b)
     return isinstance(b, Value) and (constants or not b.is_const) and b.type.differentiable and \
         isinstance(b.type, (T.Scalar, T.Array))
+
+
+def _all_int_values(items: tuple) -> bool:
+    return all(_all_int_values(x) if isinstance(x, tuple) else isinstance(x, Value) and x.type == T.INT
+               for x in items)
