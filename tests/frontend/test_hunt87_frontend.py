@@ -3,6 +3,8 @@
 builtin `sum` with `start`. Each gradient is checked in Reverse and in Forward mode against
 central differences (and so against each other), at inputs where it is clearly nonzero;
 what zymo does not support is refused at the user's line."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -279,3 +281,43 @@ def test_add_at_list_of_floats_is_refused():
         return np.sum(x)
     with pytest.raises(ZymoError, match="integers"):
         zymo.gradient(Reverse, f, XM.copy(), 0.5)
+
+
+# -- H5: builtin sum with start --------------------------------------------------------------
+
+def sum_start_kw(v, s):
+    return sum(v, start=s) ** 2 + sum((v[0], s), start=v[1]) * s
+
+
+def sum_start_pos(v, s):
+    return sum(v, 2.0) ** 2 + sum([v[0] * s, v[2]], s) ** 2
+
+
+def sum_start_runtime_list(v, s):
+    sq = [x * x for x in v]  # a list filled in a loop of run-time length
+    return sum(sq, s) * s + sum((x * s for x in v), start=s * s)
+
+
+def sum_start_rows(m, s):
+    return np.sum(sum(m, start=s * np.ones(4)) ** 2)
+
+
+def sum_start_partial(v, s):
+    total = functools.partial(sum, start=s)
+    return total(v) ** 2
+
+
+@pytest.mark.parametrize("f", [sum_start_kw, sum_start_pos, sum_start_runtime_list, sum_start_partial])
+def test_builtin_sum_start(f):
+    check(f, V.copy(), 3.0)
+
+
+def test_builtin_sum_start_of_rows():
+    check(sum_start_rows, XM.copy(), 0.7)
+
+
+def test_builtin_sum_start_numba():
+    g, val = zymo.gradient(zymo.ReverseWithPrimal, sum_start_kw, V.copy(), 3.0, numba=True)
+    assert np.isclose(val, sum_start_kw(V, 3.0))
+    for a, e in zip(g, _fd(sum_start_kw, [V.copy(), 3.0])):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

@@ -97,6 +97,26 @@ class ContainerCallLowering(LoweringHost):
                 return self.array_from(items, None, node)
         return b
 
+    def sum_start(self, pos: list, kw: dict, node: ast.Call) -> Any:
+        """Builtin `sum(items, start)` and `sum(items, start=s)`: `start + items[0] + items[1] + ...`
+        as Python adds them (a tuple or static list), else `start +` the sum of the items (an
+        array's rows, a runtime list)."""
+        if len(pos) + len(kw) != 2 or len(pos) < 1 or set(kw) - {"start"}:
+            raise self.error(ZymoSourceError, "sum() takes an iterable and, optionally, start (by position or "
+                             "as start=)", node)
+        start = kw["start"] if kw else pos[1]
+        items = self.freeze(pos[0], node) if isinstance(pos[0], (Ref, tuple)) else pos[0]
+        if isinstance(items, tuple):
+            acc = start
+            for x in items:
+                acc = self.binop("add", acc, x, node)
+            return acc
+        rest = [pos[0]]
+        total = self.container_call(S(sum), rest, {}, node)
+        if total is NotImplemented:
+            total = self.call(S(sum), rest, {}, node)
+        return self.binop("add", start, total, node)
+
     def _array_call(self, fn: Any, pos: list, kw: dict, node: ast.Call) -> Any:
         """`np.array`/`np.asarray` of an array, of a list built in the function, of nested tuples."""
         if fn not in (np.array, np.asarray):
@@ -154,16 +174,11 @@ class ContainerCallLowering(LoweringHost):
             if isinstance(c, Value):
                 pos[0] = c  # an array: np.sum/np.min/np.max
                 return NotImplemented
-        if fn is sum and len(pos) == 2 and not kw and isinstance(pos[0], (Ref, tuple)):
-            items = self.freeze(pos[0], node)
-            if isinstance(items, tuple):
-                acc = pos[1]
-                for x in items:
-                    acc = self.binop("add", acc, x, node)
-                return acc
+        if fn is sum and (len(pos) == 2 or "start" in kw):
+            return self.sum_start(pos, kw, node)
         if fn in (tuple, list) and len(pos) <= 1 and not kw:
             if not pos:
-                items = ()
+                items: Any = ()
             elif isinstance(pos[0], Ref):
                 items = self.iteration(pos[0], node)
                 if isinstance(items, Value):

@@ -606,6 +606,8 @@ class ExprLowering(ContainerLowering):
                 acc = self.b.prim("builtins." + fn.__name__, [acc, self.as_value(x, node)], {}, loc)
             return acc
         if fn is sum:
+            if len(pos) != 1 or kw:  # sum(items, start): a partial's arguments reach here
+                return self.sum_start(pos, kw, node)
             (items,) = pos
             if isinstance(items, tuple):
                 acc = self.b.const(0, loc) if not items else self.as_value(items[0], node)
