@@ -451,14 +451,22 @@ def nansum_dtype(x):
     return np.nansum(x, 0, np.float64)
 
 
-def polyval_list(x):
-    return np.polyval((1.0, 2.0), x)
+def polyval_tuple(x):
+    return np.sum(np.polyval((1.0, 2.0), x) ** 2) + np.polyval((x[0], 1.5, x[1]), x[2])
+
+
+def test_polyval_of_a_tuple():
+    # NumPy reads a tuple of coefficients as an array (the frontend makes it one, as for a list)
+    for mode in (Reverse, Forward):
+        got = zymo.gradient(mode, polyval_tuple, X.copy())[0]
+        fd = np.array([(polyval_tuple(X + 1e-6 * e) - polyval_tuple(X - 1e-6 * e)) / 2e-6 for e in np.eye(len(X))])
+        np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("f, words", [
     (sort_order, "order="), (interp_period, "period="), (hist_density, "density=True"), (hist_auto, "bins='auto'"),
-    (hist_range, "range="), (cov_aweights, "aweights"), (nansum_dtype, "keepdims"),
-    (polyval_list, "1-d coefficients")], ids=lambda v: getattr(v, "__name__", ""))
+    (hist_range, "range="), (cov_aweights, "aweights"), (nansum_dtype, "keepdims")],
+    ids=lambda v: getattr(v, "__name__", ""))
 def test_refused_at_the_users_line(f, words):
     with pytest.raises(UnsupportedCall) as info:
         zymo.gradient(Reverse, f, X)
