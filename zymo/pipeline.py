@@ -80,9 +80,6 @@ class Compiled:
     numpy_results: Any = None  # (primal, tangents): NumPy scalar types of the results (`boundary.python_scalars`)
 
 
-_LOWERED: dict[Any, Lowered] = {}
-_COMPILED: dict[Any, list[Compiled]] = {}  # key -> programs, each for calls its guards admit
-
 def lower_ir(f: Any, values: tuple) -> Lowered:
     """The IR of `f` for a call with `values`: lowered, specialised, simplified (and verified
     under `ZYMO_CHECK_IR`)."""

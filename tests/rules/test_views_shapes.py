@@ -500,6 +500,11 @@ def split_at_indices(x):
     return np.sum(a) * 3.0 + np.sum(b ** 2) + np.sum(np.sin(c))
 
 
+def split_at_listed_indices(x):
+    a, b, c = np.split(x, [1, 3])  # a list literal of indices (hunt 86: refused as not constant)
+    return np.sum(a * 2.0) + np.sum(b ** 2) + np.sum(c ** 3) + np.sum(np.array_split(x, [2])[1] ** 2)
+
+
 def gradient_per_axis(f):
     gy, gx = np.gradient(f * f, 0.5)
     return np.sum(gy * gx)
@@ -519,6 +524,7 @@ def split_then_write(x, v):
 
 @pytest.mark.parametrize("f, shapes", [
     (split_three, [(6,), ()]), (array_split_loop, [(2, 7)]), (split_at_indices, [(6,)]),
+    (split_at_listed_indices, [(5,)]),
     (gradient_per_axis, [(4, 5)]), (atleast_several, [(5,), (5,)]), (split_then_write, [(4,), ()]),
 ])
 def test_calls_returning_several_arrays(f, shapes):

@@ -110,7 +110,7 @@ def _split(lw: Any, fn: Any, pos: list, kw: dict, node: ast.Call) -> tuple:
     if not isinstance(axis, int) or not -ndim <= axis < ndim:
         raise lw.error(UnsupportedCall, f"{name} needs a constant axis of the array here", node)
     axis %= ndim
-    ios = const_value(args["indices_or_sections"])
+    ios = const_value(lw.freeze(args["indices_or_sections"], node))  # a list literal of indices: its tuple
     loc = lw.loc(node)
 
     def part(lo: Any, hi: Any) -> Value:
