@@ -321,3 +321,21 @@ def test_builtin_sum_start_numba():
     assert np.isclose(val, sum_start_kw(V, 3.0))
     for a, e in zip(g, _fd(sum_start_kw, [V.copy(), 3.0])):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+def flatten_c(m):
+    return np.sum(m.flatten("C") * np.arange(1.0, 13.0) ** 0.5) + np.sum(m.T.flatten(order="C") ** 3)
+
+
+def test_flatten_with_order_c():
+    check(flatten_c, XM.copy())
+
+
+def flatten_f(m):
+    return np.sum(m.flatten("F") * np.arange(1.0, 13.0))
+
+
+def test_flatten_in_another_order_is_refused_at_the_users_line():
+    with pytest.raises(ZymoError, match="C order only") as info:
+        zymo.gradient(Reverse, flatten_f, XM.copy())
+    assert "test_hunt87_frontend.py" in str(info.value)

@@ -539,6 +539,13 @@ class ExprLowering(ContainerLowering):
         key = METHODS[m.name]
         if m.name in ("reshape", "transpose") and len(pos) > 1:
             pos = [tuple(pos)]
+        if m.name == "flatten" and (pos or kw):  # x.flatten(order): C order is what the rule computes
+            pos, kw = list(pos), dict(kw)
+            order = const_value(pos.pop(0) if pos else kw.pop("order", "C"))
+            if order != "C" or pos or kw:
+                raise self.error(UnsupportedCall, f"x.flatten with order={order!r} is not supported (C order only)"
+                                 if order != "C" else "x.flatten takes one argument, order", node,
+                                 hint="x.T.flatten() is x.flatten('F') of a 2-d array")
         rule = lookup(key)
         # the methods zymo lowers take the function's arguments after the array, `out` at the
         # same place: x.clip(lo, hi, r) is np.clip(x, lo, hi, r), A.dot(b, r) np.dot(A, b, r)

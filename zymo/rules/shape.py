@@ -95,8 +95,9 @@ class ravel(Rule, key="numpy.ravel", fn=np.ravel, maybe_view=True, cases=(
 
 
 class flatten(Rule, key="numpy.copy_flat", fn=_rt.flatten, call="_rt.flatten", cases=(
-        ("x.flatten() * y", ((3, 4), (12,))), ("z = x.flatten()\nz[0] = z[1] * z[2]\nreturn z * y", ((3, 4), (12,))))):
-    """`x.flatten()`: always a copy."""
+        ("x.flatten() * y", ((3, 4), (12,))), ("z = x.flatten()\nz[0] = z[1] * z[2]\nreturn z * y", ((3, 4), (12,))),
+        ("x.flatten('C') * y", ((3, 4), (12,))), ("x.T.flatten(order='C') * y", ((3, 4), (12,))))):
+    """`x.flatten()`: always a copy; `x.flatten('C')` too (the frontend refuses other orders)."""
     def jvp_x(t, ans, x): return _rt.flatten(t)
     def vjp_x(g, ans, x): return np.reshape(g, np.shape(x))
 
