@@ -57,7 +57,7 @@ def _args(names, pos, kw):
 class sort(Rule, key="numpy.sort", fn=np.sort, cases=(
         ("fn(x) * y", ((5,), (5,))), ("fn(x) * y", ((3, 4), (3, 4))), ("fn(x, axis=0) * y", ((3, 4), (3, 4))),
         ("fn(x, 0) * y", ((3, 4), (3, 4))), ("fn(x, axis=None) * y", ((3, 4), (12,))),
-        ("fn(x, axis=-1, kind='stable') * y", ((2, 3, 4), (2, 3, 4))), ("fn(x, stable=True) * y", ((4,), (4,))), ("fn(x * x)[::-1] * y", ((6,), (6,))),
+        ("fn(x, axis=-1, kind='stable') * y", ((2, 3, 4), (2, 3, 4))), ("fn(x, stable=True) * y", ((4,), (4,))), ("fn(x, order=None) * y", ((5,), (5,))), ("fn(x * x)[::-1] * y", ((6,), (6,))),
         ("np.sum(fn(x)[-2:] ** 2)", ((3, 4),)), ("fn(np.concatenate((x, x)))", ((3,),)))):
     """The derivative follows the (stable) permutation; ties keep their own derivative."""
     def jvp_a(t, ans, a, axis=-1, kind=None, order=None, stable=None):
@@ -68,7 +68,7 @@ class sort(Rule, key="numpy.sort", fn=np.sort, cases=(
     @classmethod
     def check(cls, pos, kw):
         args = _args(("a", "axis", "kind", "order"), pos, kw)
-        if args.get("order") is not None:
+        if const_value(args.get("order")) is not None:  # order=None written out is the default
             return "np.sort with order= (structured arrays) is not differentiable"
         extra = set(kw) - {"a", "axis", "kind", "order", "stable"}
         if extra:
@@ -88,7 +88,7 @@ class argsort(Rule, key="numpy.argsort", fn=np.argsort, nondiff=True, cases=(
 class partition(Rule, key="numpy.partition", fn=np.partition, cases=(
         ("fn(x, 2) * y", ((5,), (5,))), ("fn(x, 1, axis=0) * y", ((3, 4), (3, 4))),
         ("fn(x, kth=2) * y", ((3, 4), (3, 4))), ("fn(x, (0, 3), axis=-1)[:, 3]", ((3, 5),)),
-        ("fn(x, 4, axis=None) * y", ((3, 4), (12,))))):
+        ("fn(x, 4, axis=None) * y", ((3, 4), (12,))), ("fn(x, 2, order=None) * y", ((5,), (5,))))):
     """The derivative follows the rearrangement NumPy made (matched back by value)."""
     def jvp_a(t, ans, a, kth, axis=-1, kind="introselect", order=None):
         return np.take_along_axis(t, _rt.match_perm(a, ans, axis), axis)
@@ -98,7 +98,7 @@ class partition(Rule, key="numpy.partition", fn=np.partition, cases=(
     @classmethod
     def check(cls, pos, kw):
         args = _args(("a", "kth", "axis", "kind", "order"), pos, kw)
-        if args.get("order") is not None:
+        if const_value(args.get("order")) is not None:  # order=None written out is the default
             return "np.partition with order= (structured arrays) is not differentiable"
         return None
 
